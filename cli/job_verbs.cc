@@ -1,0 +1,279 @@
+// The job verbs: submit, jobs, status, watch, cancel, workers, trace. Each is a thin client
+// of the coordinator's JobService.
+#include <google/protobuf/util/json_util.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "cli/cli_io.h"
+#include "cli/flags.h"
+#include "cli/job_client.h"
+#include "cli/verbs.h"
+
+namespace pipecoord::cli {
+namespace {
+
+std::string ToJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
+// Parses flags with one optional positional JOB id; prints help and returns -1 when asked.
+int Parse(FlagSet& flags, int argc, char** argv, const char* verb, std::string* job, bool job_required) {
+  std::vector<std::string> positional;
+  if (int rc = ParseFlagsOrExit(flags, argc, argv, verb, &positional); rc >= 0) return rc;
+  Status st;
+  if (positional.size() > 1) st = InvalidArgument("expected one argument, got " + std::to_string(positional.size()));
+  if (st.ok() && job_required && positional.empty()) st = InvalidArgument("JOB: required (see `pipectl jobs`)");
+  if (!st.ok()) return Fail(verb, st);
+  if (job != nullptr && !positional.empty()) *job = positional[0];
+  return -1;
+}
+
+const char* State(v1::JobState s) {
+  switch (s) {
+    case v1::PENDING: return "PENDING";
+    case v1::RUNNING: return "RUNNING";
+    case v1::SUCCEEDED: return "SUCCEEDED";
+    case v1::FAILED: return "FAILED";
+    case v1::CANCELLED: return "CANCELLED";
+    default: return "?";
+  }
+}
+
+// Follows a job until it ends: a line per step (a live line on a terminal), events, the end.
+int Watch(Connection conn, const std::string& job, const char* verb) {
+  auto made = JobStub(&conn);
+  if (!made.ok()) return Fail(verb, made.status());
+  auto stub = std::move(made).value();
+  grpc::ClientContext ctx;
+  v1::WatchJobRequest req;
+  req.set_job_id(job);
+  auto reader = stub->WatchJob(&ctx, req);
+  v1::JobUpdate u;
+  v1::JobState last = v1::JOB_STATE_UNSPECIFIED;
+  const bool tty = isatty(STDOUT_FILENO);
+  int steps = 0;
+  {
+    auto info = Deadline(10);
+    v1::GetJobRequest g;
+    g.set_job_id(job);
+    v1::Job j;
+    if (stub->GetJob(info.get(), g, &j).ok()) steps = j.spec().steps();
+  }
+  while (reader->Read(&u)) {
+    last = u.state();
+    if (!u.event().empty()) {
+      std::printf("%s%s: %s\n", tty ? "\r\033[K" : "", job.c_str(), u.event().c_str());
+    } else {
+      std::printf("%s%s step %d/%d  loss %.4f  step %.3f s  bubble measured %.3f predicted %.3f%s",
+                  tty ? "\r\033[K" : "", job.c_str(), u.step() + 1, steps, u.loss(), u.step_time_s(),
+                  u.measured_bubble_rate(), u.predicted_bubble_rate(), tty ? "" : "\n");
+    }
+    std::fflush(stdout);
+  }
+  if (tty) std::printf("\n");
+  Status st = FromGrpc(reader->Finish(), conn);
+  if (!st.ok()) return Fail(verb, st);
+  return last == v1::SUCCEEDED ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+int RunSubmit(int argc, char** argv) {
+  Connection conn;
+  std::string format = "text";
+  bool watch = false;
+  FlagSet flags("pipectl submit JOB.json [--watch] [--coordinator HOST:PORT] [--tls-ca FILE] [--token TOKEN] "
+                "[--format text|json]",
+                "Submits a job: JOB.json is a JobSpec in protobuf's JSON mapping (see docs/usage.md "
+                "and examples/). Prints the job id and the plan's predicted bubble rate.");
+  AddConnectionFlags(flags, &conn);
+  flags.Bool("watch", &watch, "follow the job until it ends, a line per step");
+  flags.String("format", &format, "text (default) or json");
+  std::string file;
+  if (int rc = Parse(flags, argc, argv, "submit", &file, true); rc >= 0) return rc;
+  auto text = ReadInputFile("JOB.json", file, 16 << 20);
+  if (!text.ok()) return Fail("submit", text.status());
+  v1::SubmitJobRequest req;
+  auto parsed = google::protobuf::util::JsonStringToMessage(*text, req.mutable_spec());
+  if (!parsed.ok()) return Fail("submit", InvalidArgument(file + ": not a JobSpec: " + std::string(parsed.message())));
+  auto ctx = Deadline(60);
+  v1::SubmitJobResponse resp;
+  auto stub = JobStub(&conn);
+  if (!stub.ok()) return Fail("submit", stub.status());
+  Status st = FromGrpc((*stub)->SubmitJob(ctx.get(), req, &resp), conn);
+  if (!st.ok()) return Fail("submit", st);
+  if (format == "json") {
+    std::printf("%s", ToJson(resp).c_str());
+  } else {
+    std::printf("%s submitted (predicted bubble rate %.4f, makespan %.4g cost units)\n", resp.job_id().c_str(),
+                resp.predicted_bubble_rate(), resp.predicted_makespan());
+  }
+  std::fflush(stdout);
+  return watch ? Watch(conn, resp.job_id(), "submit") : kExitOk;
+}
+
+int RunJobs(int argc, char** argv) {
+  Connection conn;
+  std::string format = "text";
+  FlagSet flags("pipectl jobs [--coordinator HOST:PORT] [--tls-ca FILE] [--format text|json]", "Lists the coordinator's jobs.");
+  AddConnectionFlags(flags, &conn);
+  flags.String("format", &format, "text (default) or json");
+  if (int rc = Parse(flags, argc, argv, "jobs", nullptr, false); rc >= 0) return rc;
+  auto ctx = Deadline(10);
+  v1::ListJobsResponse resp;
+  auto stub = JobStub(&conn);
+  if (!stub.ok()) return Fail("jobs", stub.status());
+  Status st = FromGrpc((*stub)->ListJobs(ctx.get(), {}, &resp), conn);
+  if (!st.ok()) return Fail("jobs", st);
+  if (format == "json") {
+    std::printf("%s", ToJson(resp).c_str());
+    return kExitOk;
+  }
+  std::printf("%-12s %-10s %-12s %4s %4s %11s %10s  %s\n", "JOB", "STATE", "SCHEDULE", "PP", "DP", "STEPS", "LOSS", "NAME");
+  for (const v1::Job& j : resp.jobs()) {
+    const std::string steps = std::to_string(j.steps_done()) + "/" + std::to_string(j.spec().steps());
+    std::string loss = j.steps_size() ? std::to_string(j.steps(j.steps_size() - 1).loss()) : "-";
+    std::printf("%-12s %-10s %-12s %4d %4d %11s %10.10s  %s\n", j.id().c_str(), State(j.state()),
+                j.spec().schedule().c_str(), j.spec().pp(), j.spec().dp(), steps.c_str(), loss.c_str(),
+                j.spec().name().c_str());
+  }
+  return kExitOk;
+}
+
+int RunStatus(int argc, char** argv) {
+  Connection conn;
+  std::string format = "text", job;
+  FlagSet flags("pipectl status JOB [--coordinator HOST:PORT] [--tls-ca FILE] [--format text|json]",
+                "Shows one job: state, cause of failure, steps measured, events.");
+  AddConnectionFlags(flags, &conn);
+  flags.String("format", &format, "text (default) or json (the whole Job, plan included)");
+  if (int rc = Parse(flags, argc, argv, "status", &job, true); rc >= 0) return rc;
+  auto ctx = Deadline(10);
+  v1::GetJobRequest req;
+  req.set_job_id(job);
+  v1::Job j;
+  auto stub = JobStub(&conn);
+  if (!stub.ok()) return Fail("status", stub.status());
+  Status st = FromGrpc((*stub)->GetJob(ctx.get(), req, &j), conn);
+  if (!st.ok()) return Fail("status", st);
+  if (format == "json") {
+    std::printf("%s", ToJson(j).c_str());
+    return kExitOk;
+  }
+  std::printf("job       %s (%s)\nstate     %s\n", j.id().c_str(), j.spec().name().c_str(), State(j.state()));
+  if (j.state() == v1::FAILED) std::printf("cause     %s (rank %d)\n", j.failure_cause().c_str(), j.failed_rank());
+  std::printf("schedule  %s, pp %d, vpp %d, dp %d, %d micro-batches of %d\n", j.spec().schedule().c_str(),
+              j.spec().pp(), j.spec().vpp(), j.spec().dp(), j.spec().microbatches(), j.spec().micro_batch_size());
+  std::printf("steps     %d of %d\npredicted bubble rate %.4f\n", j.steps_done(), j.spec().steps(),
+              j.plan().predicted_bubble_rate());
+  if (j.steps_size() > 0) {
+    const v1::StepRecord& first = j.steps(0);
+    const v1::StepRecord& last = j.steps(j.steps_size() - 1);
+    double time = 0, bubble = 0;
+    for (const v1::StepRecord& s : j.steps()) {
+      time += s.step_time_s();
+      bubble += s.measured_bubble_rate();
+    }
+    const int n = j.steps_size();
+    std::printf("loss      %.4f at step %d -> %.4f at step %d\n", first.loss(), first.step(), last.loss(), last.step());
+    std::printf("step time %.4f s mean over %d step(s)\n", time / n, n);
+    std::printf("bubble    measured %.4f mean, predicted %.4f\n", bubble / n, j.plan().predicted_bubble_rate());
+    std::printf("peak mem ");
+    for (int r = 0; r < last.peak_memory_bytes_size(); ++r) {
+      std::printf(" r%d %.2f MiB", r, last.peak_memory_bytes(r) / 1048576.0);
+    }
+    std::printf("\n");
+  }
+  for (const v1::HealthEvent& e : j.events()) std::printf("event     %s\n", e.message().c_str());
+  return kExitOk;
+}
+
+int RunWatch(int argc, char** argv) {
+  Connection conn;
+  std::string job;
+  FlagSet flags("pipectl watch JOB [--coordinator HOST:PORT] [--tls-ca FILE]",
+                "Follows a job until it ends: a live line per step (loss, step time, measured and "
+                "predicted bubble rate) and its events. Exit 0 if it succeeded, 1 otherwise.");
+  AddConnectionFlags(flags, &conn);
+  if (int rc = Parse(flags, argc, argv, "watch", &job, true); rc >= 0) return rc;
+  return Watch(conn, job, "watch");
+}
+
+int RunCancel(int argc, char** argv) {
+  Connection conn;
+  std::string job;
+  FlagSet flags("pipectl cancel JOB [--coordinator HOST:PORT] [--tls-ca FILE] [--token TOKEN]",
+                "Cancels a pending or running job.");
+  AddConnectionFlags(flags, &conn);
+  if (int rc = Parse(flags, argc, argv, "cancel", &job, true); rc >= 0) return rc;
+  auto ctx = Deadline(10);
+  v1::CancelJobRequest req;
+  req.set_job_id(job);
+  v1::CancelJobResponse resp;
+  auto stub = JobStub(&conn);
+  if (!stub.ok()) return Fail("cancel", stub.status());
+  Status st = FromGrpc((*stub)->CancelJob(ctx.get(), req, &resp), conn);
+  if (!st.ok()) return Fail("cancel", st);
+  std::printf("%s %s\n", job.c_str(), State(resp.state()));
+  return kExitOk;
+}
+
+int RunWorkers(int argc, char** argv) {
+  Connection conn;
+  std::string format = "text";
+  FlagSet flags("pipectl workers [--coordinator HOST:PORT] [--tls-ca FILE] [--format text|json]",
+                "Lists registered workers, their job and rank, and their lease.");
+  AddConnectionFlags(flags, &conn);
+  flags.String("format", &format, "text (default) or json");
+  if (int rc = Parse(flags, argc, argv, "workers", nullptr, false); rc >= 0) return rc;
+  auto ctx = Deadline(10);
+  v1::ListWorkersResponse resp;
+  auto stub = JobStub(&conn);
+  if (!stub.ok()) return Fail("workers", stub.status());
+  Status st = FromGrpc((*stub)->ListWorkers(ctx.get(), {}, &resp), conn);
+  if (!st.ok()) return Fail("workers", st);
+  if (format == "json") {
+    std::printf("%s", ToJson(resp).c_str());
+    return kExitOk;
+  }
+  // Ids from certificates (pod names) are longer than the coordinator's own worker-NNNN.
+  int id_width = 12;
+  for (const v1::WorkerInfo& w : resp.workers()) id_width = std::max(id_width, static_cast<int>(w.worker_id().size()));
+  std::printf("%-*s %-6s %-22s %-12s %5s %10s\n", id_width, "WORKER", "DEVICE", "DATA ENDPOINT", "JOB", "RANK", "LEASE");
+  for (const v1::WorkerInfo& w : resp.workers()) {
+    std::printf("%-*s %-6s %-22s %-12s %5s %8lld ms\n", id_width, w.worker_id().c_str(), w.device_kind().c_str(),
+                w.data_endpoint().c_str(), w.job_id().empty() ? "-" : w.job_id().c_str(),
+                w.job_id().empty() ? "-" : std::to_string(w.rank()).c_str(),
+                static_cast<long long>(w.lease_expires_in_ms()));
+  }
+  return kExitOk;
+}
+
+int RunTrace(int argc, char** argv) {
+  Connection conn;
+  std::string job, out;
+  FlagSet flags("pipectl trace JOB --out run.json [--coordinator HOST:PORT] [--tls-ca FILE]",
+                "Writes the measured run as a Chrome/Perfetto trace (open in ui.perfetto.dev): one "
+                "track per rank, the plan's predicted idle windows beside them.");
+  AddConnectionFlags(flags, &conn);
+  flags.String("out", &out, "file to write; default: stdout");
+  if (int rc = Parse(flags, argc, argv, "trace", &job, true); rc >= 0) return rc;
+  auto ctx = Deadline(30);
+  v1::GetTraceRequest req;
+  req.set_job_id(job);
+  v1::GetTraceResponse resp;
+  auto stub = JobStub(&conn);
+  if (!stub.ok()) return Fail("trace", stub.status());
+  Status st = FromGrpc((*stub)->GetTrace(ctx.get(), req, &resp), conn);
+  if (!st.ok()) return Fail("trace", st);
+  return EmitOutput("trace", resp.perfetto_json(), out, "the trace of " + job);
+}
+
+}  // namespace pipecoord::cli

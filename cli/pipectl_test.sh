@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Runs the real pipectl binary: help texts, JSON fields, exit codes and exact error messages,
+# --out, every format, and the CSV export -> import round trip. Golden outputs: cli/testdata/.
+source cli/cli_test_lib.sh
+
+# --- help -----------------------------------------------------------------------------------
+expect_ok help schedule --help
+for flag in --schedule --pp --vpp --microbatches --layers --stage-layers --cost-f --cost-b --cost-w \
+            --cost-comm --w-share --mem-limit --csv --format --out --help; do
+  grep -qE -- "^ *(-h, )?$flag " "$TMP/help.out" || fail "schedule --help does not explain $flag"
+done
+expect_golden help
+expect_ok top --help
+grep -q "^  schedule " "$TMP/top.out" && grep -q "^  schedules " "$TMP/top.out" || fail "pipectl --help lists no verbs"
+"$PIPECTL" >/dev/null 2>&1
+[ $? -eq 2 ] || fail "pipectl with no verb should exit 2"
+
+# --- text and JSON --------------------------------------------------------------------------
+expect_ok 1f1b_p2_m3_text schedule --schedule 1f1b --pp 2 --microbatches 3
+expect_golden 1f1b_p2_m3_text
+expect_ok layers_text schedule --schedule fthenb --pp 2 --microbatches 2 --stage-layers 3,1
+expect_golden layers_text
+
+expect_ok json schedule --schedule 1f1b --pp 2 --microbatches 2 --format json
+$PY - "$TMP/json.out" <<'PYEOF' || fail "JSON fields of 1f1b pp=2 m=2"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert list(d) == ["schedule", "pp", "vpp", "microbatches", "stage_to_rank", "makespan", "bubble_rate",
+                   "rank_span_bubble_rate", "peak_activations", "ranks"], list(d)
+assert d["schedule"] == "1f1b" and d["pp"] == 2 and d["vpp"] == 1 and d["microbatches"] == 2
+assert d["stage_to_rank"] == [0, 1]
+assert d["makespan"] == 9, d["makespan"]
+assert abs(d["bubble_rate"] - (1 - 12 / 18)) < 1e-12, d["bubble_rate"]
+assert d["peak_activations"] == [2, 1], d["peak_activations"]
+ops = {"F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "PROBE", "OPT"}
+for r, rank in enumerate(d["ranks"]):
+    assert rank["rank"] == r and rank["busy"] == 6
+    for s, e in rank["idle"]:
+        assert 0 <= s < e <= d["makespan"]
+    for job in rank["jobs"]:
+        assert job["op"] in ops
+        assert ("peer" in job) == job["op"].startswith(("SEND", "RECV")), job
+        assert set(job) <= {"op", "stage", "mb", "start", "end", "peer"} and job["start"] <= job["end"]
+compute = [(j["op"], j["mb"], j["start"], j["end"]) for j in d["ranks"][0]["jobs"] if j["op"] in ("F", "BW")]
+assert compute == [("F", 0, 0, 1), ("F", 1, 1, 2), ("BW", 0, 4, 6), ("BW", 1, 7, 9)], compute
+assert d["ranks"][0]["idle"] == [[2, 4], [6, 7]], d["ranks"][0]["idle"]
+PYEOF
+
+expect_ok json_layers schedule --schedule 1f1b --pp 2 --microbatches 2 --layers 4 --stage-layers 3,1 --format json
+$PY - "$TMP/json_layers.out" <<'PYEOF' || fail "JSON stage_layers"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["stage_layers"] == [3, 1], d.get("stage_layers")
+f0 = d["ranks"][0]["jobs"][0]
+assert f0["op"] == "F" and f0["end"] == 1.5, f0  # 3 of 4 layers over pp=2: 1.5 x the mean share
+PYEOF
+
+# --- other formats --------------------------------------------------------------------------
+expect_ok trace schedule --schedule eager-1f1b --pp 3 --microbatches 4 --format perfetto
+$PY - "$TMP/trace.out" <<'PYEOF' || fail "perfetto trace"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+names = {e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+assert names == {"rank 0", "rank 1", "rank 2"}, names
+x = [e for e in ev if e["ph"] == "X" and e["cat"] == "compute"]
+assert len(x) == 3 * 4 * 2 and all(e["dur"] > 0 for e in x)
+assert any(e["name"] == "F mb3 s2" for e in x)
+PYEOF
+expect_ok schedules_text schedules
+grep -q "^1f1b " "$TMP/schedules_text.out" && grep -q "^csv " "$TMP/schedules_text.out" || fail "schedules lists no 1f1b/csv"
+expect_ok schedules_json schedules --format json
+$PY - "$TMP/schedules_json.out" <<'PYEOF' || fail "schedules --format json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+by = {s["name"]: s for s in d}
+assert by["1f1b"] == {"name": "1f1b", "default_vpp": 1, "required_vpp": 1, "split_backward": False,
+                      "summary": by["1f1b"]["summary"]}
+assert by["zbv"]["split_backward"] and by["zbv"]["required_vpp"] == 2 and "csv" in by
+PYEOF
+
+# --- --out ----------------------------------------------------------------------------------
+expect_ok out schedule --schedule 1f1b --pp 2 --microbatches 3 --format json --out "$TMP/written.json"
+[ "$(cat "$TMP/out.out")" == "wrote json to $TMP/written.json" ] || fail "--out printed: $(cat "$TMP/out.out")"
+expect_ok stdout_json schedule --schedule 1f1b --pp 2 --microbatches 3 --format json
+cmp -s "$TMP/written.json" "$TMP/stdout_json.out" || fail "--out file differs from stdout"
+
+# --- CSV: export, import, same JSON ---------------------------------------------------------
+for sched in 1f1b fthenb eager-1f1b; do
+  expect_ok "csv_$sched" schedule --schedule $sched --pp 3 --microbatches 5 --format csv --out "$TMP/$sched.csv"
+  expect_ok "orig_$sched" schedule --schedule $sched --pp 3 --microbatches 5 --format json
+  expect_ok "back_$sched" schedule --schedule csv --csv "$TMP/$sched.csv" --format json
+  $PY - "$TMP/orig_$sched.out" "$TMP/back_$sched.out" <<'PYEOF' || fail "csv round trip of $sched"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert b["schedule"] == "csv"
+a.pop("schedule"); b.pop("schedule")
+assert a == b
+PYEOF
+done
+# A compute-only PyTorch file (I/W split, idle cells): the comm pass adds send/recv.
+printf '0F0,0F1,,0I0,0W0,0I1,0W1\n,1F0,1I0,1F1,1I1,1W0,1W1\n' >"$TMP/zb.csv"
+expect_ok zb_text schedule --schedule csv --csv "$TMP/zb.csv" --pp 2 --microbatches 2
+expect_golden zb_text
+
+# --- errors: exit 2 and the exact message ---------------------------------------------------
+expect_error pp0 2 "pipectl schedule: --pp: must be >= 1, got 0" \
+  schedule --schedule 1f1b --pp 0 --microbatches 2
+expect_error nope 2 "pipectl schedule: --schedule: unknown name \"nope\" (known: fthenb, 1f1b, eager-1f1b, interleaved, looped-bfs, zbh1, zbh2, zb-auto, zbv, v-half, v-min, dualpipev, csv)" \
+  schedule --schedule nope --pp 2 --microbatches 2
+expect_error mbx 2 "pipectl schedule: --microbatches: expected an integer, got \"x\"" \
+  schedule --schedule 1f1b --pp 2 --microbatches x
+expect_error sum 2 "pipectl schedule: --stage-layers: counts sum to 6, but the model has 8 layers" \
+  schedule --schedule 1f1b --pp 2 --microbatches 2 --layers 8 --stage-layers 3,3
+expect_error count 2 "pipectl schedule: --stage-layers: needs one count per rank (2) or per virtual stage (2), got 3" \
+  schedule --schedule 1f1b --pp 2 --microbatches 2 --stage-layers 3,3,2
+expect_error few_layers 2 "pipectl schedule: --layers: 1 layer(s) cannot give each of the 2 stages at least one" \
+  schedule --schedule 1f1b --pp 2 --microbatches 2 --layers 1
+expect_error nopp 2 "pipectl schedule: --pp: required (pipeline ranks, >= 1)" \
+  schedule --schedule 1f1b --microbatches 2
+expect_error format 2 "pipectl schedule: --format: expected text, json, csv or perfetto, got \"xml\"" \
+  schedule --schedule 1f1b --pp 2 --microbatches 2 --format xml
+expect_error unknown_flag 2 "pipectl schedule: --ppp: unknown option (see --help)" \
+  schedule --schedule 1f1b --ppp 2
+expect_error cost 2 "pipectl schedule: --w-share: must be in [0, 1], got 2.000000" \
+  schedule --schedule 1f1b --pp 2 --microbatches 2 --w-share 2
+expect_error vpp 2 "pipectl schedule: --vpp: schedule 1f1b places exactly 1 chunk(s) per rank, got 2" \
+  schedule --schedule 1f1b --pp 2 --microbatches 2 --vpp 2
+expect_error nocsv 2 "pipectl schedule: --csv: required with --schedule csv (the CSV file to import)" \
+  schedule --schedule csv
+expect_error missing_csv 2 "pipectl schedule: --csv: \"$TMP/none.csv\": cannot open (No such file or directory)" \
+  schedule --schedule csv --csv "$TMP/none.csv"
+printf '0F0,0X0\n' >"$TMP/bad.csv"
+expect_error bad_csv 2 "pipectl schedule: --csv \"$TMP/bad.csv\": csv row 0 (rank 0), column 1 (\"0X0\"): unknown op \"X\" (expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B, RECV_B, PROBE or OPT)" \
+  schedule --schedule csv --csv "$TMP/bad.csv"
+printf '0F0,0F1,0B0\n' >"$TMP/incomplete.csv"
+expect_error incomplete_csv 2 "pipectl schedule: --csv \"$TMP/incomplete.csv\": schedule csv is invalid: stage 0 micro-batch 1 has no B or BW" \
+  schedule --schedule csv --csv "$TMP/incomplete.csv"
+expect_error csv_pp 2 "pipectl schedule: --pp: 1 given, but the CSV has 2 rows (ranks)" \
+  schedule --schedule csv --csv "$TMP/zb.csv" --pp 1
+expect_error schedules_format 2 "pipectl schedules: --format: expected text or json, got \"csv\"" \
+  schedules --format csv
+expect_error out_dir 1 "pipectl schedule: --out: cannot write \"$TMP/no/such/dir.json\" (No such file or directory)" \
+  schedule --schedule 1f1b --pp 2 --microbatches 2 --out "$TMP/no/such/dir.json"
+
+finish_tests "pipectl"

@@ -1,0 +1,267 @@
+// pipectl schedule: build a schedule by name (or import a CSV), validate and simulate it, and
+// print it as a text grid, JSON, PyTorch CSV or a Perfetto trace.
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cli/cli_io.h"
+#include "cli/flags.h"
+#include "cli/verbs.h"
+#include "schedules/csv_format.h"
+#include "schedules/json_format.h"
+#include "schedules/partition.h"
+#include "schedules/registry.h"
+#include "schedules/simulator.h"
+#include "schedules/text_grid.h"
+#include "schedules/trace_format.h"
+
+namespace pipecoord::cli {
+namespace {
+
+namespace s = ::pipecoord::schedules;
+
+constexpr const char* kVerb = "schedule";
+constexpr size_t kMaxCsvBytes = size_t{256} << 20;
+constexpr int kMaxLayers = 1'000'000;
+
+struct Options {
+  std::string schedule, csv, format = "text", out;
+  int pp = 0, vpp = 0, microbatches = 0, layers = 0;
+  std::vector<int> stage_layers;
+  double cost_f = 1, cost_b = 1, cost_w = 1, cost_comm = 0, w_share = 0.5, mem_limit = 0;
+};
+
+std::string KnownNames() {
+  std::string names;
+  for (const s::ScheduleInfo& info : s::AllSchedules()) names += (names.empty() ? "" : ", ") + std::string(info.name);
+  return names;
+}
+
+void Declare(FlagSet& f, Options& o) {
+  f.String("schedule", &o.schedule, "schedule name, required: " + KnownNames() + " (see `pipectl schedules`)");
+  f.Int("pp", &o.pp, "pipeline degree: ranks (GPUs), >= 1; required (with csv: read from the file)");
+  f.Int("vpp", &o.vpp, "model chunks (virtual stages) per rank, >= 1; default: the schedule's own "
+                       "(1; 2 for interleaved, looped-bfs and the V shapes)");
+  f.Int("microbatches", &o.microbatches, "micro-batches per training step, >= 1; required (with csv: "
+                                         "read from the file)");
+  f.Int("layers", &o.layers, "transformer blocks in the model, spread evenly over the ranks and their "
+                             "chunks; each stage then costs in proportion to its blocks. Default: none, "
+                             "every chunk costs 1/vpp of its rank's share");
+  f.IntList("stage-layers", &o.stage_layers,
+            "blocks per rank (dealt round-robin over its chunks) or per virtual stage in model "
+            "order, e.g. 5,3; each >= 1; must sum to --layers when both are given");
+  f.Double("cost-f", &o.cost_f, "forward time of one micro-batch through one rank's whole share, in "
+                                "time units (a chunk of v takes 1/v); default 1");
+  f.Double("cost-b", &o.cost_b, "input-gradient backward time, same units; default 1 (a full backward "
+                                "BW takes cost-b + cost-w)");
+  f.Double("cost-w", &o.cost_w, "weight-gradient backward time, same units; default 1");
+  f.Double("cost-comm", &o.cost_comm, "one point-to-point transfer between ranks, same units; default 0");
+  f.Double("w-share", &o.w_share, "share of a stage's activations that B keeps alive until W, 0..1; "
+                                  "default 0.5");
+  f.Double("mem-limit", &o.mem_limit, "peak activations allowed per rank, in micro-batches of one "
+                                      "rank's whole share; read by memory-aware schedules (zb-auto); "
+                                      "default 0: the schedule's own");
+  f.String("csv", &o.csv, "with --schedule csv: the PyTorch-format CSV file to import (I input-gradient "
+                          "backward, B full backward, W weight gradient; a file with W and no I is "
+                          "read with B as the input gradient)");
+  f.String("format", &o.format, "output: text (a time grid per rank), json, csv (PyTorch format, with "
+                                "sends and receives) or perfetto (Chrome trace JSON, 1 time unit = "
+                                "1 ms); default text");
+  f.String("out", &o.out, "write the output to this file and print where; default: stdout");
+}
+
+// Names the flag in a library message: "pp: must be >= 1" -> "--pp: must be >= 1".
+std::string WithFlag(const std::string& message) {
+  static const char* const kFlags[] = {"schedule", "pp", "vpp", "microbatches", "layers", "stage-layers",
+                                       "cost-f", "cost-b", "cost-w", "cost-comm", "w-share", "mem-limit"};
+  for (const char* flag : kFlags) {
+    const std::string prefix = std::string(flag) + ":";
+    if (message.rfind(prefix, 0) == 0) return "--" + message;
+  }
+  return message;
+}
+
+Status Flagged(const Status& st) { return Status(st.code(), WithFlag(st.message())); }
+
+Status CheckOptions(const FlagSet& f, const Options& o) {
+  if (!f.Given("schedule")) return InvalidArgument("--schedule: required; one of " + KnownNames());
+  auto info = s::FindSchedule(o.schedule);
+  if (!info.ok()) return InvalidArgument(WithFlag(info.status().message()));
+  const bool csv = o.schedule == "csv";
+  if (!csv && !f.Given("pp")) return InvalidArgument("--pp: required (pipeline ranks, >= 1)");
+  if (!csv && !f.Given("microbatches")) return InvalidArgument("--microbatches: required (micro-batches per step, >= 1)");
+  if (f.Given("vpp") && o.vpp < 1) return InvalidArgument("--vpp: must be >= 1, got " + std::to_string(o.vpp));
+  if (csv && !f.Given("csv")) return InvalidArgument("--csv: required with --schedule csv (the CSV file to import)");
+  if (!csv && f.Given("csv")) return InvalidArgument("--csv: only read with --schedule csv");
+  if (o.format != "text" && o.format != "json" && o.format != "csv" && o.format != "perfetto") {
+    return InvalidArgument("--format: expected text, json, csv or perfetto, got \"" + o.format + "\"");
+  }
+  if (f.Given("layers") && (o.layers < 1 || o.layers > kMaxLayers)) {
+    return InvalidArgument("--layers: must be in 1.." + std::to_string(kMaxLayers) + ", got " + std::to_string(o.layers));
+  }
+  if (f.Given("stage-layers")) {
+    if (o.stage_layers.empty()) return InvalidArgument("--stage-layers: needs at least one count, e.g. 5,3");
+    for (int n : o.stage_layers) {
+      if (n < 1 || n > kMaxLayers) {
+        return InvalidArgument("--stage-layers: every count must be in 1.." + std::to_string(kMaxLayers) +
+                               ", got " + std::to_string(n));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Blocks per virtual stage from --layers / --stage-layers for the schedule's placement.
+Result<std::vector<int>> StageLayers(const FlagSet& f, const Options& o, const s::Schedule& sched) {
+  if (!f.Given("stage-layers")) {
+    if (o.layers < sched.num_stages()) {
+      return InvalidArgument("layers: " + std::to_string(o.layers) + " layer(s) cannot give each of the " +
+                             std::to_string(sched.num_stages()) + " stages at least one");
+    }
+    return s::PartitionLayers(o.layers, sched.pp, sched.stage_to_rank);
+  }
+  const long long sum = std::accumulate(o.stage_layers.begin(), o.stage_layers.end(), 0LL);
+  if (sum > kMaxLayers) return InvalidArgument("stage-layers: counts sum to " + std::to_string(sum) + ", more than " + std::to_string(kMaxLayers));
+  const int layers = f.Given("layers") ? o.layers : static_cast<int>(sum);
+  const int n = static_cast<int>(o.stage_layers.size());
+  if (n == sched.pp) return s::PartitionLayers(layers, sched.pp, sched.stage_to_rank, o.stage_layers);
+  if (n == sched.num_stages()) {
+    if (sum != layers) {
+      return InvalidArgument("stage-layers: counts sum to " + std::to_string(sum) + ", but the model has " +
+                             std::to_string(layers) + " layers");
+    }
+    return o.stage_layers;
+  }
+  return InvalidArgument("stage-layers: needs one count per rank (" + std::to_string(sched.pp) +
+                         ") or per virtual stage (" + std::to_string(sched.num_stages()) + "), got " +
+                         std::to_string(n));
+}
+
+// A CSV import must agree with the shape flags the user gave.
+Status CheckImportedShape(const FlagSet& f, const Options& o, const s::Schedule& sched) {
+  auto agree = [&](const char* flag, int given, int found, const char* what) -> Status {
+    if (f.Given(flag) && given != found) {
+      return InvalidArgument("--" + std::string(flag) + ": " + std::to_string(given) + " given, but the CSV has " +
+                             std::to_string(found) + " " + what);
+    }
+    return Status::Ok();
+  };
+  PIPECOORD_RETURN_IF_ERROR(agree("pp", o.pp, sched.pp, "rows (ranks)"));
+  PIPECOORD_RETURN_IF_ERROR(agree("vpp", o.vpp, sched.vpp, "stages per rank"));
+  return agree("microbatches", o.microbatches, sched.microbatches, "micro-batches");
+}
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+std::string TextReport(const s::Schedule& sched, const s::Simulation& sim, const s::CostModel& c,
+                       const std::vector<int>& stage_layers, double mem_limit) {
+  std::string out = s::ScheduleToTextGrid(sched, sim);
+  out += "costs (time units, one rank's whole share): f=" + Num(c.f) + " b=" + Num(c.b) + " w=" + Num(c.w) +
+         " comm=" + Num(c.comm) + "\n";
+  out += "peak activations per rank (micro-batches of one rank's mean share):";
+  for (size_t r = 0; r < sim.ranks.size(); ++r) out += (r == 0 ? " " : ", ") + Num(sim.ranks[r].peak_activations);
+  out += "\n";
+  if (!stage_layers.empty()) {
+    out += "layers per stage:";
+    for (size_t k = 0; k < stage_layers.size(); ++k) out += (k == 0 ? " " : ", ") + std::to_string(stage_layers[k]);
+    out += "\n";
+  }
+  for (size_t r = 0; mem_limit > 0 && r < sim.ranks.size(); ++r) {
+    if (sim.ranks[r].peak_activations > mem_limit * (1 + 1e-9)) {
+      out += "note: rank " + std::to_string(r) + " peaks at " + Num(sim.ranks[r].peak_activations) +
+             ", above --mem-limit " + Num(mem_limit) + "\n";
+    }
+  }
+  return out;
+}
+
+// BuildSchedule with the CLI's messages: flags named, UNIMPLEMENTED said plainly.
+Result<s::Schedule> Build(const std::string& name, const s::ScheduleSpec& spec) {
+  auto sched = s::BuildSchedule(name, spec);
+  if (sched.ok()) return sched;
+  const Status& st = sched.status();
+  if (st.code() == Code::kUnimplemented) {
+    return Status(Code::kUnimplemented, "schedule \"" + name + "\" is not available yet (" + st.message() + ")");
+  }
+  return Flagged(st);
+}
+
+}  // namespace
+
+int RunSchedule(int argc, char** argv) {
+  Options o;
+  FlagSet flags("pipectl schedule --schedule NAME --pp P [--vpp V] --microbatches M [options]",
+                "Computes a pipeline schedule, validates it, simulates it against the cost model and "
+                "prints it. Times are in time units of your choice (costs default to 1: one "
+                "micro-batch's forward through one rank's share); activations in micro-batches of "
+                "one rank's share. --schedule csv imports a PyTorch-format CSV file instead. Exit "
+                "codes: 0 done, 1 failed, 2 bad usage or input.");
+  Declare(flags, o);
+  if (int rc = ParseFlagsOrExit(flags, argc, argv, kVerb); rc >= 0) return rc;
+  Status st = CheckOptions(flags, o);
+  if (!st.ok()) return Fail(kVerb, st);
+
+  s::ScheduleSpec spec;
+  spec.pp = flags.Given("pp") ? o.pp : 1;
+  spec.vpp = o.vpp;
+  spec.microbatches = flags.Given("microbatches") ? o.microbatches : 1;
+  spec.mem_limit = o.mem_limit;
+  spec.costs.f = o.cost_f;
+  spec.costs.b = o.cost_b;
+  spec.costs.w = o.cost_w;
+  spec.costs.comm = o.cost_comm;
+  spec.costs.w_share = o.w_share;
+  if (o.schedule == "csv") {
+    auto text = ReadInputFile("csv", o.csv, kMaxCsvBytes);
+    if (!text.ok()) return Fail(kVerb, text.status());
+    spec.csv = std::move(text).value();
+  }
+
+  auto sched = Build(o.schedule, spec);
+  if (!sched.ok()) {
+    const Status& bad = sched.status();
+    if (o.schedule == "csv" && bad.message().rfind("--", 0) != 0) {
+      return Fail(kVerb, Status(bad.code(), "--csv \"" + o.csv + "\": " + bad.message()));
+    }
+    return Fail(kVerb, bad);
+  }
+  if (o.schedule == "csv") {
+    st = CheckImportedShape(flags, o, *sched);
+    if (!st.ok()) return Fail(kVerb, st);
+  }
+
+  std::vector<int> stage_layers;
+  if (flags.Given("layers") || flags.Given("stage-layers")) {
+    auto layers = StageLayers(flags, o, *sched);
+    if (!layers.ok()) return Fail(kVerb, Flagged(layers.status()));
+    stage_layers = std::move(layers).value();
+    spec.costs.stage_fraction = s::StageFractions(std::vector<double>(stage_layers.begin(), stage_layers.end()), sched->pp);
+    spec.pp = sched->pp;
+    spec.vpp = sched->vpp;
+    spec.microbatches = sched->microbatches;
+    sched = Build(o.schedule, spec);  // the order may depend on the stage costs
+    if (!sched.ok()) return Fail(kVerb, sched.status());
+  }
+
+  auto sim = s::Simulate(*sched, spec.costs);
+  if (!sim.ok()) return Fail(kVerb, Status(Code::kFailedPrecondition, "simulation failed: " + sim.status().message()));
+
+  std::string text;
+  if (o.format == "json") {
+    text = s::ScheduleToJson(*sched, *sim, stage_layers);
+  } else if (o.format == "csv") {
+    text = s::ScheduleToCsv(*sched);
+  } else if (o.format == "perfetto") {
+    text = s::ScheduleToTrace(*sched, *sim);
+  } else {
+    text = TextReport(*sched, *sim, spec.costs, stage_layers, o.mem_limit);
+  }
+  return EmitOutput(kVerb, text, o.out, o.format);
+}
+
+}  // namespace pipecoord::cli

@@ -1,0 +1,27 @@
+#include "coordinator/assignment.h"
+
+namespace pipecoord::coordinator {
+
+v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spec, const v1::Plan& plan,
+                               int global, const std::vector<std::string>& endpoints, uint64_t session) {
+  const int rank = global % spec.pp();
+  v1::Assignment a;
+  a.set_job_id(job_id);
+  a.set_rank(rank);
+  a.set_dp_rank(global / spec.pp());
+  *a.mutable_spec() = spec;
+  *a.mutable_jobs() = plan.ranks(rank);
+  for (const v1::StageShard& s : plan.shards()) {
+    if (plan.stage_to_rank(s.stage()) == rank) *a.add_shards() = s;
+  }
+  for (size_t q = 0; q < endpoints.size(); ++q) {
+    v1::Peer* p = a.add_peers();
+    p->set_global_rank(static_cast<int>(q));
+    p->set_data_endpoint(endpoints[q]);
+  }
+  a.set_session(session);
+  *a.mutable_stage_to_rank() = plan.stage_to_rank();
+  return a;
+}
+
+}  // namespace pipecoord::coordinator

@@ -1,0 +1,660 @@
+#include "coordinator/coordinator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "coordinator/assignment.h"
+#include "coordinator/job_plan.h"
+#include "coordinator/run_trace.h"
+#include "coordinator/spec_validation.h"
+
+namespace pipecoord::coordinator {
+
+struct Coordinator::StepAccumulator {
+  int reports = 0;
+  double loss_sum = 0;
+  int loss_count = 0;
+  int64_t min_start = INT64_MAX, max_end = INT64_MIN;
+  double busy_ns = 0;  // a sum of int64 durations could overflow
+  std::vector<uint64_t> peaks;  // by global rank
+};
+
+struct Coordinator::JobRecord {
+  v1::Job job;
+  std::vector<v1::JobUpdate> updates;  // the WatchJob log
+  std::vector<bool> done_ok;           // by global rank
+  // Telemetry order, by global rank: the last step summarized and the actions received for the
+  // step after it (the rank's open step).
+  std::vector<int> last_summarized;
+  std::vector<int> open_step_actions;
+  std::map<int, StepAccumulator> steps;
+  std::vector<v1::ActionTiming> actions;  // measured, for the trace (bounded)
+  std::vector<int> action_rank;           // global rank of each entry in `actions`
+  std::map<std::string, std::map<std::string, std::string>> rendezvous;  // key -> worker -> value
+  uint64_t session = 0;
+  std::unique_ptr<health::JobMonitor> monitor;  // the online checks
+  int world() const { return job.spec().pp() * job.spec().dp(); }
+  bool terminal() const {
+    auto s = job.state();
+    return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
+  }
+};
+
+struct Coordinator::Worker {
+  v1::WorkerInfo info;
+  Clock::time_point lease_expiry;
+  std::vector<v1::WorkerCommand> commands;
+  int global_rank = -1;
+  int dp_rank = -1;
+};
+
+namespace {
+
+int64_t WallNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+const char* StateName(v1::JobState s) { return v1::JobState_Name(s).c_str(); }
+
+}  // namespace
+
+Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(options)) {
+  if (!options_.now_ns) options_.now_ns = WallNs;
+}
+
+Coordinator::~Coordinator() { Shutdown(); }
+
+Status Coordinator::Restore() {
+  if (options_.store == nullptr) return Status::Ok();
+  std::vector<std::vector<std::string>> events;
+  auto state = options_.store->Load(&events);
+  if (!state.ok()) return state.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!jobs_.empty() || !workers_.empty()) return FailedPrecondition("Restore: the coordinator is already in use");
+  next_job_ = std::max<uint64_t>(next_job_, state->next_job);
+  next_worker_ = std::max<uint64_t>(next_worker_, state->next_worker);
+  next_session_ = std::max<uint64_t>(next_session_, state->next_session);
+  for (size_t i = 0; i < state->jobs.size(); ++i) {
+    auto record = std::make_unique<JobRecord>();
+    JobRecord& j = *record;
+    j.job = std::move(state->jobs[i]);
+    j.job.set_steps_done(j.job.steps_size());  // each measured step was stored as it was counted
+    j.done_ok.assign(j.world(), false);
+    j.last_summarized.assign(j.world(), -1);
+    j.open_step_actions.assign(j.world(), 0);
+    j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
+    // The WatchJob log: each measured step, then each event (their interleaving is not kept).
+    for (const v1::StepRecord& rec : j.job.steps()) {
+      v1::JobUpdate u;
+      u.set_state(j.job.state());
+      u.set_step(rec.step());
+      u.set_loss(rec.loss());
+      u.set_step_time_s(rec.step_time_s());
+      u.set_measured_bubble_rate(rec.measured_bubble_rate());
+      u.set_predicted_bubble_rate(j.job.plan().predicted_bubble_rate());
+      j.updates.push_back(std::move(u));
+    }
+    for (const std::string& bytes : events[i]) {
+      v1::HealthEvent e;
+      if (!e.ParseFromString(bytes)) return Unavailable("state file " + options_.store->path() + ": an event does not parse");
+      v1::JobUpdate u;
+      u.set_state(j.job.state());
+      u.set_event(e.message());
+      *u.mutable_health_event() = e;
+      j.updates.push_back(std::move(u));
+      *j.job.add_events() = std::move(e);
+    }
+    // Measured actions for the trace, newest kept.
+    for (const v1::TelemetryBatch& b : state->telemetry[i]) {
+      const int g = b.dp_rank() * j.job.spec().pp() + b.rank();
+      for (const v1::ActionTiming& t : b.actions()) {
+        j.actions.push_back(t);
+        j.action_rank.push_back(g);
+      }
+    }
+    if (j.actions.size() > options_.trace_actions_per_job) {
+      const size_t drop = j.actions.size() - options_.trace_actions_per_job;
+      j.actions.erase(j.actions.begin(), j.actions.begin() + drop);
+      j.action_rank.erase(j.action_rank.begin(), j.action_rank.begin() + drop);
+    }
+    jobs_.push_back(std::move(record));
+    if (j.job.state() == v1::RUNNING) {
+      // Its workers lost their command and telemetry streams with the old process.
+      FinishJobLocked(j, v1::FAILED, "the coordinator restarted while the job was running", -1);
+    }
+  }
+  return Status::Ok();
+}
+
+int64_t Coordinator::NowNs() const { return options_.now_ns(); }
+
+Coordinator::JobRecord* Coordinator::FindJobLocked(const std::string& id) const {
+  for (const auto& j : jobs_) {
+    if (j->job.id() == id) return j.get();
+  }
+  return nullptr;
+}
+
+Coordinator::Worker* Coordinator::FindWorkerLocked(const std::string& id) const {
+  auto it = workers_.find(id);
+  return it == workers_.end() ? nullptr : it->second.get();
+}
+
+void Coordinator::PublishLocked(JobRecord& j, v1::JobUpdate update) {
+  if (j.updates.empty() || j.updates.size() < options_.max_updates_per_job ||
+      update.state() != j.updates.back().state()) {
+    j.updates.push_back(std::move(update));
+  }
+  changed_.notify_all();
+}
+
+void Coordinator::RecordEventLocked(JobRecord& j, const std::string& event) {
+  v1::HealthEvent e;
+  e.set_kind(v1::LIFECYCLE);
+  e.set_rank(-1);
+  e.set_dp_rank(-1);
+  e.set_step(-1);
+  e.set_message(event);
+  RecordHealthEventLocked(j, std::move(e));
+}
+
+void Coordinator::RecordHealthEventLocked(JobRecord& j, v1::HealthEvent event) {
+  event.set_unix_ms(NowNs() / 1'000'000);
+  if (options_.metrics != nullptr) options_.metrics->Event(j.job.id(), v1::EventKind_Name(event.kind()));
+  v1::JobUpdate u;
+  u.set_state(j.job.state());
+  u.set_event(event.message());
+  *u.mutable_health_event() = event;
+  if (options_.store != nullptr) {
+    Status st = options_.store->AppendEvent(j.job.id(), event.SerializeAsString());
+    if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
+  }
+  *j.job.add_events() = std::move(event);
+  PublishLocked(j, std::move(u));
+}
+
+void Coordinator::PersistJobLocked(const JobRecord& j) {
+  if (options_.store == nullptr) return;
+  Status st = options_.store->PutJob(j.job);
+  if (st.ok()) st = options_.store->PutCounters(next_job_, next_worker_, next_session_);
+  if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
+}
+
+Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw) {
+  PIPECOORD_RETURN_IF_ERROR(ValidateJobSpec(raw));
+  const v1::JobSpec spec = WithDefaults(raw);
+  auto plan = PlanJob(spec);  // planning is pure and may take a moment: outside the lock
+  if (!plan.ok()) return plan.status();
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (jobs_.size() >= options_.max_jobs) {
+    // Drop the oldest terminal job to make room; refuse if every stored job is still live.
+    auto it = std::find_if(jobs_.begin(), jobs_.end(), [](const auto& j) { return j->terminal(); });
+    if (it == jobs_.end()) return ResourceExhausted("jobs: " + std::to_string(jobs_.size()) + " live jobs stored, the limit");
+    if (options_.store != nullptr) PIPECOORD_RETURN_IF_ERROR(options_.store->DeleteJob((*it)->job.id()));
+    jobs_.erase(it);
+  }
+  auto record = std::make_unique<JobRecord>();
+  char id[32];
+  std::snprintf(id, sizeof id, "job-%06llu", static_cast<unsigned long long>(next_job_++));
+  record->job.set_id(id);
+  *record->job.mutable_spec() = spec;
+  *record->job.mutable_plan() = std::move(plan).value();
+  record->job.set_state(v1::PENDING);
+  record->job.set_failed_rank(-1);
+  record->job.set_created_unix_ms(NowNs() / 1'000'000);
+  record->done_ok.assign(record->world(), false);
+  record->last_summarized.assign(record->world(), -1);
+  record->open_step_actions.assign(record->world(), 0);
+  record->monitor = std::make_unique<health::JobMonitor>(record->job, options_.metrics);
+  v1::SubmitJobResponse response;
+  response.set_job_id(id);
+  response.set_predicted_bubble_rate(record->job.plan().predicted_bubble_rate());
+  response.set_predicted_makespan(record->job.plan().predicted_makespan());
+  if (options_.store != nullptr) {
+    // Stored before it is acknowledged: a client that got an id can always find the job.
+    Status st = options_.store->PutJob(record->job);
+    if (st.ok()) st = options_.store->PutCounters(next_job_, next_worker_, next_session_);
+    if (!st.ok()) {
+      --next_job_;
+      return Unavailable("job not stored: " + st.message());
+    }
+  }
+  JobRecord& j = *record;
+  jobs_.push_back(std::move(record));
+  RecordEventLocked(j, "submitted: " + spec.schedule() + ", pp " + std::to_string(spec.pp()) +
+                           ", dp " + std::to_string(spec.dp()) + ", waiting for " +
+                           std::to_string(j.world()) + " worker(s)");
+  TryDispatchLocked();
+  return response;
+}
+
+Result<v1::Job> Coordinator::GetJob(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord* j = FindJobLocked(id);
+  if (j == nullptr) return NotFound("job \"" + id + "\" not found");
+  return j->job;
+}
+
+std::vector<v1::Job> Coordinator::ListJobs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::Job> out;
+  for (const auto& j : jobs_) {
+    v1::Job copy = j->job;
+    copy.clear_plan();
+    copy.clear_steps();
+    if (j->job.steps_size() > 0) *copy.add_steps() = j->job.steps(j->job.steps_size() - 1);
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+Result<v1::JobState> Coordinator::CancelJob(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord* j = FindJobLocked(id);
+  if (j == nullptr) return NotFound("job \"" + id + "\" not found");
+  if (!j->terminal()) FinishJobLocked(*j, v1::CANCELLED, "cancelled by the user", -1);
+  return j->job.state();
+}
+
+void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::string& cause, int rank) {
+  j.job.set_state(state);
+  if (state == v1::FAILED) {
+    j.job.set_failure_cause(cause);
+    j.job.set_failed_rank(rank);
+  }
+  for (int g = 0; g < j.job.worker_ids_size(); ++g) {
+    Worker* w = FindWorkerLocked(j.job.worker_ids(g));
+    if (w == nullptr || w->info.job_id() != j.job.id()) continue;
+    if (state != v1::SUCCEEDED) {
+      v1::WorkerCommand cancel;
+      cancel.set_cancel_job_id(j.job.id());
+      w->commands.push_back(std::move(cancel));
+    }
+    w->info.clear_job_id();
+    w->info.set_rank(-1);
+    w->global_rank = w->dp_rank = -1;
+  }
+  PersistJobLocked(j);
+  RecordEventLocked(j, std::string(StateName(state)) + (cause.empty() ? "" : ": " + cause));
+  TryDispatchLocked();
+}
+
+void Coordinator::TryDispatchLocked() {
+  for (auto& jp : jobs_) {
+    JobRecord& j = *jp;
+    if (j.job.state() != v1::PENDING) continue;
+    std::vector<Worker*> free;
+    for (auto& [id, w] : workers_) {
+      if (w->info.job_id().empty() && w->info.device_kind() == j.job.spec().device()) free.push_back(w.get());
+    }
+    if (static_cast<int>(free.size()) < j.world()) continue;  // FIFO per device kind is not strict: later jobs may fit
+    const v1::JobSpec& spec = j.job.spec();
+    j.session = next_session_++;
+    for (int g = 0; g < j.world(); ++g) {
+      Worker* w = free[g];
+      w->info.set_job_id(j.job.id());
+      w->info.set_rank(g % spec.pp());
+      w->global_rank = g;
+      w->dp_rank = g / spec.pp();
+      j.job.add_worker_ids(w->info.worker_id());
+    }
+    std::vector<std::string> endpoints;
+    for (int g = 0; g < j.world(); ++g) endpoints.push_back(free[g]->info.data_endpoint());
+    for (int g = 0; g < j.world(); ++g) {
+      v1::WorkerCommand cmd;
+      *cmd.mutable_assign() = BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
+      free[g]->commands.push_back(std::move(cmd));
+    }
+    j.job.set_state(v1::RUNNING);
+    j.monitor->Start(NowNs());
+    for (int g = 0; g < j.world(); ++g) j.monitor->SetDeviceMemory(g, free[g]->info.device_memory_bytes());
+    PersistJobLocked(j);
+    RecordEventLocked(j, "running on " + std::to_string(j.world()) + " worker(s)");
+  }
+  changed_.notify_all();
+}
+
+Status Coordinator::WaitJobUpdates(const std::string& id, size_t* cursor, std::vector<v1::JobUpdate>* out,
+                                   Clock::time_point deadline, bool* finished) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  JobRecord* j = FindJobLocked(id);
+  if (j == nullptr) return NotFound("job \"" + id + "\" not found");
+  changed_.wait_until(lock, deadline, [&] {
+    j = FindJobLocked(id);
+    return shutdown_ || j == nullptr || *cursor < j->updates.size();
+  });
+  if (j == nullptr) return NotFound("job \"" + id + "\" was removed");
+  for (; *cursor < j->updates.size(); ++*cursor) out->push_back(j->updates[*cursor]);
+  *finished = j->terminal() || shutdown_;
+  return Status::Ok();
+}
+
+std::vector<v1::WorkerInfo> Coordinator::ListWorkers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::WorkerInfo> out;
+  const auto now = Clock::now();
+  for (const auto& [id, w] : workers_) {
+    v1::WorkerInfo info = w->info;
+    info.set_lease_expires_in_ms(std::chrono::duration_cast<std::chrono::milliseconds>(w->lease_expiry - now).count());
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+Result<std::string> Coordinator::Trace(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord* j = FindJobLocked(id);
+  if (j == nullptr) return NotFound("job \"" + id + "\" not found");
+  return MeasuredRunTrace(j->job, j->actions, j->action_rank);
+}
+
+Result<health::HealthSnapshot> Coordinator::JobHealth(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord* j = FindJobLocked(id);
+  if (j == nullptr) return NotFound("job \"" + id + "\" not found");
+  return j->monitor->Snapshot();
+}
+
+Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r, bool id_from_credentials) {
+  if (r.device_kind() != "cpu" && r.device_kind() != "cuda") {
+    return InvalidArgument("device_kind: must be \"cpu\" or \"cuda\", got \"" + r.device_kind() + "\"");
+  }
+  if (r.data_endpoint().empty() || r.data_endpoint().size() > 256 || r.data_endpoint().find(':') == std::string::npos) {
+    return InvalidArgument("data_endpoint: must be HOST:PORT, got \"" + r.data_endpoint() + "\"");
+  }
+  if (r.host().size() > 256 || r.worker_id().size() > 128) return InvalidArgument("host/worker_id: too long");
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string id = r.worker_id();
+  if (id_from_credentials && (id.empty() || FindWorkerLocked(id) != nullptr)) {
+    return FailedPrecondition("worker \"" + id + "\" is registered already with a live lease (another process with " +
+                              "its certificate?); it may register again once that lease expires (" +
+                              std::to_string(options_.lease.count()) + " ms without heartbeats)");
+  }
+  if (id.empty() || FindWorkerLocked(id) != nullptr) {
+    // A fresh identity; an id already live is never shared by two workers.
+    char buf[32];
+    do {
+      std::snprintf(buf, sizeof buf, "worker-%04llu", static_cast<unsigned long long>(next_worker_++));
+    } while (FindWorkerLocked(buf) != nullptr);
+    id = buf;
+  }
+  auto w = std::make_unique<Worker>();
+  w->info.set_worker_id(id);
+  w->info.set_host(r.host());
+  w->info.set_device_kind(r.device_kind());
+  w->info.set_device_memory_bytes(r.device_memory_bytes());
+  w->info.set_data_endpoint(r.data_endpoint());
+  w->info.set_rank(-1);
+  w->lease_expiry = Clock::now() + options_.lease;
+  if (options_.store != nullptr) {
+    Status st = options_.store->PutWorker(id);
+    if (st.ok()) st = options_.store->PutCounters(next_job_, next_worker_, next_session_);
+    if (!st.ok()) return Unavailable("worker not stored: " + st.message());
+  }
+  workers_[id] = std::move(w);
+  TryDispatchLocked();
+  v1::RegisterResponse out;
+  out.set_worker_id(id);
+  out.set_lease_ms(options_.lease.count());
+  return out;
+}
+
+Result<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& r) {
+  const int64_t recv = NowNs();
+  std::lock_guard<std::mutex> lock(mu_);
+  Worker* w = FindWorkerLocked(r.worker_id());
+  if (w == nullptr) return NotFound("worker \"" + r.worker_id() + "\" is not registered (lease lost?)");
+  w->lease_expiry = Clock::now() + options_.lease;
+  if (r.has_progress() && r.progress().job_id() == w->info.job_id() && w->global_rank >= 0) {
+    if (JobRecord* j = FindJobLocked(w->info.job_id()); j != nullptr && !j->terminal()) {
+      j->monitor->OnProgress(w->global_rank, r.progress(), recv);
+    }
+  }
+  v1::HeartbeatResponse out;
+  out.set_coordinator_recv_ns(recv);
+  out.set_coordinator_send_ns(NowNs());
+  out.set_lease_ms(options_.lease.count());
+  return out;
+}
+
+Status Coordinator::WaitCommands(const std::string& worker_id, std::vector<v1::WorkerCommand>* out,
+                                 Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Worker* w = FindWorkerLocked(worker_id);
+  if (w == nullptr) return NotFound("worker \"" + worker_id + "\" is not registered (lease lost?)");
+  changed_.wait_until(lock, deadline, [&] {
+    w = FindWorkerLocked(worker_id);
+    return shutdown_ || w == nullptr || !w->commands.empty();
+  });
+  if (w == nullptr) return NotFound("worker \"" + worker_id + "\" lost its lease");
+  for (auto& c : w->commands) out->push_back(std::move(c));
+  w->commands.clear();
+  return Status::Ok();
+}
+
+Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Worker* w = FindWorkerLocked(r.worker_id());
+  JobRecord* j = FindJobLocked(r.job_id());
+  if (w == nullptr) return NotFound("worker \"" + r.worker_id() + "\" is not registered");
+  if (j == nullptr) return NotFound("job \"" + r.job_id() + "\" not found");
+  if (j->terminal()) return Status::Ok();  // e.g. a cancelled job's workers reporting late
+  if (w->info.job_id() != r.job_id() || w->info.rank() != r.rank()) {
+    return PermissionDenied("worker " + r.worker_id() + " does not hold rank " + std::to_string(r.rank()) + " of " + r.job_id());
+  }
+  if (!r.ok()) {
+    FinishJobLocked(*j, v1::FAILED, "rank " + std::to_string(r.rank()) + " (" + r.worker_id() + "): " + r.message(), r.rank());
+    return Status::Ok();
+  }
+  j->done_ok[w->global_rank] = true;
+  if (std::all_of(j->done_ok.begin(), j->done_ok.end(), [](bool b) { return b; })) {
+    FinishJobLocked(*j, v1::SUCCEEDED, "", -1);
+  }
+  return Status::Ok();
+}
+
+// A rank reports its steps in order, each once: at most its job list's actions for its open step
+// (the one after the last it summarized), then that step's summary. A batch is checked whole
+// before any of it counts, so a refused batch leaves nothing behind, and a worker that resends
+// or runs ahead cannot grow the job past its spec (one record per step).
+Status Coordinator::CheckTelemetryOrderLocked(const JobRecord& j, int g, const v1::TelemetryBatch& b) const {
+  const int steps = j.job.spec().steps();
+  const int open = j.last_summarized[g] + 1;
+  const std::string who = "rank " + std::to_string(b.rank()) + " (dp " + std::to_string(b.dp_rank()) + ")";
+  for (const v1::ActionTiming& t : b.actions()) {
+    if (t.step() < 0 || t.step() >= steps) {
+      return InvalidArgument("actions: step must be in 0.." + std::to_string(steps - 1) + ", got " + std::to_string(t.step()));
+    }
+    if (t.step() != open) {
+      return InvalidArgument("actions: " + who + " reports step " + std::to_string(open) + " now (steps in order, each once), got step " +
+                             std::to_string(t.step()));
+    }
+    if (t.start_ns() < 0 || t.end_ns() < t.start_ns()) {
+      return InvalidArgument("actions: need 0 <= start_ns <= end_ns, got " + std::to_string(t.start_ns()) + " and " +
+                             std::to_string(t.end_ns()));
+    }
+  }
+  const int list = j.job.plan().ranks(b.rank()).actions_size();
+  if (j.open_step_actions[g] + b.actions_size() > list) {
+    return InvalidArgument("actions: " + who + " sent " + std::to_string(j.open_step_actions[g] + b.actions_size()) + " for step " +
+                           std::to_string(open) + ", its job list has " + std::to_string(list));
+  }
+  for (int i = 0; i < b.steps_size(); ++i) {
+    const int step = b.steps(i).step();
+    if (step < 0 || step >= steps) {
+      return InvalidArgument("steps: step must be in 0.." + std::to_string(steps - 1) + ", got " + std::to_string(step));
+    }
+    if (step != open + i) {
+      return InvalidArgument("steps: " + who + " reports step " + std::to_string(open + i) + " now (steps in order, each once), got step " +
+                             std::to_string(step));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Worker* w = FindWorkerLocked(b.worker_id());
+  if (w == nullptr) return NotFound("worker \"" + b.worker_id() + "\" is not registered");
+  JobRecord* j = FindJobLocked(b.job_id());
+  if (j == nullptr) return NotFound("job \"" + b.job_id() + "\" not found");
+  if (w->info.job_id() != b.job_id() || w->info.rank() != b.rank() || w->dp_rank != b.dp_rank()) {
+    return PermissionDenied("worker " + b.worker_id() + " does not hold rank " + std::to_string(b.rank()) +
+                            " (dp " + std::to_string(b.dp_rank()) + ") of " + b.job_id());
+  }
+  PIPECOORD_RETURN_IF_ERROR(CheckTelemetryOrderLocked(*j, w->global_rank, b));
+  if (options_.store != nullptr) {
+    // Stored before it counts (and before the ack): nothing acknowledged is lost to a crash.
+    Status st = options_.store->AppendTelemetry(j->job.id(), b);
+    if (!st.ok()) return Unavailable("telemetry not stored: " + st.message());
+  }
+  const int g = w->global_rank;
+  if (b.steps_size() > 0) {
+    j->last_summarized[g] += b.steps_size();
+    j->open_step_actions[g] = 0;
+  } else {
+    j->open_step_actions[g] += b.actions_size();
+  }
+  actions_ingested_ += b.actions_size();
+  for (const v1::ActionTiming& t : b.actions()) {
+    StepAccumulator& acc = j->steps[t.step()];
+    acc.min_start = std::min(acc.min_start, t.start_ns());
+    acc.max_end = std::max(acc.max_end, t.end_ns());
+    const v1::Op op = t.action().op();
+    if (op == v1::F || op == v1::B || op == v1::W || op == v1::BW) acc.busy_ns += static_cast<double>(t.end_ns() - t.start_ns());
+    if (j->actions.size() >= options_.trace_actions_per_job) {
+      // Keep the newest: drop the oldest half in one go (amortised O(1) per action).
+      const size_t half = j->actions.size() / 2;
+      j->actions.erase(j->actions.begin(), j->actions.begin() + half);
+      j->action_rank.erase(j->action_rank.begin(), j->action_rank.begin() + half);
+    }
+    j->actions.push_back(t);
+    j->action_rank.push_back(w->global_rank);
+  }
+  for (v1::HealthEvent& e : j->monitor->OnBatch(w->global_rank, b, NowNs())) RecordHealthEventLocked(*j, std::move(e));
+  for (const v1::StepSummary& s : b.steps()) {
+    StepAccumulator& acc = j->steps[s.step()];
+    acc.peaks.resize(j->world(), 0);
+    acc.peaks[w->global_rank] = s.memory_peak_bytes();
+    if (s.has_loss()) {
+      acc.loss_sum += s.loss();
+      ++acc.loss_count;
+    }
+    if (++acc.reports < j->world()) continue;
+    // Every rank has reported this step: measure it.
+    v1::StepRecord rec;
+    rec.set_step(s.step());
+    rec.set_loss(acc.loss_count ? acc.loss_sum / acc.loss_count : 0);
+    const double span = acc.max_end > acc.min_start ? (acc.max_end - acc.min_start) * 1e-9 : 0;
+    rec.set_step_time_s(span);
+    rec.set_measured_bubble_rate(span > 0 ? 1.0 - acc.busy_ns * 1e-9 / (j->world() * span) : 0);
+    for (uint64_t p : acc.peaks) rec.add_peak_memory_bytes(p);
+    j->steps.erase(s.step());
+    *j->job.add_steps() = rec;
+    j->job.set_steps_done(j->job.steps_done() + 1);
+    if (options_.store != nullptr) {
+      // Only the step record is written: steps_done is its count, derived again on restore, so
+      // the job's row (its plan can be megabytes) is not rewritten at every step.
+      Status st = options_.store->AppendStep(j->job.id(), rec);
+      if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
+    }
+    v1::JobUpdate u;
+    u.set_state(j->job.state());
+    u.set_step(rec.step());
+    u.set_loss(rec.loss());
+    u.set_step_time_s(rec.step_time_s());
+    u.set_measured_bubble_rate(rec.measured_bubble_rate());
+    u.set_predicted_bubble_rate(j->job.plan().predicted_bubble_rate());
+    PublishLocked(*j, std::move(u));
+    if (options_.metrics != nullptr) {
+      options_.metrics->Step(j->job.id(), rec.step_time_s(), rec.measured_bubble_rate(), j->job.plan().predicted_bubble_rate());
+    }
+    for (v1::HealthEvent& e : j->monitor->OnStepDone(rec)) RecordHealthEventLocked(*j, std::move(e));
+  }
+  ack->set_actions_accepted(ack->actions_accepted() + b.actions_size());
+  ack->set_steps_accepted(ack->steps_accepted() + b.steps_size());
+  return Status::Ok();
+}
+
+int64_t Coordinator::ActionsIngested() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return actions_ingested_;
+}
+
+Result<v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker_id,
+                                                       const v1::RendezvousRequest& r,
+                                                       Clock::time_point deadline) {
+  if (r.key().empty() || r.key().size() > 256) return InvalidArgument("key: must be 1..256 bytes");
+  if (r.value().size() > (1 << 20)) return InvalidArgument("value: must be at most 1 MiB");
+  std::unique_lock<std::mutex> lock(mu_);
+  Worker* w = FindWorkerLocked(worker_id);
+  JobRecord* j = FindJobLocked(r.job_id());
+  if (w == nullptr || j == nullptr || w->info.job_id() != r.job_id()) {
+    return PermissionDenied("worker " + worker_id + " is not part of " + r.job_id());
+  }
+  if (r.expected() < 1 || r.expected() > j->world()) {
+    return InvalidArgument("expected: must be in 1.." + std::to_string(j->world()));
+  }
+  if (!r.value().empty()) j->rendezvous[r.key()][worker_id] = r.value();
+  changed_.notify_all();
+  const std::string job_id = r.job_id();
+  const bool done = changed_.wait_until(lock, deadline, [&] {
+    j = FindJobLocked(job_id);
+    return shutdown_ || j == nullptr || j->terminal() ||
+           static_cast<int>(j->rendezvous[r.key()].size()) >= r.expected();
+  });
+  if (!done || j == nullptr || shutdown_ || j->terminal()) {
+    return Unavailable("rendezvous \"" + r.key() + "\": not every worker arrived in time");
+  }
+  v1::RendezvousResponse out;
+  for (const auto& [wid, value] : j->rendezvous[r.key()]) (*out.mutable_values())[wid] = value;
+  return out;
+}
+
+Status Coordinator::Deregister(const std::string& worker_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Worker* w = FindWorkerLocked(worker_id);
+  if (w == nullptr) return NotFound("worker \"" + worker_id + "\" is not registered");
+  const std::string job_id = w->info.job_id();
+  const int rank = w->info.rank();
+  workers_.erase(worker_id);
+  if (JobRecord* j = job_id.empty() ? nullptr : FindJobLocked(job_id); j != nullptr && !j->terminal()) {
+    FinishJobLocked(*j, v1::FAILED, "worker " + worker_id + " (rank " + std::to_string(rank) + ") shut down", rank);
+  }
+  changed_.notify_all();
+  return Status::Ok();
+}
+
+void Coordinator::Tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = Clock::now();
+  std::vector<std::string> expired;
+  for (const auto& [id, w] : workers_) {
+    if (w->lease_expiry < now) expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    Worker* w = FindWorkerLocked(id);
+    const std::string job_id = w->info.job_id();
+    const int rank = w->info.rank();
+    workers_.erase(id);
+    if (JobRecord* j = job_id.empty() ? nullptr : FindJobLocked(job_id); j != nullptr && !j->terminal()) {
+      FinishJobLocked(*j, v1::FAILED, "worker " + id + " (rank " + std::to_string(rank) + ") lost its lease", rank);
+    }
+  }
+  if (!expired.empty()) changed_.notify_all();
+  for (auto& jp : jobs_) {
+    if (jp->job.state() != v1::RUNNING) continue;
+    for (v1::HealthEvent& e : jp->monitor->OnTick(NowNs())) RecordHealthEventLocked(*jp, std::move(e));
+  }
+}
+
+void Coordinator::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = true;
+  changed_.notify_all();
+}
+
+}  // namespace pipecoord::coordinator

@@ -1,0 +1,133 @@
+// Coordinator: the state behind the gRPC services. Jobs (submitted, planned, dispatched, watched),
+// workers (registered, leased, assigned) and telemetry (steps measured). Thread-safe; no gRPC
+// types, so it is tested directly and the service handlers stay a few lines each.
+#ifndef PIPECOORD_COORDINATOR_COORDINATOR_H_
+#define PIPECOORD_COORDINATOR_COORDINATOR_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "coordinator/health/job_monitor.h"
+#include "coordinator/state_store.h"
+#include "coordinator/health/metrics_sink.h"
+#include "proto/job.pb.h"
+#include "proto/telemetry.pb.h"
+#include "proto/worker.pb.h"
+
+namespace pipecoord::coordinator {
+
+using Clock = std::chrono::steady_clock;
+
+struct CoordinatorOptions {
+  std::chrono::milliseconds lease{5000};  // a worker silent this long is gone
+  size_t max_jobs = 10000;                // stored jobs (terminal ones are kept for listing)
+  size_t max_updates_per_job = 100000;    // WatchJob log bound
+  size_t trace_actions_per_job = 200000;  // measured actions kept for `pipectl trace`
+  // Wall clock in ns since the epoch; replaceable in tests.
+  std::function<int64_t()> now_ns;
+  // Measurements also go here (the /metrics exporter); may be null, not owned.
+  health::MetricsSink* metrics = nullptr;
+  // Durable state (--state); may be null (state in memory only), not owned. Every change is
+  // written through before it is acknowledged; Restore() reads it back.
+  StateStore* store = nullptr;
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(CoordinatorOptions options = {});
+
+  // Loads options.store's state: every job with its events, steps and measured actions, the
+  // worker identities handed out and the id counters. A job that was RUNNING when the previous
+  // coordinator stopped is FAILED with that cause (its workers' streams were cut); PENDING jobs
+  // wait for workers as before. Call once, before serving.
+  Status Restore();
+  ~Coordinator();
+
+  // --- Jobs (JobService) ---
+  // Validates (INVALID_ARGUMENT naming the field), plans, stores PENDING and dispatches if
+  // enough workers are free.
+  Result<v1::SubmitJobResponse> SubmitJob(const v1::JobSpec& spec);
+  Result<v1::Job> GetJob(const std::string& job_id) const;  // NOT_FOUND
+  std::vector<v1::Job> ListJobs() const;                      // without plans, newest last
+  // Cancels a PENDING or RUNNING job (workers are told to stop); a terminal job stays as is.
+  Result<v1::JobState> CancelJob(const std::string& job_id);
+  // Appends to `out` the job's updates from *cursor on, waiting until there is at least one or
+  // `deadline` passes; advances *cursor. *finished: the job is terminal and all was read.
+  Status WaitJobUpdates(const std::string& job_id, size_t* cursor, std::vector<v1::JobUpdate>* out,
+                        Clock::time_point deadline, bool* finished) const;
+  std::vector<v1::WorkerInfo> ListWorkers() const;
+  // The measured run as a Chrome/Perfetto trace (one track per rank, predicted idle beside it).
+  Result<std::string> Trace(const std::string& job_id) const;
+  // The job's health checks as the dashboard shows them (NOT_FOUND).
+  Result<health::HealthSnapshot> JobHealth(const std::string& job_id) const;
+
+  // --- Workers (WorkerService) ---
+  // A worker_id in the request re-registers that identity (after a coordinator restart).
+  // With id_from_credentials (mutual TLS: the handler put the client certificate's identity in
+  // request.worker_id()), that id is used as is, never a fresh one: FAILED_PRECONDITION while
+  // another registration of it holds a live lease.
+  Result<v1::RegisterResponse> Register(const v1::RegisterRequest& request, bool id_from_credentials = false);
+  Result<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  // Moves the worker's pending commands to `out`, waiting up to `deadline` for one.
+  // NOT_FOUND if the worker is unknown (lease lost: it must register again).
+  Status WaitCommands(const std::string& worker_id, std::vector<v1::WorkerCommand>* out,
+                      Clock::time_point deadline);
+  Status ReportResult(const v1::ReportResultRequest& request);
+  // Forgets the worker now (it is shutting down). A job it still holds fails naming its rank.
+  // NOT_FOUND if it is not registered.
+  Status Deregister(const std::string& worker_id);
+  // PERMISSION_DENIED when the worker does not hold that job and rank; INVALID_ARGUMENT when the
+  // batch breaks the order of a rank's reports (steps in order, each once; at most the rank's job
+  // list of actions per step). A refused batch changes nothing.
+  Status IngestTelemetry(const v1::TelemetryBatch& batch, v1::TelemetryAck* ack);
+  // Actions of every accepted telemetry batch since start (what the acks counted).
+  int64_t ActionsIngested() const;
+  // Key-value exchange with a barrier: stores value (if any) under (job, key), then waits until
+  // `expected` workers have put a value, and returns them all.
+  Result<v1::RendezvousResponse> Rendezvous(const std::string& worker_id,
+                                            const v1::RendezvousRequest& request,
+                                            Clock::time_point deadline);
+
+  // Expires leases (failing their jobs); the server calls it periodically.
+  void Tick();
+  // Wakes every waiter so streaming handlers can end (server shutdown).
+  void Shutdown();
+
+ private:
+  struct Worker;
+  struct JobRecord;
+  struct StepAccumulator;
+
+  void TryDispatchLocked();
+  Status CheckTelemetryOrderLocked(const JobRecord& job, int global_rank, const v1::TelemetryBatch& batch) const;
+  void FinishJobLocked(JobRecord& job, v1::JobState state, const std::string& cause, int rank);
+  void PublishLocked(JobRecord& job, v1::JobUpdate update);
+  void RecordEventLocked(JobRecord& job, const std::string& event);
+  void RecordHealthEventLocked(JobRecord& job, v1::HealthEvent event);
+  // Writes the job's row through to the store; a failure is logged (the change stays in memory).
+  void PersistJobLocked(const JobRecord& job);
+  JobRecord* FindJobLocked(const std::string& job_id) const;
+  Worker* FindWorkerLocked(const std::string& worker_id) const;
+  int64_t NowNs() const;
+
+  CoordinatorOptions options_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  bool shutdown_ = false;
+  uint64_t next_job_ = 1, next_worker_ = 1, next_session_ = 1;
+  int64_t actions_ingested_ = 0;
+  std::vector<std::unique_ptr<JobRecord>> jobs_;          // submission order
+  std::map<std::string, std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace pipecoord::coordinator
+
+#endif  // PIPECOORD_COORDINATOR_COORDINATOR_H_

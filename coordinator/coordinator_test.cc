@@ -1,0 +1,382 @@
+// The coordinator's state machine, driven directly (the gRPC layer is tested end to end in
+// tests/).
+#include "coordinator/coordinator.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "coordinator/job_plan.h"
+#include "coordinator/spec_validation.h"
+
+namespace pipecoord::coordinator {
+namespace {
+
+v1::JobSpec TinySpec(int pp = 2, const std::string& schedule = "1f1b") {
+  v1::JobSpec s;
+  s.set_name("tiny");
+  s.set_schedule(schedule);
+  s.set_pp(pp);
+  s.set_microbatches(4);
+  s.set_micro_batch_size(2);
+  s.set_steps(2);
+  s.set_learning_rate(0.01);
+  auto* m = s.mutable_model();
+  m->set_layers(4);
+  m->set_hidden(32);
+  m->set_heads(4);
+  m->set_vocab(64);
+  m->set_seq_len(8);
+  m->set_seed(1);
+  return s;
+}
+
+std::string Error(const v1::JobSpec& s) { return ValidateJobSpec(s).message(); }
+
+TEST(SpecValidationTest, EveryFieldNamesItsRule) {
+  EXPECT_TRUE(ValidateJobSpec(TinySpec()).ok());
+  auto s = TinySpec();
+  s.set_pp(0);
+  EXPECT_EQ(Error(s), "spec.pp: must be in 1..4096, got 0");
+  s = TinySpec();
+  s.mutable_model()->set_heads(5);
+  EXPECT_EQ(Error(s), "spec.model.heads: must divide spec.model.hidden (32), got 5");
+  s = TinySpec();
+  s.set_schedule("2f2b");
+  EXPECT_EQ(Error(s).rfind("spec.schedule: unknown name \"2f2b\" (known: fthenb, 1f1b", 0), 0u);
+  s = TinySpec();
+  s.set_microbatches(-3);
+  EXPECT_EQ(Error(s), "spec.microbatches: must be in 1..65536, got -3");
+  s = TinySpec();
+  s.set_steps(0);
+  EXPECT_EQ(Error(s), "spec.steps: must be in 1..10000000, got 0");
+  s = TinySpec();
+  s.set_learning_rate(-1);
+  EXPECT_EQ(Error(s), "spec.learning_rate: must be in [0, 10], got -1.000000");
+  s = TinySpec();
+  s.set_device("tpu");
+  EXPECT_EQ(Error(s), "spec.device: must be \"cpu\" or \"cuda\", got \"tpu\"");
+  s = TinySpec();
+  s.add_stage_layers(3);
+  s.add_stage_layers(2);
+  EXPECT_EQ(Error(s), "spec.stage-layers: counts sum to 5, but the model has 4 layers");
+  s = TinySpec(4, "interleaved");
+  EXPECT_EQ(Error(s), "spec.model.layers: 4 layer(s) cannot give each of pp x vpp = 8 stages at least one");
+  s = TinySpec(2, "zbv");
+  s.set_vpp(3);
+  EXPECT_EQ(Error(s), "spec.vpp: schedule zbv places exactly 2 chunk(s) per rank, got 3");
+  s = TinySpec();
+  s.mutable_costs()->set_b(-1);
+  EXPECT_EQ(Error(s), "spec.costs.b: must be a finite number >= 0, got -1.000000");
+  s = TinySpec();
+  s.set_csv_schedule("0F0");
+  EXPECT_EQ(Error(s), "spec.csv_schedule: only allowed when spec.schedule is \"csv\"");
+  s = TinySpec();
+  s.clear_model();
+  EXPECT_EQ(Error(s), "spec.model: required");
+  s = TinySpec();
+  s.set_name(std::string("a\nb"));
+  EXPECT_EQ(Error(s), "spec.name: must not contain control characters");
+  s = TinySpec();
+  s.set_dp(3000);
+  EXPECT_EQ(Error(s), "spec.pp x spec.dp: must be at most 4096 workers, got 6000");
+}
+
+TEST(JobPlanTest, PlanCarriesShardsJobListsAndOpt) {
+  auto plan = PlanJob(WithDefaults(TinySpec()));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->shards_size(), 2);
+  EXPECT_EQ(plan->shards(0).first_layer(), 0);
+  EXPECT_EQ(plan->shards(0).num_layers(), 2);
+  EXPECT_TRUE(plan->shards(0).has_embedding());
+  EXPECT_TRUE(plan->shards(1).has_head());
+  EXPECT_EQ(plan->shards(1).first_layer(), 2);
+  ASSERT_EQ(plan->ranks_size(), 2);
+  // 1f1b p=2 m=4: 8 compute + 4 sends + 4 receives + OPT, and a PROBE in rank 0's predicted
+  // bubble: after its two warm-up forwards and their sends, waiting for the first backward.
+  EXPECT_EQ(plan->ranks(0).actions_size(), 18);
+  EXPECT_EQ(plan->ranks(0).actions(4).op(), v1::PROBE);
+  EXPECT_EQ(plan->ranks(0).actions(0).op(), v1::F);
+  EXPECT_EQ(plan->ranks(0).actions(1).op(), v1::SEND_F);
+  EXPECT_EQ(plan->ranks(0).actions(1).peer(), 1);
+  EXPECT_EQ(plan->ranks(0).actions(17).op(), v1::OPT);
+  EXPECT_DOUBLE_EQ(plan->predicted_makespan(), (4 + 2 - 1) * 3.0);
+  EXPECT_NEAR(plan->predicted_bubble_rate(), 1 - 2 * 12.0 / (2 * 15.0), 1e-12);
+}
+
+// Found with fuzz/jobspec_fuzz: a CSV whose shape differed from the spec's (pp 1, two rows) was
+// refused only later, as "stage_fraction: needs one value per virtual stage (1), got 2".
+TEST(JobPlanTest, ImportedCsvMustHaveTheSpecsShape) {
+  auto s = TinySpec(1, "csv");
+  s.set_microbatches(1);
+  s.set_csv_schedule("0F0,0B0\n1F0,1B0\n");
+  ASSERT_TRUE(ValidateJobSpec(s).ok());
+  EXPECT_EQ(PlanJob(WithDefaults(s)).status().message(), "spec.pp: 1, but spec.csv_schedule has 2 rows (ranks)");
+  s.set_pp(2);
+  s.set_microbatches(1);
+  s.set_csv_schedule("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  EXPECT_EQ(PlanJob(WithDefaults(s)).status().message(), "spec.microbatches: 1, but spec.csv_schedule has 2 micro-batches");
+  s.set_microbatches(2);
+  EXPECT_TRUE(PlanJob(WithDefaults(s)).ok());
+}
+
+v1::RegisterRequest Worker(int port) {
+  v1::RegisterRequest r;
+  r.set_device_kind("cpu");
+  r.set_host("localhost");
+  r.set_data_endpoint("127.0.0.1:" + std::to_string(port));
+  return r;
+}
+
+std::vector<v1::WorkerCommand> Commands(Coordinator& c, const std::string& worker) {
+  std::vector<v1::WorkerCommand> out;
+  EXPECT_TRUE(c.WaitCommands(worker, &out, Clock::now() + std::chrono::milliseconds(10)).ok());
+  return out;
+}
+
+TEST(CoordinatorTest, SubmitWaitsForWorkersThenDispatchesEachRank) {
+  Coordinator c;
+  auto job = c.SubmitJob(TinySpec());
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->job_id(), "job-000001");
+  EXPECT_EQ(c.GetJob(job->job_id())->state(), v1::PENDING);
+  auto w0 = c.Register(Worker(7000));
+  ASSERT_TRUE(w0.ok());
+  EXPECT_EQ(c.GetJob(job->job_id())->state(), v1::PENDING);
+  auto w1 = c.Register(Worker(7001));
+  EXPECT_EQ(c.GetJob(job->job_id())->state(), v1::RUNNING);
+  auto cmds0 = Commands(c, w0->worker_id());
+  auto cmds1 = Commands(c, w1->worker_id());
+  ASSERT_EQ(cmds0.size(), 1u);
+  ASSERT_EQ(cmds1.size(), 1u);
+  const v1::Assignment& a0 = cmds0[0].assign();
+  const v1::Assignment& a1 = cmds1[0].assign();
+  EXPECT_EQ(a0.rank(), 0);
+  EXPECT_EQ(a1.rank(), 1);
+  EXPECT_EQ(a0.peers_size(), 2);
+  EXPECT_EQ(a0.peers(1).data_endpoint(), "127.0.0.1:7001");
+  EXPECT_EQ(a0.shards_size(), 1);
+  EXPECT_TRUE(a0.shards(0).has_embedding());
+  EXPECT_EQ(a0.session(), a1.session());
+}
+
+struct Running {
+  Coordinator c;
+  std::string job, w0, w1;
+  Running() {
+    job = c.SubmitJob(TinySpec())->job_id();
+    w0 = c.Register(Worker(1))->worker_id();
+    w1 = c.Register(Worker(2))->worker_id();
+  }
+  v1::TelemetryBatch Batch(const std::string& w, int rank, int step, double loss) {
+    v1::TelemetryBatch b;
+    b.set_worker_id(w);
+    b.set_job_id(job);
+    b.set_rank(rank);
+    auto* t = b.add_actions();
+    t->mutable_action()->set_op(v1::F);
+    t->set_step(step);
+    t->set_start_ns(1000 + rank * 500);
+    t->set_end_ns(2000 + rank * 500);
+    auto* s = b.add_steps();
+    s->set_step(step);
+    s->set_loss(loss);
+    s->set_has_loss(rank == 1);
+    s->set_memory_peak_bytes(100 + rank);
+    return b;
+  }
+};
+
+TEST(CoordinatorTest, TelemetryMeasuresEachStepOnceAllRanksReport) {
+  Running r;
+  v1::TelemetryAck ack;
+  ASSERT_TRUE(r.c.IngestTelemetry(r.Batch(r.w0, 0, 0, 0), &ack).ok());
+  EXPECT_EQ(r.c.GetJob(r.job)->steps_done(), 0);
+  ASSERT_TRUE(r.c.IngestTelemetry(r.Batch(r.w1, 1, 0, 4.5), &ack).ok());
+  auto job = r.c.GetJob(r.job);
+  ASSERT_EQ(job->steps_size(), 1);
+  EXPECT_EQ(job->steps(0).loss(), 4.5);
+  // Busy 2 x 1000 ns over 2 ranks x 1500 ns.
+  EXPECT_DOUBLE_EQ(job->steps(0).step_time_s(), 1500e-9);
+  EXPECT_NEAR(job->steps(0).measured_bubble_rate(), 1 - 2000.0 / 3000.0, 1e-12);
+  EXPECT_EQ(job->steps(0).peak_memory_bytes(1), 101u);
+  EXPECT_EQ(ack.actions_accepted(), 2);
+  EXPECT_EQ(ack.steps_accepted(), 2);
+}
+
+TEST(CoordinatorTest, TelemetryForARankTheWorkerDoesNotHoldIsDenied) {
+  Running r;
+  v1::TelemetryAck ack;
+  Status st = r.c.IngestTelemetry(r.Batch(r.w0, 1, 0, 0), &ack);
+  EXPECT_EQ(st.code(), Code::kPermissionDenied);
+  EXPECT_EQ(st.message(), "worker " + r.w0 + " does not hold rank 1 (dp 0) of " + r.job);
+  auto bad_step = r.Batch(r.w0, 0, 9, 0);
+  EXPECT_EQ(r.c.IngestTelemetry(bad_step, &ack).code(), Code::kInvalidArgument);
+  auto other_job = r.Batch(r.w0, 0, 0, 0);
+  other_job.set_job_id("job-999999");
+  EXPECT_EQ(r.c.IngestTelemetry(other_job, &ack).code(), Code::kNotFound);
+  EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::RUNNING);  // nothing harmed the job
+}
+
+// Found by fuzz/telemetry_fuzz: a rank that resent a step's summary had the step measured again,
+// and the job's records grew past its steps.
+TEST(CoordinatorTest, TelemetryStepsComeInOrderEachOnceAndARefusedBatchChangesNothing) {
+  Running r;
+  v1::TelemetryAck ack;
+  ASSERT_TRUE(r.c.IngestTelemetry(r.Batch(r.w0, 0, 0, 0), &ack).ok());
+  Status st = r.c.IngestTelemetry(r.Batch(r.w0, 0, 0, 0), &ack);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), "actions: rank 0 (dp 0) reports step 1 now (steps in order, each once), got step 0");
+  auto ahead = r.Batch(r.w1, 1, 0, 0);
+  ahead.mutable_steps(0)->set_step(1);
+  EXPECT_EQ(r.c.IngestTelemetry(ahead, &ack).message(),
+            "steps: rank 1 (dp 0) reports step 0 now (steps in order, each once), got step 1");
+  auto negative = r.Batch(r.w1, 1, 0, 0);
+  negative.mutable_actions(0)->set_start_ns(-5);
+  EXPECT_EQ(r.c.IngestTelemetry(negative, &ack).code(), Code::kInvalidArgument);
+  EXPECT_EQ(ack.actions_accepted(), 1);
+  EXPECT_EQ(r.c.ActionsIngested(), 1);
+  ASSERT_TRUE(r.c.IngestTelemetry(r.Batch(r.w1, 1, 0, 4.5), &ack).ok());
+  auto job = r.c.GetJob(r.job);
+  ASSERT_EQ(job->steps_size(), 1);  // the refused batches left nothing behind
+  EXPECT_DOUBLE_EQ(job->steps(0).step_time_s(), 1500e-9);
+  EXPECT_EQ(r.c.ActionsIngested(), 2);
+}
+
+TEST(CoordinatorTest, ResultsFinishTheJobAndFreeWorkers) {
+  Running r;
+  v1::ReportResultRequest ok;
+  ok.set_worker_id(r.w0);
+  ok.set_job_id(r.job);
+  ok.set_rank(0);
+  ok.set_ok(true);
+  ASSERT_TRUE(r.c.ReportResult(ok).ok());
+  EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::RUNNING);
+  ok.set_worker_id(r.w1);
+  ok.set_rank(1);
+  ASSERT_TRUE(r.c.ReportResult(ok).ok());
+  EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::SUCCEEDED);
+  for (const auto& w : r.c.ListWorkers()) EXPECT_TRUE(w.job_id().empty());
+  // The freed workers take the next job.
+  auto next = r.c.SubmitJob(TinySpec());
+  EXPECT_EQ(r.c.GetJob(next->job_id())->state(), v1::RUNNING);
+}
+
+TEST(CoordinatorTest, AFailedRankFailsTheJobAndStopsTheOthers) {
+  Running r;
+  Commands(r.c, r.w0);
+  v1::ReportResultRequest bad;
+  bad.set_worker_id(r.w1);
+  bad.set_job_id(r.job);
+  bad.set_rank(1);
+  bad.set_ok(false);
+  bad.set_message("recv from rank 0 timed out");
+  ASSERT_TRUE(r.c.ReportResult(bad).ok());
+  auto job = r.c.GetJob(r.job);
+  EXPECT_EQ(job->state(), v1::FAILED);
+  EXPECT_EQ(job->failed_rank(), 1);
+  EXPECT_EQ(job->failure_cause(), "rank 1 (" + r.w1 + "): recv from rank 0 timed out");
+  auto cmds = Commands(r.c, r.w0);
+  ASSERT_EQ(cmds.size(), 1u);
+  EXPECT_EQ(cmds[0].cancel_job_id(), r.job);
+}
+
+TEST(CoordinatorTest, CancelStopsWorkersAndIsFinal) {
+  Running r;
+  Commands(r.c, r.w0);
+  EXPECT_EQ(*r.c.CancelJob(r.job), v1::CANCELLED);
+  EXPECT_EQ(Commands(r.c, r.w0)[0].cancel_job_id(), r.job);
+  EXPECT_EQ(*r.c.CancelJob(r.job), v1::CANCELLED);
+  EXPECT_EQ(r.c.CancelJob("job-404").status().code(), Code::kNotFound);
+}
+
+TEST(CoordinatorTest, LostLeaseFailsTheJobNamingTheRank) {
+  CoordinatorOptions o;
+  o.lease = std::chrono::milliseconds(30);
+  Coordinator c(o);
+  auto job = c.SubmitJob(TinySpec())->job_id();
+  auto w0 = c.Register(Worker(1))->worker_id();
+  auto w1 = c.Register(Worker(2))->worker_id();
+  for (int i = 0; i < 6; ++i) {  // only worker 0 heartbeats
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    v1::HeartbeatRequest hb;
+    hb.set_worker_id(w0);
+    ASSERT_TRUE(c.Heartbeat(hb).ok());
+    c.Tick();
+  }
+  auto j = c.GetJob(job);
+  EXPECT_EQ(j->state(), v1::FAILED);
+  EXPECT_EQ(j->failed_rank(), 1);
+  EXPECT_EQ(j->failure_cause(), "worker " + w1 + " (rank 1) lost its lease");
+  v1::HeartbeatRequest gone;
+  gone.set_worker_id(w1);
+  EXPECT_EQ(c.Heartbeat(gone).status().code(), Code::kNotFound);
+}
+
+TEST(CoordinatorTest, WatchSeesStateChangesAndSteps) {
+  Running r;
+  size_t cursor = 0;
+  bool finished = false;
+  std::vector<v1::JobUpdate> updates;
+  ASSERT_TRUE(r.c.WaitJobUpdates(r.job, &cursor, &updates, Clock::now(), &finished).ok());
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_EQ(updates[0].state(), v1::PENDING);
+  EXPECT_EQ(updates[1].state(), v1::RUNNING);
+  EXPECT_FALSE(finished);
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    r.c.CancelJob(r.job);
+  });
+  updates.clear();
+  ASSERT_TRUE(r.c.WaitJobUpdates(r.job, &cursor, &updates, Clock::now() + std::chrono::seconds(5), &finished).ok());
+  t.join();
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].state(), v1::CANCELLED);
+  EXPECT_TRUE(finished);
+}
+
+TEST(CoordinatorTest, RendezvousIsABarrier) {
+  Running r;
+  v1::RendezvousRequest req;
+  req.set_job_id(r.job);
+  req.set_key("nccl-id");
+  req.set_expected(2);
+  req.set_value("a");
+  Result<v1::RendezvousResponse> first = Unavailable("not run");
+  std::thread t([&] { first = r.c.Rendezvous(r.w0, req, Clock::now() + std::chrono::seconds(5)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  req.set_value("b");
+  auto second = r.c.Rendezvous(r.w1, req, Clock::now() + std::chrono::seconds(5));
+  t.join();
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->values().at(r.w0), "a");
+  EXPECT_EQ(first->values().at(r.w1), "b");
+  EXPECT_EQ(second->values().size(), 2u);
+  auto outsider = r.c.Register(Worker(3))->worker_id();
+  EXPECT_EQ(r.c.Rendezvous(outsider, req, Clock::now()).status().code(), Code::kPermissionDenied);
+}
+
+TEST(CoordinatorTest, RegisterRefusesBadEndpoints) {
+  Coordinator c;
+  v1::RegisterRequest r = Worker(1);
+  r.set_data_endpoint("nowhere");
+  EXPECT_EQ(c.Register(r).status().message(), "data_endpoint: must be HOST:PORT, got \"nowhere\"");
+  r = Worker(1);
+  r.set_device_kind("tpu");
+  EXPECT_EQ(c.Register(r).status().code(), Code::kInvalidArgument);
+}
+
+TEST(CoordinatorTest, TraceIsValidShapedJson) {
+  Running r;
+  v1::TelemetryAck ack;
+  ASSERT_TRUE(r.c.IngestTelemetry(r.Batch(r.w0, 0, 0, 0), &ack).ok());
+  auto trace = r.c.Trace(r.job);
+  ASSERT_TRUE(trace.ok());
+  EXPECT_NE(trace->find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(trace->find("\"name\": \"F mb0 s0\""), std::string::npos);
+  EXPECT_NE(trace->find("predicted idle"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipecoord::coordinator

@@ -1,0 +1,55 @@
+// Bubble check: for each rank and step, the measured idle window before each compute action
+// against the plan's predicted one at the same position. The idle before compute action k is
+// start(k) - end(k-1) (the first one: from the rank's step start, predicted as the rank's
+// leading idle plus the trailing idle of the step before). With scale the fastest rank's
+// seconds per cost unit and T the predicted step time (makespan x scale), a window is flagged
+// when
+//   measured - predicted x scale > max(bubble_min_s, bubble_slack x T).
+// The event names the rank, the step, the window (which action it ends at, where in the step,
+// how long, the prediction) and the peer the action waited on; one event per episode.
+#ifndef PIPECOORD_COORDINATOR_HEALTH_BUBBLE_CHECK_H_
+#define PIPECOORD_COORDINATOR_HEALTH_BUBBLE_CHECK_H_
+
+#include <optional>
+#include <vector>
+
+#include "coordinator/health/plan_expectations.h"
+#include "coordinator/health/settings.h"
+#include "proto/health.pb.h"
+#include "proto/telemetry.pb.h"
+
+namespace pipecoord::coordinator::health {
+
+struct MeasuredWindow {
+  int slot = -1;             // compute slot the window ends at
+  double start_s = 0;        // from the rank's step start
+  double measured_s = 0;
+  double predicted_s = 0;
+  double excess_s = 0;
+  int64_t wait_ns = 0;
+  int wait_peer = -1;        // pipeline rank
+};
+
+class BubbleCheck {
+ public:
+  BubbleCheck(const Settings& settings, const PlanExpectations& plan, int pp, int world);
+
+  // The measured windows of one rank's step (actions in list order), largest excess first.
+  // Empty when the actions do not match the plan's compute order.
+  std::vector<MeasuredWindow> Windows(int rank, const std::vector<v1::ActionTiming>& actions,
+                                      double scale) const;
+  // Checks one rank's step; scale <= 0 (not calibrated yet) or a warm-up step checks nothing.
+  std::optional<v1::HealthEvent> OnRankStep(int global_rank, int step,
+                                            const std::vector<v1::ActionTiming>& actions, double scale);
+  double Limit(double scale) const;  // seconds of excess allowed
+
+ private:
+  Settings settings_;
+  const PlanExpectations& plan_;
+  int pp_;
+  std::vector<bool> flagged_;
+};
+
+}  // namespace pipecoord::coordinator::health
+
+#endif  // PIPECOORD_COORDINATOR_HEALTH_BUBBLE_CHECK_H_

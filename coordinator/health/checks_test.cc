@@ -1,0 +1,107 @@
+// The memory, probe and hang checks on hand-made inputs: exact event texts, one event per
+// episode, no event when healthy.
+#include <gtest/gtest.h>
+
+#include "coordinator/health/hang_check.h"
+#include "coordinator/health/memory_check.h"
+#include "coordinator/health/probe_check.h"
+#include "kernels/cpu/known_answer_gemm.h"
+
+namespace pipecoord::coordinator::health {
+namespace {
+
+constexpr int64_t kSec = 1'000'000'000;
+
+TEST(MemoryCheck, OverBudgetOncePerEpisode) {
+  MemoryCheck m(Settings(), {1 << 20, 2 << 20}, 2, 4);
+  EXPECT_FALSE(m.OnStep(1, 0, 2 << 20));  // at the budget is fine
+  auto e = m.OnStep(3, 4, 3 << 20);        // rank 1 of replica 1
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), v1::MEMORY);
+  EXPECT_EQ(e->rank(), 1);
+  EXPECT_EQ(e->dp_rank(), 1);
+  EXPECT_EQ(e->step(), 4);
+  EXPECT_EQ(e->message(), "memory: rank 1 (dp 1) step 4: peak 3.00 MiB is over the plan's budget 2.00 MiB by 1.00 MiB");
+  EXPECT_FALSE(m.OnStep(3, 5, 3 << 20));  // still over: same episode
+  EXPECT_FALSE(m.OnStep(3, 6, 1 << 20));
+  EXPECT_TRUE(m.OnStep(3, 7, 3 << 20));   // a new episode
+}
+
+TEST(MemoryCheck, NearTheDeviceLimit) {
+  MemoryCheck m(Settings(), {0}, 1, 1);
+  m.SetDeviceMemory(0, 100 << 20);
+  EXPECT_FALSE(m.OnStep(0, 0, 95 << 20));
+  auto e = m.OnStep(0, 1, 96 << 20);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message(), "memory: rank 0 (dp 0) step 1: peak 96.00 MiB is above 95% of the device's 100.00 MiB");
+}
+
+TEST(ProbeCheck, KnownAnswerAndReplicas) {
+  ProbeCheck p(3, 8, 2, 4);
+  const uint64_t good = kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(3, 5), 8);
+  EXPECT_EQ(p.Expected(5), good);
+  EXPECT_FALSE(p.OnProbe(0, 5, good));
+  EXPECT_FALSE(p.OnProbe(1, 5, good));
+  auto e = p.OnProbe(2, 5, good ^ 1);  // rank 0 of replica 1
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), v1::SDC);
+  EXPECT_EQ(e->rank(), 0);
+  EXPECT_EQ(e->dp_rank(), 1);
+  char want[256];
+  std::snprintf(want, sizeof want,
+                "sdc: rank 0 (dp 1) step 5: probe checksum 0x%016llx != known answer 0x%016llx (8x8x8 GEMM); "
+                "replicas of rank 0: dp 0 0x%016llx (agrees)",
+                static_cast<unsigned long long>(good ^ 1), static_cast<unsigned long long>(good),
+                static_cast<unsigned long long>(good));
+  EXPECT_EQ(e->message(), want);
+  EXPECT_FALSE(p.OnProbe(2, 6, 0));  // same episode
+  EXPECT_EQ(p.probes_checked(), 4);
+}
+
+v1::Progress At(int step, int index, v1::Op op, int stage, int mb, int wait_peer) {
+  v1::Progress p;
+  p.set_step(step);
+  p.set_action_index(index);
+  p.mutable_action()->set_op(op);
+  p.mutable_action()->set_stage(stage);
+  p.mutable_action()->set_microbatch(mb);
+  p.set_waiting(wait_peer >= 0);
+  p.set_wait_peer(wait_peer);
+  return p;
+}
+
+TEST(HangCheck, NamesTheRankAtTheEndOfTheWaitChain) {
+  Settings s;
+  s.hang_floor_s = 1;
+  HangCheck h(s, 3, 3, 100, 0);
+  EXPECT_EQ(h.Deadline(0), 60);       // before calibration: the startup deadline
+  EXPECT_EQ(h.Deadline(0.1), 1);      // the floor
+  EXPECT_EQ(h.Deadline(0.5), 2.5);    // 5 predicted steps
+  h.OnProgress(0, At(6, 7, v1::BW, 0, 0, 1), 1 * kSec);  // rank 0 waits for rank 1
+  h.OnProgress(1, At(6, 4, v1::B, 1, 0, 2), 1 * kSec);   // rank 1 waits for rank 2
+  h.OnProgress(2, At(6, 2, v1::F, 2, 1, -1), kSec / 2);  // rank 2 runs 2F1 and stops there
+  EXPECT_FALSE(h.OnTick(kSec + kSec / 2, 0.1));
+  auto e = h.OnTick(2 * kSec, 0.1);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), v1::HANG);
+  EXPECT_EQ(e->rank(), 2);
+  EXPECT_EQ(e->step(), 6);
+  EXPECT_EQ(e->message(),
+            "hang: rank 2 (dp 0) is stuck at step 6 in 2F1: no progress for 1.50 s (deadline 1.00 s = max(floor 1.00 s, "
+            "5 x predicted step 0.100 s)); last actions: rank 0 (dp 0) step 6 #7 0BW0 waiting for rank 1 (dp 0); "
+            "rank 1 (dp 0) step 6 #4 1B0 waiting for rank 2 (dp 0); rank 2 (dp 0) step 6 #2 2F1 running");
+  EXPECT_FALSE(h.OnTick(3 * kSec, 0.1));  // same episode
+  h.OnProgress(2, At(6, 3, v1::F, 2, 1, -1), 3 * kSec);
+  h.OnProgress(1, At(7, 0, v1::F, 1, 0, 0), 3 * kSec);
+  h.OnProgress(0, At(7, 0, v1::F, 0, 0, -1), 3 * kSec);
+  EXPECT_FALSE(h.OnTick(3 * kSec + kSec / 2, 0.1));  // progress again: the episode ends
+}
+
+TEST(HangCheck, FinishedRanksNeverHang) {
+  HangCheck h(Settings(), 1, 1, 3, 0);
+  h.OnStepReported(0, 2, kSec);
+  EXPECT_FALSE(h.OnTick(1000 * kSec, 0.1));
+}
+
+}  // namespace
+}  // namespace pipecoord::coordinator::health

@@ -1,0 +1,142 @@
+#include "coordinator/health/job_monitor.h"
+
+#include "coordinator/health/event_text.h"
+
+namespace pipecoord::coordinator::health {
+namespace {
+
+bool IsCompute(v1::Op op) { return op == v1::F || op == v1::B || op == v1::W || op == v1::BW; }
+
+}  // namespace
+
+JobMonitor::JobMonitor(const v1::Job& job, MetricsSink* sink)
+    : job_id_(job.id()), settings_(Resolve(job.spec().health())), pp_(job.spec().pp()),
+      world_(job.spec().pp() * std::max(1, job.spec().dp())), steps_(job.spec().steps()), sink_(sink),
+      last_peak_(world_, 0) {
+  budgets_.assign(job.plan().memory_budget_bytes().begin(), job.plan().memory_budget_bytes().end());
+  auto expect = ExpectPlan(job.spec(), job.plan());
+  if (expect.ok()) plan_ = std::move(expect).value();
+  if (!settings_.enabled) return;
+  if (plan_) bubble_ = std::make_unique<BubbleCheck>(settings_, *plan_, pp_, world_);
+  straggler_ = std::make_unique<StragglerCheck>(settings_, pp_, world_);
+  memory_ = std::make_unique<MemoryCheck>(settings_, budgets_, pp_, world_);
+  probe_ = std::make_unique<ProbeCheck>(job.spec().model().seed(), settings_.probe_size, pp_, world_);
+}
+
+void JobMonitor::Start(int64_t now_ns) {
+  if (settings_.enabled) hang_ = std::make_unique<HangCheck>(settings_, pp_, world_, steps_, now_ns);
+}
+
+void JobMonitor::SetDeviceMemory(int g, uint64_t bytes) {
+  if (memory_) memory_->SetDeviceMemory(g, bytes);
+}
+
+double JobMonitor::Scale() const {
+  if (scale_ > 0 || !straggler_) return scale_;
+  return straggler_->FastestMedian();
+}
+
+double JobMonitor::PredictedStepSeconds() const {
+  if (!plan_) return 0;
+  return plan_->makespan * Scale();
+}
+
+std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch& b, int64_t now_ns) {
+  std::vector<v1::HealthEvent> events;
+  const int rank = g % pp_, dp = g / pp_;
+  // Timing per step of this batch (a batch normally carries one whole step).
+  std::map<int, std::vector<v1::ActionTiming>> by_step;
+  for (const v1::ActionTiming& t : b.actions()) {
+    const double seconds = (t.end_ns() - t.start_ns()) * 1e-9;
+    if (sink_) sink_->Action(job_id_, rank, dp, t.action().stage(), v1::Op_Name(t.action().op()), seconds);
+    by_step[t.step()].push_back(t);
+    auto& recent = recent_[t.step()];
+    recent.emplace_back(g, t);
+  }
+  while (static_cast<int>(recent_.size()) > kTimelineSteps + 1) recent_.erase(recent_.begin());
+  for (auto& [step, actions] : by_step) {
+    if (straggler_ && plan_ && rank < static_cast<int>(plan_->ranks.size())) {
+      const std::vector<ComputeSlot>& slots = plan_->ranks[rank];
+      size_t k = 0;
+      for (const v1::ActionTiming& t : actions) {
+        if (!IsCompute(t.action().op())) continue;
+        if (k < slots.size() && slots[k].end > slots[k].start) {
+          const double cost = slots[k].end - slots[k].start;
+          straggler_->Add(g, step, t.action().op(), (t.end_ns() - t.start_ns()) * 1e-9 / cost, cost);
+        }
+        ++k;
+      }
+    }
+    if (probe_) {
+      for (const v1::ActionTiming& t : actions) {
+        if (t.action().op() != v1::PROBE) continue;
+        if (auto e = probe_->OnProbe(g, step, t.probe_checksum())) events.push_back(*e);
+      }
+    }
+    if (bubble_ && straggler_) {
+      if (auto e = bubble_->OnRankStep(g, step, actions, Scale())) events.push_back(*e);
+    }
+  }
+  for (const v1::StepSummary& s : b.steps()) {
+    last_peak_[g] = s.memory_peak_bytes();
+    if (sink_) sink_->Memory(job_id_, rank, dp, s.memory_peak_bytes(), rank < static_cast<int>(budgets_.size()) ? budgets_[rank] : 0);
+    if (memory_) {
+      if (auto e = memory_->OnStep(g, s.step(), s.memory_peak_bytes())) events.push_back(*e);
+    }
+    if (hang_) hang_->OnStepReported(g, s.step(), now_ns);
+  }
+  return events;
+}
+
+std::vector<v1::HealthEvent> JobMonitor::OnStepDone(const v1::StepRecord& rec) {
+  std::vector<v1::HealthEvent> events;
+  if (straggler_) {
+    events = straggler_->Evaluate(rec.step());
+    scale_ = straggler_->FastestMedian();
+    if (sink_) {
+      for (const StragglerScore& s : straggler_->scores()) {
+        sink_->Straggler(job_id_, s.global_rank % pp_, s.global_rank / pp_, v1::Op_Name(s.op), s.relative, s.individual);
+      }
+    }
+  }
+  return events;
+}
+
+void JobMonitor::OnProgress(int g, const v1::Progress& p, int64_t now_ns) {
+  if (hang_) hang_->OnProgress(g, p, now_ns);
+}
+
+std::vector<v1::HealthEvent> JobMonitor::OnTick(int64_t now_ns) {
+  std::vector<v1::HealthEvent> events;
+  if (hang_) {
+    if (auto e = hang_->OnTick(now_ns, PredictedStepSeconds())) events.push_back(*e);
+  }
+  return events;
+}
+
+HealthSnapshot JobMonitor::Snapshot() const {
+  HealthSnapshot s;
+  s.enabled = settings_.enabled;
+  s.seconds_per_cost = Scale();
+  s.predicted_step_s = PredictedStepSeconds();
+  s.hang_deadline_s = hang_ ? hang_->Deadline(s.predicted_step_s) : 0;
+  s.predicted_makespan = plan_ ? plan_->makespan : 0;
+  // The newest kTimelineSteps steps that have started.
+  int kept = 0;
+  for (auto it = recent_.rbegin(); it != recent_.rend() && kept < kTimelineSteps; ++it, ++kept) {
+    for (const auto& [g, t] : it->second) {
+      s.recent.push_back(t);
+      s.recent_rank.push_back(g);
+    }
+  }
+  if (straggler_) s.scores = straggler_->scores();
+  s.peak_bytes = last_peak_;
+  for (int g = 0; g < world_; ++g) {
+    const int r = g % pp_;
+    s.budget_bytes.push_back(r < static_cast<int>(budgets_.size()) ? budgets_[r] : 0);
+  }
+  s.probes_checked = probe_ ? probe_->probes_checked() : 0;
+  return s;
+}
+
+}  // namespace pipecoord::coordinator::health

@@ -1,0 +1,28 @@
+// MetricsSink: where the coordinator's measurements go besides the job store (the Prometheus
+// exporter in coordinator/http implements it). Thread-safe implementations only: calls come
+// from the coordinator's lock, so they must be quick and must not call back into it.
+#ifndef PIPECOORD_COORDINATOR_HEALTH_METRICS_SINK_H_
+#define PIPECOORD_COORDINATOR_HEALTH_METRICS_SINK_H_
+
+#include <cstdint>
+#include <string>
+
+namespace pipecoord::coordinator::health {
+
+class MetricsSink {
+ public:
+  virtual ~MetricsSink() = default;
+  // One measured action of pipeline rank `rank` of replica `dp`.
+  virtual void Action(const std::string& job, int rank, int dp, int stage, const std::string& op, double seconds) = 0;
+  // A step every rank finished: its span and bubble rates (0..1).
+  virtual void Step(const std::string& job, double step_seconds, double measured_bubble, double predicted_bubble) = 0;
+  virtual void Straggler(const std::string& job, int rank, int dp, const std::string& op, double relative,
+                         double individual) = 0;
+  virtual void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes) = 0;
+  // kind: "LIFECYCLE", "BUBBLE", "STRAGGLER", "HANG", "MEMORY", "SDC".
+  virtual void Event(const std::string& job, const std::string& kind) = 0;
+};
+
+}  // namespace pipecoord::coordinator::health
+
+#endif  // PIPECOORD_COORDINATOR_HEALTH_METRICS_SINK_H_

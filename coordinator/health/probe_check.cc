@@ -1,0 +1,47 @@
+#include "coordinator/health/probe_check.h"
+
+#include "coordinator/health/event_text.h"
+#include "kernels/cpu/known_answer_gemm.h"
+
+namespace pipecoord::coordinator::health {
+namespace {
+constexpr size_t kStepsKept = 8;
+}  // namespace
+
+ProbeCheck::ProbeCheck(uint64_t job_seed, int probe_size, int pp, int world)
+    : seed_(job_seed), n_(probe_size), pp_(pp), flagged_(world, false) {}
+
+uint64_t ProbeCheck::Expected(int step) {
+  auto it = expected_.find(step);
+  if (it != expected_.end()) return it->second;
+  const uint64_t v = kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(seed_, step), n_);
+  expected_[step] = v;
+  while (expected_.size() > kStepsKept) expected_.erase(expected_.begin());
+  return v;
+}
+
+std::optional<v1::HealthEvent> ProbeCheck::OnProbe(int g, int step, uint64_t checksum) {
+  if (g < 0 || g >= static_cast<int>(flagged_.size())) return std::nullopt;
+  ++checked_;
+  const uint64_t want = Expected(step);
+  reported_[step][g] = checksum;
+  while (reported_.size() > kStepsKept) reported_.erase(reported_.begin());
+  const bool bad = checksum != want;
+  const bool was = flagged_[g];
+  flagged_[g] = bad;
+  if (!bad || was) return std::nullopt;
+  std::string replicas;
+  for (const auto& [other, sum] : reported_[step]) {
+    if (other == g || other % pp_ != g % pp_) continue;
+    replicas += Format("%sdp %d 0x%016llx (%s)", replicas.empty() ? "" : ", ", other / pp_,
+                       static_cast<unsigned long long>(sum), sum == want ? "agrees" : "differs");
+  }
+  if (replicas.empty()) replicas = "none reported yet";
+  return MakeEvent(v1::SDC, g, pp_, step,
+                   Format("sdc: %s step %d: probe checksum 0x%016llx != known answer 0x%016llx (%dx%dx%d GEMM); "
+                          "replicas of rank %d: %s",
+                          RankName(g, pp_).c_str(), step, static_cast<unsigned long long>(checksum),
+                          static_cast<unsigned long long>(want), n_, n_, n_, g % pp_, replicas.c_str()));
+}
+
+}  // namespace pipecoord::coordinator::health

@@ -1,0 +1,54 @@
+#include "coordinator/health/settings.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace pipecoord::coordinator::health {
+namespace {
+
+Status InRange(const char* field, double v, double lo, double hi) {
+  if (!std::isfinite(v) || v < lo || v > hi) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "spec.health.%s: must be in [%g, %g], got %g", field, lo, hi, v);
+    return InvalidArgument(buf);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Settings Resolve(const v1::HealthConfig& c) {
+  Settings s;
+  s.enabled = !c.disabled();
+  if (c.bubble_slack() > 0) s.bubble_slack = c.bubble_slack();
+  if (c.bubble_min_s() > 0) s.bubble_min_s = c.bubble_min_s();
+  if (c.straggler_threshold() > 0) s.straggler_threshold = c.straggler_threshold();
+  if (c.straggler_window() > 0) s.straggler_window = c.straggler_window();
+  if (c.straggler_min_delta_s() > 0) s.straggler_min_delta_s = c.straggler_min_delta_s();
+  if (c.warmup_steps() > 0) s.warmup_steps = c.warmup_steps();
+  if (c.hang_step_factor() > 0) s.hang_step_factor = c.hang_step_factor();
+  if (c.hang_floor_s() > 0) s.hang_floor_s = c.hang_floor_s();
+  if (c.hang_startup_s() > 0) s.hang_startup_s = c.hang_startup_s();
+  if (c.memory_device_fraction() > 0) s.memory_device_fraction = c.memory_device_fraction();
+  s.probes = s.enabled && !c.probes_off();
+  if (c.probe_size() > 0) s.probe_size = c.probe_size();
+  return s;
+}
+
+Status ValidateHealthConfig(const v1::HealthConfig& c) {
+  PIPECOORD_RETURN_IF_ERROR(InRange("bubble_slack", c.bubble_slack(), 0, 100));
+  PIPECOORD_RETURN_IF_ERROR(InRange("bubble_min_s", c.bubble_min_s(), 0, 3600));
+  PIPECOORD_RETURN_IF_ERROR(InRange("straggler_threshold", c.straggler_threshold(), 0, 1));
+  PIPECOORD_RETURN_IF_ERROR(InRange("straggler_window", c.straggler_window(), 0, 10000));
+  PIPECOORD_RETURN_IF_ERROR(InRange("straggler_min_delta_s", c.straggler_min_delta_s(), 0, 3600));
+  PIPECOORD_RETURN_IF_ERROR(InRange("warmup_steps", c.warmup_steps(), 0, 10000));
+  PIPECOORD_RETURN_IF_ERROR(InRange("hang_step_factor", c.hang_step_factor(), 0, 10000));
+  PIPECOORD_RETURN_IF_ERROR(InRange("hang_floor_s", c.hang_floor_s(), 0, 86400));
+  PIPECOORD_RETURN_IF_ERROR(InRange("hang_startup_s", c.hang_startup_s(), 0, 86400));
+  PIPECOORD_RETURN_IF_ERROR(InRange("memory_device_fraction", c.memory_device_fraction(), 0, 1));
+  PIPECOORD_RETURN_IF_ERROR(InRange("probe_size", c.probe_size(), 0, 1024));
+  return Status::Ok();
+}
+
+}  // namespace pipecoord::coordinator::health

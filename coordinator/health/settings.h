@@ -1,0 +1,35 @@
+// Settings: a job's HealthConfig with every default filled in, and its validation.
+#ifndef PIPECOORD_COORDINATOR_HEALTH_SETTINGS_H_
+#define PIPECOORD_COORDINATOR_HEALTH_SETTINGS_H_
+
+#include "common/status.h"
+#include "proto/health.pb.h"
+
+namespace pipecoord::coordinator::health {
+
+struct Settings {
+  bool enabled = true;
+  double bubble_slack = 0.5;          // of the predicted step time
+  double bubble_min_s = 0.05;
+  double straggler_threshold = 0.75;  // nvidia-resiliency-ext's default
+  int straggler_window = 20;          // steps
+  double straggler_min_delta_s = 0.001;  // per action, below which a low score is jitter
+  int warmup_steps = 1;
+  double hang_step_factor = 5;
+  double hang_floor_s = 10;
+  double hang_startup_s = 60;
+  double memory_device_fraction = 0.95;
+  bool probes = true;
+  int probe_size = 32;
+};
+
+// Unset (0 / false) fields take the defaults above.
+Settings Resolve(const v1::HealthConfig& config);
+
+// INVALID_ARGUMENT naming the field and its rule, e.g.
+// "spec.health.straggler_threshold: must be in [0, 1], got 1.5".
+Status ValidateHealthConfig(const v1::HealthConfig& config);
+
+}  // namespace pipecoord::coordinator::health
+
+#endif  // PIPECOORD_COORDINATOR_HEALTH_SETTINGS_H_

@@ -1,0 +1,39 @@
+#include "coordinator/health/settings.h"
+
+#include <gtest/gtest.h>
+
+namespace pipecoord::coordinator::health {
+namespace {
+
+TEST(Settings, UnsetFieldsTakeTheDefaults) {
+  const Settings s = Resolve(v1::HealthConfig());
+  EXPECT_TRUE(s.enabled);
+  EXPECT_TRUE(s.probes);
+  EXPECT_EQ(s.straggler_threshold, 0.75);
+  EXPECT_EQ(s.straggler_window, 20);
+  EXPECT_EQ(s.hang_floor_s, 10);
+  EXPECT_EQ(s.probe_size, 32);
+  v1::HealthConfig c;
+  c.set_straggler_threshold(0.5);
+  c.set_probes_off(true);
+  EXPECT_EQ(Resolve(c).straggler_threshold, 0.5);
+  EXPECT_FALSE(Resolve(c).probes);
+  c.set_disabled(true);
+  EXPECT_FALSE(Resolve(c).enabled);
+}
+
+TEST(Settings, ErrorsNameTheFieldAndTheRule) {
+  v1::HealthConfig c;
+  c.set_straggler_threshold(1.5);
+  EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.straggler_threshold: must be in [0, 1], got 1.5");
+  c = {};
+  c.set_hang_floor_s(-1);
+  EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.hang_floor_s: must be in [0, 86400], got -1");
+  c = {};
+  c.set_probe_size(4096);
+  EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.probe_size: must be in [0, 1024], got 4096");
+  EXPECT_TRUE(ValidateHealthConfig(v1::HealthConfig()).ok());
+}
+
+}  // namespace
+}  // namespace pipecoord::coordinator::health

@@ -1,0 +1,42 @@
+// A tiny job for the health tests: 1f1b (or another schedule), pp 2, m 4, 4 layers of h 32.
+#ifndef PIPECOORD_COORDINATOR_HEALTH_TEST_SPEC_H_
+#define PIPECOORD_COORDINATOR_HEALTH_TEST_SPEC_H_
+
+#include <string>
+
+#include "coordinator/job_plan.h"
+#include "coordinator/spec_validation.h"
+#include "proto/job.pb.h"
+
+namespace pipecoord::coordinator::health {
+
+inline v1::JobSpec TestSpec(const std::string& schedule = "1f1b", int pp = 2, int vpp = 0) {
+  v1::JobSpec s;
+  s.set_schedule(schedule);
+  s.set_pp(pp);
+  s.set_vpp(vpp);
+  s.set_microbatches(4);
+  s.set_micro_batch_size(2);
+  s.set_steps(10);
+  s.set_learning_rate(0.01);
+  v1::ModelSpec* m = s.mutable_model();
+  m->set_layers(4);
+  m->set_hidden(32);
+  m->set_heads(4);
+  m->set_vocab(64);
+  m->set_seq_len(8);
+  m->set_seed(3);
+  return WithDefaults(s);
+}
+
+inline v1::Job TestJob(const v1::JobSpec& spec) {
+  v1::Job j;
+  j.set_id("job-test");
+  *j.mutable_spec() = spec;
+  *j.mutable_plan() = PlanJob(spec).value();
+  return j;
+}
+
+}  // namespace pipecoord::coordinator::health
+
+#endif  // PIPECOORD_COORDINATOR_HEALTH_TEST_SPEC_H_

@@ -1,0 +1,28 @@
+// The JSON the dashboard page fetches: job and worker listings, and one job's detail (state,
+// the last steps' measured actions per rank with the plan's predicted idle windows placed on
+// the same clock, health events, memory per rank against its budget, straggler scores). Every
+// string is JSON-escaped here; the page only ever sets text, never HTML.
+#ifndef PIPECOORD_COORDINATOR_HTTP_DASHBOARD_JSON_H_
+#define PIPECOORD_COORDINATOR_HTTP_DASHBOARD_JSON_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "coordinator/health/job_monitor.h"
+#include "proto/job.pb.h"
+
+namespace pipecoord::coordinator::http {
+
+// "\"a\\\"b\"": a JSON string literal; control characters, quotes, backslashes, '<', '>' and
+// '&' are escaped (\u00XX), so the text is inert inside HTML too.
+std::string JsonString(std::string_view s);
+
+std::string JobsJson(const std::vector<v1::Job>& jobs);
+std::string WorkersJson(const std::vector<v1::WorkerInfo>& workers);
+// `job` as GetJob returns it (plan included).
+std::string JobDetailJson(const v1::Job& job, const health::HealthSnapshot& health);
+
+}  // namespace pipecoord::coordinator::http
+
+#endif  // PIPECOORD_COORDINATOR_HTTP_DASHBOARD_JSON_H_

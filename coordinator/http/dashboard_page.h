@@ -1,0 +1,15 @@
+// The dashboard's static files, served by the coordinator's HTTP server: a page, its script and
+// its style sheet. The script fetches /api/jobs, /api/workers and /api/job?id=JOB every second
+// and only ever sets text (no innerHTML), so nothing a job or worker reports can become markup.
+#ifndef PIPECOORD_COORDINATOR_HTTP_DASHBOARD_PAGE_H_
+#define PIPECOORD_COORDINATOR_HTTP_DASHBOARD_PAGE_H_
+
+namespace pipecoord::coordinator::http {
+
+extern const char kDashboardHtml[];
+extern const char kDashboardJs[];
+extern const char kDashboardCss[];
+
+}  // namespace pipecoord::coordinator::http
+
+#endif  // PIPECOORD_COORDINATOR_HTTP_DASHBOARD_PAGE_H_

@@ -1,0 +1,120 @@
+#include "coordinator/http/prometheus_metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <sstream>
+
+namespace pipecoord::coordinator::http {
+namespace {
+
+using prometheus::Histogram;
+
+Histogram::BucketBoundaries Exponential(double start, double factor, int count) {
+  Histogram::BucketBoundaries b;
+  for (int i = 0; i < count; ++i, start *= factor) b.push_back(start);
+  return b;
+}
+
+const Histogram::BucketBoundaries& StepBuckets() {
+  static const auto b = Exponential(0.001, 2, 18);  // 1 ms .. 131 s
+  return b;
+}
+const Histogram::BucketBoundaries& ActionBuckets() {
+  static const auto b = Exponential(1e-5, 2.5, 16);  // 10 us .. 9.3 s
+  return b;
+}
+
+}  // namespace
+
+PrometheusMetrics::PrometheusMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      step_(prometheus::BuildHistogram()
+                .Name("pipecoord_step_duration_seconds")
+                .Help("Time of one optimizer step, first action start to last action end over all ranks")
+                .Register(*registry_)),
+      action_(prometheus::BuildHistogram()
+                  .Name("pipecoord_action_duration_seconds")
+                  .Help("Measured duration of each action of the job lists, per rank, stage and op")
+                  .Register(*registry_)),
+      bubble_(prometheus::BuildGauge()
+                  .Name("pipecoord_bubble_ratio")
+                  .Help("Bubble rate of the last step: 1 - busy / (ranks x step time); source measured or predicted")
+                  .Register(*registry_)),
+      straggler_(prometheus::BuildGauge()
+                     .Name("pipecoord_straggler_score")
+                     .Help("Straggler scores in [0, 1] (nvidia-resiliency-ext): relative and individual, per op")
+                     .Register(*registry_)),
+      peak_(prometheus::BuildGauge()
+                .Name("pipecoord_memory_peak_bytes")
+                .Help("Peak memory a rank reported for its last step")
+                .Register(*registry_)),
+      budget_(prometheus::BuildGauge()
+                  .Name("pipecoord_memory_budget_bytes")
+                  .Help("The plan's memory budget for the rank")
+                  .Register(*registry_)),
+      events_(prometheus::BuildCounter()
+                  .Name("pipecoord_health_events_total")
+                  .Help("Job events by kind (LIFECYCLE, BUBBLE, STRAGGLER, HANG, MEMORY, SDC)")
+                  .Register(*registry_)),
+      steps_(prometheus::BuildCounter()
+                 .Name("pipecoord_steps_total")
+                 .Help("Steps every rank of the job finished")
+                 .Register(*registry_)),
+      jobs_(prometheus::BuildGauge().Name("pipecoord_jobs").Help("Stored jobs by state").Register(*registry_)),
+      workers_(prometheus::BuildGauge()
+                   .Name("pipecoord_workers")
+                   .Help("Registered workers, idle or busy")
+                   .Register(*registry_)) {}
+
+void PrometheusMetrics::Action(const std::string& job, int rank, int dp, int stage, const std::string& op,
+                               double seconds) {
+  action_
+      .Add({{"job_id", job}, {"rank", std::to_string(rank)}, {"dp", std::to_string(dp)}, {"stage", std::to_string(stage)},
+            {"op", op}},
+           ActionBuckets())
+      .Observe(seconds);
+}
+
+void PrometheusMetrics::Step(const std::string& job, double step_seconds, double measured, double predicted) {
+  step_.Add({{"job_id", job}}, StepBuckets()).Observe(step_seconds);
+  steps_.Add({{"job_id", job}}).Increment();
+  bubble_.Add({{"job_id", job}, {"source", "measured"}}).Set(measured);
+  bubble_.Add({{"job_id", job}, {"source", "predicted"}}).Set(predicted);
+}
+
+void PrometheusMetrics::Straggler(const std::string& job, int rank, int dp, const std::string& op, double relative,
+                                  double individual) {
+  const std::string r = std::to_string(rank), d = std::to_string(dp);
+  straggler_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"op", op}, {"score", "relative"}}).Set(relative);
+  straggler_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"op", op}, {"score", "individual"}}).Set(individual);
+}
+
+void PrometheusMetrics::Memory(const std::string& job, int rank, int dp, uint64_t peak, uint64_t budget) {
+  const std::string r = std::to_string(rank), d = std::to_string(dp);
+  peak_.Add({{"job_id", job}, {"rank", r}, {"dp", d}}).Set(static_cast<double>(peak));
+  budget_.Add({{"job_id", job}, {"rank", r}, {"dp", d}}).Set(static_cast<double>(budget));
+}
+
+void PrometheusMetrics::Event(const std::string& job, const std::string& kind) {
+  events_.Add({{"job_id", job}, {"kind", kind}}).Increment();
+}
+
+void PrometheusMetrics::UpdateFleet(const std::vector<v1::Job>& jobs, const std::vector<v1::WorkerInfo>& workers) {
+  for (int s = v1::PENDING; s <= v1::CANCELLED; ++s) {
+    double n = 0;
+    for (const v1::Job& j : jobs) n += j.state() == s;
+    jobs_.Add({{"state", v1::JobState_Name(static_cast<v1::JobState>(s))}}).Set(n);
+  }
+  double busy = 0;
+  for (const v1::WorkerInfo& w : workers) busy += !w.job_id().empty();
+  workers_.Add({{"state", "busy"}}).Set(busy);
+  workers_.Add({{"state", "idle"}}).Set(static_cast<double>(workers.size()) - busy);
+}
+
+std::string PrometheusMetrics::Serialize() const {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+}  // namespace pipecoord::coordinator::http

@@ -1,0 +1,62 @@
+// PrometheusMetrics: the coordinator's measurements as Prometheus metrics (prometheus-cpp), in
+// base units with _total counters. The job is the label job_id (Prometheus keeps `job` for the
+// scrape job):
+//   pipecoord_step_duration_seconds{job_id}                     histogram
+//   pipecoord_action_duration_seconds{job_id,rank,dp,stage,op}  histogram
+//   pipecoord_bubble_ratio{job_id,source="measured"|"predicted"}  gauge, 0..1
+//   pipecoord_straggler_score{job_id,rank,dp,op,score="relative"|"individual"}  gauge, 0..1
+//   pipecoord_memory_peak_bytes{job_id,rank,dp}, pipecoord_memory_budget_bytes{job_id,rank,dp}
+//   pipecoord_health_events_total{job_id,kind}, pipecoord_steps_total{job_id}   counters
+//   pipecoord_jobs{state}, pipecoord_workers{state="idle"|"busy"}          gauges
+// Thread-safe (prometheus-cpp's families lock).
+#ifndef PIPECOORD_COORDINATOR_HTTP_PROMETHEUS_METRICS_H_
+#define PIPECOORD_COORDINATOR_HTTP_PROMETHEUS_METRICS_H_
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coordinator/health/metrics_sink.h"
+#include "proto/job.pb.h"
+
+namespace pipecoord::coordinator::http {
+
+class PrometheusMetrics final : public health::MetricsSink {
+ public:
+  PrometheusMetrics();
+
+  void Action(const std::string& job, int rank, int dp, int stage, const std::string& op, double seconds) override;
+  void Step(const std::string& job, double step_seconds, double measured_bubble, double predicted_bubble) override;
+  void Straggler(const std::string& job, int rank, int dp, const std::string& op, double relative,
+                 double individual) override;
+  void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes) override;
+  void Event(const std::string& job, const std::string& kind) override;
+
+  // Sets the job and worker gauges from the coordinator's listings (before each scrape).
+  void UpdateFleet(const std::vector<v1::Job>& jobs, const std::vector<v1::WorkerInfo>& workers);
+  // The Prometheus text exposition format of every metric.
+  std::string Serialize() const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Histogram>& step_;
+  prometheus::Family<prometheus::Histogram>& action_;
+  prometheus::Family<prometheus::Gauge>& bubble_;
+  prometheus::Family<prometheus::Gauge>& straggler_;
+  prometheus::Family<prometheus::Gauge>& peak_;
+  prometheus::Family<prometheus::Gauge>& budget_;
+  prometheus::Family<prometheus::Counter>& events_;
+  prometheus::Family<prometheus::Counter>& steps_;
+  prometheus::Family<prometheus::Gauge>& jobs_;
+  prometheus::Family<prometheus::Gauge>& workers_;
+};
+
+}  // namespace pipecoord::coordinator::http
+
+#endif  // PIPECOORD_COORDINATOR_HTTP_PROMETHEUS_METRICS_H_

@@ -1,0 +1,99 @@
+#include "coordinator/job_plan.h"
+
+#include <string>
+#include <vector>
+
+#include "coordinator/health/memory_budget.h"
+#include "coordinator/health/probe_placement.h"
+#include "schedules/partition.h"
+#include "schedules/registry.h"
+#include "schedules/simulator.h"
+
+namespace pipecoord::coordinator {
+
+namespace sch = pipecoord::schedules;
+
+Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
+  sch::ScheduleSpec ss;
+  ss.pp = spec.pp();
+  ss.vpp = spec.vpp();
+  ss.microbatches = spec.microbatches();
+  ss.costs.f = spec.costs().f();
+  ss.costs.b = spec.costs().b();
+  ss.costs.w = spec.costs().w();
+  ss.costs.comm = spec.costs().comm();
+  ss.mem_limit = spec.mem_limit();
+  ss.csv = spec.csv_schedule();
+
+  // Placement first (it depends only on the schedule's shape), then costs that follow layers.
+  auto order = sch::GenerateComputeOrder(spec.schedule(), ss);
+  if (!order.ok()) return order.status();  // the engine's code: INVALID_ARGUMENT or UNIMPLEMENTED
+  // An imported CSV brings its own shape; pp x dp workers run spec.microbatches each, so they
+  // must agree (the engine only refuses a mismatch when the caller gave a value above 1).
+  auto agree = [&](const char* field, int given, int found, const char* what) -> Status {
+    if (given == found) return Status::Ok();
+    return InvalidArgument(std::string("spec.") + field + ": " + std::to_string(given) + ", but spec.csv_schedule has " +
+                           std::to_string(found) + " " + what);
+  };
+  if (spec.schedule() == "csv") {
+    PIPECOORD_RETURN_IF_ERROR(agree("pp", spec.pp(), order->pp, "rows (ranks)"));
+    PIPECOORD_RETURN_IF_ERROR(agree("vpp", spec.vpp(), order->vpp, "stages per rank"));
+    PIPECOORD_RETURN_IF_ERROR(agree("microbatches", spec.microbatches(), order->microbatches, "micro-batches"));
+  }
+  std::vector<int> rank_layers(spec.stage_layers().begin(), spec.stage_layers().end());
+  auto layers = sch::PartitionLayers(spec.model().layers(), order->pp, order->stage_to_rank, rank_layers);
+  if (!layers.ok()) return InvalidArgument("spec." + layers.status().message());
+  ss.costs.stage_fraction = sch::StageFractions(std::vector<double>(layers->begin(), layers->end()), order->pp);
+
+  auto schedule = sch::BuildSchedule(spec.schedule(), ss);
+  if (!schedule.ok()) return schedule.status();
+  auto sim = sch::Simulate(*schedule, ss.costs);
+  if (!sim.ok()) return InvalidArgument(sim.status().message());
+
+  v1::Plan plan;
+  for (int r : schedule->stage_to_rank) plan.add_stage_to_rank(r);
+  int first = 0;
+  const int stages = schedule->num_stages();
+  for (int k = 0; k < stages; ++k) {
+    v1::StageShard* shard = plan.add_shards();
+    shard->set_stage(k);
+    shard->set_first_layer(first);
+    shard->set_num_layers((*layers)[k]);
+    shard->set_has_embedding(k == 0);
+    shard->set_has_head(k == stages - 1);
+    first += (*layers)[k];
+  }
+  for (int r = 0; r < schedule->pp; ++r) {
+    v1::RankJobs* jobs = plan.add_ranks();
+    jobs->set_rank(r);
+    for (const sch::Action& a : schedule->ranks[r]) {
+      v1::Action* out = jobs->add_actions();
+      out->set_op(static_cast<v1::Op>(static_cast<int>(a.op) + 1));  // same order, proto has 0 = unset
+      out->set_stage(a.stage);
+      out->set_microbatch(a.mb);
+      out->set_peer(a.peer);
+    }
+    v1::Action* opt = jobs->add_actions();
+    opt->set_op(v1::OPT);
+    int own = 0;
+    for (int k = 0; k < stages; ++k) {
+      if (schedule->stage_to_rank[k] == r) { own = k; break; }
+    }
+    opt->set_stage(own);
+    opt->set_microbatch(-1);
+    opt->set_peer(-1);
+    for (const sch::Interval& w : sim->ranks[r].idle) {
+      v1::IdleWindow* win = plan.add_predicted_idle();
+      win->set_rank(r);
+      win->set_start(w.start);
+      win->set_end(w.end);
+    }
+  }
+  plan.set_predicted_makespan(sim->makespan);
+  plan.set_predicted_bubble_rate(sim->bubble_rate);
+  health::FillMemoryBudgets(spec, &plan);
+  PIPECOORD_RETURN_IF_ERROR(health::PlaceProbes(spec, &plan));  // into the predicted bubbles
+  return plan;
+}
+
+}  // namespace pipecoord::coordinator

@@ -1,0 +1,150 @@
+// coordinator: pipecoord's control-plane server.
+//   coordinator --listen 127.0.0.1:50051
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "cli/flags.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/health_port.h"
+#include "coordinator/http/http_server.h"
+#include "coordinator/http/prometheus_metrics.h"
+#include "coordinator/server_security.h"
+#include "coordinator/service.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace pipecoord;
+  std::string listen = "127.0.0.1:50051", http, state;
+  int lease_ms = 5000;
+  cli::FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--tls-cert FILE --tls-key FILE "
+                     "--tls-ca FILE --token-file FILE] [--health-listen HOST:PORT]",
+                     "pipecoord's coordinator: plans jobs, hands workers their job lists over gRPC and "
+                     "collects their telemetry. Serves grpc.health.v1 and server reflection.");
+  flags.String("listen", &listen, "gRPC address to serve (default 127.0.0.1:50051; port 0 picks one)");
+  flags.String("http", &http, "HTTP address for /metrics and the dashboard page (port 0 picks one; default: none)");
+  flags.String("state", &state, "SQLite state file (WAL mode) keeping jobs, events, steps and telemetry across "
+                                 "restarts; created if missing (default: state in memory only)");
+  flags.Int("lease-ms", &lease_ms, "a worker silent this long is considered gone, in ms (default 5000)");
+  // Security (coordinator/server_security.h, docs/operations.md "Security"): all four or none.
+  coordinator::ServerSecurityFlags security_flags;
+  std::string health_listen;
+  flags.String("tls-cert", &security_flags.tls_cert, "PEM certificate (chain) the gRPC port serves TLS with");
+  flags.String("tls-key", &security_flags.tls_key, "PEM private key of --tls-cert");
+  flags.String("tls-ca", &security_flags.tls_ca,
+               "PEM CA that signs workers' client certificates; a worker's id is its certificate's URI SAN "
+               "urn:pipecoord:worker:ID");
+  flags.String("token-file", &security_flags.token_file,
+               "file holding the bearer token SubmitJob and CancelJob need (16..4096 visible characters)");
+  flags.String("health-listen", &health_listen,
+               "plaintext address serving only grpc.health.v1, for probes that cannot speak TLS (default: none)");
+  Status st = flags.Parse(argc - 1, argv + 1);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (st.ok() && (lease_ms < 100 || lease_ms > 3'600'000)) st = InvalidArgument("--lease-ms: must be in 100..3600000");
+  if (!st.ok()) {
+    std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
+    return 2;
+  }
+
+  auto security = coordinator::ServerSecurityFromFlags(security_flags);
+  if (!security.ok()) {
+    std::fprintf(stderr, "coordinator: %s\n", security.status().message().c_str());
+    return 2;
+  }
+  if (security->plaintext()) std::fprintf(stderr, "%s\n", coordinator::kPlaintextWarning);
+
+  coordinator::CoordinatorOptions options;
+  options.lease = std::chrono::milliseconds(lease_ms);
+  coordinator::http::PrometheusMetrics metrics;
+  options.metrics = &metrics;
+  std::unique_ptr<coordinator::StateStore> store;
+  if (!state.empty()) {
+    auto opened = coordinator::StateStore::Open(state);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "coordinator: %s\n", opened.status().message().c_str());
+      return 2;
+    }
+    store = std::move(opened).value();
+    options.store = store.get();
+  }
+  coordinator::Coordinator core(options);
+  if (Status restored = core.Restore(); !restored.ok()) {
+    std::fprintf(stderr, "coordinator: --state %s: %s\n", state.c_str(), restored.message().c_str());
+    return 1;
+  }
+  coordinator::JobServiceImpl jobs(&core, &security->auth);
+  coordinator::WorkerServiceImpl workers(&core, &security->auth);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, security->credentials, &port);
+  builder.SetMaxReceiveMessageSize(64 << 20);  // telemetry batches and CSV schedules stay well under
+  // Keepalive: a worker or client whose host vanished is found in ~15 s (ping every 10 s, 5 s to
+  // answer), and workers may ping idle streams every 10 s without being told off.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  builder.RegisterService(&jobs);
+  builder.RegisterService(&workers);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    std::fprintf(stderr, "coordinator: cannot listen on %s\n", listen.c_str());
+    return 1;
+  }
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  std::printf("coordinator listening on %s:%d\n", host.c_str(), port);
+  if (!security->plaintext()) {
+    std::printf("coordinator security: TLS; WorkerService needs a client certificate from %s naming the worker; "
+                "SubmitJob and CancelJob need the bearer token of %s\n",
+                security_flags.tls_ca.c_str(), security_flags.token_file.c_str());
+  }
+  std::unique_ptr<grpc::Server> health_port;
+  if (!health_listen.empty()) {
+    int hport = 0;
+    auto started = coordinator::StartHealthPort(health_listen, &hport);
+    if (!started.ok()) {
+      std::fprintf(stderr, "coordinator: %s\n", started.status().message().c_str());
+      return 1;
+    }
+    health_port = std::move(started).value();
+    std::printf("coordinator health on %s:%d (grpc.health.v1 only, plaintext)\n",
+                health_listen.substr(0, health_listen.rfind(':')).c_str(), hport);
+  }
+  std::unique_ptr<coordinator::http::HttpServer> web;
+  if (!http.empty()) {
+    auto started = coordinator::http::HttpServer::Start(http, &core, &metrics);
+    if (!started.ok()) {
+      std::fprintf(stderr, "coordinator: %s\n", started.status().message().c_str());
+      return 1;
+    }
+    web = std::move(started).value();
+    std::printf("coordinator http on %s:%d (/metrics, dashboard at /)\n", http.substr(0, http.rfind(':')).c_str(),
+                web->port());
+  }
+  std::fflush(stdout);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  while (!g_stop) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::max(25, lease_ms / 8)));
+    core.Tick();
+  }
+  web.reset();
+  core.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}

@@ -1,0 +1,101 @@
+// A coordinator over a state file, replaced by a new one on the same file: everything that was
+// acknowledged comes back.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "coordinator/coordinator.h"
+#include "coordinator/state_store.h"
+
+namespace pipecoord::coordinator {
+namespace {
+
+v1::JobSpec Spec(int steps) {
+  v1::JobSpec s;
+  s.set_name("persisted");
+  s.set_schedule("1f1b");
+  s.set_pp(1);
+  s.set_microbatches(1);
+  s.set_micro_batch_size(1);
+  s.set_steps(steps);
+  auto* m = s.mutable_model();
+  m->set_layers(2);
+  m->set_hidden(8);
+  m->set_heads(2);
+  m->set_vocab(16);
+  m->set_seq_len(4);
+  return s;
+}
+
+TEST(RestoreTest, AcknowledgedStateSurvivesANewCoordinator) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+                           "/restore-" + std::to_string(getpid()) + ".db";
+  std::remove(path.c_str());
+  std::string running, pending, done, worker;
+  {
+    auto store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok());
+    CoordinatorOptions o;
+    o.store = store->get();
+    Coordinator c(o);
+    ASSERT_TRUE(c.Restore().ok());
+    done = c.SubmitJob(Spec(1))->job_id();
+    v1::RegisterRequest r;
+    r.set_device_kind("cpu");
+    r.set_data_endpoint("127.0.0.1:1");
+    worker = c.Register(r)->worker_id();
+    // The worker runs `done` to the end, with one step of telemetry.
+    v1::TelemetryBatch b;
+    b.set_worker_id(worker);
+    b.set_job_id(done);
+    auto* t = b.add_actions();
+    t->mutable_action()->set_op(v1::F);
+    t->set_start_ns(1000);
+    t->set_end_ns(5000);
+    auto* s = b.add_steps();
+    s->set_step(0);
+    s->set_loss(2.5);
+    s->set_has_loss(true);
+    v1::TelemetryAck ack;
+    ASSERT_TRUE(c.IngestTelemetry(b, &ack).ok());
+    v1::ReportResultRequest ok;
+    ok.set_worker_id(worker);
+    ok.set_job_id(done);
+    ok.set_ok(true);
+    ASSERT_TRUE(c.ReportResult(ok).ok());
+    ASSERT_EQ(c.GetJob(done)->state(), v1::SUCCEEDED);
+    running = c.SubmitJob(Spec(100))->job_id();  // the free worker takes it
+    ASSERT_EQ(c.GetJob(running)->state(), v1::RUNNING);
+    pending = c.SubmitJob(Spec(100))->job_id();  // no worker left
+  }
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  CoordinatorOptions o;
+  o.store = store->get();
+  Coordinator c(o);
+  ASSERT_TRUE(c.Restore().ok());
+  auto d = c.GetJob(done);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->state(), v1::SUCCEEDED);
+  ASSERT_EQ(d->steps_size(), 1);
+  EXPECT_EQ(d->steps(0).loss(), 2.5);
+  EXPECT_EQ(d->steps_done(), 1);
+  EXPECT_EQ(d->events(d->events_size() - 1).message(), "SUCCEEDED");
+  EXPECT_NE(c.Trace(done)->find("\"ts\": 0, \"dur\": 4"), std::string::npos) << *c.Trace(done);
+  auto r = c.GetJob(running);
+  EXPECT_EQ(r->state(), v1::FAILED);
+  EXPECT_EQ(r->failure_cause(), "the coordinator restarted while the job was running");
+  EXPECT_EQ(c.GetJob(pending)->state(), v1::PENDING);
+  // Ids continue; the old worker may come back under its identity and takes the pending job.
+  EXPECT_EQ(c.SubmitJob(Spec(1))->job_id(), "job-000004");
+  v1::RegisterRequest again;
+  again.set_device_kind("cpu");
+  again.set_data_endpoint("127.0.0.1:1");
+  again.set_worker_id(worker);
+  EXPECT_EQ(c.Register(again)->worker_id(), worker);
+  EXPECT_EQ(c.GetJob(pending)->state(), v1::RUNNING);
+}
+
+}  // namespace
+}  // namespace pipecoord::coordinator

@@ -1,0 +1,53 @@
+// The gRPC services: each handler checks the call's credentials (Auth), unpacks the request, calls
+// Coordinator, and maps the Status to a gRPC code. No logic lives here.
+#ifndef PIPECOORD_COORDINATOR_SERVICE_H_
+#define PIPECOORD_COORDINATOR_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/status.h"
+#include "coordinator/auth.h"
+#include "coordinator/coordinator.h"
+#include "proto/job.grpc.pb.h"
+#include "proto/worker.grpc.pb.h"
+
+namespace pipecoord::coordinator {
+
+grpc::Status ToGrpc(const Status& status);
+
+// `auth` (not owned, outlives the service): who may call what; null: every call is allowed.
+class JobServiceImpl final : public v1::JobService::Service {
+ public:
+  explicit JobServiceImpl(Coordinator* c, const Auth* auth = nullptr) : c_(c), auth_(auth) {}
+  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest*, v1::SubmitJobResponse*) override;
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest*, v1::Job*) override;
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
+  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest*, v1::CancelJobResponse*) override;
+  grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest*, grpc::ServerWriter<v1::JobUpdate>*) override;
+  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
+  grpc::Status GetTrace(grpc::ServerContext*, const v1::GetTraceRequest*, v1::GetTraceResponse*) override;
+
+ private:
+  Coordinator* c_;
+  const Auth* auth_;
+};
+
+class WorkerServiceImpl final : public v1::WorkerService::Service {
+ public:
+  explicit WorkerServiceImpl(Coordinator* c, const Auth* auth = nullptr) : c_(c), auth_(auth) {}
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*, v1::RegisterResponse*) override;
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
+  grpc::Status Commands(grpc::ServerContext*, const v1::CommandsRequest*, grpc::ServerWriter<v1::WorkerCommand>*) override;
+  grpc::Status ReportResult(grpc::ServerContext*, const v1::ReportResultRequest*, v1::ReportResultResponse*) override;
+  grpc::Status Rendezvous(grpc::ServerContext*, const v1::RendezvousRequest*, v1::RendezvousResponse*) override;
+  grpc::Status Telemetry(grpc::ServerContext*, grpc::ServerReader<v1::TelemetryBatch>*, v1::TelemetryAck*) override;
+  grpc::Status Deregister(grpc::ServerContext*, const v1::DeregisterRequest*, v1::DeregisterResponse*) override;
+
+ private:
+  Coordinator* c_;
+  const Auth* auth_;
+};
+
+}  // namespace pipecoord::coordinator
+
+#endif  // PIPECOORD_COORDINATOR_SERVICE_H_

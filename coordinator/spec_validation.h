@@ -1,0 +1,20 @@
+// Checks every field of a submitted JobSpec before anything is stored or planned.
+#ifndef PIPECOORD_COORDINATOR_SPEC_VALIDATION_H_
+#define PIPECOORD_COORDINATOR_SPEC_VALIDATION_H_
+
+#include "common/status.h"
+#include "proto/job.pb.h"
+
+namespace pipecoord::coordinator {
+
+// INVALID_ARGUMENT naming the field as "spec.<path>" and the rule, e.g.
+// "spec.model.heads: must divide spec.model.hidden (64), got 5". Fills nothing in.
+Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// The spec with defaults applied (dp 0 -> 1, device "" -> "cpu", ffn_hidden 0 -> the SwiGLU
+// default, data_seed 0 -> model.seed, unset costs -> 1/1/1/0). Call after ValidateJobSpec.
+v1::JobSpec WithDefaults(const v1::JobSpec& spec);
+
+}  // namespace pipecoord::coordinator
+
+#endif  // PIPECOORD_COORDINATOR_SPEC_VALIDATION_H_

@@ -1,0 +1,66 @@
+// StateStore: the coordinator's durable state in one SQLite file (WAL mode). Every write is
+// committed before it returns, so whatever the coordinator acknowledged to a client survives a
+// SIGKILL; Load() gives it all back on restart.
+//
+// What is kept: jobs (spec, plan, state, cause, steps done, creation time), their events and
+// step records, every telemetry batch accepted (as the serialized TelemetryBatch), the worker
+// identities handed out, and the id counters. Not thread-safe: the Coordinator calls it under
+// its own lock.
+#ifndef PIPECOORD_COORDINATOR_STATE_STORE_H_
+#define PIPECOORD_COORDINATOR_STATE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/job.pb.h"
+#include "proto/telemetry.pb.h"
+
+struct sqlite3;
+
+namespace pipecoord::coordinator {
+
+struct StoredState {
+  std::vector<v1::Job> jobs;  // submission order, events and steps filled in
+  std::vector<std::vector<v1::TelemetryBatch>> telemetry;  // per job, in arrival order
+  std::vector<std::string> worker_ids;
+  uint64_t next_job = 1, next_worker = 1, next_session = 1;
+};
+
+class StateStore {
+ public:
+  // Opens (creating if needed) the file and its schema. UNAVAILABLE naming the path when it
+  // cannot be opened or is not a pipecoord state file.
+  static Result<std::unique_ptr<StateStore>> Open(const std::string& path);
+  ~StateStore();
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
+
+  // Inserts or replaces the job's row (not its events, steps or telemetry).
+  Status PutJob(const v1::Job& job);
+  Status AppendEvent(const std::string& job_id, const std::string& event_bytes);
+  Status AppendStep(const std::string& job_id, const v1::StepRecord& step);
+  Status AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch);
+  Status PutWorker(const std::string& worker_id);
+  Status PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t next_session);
+  // Removes a job and everything kept with it.
+  Status DeleteJob(const std::string& job_id);
+
+  // Everything stored. Events are returned as the bytes AppendEvent was given.
+  Result<StoredState> Load(std::vector<std::vector<std::string>>* events_by_job);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  StateStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Status Exec(const char* sql);
+
+  sqlite3* db_;
+  std::string path_;
+};
+
+}  // namespace pipecoord::coordinator
+
+#endif  // PIPECOORD_COORDINATOR_STATE_STORE_H_

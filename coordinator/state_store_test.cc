@@ -1,0 +1,92 @@
+#include "coordinator/state_store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace pipecoord::coordinator {
+namespace {
+
+std::string TempPath() {
+  std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  return dir + "/state-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+}
+
+TEST(StateStoreTest, EverythingWrittenComesBackAfterReopening) {
+  const std::string path = TempPath();
+  std::remove(path.c_str());
+  {
+    auto store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    v1::Job job;
+    job.set_id("job-000001");
+    job.set_state(v1::RUNNING);
+    job.mutable_spec()->set_pp(4);
+    job.add_events()->set_message("must not be stored in the row");
+    ASSERT_TRUE((*store)->PutJob(job).ok());
+    job.set_state(v1::SUCCEEDED);  // an update replaces the row, keeping its place
+    ASSERT_TRUE((*store)->PutJob(job).ok());
+    v1::Job second;
+    second.set_id("job-000002");
+    ASSERT_TRUE((*store)->PutJob(second).ok());
+    ASSERT_TRUE((*store)->AppendEvent("job-000001", "submitted").ok());
+    ASSERT_TRUE((*store)->AppendEvent("job-000001", "SUCCEEDED").ok());
+    v1::StepRecord step;
+    step.set_step(0);
+    step.set_loss(4.5);
+    ASSERT_TRUE((*store)->AppendStep("job-000001", step).ok());
+    v1::TelemetryBatch batch;
+    batch.set_job_id("job-000001");
+    batch.add_actions()->set_start_ns(7);
+    ASSERT_TRUE((*store)->AppendTelemetry("job-000001", batch).ok());
+    ASSERT_TRUE((*store)->PutWorker("worker-0003").ok());
+    ASSERT_TRUE((*store)->PutCounters(3, 4, 2).ok());
+  }
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  std::vector<std::vector<std::string>> events;
+  auto state = (*store)->Load(&events);
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  ASSERT_EQ(state->jobs.size(), 2u);
+  EXPECT_EQ(state->jobs[0].id(), "job-000001");
+  EXPECT_EQ(state->jobs[0].state(), v1::SUCCEEDED);
+  EXPECT_EQ(state->jobs[0].spec().pp(), 4);
+  EXPECT_EQ(state->jobs[0].events_size(), 0);
+  ASSERT_EQ(state->jobs[0].steps_size(), 1);
+  EXPECT_EQ(state->jobs[0].steps(0).loss(), 4.5);
+  EXPECT_EQ(events[0], (std::vector<std::string>{"submitted", "SUCCEEDED"}));
+  ASSERT_EQ(state->telemetry[0].size(), 1u);
+  EXPECT_EQ(state->telemetry[0][0].actions(0).start_ns(), 7);
+  EXPECT_TRUE(state->telemetry[1].empty());
+  EXPECT_EQ(state->worker_ids, std::vector<std::string>{"worker-0003"});
+  EXPECT_EQ(state->next_job, 3u);
+  EXPECT_EQ(state->next_worker, 4u);
+  EXPECT_EQ(state->next_session, 2u);
+
+  ASSERT_TRUE((*store)->DeleteJob("job-000001").ok());
+  state = (*store)->Load(&events);
+  ASSERT_EQ(state->jobs.size(), 1u);
+  EXPECT_EQ(state->jobs[0].id(), "job-000002");
+}
+
+TEST(StateStoreTest, ANonDatabaseFileIsRefusedNamingThePath) {
+  const std::string path = TempPath();
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs("this is not sqlite, and it is long enough to have a header page ............................................", f);
+  std::fclose(f);
+  auto store = StateStore::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Code::kUnavailable);
+  EXPECT_EQ(store.status().message().rfind("--state " + path + ": not a usable pipecoord state file", 0), 0u)
+      << store.status().message();
+}
+
+TEST(StateStoreTest, AnUnwritableDirectoryIsRefused) {
+  auto store = StateStore::Open("/nonexistent-dir/state.db");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().message().rfind("--state /nonexistent-dir/state.db: cannot open", 0), 0u);
+}
+
+}  // namespace
+}  // namespace pipecoord::coordinator

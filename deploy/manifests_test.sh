@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# deploy/'s manifests: every YAML file parses; each kustomization renders with kubectl kustomize;
+# the rendered objects pass the schema validators (deploy/validate/k8s_validate.mjs) and the
+# checks pipecoord needs (deploy/validate/manifest_checks.mjs); the real binaries accept the
+# containers' args; a misspelt field and a wrong type are rejected.
+set -euo pipefail
+source deploy/validate/tools.sh
+source deploy/local/pki.sh
+require_deploy_tools kubectl openssl
+work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/manifests.XXXXXX")
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+validate() { node deploy/validate/k8s_validate.mjs "$DEPLOY_TOOLS" "$@"; }
+echo "kubectl $(kubectl version --client 2>/dev/null | tr '\n' ' '), node $(node --version)"
+
+# kustomize refuses files reached through symlinks from outside its root: work on a real copy.
+cp -rL deploy "$work/deploy"
+
+# 1. Every YAML file parses.
+find "$work/deploy" -name '*.yaml' | sort > "$work/yaml-files"
+node -e '
+  const yaml = require(process.argv[1] + "/node_modules/js-yaml");
+  const fs = require("fs");
+  for (const f of fs.readFileSync(process.argv[2], "utf8").trim().split("\n")) yaml.loadAll(fs.readFileSync(f, "utf8"));
+' "$DEPLOY_TOOLS" "$work/yaml-files" || fail "a YAML file does not parse"
+echo "parsed $(wc -l < "$work/yaml-files") YAML files"
+
+# 2. The base and each overlay render, and every object validates.
+for k in base overlays/cpu overlays/gpu; do
+  out="$work/$(basename "$k").yaml"
+  kubectl kustomize "$work/deploy/$k" > "$out" || fail "kubectl kustomize deploy/$k"
+  validate "$out" || fail "deploy/$k: rendered objects do not validate"
+done
+
+# The private overlay docs/kubernetes.md shows (real secrets, your registry) renders, validates,
+# and leaves no placeholder behind. Its certificates are made as docs/operations.md says.
+mkdir -p "$work/prod"
+printf 's3cret' > "$work/prod/token"
+pki_ca "$work/prod"
+pki_server "$work/prod" coordinator \
+  "DNS:pipecoord-coordinator,DNS:pipecoord-coordinator.pipecoord.svc,DNS:pipecoord-coordinator.pipecoord.svc.cluster.local"
+for i in $(seq 0 7); do pki_worker "$work/prod" "pipecoord-worker-$i"; done
+cat > "$work/prod/kustomization.yaml" <<'EOF'
+resources: [../deploy/overlays/gpu]
+secretGenerator:
+  - {name: pipecoord-token, behavior: replace, files: [token]}
+  - {name: pipecoord-tls, behavior: replace, type: kubernetes.io/tls,
+     files: [tls.crt=coordinator.crt, tls.key=coordinator.key, ca.crt]}
+  - name: pipecoord-worker-tls
+    behavior: replace
+    files: [ca.crt, pipecoord-worker-0.crt, pipecoord-worker-0.key, pipecoord-worker-1.crt, pipecoord-worker-1.key,
+            pipecoord-worker-2.crt, pipecoord-worker-2.key, pipecoord-worker-3.crt, pipecoord-worker-3.key,
+            pipecoord-worker-4.crt, pipecoord-worker-4.key, pipecoord-worker-5.crt, pipecoord-worker-5.key,
+            pipecoord-worker-6.crt, pipecoord-worker-6.key, pipecoord-worker-7.crt, pipecoord-worker-7.key]
+images:
+  - {name: pipecoord/coordinator, newName: registry.example.com/pipecoord/coordinator, newTag: v1}
+  - {name: pipecoord/worker, newName: registry.example.com/pipecoord/worker, newTag: v1}
+replicas:
+  - {name: pipecoord-worker, count: 8}
+EOF
+kubectl kustomize "$work/prod" > "$work/prod.yaml" || fail "kubectl kustomize of the docs' private overlay"
+validate "$work/prod.yaml" || fail "the docs' private overlay does not validate"
+! grep -q "REPLACE-ME" "$work/prod.yaml" || fail "a placeholder secret survived the private overlay"
+grep -q "token: czNjcmV0" "$work/prod.yaml" || fail "the token secret was not replaced"
+/usr/bin/python3 - "$work/prod.yaml" "$work/prod" <<'PY' || fail "the private overlay's TLS Secrets"
+import base64, sys
+docs = open(sys.argv[1]).read().split("\n---\n")
+def secret(name):
+    [d] = [d for d in docs if "kind: Secret" in d and f"name: {name}\n" in d]
+    return d
+for name, key, path in [("pipecoord-tls", "tls.crt", "coordinator.crt"), ("pipecoord-tls", "ca.crt", "ca.crt"),
+                        ("pipecoord-worker-tls", "pipecoord-worker-7.key", "pipecoord-worker-7.key")]:
+    want = base64.b64encode(open(f"{sys.argv[2]}/{path}", "rb").read()).decode()
+    assert want in "".join(secret(name).split()), (name, key)  # kustomize folds base64 over lines
+PY
+grep -q "image: registry.example.com/pipecoord/worker:v1" "$work/prod.yaml" || fail "image not renamed"
+grep -q "replicas: 8" "$work/prod.yaml" || fail "replicas not set"
+
+# 3. Overlays: pipecoord's own checks, and the launcher's flags against the containers'.
+for overlay in cpu gpu; do
+  mkdir -p "$work/$overlay"
+  deploy/local/launch.sh --dry-run --overlay "$overlay" > "$work/$overlay/launcher.txt"
+  node deploy/validate/manifest_checks.mjs "$DEPLOY_TOOLS" "$overlay" "$work/$overlay.yaml" \
+    "$work/$overlay/launcher.txt" "$work/$overlay" || fail "deploy/overlays/$overlay: checks"
+done
+
+# 4. The real binaries accept the containers' args (ConfigMap values substituted; loopback
+#    addresses instead of 0.0.0.0 and the Service name, a temporary state file, certificates
+#    made here for 127.0.0.1 and the pod pipecoord-worker-0), the worker advertises the pod IP
+#    and registers under its pod's name, from its certificate.
+pki=$work/pki
+pki_ca "$pki"
+pki_server "$pki" coordinator "IP:127.0.0.1"
+pki_worker "$pki" pipecoord-worker-0
+pki_token "$pki/token"
+for overlay in cpu gpu; do
+  mapfile -t cargs < <(sed -e 's/^--listen=.*/--listen=127.0.0.1:0/' -e 's/^--http=.*/--http=127.0.0.1:0/' \
+    -e "s|^--state=.*|--state=$work/$overlay/state.db|" -e 's/^--health-listen=.*/--health-listen=127.0.0.1:0/' \
+    -e "s|^--tls-cert=/etc/pipecoord/tls/tls.crt$|--tls-cert=$pki/coordinator.crt|" \
+    -e "s|^--tls-key=/etc/pipecoord/tls/tls.key$|--tls-key=$pki/coordinator.key|" \
+    -e "s|^--tls-ca=/etc/pipecoord/tls/ca.crt$|--tls-ca=$pki/ca.crt|" \
+    -e "s|^--token-file=/etc/pipecoord/token/token$|--token-file=$pki/token|" "$work/$overlay/coordinator.args")
+  coordinator/coordinator "${cargs[@]}" > "$work/$overlay/coordinator.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do grep -qs "listening on" "$work/$overlay/coordinator.log" && break; sleep 0.05; done
+  addr=$(sed -n 's/^coordinator listening on //p' "$work/$overlay/coordinator.log")
+  [ -n "$addr" ] || fail "$overlay: the coordinator refused its args: $(cat "$work/$overlay/coordinator.log")"
+  # The scrape annotations' path answers on the HTTP port.
+  http=$(sed -n 's/^coordinator http on \([^ ]*\).*/\1/p' "$work/$overlay/coordinator.log")
+  /usr/bin/python3 -c 'import sys, urllib.request; sys.exit(b"# TYPE" not in urllib.request.urlopen(sys.argv[1], timeout=5).read())' \
+    "http://$http/metrics" || fail "$overlay: no Prometheus metrics at http://$http/metrics"
+  grep -q "^coordinator security: TLS" "$work/$overlay/coordinator.log" || fail "$overlay: the coordinator serves no TLS"
+  grep -q "^coordinator health on 127.0.0.1:[0-9]* (grpc.health.v1 only, plaintext)" "$work/$overlay/coordinator.log" ||
+    fail "$overlay: no health port"
+  # The data port is fixed in the pods; here any free port on loopback will do.
+  mapfile -t wargs < <(sed -e "s/^--coordinator=.*/--coordinator=$addr/" \
+    -e 's/^--data-listen=.*/--data-listen=127.0.0.1:0/' -e "s|^--tls-ca=/etc/pipecoord/tls/ca.crt$|--tls-ca=$pki/ca.crt|" \
+    -e "s|^--tls-cert=/etc/pipecoord/tls/tls.crt$|--tls-cert=$pki/pipecoord-worker-0.crt|" \
+    -e "s|^--tls-key=/etc/pipecoord/tls/tls.key$|--tls-key=$pki/pipecoord-worker-0.key|" "$work/$overlay/worker.args")
+  worker/daemon/worker "${wargs[@]}" > "$work/$overlay/worker.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do grep -qs "registered as" "$work/$overlay/worker.log" && break; sleep 0.05; done
+  grep -q "peers reach it at 10.1.2.3:" "$work/$overlay/worker.log" ||
+    fail "$overlay: the worker did not register advertising the pod IP: $(cat "$work/$overlay/worker.log")"
+  PIPECOORD_ADDR=$addr PIPECOORD_TLS_CA=$pki/ca.crt cli/pipectl workers --format json > "$work/$overlay/workers.json"
+  /usr/bin/python3 - "$work/$overlay/workers.json" "$overlay" <<'PY' || fail "$overlay: registration record"
+import json, sys
+w = json.load(open(sys.argv[1]))["workers"]
+device = "cuda" if sys.argv[2] == "gpu" else "cpu"
+assert len(w) == 1 and w[0]["dataEndpoint"].startswith("10.1.2.3:") and w[0]["host"] == "10.1.2.3", w
+assert w[0]["workerId"] == "pipecoord-worker-0", w
+assert w[0]["deviceKind"] == device, w
+PY
+  cleanup
+  pids=()
+  echo "$overlay: the coordinator and a worker run with the containers' args"
+done
+
+# 5. Rejections: a misspelt field and a wrong type, as files and through an overlay.
+expect_rejected() {  # FILE PATTERN...
+  local file=$1 out="$work/rejected.txt"
+  shift
+  if validate "$file" > "$out"; then fail "$file was accepted"; fi
+  for p in "$@"; do grep -qF -- "$p" "$out" || fail "$file: no error matching '$p' in: $(cat "$out")"; done
+  echo "rejected as expected: $(head -1 "$out")"
+}
+expect_rejected deploy/validate/testdata/imagee.yaml "'\"imagee\"' does not exist in type 'Container'"
+expect_rejected deploy/validate/testdata/replicas-three.yaml "/spec/replicas: must be integer" \
+  "Type 'string' is not assignable to type 'number'"
+mkdir -p "$work/deploy/overlays/misspelt"
+cat > "$work/deploy/overlays/misspelt/kustomization.yaml" <<'EOF'
+resources: [../../base]
+patches:
+  - target: {kind: StatefulSet, name: pipecoord-worker}
+    patch: |
+      - {op: add, path: /spec/template/spec/containers/0/imagee, value: pipecoord/worker:dev}
+EOF
+kubectl kustomize "$work/deploy/overlays/misspelt" > "$work/misspelt.yaml"
+expect_rejected "$work/misspelt.yaml" "StatefulSet pipecoord-worker" "'\"imagee\"' does not exist in type 'Container'"
+echo "PASS"

@@ -1,0 +1,37 @@
+// Causal multi-head self-attention: plain softmax attention that materialises the s x s
+// probabilities (no flash tiling), the reference the CUDA kernels are checked against.
+//
+// Layouts (row-major): q, k, v, o and their gradients [batch, seq, heads, head_dim], which is
+// the [tokens, hidden] layout of the projections; probs [batch, heads, seq, seq] with zeros
+// above the diagonal. Scores are scaled by 1/sqrt(head_dim). Dot products and softmax sums run
+// in double. Attention has no weights, so its backward is all B. No buffer may alias another.
+#ifndef PIPECOORD_KERNELS_CPU_ATTENTION_H_
+#define PIPECOORD_KERNELS_CPU_ATTENTION_H_
+
+#include <cstdint>
+
+namespace pipecoord::kernels::cpu {
+
+struct AttentionDims {
+  int64_t batch = 0;
+  int64_t seq = 0;
+  int64_t heads = 0;
+  int64_t head_dim = 0;
+
+  int64_t hidden() const { return heads * head_dim; }
+  int64_t probs_size() const { return batch * heads * seq * seq; }
+};
+
+// F: probs[b, h, i, j] = softmax_j<=i(q_i . k_j / sqrt(d)) and o_i = sum_j probs[i, j] v_j.
+// Overwrites probs (kept for backward) and o.
+template <typename T>
+void AttentionForward(const T* q, const T* k, const T* v, T* probs, T* o, const AttentionDims& d);
+
+// B: overwrites dq, dk, dv from dout, the forward inputs and the saved probs.
+template <typename T>
+void AttentionBackward(const T* dout, const T* q, const T* k, const T* v, const T* probs, T* dq,
+                       T* dk, T* dv, const AttentionDims& d);
+
+}  // namespace pipecoord::kernels::cpu
+
+#endif  // PIPECOORD_KERNELS_CPU_ATTENTION_H_

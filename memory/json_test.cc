@@ -1,0 +1,85 @@
+#include "memory/json.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace pipecoord::memory {
+namespace {
+
+TEST(JsonTest, ParsesEveryKind) {
+  auto v = ParseJson(R"( {"a": [1, -2.5e3, true, false, null], "b": {"c": "x\"\u00e9\ud83d\ude00"},
+                         "big": 9007199254740993} )");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  const JsonValue* a = v->Find("a");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->items.size(), 5u);
+  EXPECT_TRUE(a->items[0].is_integer);
+  EXPECT_EQ(a->items[0].integer, 1);
+  EXPECT_FALSE(a->items[1].is_integer);
+  EXPECT_DOUBLE_EQ(a->items[1].number, -2500);
+  EXPECT_TRUE(a->items[2].boolean);
+  EXPECT_EQ(a->items[4].type, JsonValue::Type::kNull);
+  EXPECT_EQ(v->Find("b")->Find("c")->string, "x\"\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(v->Find("big")->integer, 9007199254740993);  // exact, beyond double precision
+  EXPECT_EQ(v->Find("nope"), nullptr);
+}
+
+TEST(JsonTest, ErrorsNameLineAndColumn) {
+  EXPECT_EQ(ParseJson("{\"a\": 1,\n \"b\" 2}").status().message(),
+            "line 2, column 6: expected ':' after a member name");
+  EXPECT_EQ(ParseJson("[1, 2").status().message(), "line 1, column 6: expected ',' or ']' after an array element");
+  EXPECT_EQ(ParseJson("[1] x").status().message(), "line 1, column 5: unexpected text after the JSON value");
+  EXPECT_EQ(ParseJson("\"a\nb\"").status().message(),
+            "line 1, column 3: control character inside a string (escape it)");
+  EXPECT_EQ(ParseJson("01").status().message(), "line 1, column 2: unexpected text after the JSON value");
+  EXPECT_EQ(ParseJson("1e999").status().message(), "line 1, column 6: number out of range");
+  EXPECT_EQ(ParseJson("\"\\ud800\"").status().message(), "line 1, column 8: unpaired UTF-16 surrogate");
+  EXPECT_FALSE(ParseJson("").ok());
+  EXPECT_FALSE(ParseJson("nul").ok());
+}
+
+TEST(JsonTest, DepthIsBounded) {
+  std::string deep(kMaxJsonDepth + 1, '[');
+  EXPECT_NE(ParseJson(deep).status().message().find("nesting deeper than 64 levels"), std::string::npos);
+  std::string ok(kMaxJsonDepth - 1, '[');
+  ok += std::string(kMaxJsonDepth - 1, ']');
+  EXPECT_TRUE(ParseJson(ok).ok());
+}
+
+TEST(JsonTest, GarbageNeverCrashes) {
+  // A small in-test fuzz loop: mutations of a valid document must parse or fail cleanly.
+  const std::string seed = R"({"programs": [{"ops": [{"inputs": [{"id": "x", "shape": [2, 3]}]}]}]})";
+  std::mt19937 rng(7);
+  const std::string alphabet = "{}[]\":,0123456789-+.eE\\u tfnrl\x01\xff";
+  for (int i = 0; i < 20000; ++i) {
+    std::string s = seed;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      size_t pos = rng() % (s.size() + 1);
+      switch (rng() % 3) {
+        case 0: s.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+        case 1:
+          if (pos < s.size()) s.erase(pos, 1);
+          break;
+        default:
+          if (pos < s.size()) s[pos] = alphabet[rng() % alphabet.size()];
+          break;
+      }
+    }
+    auto r = ParseJson(s);
+    if (!r.ok()) {
+      EXPECT_FALSE(r.status().message().empty());
+    }
+  }
+}
+
+TEST(JsonTest, Writers) {
+  EXPECT_EQ(JsonQuote("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
+  EXPECT_EQ(JsonNumber(0.1), "0.1");
+  EXPECT_EQ(JsonNumber(3), "3");
+  EXPECT_EQ(JsonNumber(1.0 / 0.0), "null");
+}
+
+}  // namespace
+}  // namespace pipecoord::memory

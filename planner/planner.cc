@@ -1,0 +1,543 @@
+#include "planner/planner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <thread>
+#include <tuple>
+
+#include "memory/activations.h"
+#include "memory/param_states.h"
+#include "planner/schedule_cache.h"
+#include "schedules/partition.h"
+#include "schedules/registry.h"
+
+namespace pipecoord::planner {
+namespace {
+
+using memory::ActivationModel;
+using memory::ModelSpec;
+using memory::Recompute;
+using memory::TrainingSpec;
+
+struct Variant {
+  std::string schedule;
+  int vpp;
+};
+
+// Where the blocks of one schedule shape sit: per rank, its stages' block counts and whether it
+// holds the first or last stage.
+struct StageOnRank {
+  int layers;
+  bool first, last;
+};
+struct Layout {
+  Status status;
+  std::vector<std::vector<StageOnRank>> ranks;
+  std::vector<int> rank_layers;
+};
+
+// "interleaved: microbatches: 3 must be >= pp 4" -> "... N must be >= pp N": one bucket per rule.
+std::string WithoutNumbers(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (std::isdigit(static_cast<unsigned char>(s[i]))) {
+      out += 'N';
+      while (i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+class Search {
+ public:
+  Search(const ModelSpec& m, const ClusterSpec& c, const SearchSpace& s, const PlanOptions& o)
+      : m_(m), c_(c), s_(s), o_(o), cache_(o.cache_schedules) {}
+
+  Result<PlanResult> Run() {
+    for (const std::string& name : s_.schedules.empty() ? AllNames() : s_.schedules) {
+      const schedules::ScheduleInfo* info = *schedules::FindSchedule(name);
+      if (info->required_vpp != 0) {
+        variants_.push_back({name, info->required_vpp});
+      } else {
+        for (int v : s_.vpps) variants_.push_back({name, v});
+      }
+    }
+    const int64_t per_b = static_cast<int64_t>(s_.zero_stages.size()) * s_.recompute.size();
+    const int64_t per_variant = static_cast<int64_t>(s_.micro_batches.size()) * per_b;
+    const int64_t per_sp = static_cast<int64_t>(variants_.size()) * per_variant;
+    std::vector<int> tps, all_divisors;
+    for (int d = 1; d <= c_.gpus; ++d) {
+      if (c_.gpus % d == 0) all_divisors.push_back(d);
+    }
+    for (int d : all_divisors) {
+      if (d <= s_.max_tp) tps.push_back(d);
+    }
+    auto sp_options = [&](int tp) { return tp > 1 && s_.sequence_parallel ? 2 : 1; };
+    for (int tp : tps) {
+      for (int pp : all_divisors) {
+        if ((c_.gpus / tp) % pp == 0) res_.candidates += sp_options(tp) * per_sp;
+      }
+    }
+    // Pass one only lists the schedule shapes the second will need, so they can be simulated
+    // in parallel; pass two searches with every profile cached.
+    const int threads = o_.threads > 0 ? o_.threads : static_cast<int>(std::thread::hardware_concurrency());
+    threads_ = threads;
+    if (o_.cache_schedules && threads > 1) {
+      collecting_ = true;
+      PIPECOORD_RETURN_IF_ERROR(Walk(tps, all_divisors, per_sp, per_variant, per_b));
+      collecting_ = false;
+      cache_.Prefetch(wanted_, threads);
+    }
+    PIPECOORD_RETURN_IF_ERROR(Walk(tps, all_divisors, per_sp, per_variant, per_b));
+    PIPECOORD_RETURN_IF_ERROR(RunDeferred());
+    Finish();
+    return std::move(res_);
+  }
+
+ private:
+  Status Walk(const std::vector<int>& tps, const std::vector<int>& all_divisors, int64_t per_sp,
+              int64_t per_variant, int64_t per_b) {
+    auto sp_options = [&](int tp) { return tp > 1 && s_.sequence_parallel ? 2 : 1; };
+    auto budget = c_.gpu_memory_bytes - c_.reserved_bytes;
+    for (int tp : tps) {
+      const int64_t per_pp = sp_options(tp) * per_sp;
+      std::vector<int> pps;
+      for (int pp : all_divisors) {
+        if ((c_.gpus / tp) % pp == 0) pps.push_back(pp);
+      }
+      if (m_.heads % tp || m_.kv_heads % tp || m_.ffn % tp) {
+        Prune("tp must divide heads, kv-heads and ffn", per_pp * pps.size(), "tp " + std::to_string(tp));
+        continue;
+      }
+      if (tp > c_.gpus_per_node) {
+        Prune("tp larger than gpus per node (tensor parallelism across nodes)", per_pp * pps.size(),
+              "tp " + std::to_string(tp) + " > " + std::to_string(c_.gpus_per_node));
+        continue;
+      }
+      for (int pp : pps) {
+        const int dp = c_.gpus / tp / pp;
+        for (int spi = 0; spi < sp_options(tp); ++spi) {
+          const bool sp = spi == 1;
+          if (sp && m_.seq_len % tp) {
+            Prune("sequence parallel needs tp to divide seq-len", per_sp,
+                  "seq-len " + std::to_string(m_.seq_len) + ", tp " + std::to_string(tp));
+            continue;
+          }
+          for (const Variant& var : variants_) {
+            if (m_.layers < pp * var.vpp) {
+              Prune("layers < pp x vpp (a chunk without blocks)", per_variant,
+                    std::to_string(m_.layers) + " layers, pp " + std::to_string(pp) + " x vpp " + std::to_string(var.vpp));
+              continue;
+            }
+            for (int b : s_.micro_batches) {
+              if (s_.global_batch % (static_cast<int64_t>(dp) * b) != 0) {
+                Prune("dp x micro-batch must divide the global batch", per_b,
+                      "dp " + std::to_string(dp) + " x micro-batch " + std::to_string(b) + " vs " +
+                          std::to_string(s_.global_batch));
+                continue;
+              }
+              const int mbs = s_.global_batch / (dp * b);
+              // A bound no schedule can beat: every rank holds at least floor(L/p) blocks and one
+              // micro-batch of them, with the most sharded states and the leanest recompute.
+              auto bound = LowerBound(tp, sp, b, dp, pp);
+              if (!bound.ok()) return bound.status();
+              if (*bound > budget) {
+                Prune("memory over budget", per_b,
+                      "dp " + std::to_string(dp) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp) +
+                          " mb " + std::to_string(b) + ": at least " + std::to_string(*bound >> 20) +
+                          " MiB on every rank whatever the schedule, ZeRO stage and recompute");
+                continue;
+              }
+              Group g{tp, pp, dp, sp, &var, b, mbs, per_b};
+              if (Costly(var.schedule) && o_.bound_costly_schedules) {
+                if (!collecting_) deferred_.push_back(g);
+                continue;
+              }
+              if (collecting_) {
+                wanted_.emplace_back(var.schedule, pp, var.vpp, mbs);
+                continue;
+              }
+              PIPECOORD_RETURN_IF_ERROR(EvaluateGroup(g));
+            }
+          }
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Candidates sharing everything but the ZeRO stage and the recompute policy.
+  struct Group {
+    int tp, pp, dp;
+    bool sp;
+    const Variant* var;
+    int b, mbs;
+    int64_t size;
+  };
+
+  // Schedules that search (zb-auto spends up to about a second per shape by design): they are
+  // tried last, and only where they could still enter the top k.
+  static bool Costly(const std::string& schedule) { return schedule == "zb-auto"; }
+
+  Status EvaluateGroup(const Group& g) {
+    const Variant& var = *g.var;
+    const int64_t budget = c_.gpu_memory_bytes - c_.reserved_bytes;
+    const ScheduleProfile& prof = cache_.Get(var.schedule, g.pp, var.vpp, g.mbs);
+    if (!prof.status.ok()) {
+      std::string why = prof.status.code() == Code::kUnimplemented
+                            ? "schedule " + var.schedule + " not implemented yet"
+                            : "schedule refused: " + WithoutNumbers(prof.status.message());
+      Prune(why, g.size, var.schedule + " pp " + std::to_string(g.pp) + " vpp " + std::to_string(var.vpp) + " m " +
+                             std::to_string(g.mbs) + ": " + prof.status.message());
+      return Status::Ok();
+    }
+    const Layout& layout = GetLayout(var, g.pp, prof);
+    if (!layout.status.ok()) {
+      Prune("layer placement refused: " + WithoutNumbers(layout.status.message()), g.size, layout.status.message());
+      return Status::Ok();
+    }
+    for (int zero : s_.zero_stages) {
+      if (zero > 0 && g.dp == 1) {
+        Prune("ZeRO needs dp > 1 (same as ZeRO-0)", s_.recompute.size(), "dp 1, zero " + std::to_string(zero));
+        continue;
+      }
+      for (Recompute rc : s_.recompute) {
+        Candidate cand;
+        cand.schedule = var.schedule;
+        StrategyShape& sh = cand.shape;
+        sh.dp = g.dp;
+        sh.tp = g.tp;
+        sh.pp = g.pp;
+        sh.vpp = var.vpp;
+        sh.sp = g.sp;
+        sh.zero = zero;
+        sh.recompute = rc;
+        sh.micro_batch = g.b;
+        sh.microbatches = g.mbs;
+        sh.dtype = s_.dtype;
+        sh.bubble_rate = prof.bubble_rate;
+        auto am = Activations(g.tp, g.sp, rc, g.b);
+        if (!am.ok()) return am.status();
+        Evaluate(**am, layout, prof, &cand);
+        Tick(1);
+        if (cand.peak_bytes > budget) {
+          Prune("memory over budget", 0, Describe(cand) + ": peak " + std::to_string(cand.peak_bytes >> 20) +
+                                             " MiB on rank " + std::to_string(cand.tightest_rank));
+          continue;
+        }
+        ++res_.feasible;
+        Keep(std::move(cand));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // The fastest any member of the group could be: no bubble, the fewest blocks any rank holds,
+  // no head, the cheapest ZeRO stage and recompute policy of the space.
+  double TimeLowerBound(const Group& g) {
+    if (pc_tp_ != g.tp) {
+      pc_ = memory::CountParams(m_, g.tp);
+      pc_tp_ = g.tp;
+    }
+    StrategyShape sh;
+    sh.dp = g.dp;
+    sh.tp = g.tp;
+    sh.pp = g.pp;
+    sh.vpp = g.var->vpp;
+    sh.sp = g.sp;
+    sh.micro_batch = g.b;
+    sh.microbatches = g.mbs;
+    sh.dtype = s_.dtype;
+    sh.bottleneck_layers = m_.layers / (g.pp * g.var->vpp) * g.var->vpp;
+    sh.params_per_rank = sh.bottleneck_layers * pc_.per_block;
+    double best = -1;
+    for (int zero : s_.zero_stages) {
+      for (Recompute rc : s_.recompute) {
+        sh.zero = zero;
+        sh.recompute = rc;
+        const double t = EstimateStepTime(m_, c_, sh).total_s;
+        if (best < 0 || t < best) best = t;
+      }
+    }
+    return best;
+  }
+
+  // The searching schedules' groups, most promising first, each only while it could still
+  // enter the top k.
+  Status RunDeferred() {
+    std::vector<std::pair<double, Group>> order;
+    for (const Group& g : deferred_) order.emplace_back(TimeLowerBound(g), g);
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    const size_t k = static_cast<size_t>(std::max(o_.top_k, 0));
+    // In batches of one group per thread: the batch's searches run in parallel, then the batch
+    // is evaluated and the bound tightens for the next.
+    const size_t batch = static_cast<size_t>(std::max(threads_, 1));
+    for (size_t i = 0; i < order.size();) {
+      std::vector<const Group*> run;
+      std::vector<ScheduleCache::Key> keys;
+      for (; i < order.size() && run.size() < batch; ++i) {
+        const auto& [bound, g] = order[i];
+        if (res_.top.size() >= k && bound > res_.top.front().time.total_s) {
+          char example[128];
+          std::snprintf(example, sizeof example, "%s pp %d m %d: at least %.3f s, the top %zu's slowest takes %.3f s",
+                        g.var->schedule.c_str(), g.pp, g.mbs, bound, k, res_.top.front().time.total_s);
+          Prune("cannot enter the top k even with no pipeline bubble (" + g.var->schedule + " search skipped)",
+                g.size, example);
+          continue;
+        }
+        run.push_back(&g);
+        keys.emplace_back(g.var->schedule, g.pp, g.var->vpp, g.mbs);
+      }
+      if (o_.cache_schedules && run.size() > 1) cache_.Prefetch(keys, static_cast<int>(batch));
+      for (const Group* g : run) PIPECOORD_RETURN_IF_ERROR(EvaluateGroup(*g));
+    }
+    return Status::Ok();
+  }
+
+  static std::vector<std::string> AllNames() {
+    std::vector<std::string> names;
+    for (const schedules::ScheduleInfo& info : schedules::AllSchedules()) {
+      if (std::string(info.name) != "csv") names.push_back(info.name);
+    }
+    return names;
+  }
+
+  static std::string Describe(const Candidate& c) {
+    const StrategyShape& s = c.shape;
+    return "dp " + std::to_string(s.dp) + " tp " + std::to_string(s.tp) + (s.sp ? "+sp" : "") + " pp " +
+           std::to_string(s.pp) + " vpp " + std::to_string(s.vpp) + " " + c.schedule + " mb " +
+           std::to_string(s.micro_batch) + " zero " + std::to_string(s.zero) + " recompute " +
+           memory::RecomputeName(s.recompute);
+  }
+
+  void Prune(const std::string& reason, int64_t subtree, const std::string& example) {
+    if (collecting_) return;
+    auto [it, fresh] = pruned_.try_emplace(reason, PrunedReason{reason, 0, example});
+    (void)fresh;
+    it->second.count += subtree == 0 ? 1 : subtree;
+    if (subtree > 0) Tick(subtree);
+  }
+
+  void Tick(int64_t n) {
+    if (collecting_) return;
+    done_ += n;
+    if (o_.progress && done_ - reported_ >= 4096) {
+      reported_ = done_;
+      o_.progress(done_, res_.candidates);
+    }
+  }
+
+  Result<const ActivationModel*> Activations(int tp, bool sp, Recompute rc, int b) {
+    auto key = std::make_tuple(tp, sp, static_cast<int>(rc), b);
+    auto it = acts_.find(key);
+    if (it != acts_.end()) return &it->second;
+    TrainingSpec t;
+    t.tp = tp;
+    t.sp = sp;
+    t.recompute = rc;
+    t.micro_batch = b;
+    t.dtype = s_.dtype;
+    t.recipe = s_.recipe;
+    auto am = memory::ResolveActivations(m_, t);
+    if (!am.ok()) return am.status();
+    return &acts_.emplace(key, std::move(*am)).first->second;
+  }
+
+  Result<int64_t> LowerBound(int tp, bool sp, int b, int dp, int pp) {
+    int64_t least_stored = -1;
+    for (Recompute rc : s_.recompute) {
+      auto am = Activations(tp, sp, rc, b);
+      if (!am.ok()) return am.status();
+      if (least_stored < 0 || (*am)->block.stored_bytes < least_stored) least_stored = (*am)->block.stored_bytes;
+    }
+    if (pc_tp_ != tp) {
+      pc_ = memory::CountParams(m_, tp);
+      pc_tp_ = tp;
+    }
+    TrainingSpec t;
+    t.dp = dp;
+    t.zero = *std::max_element(s_.zero_stages.begin(), s_.zero_stages.end());
+    t.dtype = s_.dtype;
+    t.optimizer = s_.optimizer;
+    const int64_t blocks = m_.layers / pp;
+    return memory::ParamStateBytes(blocks * pc_.per_block, t).total() + blocks * least_stored;
+  }
+
+  const Layout& GetLayout(const Variant& var, int pp, const ScheduleProfile& prof) {
+    auto key = std::make_tuple(var.schedule, pp, var.vpp);
+    auto it = layouts_.find(key);
+    if (it != layouts_.end()) return it->second;
+    Layout l;
+    auto stage_layers = schedules::PartitionLayers(m_.layers, pp, prof.stage_to_rank);
+    if (!stage_layers.ok()) {
+      l.status = stage_layers.status();
+    } else {
+      l.ranks.resize(pp);
+      l.rank_layers.assign(pp, 0);
+      const int n = static_cast<int>(prof.stage_to_rank.size());
+      for (int k = 0; k < n; ++k) {
+        const int r = prof.stage_to_rank[k];
+        l.ranks[r].push_back({(*stage_layers)[k], k == 0, k == n - 1});
+        l.rank_layers[r] += (*stage_layers)[k];
+      }
+    }
+    return layouts_.emplace(key, std::move(l)).first->second;
+  }
+
+  // Memory per rank exactly as memory::EstimateMemory counts it (for one chunk per rank; with
+  // several, each rank's live counts are priced at its largest chunk) and the step time.
+  void Evaluate(const ActivationModel& am, const Layout& layout, const ScheduleProfile& prof, Candidate* c) {
+    const StrategyShape& s = c->shape;
+    if (pc_tp_ != s.tp) {
+      pc_ = memory::CountParams(m_, s.tp);
+      pc_tp_ = s.tp;
+    }
+    TrainingSpec t;
+    t.dp = s.dp;
+    t.zero = s.zero;
+    t.dtype = s_.dtype;
+    t.optimizer = s_.optimizer;
+    const int64_t param_elem = memory::ActivationBytes(s_.dtype);
+    const int64_t grad_elem = 4;
+    int64_t max_params = 0;
+    double max_cost = -1;
+    const memory::BlockActivations& blk = am.block;
+    for (int r = 0; r < s.pp; ++r) {
+      int64_t stage_stored = 0, stage_w = 0;
+      bool first = false, last = false;
+      for (const StageOnRank& st : layout.ranks[r]) {
+        const int64_t kCap = int64_t{1} << 50;  // per block: beyond any GPU, far from overflow
+        int64_t stored = st.layers * std::min(blk.stored_bytes, kCap), w = st.layers * std::min(blk.w_bytes, kCap);
+        if (st.first) {
+          stored += am.first.stored_bytes;
+          w += am.first.w_bytes;
+          first = true;
+        }
+        if (st.last) {
+          stored += am.last.stored_bytes;
+          w += am.last.w_bytes;
+          last = true;
+        }
+        stage_stored = std::max(stage_stored, stored);
+        stage_w = std::max(stage_w, w);
+      }
+      // In 128 bits and capped: absurd sizes must prune as over budget, not overflow.
+      const __int128 cap = static_cast<__int128>(1) << 60;
+      int64_t act = 0;
+      for (const LiveCounts& lc : prof.rank_profile[r]) {
+        __int128 live = static_cast<__int128>(lc.stored) * stage_stored + static_cast<__int128>(lc.pending_w) * stage_w;
+        act = std::max(act, static_cast<int64_t>(std::min(live, cap)));
+      }
+      const int layers = layout.rank_layers[r];
+      int64_t params = layers * pc_.per_block;
+      if (first) params += pc_.embedding + pc_.positions;
+      const bool head_here = last;
+      if (last) {
+        params += pc_.final_norm;
+        if (!m_.tied_embeddings || !first) params += pc_.lm_head;
+      }
+      const memory::StateBytes states = memory::ParamStateBytes(params, t);
+      int64_t transient = layers > 0 ? blk.recompute_bytes : 0;
+      if (last) transient = std::max(transient, am.last.transient_bytes);
+      if (s.zero >= 3 && layers > 0) transient += pc_.per_block * (param_elem + grad_elem);
+      const int64_t peak = states.total() + act + transient;
+      if (peak > c->peak_bytes || r == 0) {
+        c->peak_bytes = peak;
+        c->tightest_rank = r;
+        c->params_bytes = states.params;
+        c->grads_bytes = states.grads;
+        c->optimizer_bytes = states.optimizer_side();
+        c->activations_bytes = act;
+        c->transient_bytes = transient;
+      }
+      max_params = std::max(max_params, params);
+      const double cost = layers + (head_here ? head_weight_ : 0.0);
+      if (cost > max_cost) {
+        max_cost = cost;
+        c->shape.bottleneck_layers = layers;
+        c->shape.bottleneck_has_head = head_here;
+      }
+    }
+    c->shape.params_per_rank = max_params;
+    c->time = EstimateStepTime(m_, c_, c->shape);
+    c->tokens_per_s = static_cast<double>(s_.global_batch) * m_.seq_len / c->time.total_s;
+    c->mfu = c->time.model_flops / (c_.gpus * c_.peak_flops * c->time.total_s);
+  }
+
+  // Faster first; ties by less memory, then by the strategy itself, so the order never depends
+  // on the order of evaluation.
+  static bool Faster(const Candidate& a, const Candidate& b) {
+    const StrategyShape &x = a.shape, &y = b.shape;
+    return std::tie(a.time.total_s, a.peak_bytes, a.schedule, x.dp, x.tp, x.sp, x.pp, x.vpp, x.micro_batch, x.zero,
+                    x.recompute) < std::tie(b.time.total_s, b.peak_bytes, b.schedule, y.dp, y.tp, y.sp, y.pp, y.vpp,
+                                            y.micro_batch, y.zero, y.recompute);
+  }
+
+  void Keep(Candidate c) {
+    const size_t k = static_cast<size_t>(std::max(o_.top_k, 0));
+    if (k == 0) return;
+    if (res_.top.size() < k) {
+      res_.top.push_back(std::move(c));
+      std::push_heap(res_.top.begin(), res_.top.end(), Faster);  // slowest kept on top
+    } else if (Faster(c, res_.top.front())) {
+      std::pop_heap(res_.top.begin(), res_.top.end(), Faster);
+      res_.top.back() = std::move(c);
+      std::push_heap(res_.top.begin(), res_.top.end(), Faster);
+    }
+  }
+
+  void Finish() {
+    std::sort_heap(res_.top.begin(), res_.top.end(), Faster);
+    for (auto& [reason, pr] : pruned_) res_.pruned.push_back(pr);
+    std::stable_sort(res_.pruned.begin(), res_.pruned.end(),
+                     [](const PrunedReason& a, const PrunedReason& b) { return a.count > b.count; });
+    res_.schedule_profiles = cache_.misses();
+    res_.schedule_cache_hits = cache_.hits();
+    if (o_.progress) o_.progress(done_, res_.candidates);
+  }
+
+  const ModelSpec& m_;
+  const ClusterSpec& c_;
+  const SearchSpace& s_;
+  const PlanOptions& o_;
+  ScheduleCache cache_;
+  std::vector<Variant> variants_;
+  std::map<std::tuple<int, bool, int, int>, ActivationModel> acts_;
+  std::map<std::tuple<std::string, int, int>, Layout> layouts_;
+  std::map<std::string, PrunedReason> pruned_;
+  memory::ParamCounts pc_;
+  int pc_tp_ = 0;
+  // The LM head's work in blocks' worth, to find the busiest rank.
+  double head_weight_ = 0;
+  PlanResult res_;
+  int64_t done_ = 0, reported_ = 0;
+  bool collecting_ = false;
+  std::vector<ScheduleCache::Key> wanted_;
+  std::vector<Group> deferred_;
+  int threads_ = 1;
+
+ public:
+  void SetHeadWeight(double w) { head_weight_ = w; }
+};
+
+}  // namespace
+
+Result<PlanResult> Plan(const ModelSpec& model, const ClusterSpec& cluster, const SearchSpace& space,
+                        const PlanOptions& options) {
+  PIPECOORD_RETURN_IF_ERROR(memory::ValidateModel(model));
+  PIPECOORD_RETURN_IF_ERROR(ValidateCluster(cluster));
+  PIPECOORD_RETURN_IF_ERROR(ValidateSearchSpace(space));
+  auto recipe = memory::FindRecipe(space.recipe);
+  if (!recipe.ok()) return recipe.status();
+  Search search(model, cluster, space, options);
+  const BlockFlops blk = ForwardBlockFlops(model, 1, 1);
+  search.SetHeadWeight(ForwardHeadFlops(model, 1, 1) / (blk.linear + blk.core));
+  return search.Run();
+}
+
+}  // namespace pipecoord::planner

@@ -1,0 +1,177 @@
+#include "planner/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "memory/estimate.h"
+#include "memory/presets.h"
+#include "memory/units.h"
+#include "planner/schedule_cache.h"
+
+namespace pipecoord::planner {
+namespace {
+
+memory::ModelSpec Llama7b() { return *memory::FindModelPreset("llama2-7b"); }
+
+ClusterSpec Cluster(int gpus, int gib) {
+  ClusterSpec c;
+  c.gpus = gpus;
+  c.gpu_memory_bytes = int64_t{gib} << 30;
+  return c;
+}
+
+SearchSpace Small() {
+  SearchSpace s;
+  s.global_batch = 64;
+  s.schedules = {"1f1b", "fthenb"};
+  return s;
+}
+
+TEST(PlannerTest, MemoryAgreesWithTheAnalyticModel) {
+  PlanOptions o;
+  o.top_k = 1000;
+  auto res = Plan(Llama7b(), Cluster(16, 80), Small(), o);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  ASSERT_GT(res->top.size(), 20u);
+  for (const Candidate& c : res->top) {
+    memory::TrainingSpec t;
+    t.dp = c.shape.dp;
+    t.tp = c.shape.tp;
+    t.sp = c.shape.sp;
+    t.pp = c.shape.pp;
+    t.vpp = c.shape.vpp;
+    t.zero = c.shape.zero;
+    t.recompute = c.shape.recompute;
+    t.micro_batch = c.shape.micro_batch;
+    t.microbatches = c.shape.microbatches;
+    t.schedule = c.schedule;
+    auto rep = memory::EstimateMemory(Llama7b(), t);
+    ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+    const memory::RankMemory& worst = rep->Tightest();
+    EXPECT_EQ(c.peak_bytes, worst.peak_bytes) << c.schedule;
+    EXPECT_EQ(c.tightest_rank, worst.rank);
+    EXPECT_EQ(c.activations_bytes, worst.activations_bytes);
+    EXPECT_EQ(c.params_bytes, worst.states.params);
+    EXPECT_LE(c.peak_bytes, int64_t{80} << 30);
+  }
+  // Fastest first.
+  for (size_t i = 1; i < res->top.size(); ++i) EXPECT_LE(res->top[i - 1].time.total_s, res->top[i].time.total_s);
+}
+
+TEST(PlannerTest, EveryCandidateIsCountedOnce) {
+  auto res = Plan(Llama7b(), Cluster(16, 24), Small());
+  ASSERT_TRUE(res.ok());
+  int64_t pruned = 0;
+  for (const PrunedReason& p : res->pruned) pruned += p.count;
+  EXPECT_EQ(pruned + res->feasible, res->candidates);
+  // 16 GPUs: tp in {1, 2, 4, 8, 16}; pp divides 16/tp; sp doubles tp > 1; 2 schedules x 5
+  // micro-batch sizes x 4 ZeRO stages x 3 recompute policies.
+  int64_t expected = 0;
+  for (int tp : {1, 2, 4, 8, 16}) {
+    int pps = 0;
+    for (int pp = 1; pp <= 16 / tp; ++pp) pps += (16 / tp) % pp == 0;
+    expected += pps * (tp > 1 ? 2 : 1) * 2 * 5 * 4 * 3;
+  }
+  EXPECT_EQ(res->candidates, expected);
+  std::map<std::string, int64_t> by_reason;
+  for (const PrunedReason& p : res->pruned) by_reason[p.reason] = p.count;
+  EXPECT_GT(by_reason["memory over budget"], 0);
+  EXPECT_GT(by_reason["tp larger than gpus per node (tensor parallelism across nodes)"], 0);
+  EXPECT_GT(by_reason["dp x micro-batch must divide the global batch"], 0);
+  EXPECT_GT(by_reason["ZeRO needs dp > 1 (same as ZeRO-0)"], 0);
+}
+
+TEST(PlannerTest, CacheChangesNothingButSpeed) {
+  SearchSpace s = Small();
+  s.micro_batches = {1, 2};
+  PlanOptions on, off;
+  on.top_k = off.top_k = 50;
+  off.cache_schedules = false;
+  auto a = Plan(Llama7b(), Cluster(8, 40), s, on);
+  auto b = Plan(Llama7b(), Cluster(8, 40), s, off);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->top.size(), b->top.size());
+  for (size_t i = 0; i < a->top.size(); ++i) {
+    EXPECT_EQ(a->top[i].peak_bytes, b->top[i].peak_bytes);
+    EXPECT_DOUBLE_EQ(a->top[i].time.total_s, b->top[i].time.total_s);
+  }
+  EXPECT_GT(a->schedule_cache_hits, 0);
+  EXPECT_EQ(b->schedule_cache_hits, 0);
+  EXPECT_GT(b->schedule_profiles, a->schedule_profiles);
+}
+
+TEST(PlannerTest, SkippingHopelessSearchesKeepsTheSameTop) {
+  // zb-auto groups whose bubble-free step time cannot enter the top k are not searched; the top
+  // k must be the same as when every group is searched.
+  SearchSpace s = Small();
+  s.schedules = {"1f1b", "zbh1", "zb-auto"};
+  s.micro_batches = {1, 2};
+  PlanOptions bounded, full;
+  bounded.top_k = full.top_k = 5;
+  full.bound_costly_schedules = false;
+  auto a = Plan(Llama7b(), Cluster(16, 80), s, bounded);
+  auto b = Plan(Llama7b(), Cluster(16, 80), s, full);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
+  ASSERT_EQ(a->top.size(), b->top.size());
+  for (size_t i = 0; i < a->top.size(); ++i) {
+    EXPECT_EQ(a->top[i].schedule, b->top[i].schedule);
+    EXPECT_DOUBLE_EQ(a->top[i].time.total_s, b->top[i].time.total_s);
+    EXPECT_EQ(a->top[i].peak_bytes, b->top[i].peak_bytes);
+  }
+  int64_t pruned = 0, skipped = 0;
+  for (const PrunedReason& p : a->pruned) {
+    pruned += p.count;
+    if (p.reason.find("cannot enter the top k") == 0) skipped += p.count;
+  }
+  EXPECT_EQ(pruned + a->feasible, a->candidates);
+  EXPECT_GT(skipped, 0);
+  EXPECT_LT(a->schedule_profiles, b->schedule_profiles);
+}
+
+TEST(PlannerTest, RefusedSchedulesAreNamed) {
+  SearchSpace s = Small();
+  s.schedules = {"interleaved"};
+  s.vpps = {2};
+  auto res = Plan(Llama7b(), Cluster(16, 80), s);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  int64_t pruned = 0;
+  for (const PrunedReason& p : res->pruned) pruned += p.count;
+  EXPECT_EQ(pruned + res->feasible, res->candidates);
+}
+
+TEST(PlannerTest, NothingFitsIsNotAnError) {
+  auto res = Plan(*memory::FindModelPreset("llama2-70b"), Cluster(8, 8), Small());
+  ASSERT_TRUE(res.ok());
+  EXPECT_TRUE(res->top.empty());
+  EXPECT_EQ(res->feasible, 0);
+  EXPECT_FALSE(res->pruned.empty());
+}
+
+TEST(PlannerTest, ErrorsNameTheField) {
+  SearchSpace s = Small();
+  s.global_batch = 0;
+  EXPECT_EQ(Plan(Llama7b(), Cluster(8, 80), s).status().message(), "global-batch: must be >= 1, got 0");
+  s = Small();
+  s.schedules = {"nope"};
+  EXPECT_NE(Plan(Llama7b(), Cluster(8, 80), s).status().message().find("schedule: unknown name \"nope\""),
+            std::string::npos);
+  EXPECT_EQ(Plan(Llama7b(), Cluster(0, 80), Small()).status().message(), "gpus: must be in [1, 1048576], got 0");
+}
+
+TEST(ScheduleCacheTest, OneFOneBProfileAndBubble) {
+  ScheduleProfile p = ProfileSchedule("1f1b", 4, 1, 8);
+  ASSERT_TRUE(p.status.ok());
+  EXPECT_DOUBLE_EQ(p.bubble_rate, 3.0 / 11.0);  // (p - 1) / (m + p - 1) with B = W = F
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(p.rank_profile[r].size(), 1u);
+    EXPECT_EQ(p.rank_profile[r][0].stored, 4 - r);
+    EXPECT_EQ(p.rank_profile[r][0].pending_w, 0);
+  }
+  ScheduleCache cache;
+  cache.Get("1f1b", 4, 1, 8);
+  cache.Get("1f1b", 4, 1, 8);
+  EXPECT_EQ(cache.misses(), 1);
+  EXPECT_EQ(cache.hits(), 1);
+}
+
+}  // namespace
+}  // namespace pipecoord::planner

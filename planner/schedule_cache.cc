@@ -1,0 +1,109 @@
+#include "planner/schedule_cache.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "schedules/registry.h"
+#include "schedules/simulator.h"
+
+namespace pipecoord::planner {
+namespace {
+
+using schedules::Op;
+
+// Adds `c` to `front` unless some moment there dominates it; drops the ones it dominates.
+void AddMoment(std::vector<LiveCounts>& front, LiveCounts c) {
+  for (const LiveCounts& x : front) {
+    if (x.stored >= c.stored && x.pending_w >= c.pending_w) return;
+  }
+  front.erase(std::remove_if(front.begin(), front.end(),
+                             [&](const LiveCounts& x) {
+                               return c.stored >= x.stored && c.pending_w >= x.pending_w;
+                             }),
+              front.end());
+  front.push_back(c);
+}
+
+}  // namespace
+
+ScheduleProfile ProfileSchedule(const std::string& name, int pp, int vpp, int m) {
+  ScheduleProfile p;
+  p.pp = pp;
+  p.vpp = vpp;
+  p.microbatches = m;
+  schedules::ScheduleSpec spec;
+  spec.pp = pp;
+  spec.vpp = vpp;
+  spec.microbatches = m;
+  auto s = schedules::GenerateComputeOrder(name, spec);
+  if (!s.ok()) {
+    p.status = s.status();
+    return p;
+  }
+  auto sim = schedules::Simulate(*s, schedules::CostModel{});
+  if (!sim.ok()) {
+    p.status = sim.status();
+    return p;
+  }
+  p.bubble_rate = sim->bubble_rate;
+  p.stage_to_rank = s->stage_to_rank;
+  p.rank_profile.resize(pp);
+  for (int r = 0; r < pp; ++r) {
+    LiveCounts c;
+    for (const schedules::Action& a : s->ranks[r]) {
+      switch (a.op) {
+        case Op::kF: ++c.stored; break;
+        case Op::kB: --c.stored; ++c.pending_w; break;
+        case Op::kW: --c.pending_w; break;
+        case Op::kBW: --c.stored; break;
+        default: continue;
+      }
+      if (a.op == Op::kF || a.op == Op::kB) AddMoment(p.rank_profile[r], c);
+    }
+  }
+  return p;
+}
+
+const ScheduleProfile& ScheduleCache::Get(const std::string& schedule, int pp, int vpp, int m) {
+  if (!enabled_) {
+    ++misses_;
+    scratch_ = ProfileSchedule(schedule, pp, vpp, m);
+    return scratch_;
+  }
+  auto key = std::make_tuple(schedule, pp, vpp, m);
+  auto it = profiles_.find(key);
+  if (it != profiles_.end()) {
+    ++hits_;
+    return it->second;
+  }
+  ++misses_;
+  return profiles_.emplace(key, ProfileSchedule(schedule, pp, vpp, m)).first->second;
+}
+
+void ScheduleCache::Prefetch(const std::vector<Key>& keys, int threads) {
+  if (!enabled_) return;
+  std::vector<Key> todo;
+  for (const Key& k : keys) {
+    if (profiles_.find(k) == profiles_.end()) todo.push_back(k);
+  }
+  std::sort(todo.begin(), todo.end());
+  todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
+  std::vector<ScheduleProfile> done(todo.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < todo.size(); i = next++) {
+      const auto& [name, pp, vpp, m] = todo[i];
+      done[i] = ProfileSchedule(name, pp, vpp, m);
+    }
+  };
+  const int n = std::max(1, std::min<int>(threads, static_cast<int>(todo.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (size_t i = 0; i < todo.size(); ++i) profiles_.emplace(todo[i], std::move(done[i]));
+  misses_ += static_cast<int64_t>(todo.size());
+}
+
+}  // namespace pipecoord::planner

@@ -1,0 +1,64 @@
+// ScheduleCache: what the planner needs from one schedule shape, computed once.
+//
+// Many candidates share a (schedule, pp, vpp, microbatches): the compute order, its bubble rate
+// under unit costs (F = B = W = 1 per rank share) and each rank's live-activation profile do
+// not depend on the model, the micro-batch size, tensor parallelism or recompute. The cache is
+// owned by one search (no global state).
+#ifndef PIPECOORD_PLANNER_SCHEDULE_CACHE_H_
+#define PIPECOORD_PLANNER_SCHEDULE_CACHE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pipecoord::planner {
+
+// At one moment of a rank's list: `stored` (stage, micro-batch) pairs between F and B (or BW),
+// `pending_w` pairs between B and W. A rank's profile keeps only the moments no other moment
+// dominates, so the peak for any byte sizes is the max of stored x S + pending_w x W over them.
+struct LiveCounts {
+  int stored = 0;
+  int pending_w = 0;
+};
+
+struct ScheduleProfile {
+  Status status;  // not OK: the generator refused this shape (the reason to prune)
+  int pp = 0, vpp = 0, microbatches = 0;
+  double bubble_rate = 0;  // from schedules::Simulate with unit costs
+  std::vector<int> stage_to_rank;
+  std::vector<std::vector<LiveCounts>> rank_profile;  // per rank, the undominated moments
+};
+
+// Builds the profile of one shape (no caching): GenerateComputeOrder, Simulate, one walk.
+ScheduleProfile ProfileSchedule(const std::string& schedule, int pp, int vpp, int microbatches);
+
+class ScheduleCache {
+ public:
+  // enabled = false recomputes every time (the benchmark's baseline).
+  explicit ScheduleCache(bool enabled = true) : enabled_(enabled) {}
+
+  // The profile for the shape; the reference stays valid until the next call when disabled.
+  const ScheduleProfile& Get(const std::string& schedule, int pp, int vpp, int microbatches);
+
+  using Key = std::tuple<std::string, int, int, int>;  // schedule, pp, vpp, microbatches
+  // Computes the profiles of `keys` not cached yet on `threads` threads (generators and the
+  // simulator are pure functions), so later Gets hit. No-op when disabled.
+  void Prefetch(const std::vector<Key>& keys, int threads);
+
+  int64_t hits() const { return hits_; }
+  int64_t misses() const { return misses_; }
+
+ private:
+  bool enabled_;
+  std::map<Key, ScheduleProfile> profiles_;
+  ScheduleProfile scratch_;
+  int64_t hits_ = 0, misses_ = 0;
+};
+
+}  // namespace pipecoord::planner
+
+#endif  // PIPECOORD_PLANNER_SCHEDULE_CACHE_H_

@@ -1,0 +1,44 @@
+// What a schedule generator takes, and the generators themselves (one per file, registered by
+// name in registry.cc). A generator only decides compute order: it returns, per rank, F/B/W/BW
+// actions; the communication pass, validator and simulator are shared.
+#ifndef PIPECOORD_SCHEDULES_GENERATOR_H_
+#define PIPECOORD_SCHEDULES_GENERATOR_H_
+
+#include <string>
+
+#include "common/status.h"
+#include "schedules/cost_model.h"
+#include "schedules/schedule.h"
+
+namespace pipecoord::schedules {
+
+struct ScheduleSpec {
+  int pp = 1;            // pipeline degree (ranks)
+  int vpp = 0;           // chunks per rank; 0: the schedule's default
+  int microbatches = 1;  // micro-batches per step
+  CostModel costs;       // read by cost-aware generators (zb-auto) and the comm pass
+  double mem_limit = 0;  // peak activations per rank, in CostModel's units; 0: the default
+  std::string csv;       // the text of a PyTorch-format CSV, for the "csv" generator
+};
+
+using Generator = Result<Schedule> (*)(const ScheduleSpec& spec);
+
+// Generators. Each expects spec.vpp already resolved (never 0) and spec.pp, spec.microbatches
+// >= 1, and refuses what it cannot schedule with INVALID_ARGUMENT naming the rule.
+Result<Schedule> GenerateFThenB(const ScheduleSpec& spec);
+Result<Schedule> GenerateOneFOneB(const ScheduleSpec& spec);
+Result<Schedule> GenerateEagerOneFOneB(const ScheduleSpec& spec);
+Result<Schedule> GenerateInterleaved(const ScheduleSpec& spec);
+Result<Schedule> GenerateLoopedBfs(const ScheduleSpec& spec);
+Result<Schedule> GenerateZbh1(const ScheduleSpec& spec);
+Result<Schedule> GenerateZbh2(const ScheduleSpec& spec);
+Result<Schedule> GenerateZbAuto(const ScheduleSpec& spec);
+Result<Schedule> GenerateZbv(const ScheduleSpec& spec);
+Result<Schedule> GenerateVHalf(const ScheduleSpec& spec);
+Result<Schedule> GenerateVMin(const ScheduleSpec& spec);
+Result<Schedule> GenerateDualPipeV(const ScheduleSpec& spec);
+Result<Schedule> GenerateFromCsv(const ScheduleSpec& spec);
+
+}  // namespace pipecoord::schedules
+
+#endif  // PIPECOORD_SCHEDULES_GENERATOR_H_

@@ -1,0 +1,142 @@
+#include "schedules/simulator.h"
+
+#include <algorithm>
+#include <string>
+
+#include "schedules/dependencies.h"
+#include "schedules/validator.h"
+
+namespace pipecoord::schedules {
+
+std::vector<double> PeakActivations(const Schedule& s, const StageCosts& c) {
+  std::vector<double> peaks(s.pp, 0.0);
+  for (int r = 0; r < s.pp; ++r) {
+    double live = 0, peak = 0;
+    for (const Action& a : s.ranks[r]) {
+      double act = c.activation[a.stage];
+      switch (a.op) {
+        case Op::kF: live += act; break;
+        case Op::kB: live -= act * (1 - c.w_share); break;
+        case Op::kW: live -= act * c.w_share; break;
+        case Op::kBW: live -= act; break;
+        default: break;
+      }
+      peak = std::max(peak, live);
+    }
+    peaks[r] = peak;
+  }
+  return peaks;
+}
+
+Result<Simulation> Simulate(const Schedule& s, const CostModel& costs) {
+  PIPECOORD_RETURN_IF_ERROR(CheckShape(s));
+  PIPECOORD_RETURN_IF_ERROR(ValidateCostModel(costs, s.pp, s.num_stages()));
+  const StageCosts c = ResolveCosts(costs, s);
+  const int stages = s.num_stages();
+  const int mbs = s.microbatches;
+  const size_t plane = static_cast<size_t>(stages) * mbs;
+  std::vector<double> slot_end(kNumSlots * plane, -1.0);  // -1: not produced yet
+
+  Simulation sim;
+  sim.timing.resize(s.pp);
+  for (int r = 0; r < s.pp; ++r) sim.timing[r].resize(s.ranks[r].size());
+  std::vector<size_t> pos(s.pp, 0);
+  std::vector<double> clock(s.pp, 0.0);
+  std::vector<char> queued(s.pp, 1);
+  std::vector<int> work(s.pp);
+  for (int r = 0; r < s.pp; ++r) work[r] = s.pp - 1 - r;
+
+  auto wake = [&](int stage) {
+    if (stage < 0 || stage >= stages) return;
+    int r = s.stage_to_rank[stage];
+    if (!queued[r]) {
+      queued[r] = 1;
+      work.push_back(r);
+    }
+  };
+
+  while (!work.empty()) {
+    const int r = work.back();
+    work.pop_back();
+    queued[r] = 0;
+    const auto& list = s.ranks[r];
+    while (pos[r] < list.size()) {
+      const Action& a = list[pos[r]];
+      double start = clock[r];
+      bool ready = true;
+      if (IsCompute(a.op)) {
+        SlotRef deps[2];
+        int n = Producers(a, stages, deps);
+        for (int i = 0; i < n && ready; ++i) {
+          double e = slot_end[deps[i].slot * plane + static_cast<size_t>(deps[i].stage) * mbs + a.mb];
+          if (e < 0) {
+            ready = false;
+          } else {
+            if (s.stage_to_rank[deps[i].stage] != r) e += c.comm;
+            start = std::max(start, e);
+          }
+        }
+      }
+      if (!ready) break;  // woken again when the missing result is produced
+      const double end = start + c.Duration(a);
+      sim.timing[r][pos[r]] = {start, end};
+      clock[r] = end;
+      Slot filled[2];
+      int n = Fills(a, filled);
+      for (int i = 0; i < n; ++i) {
+        slot_end[filled[i] * plane + static_cast<size_t>(a.stage) * mbs + a.mb] = end;
+      }
+      if (n > 0) {  // the consumers' ranks may be waiting for this
+        wake(a.stage + 1);
+        wake(a.stage - 1);
+      }
+      ++pos[r];
+    }
+  }
+
+  std::string stuck;
+  for (int r = 0; r < s.pp; ++r) {
+    if (pos[r] < s.ranks[r].size()) {
+      if (!stuck.empty()) stuck += "; ";
+      stuck += "rank " + std::to_string(r) + " waits at position " + std::to_string(pos[r]) +
+               " (" + ToString(s.ranks[r][pos[r]]) + ")";
+    }
+  }
+  if (!stuck.empty()) {
+    return FailedPrecondition("schedule cannot finish, an input is never produced: " + stuck);
+  }
+
+  const std::vector<double> peaks = PeakActivations(s, c);
+  sim.ranks.resize(s.pp);
+  for (int r = 0; r < s.pp; ++r) sim.makespan = std::max(sim.makespan, clock[r]);
+  double busy_total = 0, longest_span = 0;
+  const double eps = 1e-9 * std::max(1.0, sim.makespan);
+  for (int r = 0; r < s.pp; ++r) {
+    RankStats& st = sim.ranks[r];
+    st.peak_activations = peaks[r];
+    double cursor = 0;
+    bool first = true;
+    for (size_t i = 0; i < s.ranks[r].size(); ++i) {
+      if (!IsCompute(s.ranks[r][i].op)) continue;
+      const Interval& t = sim.timing[r][i];
+      if (first) {
+        st.first_start = t.start;
+        first = false;
+      }
+      st.last_end = t.end;
+      st.busy += t.end - t.start;
+      if (t.start - cursor > eps) st.idle.push_back({cursor, t.start});
+      cursor = std::max(cursor, t.end);
+    }
+    if (sim.makespan - cursor > eps) st.idle.push_back({cursor, sim.makespan});
+    busy_total += st.busy;
+    longest_span = std::max(longest_span, st.last_end - st.first_start);
+  }
+  if (sim.makespan > 0) {
+    sim.bubble_rate = 1.0 - busy_total / (s.pp * sim.makespan);
+    sim.rank_span_bubble_rate = 1.0 - busy_total / (s.pp * longest_span);
+  }
+  return sim;
+}
+
+}  // namespace pipecoord::schedules

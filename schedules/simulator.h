@@ -1,0 +1,50 @@
+// Simulator: times any valid schedule against a cost model.
+//
+// Each rank runs its list in order; a compute action starts when the rank is free and its
+// inputs are there. Communication is asynchronous: sends and receives are posted early, so a
+// transfer between ranks adds `comm` after its producer ends and occupies neither rank.
+// SEND/RECV/PROBE/OPT take no time here.
+#ifndef PIPECOORD_SCHEDULES_SIMULATOR_H_
+#define PIPECOORD_SCHEDULES_SIMULATOR_H_
+
+#include <vector>
+
+#include "common/status.h"
+#include "schedules/cost_model.h"
+#include "schedules/schedule.h"
+
+namespace pipecoord::schedules {
+
+struct Interval {
+  double start = 0;
+  double end = 0;
+};
+
+struct RankStats {
+  double busy = 0;          // total compute time
+  double first_start = 0;   // first compute action's start
+  double last_end = 0;      // last compute action's end
+  double peak_activations = 0;  // in units of one micro-batch of the rank's whole share
+  std::vector<Interval> idle;   // gaps in [0, makespan] with no compute, in time order
+};
+
+struct Simulation {
+  std::vector<std::vector<Interval>> timing;  // parallel to Schedule::ranks
+  std::vector<RankStats> ranks;
+  double makespan = 0;
+  // 1 - sum(busy) / (ranks * makespan)
+  double bubble_rate = 0;
+  // 1 - sum(busy) / (ranks * longest rank span), the Zero Bubble paper's measure
+  double rank_span_bubble_rate = 0;
+};
+
+// Fails with FAILED_PRECONDITION when the schedule cannot finish (an action waits for a result
+// that is never produced, or a cycle); the message names each stuck rank and action.
+Result<Simulation> Simulate(const Schedule& schedule, const CostModel& costs);
+
+// Peak live activations of each rank walking its list in order (no timing needed).
+std::vector<double> PeakActivations(const Schedule& schedule, const StageCosts& costs);
+
+}  // namespace pipecoord::schedules
+
+#endif  // PIPECOORD_SCHEDULES_SIMULATOR_H_

@@ -1,0 +1,284 @@
+#include "schedules/validator.h"
+
+#include <string>
+#include <vector>
+
+#include "schedules/cost_model.h"
+#include "schedules/dependencies.h"
+#include "schedules/simulator.h"
+
+namespace pipecoord::schedules {
+namespace {
+
+std::string Where(int rank, size_t pos, const Action& a) {
+  return "rank " + std::to_string(rank) + ", position " + std::to_string(pos) + " (" +
+         ToString(a) + ")";
+}
+
+struct Place {
+  int rank = -1;
+  int pos = -1;
+};
+
+// Communication channels: kDirF carries F(s) -> F(s+1), kDirB carries B(s) -> B(s-1).
+enum Dir { kDirF = 0, kDirB = 1 };
+
+// The channel and the producer's stage a comm action belongs to.
+void Channel(const Action& a, Dir* dir, int* producer_stage) {
+  switch (a.op) {
+    case Op::kSendF: *dir = kDirF; *producer_stage = a.stage; break;
+    case Op::kRecvF: *dir = kDirF; *producer_stage = a.stage - 1; break;
+    case Op::kSendB: *dir = kDirB; *producer_stage = a.stage; break;
+    default: *dir = kDirB; *producer_stage = a.stage + 1; break;  // kRecvB
+  }
+}
+
+class Checker {
+ public:
+  explicit Checker(const Schedule& s)
+      : s_(s), stages_(s.num_stages()), mbs_(s.microbatches),
+        plane_(static_cast<size_t>(stages_) * mbs_) {}
+
+  Status Run() {
+    PIPECOORD_RETURN_IF_ERROR(CheckShape(s_));
+    PIPECOORD_RETURN_IF_ERROR(IndexComputeActions());
+    PIPECOORD_RETURN_IF_ERROR(CheckComplete());
+    PIPECOORD_RETURN_IF_ERROR(CheckSameRankOrder());
+    if (s_.HasCommunication()) {
+      PIPECOORD_RETURN_IF_ERROR(CheckCommunication());
+      return CheckRendezvous();
+    }
+    auto sim = Simulate(s_, CostModel{});
+    if (!sim.ok()) return InvalidArgument("deadlock: " + sim.status().message());
+    return Status::Ok();
+  }
+
+ private:
+  size_t Index(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
+
+  Status IndexComputeActions() {
+    for (auto* table : {&f_, &b_, &w_, &bw_}) table->assign(plane_, Place{});
+    for (int r = 0; r < s_.pp; ++r) {
+      const auto& list = s_.ranks[r];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
+        if (!IsCompute(a.op)) continue;
+        if (s_.stage_to_rank[a.stage] != r) {
+          return InvalidArgument(Where(r, i, a) + ": stage " + std::to_string(a.stage) +
+                                 " is placed on rank " + std::to_string(s_.stage_to_rank[a.stage]));
+        }
+        std::vector<Place>& table = a.op == Op::kF ? f_ : a.op == Op::kB ? b_ : a.op == Op::kW ? w_ : bw_;
+        Place& p = table[Index(a.stage, a.mb)];
+        if (p.rank >= 0) {
+          return InvalidArgument(Where(r, i, a) + ": a second " + OpName(a.op) + " for stage " +
+                                 std::to_string(a.stage) + " micro-batch " + std::to_string(a.mb) +
+                                 " (the first is at " + Where(p.rank, p.pos, a) + ")");
+        }
+        p = {r, static_cast<int>(i)};
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status CheckComplete() const {
+    for (int st = 0; st < stages_; ++st) {
+      for (int mb = 0; mb < mbs_; ++mb) {
+        const size_t k = Index(st, mb);
+        const std::string what = "stage " + std::to_string(st) + " micro-batch " + std::to_string(mb);
+        if (f_[k].rank < 0) return InvalidArgument(what + " has no F");
+        const bool split = b_[k].rank >= 0 || w_[k].rank >= 0;
+        if (bw_[k].rank >= 0 && split) {
+          return InvalidArgument(what + " has both a BW and a split B/W backward");
+        }
+        if (bw_[k].rank < 0 && b_[k].rank < 0) return InvalidArgument(what + " has no B or BW");
+        if (bw_[k].rank < 0 && w_[k].rank < 0) return InvalidArgument(what + " has a B but no W");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Position of the action that fills `slot` for (stage, mb).
+  Place Producer(Slot slot, int stage, int mb) const {
+    const size_t k = Index(stage, mb);
+    if (slot == kFwd) return f_[k];
+    if (slot == kGrad) return b_[k].rank >= 0 ? b_[k] : bw_[k];
+    return w_[k].rank >= 0 ? w_[k] : bw_[k];
+  }
+
+  Status CheckSameRankOrder() const {
+    for (int r = 0; r < s_.pp; ++r) {
+      const auto& list = s_.ranks[r];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
+        SlotRef deps[2];
+        int n = Producers(a, stages_, deps);
+        for (int d = 0; d < n; ++d) {
+          Place p = Producer(deps[d].slot, deps[d].stage, a.mb);
+          if (p.rank == r && p.pos > static_cast<int>(i)) {
+            return InvalidArgument(Where(r, i, a) + ": runs before the " +
+                                   ToString(s_.ranks[r][p.pos]) + " it needs, at position " +
+                                   std::to_string(p.pos));
+          }
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status CheckCommunication() {
+    for (auto* t : {&send_[0], &send_[1], &recv_[0], &recv_[1]}) t->assign(plane_, Place{});
+    for (int r = 0; r < s_.pp; ++r) {
+      const auto& list = s_.ranks[r];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
+        if (!IsComm(a.op)) continue;
+        Dir dir;
+        int ps;
+        Channel(a, &dir, &ps);
+        const int cs = dir == kDirF ? ps + 1 : ps - 1;  // consumer stage
+        if (ps < 0 || ps >= stages_ || cs < 0 || cs >= stages_) {
+          return InvalidArgument(Where(r, i, a) + ": there is no stage " + std::to_string(ps < 0 || ps >= stages_ ? ps : cs) +
+                                 " to exchange with");
+        }
+        const int pr = s_.stage_to_rank[ps], cr = s_.stage_to_rank[cs];
+        const bool is_send = IsSend(a.op);
+        if ((is_send ? pr : cr) != r) {
+          return InvalidArgument(Where(r, i, a) + ": stage " + std::to_string(a.stage) +
+                                 " is placed on rank " + std::to_string(s_.stage_to_rank[a.stage]));
+        }
+        if (pr == cr) {
+          return InvalidArgument(Where(r, i, a) + ": stages " + std::to_string(ps) + " and " +
+                                 std::to_string(cs) + " share rank " + std::to_string(r) +
+                                 ", nothing to send");
+        }
+        const int want_peer = is_send ? cr : pr;
+        if (a.peer != want_peer) {
+          return InvalidArgument(Where(r, i, a) + ": peer must be rank " +
+                                 std::to_string(want_peer) + ", got " + std::to_string(a.peer));
+        }
+        Place& p = (is_send ? send_ : recv_)[dir][Index(ps, a.mb)];
+        if (p.rank >= 0) return InvalidArgument(Where(r, i, a) + ": duplicate " + OpName(a.op));
+        p = {r, static_cast<int>(i)};
+      }
+    }
+    // Every cross-rank edge has its send after the producer and its receive before the consumer.
+    for (int ps = 0; ps < stages_; ++ps) {
+      for (int mb = 0; mb < mbs_; ++mb) {
+        for (Dir dir : {kDirF, kDirB}) {
+          const int cs = dir == kDirF ? ps + 1 : ps - 1;
+          if (cs < 0 || cs >= stages_ || s_.stage_to_rank[ps] == s_.stage_to_rank[cs]) continue;
+          const Place prod = Producer(dir == kDirF ? kFwd : kGrad, ps, mb);
+          const Place cons = dir == kDirF ? f_[Index(cs, mb)] : Producer(kGrad, cs, mb);
+          const Place snd = send_[dir][Index(ps, mb)], rcv = recv_[dir][Index(ps, mb)];
+          const char* sname = dir == kDirF ? "SEND_F" : "SEND_B";
+          const char* rname = dir == kDirF ? "RECV_F" : "RECV_B";
+          const Action& pa = s_.ranks[prod.rank][prod.pos];
+          const Action& ca = s_.ranks[cons.rank][cons.pos];
+          if (snd.rank < 0) return InvalidArgument(Where(prod.rank, prod.pos, pa) + ": no " + sname + " of its result");
+          if (snd.pos < prod.pos) return InvalidArgument(Where(snd.rank, snd.pos, s_.ranks[snd.rank][snd.pos]) + ": sends before " + ToString(pa) + " produced it");
+          if (rcv.rank < 0) return InvalidArgument(Where(cons.rank, cons.pos, ca) + ": no " + rname + " of its input");
+          if (rcv.pos > cons.pos) return InvalidArgument(Where(cons.rank, cons.pos, ca) + ": runs before its " + rname + " at position " + std::to_string(rcv.pos));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Each SEND completes only together with its RECV. Any order that passes this also runs
+  // with buffered (non-blocking) sends.
+  Status CheckRendezvous() const {
+    std::vector<size_t> pos(s_.pp, 0);
+    std::vector<int> work;
+    for (int r = s_.pp - 1; r >= 0; --r) work.push_back(r);
+    auto match = [&](const Action& a, const Action& b) {
+      if (b.peer < 0 || !IsComm(b.op) || IsSend(a.op) == IsSend(b.op)) return false;
+      Dir da, db;
+      int pa, pb;
+      Channel(a, &da, &pa);
+      Channel(b, &db, &pb);
+      return da == db && pa == pb && a.mb == b.mb;
+    };
+    while (!work.empty()) {
+      int r = work.back();
+      work.pop_back();
+      const auto& list = s_.ranks[r];
+      while (pos[r] < list.size()) {
+        const Action& a = list[pos[r]];
+        if (!IsComm(a.op)) {
+          ++pos[r];
+          continue;
+        }
+        const int q = a.peer;
+        if (pos[q] < s_.ranks[q].size() && match(a, s_.ranks[q][pos[q]])) {
+          ++pos[r];
+          ++pos[q];
+          work.push_back(q);
+          continue;
+        }
+        break;
+      }
+    }
+    std::string stuck;
+    for (int r = 0; r < s_.pp; ++r) {
+      if (pos[r] >= s_.ranks[r].size()) continue;
+      const Action& a = s_.ranks[r][pos[r]];
+      stuck += (stuck.empty() ? "" : "; ") + Where(r, pos[r], a) + " waits for rank " + std::to_string(a.peer);
+    }
+    if (!stuck.empty()) return InvalidArgument("deadlock under blocking send/recv: " + stuck);
+    return Status::Ok();
+  }
+
+  const Schedule& s_;
+  const int stages_, mbs_;
+  const size_t plane_;
+  std::vector<Place> f_, b_, w_, bw_;
+  std::vector<Place> send_[2], recv_[2];
+};
+
+}  // namespace
+
+Status CheckShape(const Schedule& s) {
+  if (s.pp < 1) return InvalidArgument("pp: must be >= 1, got " + std::to_string(s.pp));
+  if (s.vpp < 1) return InvalidArgument("vpp: must be >= 1, got " + std::to_string(s.vpp));
+  if (s.microbatches < 1) {
+    return InvalidArgument("microbatches: must be >= 1, got " + std::to_string(s.microbatches));
+  }
+  if (static_cast<int>(s.ranks.size()) != s.pp) {
+    return InvalidArgument("ranks: expected one job list per rank (" + std::to_string(s.pp) +
+                           "), got " + std::to_string(s.ranks.size()));
+  }
+  if (s.num_stages() != s.pp * s.vpp) {
+    return InvalidArgument("stage_to_rank: expected pp x vpp = " + std::to_string(s.pp * s.vpp) +
+                           " stages, got " + std::to_string(s.num_stages()));
+  }
+  for (int k = 0; k < s.num_stages(); ++k) {
+    if (s.stage_to_rank[k] < 0 || s.stage_to_rank[k] >= s.pp) {
+      return InvalidArgument("stage_to_rank[" + std::to_string(k) + "]: rank " +
+                             std::to_string(s.stage_to_rank[k]) + " is not in 0.." +
+                             std::to_string(s.pp - 1));
+    }
+  }
+  for (int r = 0; r < s.pp; ++r) {
+    for (size_t i = 0; i < s.ranks[r].size(); ++i) {
+      const Action& a = s.ranks[r][i];
+      if (static_cast<int>(a.op) >= kNumOps) {
+        return InvalidArgument("rank " + std::to_string(r) + ", position " + std::to_string(i) + ": unknown op");
+      }
+      if (a.stage < 0 || a.stage >= s.num_stages()) {
+        return InvalidArgument(Where(r, i, a) + ": stage must be in 0.." + std::to_string(s.num_stages() - 1));
+      }
+      if (a.op != Op::kOpt && (a.mb < 0 || a.mb >= s.microbatches)) {
+        return InvalidArgument(Where(r, i, a) + ": micro-batch must be in 0.." + std::to_string(s.microbatches - 1));
+      }
+      if (IsComm(a.op) && (a.peer < 0 || a.peer >= s.pp || a.peer == r)) {
+        return InvalidArgument(Where(r, i, a) + ": peer must be another rank in 0.." +
+                               std::to_string(s.pp - 1) + ", got " + std::to_string(a.peer));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status Validate(const Schedule& schedule) { return Checker(schedule).Run(); }
+
+}  // namespace pipecoord::schedules

@@ -1,0 +1,231 @@
+// zb-auto: never over its memory limit, never slower than zbh1 where zbh1 fits, better when
+// memory allows, comm-aware, and clear refusals.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "schedules/test_util.h"
+#include "schedules/zb_auto.h"
+#include "schedules/zb_list_scheduler.h"
+
+namespace pipecoord::schedules {
+namespace {
+
+using testing::MustSimulate;
+using testing::Spec;
+
+using Costs = std::tuple<double, double, double>;
+
+ScheduleSpec AutoSpec(int p, int m, Costs fbw, double comm, double w_share, double limit) {
+  ScheduleSpec spec = Spec(p, m);
+  std::tie(spec.costs.f, spec.costs.b, spec.costs.w) = fbw;
+  spec.costs.comm = comm;
+  spec.costs.w_share = w_share;
+  spec.mem_limit = limit;
+  return spec;
+}
+
+double MaxPeak(const Simulation& sim) {
+  double peak = 0;
+  for (const RankStats& r : sim.ranks) peak = std::max(peak, r.peak_activations);
+  return peak;
+}
+
+// The property the generator promises, on one spec: it builds (comm pass + validator), its
+// simulated peak stays within the limit on every rank, its makespan is what the search says,
+// and where zbh1 fits the limit it is no slower than zbh1.
+void CheckAuto(const ScheduleSpec& spec) {
+  const std::string where = "p=" + std::to_string(spec.pp) + " m=" + std::to_string(spec.microbatches) +
+                            " f,b,w=" + std::to_string(spec.costs.f) + "," + std::to_string(spec.costs.b) +
+                            "," + std::to_string(spec.costs.w) + " comm=" + std::to_string(spec.costs.comm) +
+                            " w_share=" + std::to_string(spec.costs.w_share) +
+                            " limit=" + std::to_string(spec.mem_limit);
+  auto built = BuildSchedule("zb-auto", spec);
+  ASSERT_TRUE(built.ok()) << where << ": " << built.status().ToString();
+  auto found = SearchZbAuto(spec);
+  ASSERT_TRUE(found.ok()) << where;
+  const double limit = spec.mem_limit > 0 ? spec.mem_limit : spec.pp;
+  EXPECT_EQ(found->mem_limit, limit) << where;
+
+  Simulation sim = MustSimulate(*built, spec.costs);
+  for (int r = 0; r < spec.pp; ++r) {
+    EXPECT_LE(sim.ranks[r].peak_activations, limit) << where << " rank " << r;
+  }
+  EXPECT_DOUBLE_EQ(sim.makespan, found->makespan) << where << " (" << found->winner << ")";
+
+  Schedule zbh1 = testing::MustGenerate("zbh1", spec);
+  Simulation zsim = MustSimulate(zbh1, spec.costs);
+  bool zbh1_fits = true;
+  for (const RankStats& r : zsim.ranks) zbh1_fits &= r.peak_activations <= limit;
+  if (zbh1_fits) {
+    EXPECT_LE(sim.makespan, zsim.makespan) << where << " (" << found->winner << ")";
+    EXPECT_DOUBLE_EQ(found->zbh1_makespan, zsim.makespan) << where;
+  } else {
+    EXPECT_EQ(found->zbh1_makespan, -1) << where;
+  }
+}
+
+TEST(ZbAutoTest, NeverOverTheLimitNeverSlowerThanZbh1) {
+  for (int p : {2, 3, 5, 8}) {
+    for (int m : {p, 2 * p + 1, 3 * p}) {
+      for (Costs fbw : {Costs{1, 1, 1}, Costs{1, 1.2, 0.8}, Costs{1, 2, 1}, Costs{1, 1, 2}}) {
+        for (double limit : {1.0, 1.5, 2.0, p / 2.0, p - 0.5, 0.0, p + 0.5, 1.5 * p, 2.0 * p - 1, 2.0 * p}) {
+          if (limit != 0 && limit < 1) continue;
+          CheckAuto(AutoSpec(p, m, fbw, 0, 0.5, limit));
+        }
+      }
+    }
+  }
+}
+
+TEST(ZbAutoTest, CommunicationAndWShareAreRespected) {
+  for (int p : {3, 6}) {
+    for (int m : {p - 1, 2 * p, 4 * p}) {
+      for (double comm : {0.25, 1.0}) {
+        for (double w_share : {0.0, 0.25, 1.0}) {
+          for (double limit : {1.0, 2.0, 0.0, 1.5 * p, 2.0 * p}) {
+            CheckAuto(AutoSpec(p, m, {1, 1.2, 0.8}, comm, w_share, limit));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ZbAutoTest, FewerMicroBatchesThanRanksAndTinyShapes) {
+  for (auto [p, m] : {std::pair{1, 1}, std::pair{1, 5}, std::pair{4, 1}, std::pair{6, 3}, std::pair{2, 1},
+                      std::pair{128, 3}}) {
+    for (double limit : {1.0, 0.0, 3.0}) CheckAuto(AutoSpec(p, m, {1, 1, 1}, 0.1, 0.5, limit));
+  }
+}
+
+// Uneven stages (a heavier last stage) and a straggler: the limit still holds on every rank.
+TEST(ZbAutoTest, UnevenStagesAndStragglers) {
+  ScheduleSpec spec = AutoSpec(4, 12, {1, 1.2, 0.8}, 0.2, 0.5, 3.0);
+  spec.costs.stage_fraction = {0.8, 1.0, 1.0, 1.2};
+  spec.costs.rank_slowdown = {1.0, 1.5, 1.0, 1.0};
+  auto built = BuildSchedule("zb-auto", spec);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  Simulation sim = MustSimulate(*built, spec.costs);
+  for (int r = 0; r < 4; ++r) EXPECT_LE(sim.ranks[r].peak_activations, 3.0) << r;
+  auto found = SearchZbAuto(spec);
+  ASSERT_TRUE(found.ok());
+  EXPECT_DOUBLE_EQ(found->makespan, sim.makespan);
+}
+
+// Memory between 1F1B's and ZB-H2's buys time: zb-auto beats zbh1 there, and once zbh2 fits
+// it is at least as fast as zbh2.
+TEST(ZbAutoTest, UsesTheMemoryItIsGiven) {
+  for (Costs fbw : {Costs{1, 1.2, 0.8}, Costs{1, 2, 1}}) {
+    for (double comm : {0.0, 0.3}) {
+      const int p = 8, m = 32;
+      ScheduleSpec spec = AutoSpec(p, m, fbw, comm, 0.5, 1.5 * p);
+      auto found = SearchZbAuto(spec);
+      ASSERT_TRUE(found.ok());
+      EXPECT_LT(found->makespan, found->zbh1_makespan) << found->winner;
+
+      spec.mem_limit = 2 * p - 1;  // zbh2's peak on rank 0
+      found = SearchZbAuto(spec);
+      ASSERT_TRUE(found.ok());
+      Simulation zbh2 = MustSimulate(testing::MustGenerate("zbh2", spec), spec.costs);
+      EXPECT_LE(MaxPeak(zbh2), spec.mem_limit);
+      EXPECT_LE(found->makespan, zbh2.makespan) << found->winner;
+    }
+  }
+}
+
+// With f = b = w and 1F1B's memory, zbh1's m t + (p - 1) f is already the least any schedule
+// can take (the last rank starts at (p - 1) f and has m t of work): zb-auto matches it.
+TEST(ZbAutoTest, MatchesTheLowerBoundWhenZbh1Does) {
+  for (int p : {2, 4, 8}) {
+    auto found = SearchZbAuto(AutoSpec(p, 4 * p, {1, 1, 1}, 0, 0.5, 0));
+    ASSERT_TRUE(found.ok());
+    EXPECT_DOUBLE_EQ(found->makespan, 4 * p * 3.0 + (p - 1));
+  }
+}
+
+// The least memory any schedule needs is one micro-batch on a rank: a limit of exactly that
+// runs each rank F, B, W one micro-batch at a time.
+TEST(ZbAutoTest, LimitOfOneMicroBatch) {
+  ScheduleSpec spec = AutoSpec(4, 6, {1, 1, 1}, 0, 0.5, 1.0);
+  auto built = BuildSchedule("zb-auto", spec);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  Simulation sim = MustSimulate(*built, spec.costs);
+  for (const RankStats& r : sim.ranks) EXPECT_DOUBLE_EQ(r.peak_activations, 1.0);
+}
+
+TEST(ZbAutoTest, RefusesALimitBelowOneMicroBatch) {
+  auto s = GenerateComputeOrder("zb-auto", AutoSpec(4, 8, {1, 1, 1}, 0, 0.5, 0.5));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(s.status().message(),
+            "mem-limit (--mem-limit): must be >= 1, one micro-batch's activations on a rank, the "
+            "least any schedule holds; got 0.5");
+
+  ScheduleSpec uneven = AutoSpec(2, 4, {1, 1, 1}, 0, 0.5, 1.2);
+  uneven.costs.stage_fraction = {0.5, 1.5};
+  s = GenerateComputeOrder("zb-auto", uneven);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--mem-limit"), std::string::npos);
+  EXPECT_NE(s.status().message().find(">= 1.5"), std::string::npos);
+  uneven.mem_limit = 1.5;
+  EXPECT_TRUE(BuildSchedule("zb-auto", uneven).ok());
+}
+
+TEST(ZbAutoTest, RefusesBadInput) {
+  auto s = GenerateComputeOrder("zb-auto", Spec(2, 4, 2));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(), "vpp: schedule zb-auto places exactly 1 chunk(s) per rank, got 2");
+
+  ScheduleSpec spec = AutoSpec(2, 4, {1, 1, 1}, 0, 0.5, std::nan(""));
+  spec.vpp = 1;
+  auto direct = GenerateZbAuto(spec);
+  ASSERT_FALSE(direct.ok());
+  EXPECT_EQ(direct.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(direct.status().message().find("mem-limit"), std::string::npos);
+
+  spec = AutoSpec(2, 4, {1, -1, 1}, 0, 0.5, 0);
+  spec.vpp = 1;
+  direct = GenerateZbAuto(spec);
+  ASSERT_FALSE(direct.ok());
+  EXPECT_NE(direct.status().message().find("cost-b"), std::string::npos);
+}
+
+// The list scheduler's own promises: its planned makespan is the simulator's, and it keeps
+// the limit, for any warm-up depths (even ones growing down the pipeline).
+TEST(ZbListSchedulerTest, PlansWhatTheSimulatorTimesWithinTheLimit) {
+  const int p = 5, m = 11;
+  Schedule shape = MakeSchedule("list", p, 1, m, LoopedPlacement(p, 1));
+  for (double comm : {0.0, 0.4}) {
+    CostModel costs;
+    costs.f = 1;
+    costs.b = 1.3;
+    costs.w = 0.6;
+    costs.comm = comm;
+    const StageCosts c = ResolveCosts(costs, shape);
+    for (const std::vector<int>& depths :
+         {std::vector<int>{5, 4, 3, 2, 1}, std::vector<int>{1, 2, 3, 4, 5}, std::vector<int>{9, 9, 9, 9, 9}}) {
+      for (double fill : {0.0, 1.0}) {
+        for (bool alternate : {false, true}) {
+          for (double limit : {1.0, 2.5, 5.0, 9.0}) {
+            ListPolicy policy{depths, fill, alternate};
+            auto out = RunListScheduler(c, p, m, limit, policy);
+            ASSERT_TRUE(out.ok()) << out.status().ToString();
+            shape.ranks = out->ranks;
+            ASSERT_TRUE(Validate(shape).ok());
+            Simulation sim = MustSimulate(shape, costs);
+            EXPECT_DOUBLE_EQ(sim.makespan, out->makespan);
+            EXPECT_LE(MaxPeak(sim), limit);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pipecoord::schedules

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A worker killed (SIGKILL) mid-job: the job fails within the lease time, naming the dead worker's
+# rank, and the surviving worker is free for the next job.
+source tests/lib.sh
+start_coordinator --lease-ms 2000
+start_workers 1
+"$WORKER" --coordinator "$PIPECOORD_ADDR" > "$WORK/victim.log" 2>&1 &
+victim=$!
+PIDS+=("$victim")
+for _ in $(seq 100); do grep -q "registered as" "$WORK/victim.log" && break; sleep 0.05; done
+victim_id=$(sed -n 's/^worker: registered as \([^,]*\),.*/\1/p' "$WORK/victim.log")
+[ -n "$victim_id" ] || fail "the victim did not register"
+
+job_json "$WORK/long.json" steps=100000
+job=$("$PIPECTL" submit "$WORK/long.json" --format json | json_field '["jobId"]')
+for _ in $(seq 200); do
+  [ "$("$PIPECTL" status "$job" --format json | json_field '.get("stepsDone", 0)')" -ge 2 ] && break
+  sleep 0.05
+done
+rank=$("$PIPECTL" workers --format json | /usr/bin/python3 -c "
+import json, sys
+print([w.get('rank', 0) for w in json.load(sys.stdin)['workers'] if w['workerId'] == '$victim_id'][0])")
+
+kill -KILL "$victim"
+start=$SECONDS
+for _ in $(seq 100); do
+  [ "$("$PIPECTL" status "$job" --format json | json_field '["state"]')" = "FAILED" ] && break
+  sleep 0.05
+done
+elapsed=$((SECONDS - start))
+"$PIPECTL" status "$job" --format json > "$WORK/status.json"
+[ "$(json_field '["state"]' < "$WORK/status.json")" = "FAILED" ] || fail "the job did not fail within 5 s of the kill"
+[ "$elapsed" -le 3 ] || fail "detected after ${elapsed} s, more than the 2 s lease (+1 s)"
+cause=$(json_field '["failureCause"]' < "$WORK/status.json")
+# Either the lease ran out, or a peer's receive from the dead rank broke first: both name it.
+[[ "$cause" == *"$victim_id (rank $rank) lost its lease"* || "$cause" == *"from peer $rank "* ]] ||
+  fail "the cause does not name the dead rank $rank ($victim_id): $cause"
+
+job_json "$WORK/next.json" pp=1 steps=2
+next=$("$PIPECTL" submit "$WORK/next.json" --format json | json_field '["jobId"]')
+"$PIPECTL" watch "$next" > /dev/null || fail "the surviving worker did not run the next job"
+echo "e2e worker failure: ok ($cause)"

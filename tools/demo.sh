@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The local demo: a coordinator and four CPU workers on loopback, the default job
+# (examples/job.json: a tiny Llama-style model, pp 4, zbh1, 8 micro-batches, 40 steps), live
+# progress, a summary, and the run's Perfetto trace in run-trace.json. Stops what it starts.
+#   tools/demo.sh [JOB.json]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+job_file=${1:-examples/job.json}
+workers=$(/usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s.get("pp",1)*max(1,s.get("dp",1)))' "$job_file")
+
+bazel build //coordinator //worker/daemon:worker //cli:pipectl 2>&1 | grep -E "^(ERROR|FAILED)" && exit 1
+bin=$(bazel info bazel-bin 2>/dev/null)  # not the bazel-bin symlink: another config may own it
+logs=$(mktemp -d)
+# The processes come from the local launcher, with the configuration the Kubernetes pods get
+# (deploy/base/pipecoord.env); stopping it stops them.
+deploy/local/launch.sh --workers "$workers" --bin "$bin" --logs "$logs" > "$logs/launch.log" 2>&1 &
+launcher=$!
+cleanup() { kill "$launcher" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT
+for _ in $(seq 100); do grep -qs "ready$" "$logs/launch.log" && break; kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+addr=$(sed -n 's/^launch: coordinator at \([^ ]*\).*/\1/p' "$logs/launch.log")
+grep -q "ready$" "$logs/launch.log" || { cat "$logs/launch.log"; exit 1; }
+export PIPECOORD_ADDR=$addr
+# The launcher serves gRPC over TLS with a throwaway CA and token, as the pods do.
+PIPECOORD_TLS_CA=$(sed -n 's/^launch: pipectl: PIPECOORD_TLS_CA=\([^ ]*\) .*/\1/p' "$logs/launch.log")
+PIPECOORD_TOKEN=$(cat "$(dirname "$PIPECOORD_TLS_CA")/token")
+export PIPECOORD_TLS_CA PIPECOORD_TOKEN
+echo "demo: coordinator at $addr, starting $workers worker(s) (logs in $logs)"
+
+job=$("$bin/cli/pipectl" submit "$job_file" --format json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["jobId"])')
+rc=0
+"$bin/cli/pipectl" watch "$job" || rc=$?
+echo
+"$bin/cli/pipectl" status "$job"
+"$bin/cli/pipectl" trace "$job" --out run-trace.json
+exit $rc

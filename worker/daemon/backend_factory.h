@@ -1,0 +1,19 @@
+// Builds the compute backend an assignment asks for (spec.device: "cpu" or "cuda").
+#ifndef PIPECOORD_WORKER_DAEMON_BACKEND_FACTORY_H_
+#define PIPECOORD_WORKER_DAEMON_BACKEND_FACTORY_H_
+
+#include <memory>
+
+#include "common/status.h"
+#include "proto/worker.pb.h"
+#include "worker/daemon/compute_backend.h"
+
+namespace pipecoord::worker {
+
+// The CPU reference backend for the assignment's shards (weights from the model's seed, data
+// for this data-parallel replica). UNAVAILABLE for "cuda" when no device can be used.
+Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& assignment);
+
+}  // namespace pipecoord::worker
+
+#endif  // PIPECOORD_WORKER_DAEMON_BACKEND_FACTORY_H_

@@ -1,0 +1,44 @@
+// ComputeBackend: what a worker's executor asks of the hardware for the stages its rank holds.
+// The CPU backend (the reference model) and the CUDA backend implement it.
+#ifndef PIPECOORD_WORKER_DAEMON_COMPUTE_BACKEND_H_
+#define PIPECOORD_WORKER_DAEMON_COMPUTE_BACKEND_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pipecoord::worker {
+
+class ComputeBackend {
+ public:
+  virtual ~ComputeBackend() = default;
+
+  // F of (stage, mb) at `step`. `input` is the previous stage's output (empty for the first
+  // stage, which reads its tokens itself). Returns the activations for the next stage (empty
+  // for the last stage, which computes the loss instead).
+  virtual Result<std::vector<float>> Forward(int stage, int mb, int step, std::vector<float> input) = 0;
+  // B: input gradient of (stage, mb) from `grad_output` (empty for the last stage, which
+  // starts from its loss). Returns the gradient for the previous stage (empty for stage 0).
+  virtual Result<std::vector<float>> BackwardInput(int stage, int mb, std::vector<float> grad_output) = 0;
+  // W: the weight gradients of (stage, mb), accumulated; frees what B kept for it.
+  virtual Status BackwardWeight(int stage, int mb) = 0;
+  // BW: B then W.
+  virtual Result<std::vector<float>> BackwardFull(int stage, int mb, std::vector<float> grad_output) = 0;
+  // Every gradient buffer of every stage held, for the data-parallel all-reduce.
+  virtual std::vector<std::span<float>> Gradients() = 0;
+  // The optimizer step after all micro-batches (and the all-reduce), then gradients are zeroed.
+  virtual Status OptimizerStep(int step) = 0;
+  // Mean loss over this step's micro-batches; false if this rank holds no loss.
+  virtual bool StepLoss(double* loss) = 0;
+  virtual uint64_t memory_in_use_bytes() const = 0;
+  virtual uint64_t memory_peak_bytes() const = 0;
+  // Starts a new peak window (at each step).
+  virtual void ResetPeak() = 0;
+};
+
+}  // namespace pipecoord::worker
+
+#endif  // PIPECOORD_WORKER_DAEMON_COMPUTE_BACKEND_H_

@@ -1,0 +1,149 @@
+// The CPU backend: one StageModel per virtual stage this rank holds, fed by the synthetic data
+// stream every rank regenerates from the job's data seed.
+#include <map>
+#include <memory>
+
+#include "kernels/cpu/adamw.h"
+#include "worker/daemon/backend_factory.h"
+#include "worker/model/stage_model.h"
+#include "worker/model/synthetic_data.h"
+
+namespace pipecoord::worker {
+namespace {
+
+class CpuBackend final : public ComputeBackend {
+ public:
+  CpuBackend(const v1::Assignment& a, model::SyntheticData data)
+      : data_(std::move(data)), mbs_(a.spec().microbatches()), dp_rank_(a.dp_rank()),
+        lr_(a.spec().learning_rate()) {}
+
+  Status AddStage(const model::ModelConfig& config, const model::BatchShape& batch, const v1::StageShard& s) {
+    model::StageShard shard{s.stage(), s.first_layer(), s.num_layers(), s.has_embedding(), s.has_head()};
+    auto stage = model::StageModel::Create(config, shard, batch);
+    if (!stage.ok()) return stage.status();
+    stages_[s.stage()] = std::move(stage).value();
+    return Status::Ok();
+  }
+
+  Result<std::vector<float>> Forward(int stage, int mb, int step, std::vector<float> input) override {
+    auto* m = Stage(stage);
+    if (m == nullptr) return NoStage(stage);
+    model::StageInput in;
+    if (m->shard().has_embedding || m->shard().has_head) {
+      // Replicas read disjoint micro-batches: replica d's mb is the step's d*m + mb.
+      model::TokenBatch batch = data_.Batch(step, dp_rank_ * mbs_ + mb);
+      if (m->shard().has_embedding) in.tokens = std::move(batch.inputs);
+      if (m->shard().has_head) in.targets = std::move(batch.targets);
+    }
+    if (!m->shard().has_embedding) in.activations = std::move(input);
+    auto out = m->Forward(mb, std::move(in));
+    if (!out.ok()) return out.status();
+    if (out->loss) {
+      loss_sum_ += *out->loss;
+      has_loss_ = true;
+    }
+    return std::move(out->activations);
+  }
+
+  Result<std::vector<float>> BackwardInput(int stage, int mb, std::vector<float> grad) override {
+    auto* m = Stage(stage);
+    if (m == nullptr) return NoStage(stage);
+    return m->BackwardInput(mb, std::move(grad));
+  }
+
+  Status BackwardWeight(int stage, int mb) override {
+    auto* m = Stage(stage);
+    if (m == nullptr) return NoStage(stage).status();
+    return m->BackwardWeight(mb);
+  }
+
+  Result<std::vector<float>> BackwardFull(int stage, int mb, std::vector<float> grad) override {
+    auto* m = Stage(stage);
+    if (m == nullptr) return NoStage(stage);
+    return m->BackwardFull(mb, std::move(grad));
+  }
+
+  std::vector<std::span<float>> Gradients() override {
+    std::vector<std::span<float>> out;
+    for (auto& [k, m] : stages_) {
+      for (const model::ParameterRef& p : m->Parameters()) out.push_back(p.grad);
+    }
+    return out;
+  }
+
+  Status OptimizerStep(int) override {
+    kernels::cpu::AdamWOptions options;
+    options.lr = lr_;
+    for (auto& [k, m] : stages_) {
+      PIPECOORD_RETURN_IF_ERROR(m->OptimizerStep(options));
+      m->ZeroGrad();
+    }
+    return Status::Ok();
+  }
+
+  bool StepLoss(double* loss) override {
+    if (!has_loss_) return false;
+    *loss = loss_sum_ / mbs_;
+    loss_sum_ = 0;
+    return true;
+  }
+
+  uint64_t memory_in_use_bytes() const override {
+    uint64_t b = 0;
+    for (const auto& [k, m] : stages_) b += m->ParameterBytes() + m->ActivationBytes();
+    return b;
+  }
+
+  uint64_t memory_peak_bytes() const override {
+    uint64_t b = 0;
+    for (const auto& [k, m] : stages_) b += m->ParameterBytes() + m->PeakActivationBytes();
+    return b;
+  }
+
+  void ResetPeak() override {
+    for (auto& [k, m] : stages_) m->ResetPeakActivationBytes();
+  }
+
+ private:
+  model::StageModel* Stage(int stage) {
+    auto it = stages_.find(stage);
+    return it == stages_.end() ? nullptr : it->second.get();
+  }
+  static Result<std::vector<float>> NoStage(int stage) {
+    return FailedPrecondition("stage " + std::to_string(stage) + " is not held by this rank");
+  }
+
+  model::SyntheticData data_;
+  const int mbs_, dp_rank_;
+  const double lr_;
+  std::map<int, std::unique_ptr<model::StageModel>> stages_;
+  double loss_sum_ = 0;
+  bool has_loss_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a) {
+  if (a.spec().device() == "cuda") {
+    return Unimplemented("device cuda: the CUDA backend is not built yet (issue 6)");
+  }
+  const v1::ModelSpec& ms = a.spec().model();
+  model::ModelConfig config;
+  config.layers = ms.layers();
+  config.hidden = ms.hidden();
+  config.ffn_hidden = ms.ffn_hidden();
+  config.heads = ms.heads();
+  config.vocab = ms.vocab();
+  config.seq_len = ms.seq_len();
+  config.seed = ms.seed();
+  model::BatchShape batch;
+  batch.micro_batch_size = a.spec().micro_batch_size();
+  batch.microbatches = a.spec().microbatches();
+  const uint64_t data_seed = a.spec().data_seed() != 0 ? a.spec().data_seed() : ms.seed();
+  auto backend = std::make_unique<CpuBackend>(
+      a, model::SyntheticData(data_seed, ms.vocab(), ms.seq_len(), batch.micro_batch_size));
+  for (const v1::StageShard& s : a.shards()) PIPECOORD_RETURN_IF_ERROR(backend->AddStage(config, batch, s));
+  return std::unique_ptr<ComputeBackend>(std::move(backend));
+}
+
+}  // namespace pipecoord::worker

@@ -1,0 +1,197 @@
+#include "worker/daemon/executor.h"
+
+#include <algorithm>
+#include <span>
+#include <string>
+
+#include "worker/transport/allreduce.h"
+
+namespace pipecoord::worker {
+namespace {
+
+constexpr uint32_t kActivations = 0, kGradients = 1;
+
+std::string Describe(const v1::Action& a) {
+  return std::to_string(a.stage()) + v1::Op_Name(a.op()) + std::to_string(a.microbatch());
+}
+
+}  // namespace
+
+Executor::Executor(const v1::Assignment& a, ComputeBackend* backend, Transport* transport, ExecutorOptions options)
+    : a_(a), backend_(backend), transport_(transport), options_(std::move(options)) {
+  pp_ = a.spec().pp();
+  dp_ = std::max(1, a.spec().dp());
+  rank_ = a.rank();
+  dp_rank_ = a.dp_rank();
+  stages_ = a.stage_to_rank_size();
+  mbs_ = a.spec().microbatches();
+  stage_to_rank_.assign(a.stage_to_rank().begin(), a.stage_to_rank().end());
+  const size_t slots = static_cast<size_t>(stages_) * mbs_;
+  local_act_.resize(slots);
+  local_grad_.resize(slots);
+  out_act_.resize(slots);
+  out_grad_.resize(slots);
+  if (!options_.clock_ns) {
+    options_.clock_ns = [] {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 std::chrono::system_clock::now().time_since_epoch()).count();
+    };
+  }
+}
+
+Result<std::vector<float>> Executor::Input(int producer, int consumer, int mb, int step, uint32_t channel) {
+  if (producer < 0 || producer >= stages_) return std::vector<float>{};  // model input or loss
+  if (stage_to_rank_[producer] == rank_) {
+    auto& slot = (channel == kActivations ? local_act_ : local_grad_)[Key(consumer, mb)];
+    return std::move(slot);
+  }
+  return transport_->Recv(Global(stage_to_rank_[producer]), MessageTag{channel, consumer, mb, step},
+                          options_.recv_timeout);
+}
+
+int Executor::InputPeer(const v1::Action& a) const {
+  int producer = -1;
+  if (a.op() == v1::F) producer = a.stage() - 1;
+  if (a.op() == v1::B || a.op() == v1::BW) producer = a.stage() + 1 < stages_ ? a.stage() + 1 : -1;
+  if (producer < 0 || producer >= stages_ || stage_to_rank_[producer] == rank_) return -1;
+  return stage_to_rank_[producer];
+}
+
+Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
+  const int s = a.stage(), mb = a.microbatch();
+  int64_t start = options_.clock_ns();
+  const int64_t wait_start = start;
+  RunHooks* hooks = options_.hooks;
+  uint64_t probe_checksum = 0;
+  // Health hooks around a compute kernel: input there, injected faults before and after.
+  auto begin = [&]() -> Status {
+    start = options_.clock_ns();
+    if (hooks == nullptr) return Status::Ok();
+    hooks->OnInputReady();
+    return hooks->BeforeCompute(step, a, cancelled_);
+  };
+  auto end = [&] {
+    if (hooks != nullptr) hooks->AfterCompute(step, a, options_.clock_ns() - start);
+  };
+  // A compute action's clock starts once its input is there: waiting is idle, not busy.
+  switch (a.op()) {
+    case v1::F: {
+      auto in = Input(s - 1, s, mb, step, kActivations);
+      if (!in.ok()) return in.status();
+      PIPECOORD_RETURN_IF_ERROR(begin());
+      auto out = backend_->Forward(s, mb, step, std::move(in).value());
+      if (!out.ok()) return out.status();
+      end();
+      if (s + 1 < stages_) {
+        (stage_to_rank_[s + 1] == rank_ ? local_act_[Key(s + 1, mb)] : out_act_[Key(s, mb)]) = std::move(out).value();
+      }
+      break;
+    }
+    case v1::B:
+    case v1::BW: {
+      auto grad = Input(s + 1 < stages_ ? s + 1 : -1, s, mb, step, kGradients);
+      if (!grad.ok()) return grad.status();
+      PIPECOORD_RETURN_IF_ERROR(begin());
+      auto out = a.op() == v1::B ? backend_->BackwardInput(s, mb, std::move(grad).value())
+                                 : backend_->BackwardFull(s, mb, std::move(grad).value());
+      if (!out.ok()) return out.status();
+      end();
+      if (s > 0) {
+        (stage_to_rank_[s - 1] == rank_ ? local_grad_[Key(s - 1, mb)] : out_grad_[Key(s, mb)]) = std::move(out).value();
+      }
+      break;
+    }
+    case v1::W:
+      PIPECOORD_RETURN_IF_ERROR(begin());
+      PIPECOORD_RETURN_IF_ERROR(backend_->BackwardWeight(s, mb));
+      end();
+      break;
+    case v1::SEND_F:
+      PIPECOORD_RETURN_IF_ERROR(transport_->Send(Global(a.peer()), MessageTag{kActivations, s + 1, mb, step},
+                                                 std::move(out_act_[Key(s, mb)])));
+      break;
+    case v1::SEND_B:
+      PIPECOORD_RETURN_IF_ERROR(transport_->Send(Global(a.peer()), MessageTag{kGradients, s - 1, mb, step},
+                                                 std::move(out_grad_[Key(s, mb)])));
+      break;
+    case v1::RECV_F:
+    case v1::RECV_B:
+      break;  // receives are posted by the transport already
+    case v1::PROBE:
+      if (hooks != nullptr) probe_checksum = hooks->Probe(step);  // checked by the coordinator
+      break;
+    case v1::OPT: {
+      if (dp_ > 1) {
+        // Gradients were accumulated over the step's micro-batches; one all-reduce now.
+        std::vector<std::span<float>> grads = backend_->Gradients();
+        size_t total = 0;
+        for (auto g : grads) total += g.size();
+        std::vector<float> flat;
+        flat.reserve(total);
+        for (auto g : grads) flat.insert(flat.end(), g.begin(), g.end());
+        std::vector<int> group;
+        for (int d = 0; d < dp_; ++d) group.push_back(d * pp_ + rank_);
+        PIPECOORD_RETURN_IF_ERROR(AllReduceSum(*transport_, dp_rank_, group, step, flat, options_.recv_timeout));
+        const float inv = 1.0f / static_cast<float>(dp_);
+        size_t at = 0;
+        for (auto g : grads) {
+          for (float& x : g) x = flat[at++] * inv;
+        }
+      }
+      PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(step));
+      break;
+    }
+    default:
+      return InvalidArgument("unknown op " + std::to_string(a.op()));
+  }
+  v1::ActionTiming* t = &report->actions.emplace_back();
+  *t->mutable_action() = a;
+  t->set_step(step);
+  t->set_start_ns(start);
+  // The clock is the wall clock plus the estimated offset: either may step back a little
+  // (a better offset sample, a clock adjustment); a duration never goes negative.
+  t->set_end_ns(std::max(start, options_.clock_ns()));
+  const bool compute = a.op() == v1::F || a.op() == v1::B || a.op() == v1::W || a.op() == v1::BW;
+  t->set_wait_ns(compute ? std::max<int64_t>(0, start - wait_start) : 0);
+  t->set_wait_peer(compute ? InputPeer(a) : -1);
+  if (a.op() == v1::PROBE) t->set_probe_checksum(probe_checksum);
+  if (hooks != nullptr) hooks->OnActionDone();
+  return Status::Ok();
+}
+
+Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
+  for (int step = 0; step < a_.spec().steps(); ++step) {
+    StepReport report;
+    report.actions.reserve(a_.jobs().actions_size());
+    backend_->ResetPeak();
+    for (int i = 0; i < a_.jobs().actions_size(); ++i) {
+      if (cancelled_) return FailedPrecondition("cancelled");
+      const v1::Action& act = a_.jobs().actions(i);
+      if (options_.hooks != nullptr) options_.hooks->OnActionStart(step, i, act, InputPeer(act));
+      Status st = RunAction(act, step, &report);
+      if (!st.ok()) {
+        if (cancelled_) return FailedPrecondition("cancelled");
+        return Status(st.code(), "step " + std::to_string(step) + ", position " + std::to_string(i) + " (" +
+                                     Describe(act) + "): " + st.message());
+      }
+    }
+    report.summary.set_step(step);
+    double loss = 0;
+    if (backend_->StepLoss(&loss)) {
+      report.summary.set_loss(loss);
+      report.summary.set_has_loss(true);
+    }
+    const uint64_t extra = options_.hooks != nullptr ? options_.hooks->ExtraMemoryBytes() : 0;
+    report.summary.set_memory_in_use_bytes(backend_->memory_in_use_bytes() + extra);
+    report.summary.set_memory_peak_bytes(backend_->memory_peak_bytes() + extra);
+    PIPECOORD_RETURN_IF_ERROR(on_step(std::move(report)));
+    if (stop_after_step_ && step + 1 < a_.spec().steps()) {
+      transport_->Flush(options_.recv_timeout);  // what this step sent still reaches its peers
+      return FailedPrecondition("shutting down: stopped after step " + std::to_string(step) + " of " +
+                                std::to_string(a_.spec().steps()));
+    }
+  }
+  return transport_->Flush(options_.recv_timeout);
+}
+
+}  // namespace pipecoord::worker

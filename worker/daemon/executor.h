@@ -1,0 +1,72 @@
+// Executor: runs one rank's job list for every step of a job. Receives are posted early (the
+// transport buffers arrivals), so a compute action waits only for its own input; sends are
+// asynchronous. Each action is timed (compute from when its input is there) for telemetry.
+#ifndef PIPECOORD_WORKER_DAEMON_EXECUTOR_H_
+#define PIPECOORD_WORKER_DAEMON_EXECUTOR_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/telemetry.pb.h"
+#include "proto/worker.pb.h"
+#include "worker/daemon/compute_backend.h"
+#include "worker/daemon/run_hooks.h"
+#include "worker/transport/transport.h"
+
+namespace pipecoord::worker {
+
+struct ExecutorOptions {
+  std::chrono::milliseconds recv_timeout{60000};  // a peer silent this long fails the job
+  std::function<int64_t()> clock_ns;               // the coordinator's clock (offset applied)
+  RunHooks* hooks = nullptr;                        // progress, probes, injected faults; not owned
+};
+
+// One finished step: its timed actions and its summary (loss, memory).
+struct StepReport {
+  std::vector<v1::ActionTiming> actions;
+  v1::StepSummary summary;
+};
+
+class Executor {
+ public:
+  // `backend` holds this rank's stages; `transport` reaches every member of the job by global
+  // rank (dp_rank * pp + rank). Neither is owned.
+  Executor(const v1::Assignment& assignment, ComputeBackend* backend, Transport* transport,
+           ExecutorOptions options);
+
+  // Runs all steps, calling `on_step` after each (a non-OK return stops the run). Returns the
+  // first error: a failed action names the step, position and action.
+  Status Run(const std::function<Status(StepReport&&)>& on_step);
+
+  // Makes Run return FAILED_PRECONDITION("cancelled") at the next action; thread-safe.
+  void Cancel() { cancelled_ = true; }
+  // Makes Run return FAILED_PRECONDITION("shutting down: ...") once the current step is done
+  // (a graceful stop: the step's work and telemetry are complete); thread-safe.
+  void StopAfterStep() { stop_after_step_ = true; }
+
+ private:
+  Status RunAction(const v1::Action& a, int step, StepReport* report);
+  int Global(int pp_rank) const { return dp_rank_ * pp_ + pp_rank; }
+  size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
+  Result<std::vector<float>> Input(int producer_stage, int consumer_stage, int mb, int step, uint32_t channel);
+  // The pipeline rank whose input a compute action waits for; -1 when it is local or none.
+  int InputPeer(const v1::Action& a) const;
+
+  const v1::Assignment& a_;
+  ComputeBackend* backend_;
+  Transport* transport_;
+  ExecutorOptions options_;
+  int pp_, dp_, rank_, dp_rank_, stages_, mbs_;
+  std::vector<int> stage_to_rank_;
+  // Results waiting for a same-rank consumer (V turns, p = 1) or for their SEND, by (stage, mb).
+  std::vector<std::vector<float>> local_act_, local_grad_, out_act_, out_grad_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> stop_after_step_{false};
+};
+
+}  // namespace pipecoord::worker
+
+#endif  // PIPECOORD_WORKER_DAEMON_EXECUTOR_H_

@@ -1,0 +1,40 @@
+// Fault injection for tests and demos (worker --inject RULE[,RULE...]). RANK is the global rank
+// (dp_rank * pp + rank; the pipeline rank when dp = 1):
+//   slow:RANK:FACTOR   every compute action of RANK takes FACTOR times as long (sleeps after it)
+//   hang:RANK:STEP     RANK stops at its first compute action of STEP until the job is cancelled
+//   corrupt:RANK:STEP  RANK's numerical probe at STEP returns a result with one bit flipped
+//   oom:RANK:BYTES     RANK allocates and holds BYTES more from its first step on
+#ifndef PIPECOORD_WORKER_DAEMON_FAULT_INJECTION_H_
+#define PIPECOORD_WORKER_DAEMON_FAULT_INJECTION_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pipecoord::worker {
+
+struct FaultRule {
+  enum class Kind { kSlow, kHang, kCorrupt, kOom };
+  Kind kind = Kind::kSlow;
+  int rank = 0;        // global rank
+  double factor = 1;   // slow
+  int step = 0;        // hang, corrupt
+  uint64_t bytes = 0;  // oom
+  std::string text;    // as given
+};
+
+// One rule; INVALID_ARGUMENT naming the rule and what is wrong, e.g.
+// "--inject slow:1:0.5: FACTOR must be a number in [1, 1000], got \"0.5\"".
+Result<FaultRule> ParseFaultRule(std::string_view text);
+// Comma-separated rules ("" gives none).
+Result<std::vector<FaultRule>> ParseFaultRules(std::string_view text);
+
+// The rules that apply to one global rank.
+std::vector<FaultRule> RulesFor(const std::vector<FaultRule>& rules, int global_rank);
+
+}  // namespace pipecoord::worker
+
+#endif  // PIPECOORD_WORKER_DAEMON_FAULT_INJECTION_H_

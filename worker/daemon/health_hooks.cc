@@ -1,0 +1,89 @@
+#include "worker/daemon/health_hooks.h"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "kernels/cpu/checksum.h"
+#include "kernels/cpu/known_answer_gemm.h"
+
+namespace pipecoord::worker {
+
+HealthHooks::HealthHooks(const v1::Assignment& a, std::vector<FaultRule> faults)
+    : seed_(a.spec().model().seed()),
+      probe_size_(a.spec().health().probe_size() > 0 ? a.spec().health().probe_size() : kernels::cpu::kDefaultProbeSize),
+      faults_(std::move(faults)) {
+  progress_.set_job_id(a.job_id());
+  progress_.set_rank(a.rank());
+  progress_.set_dp_rank(a.dp_rank());
+  progress_.set_step(0);
+  progress_.set_action_index(-1);
+  progress_.set_wait_peer(-1);
+}
+
+v1::Progress HealthHooks::progress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return progress_;
+}
+
+void HealthHooks::OnActionStart(int step, int index, const v1::Action& action, int input_peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_.set_step(step);
+  progress_.set_action_index(index);
+  *progress_.mutable_action() = action;
+  progress_.set_waiting(input_peer >= 0);
+  progress_.set_wait_peer(input_peer);
+}
+
+void HealthHooks::OnInputReady() {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_.set_waiting(false);
+  progress_.set_wait_peer(-1);
+}
+
+void HealthHooks::OnActionDone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_.set_actions_done(progress_.actions_done() + 1);
+}
+
+Status HealthHooks::BeforeCompute(int step, const v1::Action&, const std::atomic<bool>& cancelled) {
+  for (const FaultRule& f : faults_) {
+    if (f.kind != FaultRule::Kind::kHang || f.step != step || hung_) continue;
+    hung_ = true;  // once: the first compute action of that step
+    while (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return FailedPrecondition("cancelled");
+  }
+  return Status::Ok();
+}
+
+void HealthHooks::AfterCompute(int, const v1::Action&, int64_t elapsed_ns) {
+  for (const FaultRule& f : faults_) {
+    if (f.kind == FaultRule::Kind::kSlow && f.factor > 1) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(static_cast<int64_t>((f.factor - 1) * elapsed_ns)));
+    }
+  }
+}
+
+uint64_t HealthHooks::Probe(int step) {
+  std::vector<float> y = kernels::cpu::KnownAnswerGemm(kernels::cpu::ProbeSeed(seed_, step), probe_size_);
+  for (const FaultRule& f : faults_) {
+    if (f.kind == FaultRule::Kind::kCorrupt && f.step == step && !y.empty()) {
+      uint32_t bits;
+      std::memcpy(&bits, &y[y.size() / 2], sizeof bits);
+      bits ^= 1u << 12;  // one mantissa bit of one element
+      std::memcpy(&y[y.size() / 2], &bits, sizeof bits);
+    }
+  }
+  return kernels::cpu::HashFloats(y.data(), static_cast<int64_t>(y.size()));
+}
+
+uint64_t HealthHooks::ExtraMemoryBytes() {
+  for (const FaultRule& f : faults_) {
+    if (f.kind == FaultRule::Kind::kOom && ballast_.empty()) {
+      ballast_.assign(f.bytes, 1);  // touched, so it is really resident
+    }
+  }
+  return ballast_.size();
+}
+
+}  // namespace pipecoord::worker

@@ -1,0 +1,45 @@
+// HealthHooks: the worker's RunHooks. Keeps the progress the heartbeat reports, runs the
+// known-answer probe (kernels/cpu/known_answer_gemm.h, seeded by the job's model seed and the
+// step) and applies this rank's injected faults (fault_injection.h).
+#ifndef PIPECOORD_WORKER_DAEMON_HEALTH_HOOKS_H_
+#define PIPECOORD_WORKER_DAEMON_HEALTH_HOOKS_H_
+
+#include <mutex>
+#include <vector>
+
+#include "proto/telemetry.pb.h"
+#include "proto/worker.pb.h"
+#include "worker/daemon/fault_injection.h"
+#include "worker/daemon/run_hooks.h"
+
+namespace pipecoord::worker {
+
+class HealthHooks final : public RunHooks {
+ public:
+  // `faults`: the rules for this worker's global rank.
+  HealthHooks(const v1::Assignment& assignment, std::vector<FaultRule> faults);
+
+  // Where the executor is now; thread-safe (the heartbeat thread reads it).
+  v1::Progress progress() const;
+
+  void OnActionStart(int step, int index, const v1::Action& action, int input_peer) override;
+  void OnInputReady() override;
+  void OnActionDone() override;
+  Status BeforeCompute(int step, const v1::Action& action, const std::atomic<bool>& cancelled) override;
+  void AfterCompute(int step, const v1::Action& action, int64_t elapsed_ns) override;
+  uint64_t Probe(int step) override;
+  uint64_t ExtraMemoryBytes() override;
+
+ private:
+  mutable std::mutex mu_;
+  v1::Progress progress_;
+  uint64_t seed_;
+  int probe_size_;
+  std::vector<FaultRule> faults_;
+  std::vector<char> ballast_;  // oom
+  bool hung_ = false;
+};
+
+}  // namespace pipecoord::worker
+
+#endif  // PIPECOORD_WORKER_DAEMON_HEALTH_HOOKS_H_

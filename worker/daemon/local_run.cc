@@ -1,0 +1,85 @@
+#include "worker/daemon/local_run.h"
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "coordinator/assignment.h"
+#include "coordinator/job_plan.h"
+#include "coordinator/spec_validation.h"
+#include "worker/daemon/backend_factory.h"
+#include "worker/transport/tcp_transport.h"
+
+namespace pipecoord::worker {
+
+Result<LocalRunResult> RunLocally(const v1::JobSpec& raw,
+                                  const std::function<void(int, const StepReport&)>& on_step) {
+  PIPECOORD_RETURN_IF_ERROR(coordinator::ValidateJobSpec(raw));
+  const v1::JobSpec spec = coordinator::WithDefaults(raw);
+  auto plan = coordinator::PlanJob(spec);
+  if (!plan.ok()) return plan.status();
+  const int world = spec.pp() * spec.dp();
+  constexpr uint64_t kSession = 42;
+  std::vector<std::unique_ptr<TcpTransport>> transports;
+  std::map<int, std::string> endpoints;
+  std::vector<std::string> endpoint_list;
+  for (int g = 0; g < world; ++g) {
+    auto t = TcpTransport::Listen("127.0.0.1", 0);
+    if (!t.ok()) return t.status();
+    endpoints[g] = (*t)->endpoint();
+    endpoint_list.push_back((*t)->endpoint());
+    transports.push_back(std::move(t).value());
+  }
+  LocalRunResult result;
+  result.reports.resize(world);
+  std::vector<Status> status(world);
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  for (int g = 0; g < world; ++g) {
+    threads.emplace_back([&, g] {
+      auto fail = [&](Status st) {
+        status[g] = std::move(st);
+        for (auto& t : transports) t->Shutdown();  // wake the others: fail fast, never hang
+      };
+      const v1::Assignment a = coordinator::BuildAssignment("local", spec, *plan, g, endpoint_list, kSession);
+      Status st = transports[g]->Connect(g, endpoints, kSession, std::chrono::seconds(30));
+      if (!st.ok()) return fail(st);
+      auto backend = MakeBackend(a);
+      if (!backend.ok()) return fail(backend.status());
+      Executor executor(a, backend->get(), transports[g].get(), ExecutorOptions{});
+      st = executor.Run([&](StepReport&& r) {
+        if (on_step) on_step(g, r);
+        result.reports[g].push_back(std::move(r));
+        return Status::Ok();
+      });
+      if (!st.ok()) fail(st);
+    });
+  }
+  for (auto& t : threads) t.join();
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int g = 0; g < world; ++g) {
+    if (!status[g].ok()) return Status(status[g].code(), "global rank " + std::to_string(g) + ": " + status[g].message());
+  }
+  return result;
+}
+
+std::vector<double> StepLosses(const LocalRunResult& r) {
+  std::vector<double> sum, count;
+  for (const auto& rank : r.reports) {
+    for (const StepReport& s : rank) {
+      const size_t step = s.summary.step();
+      if (sum.size() <= step) {
+        sum.resize(step + 1, 0.0);
+        count.resize(step + 1, 0.0);
+      }
+      if (s.summary.has_loss()) {
+        sum[step] += s.summary.loss();
+        count[step] += 1;
+      }
+    }
+  }
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = count[i] > 0 ? sum[i] / count[i] : 0.0;
+  return sum;
+}
+
+}  // namespace pipecoord::worker

@@ -1,0 +1,32 @@
+// LocalRun: a whole job in one process: one executor thread per global rank, TCP on loopback,
+// the CPU backend. What the pipelined-equivalence test and the pipeline benchmarks drive; the
+// daemons run the same Executor and backend across processes.
+#ifndef PIPECOORD_WORKER_DAEMON_LOCAL_RUN_H_
+#define PIPECOORD_WORKER_DAEMON_LOCAL_RUN_H_
+
+#include <functional>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/job.pb.h"
+#include "worker/daemon/executor.h"
+
+namespace pipecoord::worker {
+
+struct LocalRunResult {
+  std::vector<std::vector<StepReport>> reports;  // [global rank][step]
+  double wall_seconds = 0;                       // all steps, all ranks
+};
+
+// Plans `spec` (validated, defaults applied) and runs it. `on_step` (optional) sees each rank's
+// report before it is stored, as a daemon's telemetry would. The first rank error is returned
+// (the others are woken so nothing hangs).
+Result<LocalRunResult> RunLocally(const v1::JobSpec& spec,
+                                  const std::function<void(int global, const StepReport&)>& on_step = {});
+
+// Mean loss per step over the data-parallel replicas, from the ranks that hold the loss.
+std::vector<double> StepLosses(const LocalRunResult& result);
+
+}  // namespace pipecoord::worker
+
+#endif  // PIPECOORD_WORKER_DAEMON_LOCAL_RUN_H_

@@ -1,0 +1,391 @@
+// worker: a pipecoord worker daemon. Registers with the coordinator, keeps its lease, runs the
+// job lists it is assigned on its compute backend and reports telemetry; then waits for more.
+//   worker --coordinator 127.0.0.1:50051 [--device cpu] [--data-listen 127.0.0.1:0] [--advertise HOST]
+//          [--tls-ca FILE --tls-cert FILE --tls-key FILE]
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "cli/flags.h"
+#include "common/client_credentials.h"
+#include "proto/worker.grpc.pb.h"
+#include "worker/daemon/backend_factory.h"
+#include "worker/daemon/clock_sync.h"
+#include "worker/daemon/executor.h"
+#include "worker/daemon/fault_injection.h"
+#include "worker/daemon/health_hooks.h"
+#include "worker/transport/endpoint.h"
+#include "worker/transport/tcp_transport.h"
+
+namespace pipecoord::worker {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+std::vector<FaultRule> g_faults;  // --inject, for every job this worker runs
+
+int64_t WallNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void Log(const char* fmt, const std::string& a = "", const std::string& b = "") {
+  std::fprintf(stderr, "worker: ");
+  std::fprintf(stderr, fmt, a.c_str(), b.c_str());
+  std::fprintf(stderr, "\n");
+}
+
+class Daemon {
+ public:
+  // advertise: the host peers dial for the data port (empty: the bound address).
+  Daemon(std::shared_ptr<grpc::Channel> channel, std::string device, std::string data_host, int data_port,
+         std::string advertise)
+      : stub_(v1::WorkerService::NewStub(channel)), device_(std::move(device)),
+        data_host_(std::move(data_host)), advertise_(std::move(advertise)), data_port_(data_port) {}
+
+  int Run() {
+    // The data port is bound once, so the endpoint the coordinator hands to peers stays true.
+    auto probe = TcpTransport::Listen(data_host_, data_port_);
+    if (!probe.ok()) {
+      Log("cannot listen for peers: %s", probe.status().message());
+      return 1;
+    }
+    endpoint_ = (*probe)->endpoint();
+    data_port_ = std::stoi(endpoint_.substr(endpoint_.rfind(':') + 1));
+    if (!advertise_.empty()) {
+      endpoint_ = FormatHostPort(advertise_, data_port_);
+    } else if (data_host_ == "0.0.0.0" || data_host_ == "::") {
+      Log("listening on %s without --advertise: peers on other hosts cannot reach it", endpoint_);
+    }
+    (*probe)->Shutdown();
+    probe->reset();
+    if (!RegisterWithRetry()) return 1;
+    std::thread heartbeat([this] { HeartbeatLoop(); });
+    // A signal cannot cancel an RPC itself; this thread turns g_stop into a cancellation.
+    std::thread stopper([this] {
+      while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::lock_guard<std::mutex> lock(mu_);
+      if (commands_ctx_ != nullptr) commands_ctx_->TryCancel();
+    });
+    while (!g_stop) {
+      grpc::ClientContext ctx;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        commands_ctx_ = &ctx;
+      }
+      v1::CommandsRequest req;
+      req.set_worker_id(WorkerId());
+      auto reader = stub_->Commands(&ctx, req);
+      v1::WorkerCommand cmd;
+      while (!g_stop && reader->Read(&cmd)) Handle(cmd);
+      grpc::Status st = reader->Finish();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        commands_ctx_ = nullptr;
+      }
+      if (g_stop) break;
+      if (st.error_code() == grpc::StatusCode::NOT_FOUND) RegisterWithRetry();  // lease lost
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    // SIGTERM: finish the current step (its telemetry and result are reported), then leave.
+    // Heartbeats go on meanwhile so the lease holds; past the grace period the job is cancelled.
+    StopCurrentAfterStep();
+    const auto grace_end = std::chrono::steady_clock::now() + kShutdownGrace;
+    while (JobRunning() && std::chrono::steady_clock::now() < grace_end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CancelCurrent();
+    if (job_thread_.joinable()) job_thread_.join();
+    draining_ = false;
+    stopper.join();
+    heartbeat.join();
+    Deregister();
+    return 0;
+  }
+
+ private:
+  std::string WorkerId() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return worker_id_;
+  }
+
+  bool RegisterWithRetry() {
+    for (int attempt = 0; !g_stop; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::RegisterRequest req;
+      req.set_device_kind(device_);
+      req.set_host(advertise_.empty() ? data_host_ : advertise_);
+      req.set_data_endpoint(endpoint_);
+      req.set_worker_id(WorkerId());
+      v1::RegisterResponse resp;
+      grpc::Status st = stub_->Register(&ctx, req, &resp);
+      if (st.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        worker_id_ = resp.worker_id();
+        lease_ms_ = resp.lease_ms();
+        Log("registered as %s, peers reach it at %s", worker_id_, endpoint_);
+        return true;
+      }
+      // Bad input or credentials do not get better by retrying (a live registration of the same
+      // certificate, FAILED_PRECONDITION, does once its lease expires).
+      if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT || st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+          st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+        Log("registration refused: %s", st.error_message());
+        return false;
+      }
+      if (attempt % 10 == 0) Log("coordinator not reachable yet (%s), retrying", st.error_message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return false;
+  }
+
+  void HeartbeatLoop() {
+    while (!g_stop || draining_) {
+      int64_t lease;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        lease = lease_ms_;
+      }
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(lease));
+      v1::HeartbeatRequest req;
+      req.set_worker_id(WorkerId());
+      const int64_t t0 = WallNs();
+      req.set_worker_send_ns(t0);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (hooks_ != nullptr) *req.mutable_progress() = hooks_->progress();
+      }
+      v1::HeartbeatResponse resp;
+      if (stub_->Heartbeat(&ctx, req, &resp).ok()) {
+        clock_.AddSample(t0, resp.coordinator_recv_ns(), resp.coordinator_send_ns(), WallNs());
+      }
+      for (int i = 0; i < 10 && (!g_stop || draining_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(lease / 30));
+    }
+  }
+
+  void Handle(const v1::WorkerCommand& cmd) {
+    if (cmd.has_assign()) {
+      CancelCurrent();
+      if (job_thread_.joinable()) job_thread_.join();
+      job_thread_ = std::thread([this, a = cmd.assign()] { RunJob(a); });
+    } else if (!cmd.cancel_job_id().empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (current_job_ == cmd.cancel_job_id() && executor_ != nullptr) {
+        Log("cancelling %s", current_job_);
+        executor_->Cancel();
+        if (transport_ != nullptr) transport_->Shutdown();
+      }
+    }
+  }
+
+  // Kubernetes' default terminationGracePeriodSeconds is 30: leave before the SIGKILL.
+  static constexpr std::chrono::seconds kShutdownGrace{25};
+
+  bool JobRunning() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return executor_ != nullptr;
+  }
+
+  void StopCurrentAfterStep() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (executor_ != nullptr) {
+      Log("shutting down: finishing the current step of %s", current_job_);
+      executor_->StopAfterStep();
+    }
+  }
+
+  void Deregister() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::DeregisterRequest req;
+    req.set_worker_id(WorkerId());
+    v1::DeregisterResponse resp;
+    grpc::Status st = stub_->Deregister(&ctx, req, &resp);
+    if (st.ok()) Log("deregistered %s", WorkerId());
+  }
+
+  void CancelCurrent() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (executor_ != nullptr) executor_->Cancel();
+    if (transport_ != nullptr) transport_->Shutdown();
+  }
+
+  void RunJob(const v1::Assignment& a) {
+    const int pp = a.spec().pp();
+    const int global = a.dp_rank() * pp + a.rank();
+    Log("%s: running rank %s", a.job_id(), std::to_string(a.rank()) + " (dp " + std::to_string(a.dp_rank()) + ")");
+    bool reported = false;
+    Status st = RunJobInner(a, global, &reported);
+    if (!reported) Report(a, st);
+  }
+
+  // Tells the coordinator how this rank's part ended.
+  void Report(const v1::Assignment& a, const Status& st) {
+    v1::ReportResultRequest req;
+    req.set_worker_id(WorkerId());
+    req.set_job_id(a.job_id());
+    req.set_rank(a.rank());
+    req.set_ok(st.ok());
+    req.set_message(st.message());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ReportResultResponse resp;
+    stub_->ReportResult(&ctx, req, &resp);
+    Log("%s: %s", a.job_id(), st.ok() ? std::string("done") : st.ToString());
+  }
+
+  // Runs the job; reports its result itself (setting *reported) once the transport exists, so the
+  // report reaches the coordinator before peers see this rank's links close.
+  Status RunJobInner(const v1::Assignment& a, int global, bool* reported) {
+    auto backend = MakeBackend(a);
+    if (!backend.ok()) return backend.status();
+    TcpTransportOptions topt;
+    topt.session = a.session();
+    auto transport = TcpTransport::Listen(data_host_, data_port_, topt);
+    if (!transport.ok()) return transport.status();
+    std::map<int, std::string> peers;
+    for (const v1::Peer& p : a.peers()) {
+      if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
+    }
+    PIPECOORD_RETURN_IF_ERROR((*transport)->Connect(global, peers, a.session(), std::chrono::seconds(30)));
+    ExecutorOptions eopt;
+    eopt.clock_ns = [this] { return WallNs() + clock_.offset_ns(); };
+    HealthHooks hooks(a, RulesFor(g_faults, global));
+    eopt.hooks = &hooks;
+    Executor executor(a, backend->get(), transport->get(), eopt);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hooks_ = &hooks;
+      current_job_ = a.job_id();
+      executor_ = &executor;
+      transport_ = transport->get();
+    }
+    grpc::ClientContext tctx;
+    v1::TelemetryAck ack;
+    auto telemetry = stub_->Telemetry(&tctx, &ack);
+    Status st = executor.Run([&](StepReport&& r) {
+      v1::TelemetryBatch batch;
+      batch.set_worker_id(WorkerId());
+      batch.set_job_id(a.job_id());
+      batch.set_rank(a.rank());
+      batch.set_dp_rank(a.dp_rank());
+      for (auto& t : r.actions) *batch.add_actions() = std::move(t);
+      *batch.add_steps() = r.summary;
+      if (!telemetry->Write(batch)) return Unavailable("telemetry stream to the coordinator closed");
+      return Status::Ok();
+    });
+    telemetry->WritesDone();
+    grpc::Status tst = telemetry->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      executor_ = nullptr;
+      transport_ = nullptr;
+      hooks_ = nullptr;
+    }
+    if (st.ok() && !tst.ok()) st = Unavailable("telemetry refused: " + tst.error_message());
+    Report(a, st);
+    *reported = true;
+    (*transport)->Shutdown();
+    return st;
+  }
+
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  const std::string device_, data_host_, advertise_;
+  int data_port_;
+  std::string endpoint_;
+  ClockSync clock_;
+  std::mutex mu_;
+  std::string worker_id_, current_job_;
+  int64_t lease_ms_ = 5000;
+  Executor* executor_ = nullptr;
+  HealthHooks* hooks_ = nullptr;  // the running job's progress, for the heartbeat
+  Transport* transport_ = nullptr;
+  grpc::ClientContext* commands_ctx_ = nullptr;
+  std::thread job_thread_;
+  std::atomic<bool> draining_{true};  // heartbeats go on until the last job has stopped
+};
+
+}  // namespace
+}  // namespace pipecoord::worker
+
+int main(int argc, char** argv) {
+  using namespace pipecoord;
+  std::string coordinator_addr, device = "cpu", data_listen = "127.0.0.1:0", advertise;
+  cli::FlagSet flags("worker --coordinator HOST:PORT [--device cpu|cuda] [--data-listen HOST:PORT] [--advertise HOST] "
+                     "[--tls-ca FILE --tls-cert FILE --tls-key FILE]",
+                     "A pipecoord worker: registers with the coordinator, runs the job lists it is "
+                     "assigned (its rank comes from the assignment) and reports telemetry.");
+  flags.String("coordinator", &coordinator_addr, "the coordinator's gRPC address (or PIPECOORD_ADDR)");
+  flags.String("device", &device, "compute backend: cpu (default) or cuda");
+  std::string inject;
+  flags.String("inject", &inject,
+               "faults to inject, for tests and demos: RULE[,RULE...] with RULE slow:RANK:FACTOR, "
+               "hang:RANK:STEP, corrupt:RANK:STEP or oom:RANK:BYTES (RANK: global rank)");
+  flags.String("data-listen", &data_listen, "address peers send activations to (default 127.0.0.1:0: any free port)");
+  flags.String("advertise", &advertise,
+               "host name or IP peers dial for the data port, e.g. the pod IP (default: the --data-listen "
+               "host; needed when that is 0.0.0.0)");
+  // Mutual TLS to the coordinator (docs/operations.md "Security"); the data port stays plaintext.
+  ClientTlsFlags tls;
+  flags.String("tls-ca", &tls.ca_file, "PEM CA the coordinator's certificate must verify against (default: plaintext)");
+  flags.String("tls-cert", &tls.cert_file,
+               "PEM client certificate; its URI SAN urn:pipecoord:worker:ID is this worker's id (with --tls-ca)");
+  flags.String("tls-key", &tls.key_file, "PEM private key of --tls-cert");
+  Status st = flags.Parse(argc - 1, argv + 1);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (coordinator_addr.empty() && std::getenv("PIPECOORD_ADDR")) coordinator_addr = std::getenv("PIPECOORD_ADDR");
+  if (st.ok() && coordinator_addr.empty()) st = InvalidArgument("--coordinator: required (or set PIPECOORD_ADDR)");
+  if (st.ok() && device != "cpu" && device != "cuda") st = InvalidArgument("--device: must be cpu or cuda, got \"" + device + "\"");
+  if (st.ok()) {
+    auto rules = worker::ParseFaultRules(inject);
+    if (rules.ok()) worker::g_faults = std::move(rules).value();
+    else st = rules.status();
+  }
+  const size_t colon = data_listen.rfind(':');
+  if (st.ok() && colon == std::string::npos) st = InvalidArgument("--data-listen: must be HOST:PORT");
+  // A host name or an IPv4/IPv6 address, never HOST:PORT nor an unexpanded "$(POD_IP)".
+  const bool bad_advertise =
+      (flags.Given("advertise") && advertise.empty()) || std::count(advertise.begin(), advertise.end(), ':') == 1 ||
+      advertise.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:") != std::string::npos;
+  if (st.ok() && bad_advertise) {
+    st = InvalidArgument("--advertise: must be a host name or IP address without a port, got \"" + advertise + "\"");
+  }
+  if (st.ok() && !tls.ca_file.empty() && tls.cert_file.empty()) {
+    st = InvalidArgument("--tls-cert: required with --tls-ca (the coordinator knows workers by their client certificate)");
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (st.ok()) {
+    auto made = ClientCredentials(tls);
+    if (made.ok()) credentials = std::move(made).value();
+    else st = made.status();
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "worker: %s\n", st.message().c_str());
+    return 2;
+  }
+  std::signal(SIGINT, worker::OnSignal);
+  std::signal(SIGTERM, worker::OnSignal);
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  // Keepalive on the long-lived command and telemetry streams: a dead coordinator is noticed in
+  // ~15 s even when no call is in flight (the server permits pings this often).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  auto channel = grpc::CreateCustomChannel(coordinator_addr, credentials, args);
+  worker::Daemon daemon(channel, device, data_listen.substr(0, colon), std::stoi(data_listen.substr(colon + 1)),
+                        advertise);
+  return daemon.Run();
+}

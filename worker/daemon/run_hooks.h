@@ -1,0 +1,35 @@
+// RunHooks: what the executor tells the worker's health side while it walks a job list (where it
+// is, for the heartbeat's progress report) and asks of it (a PROBE's checksum, injected faults
+// around compute actions, memory held outside the backend). All calls come from the executor's
+// thread; an implementation may block in BeforeCompute until `cancelled` turns true.
+#ifndef PIPECOORD_WORKER_DAEMON_RUN_HOOKS_H_
+#define PIPECOORD_WORKER_DAEMON_RUN_HOOKS_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "common/status.h"
+#include "proto/schedule.pb.h"
+
+namespace pipecoord::worker {
+
+class RunHooks {
+ public:
+  virtual ~RunHooks() = default;
+  // Action `index` of `step` starts; input_peer is the pipeline rank whose input it waits for
+  // (-1: none). OnInputReady: that input is there and the action itself runs.
+  virtual void OnActionStart(int step, int index, const v1::Action& action, int input_peer) = 0;
+  virtual void OnInputReady() = 0;
+  virtual void OnActionDone() = 0;
+  // Around each compute action's kernel (inside its measured time).
+  virtual Status BeforeCompute(int step, const v1::Action& action, const std::atomic<bool>& cancelled) = 0;
+  virtual void AfterCompute(int step, const v1::Action& action, int64_t elapsed_ns) = 0;
+  // A PROBE action: runs the numerical probe and returns its checksum.
+  virtual uint64_t Probe(int step) = 0;
+  // Bytes held besides the backend's (added to the step's reported memory).
+  virtual uint64_t ExtraMemoryBytes() = 0;
+};
+
+}  // namespace pipecoord::worker
+
+#endif  // PIPECOORD_WORKER_DAEMON_RUN_HOOKS_H_

@@ -1,0 +1,67 @@
+// LmHead: the end of the model on the last stage: final RMSNorm, the LM head (untied from the
+// embedding) and the cross-entropy loss, split into F, B and W like TransformerBlock.
+//
+//   y = RMSNorm(x; norm)   logits = y Wout^T   loss = mean over tokens of CE(logits, targets)
+//
+// B starts from dloss, the gradient of the training objective w.r.t. this micro-batch's loss
+// (1/m under gradient accumulation over m micro-batches). T is float or double; x [tokens, h],
+// logits [tokens, vocab]; norm [h], output [vocab, h].
+#ifndef PIPECOORD_WORKER_MODEL_LM_HEAD_H_
+#define PIPECOORD_WORKER_MODEL_LM_HEAD_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace pipecoord::model {
+
+struct HeadDims {
+  int64_t tokens = 0;
+  int64_t hidden = 0;
+  int64_t vocab = 0;
+};
+
+template <typename P>
+struct HeadTensors {
+  P* norm = nullptr;    // [h]
+  P* output = nullptr;  // [vocab, h]
+};
+
+template <typename T>
+struct HeadSaved {
+  std::vector<T> x, rstd, y, logits;  // from F: logits live until B, the rest until W
+  std::vector<int32_t> targets;        // until B
+  std::vector<T> dlogits, dy;          // from B for W
+
+  int64_t Bytes() const;
+};
+
+template <typename T>
+class LmHead {
+ public:
+  LmHead(const HeadDims& dims, HeadTensors<const T> weights, HeadTensors<T> grads);
+
+  // F: returns the mean cross-entropy over tokens; x is moved into saved, targets copied.
+  // targets must hold `tokens` ids in [0, vocab) (the caller checks).
+  double Forward(std::vector<T> x, std::span<const int32_t> targets, HeadSaved<T>* saved) const;
+  // B: returns dx [tokens, h]; keeps y, dlogits and what the norm's W part needs.
+  std::vector<T> BackwardInput(double dloss, HeadSaved<T>* saved) const;
+  // W: adds the gradients of norm and output; saved is empty afterwards.
+  void BackwardWeight(HeadSaved<T>* saved) const;
+  // One-pass baseline, bit-identical to BackwardInput + BackwardWeight.
+  std::vector<T> BackwardFused(double dloss, HeadSaved<T>* saved) const;
+
+ private:
+  HeadDims d_;
+  HeadTensors<const T> w_;
+  HeadTensors<T> g_;
+};
+
+extern template struct HeadSaved<float>;
+extern template struct HeadSaved<double>;
+extern template class LmHead<float>;
+extern template class LmHead<double>;
+
+}  // namespace pipecoord::model
+
+#endif  // PIPECOORD_WORKER_MODEL_LM_HEAD_H_

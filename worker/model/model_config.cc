@@ -1,0 +1,48 @@
+#include "worker/model/model_config.h"
+
+#include <string>
+
+namespace pipecoord::model {
+namespace {
+
+Status Positive(const char* field, int64_t value) {
+  if (value > 0) return Status::Ok();
+  return InvalidArgument(std::string(field) + ": must be > 0, got " + std::to_string(value));
+}
+
+}  // namespace
+
+int ModelConfig::FfnHidden() const {
+  if (ffn_hidden > 0) return ffn_hidden;
+  const int64_t third = (8 * static_cast<int64_t>(hidden) + 2) / 3;  // ceil(8h / 3)
+  return static_cast<int>((third + 63) / 64 * 64);
+}
+
+Status ModelConfig::Validate() const {
+  PIPECOORD_RETURN_IF_ERROR(Positive("layers", layers));
+  PIPECOORD_RETURN_IF_ERROR(Positive("hidden", hidden));
+  PIPECOORD_RETURN_IF_ERROR(Positive("heads", heads));
+  PIPECOORD_RETURN_IF_ERROR(Positive("vocab", vocab));
+  PIPECOORD_RETURN_IF_ERROR(Positive("seq_len", seq_len));
+  if (ffn_hidden < 0) {
+    return InvalidArgument("ffn_hidden: must be >= 0 (0 picks the default), got " +
+                           std::to_string(ffn_hidden));
+  }
+  if (hidden % heads != 0) {
+    return InvalidArgument("hidden: must be a multiple of heads (" + std::to_string(heads) +
+                           "), got " + std::to_string(hidden));
+  }
+  if (HeadDim() % 2 != 0) {
+    return InvalidArgument("heads: hidden / heads must be even for rotary embeddings, got " +
+                           std::to_string(hidden) + " / " + std::to_string(heads) + " = " +
+                           std::to_string(HeadDim()));
+  }
+  return Status::Ok();
+}
+
+Status BatchShape::Validate() const {
+  PIPECOORD_RETURN_IF_ERROR(Positive("micro_batch_size", micro_batch_size));
+  return Positive("microbatches", microbatches);
+}
+
+}  // namespace pipecoord::model

@@ -1,0 +1,41 @@
+// ModelConfig: the shape of the Llama-style decoder the workers train (proto ModelSpec's
+// fields), and BatchShape: how much data one optimizer step sees.
+#ifndef PIPECOORD_WORKER_MODEL_MODEL_CONFIG_H_
+#define PIPECOORD_WORKER_MODEL_MODEL_CONFIG_H_
+
+#include <cstdint>
+
+#include "common/status.h"
+
+namespace pipecoord::model {
+
+// RMSNorm's epsilon and RoPE's base, fixed for every model (Llama's values).
+inline constexpr double kRmsNormEps = 1e-5;
+inline constexpr double kRopeBase = 10000.0;
+
+struct ModelConfig {
+  int layers = 0;      // transformer blocks, > 0
+  int hidden = 0;      // model width h, > 0, a multiple of heads
+  int ffn_hidden = 0;  // SwiGLU inner width; 0 means FfnHidden()'s default rule
+  int heads = 0;       // attention heads; hidden / heads must be even (RoPE rotates pairs)
+  int vocab = 0;       // vocabulary size, > 0
+  int seq_len = 0;     // tokens per sample s, > 0
+  uint64_t seed = 0;   // initial weights (and the synthetic data) come from this seed
+
+  // ffn_hidden if set, else ceil(8h/3) rounded up to a multiple of 64 (as proto/job.proto says).
+  int FfnHidden() const;
+  int HeadDim() const { return heads > 0 ? hidden / heads : 0; }
+  // Names the first field that breaks its rule: "hidden: must be a multiple of heads (3), got 32".
+  Status Validate() const;
+};
+
+struct BatchShape {
+  int micro_batch_size = 1;  // samples per micro-batch b >= 1
+  int microbatches = 1;      // micro-batches per optimizer step m >= 1
+
+  Status Validate() const;
+};
+
+}  // namespace pipecoord::model
+
+#endif  // PIPECOORD_WORKER_MODEL_MODEL_CONFIG_H_

@@ -1,0 +1,301 @@
+#include "worker/model/stage_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "kernels/cpu/embedding.h"
+#include "worker/model/weight_init.h"
+
+namespace pipecoord::model {
+namespace {
+
+std::string Mb(int mb) { return "micro-batch " + std::to_string(mb); }
+
+Status CheckIds(const char* field, const std::vector<int32_t>& ids, int64_t want, int vocab) {
+  if (static_cast<int64_t>(ids.size()) != want) {
+    return InvalidArgument(std::string(field) + ": expected " + std::to_string(want) +
+                           " ids (micro_batch_size x seq_len), got " + std::to_string(ids.size()));
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return InvalidArgument(std::string(field) + "[" + std::to_string(i) + "]: must be in [0, " +
+                             std::to_string(vocab) + "), got " + std::to_string(ids[i]));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int64_t StageModel::MicroBatch::Bytes() const {
+  int64_t n = static_cast<int64_t>(tokens.size() * sizeof(int32_t) +
+                                   embed_grad.size() * sizeof(float)) +
+              head.Bytes();
+  for (const auto& b : blocks) n += b.Bytes();
+  return n;
+}
+
+Result<std::unique_ptr<StageModel>> StageModel::Create(const ModelConfig& config,
+                                                       const StageShard& shard,
+                                                       const BatchShape& batch) {
+  PIPECOORD_RETURN_IF_ERROR(config.Validate());
+  PIPECOORD_RETURN_IF_ERROR(ValidateShard(config, shard));
+  PIPECOORD_RETURN_IF_ERROR(batch.Validate());
+  std::unique_ptr<StageModel> m(new StageModel(config, shard, batch));
+  m->Build();
+  return m;
+}
+
+StageModel::StageModel(const ModelConfig& config, const StageShard& shard,
+                       const BatchShape& batch)
+    : config_(config), shard_(shard), batch_(batch) {
+  dims_.batch = batch.micro_batch_size;
+  dims_.seq = config.seq_len;
+  dims_.hidden = config.hidden;
+  dims_.heads = config.heads;
+  dims_.ffn = config.FfnHidden();
+}
+
+void StageModel::Build() {
+  const int64_t h = dims_.hidden, f = dims_.ffn, V = config_.vocab;
+  const double depth = std::sqrt(2.0 * config_.layers);
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, double std, bool decay) {
+    Parameter* p = params_.Add(name, std::move(shape), decay);
+    if (std < 0) {
+      std::fill(p->value.begin(), p->value.end(), 1.0f);  // norm gain
+    } else {
+      InitUniform(p->value, config_.seed, name, std);
+    }
+    return p;
+  };
+  const double kOnes = -1;
+  if (shard_.has_embedding) embedding_ = add("tok_embeddings.weight", {V, h}, 1.0, true);
+  auto rope = std::make_shared<const kernels::cpu::RopeTable>(
+      kernels::cpu::MakeRopeTable(dims_.seq, h / dims_.heads, kRopeBase));
+  blocks_.reserve(static_cast<size_t>(shard_.num_layers));
+  for (int l = shard_.first_layer; l < shard_.first_layer + shard_.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    BlockTensors<const float> w;
+    BlockTensors<float> g;
+    auto bind = [&](Parameter* param, const float** wp, float** gp) {
+      *wp = param->value.data();
+      *gp = param->grad.data();
+    };
+    const double in_std = 1.0 / std::sqrt(static_cast<double>(h));
+    bind(add(p + "attention_norm.weight", {h}, kOnes, false), &w.attention_norm,
+         &g.attention_norm);
+    bind(add(p + "attention.wq.weight", {h, h}, in_std, true), &w.wq, &g.wq);
+    bind(add(p + "attention.wk.weight", {h, h}, in_std, true), &w.wk, &g.wk);
+    bind(add(p + "attention.wv.weight", {h, h}, in_std, true), &w.wv, &g.wv);
+    bind(add(p + "attention.wo.weight", {h, h}, in_std / depth, true), &w.wo, &g.wo);
+    bind(add(p + "ffn_norm.weight", {h}, kOnes, false), &w.ffn_norm, &g.ffn_norm);
+    bind(add(p + "feed_forward.w1.weight", {f, h}, in_std, true), &w.w1, &g.w1);
+    bind(add(p + "feed_forward.w2.weight", {h, f}, 1.0 / std::sqrt(static_cast<double>(f)) / depth,
+             true),
+         &w.w2, &g.w2);
+    bind(add(p + "feed_forward.w3.weight", {f, h}, in_std, true), &w.w3, &g.w3);
+    blocks_.emplace_back(dims_, w, g, rope);
+  }
+  if (shard_.has_head) {
+    Parameter* norm = add("norm.weight", {h}, kOnes, false);
+    Parameter* out = add("output.weight", {V, h}, 1.0 / std::sqrt(static_cast<double>(h)), true);
+    head_.emplace(HeadDims{dims_.tokens(), h, V},
+                  HeadTensors<const float>{norm->value.data(), out->value.data()},
+                  HeadTensors<float>{norm->grad.data(), out->grad.data()});
+  }
+}
+
+Status StageModel::CheckInput(int mb, const StageInput& in) const {
+  if (mb < 0) return InvalidArgument(Mb(mb) + ": ids must be >= 0");
+  if (in_flight_.count(mb)) {
+    return FailedPrecondition(Mb(mb) + ": forward already ran and its backward is pending");
+  }
+  const int64_t n = dims_.tokens();
+  if (shard_.has_embedding) {
+    PIPECOORD_RETURN_IF_ERROR(CheckIds("tokens", in.tokens, n, config_.vocab));
+    if (!in.activations.empty()) {
+      return InvalidArgument("activations: the embedding stage reads tokens, got " +
+                             std::to_string(in.activations.size()) + " floats");
+    }
+  } else {
+    if (static_cast<int64_t>(in.activations.size()) != n * dims_.hidden) {
+      return InvalidArgument("activations: expected " + std::to_string(n * dims_.hidden) +
+                             " floats (micro_batch_size x seq_len x hidden), got " +
+                             std::to_string(in.activations.size()));
+    }
+    if (!in.tokens.empty()) {
+      return InvalidArgument("tokens: only the embedding stage reads tokens, got " +
+                             std::to_string(in.tokens.size()));
+    }
+  }
+  if (shard_.has_head) {
+    PIPECOORD_RETURN_IF_ERROR(CheckIds("targets", in.targets, n, config_.vocab));
+  } else if (!in.targets.empty()) {
+    return InvalidArgument("targets: only the head stage reads targets, got " +
+                           std::to_string(in.targets.size()));
+  }
+  return Status::Ok();
+}
+
+Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
+  PIPECOORD_RETURN_IF_ERROR(CheckInput(mb, input));
+  MicroBatch& state = in_flight_[mb];
+  std::vector<float> x;
+  if (shard_.has_embedding) {
+    x.resize(activation_size());
+    kernels::cpu::EmbeddingForward(embedding_->value.data(), input.tokens.data(), x.data(),
+                                   dims_.tokens(), dims_.hidden);
+    state.tokens = std::move(input.tokens);
+  } else {
+    x = std::move(input.activations);
+  }
+  state.blocks.resize(blocks_.size());
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    x = blocks_[i].Forward(std::move(x), &state.blocks[i]);
+  }
+  StageOutput out;
+  if (head_) {
+    out.loss = head_->Forward(std::move(x), input.targets, &state.head);
+  } else {
+    out.activations = std::move(x);
+  }
+  NotePeak();
+  return out;
+}
+
+Result<StageModel::MicroBatch*> StageModel::Find(int mb, Phase phase, const char* what) {
+  auto it = in_flight_.find(mb);
+  if (it == in_flight_.end()) {
+    return FailedPrecondition(Mb(mb) + ": " + what + " needs its forward first");
+  }
+  if (it->second.phase != phase) {
+    return FailedPrecondition(Mb(mb) + ": " + what +
+                              (phase == Phase::kForwardDone
+                                   ? " already ran; its weight gradient (W) is pending"
+                                   : " needs its input gradient (B) first"));
+  }
+  return &it->second;
+}
+
+Result<std::vector<float>> StageModel::Backward(int mb, std::vector<float> grad_output,
+                                                bool fused) {
+  auto found = Find(mb, Phase::kForwardDone, fused ? "fused backward" : "input gradient (B)");
+  if (!found.ok()) return found.status();
+  MicroBatch* state = *found;
+  const int64_t size = activation_size();
+  if (head_ && !grad_output.empty()) {
+    return InvalidArgument("grad_output: the head stage starts from its loss; pass none, got " +
+                           std::to_string(grad_output.size()) + " floats");
+  }
+  if (!head_ && static_cast<int64_t>(grad_output.size()) != size) {
+    return InvalidArgument("grad_output: expected " + std::to_string(size) +
+                           " floats (micro_batch_size x seq_len x hidden), got " +
+                           std::to_string(grad_output.size()));
+  }
+  std::vector<float> g = std::move(grad_output);
+  if (head_) {
+    const double dloss = 1.0 / batch_.microbatches;
+    g = fused ? head_->BackwardFused(dloss, &state->head)
+              : head_->BackwardInput(dloss, &state->head);
+  }
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    g = fused ? blocks_[i].BackwardFused(std::move(g), &state->blocks[i])
+              : blocks_[i].BackwardInput(std::move(g), &state->blocks[i]);
+  }
+  std::vector<float> dx;
+  if (shard_.has_embedding) {
+    state->embed_grad = std::move(g);  // token ids take no gradient: B ends here
+  } else {
+    dx = std::move(g);
+  }
+  if (fused) {
+    if (shard_.has_embedding) EmbeddingWeightGrad(state);  // all that is left of W
+    in_flight_.erase(mb);
+  } else {
+    state->phase = Phase::kInputGradDone;
+  }
+  NotePeak();
+  return dx;
+}
+
+Result<std::vector<float>> StageModel::BackwardInput(int mb, std::vector<float> grad_output) {
+  return Backward(mb, std::move(grad_output), /*fused=*/false);
+}
+
+Result<std::vector<float>> StageModel::BackwardFused(int mb, std::vector<float> grad_output) {
+  return Backward(mb, std::move(grad_output), /*fused=*/true);
+}
+
+void StageModel::EmbeddingWeightGrad(MicroBatch* state) {
+  kernels::cpu::EmbeddingBackwardWeight(state->embed_grad.data(), state->tokens.data(),
+                                        embedding_->grad.data(), dims_.tokens(), dims_.hidden);
+}
+
+Status StageModel::BackwardWeight(int mb) {
+  auto found = Find(mb, Phase::kInputGradDone, "weight gradient (W)");
+  if (!found.ok()) return found.status();
+  MicroBatch* state = *found;
+  if (head_) head_->BackwardWeight(&state->head);
+  for (size_t i = blocks_.size(); i-- > 0;) blocks_[i].BackwardWeight(&state->blocks[i]);
+  if (shard_.has_embedding) EmbeddingWeightGrad(state);
+  in_flight_.erase(mb);
+  return Status::Ok();
+}
+
+Result<std::vector<float>> StageModel::BackwardFull(int mb, std::vector<float> grad_output) {
+  auto dx = BackwardInput(mb, std::move(grad_output));
+  if (!dx.ok()) return dx;
+  PIPECOORD_RETURN_IF_ERROR(BackwardWeight(mb));
+  return dx;
+}
+
+void StageModel::ZeroGrad() { params_.ZeroGrad(); }
+
+Status StageModel::OptimizerStep(const kernels::cpu::AdamWOptions& options) {
+  auto in_range = [](const char* field, double v, double lo, double hi) {
+    if (v >= lo && v < hi) return Status::Ok();
+    return InvalidArgument(std::string(field) + ": must be in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "), got " + std::to_string(v));
+  };
+  PIPECOORD_RETURN_IF_ERROR(in_range("lr", options.lr, 0.0, 1e30));
+  PIPECOORD_RETURN_IF_ERROR(in_range("beta1", options.beta1, 0.0, 1.0));
+  PIPECOORD_RETURN_IF_ERROR(in_range("beta2", options.beta2, 0.0, 1.0));
+  PIPECOORD_RETURN_IF_ERROR(in_range("eps", options.eps, 0.0, 1e30));
+  PIPECOORD_RETURN_IF_ERROR(in_range("weight_decay", options.weight_decay, 0.0, 1e30));
+  if (!in_flight_.empty()) {
+    return FailedPrecondition(std::to_string(in_flight_.size()) +
+                              " micro-batch(es) still in flight (first: " +
+                              Mb(in_flight_.begin()->first) +
+                              "); run their backward passes before the optimizer step");
+  }
+  ++optimizer_steps_;
+  for (const auto& p : params_.all()) {
+    kernels::cpu::AdamWOptions o = options;
+    if (!p->weight_decay) o.weight_decay = 0.0;
+    kernels::cpu::AdamWStep(p->value.data(), p->grad.data(), p->adam_m.data(), p->adam_v.data(),
+                            p->numel(), o, optimizer_steps_);
+  }
+  return Status::Ok();
+}
+
+Result<ParameterRef> StageModel::FindParameter(std::string_view name) {
+  for (const ParameterRef& r : params_.Refs()) {
+    if (r.name == name) return r;
+  }
+  return NotFound("parameter \"" + std::string(name) + "\": not held by stage " +
+                  std::to_string(shard_.stage));
+}
+
+int64_t StageModel::ActivationBytes() const {
+  int64_t n = 0;
+  for (const auto& [mb, state] : in_flight_) n += state.Bytes();
+  return n;
+}
+
+void StageModel::NotePeak() {
+  peak_activation_bytes_ = std::max(peak_activation_bytes_, ActivationBytes());
+}
+
+}  // namespace pipecoord::model

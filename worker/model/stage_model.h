@@ -1,0 +1,145 @@
+// StageModel: one virtual stage of the Llama-style decoder, driven one micro-batch at a time
+// in whatever order a pipeline schedule asks: F, then B and W separately (zero-bubble) or BW.
+//
+// A stage holds blocks [first_layer, first_layer + num_layers), plus the token embedding if
+// has_embedding and the final RMSNorm, LM head (untied) and cross-entropy if has_head. Weights
+// come from (seed, tensor name) with the global layer index in the name (weight_init.h), so a
+// layer starts identical under every partition, and a chain of stages computes bit for bit
+// what one stage holding every layer computes.
+//
+// Per micro-batch, F saves what the backward needs; B computes the input gradient and keeps
+// only what W needs; W accumulates weight gradients and frees the rest. Micro-batches are
+// independent: any number may be in flight, in any interleaving that respects F < B < W for
+// each. Gradients accumulate across micro-batches until ZeroGrad.
+//
+// Loss scaling: Forward on the head stage returns the micro-batch's plain mean token loss; the
+// head's B seeds the backward with dloss = 1/m (m = BatchShape::microbatches), so the gradients
+// accumulated over a step's m micro-batches are those of the step loss, the mean of the m
+// micro-batch losses. Nothing else is scaled.
+//
+// Initial weights (uniform with the given std): tok_embeddings 1; wq, wk, wv, w1, w3
+// 1/sqrt(h); wo 1/sqrt(h) and w2 1/sqrt(ffn), each divided by sqrt(2 layers); output
+// 1/sqrt(h); norm gains 1. AdamW decays matrices and the embedding, never norm gains.
+//
+// Not thread-safe: one caller at a time.
+#ifndef PIPECOORD_WORKER_MODEL_STAGE_MODEL_H_
+#define PIPECOORD_WORKER_MODEL_STAGE_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/rotary.h"
+#include "worker/model/lm_head.h"
+#include "worker/model/model_config.h"
+#include "worker/model/parameter_store.h"
+#include "worker/model/stage_shard.h"
+#include "worker/model/transformer_block.h"
+
+namespace pipecoord::model {
+
+// What Forward reads. Fill the fields the stage uses; the others must stay empty.
+struct StageInput {
+  std::vector<int32_t> tokens;     // [b * s] ids in [0, vocab): the stage with the embedding
+  std::vector<float> activations;  // [b * s * h]: every stage without the embedding
+  std::vector<int32_t> targets;    // [b * s] next-token ids: the stage with the head
+};
+
+struct StageOutput {
+  std::vector<float> activations;  // [b * s * h] for the next stage; empty on the head stage
+  std::optional<double> loss;      // head stage only: the micro-batch's mean token loss
+};
+
+class StageModel {
+ public:
+  // Builds and initialises the stage. Errors name the config field or shard rule broken.
+  static Result<std::unique_ptr<StageModel>> Create(const ModelConfig& config,
+                                                    const StageShard& shard,
+                                                    const BatchShape& batch);
+  StageModel(const StageModel&) = delete;
+  StageModel& operator=(const StageModel&) = delete;
+
+  // F of micro-batch mb (any id >= 0 not in flight). Returns the activations for the next
+  // stage or, on the head stage, the loss.
+  Result<StageOutput> Forward(int mb, StageInput input);
+  // B: from grad_output ([b * s * h]; empty on the head stage, which starts from its loss)
+  // returns the gradient w.r.t. this stage's input activations (empty on the embedding stage).
+  Result<std::vector<float>> BackwardInput(int mb, std::vector<float> grad_output);
+  // W: adds mb's weight gradients and frees everything mb still held. Needs mb's B first.
+  Status BackwardWeight(int mb);
+  // BW: BackwardInput then BackwardWeight.
+  Result<std::vector<float>> BackwardFull(int mb, std::vector<float> grad_output);
+  // The one-pass backward baseline (weight gradients computed right after each op's input
+  // gradient); same results as BackwardFull, bit for bit, but never holds B-to-W state.
+  Result<std::vector<float>> BackwardFused(int mb, std::vector<float> grad_output);
+
+  void ZeroGrad();
+  // One AdamW step on every parameter (weight_decay applies to matrices only). Refuses options
+  // out of range (lr, eps, weight_decay >= 0; betas in [0, 1)) and refuses to run while a
+  // micro-batch is in flight (its W would be lost or land in the next step).
+  Status OptimizerStep(const kernels::cpu::AdamWOptions& options);
+  // Steps taken so far (AdamW's bias correction uses it); settable to restore a checkpoint.
+  int64_t optimizer_steps() const { return optimizer_steps_; }
+  void set_optimizer_steps(int64_t steps) { optimizer_steps_ = steps; }
+
+  // Every parameter in model order, with its gradient and AdamW moments (views into buffers
+  // the model owns: valid while it lives; write through them to load a checkpoint).
+  std::vector<ParameterRef> Parameters() { return params_.Refs(); }
+  Result<ParameterRef> FindParameter(std::string_view name);
+  // Values, gradients and both moments.
+  int64_t ParameterBytes() const { return params_.Bytes(); }
+
+  // Bytes saved for micro-batches in flight now, and the most held at the end of any call
+  // since the last reset.
+  int64_t ActivationBytes() const;
+  int64_t PeakActivationBytes() const { return peak_activation_bytes_; }
+  void ResetPeakActivationBytes() { peak_activation_bytes_ = ActivationBytes(); }
+  int MicroBatchesInFlight() const { return static_cast<int>(in_flight_.size()); }
+
+  const ModelConfig& config() const { return config_; }
+  const StageShard& shard() const { return shard_; }
+  const BatchShape& batch() const { return batch_; }
+  int64_t tokens_per_microbatch() const { return dims_.tokens(); }  // b * s
+  int64_t activation_size() const { return dims_.tokens() * dims_.hidden; }  // b * s * h
+
+ private:
+  enum class Phase { kForwardDone, kInputGradDone };
+  struct MicroBatch {
+    Phase phase = Phase::kForwardDone;
+    std::vector<int32_t> tokens;     // embedding ids, until W
+    std::vector<float> embed_grad;   // gradient of the embedding output, B to W
+    std::vector<BlockSaved<float>> blocks;
+    HeadSaved<float> head;
+    int64_t Bytes() const;
+  };
+
+  StageModel(const ModelConfig& config, const StageShard& shard, const BatchShape& batch);
+  void Build();
+  Status CheckInput(int mb, const StageInput& input) const;
+  Result<MicroBatch*> Find(int mb, Phase phase, const char* what);
+  // B of the head and blocks (or the fused baseline, which also does W and retires mb).
+  Result<std::vector<float>> Backward(int mb, std::vector<float> grad_output, bool fused);
+  void EmbeddingWeightGrad(MicroBatch* state);
+  void NotePeak();
+
+  ModelConfig config_;
+  StageShard shard_;
+  BatchShape batch_;
+  BlockDims dims_;
+  ParameterStore params_;
+  Parameter* embedding_ = nullptr;
+  std::vector<TransformerBlock<float>> blocks_;
+  std::optional<LmHead<float>> head_;
+  std::map<int, MicroBatch> in_flight_;
+  int64_t optimizer_steps_ = 0;
+  int64_t peak_activation_bytes_ = 0;
+};
+
+}  // namespace pipecoord::model
+
+#endif  // PIPECOORD_WORKER_MODEL_STAGE_MODEL_H_

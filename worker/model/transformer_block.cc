@@ -1,0 +1,193 @@
+#include "worker/model/transformer_block.h"
+
+#include <utility>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cpu/swiglu.h"
+#include "worker/model/model_config.h"
+
+namespace pipecoord::model {
+namespace {
+
+using namespace kernels::cpu;  // NOLINT: the ops are this file's vocabulary
+
+template <typename T>
+void Free(std::vector<T>& v) {
+  std::vector<T>().swap(v);
+}
+
+template <typename T>
+void AddInPlace(std::vector<T>& acc, const std::vector<T>& x) {
+  for (size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
+}
+
+}  // namespace
+
+template <typename T>
+int64_t BlockSaved<T>::Bytes() const {
+  size_t n = 0;
+  for (const std::vector<T>* t : {&x, &rstd1, &a, &q, &k, &v, &probs, &o, &x1, &rstd2, &c, &gate,
+                                  &up, &z, &dy, &dgate, &dup, &dc, &dx1, &dq, &dk, &dv, &da}) {
+    n += t->size();
+  }
+  return static_cast<int64_t>(n * sizeof(T));
+}
+
+template <typename T>
+TransformerBlock<T>::TransformerBlock(const BlockDims& dims, BlockTensors<const T> weights,
+                                      BlockTensors<T> grads,
+                                      std::shared_ptr<const RopeTable> rope)
+    : d_(dims), w_(weights), g_(grads), rope_(std::move(rope)) {}
+
+template <typename T>
+std::vector<T> TransformerBlock<T>::Forward(std::vector<T> x, BlockSaved<T>* s) const {
+  const int64_t n = d_.tokens(), h = d_.hidden, f = d_.ffn;
+  const AttentionDims ad{d_.batch, d_.seq, d_.heads, h / d_.heads};
+  s->x = std::move(x);
+  s->rstd1.resize(n);
+  s->a.resize(n * h);
+  RmsNormForward(s->x.data(), w_.attention_norm, s->a.data(), s->rstd1.data(), n, h, kRmsNormEps);
+  s->q.resize(n * h);
+  s->k.resize(n * h);
+  s->v.resize(n * h);
+  LinearForward(s->a.data(), w_.wq, s->q.data(), {n, h, h});
+  LinearForward(s->a.data(), w_.wk, s->k.data(), {n, h, h});
+  LinearForward(s->a.data(), w_.wv, s->v.data(), {n, h, h});
+  RopeForward(s->q.data(), *rope_, d_.batch, d_.heads);
+  RopeForward(s->k.data(), *rope_, d_.batch, d_.heads);
+  s->probs.resize(ad.probs_size());
+  s->o.resize(n * h);
+  AttentionForward(s->q.data(), s->k.data(), s->v.data(), s->probs.data(), s->o.data(), ad);
+  s->x1.resize(n * h);
+  LinearForward(s->o.data(), w_.wo, s->x1.data(), {n, h, h});
+  AddInPlace(s->x1, s->x);
+  s->rstd2.resize(n);
+  s->c.resize(n * h);
+  RmsNormForward(s->x1.data(), w_.ffn_norm, s->c.data(), s->rstd2.data(), n, h, kRmsNormEps);
+  s->gate.resize(n * f);
+  s->up.resize(n * f);
+  LinearForward(s->c.data(), w_.w1, s->gate.data(), {n, h, f});
+  LinearForward(s->c.data(), w_.w3, s->up.data(), {n, h, f});
+  s->z.resize(n * f);
+  SwiGluForward(s->gate.data(), s->up.data(), s->z.data(), n * f);
+  std::vector<T> y(n * h);
+  LinearForward(s->z.data(), w_.w2, y.data(), {n, f, h});
+  AddInPlace(y, s->x1);
+  return y;
+}
+
+template <typename T>
+std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<T>* s) const {
+  const int64_t n = d_.tokens(), h = d_.hidden, f = d_.ffn;
+  const AttentionDims ad{d_.batch, d_.seq, d_.heads, h / d_.heads};
+  // MLP: y = x1 + W2 swiglu(W1 c, W3 c), c = norm(x1).
+  std::vector<T> dz(n * f);
+  LinearBackwardInput(dy.data(), w_.w2, dz.data(), {n, f, h}, false);
+  s->dgate.resize(n * f);
+  s->dup.resize(n * f);
+  SwiGluBackward(dz.data(), s->gate.data(), s->up.data(), s->dgate.data(), s->dup.data(), n * f);
+  Free(dz);
+  Free(s->gate);
+  Free(s->up);
+  s->dc.resize(n * h);
+  LinearBackwardInput(s->dgate.data(), w_.w1, s->dc.data(), {n, h, f}, false);
+  LinearBackwardInput(s->dup.data(), w_.w3, s->dc.data(), {n, h, f}, true);
+  s->dx1 = dy;  // residual path
+  RmsNormBackwardInput(s->dc.data(), s->x1.data(), w_.ffn_norm, s->rstd2.data(), s->dx1.data(), n,
+                       h, true);
+  s->dy = std::move(dy);
+  // Attention: x1 = x + Wo attn(rope(Wq a), rope(Wk a), Wv a), a = norm(x).
+  std::vector<T> dout(n * h);
+  LinearBackwardInput(s->dx1.data(), w_.wo, dout.data(), {n, h, h}, false);
+  s->dq.resize(n * h);
+  s->dk.resize(n * h);
+  s->dv.resize(n * h);
+  AttentionBackward(dout.data(), s->q.data(), s->k.data(), s->v.data(), s->probs.data(),
+                    s->dq.data(), s->dk.data(), s->dv.data(), ad);
+  Free(dout);
+  Free(s->q);
+  Free(s->k);
+  Free(s->v);
+  Free(s->probs);
+  RopeBackward(s->dq.data(), *rope_, d_.batch, d_.heads);
+  RopeBackward(s->dk.data(), *rope_, d_.batch, d_.heads);
+  s->da.resize(n * h);
+  LinearBackwardInput(s->dq.data(), w_.wq, s->da.data(), {n, h, h}, false);
+  LinearBackwardInput(s->dk.data(), w_.wk, s->da.data(), {n, h, h}, true);
+  LinearBackwardInput(s->dv.data(), w_.wv, s->da.data(), {n, h, h}, true);
+  std::vector<T> dx = s->dx1;  // residual path
+  RmsNormBackwardInput(s->da.data(), s->x.data(), w_.attention_norm, s->rstd1.data(), dx.data(), n,
+                       h, true);
+  return dx;
+}
+
+template <typename T>
+void TransformerBlock<T>::BackwardWeight(BlockSaved<T>* s) const {
+  const int64_t n = d_.tokens(), h = d_.hidden, f = d_.ffn;
+  LinearBackwardWeight(s->dy.data(), s->z.data(), g_.w2, {n, f, h});
+  LinearBackwardWeight(s->dgate.data(), s->c.data(), g_.w1, {n, h, f});
+  LinearBackwardWeight(s->dup.data(), s->c.data(), g_.w3, {n, h, f});
+  RmsNormBackwardWeight(s->dc.data(), s->x1.data(), s->rstd2.data(), g_.ffn_norm, n, h);
+  LinearBackwardWeight(s->dx1.data(), s->o.data(), g_.wo, {n, h, h});
+  LinearBackwardWeight(s->dq.data(), s->a.data(), g_.wq, {n, h, h});
+  LinearBackwardWeight(s->dk.data(), s->a.data(), g_.wk, {n, h, h});
+  LinearBackwardWeight(s->dv.data(), s->a.data(), g_.wv, {n, h, h});
+  RmsNormBackwardWeight(s->da.data(), s->x.data(), s->rstd1.data(), g_.attention_norm, n, h);
+  *s = BlockSaved<T>();
+}
+
+template <typename T>
+std::vector<T> TransformerBlock<T>::BackwardFused(std::vector<T> dy, BlockSaved<T>* s) const {
+  const int64_t n = d_.tokens(), h = d_.hidden, f = d_.ffn;
+  const AttentionDims ad{d_.batch, d_.seq, d_.heads, h / d_.heads};
+  // Down projection.
+  std::vector<T> dz(n * f);
+  LinearBackwardInput(dy.data(), w_.w2, dz.data(), {n, f, h}, false);
+  LinearBackwardWeight(dy.data(), s->z.data(), g_.w2, {n, f, h});
+  // SwiGLU and the gate/up projections.
+  std::vector<T> dgate(n * f), dup(n * f);
+  SwiGluBackward(dz.data(), s->gate.data(), s->up.data(), dgate.data(), dup.data(), n * f);
+  std::vector<T> dc(n * h);
+  LinearBackwardInput(dgate.data(), w_.w1, dc.data(), {n, h, f}, false);
+  LinearBackwardWeight(dgate.data(), s->c.data(), g_.w1, {n, h, f});
+  LinearBackwardInput(dup.data(), w_.w3, dc.data(), {n, h, f}, true);
+  LinearBackwardWeight(dup.data(), s->c.data(), g_.w3, {n, h, f});
+  // ffn_norm and the residual.
+  std::vector<T> dx1 = dy;
+  RmsNormBackwardInput(dc.data(), s->x1.data(), w_.ffn_norm, s->rstd2.data(), dx1.data(), n, h,
+                       true);
+  RmsNormBackwardWeight(dc.data(), s->x1.data(), s->rstd2.data(), g_.ffn_norm, n, h);
+  // Output projection.
+  std::vector<T> dout(n * h);
+  LinearBackwardInput(dx1.data(), w_.wo, dout.data(), {n, h, h}, false);
+  LinearBackwardWeight(dx1.data(), s->o.data(), g_.wo, {n, h, h});
+  // Attention, RoPE and the q, k, v projections.
+  std::vector<T> dq(n * h), dk(n * h), dv(n * h);
+  AttentionBackward(dout.data(), s->q.data(), s->k.data(), s->v.data(), s->probs.data(), dq.data(),
+                    dk.data(), dv.data(), ad);
+  RopeBackward(dq.data(), *rope_, d_.batch, d_.heads);
+  RopeBackward(dk.data(), *rope_, d_.batch, d_.heads);
+  std::vector<T> da(n * h);
+  LinearBackwardInput(dq.data(), w_.wq, da.data(), {n, h, h}, false);
+  LinearBackwardWeight(dq.data(), s->a.data(), g_.wq, {n, h, h});
+  LinearBackwardInput(dk.data(), w_.wk, da.data(), {n, h, h}, true);
+  LinearBackwardWeight(dk.data(), s->a.data(), g_.wk, {n, h, h});
+  LinearBackwardInput(dv.data(), w_.wv, da.data(), {n, h, h}, true);
+  LinearBackwardWeight(dv.data(), s->a.data(), g_.wv, {n, h, h});
+  // attention_norm and the residual.
+  std::vector<T> dx = dx1;
+  RmsNormBackwardInput(da.data(), s->x.data(), w_.attention_norm, s->rstd1.data(), dx.data(), n, h,
+                       true);
+  RmsNormBackwardWeight(da.data(), s->x.data(), s->rstd1.data(), g_.attention_norm, n, h);
+  *s = BlockSaved<T>();
+  return dx;
+}
+
+template struct BlockSaved<float>;
+template struct BlockSaved<double>;
+template class TransformerBlock<float>;
+template class TransformerBlock<double>;
+
+}  // namespace pipecoord::model

@@ -1,0 +1,98 @@
+// TransformerBlock: one Llama-style decoder block with its backward split for zero-bubble
+// pipelines.
+//
+//   a = RMSNorm(x; attention_norm)       q, k, v = a Wq^T, a Wk^T, a Wv^T; RoPE on q and k
+//   x1 = x + Attention(q, k, v) Wo^T     (causal, multi-head)
+//   c = RMSNorm(x1; ffn_norm)            y = x1 + (silu(c W1^T) * (c W3^T)) W2^T
+//
+// Forward keeps what the backward needs in a BlockSaved (one per micro-batch, owned by the
+// caller). BackwardInput (B) computes the input gradient, frees what only B needed (q, k, v,
+// attention probabilities, the SwiGLU inputs) and keeps the layer inputs and output gradients
+// the weight gradients need. BackwardWeight (W) accumulates every weight gradient and frees the
+// rest. BackwardFused is the one-pass baseline (each op's weight gradient right after its input
+// gradient); it gives bit-identical results to B then W.
+//
+// T is float (the model) or double (finite-difference tests). Tensors are [tokens, features]
+// row-major with tokens = batch * seq. The block does not own its weights or gradients; it
+// reads the weights at call time, so optimizer updates between calls are seen.
+#ifndef PIPECOORD_WORKER_MODEL_TRANSFORMER_BLOCK_H_
+#define PIPECOORD_WORKER_MODEL_TRANSFORMER_BLOCK_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/rotary.h"
+
+namespace pipecoord::model {
+
+struct BlockDims {
+  int64_t batch = 0;   // samples per micro-batch
+  int64_t seq = 0;     // tokens per sample
+  int64_t hidden = 0;  // model width h
+  int64_t heads = 0;   // attention heads (head_dim = hidden / heads)
+  int64_t ffn = 0;     // SwiGLU inner width
+
+  int64_t tokens() const { return batch * seq; }
+};
+
+// The nine tensors of a block (weights with P = const T, gradients with P = T). Shapes:
+// attention_norm, ffn_norm [h]; wq, wk, wv, wo [h, h]; w1 (gate), w3 (up) [ffn, h]; w2 [h, ffn].
+template <typename P>
+struct BlockTensors {
+  P* attention_norm = nullptr;
+  P* wq = nullptr;
+  P* wk = nullptr;
+  P* wv = nullptr;
+  P* wo = nullptr;
+  P* ffn_norm = nullptr;
+  P* w1 = nullptr;
+  P* w2 = nullptr;
+  P* w3 = nullptr;
+};
+
+// What one micro-batch keeps between F, B and W. Empty vectors are not held.
+template <typename T>
+struct BlockSaved {
+  // From F. x, rstd1, a, o, x1, rstd2, c, z live until W; the rest until B.
+  std::vector<T> x, rstd1, a, q, k, v, probs, o, x1, rstd2, c, gate, up, z;
+  // From B for W: the output gradients of each weight-carrying op.
+  std::vector<T> dy, dgate, dup, dc, dx1, dq, dk, dv, da;
+
+  int64_t Bytes() const;
+};
+
+template <typename T>
+class TransformerBlock {
+ public:
+  // rope must cover dims.seq positions of head_dim = hidden / heads.
+  TransformerBlock(const BlockDims& dims, BlockTensors<const T> weights, BlockTensors<T> grads,
+                   std::shared_ptr<const kernels::cpu::RopeTable> rope);
+
+  // F: returns y [tokens, h] for x [tokens, h] (moved into saved). saved must be empty.
+  std::vector<T> Forward(std::vector<T> x, BlockSaved<T>* saved) const;
+  // B: returns dx for dy (both [tokens, h]); saved must hold a Forward's state.
+  std::vector<T> BackwardInput(std::vector<T> dy, BlockSaved<T>* saved) const;
+  // W: adds this micro-batch's weight gradients to grads; saved must hold a B's state and is
+  // empty afterwards.
+  void BackwardWeight(BlockSaved<T>* saved) const;
+  // BW baseline in one pass: same dx and gradients as BackwardInput + BackwardWeight, bit for bit.
+  std::vector<T> BackwardFused(std::vector<T> dy, BlockSaved<T>* saved) const;
+
+  const BlockDims& dims() const { return d_; }
+
+ private:
+  BlockDims d_;
+  BlockTensors<const T> w_;
+  BlockTensors<T> g_;
+  std::shared_ptr<const kernels::cpu::RopeTable> rope_;
+};
+
+extern template struct BlockSaved<float>;
+extern template struct BlockSaved<double>;
+extern template class TransformerBlock<float>;
+extern template class TransformerBlock<double>;
+
+}  // namespace pipecoord::model
+
+#endif  // PIPECOORD_WORKER_MODEL_TRANSFORMER_BLOCK_H_

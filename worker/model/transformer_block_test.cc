@@ -1,0 +1,145 @@
+#include "worker/model/transformer_block.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gradient_check.h"
+#include "kernels/cpu/rotary.h"
+
+namespace pipecoord::model {
+namespace {
+
+using kernels::cpu::testing::Inner;
+using kernels::cpu::testing::NumericGradient;
+using kernels::cpu::testing::RandomVector;
+using kernels::cpu::testing::RelativeError;
+using kernels::cpu::testing::ReportError;
+
+constexpr int kTensors = 9;
+const char* const kNames[kTensors] = {"attention_norm", "wq",       "wk", "wv", "wo",
+                                      "ffn_norm",       "w1 (gate)", "w2", "w3 (up)"};
+
+// A block's weights and gradients in plain vectors, in kNames order.
+template <typename T>
+struct Weights {
+  std::array<std::vector<T>, kTensors> value, grad;
+
+  Weights(const BlockDims& d, uint64_t seed) {
+    const int64_t h = d.hidden, f = d.ffn;
+    const int64_t sizes[kTensors] = {h, h * h, h * h, h * h, h * h, h, f * h, h * f, f * h};
+    for (int i = 0; i < kTensors; ++i) {
+      std::vector<double> r = RandomVector(sizes[i], seed + i);
+      value[i].resize(r.size());
+      for (size_t j = 0; j < r.size(); ++j) {
+        // Gains near 1, matrices near 1/sqrt(fan_in): activations stay O(1).
+        value[i][j] = static_cast<T>(sizes[i] == h ? 1.0 + 0.3 * r[j] : r[j] * 0.5);
+      }
+      grad[i].assign(r.size(), T(0));
+    }
+  }
+  BlockTensors<const T> W() const {
+    return {value[0].data(), value[1].data(), value[2].data(), value[3].data(), value[4].data(),
+            value[5].data(), value[6].data(), value[7].data(), value[8].data()};
+  }
+  BlockTensors<T> G() {
+    return {grad[0].data(), grad[1].data(), grad[2].data(), grad[3].data(), grad[4].data(),
+            grad[5].data(), grad[6].data(), grad[7].data(), grad[8].data()};
+  }
+};
+
+const BlockDims kDims{2, 5, 8, 2, 12};  // b, s, h, heads, ffn
+
+std::shared_ptr<const kernels::cpu::RopeTable> Rope(const BlockDims& d) {
+  return std::make_shared<const kernels::cpu::RopeTable>(
+      kernels::cpu::MakeRopeTable(d.seq, d.hidden / d.heads));
+}
+
+template <typename T>
+std::vector<T> Input(const BlockDims& d, uint64_t seed) {
+  const std::vector<double> r = RandomVector(d.tokens() * d.hidden, seed);
+  return std::vector<T>(r.begin(), r.end());
+}
+
+TEST(TransformerBlockTest, SplitBackwardMatchesFiniteDifferencesInDouble) {
+  Weights<double> w(kDims, 100);
+  TransformerBlock<double> block(kDims, w.W(), w.G(), Rope(kDims));
+  std::vector<double> x = Input<double>(kDims, 200);
+  const std::vector<double> r = RandomVector(kDims.tokens() * kDims.hidden, 300);
+  auto objective = [&] {
+    BlockSaved<double> s;
+    return Inner(block.Forward(x, &s), r);
+  };
+  BlockSaved<double> saved;
+  block.Forward(x, &saved);
+  const std::vector<double> dx = block.BackwardInput(r, &saved);
+  block.BackwardWeight(&saved);
+  const double ex = RelativeError(dx, NumericGradient(objective, &x, 1e-6));
+  ReportError("block dx (B)", ex);
+  EXPECT_LT(ex, 1e-6);
+  for (int i = 0; i < kTensors; ++i) {
+    std::vector<double> param = w.value[i];
+    // The block reads weights through pointers: perturb the live buffer.
+    auto through = [&] {
+      w.value[i] = param;
+      return objective();
+    };
+    const std::vector<double> numeric = NumericGradient(through, &param, 1e-6);
+    w.value[i] = param;
+    const double e = RelativeError(w.grad[i], numeric);
+    ReportError(("block d" + std::string(kNames[i]) + " (W)").c_str(), e);
+    EXPECT_LT(e, 1e-6) << kNames[i];
+  }
+}
+
+TEST(TransformerBlockTest, InputAndWeightPartsEqualTheFusedBackwardBitForBit) {
+  Weights<float> split(kDims, 7), fused(kDims, 7);
+  const auto rope = Rope(kDims);
+  TransformerBlock<float> a(kDims, split.W(), split.G(), rope);
+  TransformerBlock<float> b(kDims, fused.W(), fused.G(), rope);
+  const std::vector<float> dy = Input<float>(kDims, 9);
+  // Two micro-batches, gradients accumulating; the split one interleaves F/B/W like ZB does.
+  BlockSaved<float> s0, s1, t0, t1;
+  const std::vector<float> y0 = a.Forward(Input<float>(kDims, 1), &s0);
+  const std::vector<float> y1 = a.Forward(Input<float>(kDims, 2), &s1);
+  const std::vector<float> dx0 = a.BackwardInput(dy, &s0);
+  const std::vector<float> dx1 = a.BackwardInput(y0, &s1);
+  EXPECT_TRUE(s0.q.empty() && s0.probs.empty() && s0.gate.empty()) << "B frees what only B needs";
+  EXPECT_FALSE(s0.a.empty() || s0.dq.empty() || s0.dy.empty()) << "B keeps what W needs";
+  a.BackwardWeight(&s0);
+  a.BackwardWeight(&s1);
+  EXPECT_EQ(s0.Bytes(), 0);
+  EXPECT_EQ(s1.Bytes(), 0);
+
+  EXPECT_EQ(b.Forward(Input<float>(kDims, 1), &t0), y0);
+  EXPECT_EQ(b.BackwardFused(dy, &t0), dx0);
+  EXPECT_EQ(b.Forward(Input<float>(kDims, 2), &t1), y1);
+  EXPECT_EQ(b.BackwardFused(y0, &t1), dx1);
+  EXPECT_EQ(t0.Bytes(), 0);
+  for (int i = 0; i < kTensors; ++i) EXPECT_EQ(split.grad[i], fused.grad[i]) << kNames[i];
+}
+
+TEST(TransformerBlockTest, ForwardIsCausal) {
+  // Changing the last token of sample 0 changes no earlier output and nothing in sample 1.
+  Weights<double> w(kDims, 40);
+  TransformerBlock<double> block(kDims, w.W(), w.G(), Rope(kDims));
+  std::vector<double> x = Input<double>(kDims, 41);
+  BlockSaved<double> s1, s2;
+  const std::vector<double> y1 = block.Forward(x, &s1);
+  const int64_t h = kDims.hidden, last = (kDims.seq - 1) * h;
+  for (int64_t c = 0; c < h; ++c) x[last + c] += 0.5;
+  const std::vector<double> y2 = block.Forward(x, &s2);
+  for (int64_t i = 0; i < static_cast<int64_t>(y1.size()); ++i) {
+    if (i >= last && i < last + h) {
+      EXPECT_NE(y1[i], y2[i]) << i;
+    } else {
+      EXPECT_EQ(y1[i], y2[i]) << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pipecoord::model
