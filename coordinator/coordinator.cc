@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include "coordinator/assignment.h"
@@ -34,6 +35,14 @@ struct Coordinator::JobRecord {
   std::map<std::string, std::map<std::string, std::string>> rendezvous;  // key -> worker -> value
   uint64_t session = 0;
   std::unique_ptr<health::JobMonitor> monitor;  // the online checks
+  // A rank's failure that blames a peer (its link broke), held until the peer's own word or
+  // `deadline`.
+  struct Suspicion {
+    std::string cause;   // the reporting rank's message, prefixed with its rank and worker
+    int suspect_global;  // the peer it lost
+    Clock::time_point deadline;
+  };
+  std::optional<Suspicion> suspicion;
   int world() const { return job.spec().pp() * job.spec().dp(); }
   bool terminal() const {
     auto s = job.state();
@@ -446,7 +455,20 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
     return PermissionDenied("worker " + r.worker_id() + " does not hold rank " + std::to_string(r.rank()) + " of " + r.job_id());
   }
   if (!r.ok()) {
-    FinishJobLocked(*j, v1::FAILED, "rank " + std::to_string(r.rank()) + " (" + r.worker_id() + "): " + r.message(), r.rank());
+    const std::string cause = "rank " + std::to_string(r.rank()) + " (" + r.worker_id() + "): " + r.message();
+    const bool from_suspect = j->suspicion && j->suspicion->suspect_global == w->global_rank;
+    int suspect = -1;
+    for (int g : r.unreachable_peers()) {
+      if (g >= 0 && g < j->world() && g != w->global_rank) suspect = g;
+    }
+    if (suspect >= 0 && !from_suspect) {
+      // A broken link is a symptom; the peer's own report or lease loss is the cause. Wait for it.
+      if (!j->suspicion) {
+        j->suspicion = JobRecord::Suspicion{cause, suspect, Clock::now() + std::min(options_.suspect_grace, options_.lease)};
+      }
+      return Status::Ok();
+    }
+    FinishJobLocked(*j, v1::FAILED, cause, r.rank());
     return Status::Ok();
   }
   j->done_ok[w->global_rank] = true;
@@ -644,7 +666,19 @@ void Coordinator::Tick() {
       FinishJobLocked(*j, v1::FAILED, "worker " + id + " (rank " + std::to_string(rank) + ") lost its lease", rank);
     }
   }
-  if (!expired.empty()) changed_.notify_all();
+  bool blamed = false;
+  for (auto& jp : jobs_) {
+    if (jp->terminal() || !jp->suspicion || jp->suspicion->deadline > now) continue;
+    const int g = jp->suspicion->suspect_global;
+    const int rank = g % jp->job.spec().pp();
+    const std::string worker = g < jp->job.worker_ids_size() ? jp->job.worker_ids(g) : "?";
+    FinishJobLocked(*jp, v1::FAILED,
+                    "rank " + std::to_string(rank) + " (" + worker + ", global rank " + std::to_string(g) +
+                        ") stopped answering its peers: " + jp->suspicion->cause,
+                    rank);
+    blamed = true;
+  }
+  if (!expired.empty() || blamed) changed_.notify_all();
   for (auto& jp : jobs_) {
     if (jp->job.state() != v1::RUNNING) continue;
     for (v1::HealthEvent& e : jp->monitor->OnTick(NowNs())) RecordHealthEventLocked(*jp, std::move(e));

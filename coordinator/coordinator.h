@@ -28,6 +28,10 @@ using Clock = std::chrono::steady_clock;
 
 struct CoordinatorOptions {
   std::chrono::milliseconds lease{5000};  // a worker silent this long is gone
+  // A rank that fails because its link to a peer broke suspects that peer; the coordinator
+  // waits this long (capped at the lease) for the peer's own report or lease loss, the root
+  // cause, before failing the job with the suspect named.
+  std::chrono::milliseconds suspect_grace{1000};
   size_t max_jobs = 10000;                // stored jobs (terminal ones are kept for listing)
   size_t max_updates_per_job = 100000;    // WatchJob log bound
   size_t trace_actions_per_job = 200000;  // measured actions kept for `pipectl trace`

@@ -164,7 +164,7 @@ TEST(CoordinatorTest, SubmitWaitsForWorkersThenDispatchesEachRank) {
 struct Running {
   Coordinator c;
   std::string job, w0, w1;
-  Running() {
+  explicit Running(CoordinatorOptions o = {}) : c(std::move(o)) {
     job = c.SubmitJob(TinySpec())->job_id();
     w0 = c.Register(Worker(1))->worker_id();
     w1 = c.Register(Worker(2))->worker_id();
@@ -280,6 +280,56 @@ TEST(CoordinatorTest, AFailedRankFailsTheJobAndStopsTheOthers) {
   auto cmds = Commands(r.c, r.w0);
   ASSERT_EQ(cmds.size(), 1u);
   EXPECT_EQ(cmds[0].cancel_job_id(), r.job);
+}
+
+v1::ReportResultRequest Failure(const Running& r, const std::string& worker, int rank, const std::string& message,
+                                std::vector<int> unreachable = {}) {
+  v1::ReportResultRequest bad;
+  bad.set_worker_id(worker);
+  bad.set_job_id(r.job);
+  bad.set_rank(rank);
+  bad.set_ok(false);
+  bad.set_message(message);
+  for (int g : unreachable) bad.add_unreachable_peers(g);
+  return bad;
+}
+
+TEST(CoordinatorTest, ABrokenLinkWaitsForThePeersOwnReport) {
+  Running r;
+  ASSERT_TRUE(r.c.ReportResult(Failure(r, r.w0, 0, "link to peer 1 broke", {1})).ok());
+  r.c.Tick();
+  EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::RUNNING);  // a symptom: rank 1 may say why
+  ASSERT_TRUE(r.c.ReportResult(Failure(r, r.w1, 1, "loss is NaN at step 3", {0})).ok());
+  auto job = r.c.GetJob(r.job);
+  EXPECT_EQ(job->state(), v1::FAILED);
+  EXPECT_EQ(job->failed_rank(), 1);
+  EXPECT_EQ(job->failure_cause(), "rank 1 (" + r.w1 + "): loss is NaN at step 3");
+}
+
+TEST(CoordinatorTest, ABrokenLinkBlamesASilentPeerAfterTheGrace) {
+  CoordinatorOptions o;
+  o.suspect_grace = std::chrono::milliseconds(20);
+  Running r(o);
+  ASSERT_TRUE(r.c.ReportResult(Failure(r, r.w0, 0, "link to peer 1 broke", {1})).ok());
+  r.c.Tick();
+  EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::RUNNING);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  r.c.Tick();
+  auto job = r.c.GetJob(r.job);
+  EXPECT_EQ(job->state(), v1::FAILED);
+  EXPECT_EQ(job->failed_rank(), 1);
+  EXPECT_EQ(job->failure_cause(),
+            "rank 1 (" + r.w1 + ", global rank 1) stopped answering its peers: rank 0 (" + r.w0 + "): link to peer 1 broke");
+}
+
+TEST(CoordinatorTest, AnImpossibleSuspectIsIgnored) {
+  Running r;
+  // Its own rank and a rank outside the job cannot be blamed: the reporter's cause stands.
+  ASSERT_TRUE(r.c.ReportResult(Failure(r, r.w0, 0, "link broke", {0, 7, -1})).ok());
+  auto job = r.c.GetJob(r.job);
+  EXPECT_EQ(job->state(), v1::FAILED);
+  EXPECT_EQ(job->failed_rank(), 0);
+  EXPECT_EQ(job->failure_cause(), "rank 0 (" + r.w0 + "): link broke");
 }
 
 TEST(CoordinatorTest, CancelStopsWorkersAndIsFinal) {

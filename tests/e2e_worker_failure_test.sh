@@ -32,8 +32,10 @@ elapsed=$((SECONDS - start))
 [ "$(json_field '["state"]' < "$WORK/status.json")" = "FAILED" ] || fail "the job did not fail within 5 s of the kill"
 [ "$elapsed" -le 3 ] || fail "detected after ${elapsed} s, more than the 2 s lease (+1 s)"
 cause=$(json_field '["failureCause"]' < "$WORK/status.json")
-# Either the lease ran out, or a peer's receive from the dead rank broke first: both name it.
-[[ "$cause" == *"$victim_id (rank $rank) lost its lease"* || "$cause" == *"from peer $rank "* ]] ||
+# Either the lease ran out first, or a peer's link to the dead rank broke and the coordinator,
+# after waiting for the dead rank's own word, blamed it: both name it.
+[[ "$cause" == *"$victim_id (rank $rank) lost its lease"* ||
+   "$cause" == "rank $rank ($victim_id, global rank $rank) stopped answering its peers: "* ]] ||
   fail "the cause does not name the dead rank $rank ($victim_id): $cause"
 
 job_json "$WORK/next.json" pp=1 steps=2

@@ -224,17 +224,21 @@ class Daemon {
     Log("%s: running rank %s", a.job_id(), std::to_string(a.rank()) + " (dp " + std::to_string(a.dp_rank()) + ")");
     bool reported = false;
     Status st = RunJobInner(a, global, &reported);
-    if (!reported) Report(a, st);
+    if (!reported) Report(a, st, nullptr);
   }
 
-  // Tells the coordinator how this rank's part ended.
-  void Report(const v1::Assignment& a, const Status& st) {
+  // Tells the coordinator how this rank's part ended; on failure, with the peers whose links
+  // broke (from `transport`, when there is one), so the coordinator can find the root cause.
+  void Report(const v1::Assignment& a, const Status& st, const Transport* transport) {
     v1::ReportResultRequest req;
     req.set_worker_id(WorkerId());
     req.set_job_id(a.job_id());
     req.set_rank(a.rank());
     req.set_ok(st.ok());
     req.set_message(st.message());
+    if (!st.ok() && transport != nullptr) {
+      for (int g : transport->BrokenPeers()) req.add_unreachable_peers(g);
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::ReportResultResponse resp;
@@ -291,7 +295,7 @@ class Daemon {
       hooks_ = nullptr;
     }
     if (st.ok() && !tst.ok()) st = Unavailable("telemetry refused: " + tst.error_message());
-    Report(a, st);
+    Report(a, st, transport->get());
     *reported = true;
     (*transport)->Shutdown();
     return st;

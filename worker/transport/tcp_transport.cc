@@ -107,6 +107,7 @@ struct PeerState {
   std::shared_ptr<Conn> conn;   // its link, once a handshake picked one
   bool up = false;              // handshake complete: frames flow
   Status error;                 // set once the link broke; stays
+  bool broke = false;           // the link broke while the transport was running (not Shutdown)
   std::string last_attempt;     // for Connect's timeout message
   std::deque<OutFrame> queue;   // sends not yet handed to the socket
   bool writing = false;         // a write of this peer's queue is posted or in flight
@@ -128,6 +129,7 @@ class TcpTransport::Impl {
   Result<std::vector<float>> Recv(int peer, const MessageTag& tag, milliseconds timeout);
   Status Flush(milliseconds timeout);
   void Shutdown();
+  std::vector<int> BrokenPeers() const;
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
   const TcpTransportOptions& options() const { return options_; }
@@ -286,6 +288,7 @@ void TcpTransport::Impl::CloseConn(const ConnPtr& conn, const std::string& why) 
       auto it = peers_.find(conn->peer);
       if (it != peers_.end() && it->second.conn == conn && it->second.error.ok()) {
         it->second.error = Unavailable("link to " + PeerName(conn->peer) + " broke: " + why);
+        it->second.broke = !shutdown_;
         DropQueue(conn->peer, it->second, why);
       }
     }
@@ -294,6 +297,15 @@ void TcpTransport::Impl::CloseConn(const ConnPtr& conn, const std::string& why) 
   conn->socket.close(ec);
   conn->timer.cancel();
   cv_.notify_all();
+}
+
+std::vector<int> TcpTransport::Impl::BrokenPeers() const {
+  std::lock_guard lk(mu_);
+  std::vector<int> out;
+  for (const auto& [rank, p] : peers_) {
+    if (p.broke) out.push_back(rank);
+  }
+  return out;
 }
 
 void TcpTransport::Impl::DropQueue(int rank, PeerState& p, const std::string& why) {
@@ -923,6 +935,7 @@ Result<std::vector<float>> TcpTransport::Recv(int peer, const MessageTag& tag,
 
 Status TcpTransport::Flush(milliseconds timeout) { return impl_->Flush(timeout); }
 void TcpTransport::Shutdown() { impl_->Shutdown(); }
+std::vector<int> TcpTransport::BrokenPeers() const { return impl_->BrokenPeers(); }
 uint64_t TcpTransport::bytes_sent() const { return impl_->bytes_sent(); }
 uint64_t TcpTransport::bytes_received() const { return impl_->bytes_received(); }
 

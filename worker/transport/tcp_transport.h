@@ -88,6 +88,7 @@ class TcpTransport final : public Transport {
                                   std::chrono::milliseconds timeout) override;
   Status Flush(std::chrono::milliseconds timeout) override;
   void Shutdown() override;
+  std::vector<int> BrokenPeers() const override;
   uint64_t bytes_sent() const override;
   uint64_t bytes_received() const override;
 

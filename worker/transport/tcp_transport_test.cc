@@ -329,6 +329,7 @@ TEST(TcpTransportTest, PeerShutdownWakesTheWaiterPromptly) {
   EXPECT_THAT(r.status().message(), HasSubstr("link to peer 1"));
   EXPECT_THAT(r.status().message(), HasSubstr("broke"));
   EXPECT_LT(waited_ms, 100 + 2000);
+  EXPECT_EQ(t[0]->BrokenPeers(), std::vector<int>{1});  // who to blame
   // The link stays broken: sends and receives fail at once.
   Status s = t[0]->Send(1, MessageTag{}, {1.f});
   EXPECT_EQ(s.code(), Code::kUnavailable);
@@ -366,6 +367,7 @@ TEST(TcpTransportTest, LocalShutdownWakesEveryWaiterAndIsIdempotent) {
     EXPECT_THAT(s.message(), HasSubstr("shut down"));
   }
   t[0]->Shutdown();
+  EXPECT_TRUE(t[0]->BrokenPeers().empty());  // closed by us, not by a peer
   EXPECT_EQ(t[0]->Send(1, MessageTag{}, {}).code(), Code::kUnavailable);
   EXPECT_EQ(t[0]->Flush(kLong).code(), Code::kUnavailable);
 }

@@ -61,6 +61,10 @@ class Transport {
   // Wakes every waiter with an error and closes links; idempotent, returns promptly.
   virtual void Shutdown() = 0;
 
+  // The peers whose link broke (closed or reset by the other side) before Shutdown(), in rank
+  // order: who to suspect when a job fails with UNAVAILABLE.
+  virtual std::vector<int> BrokenPeers() const = 0;
+
   // Bytes sent / received so far (telemetry).
   virtual uint64_t bytes_sent() const = 0;
   virtual uint64_t bytes_received() const = 0;
