@@ -54,6 +54,8 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   PIPECOORD_RETURN_IF_ERROR(Range("microbatches", s.microbatches(), 1, 1 << 16));
   PIPECOORD_RETURN_IF_ERROR(Range("micro_batch_size", s.micro_batch_size(), 1, 1 << 16));
   PIPECOORD_RETURN_IF_ERROR(Range("steps", s.steps(), 1, 10'000'000));
+  PIPECOORD_RETURN_IF_ERROR(Range("checkpoint_every", s.checkpoint_every(), 0, 10'000'000));
+  PIPECOORD_RETURN_IF_ERROR(Range("max_restarts", s.max_restarts(), 0, 100));
   if (!std::isfinite(s.learning_rate()) || s.learning_rate() < 0 || s.learning_rate() > 10) {
     return InvalidArgument("spec.learning_rate: must be in [0, 10], got " + std::to_string(s.learning_rate()));
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "worker/checkpoint/checkpoint.h"
 
 namespace pipecoord::worker {
 
@@ -37,6 +38,12 @@ class ComputeBackend {
   virtual uint64_t memory_peak_bytes() const = 0;
   // Starts a new peak window (at each step).
   virtual void ResetPeak() = 0;
+
+  // What a checkpoint saves and restores at a step boundary: every tensor of every stage held
+  // (weights and optimizer moments) as named host views, and the optimizer's step count.
+  virtual std::vector<StateTensor> CheckpointState() = 0;
+  virtual int64_t optimizer_steps() const = 0;
+  virtual void set_optimizer_steps(int64_t steps) = 0;
 };
 
 }  // namespace pipecoord::worker

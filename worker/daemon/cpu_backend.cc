@@ -104,6 +104,25 @@ class CpuBackend final : public ComputeBackend {
     for (auto& [k, m] : stages_) m->ResetPeakActivationBytes();
   }
 
+  std::vector<StateTensor> CheckpointState() override {
+    std::vector<StateTensor> out;
+    for (auto& [k, m] : stages_) {
+      const std::string stage = "stage" + std::to_string(k) + "/";
+      for (const model::ParameterRef& p : m->Parameters()) {
+        const std::string name = stage + std::string(p.name);
+        out.push_back({name + "/value", p.value});
+        out.push_back({name + "/adam_m", p.adam_m});
+        out.push_back({name + "/adam_v", p.adam_v});
+      }
+    }
+    return out;
+  }
+
+  int64_t optimizer_steps() const override { return stages_.empty() ? 0 : stages_.begin()->second->optimizer_steps(); }
+  void set_optimizer_steps(int64_t steps) override {
+    for (auto& [k, m] : stages_) m->set_optimizer_steps(steps);
+  }
+
  private:
   model::StageModel* Stage(int stage) {
     auto it = stages_.find(stage);

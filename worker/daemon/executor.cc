@@ -160,7 +160,8 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
 }
 
 Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
-  for (int step = 0; step < a_.spec().steps(); ++step) {
+  const int every = a_.spec().checkpoint_every();
+  for (int step = a_.start_step(); step < a_.spec().steps(); ++step) {
     StepReport report;
     report.actions.reserve(a_.jobs().actions_size());
     backend_->ResetPeak();
@@ -181,11 +182,17 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
       report.summary.set_loss(loss);
       report.summary.set_has_loss(true);
     }
+    const bool stopping = stop_after_step_ && step + 1 < a_.spec().steps();
+    if (options_.checkpoint && every > 0 && ((step + 1) % every == 0 || stopping)) {
+      Status st = options_.checkpoint(step);
+      if (!st.ok()) return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
+      report.summary.set_checkpointed(true);
+    }
     const uint64_t extra = options_.hooks != nullptr ? options_.hooks->ExtraMemoryBytes() : 0;
     report.summary.set_memory_in_use_bytes(backend_->memory_in_use_bytes() + extra);
     report.summary.set_memory_peak_bytes(backend_->memory_peak_bytes() + extra);
     PIPECOORD_RETURN_IF_ERROR(on_step(std::move(report)));
-    if (stop_after_step_ && step + 1 < a_.spec().steps()) {
+    if (stopping) {
       transport_->Flush(options_.recv_timeout);  // what this step sent still reaches its peers
       return FailedPrecondition("shutting down: stopped after step " + std::to_string(step) + " of " +
                                 std::to_string(a_.spec().steps()));

@@ -22,6 +22,9 @@ struct ExecutorOptions {
   std::chrono::milliseconds recv_timeout{60000};  // a peer silent this long fails the job
   std::function<int64_t()> clock_ns;               // the coordinator's clock (offset applied)
   RunHooks* hooks = nullptr;                        // progress, probes, injected faults; not owned
+  // Saves the backend's state at the end of `step` (spec.checkpoint_every, and the step a
+  // graceful stop ends on); unset: no checkpoints.
+  std::function<Status(int step)> checkpoint;
 };
 
 // One finished step: its timed actions and its summary (loss, memory).
@@ -37,7 +40,8 @@ class Executor {
   Executor(const v1::Assignment& assignment, ComputeBackend* backend, Transport* transport,
            ExecutorOptions options);
 
-  // Runs all steps, calling `on_step` after each (a non-OK return stops the run). Returns the
+  // Runs steps assignment.start_step .. spec.steps - 1, calling `on_step` after each (a non-OK
+  // return stops the run); a due checkpoint is saved before its step is reported. Returns the
   // first error: a failed action names the step, position and action.
   Status Run(const std::function<Status(StepReport&&)>& on_step);
 

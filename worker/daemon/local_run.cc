@@ -2,18 +2,20 @@
 
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "coordinator/assignment.h"
 #include "coordinator/job_plan.h"
 #include "coordinator/spec_validation.h"
 #include "worker/daemon/backend_factory.h"
+#include "worker/daemon/checkpointing.h"
 #include "worker/transport/tcp_transport.h"
 
 namespace pipecoord::worker {
 
-Result<LocalRunResult> RunLocally(const v1::JobSpec& raw,
-                                  const std::function<void(int, const StepReport&)>& on_step) {
+Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<void(int, const StepReport&)>& on_step,
+                                  const LocalCheckpoints& checkpoints) {
   PIPECOORD_RETURN_IF_ERROR(coordinator::ValidateJobSpec(raw));
   const v1::JobSpec spec = coordinator::WithDefaults(raw);
   auto plan = coordinator::PlanJob(spec);
@@ -33,20 +35,31 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw,
   LocalRunResult result;
   result.reports.resize(world);
   std::vector<Status> status(world);
+  std::mutex mu;
+  int first_failed = -1;
   std::vector<std::thread> threads;
   const auto start = std::chrono::steady_clock::now();
   for (int g = 0; g < world; ++g) {
     threads.emplace_back([&, g] {
       auto fail = [&](Status st) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (first_failed < 0) first_failed = g;  // the root cause; the others fail because of it
+        }
         status[g] = std::move(st);
         for (auto& t : transports) t->Shutdown();  // wake the others: fail fast, never hang
       };
-      const v1::Assignment a = coordinator::BuildAssignment("local", spec, *plan, g, endpoint_list, kSession);
+      v1::Assignment a = coordinator::BuildAssignment(checkpoints.job_id, spec, *plan, g, endpoint_list, kSession);
+      a.set_start_step(checkpoints.start_step);
       Status st = transports[g]->Connect(g, endpoints, kSession, std::chrono::seconds(30));
       if (!st.ok()) return fail(st);
       auto backend = MakeBackend(a);
       if (!backend.ok()) return fail(backend.status());
-      Executor executor(a, backend->get(), transports[g].get(), ExecutorOptions{});
+      auto checkpoint = PrepareCheckpoints(a, g, checkpoints.dir, backend->get());
+      if (!checkpoint.ok()) return fail(checkpoint.status());
+      ExecutorOptions options;
+      options.checkpoint = std::move(checkpoint).value();
+      Executor executor(a, backend->get(), transports[g].get(), std::move(options));
       st = executor.Run([&](StepReport&& r) {
         if (on_step) on_step(g, r);
         result.reports[g].push_back(std::move(r));
@@ -57,8 +70,9 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw,
   }
   for (auto& t : threads) t.join();
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (int g = 0; g < world; ++g) {
-    if (!status[g].ok()) return Status(status[g].code(), "global rank " + std::to_string(g) + ": " + status[g].message());
+  if (first_failed >= 0) {
+    const Status& st = status[first_failed];
+    return Status(st.code(), "global rank " + std::to_string(first_failed) + ": " + st.message());
   }
   return result;
 }

@@ -5,6 +5,7 @@
 #define PIPECOORD_WORKER_DAEMON_LOCAL_RUN_H_
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -18,11 +19,20 @@ struct LocalRunResult {
   double wall_seconds = 0;                       // all steps, all ranks
 };
 
+// Where a run keeps and finds checkpoints (spec.checkpoint_every), as a daemon's
+// --checkpoint-dir, and the step it starts from (> 0: resumed from the checkpoints of job_id).
+struct LocalCheckpoints {
+  std::string dir;
+  std::string job_id = "local";
+  int start_step = 0;
+};
+
 // Plans `spec` (validated, defaults applied) and runs it. `on_step` (optional) sees each rank's
-// report before it is stored, as a daemon's telemetry would. The first rank error is returned
-// (the others are woken so nothing hangs).
+// report before it is stored, as a daemon's telemetry would. The first error to happen is
+// returned, naming its global rank (the others are woken so nothing hangs).
 Result<LocalRunResult> RunLocally(const v1::JobSpec& spec,
-                                  const std::function<void(int global, const StepReport&)>& on_step = {});
+                                  const std::function<void(int global, const StepReport&)>& on_step = {},
+                                  const LocalCheckpoints& checkpoints = {});
 
 // Mean loss per step over the data-parallel replicas, from the ranks that hold the loss.
 std::vector<double> StepLosses(const LocalRunResult& result);

@@ -16,6 +16,7 @@
 #include "common/client_credentials.h"
 #include "proto/worker.grpc.pb.h"
 #include "worker/daemon/backend_factory.h"
+#include "worker/daemon/checkpointing.h"
 #include "worker/daemon/clock_sync.h"
 #include "worker/daemon/executor.h"
 #include "worker/daemon/fault_injection.h"
@@ -44,10 +45,12 @@ void Log(const char* fmt, const std::string& a = "", const std::string& b = "") 
 class Daemon {
  public:
   // advertise: the host peers dial for the data port (empty: the bound address).
+  // checkpoint_dir: where jobs with spec.checkpoint_every save and resume (empty: none).
   Daemon(std::shared_ptr<grpc::Channel> channel, std::string device, std::string data_host, int data_port,
-         std::string advertise)
+         std::string advertise, std::string checkpoint_dir)
       : stub_(v1::WorkerService::NewStub(channel)), device_(std::move(device)),
-        data_host_(std::move(data_host)), advertise_(std::move(advertise)), data_port_(data_port) {}
+        data_host_(std::move(data_host)), advertise_(std::move(advertise)), checkpoint_dir_(std::move(checkpoint_dir)),
+        data_port_(data_port) {}
 
   int Run() {
     // The data port is bound once, so the endpoint the coordinator hands to peers stays true.
@@ -236,6 +239,7 @@ class Daemon {
     req.set_rank(a.rank());
     req.set_ok(st.ok());
     req.set_message(st.message());
+    req.set_session(a.session());
     if (!st.ok() && transport != nullptr) {
       for (int g : transport->BrokenPeers()) req.add_unreachable_peers(g);
     }
@@ -251,6 +255,10 @@ class Daemon {
   Status RunJobInner(const v1::Assignment& a, int global, bool* reported) {
     auto backend = MakeBackend(a);
     if (!backend.ok()) return backend.status();
+    // A restart resumes from this rank's checkpoint in the (shared) checkpoint dir.
+    auto checkpoint = PrepareCheckpoints(a, global, checkpoint_dir_, backend->get());
+    if (!checkpoint.ok()) return checkpoint.status();
+    if (a.start_step() > 0) Log("%s: resumed from the checkpoint of step %s", a.job_id(), std::to_string(a.start_step() - 1));
     TcpTransportOptions topt;
     topt.session = a.session();
     auto transport = TcpTransport::Listen(data_host_, data_port_, topt);
@@ -264,6 +272,7 @@ class Daemon {
     eopt.clock_ns = [this] { return WallNs() + clock_.offset_ns(); };
     HealthHooks hooks(a, RulesFor(g_faults, global));
     eopt.hooks = &hooks;
+    eopt.checkpoint = std::move(checkpoint).value();
     Executor executor(a, backend->get(), transport->get(), eopt);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -281,6 +290,7 @@ class Daemon {
       batch.set_job_id(a.job_id());
       batch.set_rank(a.rank());
       batch.set_dp_rank(a.dp_rank());
+      batch.set_session(a.session());
       for (auto& t : r.actions) *batch.add_actions() = std::move(t);
       *batch.add_steps() = r.summary;
       if (!telemetry->Write(batch)) return Unavailable("telemetry stream to the coordinator closed");
@@ -302,7 +312,7 @@ class Daemon {
   }
 
   std::unique_ptr<v1::WorkerService::Stub> stub_;
-  const std::string device_, data_host_, advertise_;
+  const std::string device_, data_host_, advertise_, checkpoint_dir_;
   int data_port_;
   std::string endpoint_;
   ClockSync clock_;
@@ -324,11 +334,15 @@ int main(int argc, char** argv) {
   using namespace pipecoord;
   std::string coordinator_addr, device = "cpu", data_listen = "127.0.0.1:0", advertise;
   cli::FlagSet flags("worker --coordinator HOST:PORT [--device cpu|cuda] [--data-listen HOST:PORT] [--advertise HOST] "
-                     "[--tls-ca FILE --tls-cert FILE --tls-key FILE]",
+                     "[--checkpoint-dir DIR] [--tls-ca FILE --tls-cert FILE --tls-key FILE]",
                      "A pipecoord worker: registers with the coordinator, runs the job lists it is "
                      "assigned (its rank comes from the assignment) and reports telemetry.");
   flags.String("coordinator", &coordinator_addr, "the coordinator's gRPC address (or PIPECOORD_ADDR)");
   flags.String("device", &device, "compute backend: cpu (default) or cuda");
+  std::string checkpoint_dir;
+  flags.String("checkpoint-dir", &checkpoint_dir,
+               "directory for the checkpoints of jobs with checkpointEvery (DIR/JOB/rank-G/step-N.ckpt); a "
+               "replacement worker resumes from it, so share it between workers (a shared volume)");
   std::string inject;
   flags.String("inject", &inject,
                "faults to inject, for tests and demos: RULE[,RULE...] with RULE slow:RANK:FACTOR, "
@@ -350,6 +364,7 @@ int main(int argc, char** argv) {
   }
   if (coordinator_addr.empty() && std::getenv("PIPECOORD_ADDR")) coordinator_addr = std::getenv("PIPECOORD_ADDR");
   if (st.ok() && coordinator_addr.empty()) st = InvalidArgument("--coordinator: required (or set PIPECOORD_ADDR)");
+  if (st.ok() && flags.Given("checkpoint-dir") && checkpoint_dir.empty()) st = InvalidArgument("--checkpoint-dir: must not be empty");
   if (st.ok() && device != "cpu" && device != "cuda") st = InvalidArgument("--device: must be cpu or cuda, got \"" + device + "\"");
   if (st.ok()) {
     auto rules = worker::ParseFaultRules(inject);
@@ -390,6 +405,6 @@ int main(int argc, char** argv) {
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   auto channel = grpc::CreateCustomChannel(coordinator_addr, credentials, args);
   worker::Daemon daemon(channel, device, data_listen.substr(0, colon), std::stoi(data_listen.substr(colon + 1)),
-                        advertise);
+                        advertise, checkpoint_dir);
   return daemon.Run();
 }

@@ -1,0 +1,191 @@
+#include "worker/checkpoint/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace pipecoord::worker {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'C', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr uint32_t kMaxName = 4096;
+
+uint64_t Fnv1a(std::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+template <typename T>
+void Put(std::string* out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));  // the hosts we build for are little-endian
+  out->append(b, sizeof(T));
+}
+
+// Reads fixed-size fields off the front of a buffer; every read is bounds-checked.
+class Reader {
+ public:
+  explicit Reader(std::string_view b) : b_(b) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (b_.size() < sizeof(T)) return false;
+    std::memcpy(v, b_.data(), sizeof(T));
+    b_.remove_prefix(sizeof(T));
+    return true;
+  }
+  bool Bytes(size_t n, std::string_view* out) {
+    if (b_.size() < n) return false;
+    *out = b_.substr(0, n);
+    b_.remove_prefix(n);
+    return true;
+  }
+  size_t left() const { return b_.size(); }
+
+ private:
+  std::string_view b_;
+};
+
+std::string Errno() { return std::strerror(errno); }
+
+}  // namespace
+
+std::string EncodeCheckpoint(const CheckpointInfo& info, const std::vector<StateTensor>& tensors) {
+  size_t size = sizeof kMagic + 8 + 8 + 4 + 8;
+  for (const StateTensor& t : tensors) size += 4 + t.name.size() + 8 + t.data.size_bytes();
+  std::string out;
+  out.reserve(size);
+  out.append(kMagic, sizeof kMagic);
+  Put<uint64_t>(&out, static_cast<uint64_t>(info.step));
+  Put<uint64_t>(&out, static_cast<uint64_t>(info.optimizer_steps));
+  Put<uint32_t>(&out, static_cast<uint32_t>(tensors.size()));
+  for (const StateTensor& t : tensors) {
+    Put<uint32_t>(&out, static_cast<uint32_t>(t.name.size()));
+    out.append(t.name);
+    Put<uint64_t>(&out, t.data.size());
+    out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size_bytes());
+  }
+  Put<uint64_t>(&out, Fnv1a(out));
+  return out;
+}
+
+Result<CheckpointInfo> DecodeCheckpointInto(std::string_view bytes, const std::vector<StateTensor>& tensors) {
+  if (bytes.size() < sizeof kMagic + 8 + 8 + 4 + 8 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+    return InvalidArgument("not a pipecoord checkpoint (bad magic or too short: " + std::to_string(bytes.size()) + " bytes)");
+  }
+  uint64_t stored_hash;
+  std::memcpy(&stored_hash, bytes.data() + bytes.size() - 8, 8);
+  const std::string_view body = bytes.substr(0, bytes.size() - 8);
+  if (Fnv1a(body) != stored_hash) return InvalidArgument("checksum mismatch: the file is truncated or corrupt");
+  Reader r(body.substr(sizeof kMagic));
+  uint64_t step, opt_steps;
+  uint32_t count;
+  if (!r.Get(&step) || !r.Get(&opt_steps) || !r.Get(&count)) return InvalidArgument("truncated header");
+  std::map<std::string_view, const StateTensor*> want;
+  for (const StateTensor& t : tensors) want[t.name] = &t;
+  if (count != tensors.size()) {
+    return InvalidArgument("holds " + std::to_string(count) + " tensors, this rank has " + std::to_string(tensors.size()) +
+                           " (another model or partition?)");
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t name_len;
+    std::string_view name, data;
+    uint64_t numel;
+    if (!r.Get(&name_len) || name_len > kMaxName || !r.Bytes(name_len, &name) || !r.Get(&numel)) {
+      return InvalidArgument("tensor " + std::to_string(i) + ": truncated entry");
+    }
+    auto it = want.find(name);
+    if (it == want.end()) return InvalidArgument("tensor \"" + std::string(name) + "\": not held by this rank");
+    const StateTensor& t = *it->second;
+    if (numel != t.data.size()) {
+      return InvalidArgument("tensor \"" + std::string(name) + "\": has " + std::to_string(numel) + " elements, this rank's has " +
+                             std::to_string(t.data.size()));
+    }
+    if (!r.Bytes(numel * sizeof(float), &data)) return InvalidArgument("tensor \"" + std::string(name) + "\": truncated data");
+    std::memcpy(t.data.data(), data.data(), data.size());
+    want.erase(it);  // each name once
+  }
+  if (r.left() != 0) return InvalidArgument(std::to_string(r.left()) + " unexpected bytes after the last tensor");
+  CheckpointInfo info;
+  info.step = static_cast<int64_t>(step);
+  info.optimizer_steps = static_cast<int64_t>(opt_steps);
+  return info;
+}
+
+std::string CheckpointPath(const std::string& dir, const std::string& job_id, int global_rank, int64_t step) {
+  return dir + "/" + job_id + "/rank-" + std::to_string(global_rank) + "/step-" + std::to_string(step) + ".ckpt";
+}
+
+Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, int global_rank, const CheckpointInfo& info,
+                           const std::vector<StateTensor>& tensors, int keep) {
+  namespace fs = std::filesystem;
+  const std::string path = CheckpointPath(dir, job_id, global_rank, info.step);
+  const fs::path rank_dir = fs::path(path).parent_path();
+  std::error_code ec;
+  fs::create_directories(rank_dir, ec);
+  if (ec) return Unavailable("checkpoint: cannot create " + rank_dir.string() + ": " + ec.message());
+  const std::string bytes = EncodeCheckpoint(info, tensors);
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Unavailable("checkpoint: cannot write " + tmp + ": " + Errno());
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = Errno();
+      ::close(fd);
+      return Unavailable("checkpoint: writing " + tmp + ": " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  // On disk before the rename makes it visible: a crash leaves the old checkpoint or the new one.
+  if (::fsync(fd) != 0 || ::close(fd) != 0) return Unavailable("checkpoint: flushing " + tmp + ": " + Errno());
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Unavailable("checkpoint: renaming to " + path + ": " + Errno());
+  if (const int dfd = ::open(rank_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);  // the rename itself
+    ::close(dfd);
+  }
+  // Older checkpoints of this rank beyond the newest `keep` (the steps this job may still resume from).
+  std::vector<int64_t> steps;
+  for (const auto& e : fs::directory_iterator(rank_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || e.path().extension() != ".ckpt") continue;
+    try {
+      steps.push_back(std::stoll(name.substr(5)));
+    } catch (...) {
+    }
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < steps.size(); ++i) {
+    fs::remove(CheckpointPath(dir, job_id, global_rank, steps[i]), ec);
+  }
+  return Status::Ok();
+}
+
+Result<CheckpointInfo> ReadCheckpointFile(const std::string& dir, const std::string& job_id, int global_rank, int64_t step,
+                                          const std::vector<StateTensor>& tensors) {
+  const std::string path = CheckpointPath(dir, job_id, global_rank, step);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("checkpoint " + path + ": not found (is --checkpoint-dir shared with the failed worker?)");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  auto info = DecodeCheckpointInto(buf.str(), tensors);
+  if (!info.ok()) return Status(info.status().code(), "checkpoint " + path + ": " + info.status().message());
+  if (info->step != step) {
+    return InvalidArgument("checkpoint " + path + ": holds step " + std::to_string(info->step) + ", expected " + std::to_string(step));
+  }
+  return info;
+}
+
+}  // namespace pipecoord::worker

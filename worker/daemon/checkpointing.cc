@@ -1,0 +1,26 @@
+#include "worker/daemon/checkpointing.h"
+
+#include "worker/checkpoint/checkpoint.h"
+
+namespace pipecoord::worker {
+
+Result<std::function<Status(int step)>> PrepareCheckpoints(const v1::Assignment& a, int global, const std::string& dir,
+                                                           ComputeBackend* backend) {
+  const bool saves = a.spec().checkpoint_every() > 0;
+  if ((saves || a.start_step() > 0) && dir.empty()) {
+    return FailedPrecondition("spec.checkpoint_every: the job saves checkpoints but this worker has no --checkpoint-dir");
+  }
+  if (a.start_step() > 0) {
+    auto info = ReadCheckpointFile(dir, a.job_id(), global, a.start_step() - 1, backend->CheckpointState());
+    if (!info.ok()) {
+      return Status(info.status().code(), "resuming at step " + std::to_string(a.start_step()) + ": " + info.status().message());
+    }
+    backend->set_optimizer_steps(info->optimizer_steps);
+  }
+  if (!saves) return std::function<Status(int)>();
+  return std::function<Status(int)>([&a, global, dir, backend](int step) {
+    return WriteCheckpointFile(dir, a.job_id(), global, {step, backend->optimizer_steps()}, backend->CheckpointState());
+  });
+}
+
+}  // namespace pipecoord::worker

@@ -1,0 +1,24 @@
+// The restart policy on a worker: resume a rank from its checkpoint, save one at step ends.
+#ifndef PIPECOORD_WORKER_DAEMON_CHECKPOINTING_H_
+#define PIPECOORD_WORKER_DAEMON_CHECKPOINTING_H_
+
+#include <functional>
+#include <string>
+
+#include "common/status.h"
+#include "proto/worker.pb.h"
+#include "worker/daemon/compute_backend.h"
+
+namespace pipecoord::worker {
+
+// When assignment.start_step > 0, loads global rank `global`'s checkpoint of step start_step - 1
+// from `dir` into `backend`. Returns the executor's checkpoint callback (ExecutorOptions::
+// checkpoint), empty when the job saves none. FAILED_PRECONDITION when the job needs `dir` and
+// it is empty; the checkpoint's own errors name its path. `assignment` and `backend` must
+// outlive the callback.
+Result<std::function<Status(int step)>> PrepareCheckpoints(const v1::Assignment& assignment, int global,
+                                                           const std::string& dir, ComputeBackend* backend);
+
+}  // namespace pipecoord::worker
+
+#endif  // PIPECOORD_WORKER_DAEMON_CHECKPOINTING_H_
