@@ -43,6 +43,8 @@ struct Coordinator::JobRecord {
     Clock::time_point deadline;
   };
   std::optional<Suspicion> suspicion;
+  // Restart policy: the last step each global rank checkpointed (-1: none), over all attempts.
+  std::vector<int> last_checkpoint;
   int world() const { return job.spec().pp() * job.spec().dp(); }
   bool terminal() const {
     auto s = job.state();
@@ -89,9 +91,19 @@ Status Coordinator::Restore() {
     auto record = std::make_unique<JobRecord>();
     JobRecord& j = *record;
     j.job = std::move(state->jobs[i]);
+    // Steps in the order they were measured; a restart went back to its start step, so a record
+    // replaces the later-numbered ones before it, as RestartJobLocked did in memory.
+    auto* steps = j.job.mutable_steps();
+    int kept = 0;
+    for (int k = 0; k < steps->size(); ++k) {
+      while (kept > 0 && steps->Get(kept - 1).step() >= steps->Get(k).step()) --kept;
+      steps->SwapElements(kept++, k);
+    }
+    steps->DeleteSubrange(kept, steps->size() - kept);
     j.job.set_steps_done(j.job.steps_size());  // each measured step was stored as it was counted
     j.done_ok.assign(j.world(), false);
     j.last_summarized.assign(j.world(), -1);
+    j.last_checkpoint.assign(j.world(), -1);
     j.open_step_actions.assign(j.world(), 0);
     j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
     // The WatchJob log: each measured step, then each event (their interleaving is not kept).
@@ -118,6 +130,10 @@ Status Coordinator::Restore() {
     // Measured actions for the trace, newest kept.
     for (const v1::TelemetryBatch& b : state->telemetry[i]) {
       const int g = b.dp_rank() * j.job.spec().pp() + b.rank();
+      if (g < 0 || g >= j.world()) continue;
+      for (const v1::StepSummary& s : b.steps()) {
+        if (s.checkpointed()) NoteCheckpointLocked(j, g, s.step());
+      }
       for (const v1::ActionTiming& t : b.actions()) {
         j.actions.push_back(t);
         j.action_rank.push_back(g);
@@ -130,7 +146,8 @@ Status Coordinator::Restore() {
     }
     jobs_.push_back(std::move(record));
     if (j.job.state() == v1::RUNNING) {
-      // Its workers lost their command and telemetry streams with the old process.
+      // Its workers lost their command and telemetry streams with the old process: it fails, or
+      // with restarts left resumes from its last checkpoint once workers register again.
       FinishJobLocked(j, v1::FAILED, "the coordinator restarted while the job was running", -1);
     }
   }
@@ -216,6 +233,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw) {
   record->job.set_created_unix_ms(NowNs() / 1'000'000);
   record->done_ok.assign(record->world(), false);
   record->last_summarized.assign(record->world(), -1);
+  record->last_checkpoint.assign(record->world(), -1);
   record->open_step_actions.assign(record->world(), 0);
   record->monitor = std::make_unique<health::JobMonitor>(record->job, options_.metrics);
   v1::SubmitJobResponse response;
@@ -268,26 +286,57 @@ Result<v1::JobState> Coordinator::CancelJob(const std::string& id) {
   return j->job.state();
 }
 
-void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::string& cause, int rank) {
-  j.job.set_state(state);
-  if (state == v1::FAILED) {
-    j.job.set_failure_cause(cause);
-    j.job.set_failed_rank(rank);
-  }
+void Coordinator::ReleaseWorkersLocked(JobRecord& j, bool cancel) {
   for (int g = 0; g < j.job.worker_ids_size(); ++g) {
     Worker* w = FindWorkerLocked(j.job.worker_ids(g));
     if (w == nullptr || w->info.job_id() != j.job.id()) continue;
-    if (state != v1::SUCCEEDED) {
-      v1::WorkerCommand cancel;
-      cancel.set_cancel_job_id(j.job.id());
-      w->commands.push_back(std::move(cancel));
+    if (cancel) {
+      v1::WorkerCommand c;
+      c.set_cancel_job_id(j.job.id());
+      w->commands.push_back(std::move(c));
     }
     w->info.clear_job_id();
     w->info.set_rank(-1);
     w->global_rank = w->dp_rank = -1;
   }
+}
+
+void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::string& cause, int rank) {
+  if (state == v1::FAILED && j.job.restarts() < j.job.spec().max_restarts()) return RestartJobLocked(j, cause);
+  j.job.set_state(state);
+  if (state == v1::FAILED) {
+    j.job.set_failure_cause(cause);
+    j.job.set_failed_rank(rank);
+  }
+  ReleaseWorkersLocked(j, state != v1::SUCCEEDED);
   PersistJobLocked(j);
   RecordEventLocked(j, std::string(StateName(state)) + (cause.empty() ? "" : ": " + cause));
+  TryDispatchLocked();
+}
+
+// The restart policy: stop the attempt, forget what it measured past the last step every rank
+// checkpointed, and queue the job again to resume there on whichever workers are free.
+void Coordinator::RestartJobLocked(JobRecord& j, const std::string& cause) {
+  ReleaseWorkersLocked(j, true);
+  const int from = j.job.checkpointed_steps();
+  j.job.set_restarts(j.job.restarts() + 1);
+  j.job.set_start_step(from);
+  j.job.clear_worker_ids();
+  auto* steps = j.job.mutable_steps();
+  steps->erase(std::remove_if(steps->begin(), steps->end(), [&](const v1::StepRecord& r) { return r.step() >= from; }),
+               steps->end());
+  j.job.set_steps_done(steps->size());
+  j.steps.clear();
+  j.done_ok.assign(j.world(), false);
+  j.last_summarized.assign(j.world(), from - 1);
+  j.open_step_actions.assign(j.world(), 0);
+  j.suspicion.reset();
+  j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
+  j.job.set_state(v1::PENDING);
+  PersistJobLocked(j);
+  RecordEventLocked(j, "restarting (" + std::to_string(j.job.restarts()) + " of " + std::to_string(j.job.spec().max_restarts()) +
+                           ") from step " + std::to_string(from) +
+                           (from > 0 ? " (its checkpoint)" : " (no checkpoint on every rank yet)") + ": " + cause);
   TryDispatchLocked();
 }
 
@@ -315,6 +364,7 @@ void Coordinator::TryDispatchLocked() {
     for (int g = 0; g < j.world(); ++g) {
       v1::WorkerCommand cmd;
       *cmd.mutable_assign() = BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
+      cmd.mutable_assign()->set_start_step(j.job.start_step());
       free[g]->commands.push_back(std::move(cmd));
     }
     j.job.set_state(v1::RUNNING);
@@ -451,6 +501,7 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
   if (w == nullptr) return NotFound("worker \"" + r.worker_id() + "\" is not registered");
   if (j == nullptr) return NotFound("job \"" + r.job_id() + "\" not found");
   if (j->terminal()) return Status::Ok();  // e.g. a cancelled job's workers reporting late
+  if (r.session() != 0 && r.session() != j->session) return Status::Ok();  // an earlier attempt's, stopped
   if (w->info.job_id() != r.job_id() || w->info.rank() != r.rank()) {
     return PermissionDenied("worker " + r.worker_id() + " does not hold rank " + std::to_string(r.rank()) + " of " + r.job_id());
   }
@@ -517,6 +568,11 @@ Status Coordinator::CheckTelemetryOrderLocked(const JobRecord& j, int g, const v
   return Status::Ok();
 }
 
+void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {
+  j.last_checkpoint[g] = std::max(j.last_checkpoint[g], step);
+  j.job.set_checkpointed_steps(*std::min_element(j.last_checkpoint.begin(), j.last_checkpoint.end()) + 1);
+}
+
 Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
   std::lock_guard<std::mutex> lock(mu_);
   Worker* w = FindWorkerLocked(b.worker_id());
@@ -526,6 +582,10 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   if (w->info.job_id() != b.job_id() || w->info.rank() != b.rank() || w->dp_rank != b.dp_rank()) {
     return PermissionDenied("worker " + b.worker_id() + " does not hold rank " + std::to_string(b.rank()) +
                             " (dp " + std::to_string(b.dp_rank()) + ") of " + b.job_id());
+  }
+  if (b.session() != 0 && b.session() != j->session) {
+    return FailedPrecondition("session " + std::to_string(b.session()) + " is an earlier attempt of " + b.job_id() +
+                              " (restarted); the current one is " + std::to_string(j->session));
   }
   PIPECOORD_RETURN_IF_ERROR(CheckTelemetryOrderLocked(*j, w->global_rank, b));
   if (options_.store != nullptr) {
@@ -558,6 +618,7 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   }
   for (v1::HealthEvent& e : j->monitor->OnBatch(w->global_rank, b, NowNs())) RecordHealthEventLocked(*j, std::move(e));
   for (const v1::StepSummary& s : b.steps()) {
+    if (s.checkpointed()) NoteCheckpointLocked(*j, g, s.step());
     StepAccumulator& acc = j->steps[s.step()];
     acc.peaks.resize(j->world(), 0);
     acc.peaks[w->global_rank] = s.memory_peak_bytes();

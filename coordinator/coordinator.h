@@ -50,8 +50,9 @@ class Coordinator {
 
   // Loads options.store's state: every job with its events, steps and measured actions, the
   // worker identities handed out and the id counters. A job that was RUNNING when the previous
-  // coordinator stopped is FAILED with that cause (its workers' streams were cut); PENDING jobs
-  // wait for workers as before. Call once, before serving.
+  // coordinator stopped is FAILED with that cause (its workers' streams were cut), or, with
+  // restarts left, queued to resume from its last checkpoint; PENDING jobs wait for workers as
+  // before. Call once, before serving.
   Status Restore();
   ~Coordinator();
 
@@ -112,7 +113,12 @@ class Coordinator {
 
   void TryDispatchLocked();
   Status CheckTelemetryOrderLocked(const JobRecord& job, int global_rank, const v1::TelemetryBatch& batch) const;
+  // Ends the job; a failure with restarts left (spec.max_restarts) restarts it instead.
   void FinishJobLocked(JobRecord& job, v1::JobState state, const std::string& cause, int rank);
+  void RestartJobLocked(JobRecord& job, const std::string& cause);
+  // Frees the job's workers, telling them to stop it when `cancel`.
+  void ReleaseWorkersLocked(JobRecord& job, bool cancel);
+  void NoteCheckpointLocked(JobRecord& job, int global_rank, int step);
   void PublishLocked(JobRecord& job, v1::JobUpdate update);
   void RecordEventLocked(JobRecord& job, const std::string& event);
   void RecordHealthEventLocked(JobRecord& job, v1::HealthEvent event);

@@ -52,6 +52,12 @@ TEST(SpecValidationTest, EveryFieldNamesItsRule) {
   s.set_steps(0);
   EXPECT_EQ(Error(s), "spec.steps: must be in 1..10000000, got 0");
   s = TinySpec();
+  s.set_checkpoint_every(-1);
+  EXPECT_EQ(Error(s), "spec.checkpoint_every: must be in 0..10000000, got -1");
+  s = TinySpec();
+  s.set_max_restarts(101);
+  EXPECT_EQ(Error(s), "spec.max_restarts: must be in 0..100, got 101");
+  s = TinySpec();
   s.set_learning_rate(-1);
   EXPECT_EQ(Error(s), "spec.learning_rate: must be in [0, 10], got -1.000000");
   s = TinySpec();
@@ -164,8 +170,8 @@ TEST(CoordinatorTest, SubmitWaitsForWorkersThenDispatchesEachRank) {
 struct Running {
   Coordinator c;
   std::string job, w0, w1;
-  explicit Running(CoordinatorOptions o = {}) : c(std::move(o)) {
-    job = c.SubmitJob(TinySpec())->job_id();
+  explicit Running(CoordinatorOptions o = {}, const v1::JobSpec& spec = TinySpec()) : c(std::move(o)) {
+    job = c.SubmitJob(spec)->job_id();
     w0 = c.Register(Worker(1))->worker_id();
     w1 = c.Register(Worker(2))->worker_id();
   }
@@ -330,6 +336,98 @@ TEST(CoordinatorTest, AnImpossibleSuspectIsIgnored) {
   EXPECT_EQ(job->state(), v1::FAILED);
   EXPECT_EQ(job->failed_rank(), 0);
   EXPECT_EQ(job->failure_cause(), "rank 0 (" + r.w0 + "): link broke");
+}
+
+v1::JobSpec RestartableSpec() {
+  v1::JobSpec s = TinySpec();
+  s.set_steps(6);
+  s.set_checkpoint_every(2);
+  s.set_max_restarts(1);
+  return s;
+}
+
+TEST(CoordinatorTest, AFailureRestartsFromTheLastStepEveryRankCheckpointed) {
+  Running r({}, RestartableSpec());
+  const uint64_t first_session = Commands(r.c, r.w0).at(0).assign().session();
+  Commands(r.c, r.w1);
+  v1::TelemetryAck ack;
+  // Rank 1 reaches step 3 (checkpointing steps 1 and 3), rank 0 step 2 (checkpointing step 1).
+  for (int step = 0; step < 4; ++step) {
+    for (int rank : {0, 1}) {
+      if (rank == 0 && step == 3) continue;
+      auto b = r.Batch(rank == 0 ? r.w0 : r.w1, rank, step, 4.0 - step);
+      b.set_session(first_session);
+      b.mutable_steps(0)->set_checkpointed(step % 2 == 1);
+      ASSERT_TRUE(r.c.IngestTelemetry(b, &ack).ok()) << step;
+    }
+  }
+  EXPECT_EQ(r.c.GetJob(r.job)->checkpointed_steps(), 2);  // step 3 is not on rank 0 yet
+  EXPECT_EQ(r.c.GetJob(r.job)->steps_done(), 3);
+  ASSERT_TRUE(r.c.ReportResult(Failure(r, r.w1, 1, "loss is NaN")).ok());
+
+  auto job = r.c.GetJob(r.job);
+  EXPECT_EQ(job->state(), v1::RUNNING);  // restarted at once: both workers are free again
+  EXPECT_EQ(job->restarts(), 1);
+  EXPECT_EQ(job->start_step(), 2);
+  EXPECT_EQ(job->steps_done(), 2);  // step 2's record belongs to the stopped attempt
+  ASSERT_EQ(job->steps_size(), 2);
+  EXPECT_EQ(job->steps(1).step(), 1);
+  bool announced = false;
+  for (const auto& e : job->events()) {
+    announced |= e.message() == "restarting (1 of 1) from step 2 (its checkpoint): rank 1 (" + r.w1 + "): loss is NaN";
+  }
+  EXPECT_TRUE(announced);
+  auto cmds = Commands(r.c, r.w0);
+  ASSERT_EQ(cmds.size(), 2u);
+  EXPECT_EQ(cmds[0].cancel_job_id(), r.job);  // the old attempt stops, the new one starts at step 2
+  EXPECT_EQ(cmds[1].assign().start_step(), 2);
+  const uint64_t second_session = cmds[1].assign().session();
+  EXPECT_NE(second_session, first_session);
+  const std::string w_rank0 = cmds[1].assign().rank() == 0 ? r.w0 : r.w1;
+
+  // The old attempt's late telemetry and result are not counted; the new attempt reports step 2.
+  auto stale = r.Batch(w_rank0, 0, 2, 1.0);
+  stale.set_session(first_session);
+  EXPECT_EQ(r.c.IngestTelemetry(stale, &ack).code(), Code::kFailedPrecondition);
+  auto late = Failure(r, r.w0, cmds[1].assign().rank(), "cancelled");
+  late.set_session(first_session);
+  ASSERT_TRUE(r.c.ReportResult(late).ok());
+  EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::RUNNING);
+  auto fresh = r.Batch(w_rank0, 0, 2, 1.0);
+  fresh.set_session(second_session);
+  EXPECT_TRUE(r.c.IngestTelemetry(fresh, &ack).ok());
+
+  // No restarts left: the next failure is final.
+  auto again = Failure(r, w_rank0, 0, "out of memory");
+  again.set_session(second_session);
+  ASSERT_TRUE(r.c.ReportResult(again).ok());
+  job = r.c.GetJob(r.job);
+  EXPECT_EQ(job->state(), v1::FAILED);
+  EXPECT_EQ(job->failure_cause(), "rank 0 (" + w_rank0 + "): out of memory");
+}
+
+TEST(CoordinatorTest, ARestartWaitsForAReplacementWorker) {
+  CoordinatorOptions o;
+  o.lease = std::chrono::milliseconds(30);
+  Coordinator c(o);
+  auto job = c.SubmitJob(RestartableSpec())->job_id();
+  auto w0 = c.Register(Worker(1))->worker_id();
+  c.Register(Worker(2));
+  for (int i = 0; i < 6; ++i) {  // only worker 0 heartbeats: worker 1 is lost
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    v1::HeartbeatRequest hb;
+    hb.set_worker_id(w0);
+    ASSERT_TRUE(c.Heartbeat(hb).ok());
+    c.Tick();
+  }
+  auto j = c.GetJob(job);
+  EXPECT_EQ(j->state(), v1::PENDING);
+  EXPECT_EQ(j->start_step(), 0);  // nothing checkpointed
+  auto w2 = c.Register(Worker(3))->worker_id();
+  j = c.GetJob(job);
+  EXPECT_EQ(j->state(), v1::RUNNING);
+  EXPECT_EQ(j->worker_ids_size(), 2);
+  EXPECT_TRUE(j->worker_ids(0) == w2 || j->worker_ids(1) == w2);
 }
 
 TEST(CoordinatorTest, CancelStopsWorkersAndIsFinal) {

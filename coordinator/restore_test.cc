@@ -97,5 +97,87 @@ TEST(RestoreTest, AcknowledgedStateSurvivesANewCoordinator) {
   EXPECT_EQ(c.GetJob(pending)->state(), v1::RUNNING);
 }
 
+// One step of a pp 1 job's telemetry from `worker`.
+v1::TelemetryBatch StepBatch(const std::string& worker, const std::string& job, int step, bool checkpointed, uint64_t session) {
+  v1::TelemetryBatch b;
+  b.set_worker_id(worker);
+  b.set_job_id(job);
+  b.set_session(session);
+  auto* s = b.add_steps();
+  s->set_step(step);
+  s->set_loss(10.0 - step);
+  s->set_has_loss(true);
+  s->set_checkpointed(checkpointed);
+  return b;
+}
+
+TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordinator) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+                           "/restore-restart-" + std::to_string(getpid()) + ".db";
+  std::remove(path.c_str());
+  v1::JobSpec spec = Spec(10);
+  spec.set_checkpoint_every(2);
+  spec.set_max_restarts(2);
+  std::string job, worker;
+  {
+    auto store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok());
+    CoordinatorOptions o;
+    o.store = store->get();
+    Coordinator c(o);
+    ASSERT_TRUE(c.Restore().ok());
+    job = c.SubmitJob(spec)->job_id();
+    v1::RegisterRequest r;
+    r.set_device_kind("cpu");
+    r.set_data_endpoint("127.0.0.1:1");
+    worker = c.Register(r)->worker_id();
+    std::vector<v1::WorkerCommand> cmds;
+    ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
+    uint64_t session = cmds.at(0).assign().session();
+    v1::TelemetryAck ack;
+    // Attempt 1: steps 0..2, checkpoint at 1; it fails and restarts at step 2.
+    for (int step = 0; step < 3; ++step) ASSERT_TRUE(c.IngestTelemetry(StepBatch(worker, job, step, step == 1, session), &ack).ok());
+    v1::ReportResultRequest bad;
+    bad.set_worker_id(worker);
+    bad.set_job_id(job);
+    bad.set_message("killed");
+    bad.set_session(session);
+    ASSERT_TRUE(c.ReportResult(bad).ok());
+    cmds.clear();
+    ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
+    ASSERT_EQ(cmds.at(1).assign().start_step(), 2);
+    session = cmds.at(1).assign().session();
+    // Attempt 2: steps 2..5, checkpoints at 3 and 5; then the coordinator dies.
+    for (int step = 2; step < 6; ++step) ASSERT_TRUE(c.IngestTelemetry(StepBatch(worker, job, step, step % 2 == 1, session), &ack).ok());
+    ASSERT_EQ(c.GetJob(job)->checkpointed_steps(), 6);
+  }
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  CoordinatorOptions o;
+  o.store = store->get();
+  Coordinator c(o);
+  ASSERT_TRUE(c.Restore().ok());
+  auto j = c.GetJob(job);
+  EXPECT_EQ(j->state(), v1::PENDING);  // waits for its worker to come back
+  EXPECT_EQ(j->restarts(), 2);
+  EXPECT_EQ(j->start_step(), 6);
+  ASSERT_EQ(j->steps_size(), 6);  // steps 0..5 once each: attempt 1's step 2 was replaced
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(j->steps(k).step(), k);
+    EXPECT_EQ(j->steps(k).loss(), 10.0 - k);
+  }
+  EXPECT_EQ(j->events(j->events_size() - 1).message(),
+            "restarting (2 of 2) from step 6 (its checkpoint): the coordinator restarted while the job was running");
+  v1::RegisterRequest again;
+  again.set_device_kind("cpu");
+  again.set_data_endpoint("127.0.0.1:1");
+  again.set_worker_id(worker);
+  ASSERT_TRUE(c.Register(again).ok());
+  std::vector<v1::WorkerCommand> cmds;
+  ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
+  EXPECT_EQ(cmds.at(0).assign().start_step(), 6);
+  EXPECT_EQ(c.GetJob(job)->state(), v1::RUNNING);
+}
+
 }  // namespace
 }  // namespace pipecoord::coordinator
