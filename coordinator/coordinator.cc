@@ -58,6 +58,9 @@ struct Coordinator::Worker {
   std::vector<v1::WorkerCommand> commands;
   int global_rank = -1;
   int dp_rank = -1;
+  // Blamed for a broken link: not given work again until a heartbeat shows it is alive (a dead
+  // one's lease runs out instead).
+  bool suspect = false;
 };
 
 namespace {
@@ -346,7 +349,7 @@ void Coordinator::TryDispatchLocked() {
     if (j.job.state() != v1::PENDING) continue;
     std::vector<Worker*> free;
     for (auto& [id, w] : workers_) {
-      if (w->info.job_id().empty() && w->info.device_kind() == j.job.spec().device()) free.push_back(w.get());
+      if (w->info.job_id().empty() && !w->suspect && w->info.device_kind() == j.job.spec().device()) free.push_back(w.get());
     }
     if (static_cast<int>(free.size()) < j.world()) continue;  // FIFO per device kind is not strict: later jobs may fit
     const v1::JobSpec& spec = j.job.spec();
@@ -467,6 +470,10 @@ Result<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest&
   Worker* w = FindWorkerLocked(r.worker_id());
   if (w == nullptr) return NotFound("worker \"" + r.worker_id() + "\" is not registered (lease lost?)");
   w->lease_expiry = Clock::now() + options_.lease;
+  if (w->suspect) {
+    w->suspect = false;  // alive after all: it may take work again
+    TryDispatchLocked();
+  }
   if (r.has_progress() && r.progress().job_id() == w->info.job_id() && w->global_rank >= 0) {
     if (JobRecord* j = FindJobLocked(w->info.job_id()); j != nullptr && !j->terminal()) {
       j->monitor->OnProgress(w->global_rank, r.progress(), recv);
@@ -733,6 +740,7 @@ void Coordinator::Tick() {
     const int g = jp->suspicion->suspect_global;
     const int rank = g % jp->job.spec().pp();
     const std::string worker = g < jp->job.worker_ids_size() ? jp->job.worker_ids(g) : "?";
+    if (Worker* w = FindWorkerLocked(worker); w != nullptr) w->suspect = true;
     FinishJobLocked(*jp, v1::FAILED,
                     "rank " + std::to_string(rank) + " (" + worker + ", global rank " + std::to_string(g) +
                         ") stopped answering its peers: " + jp->suspicion->cause,

@@ -406,6 +406,22 @@ TEST(CoordinatorTest, AFailureRestartsFromTheLastStepEveryRankCheckpointed) {
   EXPECT_EQ(job->failure_cause(), "rank 0 (" + w_rank0 + "): out of memory");
 }
 
+TEST(CoordinatorTest, ABlamedWorkerGetsNoWorkUntilItHeartbeats) {
+  CoordinatorOptions o;
+  o.suspect_grace = std::chrono::milliseconds(20);
+  Running r(o, RestartableSpec());
+  ASSERT_TRUE(r.c.ReportResult(Failure(r, r.w0, 0, "link to peer 1 broke", {1})).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  r.c.Tick();
+  auto job = r.c.GetJob(r.job);
+  EXPECT_EQ(job->restarts(), 1);
+  EXPECT_EQ(job->state(), v1::PENDING);  // rank 1's worker may be dead: not reused yet
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(r.w1);
+  ASSERT_TRUE(r.c.Heartbeat(hb).ok());  // alive after all
+  EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::RUNNING);
+}
+
 TEST(CoordinatorTest, ARestartWaitsForAReplacementWorker) {
   CoordinatorOptions o;
   o.lease = std::chrono::milliseconds(30);

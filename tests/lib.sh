@@ -32,14 +32,16 @@ start_coordinator() {
   export PIPECOORD_ADDR
 }
 
-# start_workers N
+# start_workers N [worker flags...]
 start_workers() {
-  for i in $(seq "$1"); do
-    "$WORKER" --coordinator "$PIPECOORD_ADDR" > "$WORK/worker-$i-$RANDOM.log" 2>&1 &
+  local n=$1
+  shift
+  for i in $(seq "$n"); do
+    "$WORKER" --coordinator "$PIPECOORD_ADDR" "$@" > "$WORK/worker-$i-$RANDOM.log" 2>&1 &
     PIDS+=($!)
   done
   for _ in $(seq 100); do
-    [ "$("$PIPECTL" workers --format json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("workers", [])))')" -ge "$1" ] && return
+    [ "$("$PIPECTL" workers --format json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("workers", [])))')" -ge "$n" ] && return
     sleep 0.05
   done
   fail "workers did not register"
