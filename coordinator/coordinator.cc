@@ -45,6 +45,10 @@ struct Coordinator::JobRecord {
   std::optional<Suspicion> suspicion;
   // Restart policy: the last step each global rank checkpointed (-1: none), over all attempts.
   std::vector<int> last_checkpoint;
+  // The previous attempt's worker of each global rank: a restart gives a rank back to its worker
+  // when that worker is free, so a checkpoint on a worker's own disk is found again (a
+  // StatefulSet's replacement pod keeps its name, hence its worker id, and its volume).
+  std::vector<std::string> previous_workers;
   int world() const { return job.spec().pp() * job.spec().dp(); }
   bool terminal() const {
     auto s = job.state();
@@ -324,6 +328,7 @@ void Coordinator::RestartJobLocked(JobRecord& j, const std::string& cause) {
   const int from = j.job.checkpointed_steps();
   j.job.set_restarts(j.job.restarts() + 1);
   j.job.set_start_step(from);
+  j.previous_workers.assign(j.job.worker_ids().begin(), j.job.worker_ids().end());
   j.job.clear_worker_ids();
   auto* steps = j.job.mutable_steps();
   steps->erase(std::remove_if(steps->begin(), steps->end(), [&](const v1::StepRecord& r) { return r.step() >= from; }),
@@ -352,6 +357,11 @@ void Coordinator::TryDispatchLocked() {
       if (w->info.job_id().empty() && !w->suspect && w->info.device_kind() == j.job.spec().device()) free.push_back(w.get());
     }
     if (static_cast<int>(free.size()) < j.world()) continue;  // FIFO per device kind is not strict: later jobs may fit
+    // A restart: each rank's previous worker first, where it is free.
+    for (int g = 0; g < static_cast<int>(j.previous_workers.size()) && g < j.world(); ++g) {
+      auto it = std::find_if(free.begin(), free.end(), [&](Worker* w) { return w->info.worker_id() == j.previous_workers[g]; });
+      if (it != free.end()) std::swap(free[g], *it);
+    }
     const v1::JobSpec& spec = j.job.spec();
     j.session = next_session_++;
     for (int g = 0; g < j.world(); ++g) {

@@ -422,17 +422,17 @@ TEST(CoordinatorTest, ABlamedWorkerGetsNoWorkUntilItHeartbeats) {
   EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::RUNNING);
 }
 
-TEST(CoordinatorTest, ARestartWaitsForAReplacementWorker) {
+TEST(CoordinatorTest, ARestartWaitsForAReplacementAndKeepsEachRanksWorker) {
   CoordinatorOptions o;
   o.lease = std::chrono::milliseconds(30);
   Coordinator c(o);
   auto job = c.SubmitJob(RestartableSpec())->job_id();
-  auto w0 = c.Register(Worker(1))->worker_id();
-  c.Register(Worker(2));
-  for (int i = 0; i < 6; ++i) {  // only worker 0 heartbeats: worker 1 is lost
+  c.Register(Worker(1));                           // rank 0: lost
+  auto w1 = c.Register(Worker(2))->worker_id();    // rank 1: survives
+  for (int i = 0; i < 6; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     v1::HeartbeatRequest hb;
-    hb.set_worker_id(w0);
+    hb.set_worker_id(w1);
     ASSERT_TRUE(c.Heartbeat(hb).ok());
     c.Tick();
   }
@@ -442,8 +442,11 @@ TEST(CoordinatorTest, ARestartWaitsForAReplacementWorker) {
   auto w2 = c.Register(Worker(3))->worker_id();
   j = c.GetJob(job);
   EXPECT_EQ(j->state(), v1::RUNNING);
-  EXPECT_EQ(j->worker_ids_size(), 2);
-  EXPECT_TRUE(j->worker_ids(0) == w2 || j->worker_ids(1) == w2);
+  // Registration order would put the survivor on rank 0; it keeps rank 1 (and its disk's
+  // checkpoints), the replacement takes rank 0.
+  ASSERT_EQ(j->worker_ids_size(), 2);
+  EXPECT_EQ(j->worker_ids(0), w2);
+  EXPECT_EQ(j->worker_ids(1), w1);
 }
 
 TEST(CoordinatorTest, CancelStopsWorkersAndIsFinal) {

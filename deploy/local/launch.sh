@@ -55,7 +55,8 @@ coordinator_args=(--listen=127.0.0.1:0 --http=127.0.0.1:0 "--state=$logs/state.d
 worker_args() {  # worker_args N: worker N (0-based), pipecoord-worker-N as in the StatefulSet
   echo "--coordinator=$PIPECOORD_ADDR" "--device=$PIPECOORD_DEVICE" \
        "--data-listen=127.0.0.1:$PIPECOORD_DATA_PORT" "--advertise=$POD_IP" \
-       "--tls-ca=$tls/ca.crt" "--tls-cert=$tls/pipecoord-worker-$1.crt" "--tls-key=$tls/pipecoord-worker-$1.key"
+       "--tls-ca=$tls/ca.crt" "--tls-cert=$tls/pipecoord-worker-$1.crt" "--tls-key=$tls/pipecoord-worker-$1.key" \
+       "--checkpoint-dir=$logs/checkpoints"  # one folder on this host: every worker's 'own disk'
 }
 if [ "$dry_run" = 1 ]; then
   PIPECOORD_ADDR=COORDINATOR_ADDRESS

@@ -128,7 +128,7 @@ const launcher = Object.fromEntries(readFileSync(dryRun, 'utf8').trim().split('\
 // Addresses and paths differ locally (loopback, free ports, a temporary state file, throwaway
 // certificates and token made by the launcher).
 const addressFlags = new Set(['--listen', '--http', '--state', '--coordinator', '--data-listen', '--advertise',
-  '--health-listen', '--tls-cert', '--tls-key', '--tls-ca', '--token-file']);
+  '--health-listen', '--tls-cert', '--tls-key', '--tls-ca', '--token-file', '--checkpoint-dir']);
 for (const [name, k8s] of [['coordinator', flags(cargs)], ['worker', wflags]]) {
   const local = launcher[name] ?? {};
   check(JSON.stringify(Object.keys(local).sort()) === JSON.stringify(Object.keys(k8s).sort()),
