@@ -173,6 +173,11 @@ int RunStatus(int argc, char** argv) {
               j.spec().pp(), j.spec().vpp(), j.spec().dp(), j.spec().microbatches(), j.spec().micro_batch_size());
   std::printf("steps     %d of %d\npredicted bubble rate %.4f\n", j.steps_done(), j.spec().steps(),
               j.plan().predicted_bubble_rate());
+  if (j.spec().max_restarts() > 0 || j.spec().checkpoint_every() > 0) {
+    const std::string saved = j.checkpointed_steps() > 0 ? "through step " + std::to_string(j.checkpointed_steps() - 1) : "no step yet";
+    std::printf("restarts  %d of %d (this attempt from step %d; checkpointed on every rank: %s)\n", j.restarts(),
+                j.spec().max_restarts(), j.start_step(), saved.c_str());
+  }
   if (j.steps_size() > 0) {
     const v1::StepRecord& first = j.steps(0);
     const v1::StepRecord& last = j.steps(j.steps_size() - 1);
