@@ -28,23 +28,48 @@ v1::JobSpec Spec(int steps) {
   return s;
 }
 
-TEST(RestoreTest, AcknowledgedStateSurvivesANewCoordinator) {
-  const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
-                           "/restore-" + std::to_string(getpid()) + ".db";
+// A state file of this test's own, empty.
+std::string FreshStatePath(const std::string& name) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/" + name +
+                           "-" + std::to_string(getpid()) + ".db";
   std::remove(path.c_str());
+  return path;
+}
+
+// A coordinator over the state file at `path`, restored from it (as a restarted process is).
+struct OnFile {
+  explicit OnFile(const std::string& path) {
+    auto opened = StateStore::Open(path);
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    if (opened.ok()) store = std::move(opened).value();
+    CoordinatorOptions o;
+    o.store = store.get();
+    c = std::make_unique<Coordinator>(o);
+    restored = c->Restore();
+  }
+  std::unique_ptr<StateStore> store;
+  std::unique_ptr<Coordinator> c;
+  Status restored;
+};
+
+// A CPU worker's registration; `id` set when it comes back under its identity.
+v1::RegisterRequest CpuWorker(const std::string& id = "") {
+  v1::RegisterRequest r;
+  r.set_device_kind("cpu");
+  r.set_data_endpoint("127.0.0.1:1");
+  r.set_worker_id(id);
+  return r;
+}
+
+TEST(RestoreTest, AcknowledgedStateSurvivesANewCoordinator) {
+  const std::string path = FreshStatePath("restore");
   std::string running, pending, done, worker;
   {
-    auto store = StateStore::Open(path);
-    ASSERT_TRUE(store.ok());
-    CoordinatorOptions o;
-    o.store = store->get();
-    Coordinator c(o);
-    ASSERT_TRUE(c.Restore().ok());
+    OnFile first(path);
+    ASSERT_TRUE(first.restored.ok());
+    Coordinator& c = *first.c;
     done = c.SubmitJob(Spec(1))->job_id();
-    v1::RegisterRequest r;
-    r.set_device_kind("cpu");
-    r.set_data_endpoint("127.0.0.1:1");
-    worker = c.Register(r)->worker_id();
+    worker = c.Register(CpuWorker())->worker_id();
     // The worker runs `done` to the end, with one step of telemetry.
     v1::TelemetryBatch b;
     b.set_worker_id(worker);
@@ -69,12 +94,9 @@ TEST(RestoreTest, AcknowledgedStateSurvivesANewCoordinator) {
     ASSERT_EQ(c.GetJob(running)->state(), v1::RUNNING);
     pending = c.SubmitJob(Spec(100))->job_id();  // no worker left
   }
-  auto store = StateStore::Open(path);
-  ASSERT_TRUE(store.ok());
-  CoordinatorOptions o;
-  o.store = store->get();
-  Coordinator c(o);
-  ASSERT_TRUE(c.Restore().ok());
+  OnFile second(path);
+  ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
+  Coordinator& c = *second.c;
   auto d = c.GetJob(done);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->state(), v1::SUCCEEDED);
@@ -89,11 +111,7 @@ TEST(RestoreTest, AcknowledgedStateSurvivesANewCoordinator) {
   EXPECT_EQ(c.GetJob(pending)->state(), v1::PENDING);
   // Ids continue; the old worker may come back under its identity and takes the pending job.
   EXPECT_EQ(c.SubmitJob(Spec(1))->job_id(), "job-000004");
-  v1::RegisterRequest again;
-  again.set_device_kind("cpu");
-  again.set_data_endpoint("127.0.0.1:1");
-  again.set_worker_id(worker);
-  EXPECT_EQ(c.Register(again)->worker_id(), worker);
+  EXPECT_EQ(c.Register(CpuWorker(worker))->worker_id(), worker);
   EXPECT_EQ(c.GetJob(pending)->state(), v1::RUNNING);
 }
 
@@ -112,25 +130,17 @@ v1::TelemetryBatch StepBatch(const std::string& worker, const std::string& job, 
 }
 
 TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordinator) {
-  const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
-                           "/restore-restart-" + std::to_string(getpid()) + ".db";
-  std::remove(path.c_str());
+  const std::string path = FreshStatePath("restore-restart");
   v1::JobSpec spec = Spec(10);
   spec.set_checkpoint_every(2);
   spec.set_max_restarts(2);
   std::string job, worker;
   {
-    auto store = StateStore::Open(path);
-    ASSERT_TRUE(store.ok());
-    CoordinatorOptions o;
-    o.store = store->get();
-    Coordinator c(o);
-    ASSERT_TRUE(c.Restore().ok());
+    OnFile first(path);
+    ASSERT_TRUE(first.restored.ok());
+    Coordinator& c = *first.c;
     job = c.SubmitJob(spec)->job_id();
-    v1::RegisterRequest r;
-    r.set_device_kind("cpu");
-    r.set_data_endpoint("127.0.0.1:1");
-    worker = c.Register(r)->worker_id();
+    worker = c.Register(CpuWorker())->worker_id();
     std::vector<v1::WorkerCommand> cmds;
     ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
     uint64_t session = cmds.at(0).assign().session();
@@ -151,12 +161,9 @@ TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordin
     for (int step = 2; step < 6; ++step) ASSERT_TRUE(c.IngestTelemetry(StepBatch(worker, job, step, step % 2 == 1, session), &ack).ok());
     ASSERT_EQ(c.GetJob(job)->checkpointed_steps(), 6);
   }
-  auto store = StateStore::Open(path);
-  ASSERT_TRUE(store.ok());
-  CoordinatorOptions o;
-  o.store = store->get();
-  Coordinator c(o);
-  ASSERT_TRUE(c.Restore().ok());
+  OnFile second(path);
+  ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
+  Coordinator& c = *second.c;
   auto j = c.GetJob(job);
   EXPECT_EQ(j->state(), v1::PENDING);  // waits for its worker to come back
   EXPECT_EQ(j->restarts(), 2);
@@ -168,11 +175,7 @@ TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordin
   }
   EXPECT_EQ(j->events(j->events_size() - 1).message(),
             "restarting (2 of 2) from step 6 (its checkpoint): the coordinator restarted while the job was running");
-  v1::RegisterRequest again;
-  again.set_device_kind("cpu");
-  again.set_data_endpoint("127.0.0.1:1");
-  again.set_worker_id(worker);
-  ASSERT_TRUE(c.Register(again).ok());
+  ASSERT_TRUE(c.Register(CpuWorker(worker)).ok());
   std::vector<v1::WorkerCommand> cmds;
   ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
   EXPECT_EQ(cmds.at(0).assign().start_step(), 6);
