@@ -50,6 +50,14 @@ struct Coordinator::JobRecord {
   // StatefulSet's replacement pod keeps its name, hence its worker id, and its volume).
   std::vector<std::string> previous_workers;
   int world() const { return job.spec().pp() * job.spec().dp(); }
+  // Forgets an attempt's progress: the next one reports from `from_step` on.
+  void ResetAttempt(int from_step) {
+    done_ok.assign(world(), false);
+    last_summarized.assign(world(), from_step - 1);
+    open_step_actions.assign(world(), 0);
+    steps.clear();
+    suspicion.reset();
+  }
   bool terminal() const {
     auto s = job.state();
     return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
@@ -108,10 +116,8 @@ Status Coordinator::Restore() {
     }
     steps->DeleteSubrange(kept, steps->size() - kept);
     j.job.set_steps_done(j.job.steps_size());  // each measured step was stored as it was counted
-    j.done_ok.assign(j.world(), false);
-    j.last_summarized.assign(j.world(), -1);
+    j.ResetAttempt(0);
     j.last_checkpoint.assign(j.world(), -1);
-    j.open_step_actions.assign(j.world(), 0);
     j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
     // The WatchJob log: each measured step, then each event (their interleaving is not kept).
     for (const v1::StepRecord& rec : j.job.steps()) {
@@ -238,10 +244,8 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw) {
   record->job.set_state(v1::PENDING);
   record->job.set_failed_rank(-1);
   record->job.set_created_unix_ms(NowNs() / 1'000'000);
-  record->done_ok.assign(record->world(), false);
-  record->last_summarized.assign(record->world(), -1);
+  record->ResetAttempt(0);
   record->last_checkpoint.assign(record->world(), -1);
-  record->open_step_actions.assign(record->world(), 0);
   record->monitor = std::make_unique<health::JobMonitor>(record->job, options_.metrics);
   v1::SubmitJobResponse response;
   response.set_job_id(id);
@@ -334,11 +338,7 @@ void Coordinator::RestartJobLocked(JobRecord& j, const std::string& cause) {
   steps->erase(std::remove_if(steps->begin(), steps->end(), [&](const v1::StepRecord& r) { return r.step() >= from; }),
                steps->end());
   j.job.set_steps_done(steps->size());
-  j.steps.clear();
-  j.done_ok.assign(j.world(), false);
-  j.last_summarized.assign(j.world(), from - 1);
-  j.open_step_actions.assign(j.world(), 0);
-  j.suspicion.reset();
+  j.ResetAttempt(from);
   j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
   j.job.set_state(v1::PENDING);
   PersistJobLocked(j);
