@@ -8,8 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
-#include <sstream>
 
 namespace pipecoord::worker {
 namespace {
@@ -17,8 +17,9 @@ namespace {
 constexpr char kMagic[8] = {'P', 'C', 'C', 'K', 'P', 'T', '0', '1'};
 constexpr uint32_t kMaxName = 4096;
 
-uint64_t Fnv1a(std::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
+
+uint64_t Fnv1a(std::string_view bytes, uint64_t h = kFnvOffset) {
   for (unsigned char c : bytes) {
     h ^= c;
     h *= 0x100000001b3ull;
@@ -26,11 +27,30 @@ uint64_t Fnv1a(std::string_view bytes) {
   return h;
 }
 
-template <typename T>
-void Put(std::string* out, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));  // the hosts we build for are little-endian
-  out->append(b, sizeof(T));
+// Produces a checkpoint's bytes in order, piece by piece, hashing as it goes: the one encoder
+// behind EncodeCheckpoint (a string) and WriteCheckpointFile (a file, with no copy of the
+// tensors in memory). `emit` returns false to stop.
+bool Encode(const CheckpointInfo& info, const std::vector<StateTensor>& tensors,
+            const std::function<bool(std::string_view)>& emit) {
+  uint64_t hash = kFnvOffset;
+  auto piece = [&](std::string_view bytes) {
+    hash = Fnv1a(bytes, hash);
+    return emit(bytes);
+  };
+  auto number = [&](auto v) {
+    char b[sizeof v];
+    std::memcpy(b, &v, sizeof v);  // the hosts we build for are little-endian
+    return piece(std::string_view(b, sizeof v));
+  };
+  bool ok = piece(std::string_view(kMagic, sizeof kMagic)) && number(static_cast<uint64_t>(info.step)) &&
+            number(static_cast<uint64_t>(info.optimizer_steps)) && number(static_cast<uint32_t>(tensors.size()));
+  for (const StateTensor& t : tensors) {
+    ok = ok && number(static_cast<uint32_t>(t.name.size())) && piece(t.name) && number(static_cast<uint64_t>(t.data.size())) &&
+         piece(std::string_view(reinterpret_cast<const char*>(t.data.data()), t.data.size_bytes()));
+  }
+  char b[sizeof hash];
+  std::memcpy(b, &hash, sizeof hash);
+  return ok && emit(std::string_view(b, sizeof hash));
 }
 
 // Reads fixed-size fields off the front of a buffer; every read is bounds-checked.
@@ -65,17 +85,10 @@ std::string EncodeCheckpoint(const CheckpointInfo& info, const std::vector<State
   for (const StateTensor& t : tensors) size += 4 + t.name.size() + 8 + t.data.size_bytes();
   std::string out;
   out.reserve(size);
-  out.append(kMagic, sizeof kMagic);
-  Put<uint64_t>(&out, static_cast<uint64_t>(info.step));
-  Put<uint64_t>(&out, static_cast<uint64_t>(info.optimizer_steps));
-  Put<uint32_t>(&out, static_cast<uint32_t>(tensors.size()));
-  for (const StateTensor& t : tensors) {
-    Put<uint32_t>(&out, static_cast<uint32_t>(t.name.size()));
-    out.append(t.name);
-    Put<uint64_t>(&out, t.data.size());
-    out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size_bytes());
-  }
-  Put<uint64_t>(&out, Fnv1a(out));
+  Encode(info, tensors, [&](std::string_view bytes) {
+    out.append(bytes);
+    return true;
+  });
   return out;
 }
 
@@ -134,20 +147,37 @@ Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, in
   std::error_code ec;
   fs::create_directories(rank_dir, ec);
   if (ec) return Unavailable("checkpoint: cannot create " + rank_dir.string() + ": " + ec.message());
-  const std::string bytes = EncodeCheckpoint(info, tensors);
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Unavailable("checkpoint: cannot write " + tmp + ": " + Errno());
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = Errno();
-      ::close(fd);
-      return Unavailable("checkpoint: writing " + tmp + ": " + why);
+  // Small pieces (header fields, names) are gathered; tensor data goes straight from its buffer.
+  std::string pending;
+  std::string why;
+  auto write_all = [&](std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        why = Errno();
+        return false;
+      }
+      bytes.remove_prefix(static_cast<size_t>(n));
     }
-    done += static_cast<size_t>(n);
+    return true;
+  };
+  const bool written = Encode(info, tensors, [&](std::string_view bytes) {
+    if (bytes.size() < 4096) {
+      pending.append(bytes);
+      if (pending.size() < (1 << 16)) return true;
+      bytes = {};
+    }
+    if (!write_all(pending)) return false;
+    pending.clear();
+    return write_all(bytes);
+  }) && write_all(pending);
+  if (!written) {
+    ::close(fd);
+    return Unavailable("checkpoint: writing " + tmp + ": " + why);
   }
   // On disk before the rename makes it visible: a crash leaves the old checkpoint or the new one.
   if (::fsync(fd) != 0 || ::close(fd) != 0) return Unavailable("checkpoint: flushing " + tmp + ": " + Errno());
@@ -176,11 +206,12 @@ Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, in
 Result<CheckpointInfo> ReadCheckpointFile(const std::string& dir, const std::string& job_id, int global_rank, int64_t step,
                                           const std::vector<StateTensor>& tensors) {
   const std::string path = CheckpointPath(dir, job_id, global_rank, step);
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return NotFound("checkpoint " + path + ": not found (is --checkpoint-dir shared with the failed worker?)");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  auto info = DecodeCheckpointInto(buf.str(), tensors);
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');  // read once, in place
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return Unavailable("checkpoint " + path + ": read failed");
+  auto info = DecodeCheckpointInto(bytes, tensors);
   if (!info.ok()) return Status(info.status().code(), "checkpoint " + path + ": " + info.status().message());
   if (info->step != step) {
     return InvalidArgument("checkpoint " + path + ": holds step " + std::to_string(info->step) + ", expected " + std::to_string(step));

@@ -73,6 +73,9 @@ TEST(CheckpointTest, FilesAreWrittenAtomicallyAndOnlyTheNewestAreKept) {
   for (const auto& e : std::filesystem::directory_iterator(dir + "/job-000001/rank-3")) names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"step-3.ckpt", "step-4.ckpt"}));  // no .tmp left behind
+  std::ifstream file(dir + "/job-000001/rank-3/step-4.ckpt", std::ios::binary);
+  const std::string on_disk((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(on_disk, EncodeCheckpoint({4, 5}, x.Views()));  // the file holds exactly the encoding
   Buffers y;
   auto info = ReadCheckpointFile(dir, "job-000001", 3, 3, y.Views());
   ASSERT_TRUE(info.ok()) << info.status().ToString();

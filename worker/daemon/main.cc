@@ -342,7 +342,8 @@ int main(int argc, char** argv) {
   std::string checkpoint_dir;
   flags.String("checkpoint-dir", &checkpoint_dir,
                "directory for the checkpoints of jobs with checkpointEvery (DIR/JOB/rank-G/step-N.ckpt); a "
-               "replacement worker resumes from it, so share it between workers (a shared volume)");
+               "replacement worker resumes from it: give it the failed worker's volume (a StatefulSet does) "
+               "or one folder shared by all workers");
   std::string inject;
   flags.String("inject", &inject,
                "faults to inject, for tests and demos: RULE[,RULE...] with RULE slow:RANK:FACTOR, "
