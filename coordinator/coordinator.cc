@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <optional>
 #include <set>
 
@@ -49,6 +50,11 @@ struct Coordinator::JobRecord {
   // when that worker is free, so a checkpoint on a worker's own disk is found again (a
   // StatefulSet's replacement pod keeps its name, hence its worker id, and its volume).
   std::vector<std::string> previous_workers;
+  // The job's telemetry rows in the state file, oldest first: (seq, actions). Rows before the
+  // window are dropped from the file in chunks of kTelemetryRowsPerDrop.
+  std::deque<std::pair<int64_t, int>> stored_rows;
+  int64_t stored_actions = 0;
+  int rows_to_drop = 0;
   int world() const { return job.spec().pp() * job.spec().dp(); }
   // Forgets an attempt's progress: the next one reports from `from_step` on.
   void ResetAttempt(int from_step) {
@@ -117,7 +123,8 @@ Status Coordinator::Restore() {
     steps->DeleteSubrange(kept, steps->size() - kept);
     j.job.set_steps_done(j.job.steps_size());  // each measured step was stored as it was counted
     j.ResetAttempt(0);
-    j.last_checkpoint.assign(j.world(), -1);
+    // The checkpoints table holds the restart point; telemetry rows refine it per rank.
+    j.last_checkpoint.assign(j.world(), j.job.checkpointed_steps() - 1);
     j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
     // The WatchJob log: each measured step, then each event (their interleaving is not kept).
     for (const v1::StepRecord& rec : j.job.steps()) {
@@ -141,7 +148,9 @@ Status Coordinator::Restore() {
       *j.job.add_events() = std::move(e);
     }
     // Measured actions for the trace, newest kept.
-    for (const v1::TelemetryBatch& b : state->telemetry[i]) {
+    for (const StoredBatch& row : state->telemetry[i]) {
+      const v1::TelemetryBatch& b = row.batch;
+      KeepTelemetryWindowLocked(j, row.seq, b.actions_size());
       const int g = b.dp_rank() * j.job.spec().pp() + b.rank();
       if (g < 0 || g >= j.world()) continue;
       for (const v1::StepSummary& s : b.steps()) {
@@ -587,7 +596,30 @@ Status Coordinator::CheckTelemetryOrderLocked(const JobRecord& j, int g, const v
 
 void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {
   j.last_checkpoint[g] = std::max(j.last_checkpoint[g], step);
-  j.job.set_checkpointed_steps(*std::min_element(j.last_checkpoint.begin(), j.last_checkpoint.end()) + 1);
+  const int covered = *std::min_element(j.last_checkpoint.begin(), j.last_checkpoint.end()) + 1;
+  if (covered == j.job.checkpointed_steps()) return;
+  j.job.set_checkpointed_steps(covered);
+  if (options_.store != nullptr) {
+    Status st = options_.store->PutCheckpointedSteps(j.job.id(), covered);
+    if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
+  }
+}
+
+void Coordinator::KeepTelemetryWindowLocked(JobRecord& j, int64_t seq, int actions) {
+  constexpr int kTelemetryRowsPerDrop = 256;  // one DELETE per 256 rows, not one per row
+  j.stored_rows.emplace_back(seq, actions);
+  j.stored_actions += actions;
+  while (j.stored_rows.size() > 1 &&
+         j.stored_actions - j.stored_rows.front().second >= static_cast<int64_t>(options_.trace_actions_per_job)) {
+    j.stored_actions -= j.stored_rows.front().second;
+    j.stored_rows.pop_front();
+    ++j.rows_to_drop;
+  }
+  if (j.rows_to_drop < kTelemetryRowsPerDrop || options_.store == nullptr) return;
+  // A failed drop leaves rows behind, harmless: the next one (or a restore) takes them.
+  Status st = options_.store->DropTelemetryBefore(j.job.id(), j.stored_rows.front().first);
+  if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
+  j.rows_to_drop = 0;
 }
 
 Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
@@ -607,8 +639,9 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   PIPECOORD_RETURN_IF_ERROR(CheckTelemetryOrderLocked(*j, w->global_rank, b));
   if (options_.store != nullptr) {
     // Stored before it counts (and before the ack): nothing acknowledged is lost to a crash.
-    Status st = options_.store->AppendTelemetry(j->job.id(), b);
-    if (!st.ok()) return Unavailable("telemetry not stored: " + st.message());
+    auto seq = options_.store->AppendTelemetry(j->job.id(), b);
+    if (!seq.ok()) return Unavailable("telemetry not stored: " + seq.status().message());
+    KeepTelemetryWindowLocked(*j, *seq, b.actions_size());
   }
   const int g = w->global_rank;
   if (b.steps_size() > 0) {

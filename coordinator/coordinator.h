@@ -119,6 +119,9 @@ class Coordinator {
   // Frees the job's workers, telling them to stop it when `cancel`.
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);
   void NoteCheckpointLocked(JobRecord& job, int global_rank, int step);
+  // Notes a telemetry row just stored and drops, in chunks, the rows older than the newest ones
+  // holding trace_actions_per_job actions: the state file stays bounded however long a job runs.
+  void KeepTelemetryWindowLocked(JobRecord& job, int64_t seq, int actions);
   void PublishLocked(JobRecord& job, v1::JobUpdate update);
   void RecordEventLocked(JobRecord& job, const std::string& event);
   void RecordHealthEventLocked(JobRecord& job, v1::HealthEvent event);

@@ -38,12 +38,13 @@ std::string FreshStatePath(const std::string& name) {
 
 // A coordinator over the state file at `path`, restored from it (as a restarted process is).
 struct OnFile {
-  explicit OnFile(const std::string& path) {
+  explicit OnFile(const std::string& path, size_t trace_actions_per_job = 200000) {
     auto opened = StateStore::Open(path);
     EXPECT_TRUE(opened.ok()) << opened.status().ToString();
     if (opened.ok()) store = std::move(opened).value();
     CoordinatorOptions o;
     o.store = store.get();
+    o.trace_actions_per_job = trace_actions_per_job;
     c = std::make_unique<Coordinator>(o);
     restored = c->Restore();
   }
@@ -180,6 +181,73 @@ TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordin
   ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
   EXPECT_EQ(cmds.at(0).assign().start_step(), 6);
   EXPECT_EQ(c.GetJob(job)->state(), v1::RUNNING);
+}
+
+// Occurrences of `needle` in `text`.
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(RestoreTest, TheStateFileKeepsTheTraceWindowOfTelemetryAndTheCheckpointBeyondIt) {
+  const std::string path = FreshStatePath("restore-window");
+  constexpr int kWindow = 10, kSteps = 600;
+  v1::JobSpec spec = Spec(1000);
+  spec.set_checkpoint_every(4);
+  spec.set_max_restarts(1);
+  std::string job, worker;
+  {
+    OnFile first(path, kWindow);
+    ASSERT_TRUE(first.restored.ok());
+    Coordinator& c = *first.c;
+    job = c.SubmitJob(spec)->job_id();
+    worker = c.Register(CpuWorker())->worker_id();
+    std::vector<v1::WorkerCommand> cmds;
+    ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
+    const uint64_t session = cmds.at(0).assign().session();
+    v1::TelemetryAck ack;
+    // One action and one step per batch; only step 3 is checkpointed, its row dropped long ago.
+    for (int step = 0; step < kSteps; ++step) {
+      v1::TelemetryBatch b = StepBatch(worker, job, step, step == 3, session);
+      auto* t = b.add_actions();
+      t->mutable_action()->set_op(v1::F);
+      t->set_step(step);
+      t->set_start_ns(1000 * step);
+      t->set_end_ns(1000 * step + 500);
+      ASSERT_TRUE(c.IngestTelemetry(b, &ack).ok());
+    }
+    ASSERT_EQ(c.GetJob(job)->checkpointed_steps(), 4);
+  }
+  {
+    // The file holds the window (kWindow rows) plus rows not yet dropped (fewer than one chunk of
+    // 256), not all 600; the newest rows are there, in order.
+    auto store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok());
+    std::vector<std::vector<std::string>> events;
+    auto state = (*store)->Load(&events);
+    ASSERT_TRUE(state.ok());
+    const auto& rows = state->telemetry.at(0);
+    EXPECT_GE(rows.size(), static_cast<size_t>(kWindow));
+    EXPECT_LT(rows.size(), static_cast<size_t>(kWindow + 256));
+    for (size_t k = 0; k < rows.size(); ++k) {
+      EXPECT_EQ(rows[k].batch.steps(0).step(), kSteps - static_cast<int>(rows.size() - k));
+    }
+    EXPECT_EQ(state->jobs.at(0).checkpointed_steps(), 4);
+  }
+  OnFile second(path, kWindow);
+  ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
+  Coordinator& c = *second.c;
+  auto j = c.GetJob(job);
+  EXPECT_EQ(j->checkpointed_steps(), 4);
+  EXPECT_EQ(j->steps_size(), 4);  // the steps after the checkpoint will be run again
+  EXPECT_EQ(j->start_step(), 4);  // resumes from the checkpoint whose telemetry row is gone
+  // The trace shows exactly the newest kWindow actions: steps 590..599.
+  const std::string trace = *c.Trace(job);
+  EXPECT_EQ(Count(trace, "\"ph\": \"X\", \"pid\": 0,"), kWindow) << trace;
+  EXPECT_NE(trace.find("\"step\": 590}"), std::string::npos);
+  EXPECT_NE(trace.find("\"step\": 599}"), std::string::npos);
+  EXPECT_EQ(trace.find("\"step\": 589}"), std::string::npos);
 }
 
 }  // namespace

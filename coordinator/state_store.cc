@@ -17,6 +17,7 @@ constexpr const char* kSchema = R"sql(
                                     step BLOB NOT NULL);
   CREATE TABLE IF NOT EXISTS telemetry (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL,
                                         batch BLOB NOT NULL);
+  CREATE TABLE IF NOT EXISTS checkpoints (job_id TEXT PRIMARY KEY, steps INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS workers (id TEXT PRIMARY KEY);
   CREATE INDEX IF NOT EXISTS events_job ON events (job_id);
   CREATE INDEX IF NOT EXISTS steps_job ON steps (job_id);
@@ -115,9 +116,22 @@ Status StateStore::AppendStep(const std::string& job_id, const v1::StepRecord& s
   return Done(s, db_, path_);
 }
 
-Status StateStore::AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch) {
+Result<int64_t> StateStore::AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch) {
   Stmt s(db_, "INSERT INTO telemetry (job_id, batch) VALUES (?1, ?2)");
   s.Text(1, job_id).Blob(2, batch.SerializeAsString());
+  PIPECOORD_RETURN_IF_ERROR(Done(s, db_, path_));
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+Status StateStore::DropTelemetryBefore(const std::string& job_id, int64_t seq) {
+  Stmt s(db_, "DELETE FROM telemetry WHERE job_id = ?1 AND seq < ?2");
+  s.Text(1, job_id).Int(2, seq);
+  return Done(s, db_, path_);
+}
+
+Status StateStore::PutCheckpointedSteps(const std::string& job_id, int n) {
+  Stmt s(db_, "INSERT OR REPLACE INTO checkpoints (job_id, steps) VALUES (?1, ?2)");
+  s.Text(1, job_id).Int(2, n);
   return Done(s, db_, path_);
 }
 
@@ -136,7 +150,8 @@ Status StateStore::PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t
 Status StateStore::DeleteJob(const std::string& job_id) {
   PIPECOORD_RETURN_IF_ERROR(Exec("BEGIN"));
   for (const char* sql : {"DELETE FROM jobs WHERE id = ?1", "DELETE FROM events WHERE job_id = ?1",
-                          "DELETE FROM steps WHERE job_id = ?1", "DELETE FROM telemetry WHERE job_id = ?1"}) {
+                          "DELETE FROM steps WHERE job_id = ?1", "DELETE FROM telemetry WHERE job_id = ?1",
+                          "DELETE FROM checkpoints WHERE job_id = ?1"}) {
     Stmt s(db_, sql);
     s.Text(1, job_id);
     Status st = Done(s, db_, path_);
@@ -180,13 +195,23 @@ Result<StoredState> StateStore::Load(std::vector<std::vector<std::string>>* even
     }
   }
   {
-    Stmt s(db_, "SELECT job_id, batch FROM telemetry ORDER BY seq");
+    Stmt s(db_, "SELECT job_id, batch, seq FROM telemetry ORDER BY seq");
     while (s.ok() && s.Step() == SQLITE_ROW) {
       auto it = index.find(s.ColumnBytes(0));
       if (it == index.end()) continue;
-      v1::TelemetryBatch b;
-      if (!b.ParseFromString(s.ColumnBytes(1))) return Unavailable("state file " + path_ + ": a telemetry row does not parse");
+      StoredBatch b;
+      b.seq = s.ColumnInt(2);
+      if (!b.batch.ParseFromString(s.ColumnBytes(1))) {
+        return Unavailable("state file " + path_ + ": a telemetry row does not parse");
+      }
       out.telemetry[it->second].push_back(std::move(b));
+    }
+  }
+  {
+    Stmt s(db_, "SELECT job_id, steps FROM checkpoints");
+    while (s.ok() && s.Step() == SQLITE_ROW) {
+      auto it = index.find(s.ColumnBytes(0));
+      if (it != index.end()) out.jobs[it->second].set_checkpointed_steps(static_cast<int>(s.ColumnInt(1)));
     }
   }
   {

@@ -3,7 +3,8 @@
 // SIGKILL; Load() gives it all back on restart.
 //
 // What is kept: jobs (spec, plan, state, cause, steps done, creation time), their events and
-// step records, every telemetry batch accepted (as the serialized TelemetryBatch), the worker
+// step records, the telemetry batches accepted (as serialized TelemetryBatch rows, of which the
+// caller drops the old ones: DropTelemetryBefore), each job's checkpointed steps, the worker
 // identities handed out, and the id counters. Not thread-safe: the Coordinator calls it under
 // its own lock.
 #ifndef PIPECOORD_COORDINATOR_STATE_STORE_H_
@@ -22,9 +23,14 @@ struct sqlite3;
 
 namespace pipecoord::coordinator {
 
+struct StoredBatch {
+  int64_t seq = 0;  // the row's place in arrival order (what DropTelemetryBefore takes)
+  v1::TelemetryBatch batch;
+};
+
 struct StoredState {
-  std::vector<v1::Job> jobs;  // submission order, events and steps filled in
-  std::vector<std::vector<v1::TelemetryBatch>> telemetry;  // per job, in arrival order
+  std::vector<v1::Job> jobs;  // submission order; events, steps and checkpointed_steps filled in
+  std::vector<std::vector<StoredBatch>> telemetry;  // per job, in arrival order
   std::vector<std::string> worker_ids;
   uint64_t next_job = 1, next_worker = 1, next_session = 1;
 };
@@ -42,7 +48,13 @@ class StateStore {
   Status PutJob(const v1::Job& job);
   Status AppendEvent(const std::string& job_id, const std::string& event_bytes);
   Status AppendStep(const std::string& job_id, const v1::StepRecord& step);
-  Status AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch);
+  // Returns the new row's seq.
+  Result<int64_t> AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch);
+  // Deletes the job's telemetry rows older than `seq`: the coordinator keeps a bounded window.
+  Status DropTelemetryBefore(const std::string& job_id, int64_t seq);
+  // Steps [0, n) are checkpointed on every rank (Job.checkpointed_steps): kept apart from the job
+  // row, which holds the plan and is not rewritten for it.
+  Status PutCheckpointedSteps(const std::string& job_id, int n);
   Status PutWorker(const std::string& worker_id);
   Status PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t next_session);
   // Removes a job and everything kept with it.

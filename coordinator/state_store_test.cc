@@ -57,7 +57,7 @@ TEST(StateStoreTest, EverythingWrittenComesBackAfterReopening) {
   EXPECT_EQ(state->jobs[0].steps(0).loss(), 4.5);
   EXPECT_EQ(events[0], (std::vector<std::string>{"submitted", "SUCCEEDED"}));
   ASSERT_EQ(state->telemetry[0].size(), 1u);
-  EXPECT_EQ(state->telemetry[0][0].actions(0).start_ns(), 7);
+  EXPECT_EQ(state->telemetry[0][0].batch.actions(0).start_ns(), 7);
   EXPECT_TRUE(state->telemetry[1].empty());
   EXPECT_EQ(state->worker_ids, std::vector<std::string>{"worker-0003"});
   EXPECT_EQ(state->next_job, 3u);
@@ -68,6 +68,46 @@ TEST(StateStoreTest, EverythingWrittenComesBackAfterReopening) {
   state = (*store)->Load(&events);
   ASSERT_EQ(state->jobs.size(), 1u);
   EXPECT_EQ(state->jobs[0].id(), "job-000002");
+}
+
+TEST(StateStoreTest, DroppingOldTelemetryTouchesOnlyThatJobsOlderRows) {
+  const std::string path = TempPath();
+  std::remove(path.c_str());
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  StateStore& s = **store;
+  v1::Job a, b;
+  a.set_id("job-a");
+  b.set_id("job-b");
+  ASSERT_TRUE(s.PutJob(a).ok());
+  ASSERT_TRUE(s.PutJob(b).ok());
+  std::vector<int64_t> seq_a;
+  for (int k = 0; k < 4; ++k) {
+    v1::TelemetryBatch batch;
+    batch.add_actions()->set_start_ns(k);
+    auto sa = s.AppendTelemetry("job-a", batch);
+    auto sb = s.AppendTelemetry("job-b", batch);
+    ASSERT_TRUE(sa.ok() && sb.ok());
+    EXPECT_EQ(*sb, *sa + 1);  // one sequence over all jobs, in arrival order
+    seq_a.push_back(*sa);
+  }
+  ASSERT_TRUE(s.DropTelemetryBefore("job-a", seq_a[2]).ok());
+  ASSERT_TRUE(s.PutCheckpointedSteps("job-a", 7).ok());
+  ASSERT_TRUE(s.PutCheckpointedSteps("job-a", 9).ok());  // replaces
+  std::vector<std::vector<std::string>> events;
+  auto state = s.Load(&events);
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(state->telemetry[0].size(), 2u);
+  EXPECT_EQ(state->telemetry[0][0].seq, seq_a[2]);
+  EXPECT_EQ(state->telemetry[0][0].batch.actions(0).start_ns(), 2);
+  EXPECT_EQ(state->telemetry[1].size(), 4u);
+  EXPECT_EQ(state->jobs[0].checkpointed_steps(), 9);
+  EXPECT_EQ(state->jobs[1].checkpointed_steps(), 0);
+  ASSERT_TRUE(s.DeleteJob("job-a").ok());
+  ASSERT_TRUE(s.PutJob(a).ok());  // a job of the same id starts clean
+  state = s.Load(&events);
+  EXPECT_EQ(state->jobs[1].checkpointed_steps(), 0);
+  EXPECT_TRUE(state->telemetry[1].empty());
 }
 
 TEST(StateStoreTest, ANonDatabaseFileIsRefusedNamingThePath) {
