@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes one target for a bounded time: run_fuzzer.sh FUZZER CORPUS_DIR SECONDS.
+# Fuzzes one target for a bounded time: run_fuzzer.sh FUZZER CORPUS_DIR SECONDS [seed: $FUZZ_SEED].
 # Starts from a copy of the committed corpus (new inputs stay in the test's temporary folder) and
 # fails on a crash, sanitizer report, leak, timeout (10 s per input) or out-of-memory, printing
 # the input in base64 so it can be committed to the corpus as a regression file; the input also
@@ -12,8 +12,11 @@ mkdir -p "$tmp/corpus" "$artifacts"
 cp "$corpus"/* "$tmp/corpus/"
 
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# A fixed seed by default, so a CI run explores the same inputs for the same code and a red run
+# can be reproduced; FUZZ_SEED=0 (bazel test --test_env=FUZZ_SEED=0) asks libFuzzer for a random one.
+seed=${FUZZ_SEED:-1}
 status=0
-"$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
+"$fuzzer" -seed="$seed" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
   -artifact_prefix="$artifacts/" "$tmp/corpus" >"$tmp/log" 2>&1 || status=$?
 
 name=$(basename "$fuzzer")
@@ -28,4 +31,4 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' "$tmp/log" || true
-echo "$name: ok, $(grep -c . <(ls "$tmp/corpus")) inputs in the corpus after ${seconds} s ($(ls "$corpus" | wc -l) seeds)"
+echo "$name: ok, $(grep -c . <(ls "$tmp/corpus")) inputs in the corpus after ${seconds} s ($(ls "$corpus" | wc -l) seeds, -seed=$seed)"

@@ -57,20 +57,18 @@ double RssMiB() {
   return 0;
 }
 
-double Flag(int argc, char** argv, const char* name, double fallback) {
-  const std::string prefix = std::string("--") + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atof(argv[i] + prefix.size());
-  }
-  return fallback;
-}
-
+// The value of --name=VALUE, "" when absent.
 std::string StringFlag(int argc, char** argv, const char* name) {
   const std::string prefix = std::string("--") + name + "=";
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
   }
   return "";
+}
+
+double Flag(int argc, char** argv, const char* name, double fallback) {
+  const std::string value = StringFlag(argc, argv, name);
+  return value.empty() ? fallback : std::atof(value.c_str());
 }
 
 // The state file and its write-ahead log, in MiB.
