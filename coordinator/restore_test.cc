@@ -130,6 +130,13 @@ v1::TelemetryBatch StepBatch(const std::string& worker, const std::string& job, 
   return b;
 }
 
+// The session of the assignment waiting for `worker` (its first command).
+uint64_t AssignedSession(Coordinator& c, const std::string& worker) {
+  std::vector<v1::WorkerCommand> cmds;
+  EXPECT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
+  return cmds.empty() ? 0 : cmds.front().assign().session();
+}
+
 TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordinator) {
   const std::string path = FreshStatePath("restore-restart");
   v1::JobSpec spec = Spec(10);
@@ -142,9 +149,7 @@ TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordin
     Coordinator& c = *first.c;
     job = c.SubmitJob(spec)->job_id();
     worker = c.Register(CpuWorker())->worker_id();
-    std::vector<v1::WorkerCommand> cmds;
-    ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
-    uint64_t session = cmds.at(0).assign().session();
+    uint64_t session = AssignedSession(c, worker);
     v1::TelemetryAck ack;
     // Attempt 1: steps 0..2, checkpoint at 1; it fails and restarts at step 2.
     for (int step = 0; step < 3; ++step) ASSERT_TRUE(c.IngestTelemetry(StepBatch(worker, job, step, step == 1, session), &ack).ok());
@@ -154,7 +159,7 @@ TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordin
     bad.set_message("killed");
     bad.set_session(session);
     ASSERT_TRUE(c.ReportResult(bad).ok());
-    cmds.clear();
+    std::vector<v1::WorkerCommand> cmds;
     ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
     ASSERT_EQ(cmds.at(1).assign().start_step(), 2);
     session = cmds.at(1).assign().session();
@@ -203,9 +208,7 @@ TEST(RestoreTest, TheStateFileKeepsTheTraceWindowOfTelemetryAndTheCheckpointBeyo
     Coordinator& c = *first.c;
     job = c.SubmitJob(spec)->job_id();
     worker = c.Register(CpuWorker())->worker_id();
-    std::vector<v1::WorkerCommand> cmds;
-    ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
-    const uint64_t session = cmds.at(0).assign().session();
+    const uint64_t session = AssignedSession(c, worker);
     v1::TelemetryAck ack;
     // One action and one step per batch; only step 3 is checkpointed, its row dropped long ago.
     for (int step = 0; step < kSteps; ++step) {
