@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 
 #include "cli/cli_io.h"
 #include "cli/flags.h"
@@ -33,6 +34,18 @@ int Parse(FlagSet& flags, int argc, char** argv, const char* verb, std::string* 
   if (!st.ok()) return Fail(verb, st);
   if (job != nullptr && !positional.empty()) *job = positional[0];
   return -1;
+}
+
+// One unary JobService call: connects, calls with a deadline of `deadline_s`, and returns the
+// outcome as FromGrpc words it.
+template <typename Request, typename Response>
+Status CallJobService(Connection& conn, int deadline_s,
+                      grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                      const std::type_identity_t<Request>& req, Response* resp) {
+  auto stub = JobStub(&conn);
+  if (!stub.ok()) return stub.status();
+  auto ctx = Deadline(deadline_s);
+  return FromGrpc(((**stub).*method)(ctx.get(), req, resp), conn);
 }
 
 const char* State(v1::JobState s) {
@@ -103,11 +116,8 @@ int RunSubmit(int argc, char** argv) {
   v1::SubmitJobRequest req;
   auto parsed = google::protobuf::util::JsonStringToMessage(*text, req.mutable_spec());
   if (!parsed.ok()) return Fail("submit", InvalidArgument(file + ": not a JobSpec: " + std::string(parsed.message())));
-  auto ctx = Deadline(60);
   v1::SubmitJobResponse resp;
-  auto stub = JobStub(&conn);
-  if (!stub.ok()) return Fail("submit", stub.status());
-  Status st = FromGrpc((*stub)->SubmitJob(ctx.get(), req, &resp), conn);
+  Status st = CallJobService(conn, 60, &v1::JobService::Stub::SubmitJob, req, &resp);
   if (!st.ok()) return Fail("submit", st);
   if (format == "json") {
     std::printf("%s", ToJson(resp).c_str());
@@ -126,11 +136,8 @@ int RunJobs(int argc, char** argv) {
   AddConnectionFlags(flags, &conn);
   flags.String("format", &format, "text (default) or json");
   if (int rc = Parse(flags, argc, argv, "jobs", nullptr, false); rc >= 0) return rc;
-  auto ctx = Deadline(10);
   v1::ListJobsResponse resp;
-  auto stub = JobStub(&conn);
-  if (!stub.ok()) return Fail("jobs", stub.status());
-  Status st = FromGrpc((*stub)->ListJobs(ctx.get(), {}, &resp), conn);
+  Status st = CallJobService(conn, 10, &v1::JobService::Stub::ListJobs, {}, &resp);
   if (!st.ok()) return Fail("jobs", st);
   if (format == "json") {
     std::printf("%s", ToJson(resp).c_str());
@@ -155,13 +162,10 @@ int RunStatus(int argc, char** argv) {
   AddConnectionFlags(flags, &conn);
   flags.String("format", &format, "text (default) or json (the whole Job, plan included)");
   if (int rc = Parse(flags, argc, argv, "status", &job, true); rc >= 0) return rc;
-  auto ctx = Deadline(10);
   v1::GetJobRequest req;
   req.set_job_id(job);
   v1::Job j;
-  auto stub = JobStub(&conn);
-  if (!stub.ok()) return Fail("status", stub.status());
-  Status st = FromGrpc((*stub)->GetJob(ctx.get(), req, &j), conn);
+  Status st = CallJobService(conn, 10, &v1::JobService::Stub::GetJob, req, &j);
   if (!st.ok()) return Fail("status", st);
   if (format == "json") {
     std::printf("%s", ToJson(j).c_str());
@@ -218,13 +222,10 @@ int RunCancel(int argc, char** argv) {
                 "Cancels a pending or running job.");
   AddConnectionFlags(flags, &conn);
   if (int rc = Parse(flags, argc, argv, "cancel", &job, true); rc >= 0) return rc;
-  auto ctx = Deadline(10);
   v1::CancelJobRequest req;
   req.set_job_id(job);
   v1::CancelJobResponse resp;
-  auto stub = JobStub(&conn);
-  if (!stub.ok()) return Fail("cancel", stub.status());
-  Status st = FromGrpc((*stub)->CancelJob(ctx.get(), req, &resp), conn);
+  Status st = CallJobService(conn, 10, &v1::JobService::Stub::CancelJob, req, &resp);
   if (!st.ok()) return Fail("cancel", st);
   std::printf("%s %s\n", job.c_str(), State(resp.state()));
   return kExitOk;
@@ -238,11 +239,8 @@ int RunWorkers(int argc, char** argv) {
   AddConnectionFlags(flags, &conn);
   flags.String("format", &format, "text (default) or json");
   if (int rc = Parse(flags, argc, argv, "workers", nullptr, false); rc >= 0) return rc;
-  auto ctx = Deadline(10);
   v1::ListWorkersResponse resp;
-  auto stub = JobStub(&conn);
-  if (!stub.ok()) return Fail("workers", stub.status());
-  Status st = FromGrpc((*stub)->ListWorkers(ctx.get(), {}, &resp), conn);
+  Status st = CallJobService(conn, 10, &v1::JobService::Stub::ListWorkers, {}, &resp);
   if (!st.ok()) return Fail("workers", st);
   if (format == "json") {
     std::printf("%s", ToJson(resp).c_str());
@@ -270,13 +268,10 @@ int RunTrace(int argc, char** argv) {
   AddConnectionFlags(flags, &conn);
   flags.String("out", &out, "file to write; default: stdout");
   if (int rc = Parse(flags, argc, argv, "trace", &job, true); rc >= 0) return rc;
-  auto ctx = Deadline(30);
   v1::GetTraceRequest req;
   req.set_job_id(job);
   v1::GetTraceResponse resp;
-  auto stub = JobStub(&conn);
-  if (!stub.ok()) return Fail("trace", stub.status());
-  Status st = FromGrpc((*stub)->GetTrace(ctx.get(), req, &resp), conn);
+  Status st = CallJobService(conn, 30, &v1::JobService::Stub::GetTrace, req, &resp);
   if (!st.ok()) return Fail("trace", st);
   return EmitOutput("trace", resp.perfetto_json(), out, "the trace of " + job);
 }
