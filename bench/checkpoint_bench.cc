@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/cpu_bench_job.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/daemon/local_run.h"
 
@@ -16,22 +17,8 @@ namespace {
 using namespace pipecoord;
 
 v1::JobSpec Job(int checkpoint_every) {
-  v1::JobSpec s;
-  s.set_name("bench");
-  s.set_schedule("1f1b");
-  s.set_pp(2);
-  s.set_microbatches(8);
-  s.set_micro_batch_size(4);
-  s.set_steps(8);
-  s.set_learning_rate(0.001);
+  v1::JobSpec s = bench::CpuBenchJob("1f1b", 8);
   s.set_checkpoint_every(checkpoint_every);
-  auto* m = s.mutable_model();
-  m->set_layers(4);
-  m->set_hidden(128);
-  m->set_heads(4);
-  m->set_vocab(256);
-  m->set_seq_len(64);
-  m->set_seed(5);
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <map>
 
+#include "bench/cpu_bench_job.h"
 #include "proto/telemetry.pb.h"
 #include "schedules/registry.h"
 #include "schedules/simulator.h"
@@ -20,25 +21,6 @@ namespace {
 
 using namespace pipecoord;
 
-v1::JobSpec Job(const std::string& schedule) {
-  v1::JobSpec s;
-  s.set_name("bench");
-  s.set_schedule(schedule);
-  s.set_pp(2);
-  s.set_microbatches(8);
-  s.set_micro_batch_size(4);
-  s.set_steps(4);
-  s.set_learning_rate(0.001);
-  auto* m = s.mutable_model();
-  m->set_layers(4);
-  m->set_hidden(128);
-  m->set_heads(4);
-  m->set_vocab(256);
-  m->set_seq_len(64);
-  m->set_seed(5);
-  return s;
-}
-
 struct Measured {
   double step_s = 0;         // mean measured step time (first step excluded: warm-up)
   double predicted_s = 0;    // simulator makespan with measured costs + measured OPT
@@ -46,7 +28,7 @@ struct Measured {
 };
 
 Measured Run(const std::string& schedule) {
-  const v1::JobSpec spec = Job(schedule);
+  const v1::JobSpec spec = bench::CpuBenchJob(schedule, 4);
   double telemetry = 0;
   int batches = 0;
   auto run = worker::RunLocally(spec, [&](int global, const worker::StepReport& r) {
