@@ -53,17 +53,44 @@ class Builder {
 
 struct Dims {
   int64_t s, b, h, f, t, heads, kv_width, qkv_width, fc1_width;
+  bool sp;     // sequence parallel: outside the TP regions tensors hold s/t of the sequence
+  int64_t sq;  // the sequence length of those tensors: s / t with sp, else s
 };
+
+// Where a TP region begins: its input, a sequence shard under SP, is all-gathered into a
+// transient full-sequence tensor `gathered`; without SP the input is used as it is.
+std::string EnterTpRegion(Builder& B, const Dims& d, const std::string& input, const std::string& gathered,
+                          const std::string& dtype) {
+  if (!d.sp) return input;
+  B.Declare(gathered, {d.s, d.b, d.h}, dtype);
+  B.Op("all_gather", {input}, {gathered});
+  return gathered;
+}
+
+// Where a TP region ends: the partial sums are all-reduced in place (no SP) or, under SP,
+// written as a full-sequence partial `partial` and reduce-scattered into the shard `out`.
+// Returns the id the region's op must write.
+std::string LeaveTpRegionTarget(Builder& B, const Dims& d, const std::string& out, const std::string& partial,
+                                const std::string& dtype) {
+  if (!d.sp) return out;
+  B.Declare(partial, {d.s, d.b, d.h}, dtype);
+  return partial;
+}
+void LeaveTpRegion(Builder& B, const Dims& d, const std::string& out, const std::string& partial) {
+  if (d.sp) B.Op("reduce_scatter", {partial}, {out});
+  else if (d.t > 1) B.Op("all_reduce", {out}, {out}, out);
+}
 
 // The forward ops. `p` prefixes every id the ops produce (the recompute program uses "r.");
 // `attention_core_only` emits just the s x s part of eager attention (selective recompute).
 void Forward(Builder& B, const ModelSpec& m, const Dims& d, const std::string& act,
              const std::string& p, bool attention_core_only) {
-  const Shape sbh{d.s, d.b, d.h}, sbh_t{d.s, d.b, d.h / d.t};
+  // sbh: the tensors outside the TP regions (a sequence shard under SP).
+  const Shape sbh{d.sq, d.b, d.h}, sbh_t{d.s, d.b, d.h / d.t};
   const bool eager = m.attention == Attention::kEager;
   const bool dropout = m.dropout;
   const bool layernorm = m.norm == Norm::kLayerNorm;
-  const Shape stats{d.s, d.b, layernorm ? 2 : 1};
+  const Shape stats{d.sq, d.b, layernorm ? 2 : 1};
   auto D = [&](const std::string& id, Shape shape, const std::string& dtype) { B.Declare(p + id, std::move(shape), dtype); };
   const std::string x = "input_norm.input";
   if (!attention_core_only) {
@@ -71,7 +98,8 @@ void Forward(Builder& B, const ModelSpec& m, const Dims& d, const std::string& a
     D("input_norm.stats", stats, "fp32");
     B.Op("input_norm", {x, "w.input_norm"}, {p + "attention.qkv_input", p + "input_norm.stats"});
     D("attention.qkv", {d.s, d.b, d.qkv_width}, act);
-    B.Op("qkv_proj", {p + "attention.qkv_input", "w.qkv"}, {p + "attention.qkv"});
+    const std::string qkv_in = EnterTpRegion(B, d, p + "attention.qkv_input", p + "attention.qkv_input_gathered", act);
+    B.Op("qkv_proj", {qkv_in, "w.qkv"}, {p + "attention.qkv"});
     D("attention.q", sbh_t, act);
     if (eager && d.kv_width != d.h / d.t) {
       D("attention.k_groups", {d.s, d.b, d.kv_width}, act);
@@ -116,8 +144,9 @@ void Forward(Builder& B, const ModelSpec& m, const Dims& d, const std::string& a
     B.Op("merge_heads", {p + "attention.flash_output"}, {p + "attention.proj_input"});
   }
   D("attention.output", sbh, act);
-  B.Op("out_proj", {p + "attention.proj_input", "w.proj"}, {p + "attention.output"});
-  if (d.t > 1) B.Op("all_reduce", {p + "attention.output"}, {p + "attention.output"}, p + "attention.output");
+  const std::string proj_out = LeaveTpRegionTarget(B, d, p + "attention.output", p + "attention.output_partial", act);
+  B.Op("out_proj", {p + "attention.proj_input", "w.proj"}, {proj_out});
+  LeaveTpRegion(B, d, p + "attention.output", proj_out);
   D("post_attention_norm.input", sbh, act);
   if (dropout) {
     D("attention.dropout_mask", sbh, "u8");
@@ -130,22 +159,24 @@ void Forward(Builder& B, const ModelSpec& m, const Dims& d, const std::string& a
   B.Op("post_attention_norm", {p + "post_attention_norm.input", "w.post_attention_norm"},
        {p + "mlp.fc1_input", p + "post_attention_norm.stats"});
   const Shape sbf_t{d.s, d.b, d.f / d.t};
+  const std::string fc1_in = EnterTpRegion(B, d, p + "mlp.fc1_input", p + "mlp.fc1_input_gathered", act);
   if (m.mlp == Mlp::kSwiGlu) {
     D("mlp.fc1_output", {d.s, d.b, d.fc1_width}, act);
-    B.Op("fc1", {p + "mlp.fc1_input", "w.fc1"}, {p + "mlp.fc1_output"});
+    B.Op("fc1", {fc1_in, "w.fc1"}, {p + "mlp.fc1_output"});
     D("mlp.silu_output", sbf_t, act);
     B.Op("silu", {p + "mlp.fc1_output"}, {p + "mlp.silu_output"});
     D("mlp.fc2_input", sbf_t, act);
     B.Op("gate_mul", {p + "mlp.silu_output", p + "mlp.fc1_output"}, {p + "mlp.fc2_input"});
   } else {
     D("mlp.gelu_input", sbf_t, act);
-    B.Op("fc1", {p + "mlp.fc1_input", "w.fc1"}, {p + "mlp.gelu_input"});
+    B.Op("fc1", {fc1_in, "w.fc1"}, {p + "mlp.gelu_input"});
     D("mlp.fc2_input", sbf_t, act);
     B.Op("gelu", {p + "mlp.gelu_input"}, {p + "mlp.fc2_input"});
   }
   D("mlp.output", sbh, act);
-  B.Op("fc2", {p + "mlp.fc2_input", "w.fc2"}, {p + "mlp.output"});
-  if (d.t > 1) B.Op("all_reduce", {p + "mlp.output"}, {p + "mlp.output"}, p + "mlp.output");
+  const std::string fc2_out = LeaveTpRegionTarget(B, d, p + "mlp.output", p + "mlp.output_partial", act);
+  B.Op("fc2", {p + "mlp.fc2_input", "w.fc2"}, {fc2_out});
+  LeaveTpRegion(B, d, p + "mlp.output", fc2_out);
   D("block.output", sbh, act);
   if (dropout) {
     D("mlp.dropout_mask", sbh, "u8");
@@ -158,10 +189,18 @@ void Forward(Builder& B, const ModelSpec& m, const Dims& d, const std::string& a
 
 }  // namespace
 
+int64_t BlockBoundaryBytes(const ModelSpec& m, const TrainingSpec& t) {
+  const int64_t shards = t.sp && t.tp > 1 ? t.tp : 1;
+  return m.seq_len / shards * t.micro_batch * m.hidden * ActivationBytes(t.dtype);
+}
+
 Result<ProgramSet> TransformerBlockProgram(const ModelSpec& m, const TrainingSpec& t) {
   PIPECOORD_RETURN_IF_ERROR(ValidateModel(m));
   PIPECOORD_RETURN_IF_ERROR(ValidateTraining(m, t));
-  if (t.sp) return Unimplemented("block program: sequence parallelism is not modelled yet");
+  if (t.sp && m.seq_len % t.tp != 0) {
+    return InvalidArgument("sequence parallelism needs tp to divide seq_len (" + std::to_string(m.seq_len) + " % " +
+                           std::to_string(t.tp) + " != 0)");
+  }
   const std::string act = DtypePolicyName(t.dtype);
   const std::string grad = (t.dtype == DtypePolicy::kFp32 || t.fp32_grads) ? "fp32" : act;
   Dims d;
@@ -174,7 +213,9 @@ Result<ProgramSet> TransformerBlockProgram(const ModelSpec& m, const TrainingSpe
   d.kv_width = m.kv_heads * (m.hidden / m.heads) / t.tp;
   d.qkv_width = d.h / d.t + 2 * d.kv_width;
   d.fc1_width = (m.mlp == Mlp::kSwiGlu ? 2 * d.f : d.f) / d.t;
-  const Shape sbh{d.s, d.b, d.h}, sbh_t{d.s, d.b, d.h / d.t};
+  d.sp = t.sp && t.tp > 1;
+  d.sq = d.sp ? d.s / d.t : d.s;
+  const Shape sbh{d.sq, d.b, d.h}, sbh_t{d.s, d.b, d.h / d.t};
   const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * d.h : d.h;
 
   Builder B;
@@ -218,7 +259,8 @@ Result<ProgramSet> TransformerBlockProgram(const ModelSpec& m, const TrainingSpe
   if (dropout) B.Op("dropout_add_backward", {dy, r + "mlp.dropout_mask"}, {"grad.fc2_output"});
   else B.Op("residual_backward", {dy}, {"grad.fc2_output"});
   B.Declare("grad.fc2_input", sbf_t, act);
-  B.Op("fc2_dgrad", {"grad.fc2_output", "w.fc2"}, {"grad.fc2_input"});
+  B.Op("fc2_dgrad", {EnterTpRegion(B, d, "grad.fc2_output", "grad.fc2_output_gathered", act), "w.fc2"},
+       {"grad.fc2_input"});
   B.Declare("grad.fc1_output", {d.s, d.b, d.fc1_width}, act);
   if (m.mlp == Mlp::kSwiGlu) {
     B.Op("swiglu_backward", {"grad.fc2_input", r + "mlp.fc1_output", r + "mlp.silu_output"}, {"grad.fc1_output"});
@@ -226,8 +268,9 @@ Result<ProgramSet> TransformerBlockProgram(const ModelSpec& m, const TrainingSpe
     B.Op("gelu_backward", {"grad.fc2_input", r + "mlp.gelu_input"}, {"grad.fc1_output"});
   }
   B.Declare("grad.fc1_input", sbh, act);
-  B.Op("fc1_dgrad", {"grad.fc1_output", "w.fc1"}, {"grad.fc1_input"});
-  if (d.t > 1) B.Op("all_reduce", {"grad.fc1_input"}, {"grad.fc1_input"}, "grad.fc1_input");
+  const std::string fc1_dx = LeaveTpRegionTarget(B, d, "grad.fc1_input", "grad.fc1_input_partial", act);
+  B.Op("fc1_dgrad", {"grad.fc1_output", "w.fc1"}, {fc1_dx});
+  LeaveTpRegion(B, d, "grad.fc1_input", fc1_dx);
   B.Declare("grad.post_attention_norm_input", sbh, act);
   B.Op("post_attention_norm_backward",
        {"grad.fc1_input", r + "post_attention_norm.input", r + "post_attention_norm.stats",
@@ -239,7 +282,8 @@ Result<ProgramSet> TransformerBlockProgram(const ModelSpec& m, const TrainingSpe
   if (dropout) B.Op("dropout_add_backward", {"grad.residual", r + "attention.dropout_mask"}, {"grad.proj_output"});
   else B.Op("residual_backward", {"grad.residual"}, {"grad.proj_output"});
   B.Declare("grad.proj_input", sbh_t, act);
-  B.Op("out_proj_dgrad", {"grad.proj_output", "w.proj"}, {"grad.proj_input"});
+  B.Op("out_proj_dgrad", {EnterTpRegion(B, d, "grad.proj_output", "grad.proj_output_gathered", act), "w.proj"},
+       {"grad.proj_input"});
   B.Declare("grad.context", sbh_t, act);
   B.Op("merge_heads_backward", {"grad.proj_input"}, {"grad.context"});
   const Shape kv_shape{d.s, d.b, eager ? d.h / d.t : d.kv_width};
@@ -276,8 +320,9 @@ Result<ProgramSet> TransformerBlockProgram(const ModelSpec& m, const TrainingSpe
     B.Op("merge_qkv_grads", {"grad.q", "grad.k", "grad.v"}, {"grad.qkv_output"});
   }
   B.Declare("grad.qkv_input", sbh, act);
-  B.Op("qkv_dgrad", {"grad.qkv_output", "w.qkv"}, {"grad.qkv_input"});
-  if (d.t > 1) B.Op("all_reduce", {"grad.qkv_input"}, {"grad.qkv_input"}, "grad.qkv_input");
+  const std::string qkv_dx = LeaveTpRegionTarget(B, d, "grad.qkv_input", "grad.qkv_input_partial", act);
+  B.Op("qkv_dgrad", {"grad.qkv_output", "w.qkv"}, {qkv_dx});
+  LeaveTpRegion(B, d, "grad.qkv_input", qkv_dx);
   B.Declare("grad.input_norm_input", sbh, act);
   B.Op("input_norm_backward",
        {"grad.qkv_input", "input_norm.input", r + "input_norm.stats", "w.input_norm", "main_grad.input_norm"},
@@ -286,12 +331,20 @@ Result<ProgramSet> TransformerBlockProgram(const ModelSpec& m, const TrainingSpe
   B.Op("residual_grad_add", {"grad.input_norm_input", "grad.residual"}, {"grad.block_input"});
   B.set().keep.push_back("grad.block_input");
 
+  // Under SP, W gathers the sequence shards kept for it again, one at a time (as B did).
   B.Begin("backward_weight");
-  B.Op("qkv_wgrad", {r + "attention.qkv_input", "grad.qkv_output", "main_grad.qkv"}, {"main_grad.qkv"}, "main_grad.qkv");
-  B.Op("out_proj_wgrad", {r + "attention.proj_input", "grad.proj_output", "main_grad.proj"}, {"main_grad.proj"},
-       "main_grad.proj");
-  B.Op("fc1_wgrad", {r + "mlp.fc1_input", "grad.fc1_output", "main_grad.fc1"}, {"main_grad.fc1"}, "main_grad.fc1");
-  B.Op("fc2_wgrad", {r + "mlp.fc2_input", "grad.fc2_output", "main_grad.fc2"}, {"main_grad.fc2"}, "main_grad.fc2");
+  B.Op("qkv_wgrad",
+       {EnterTpRegion(B, d, r + "attention.qkv_input", "wgrad.qkv_input_gathered", act), "grad.qkv_output", "main_grad.qkv"},
+       {"main_grad.qkv"}, "main_grad.qkv");
+  B.Op("out_proj_wgrad",
+       {r + "attention.proj_input", EnterTpRegion(B, d, "grad.proj_output", "wgrad.proj_output_gathered", act),
+        "main_grad.proj"},
+       {"main_grad.proj"}, "main_grad.proj");
+  B.Op("fc1_wgrad", {EnterTpRegion(B, d, r + "mlp.fc1_input", "wgrad.fc1_input_gathered", act), "grad.fc1_output", "main_grad.fc1"},
+       {"main_grad.fc1"}, "main_grad.fc1");
+  B.Op("fc2_wgrad",
+       {r + "mlp.fc2_input", EnterTpRegion(B, d, "grad.fc2_output", "wgrad.fc2_output_gathered", act), "main_grad.fc2"},
+       {"main_grad.fc2"}, "main_grad.fc2");
   return B.Take();
 }
 

@@ -18,8 +18,15 @@ namespace pipecoord::memory {
 // of get_training_info's Megatron, bias-dropout-add; tensors the recipe lists carry the
 // recipe's names as ids. The block input "input_norm.input" and the incoming gradient
 // "grad.block_output" are inputs of the set; "block.output" and "grad.block_input" are kept.
-// UNIMPLEMENTED for sequence parallelism.
+// With sequence parallelism (tp > 1) the tensors outside the TP regions hold s/tp of the
+// sequence: each region starts with an all-gather into a transient full-sequence tensor and
+// ends with a reduce-scatter, in B and W too, so only the shards stay alive (Korthikanti et al.
+// 2022, section 4.2.2).
 Result<ProgramSet> TransformerBlockProgram(const ModelSpec& model, const TrainingSpec& training);
+
+// Bytes of the tensor a block hands on ("block.output" forward, "grad.block_input" backward):
+// s x b x h in the activation dtype, a sequence shard of it under sequence parallelism.
+int64_t BlockBoundaryBytes(const ModelSpec& model, const TrainingSpec& training);
 
 }  // namespace pipecoord::memory
 

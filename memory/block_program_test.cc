@@ -52,8 +52,7 @@ SideBySide RunBoth(const ModelSpec& m, const TrainingSpec& t) {
   auto live = SimulateLiveness(*parsed);
   EXPECT_TRUE(live.ok()) << live.status().ToString();
   r.live = *live;
-  const int64_t sbh = m.seq_len * t.micro_batch * m.hidden * ActivationBytes(t.dtype);
-  r.kept_output = r.kept_grad = r.incoming_grad = sbh;
+  r.kept_output = r.kept_grad = r.incoming_grad = BlockBoundaryBytes(m, t);
   return r;
 }
 
@@ -128,11 +127,77 @@ TEST(BlockProgramTest, GqaFlashAndEager) {
   }
 }
 
-TEST(BlockProgramTest, SequenceParallelIsRefusedPlainly) {
+// Korthikanti et al. 2022 Table 2, tensor plus sequence parallel: sbh(34 + 5as/h)/t, and the
+// simulator keeps exactly that (plus the norms' statistics, a sequence shard of them too).
+TEST(BlockProgramTest, Gpt22bSequenceParallelKeepsATthOfTheBlock) {
+  ModelSpec m = *FindModelPreset("gpt3-22b");
   TrainingSpec t;
+  t.micro_batch = 1;
+  t.tp = 8;
+  t.sp = true;
+  const int64_t s = 2048, b = 1, h = 6144, a = 64, tp = 8, sbh = s * b * h;
+  SideBySide r = RunBoth(m, t);
+  const int64_t stats = 2 * (s / tp) * b * 2 * 4;
+  EXPECT_EQ(r.analytic.saved_bytes, (34 * sbh + 5 * a * s * s * b) / tp);
+  EXPECT_EQ(AfterProgram(r, 0) - r.kept_output - r.incoming_grad, r.analytic.saved_bytes + stats);
+  EXPECT_EQ(AfterProgram(r, 1) - r.kept_output - r.kept_grad, r.analytic.w_bytes);
+  EXPECT_EQ(AfterProgram(r, 2) - r.kept_output - r.kept_grad, 0);
+  // The same block without SP keeps 10sbh more (the replicated LayerNorm, dropout and residual
+  // tensors) and peaks higher.
+  t.sp = false;
+  SideBySide no_sp = RunBoth(m, t);
+  EXPECT_EQ(AfterProgram(no_sp, 0) - no_sp.kept_output - no_sp.incoming_grad - (AfterProgram(r, 0) - r.kept_output - r.incoming_grad),
+            10 * sbh - 10 * sbh / tp + 2 * s * b * 2 * 4 - stats);
+  EXPECT_LT(r.live.peak_bytes, no_sp.live.peak_bytes);
+}
+
+TEST(BlockProgramTest, SelectiveRecomputeWithSequenceParallelKeeps34SbhOverT) {
+  ModelSpec m = *FindModelPreset("gpt3-22b");
+  TrainingSpec t;
+  t.tp = 8;
+  t.sp = true;
+  t.recompute = Recompute::kSelective;
+  SideBySide r = RunBoth(m, t);
+  const int64_t sbh = 2048 * 6144, stats = 2 * (2048 / 8) * 2 * 4;
+  EXPECT_EQ(r.analytic.stored_bytes, 34 * sbh / 8);
+  EXPECT_EQ(AfterProgram(r, 0) - r.kept_output - r.incoming_grad, r.analytic.stored_bytes + stats);
+}
+
+TEST(BlockProgramTest, ReadmeBlockWithSequenceParallelMatchesTheRecipe) {
+  TrainingSpec t;
+  t.micro_batch = 4;
   t.tp = 2;
   t.sp = true;
-  EXPECT_EQ(TransformerBlockProgram(ReadmeModel(), t).status().code(), Code::kUnimplemented);
+  SideBySide r = RunBoth(ReadmeModel(), t);
+  const int64_t s = 2048, b = 4, a = 32, tp = 2;
+  const int64_t stats = 2 * (s / tp) * b * 2 * 4;
+  const int64_t lse = b * (a / tp) * s * 4;
+  EXPECT_EQ(AfterProgram(r, 0) - r.kept_output - r.incoming_grad, r.analytic.saved_bytes + stats + lse);
+  EXPECT_EQ(r.analytic.saved_bytes, (int64_t{1320} << 20) / tp);  // every tensor of the 1320 MB is split
+  EXPECT_EQ(AfterProgram(r, 1) - r.kept_output - r.kept_grad, r.analytic.w_bytes);
+}
+
+TEST(BlockProgramTest, TheBoundaryTensorIsASequenceShardUnderSequenceParallelism) {
+  ModelSpec m = ReadmeModel();
+  TrainingSpec t;
+  t.micro_batch = 4;
+  EXPECT_EQ(BlockBoundaryBytes(m, t), 2048 * 4 * 4096 * 2);
+  t.tp = 4;
+  EXPECT_EQ(BlockBoundaryBytes(m, t), 2048 * 4 * 4096 * 2);
+  t.sp = true;
+  EXPECT_EQ(BlockBoundaryBytes(m, t), 2048 / 4 * 4 * 4096 * 2);
+}
+
+TEST(BlockProgramTest, SequenceParallelNeedsTpToDivideTheSequence) {
+  ModelSpec m = ReadmeModel();
+  m.seq_len = 2050;
+  TrainingSpec t;
+  t.tp = 4;
+  t.sp = true;
+  auto set = TransformerBlockProgram(m, t);
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(set.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(set.status().message().find("2050 % 4"), std::string::npos) << set.status().message();
 }
 
 }  // namespace

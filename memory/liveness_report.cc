@@ -53,7 +53,7 @@ Result<BlockComparison> CompareBlock(const ModelSpec& m, const TrainingSpec& t) 
   if (!live.ok()) return live.status();
   // Handed between blocks, not this block's activations: its output and the gradient it passes
   // back (kept), and the incoming gradient (an input of the set, live from the start).
-  const int64_t handed = m.seq_len * t.micro_batch * m.hidden * ActivationBytes(t.dtype);
+  const int64_t handed = BlockBoundaryBytes(m, t);
   const int64_t base = live->persistable_bytes;
   BlockComparison c;
   c.analytic_forward = am->block.stored_bytes;
