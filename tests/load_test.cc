@@ -9,11 +9,18 @@
 //  - the process's memory (RSS) stayed bounded: it grows while the job's trace buffer (200k
 //    actions) fills in the first seconds, then stays flat (under 16 MiB over the second half);
 //  - the rate reached is printed, and must be at least --min_rate (default 90% of --rate).
+//  - the coordinator observes every action into its Prometheus registry, as the binary always
+//    does; with --http it also serves /metrics, scraped once a second during the run (every
+//    scrape must answer 200 with the job's series);
 //  - with --state=FILE (SQLite, the coordinator's embedded default; a relative FILE lands in
 //    $TEST_TMPDIR under bazel test), every batch is a committed write before its ack, and the
 //    file (with its WAL) stays bounded too: it holds the newest 200k actions, not all of them.
-// Flags: --seconds=20 --rate=100000 --min_rate=90000 --workers=1024 --state=FILE.
+// Flags: --seconds=20 --rate=100000 --min_rate=90000 --workers=1024 --state=FILE --http.
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -28,6 +35,8 @@
 #include <thread>
 #include <vector>
 
+#include "coordinator/http/http_server.h"
+#include "coordinator/http/prometheus_metrics.h"
 #include "coordinator/loopback_server.h"
 #include "proto/job.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
@@ -94,6 +103,25 @@ std::unique_ptr<coordinator::StateStore> FreshStore(std::string path) {
   return std::move(store).value();
 }
 
+// GET http://127.0.0.1:port/path with HTTP/1.0 (the server closes); the whole response, "" on error.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+    char buf[65536];
+    for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
 bool Check(bool ok, const char* what) {
   std::printf("  %-74s %s\n", what, ok ? "ok" : "FAILED");
   return ok;
@@ -118,11 +146,14 @@ v1::JobSpec LoadJob() {
 }
 
 // The same batches handed to Coordinator::IngestTelemetry directly, with no gRPC, for about a
-// second: the coordinator's own ingest rate, the baseline the loopback figure is read against.
+// second: the coordinator's own ingest rate (its metrics and, when given, its state file
+// included), the baseline the loopback figure is read against.
 double InProcessIngestRate(const v1::JobSpec& spec, coordinator::StateStore* store) {
+  coordinator::http::PrometheusMetrics metrics;
   coordinator::CoordinatorOptions o;
   o.lease = std::chrono::hours(1);
   o.store = store;
+  o.metrics = &metrics;
   coordinator::Coordinator c(o);
   const std::string job = c.SubmitJob(spec)->job_id();
   for (int r = 0; r < kPp; ++r) {
@@ -218,12 +249,15 @@ int main(int argc, char** argv) {
   const double min_rate = Flag(argc, argv, "min_rate", 0.9 * rate);
   const int fleet_size = static_cast<int>(Flag(argc, argv, "workers", 1024));
   const std::string state_flag = StringFlag(argc, argv, "state");
+  const bool serve_http = std::find(argv + 1, argv + argc, std::string("--http")) != argv + argc;
   std::unique_ptr<coordinator::StateStore> store;
   if (!state_flag.empty()) store = FreshStore(state_flag);
 
   coordinator::CoordinatorOptions options;
   options.lease = std::chrono::milliseconds(2000);
   options.store = store.get();
+  coordinator::http::PrometheusMetrics metrics;
+  options.metrics = &metrics;
   auto server = coordinator::LoopbackServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "load_test: %s\n", server.status().ToString().c_str());
@@ -231,6 +265,15 @@ int main(int argc, char** argv) {
   }
   coordinator::Coordinator& core = (*server)->core();
   const std::string addr = (*server)->address();
+  std::unique_ptr<coordinator::http::HttpServer> http;
+  if (serve_http) {
+    auto started = coordinator::http::HttpServer::Start("127.0.0.1:0", &core, &metrics);
+    if (!started.ok()) {
+      std::fprintf(stderr, "load_test: %s\n", started.status().ToString().c_str());
+      return 1;
+    }
+    http = std::move(started).value();
+  }
   // Separate channels: heartbeats do not queue behind telemetry on one connection.
   auto control = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
   auto wstub = v1::WorkerService::NewStub(control);
@@ -323,10 +366,22 @@ int main(int argc, char** argv) {
     });
   }
   std::vector<double> rss_samples, state_samples;
+  int scrapes = 0, scrapes_ok = 0;
+  double scrape_s = 0;
+  size_t scrape_bytes = 0;
+  const std::string job_series = "pipecoord_steps_total{job_id=\"" + job + "\"}";
   while (Since(start) < seconds) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     rss_samples.push_back(RssMiB());
     if (store) state_samples.push_back(StateMiB(store->path()));
+    if (http) {
+      const auto t0 = Clock::now();
+      const std::string got = HttpGet(http->port(), "/metrics");
+      scrape_s = std::max(scrape_s, Since(t0));
+      scrape_bytes = got.size();
+      ++scrapes;
+      scrapes_ok += got.rfind("HTTP/1.1 200", 0) == 0 && got.find(job_series) != std::string::npos;
+    }
   }
   stop_telemetry = true;
   for (auto& t : senders) t.join();
@@ -366,9 +421,9 @@ int main(int argc, char** argv) {
   std::printf("load_test: %lld actions sent in %.2f s: %.0f actions/s (%lld steps per rank, %.0f batches/s)\n",
               static_cast<long long>(sent), elapsed, achieved, static_cast<long long>(min_steps),
               min_steps * kPp / elapsed);
-  std::printf("load_test: baseline, the same batches into Coordinator::IngestTelemetry with no gRPC%s: %.0f actions/s "
+  std::printf("load_test: baseline, the same batches into Coordinator::IngestTelemetry with no gRPC (metrics on%s): %.0f actions/s "
               "(the loopback run used %.1f%% of it)\n",
-              store ? " (and a state file)" : "", baseline, 100 * achieved / baseline);
+              store ? ", a state file" : "", baseline, 100 * achieved / baseline);
   std::printf("load_test: acknowledged %lld, counted by the coordinator %lld; steps measured %d\n",
               static_cast<long long>(acked), static_cast<long long>(counted), after.steps_done());
   std::printf("load_test: %ld heartbeats (%.0f/s), %ld refused, %zu of %d workers hold their lease\n", beats.load(),
@@ -391,6 +446,11 @@ int main(int argc, char** argv) {
     // 200k actions of telemetry are about 10 MiB in SQLite; the WAL stays near its 4 MiB checkpoint size.
     ok &= Check(state_after < 64, "state file under 64 MiB");
     ok &= Check(state_after - state_mid < 8, "state file grew by less than 8 MiB over the second half");
+  }
+  if (http) {
+    std::printf("load_test: /metrics scraped %d times, %d answered 200 with the job's series; slowest %.3f s, %zu bytes\n",
+                scrapes, scrapes_ok, scrape_s, scrape_bytes);
+    ok &= Check(scrapes > 0 && scrapes_ok == scrapes, "every /metrics scrape answered with the job's series");
   }
   char rate_line[128];
   std::snprintf(rate_line, sizeof rate_line, "sustained at least %.0f actions/s", min_rate);
