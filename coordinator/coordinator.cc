@@ -154,7 +154,7 @@ Status Coordinator::Restore() {
       const int g = b.dp_rank() * j.job.spec().pp() + b.rank();
       if (g < 0 || g >= j.world()) continue;
       for (const v1::StepSummary& s : b.steps()) {
-        if (s.checkpointed()) NoteCheckpointLocked(j, g, s.step());
+        for (int c : s.checkpointed_steps()) NoteCheckpointLocked(j, g, c);
       }
       for (const v1::ActionTiming& t : b.actions()) {
         j.actions.push_back(t);
@@ -590,6 +590,13 @@ Status Coordinator::CheckTelemetryOrderLocked(const JobRecord& j, int g, const v
       return InvalidArgument("steps: " + who + " reports step " + std::to_string(open + i) + " now (steps in order, each once), got step " +
                              std::to_string(step));
     }
+    // A checkpoint is of a step this rank has finished: this one or an earlier one.
+    for (int c : b.steps(i).checkpointed_steps()) {
+      if (c < 0 || c > step) {
+        return InvalidArgument("steps[" + std::to_string(i) + "].checkpointed_steps: must be in 0.." + std::to_string(step) +
+                               " (steps finished by the summary's step), got " + std::to_string(c));
+      }
+    }
   }
   return Status::Ok();
 }
@@ -668,7 +675,7 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   }
   for (v1::HealthEvent& e : j->monitor->OnBatch(w->global_rank, b, NowNs())) RecordHealthEventLocked(*j, std::move(e));
   for (const v1::StepSummary& s : b.steps()) {
-    if (s.checkpointed()) NoteCheckpointLocked(*j, g, s.step());
+    for (int c : s.checkpointed_steps()) NoteCheckpointLocked(*j, g, c);
     StepAccumulator& acc = j->steps[s.step()];
     acc.peaks.resize(j->world(), 0);
     acc.peaks[w->global_rank] = s.memory_peak_bytes();

@@ -346,6 +346,34 @@ v1::JobSpec RestartableSpec() {
   return s;
 }
 
+TEST(CoordinatorTest, ACheckpointCountsWhenReportedLaterAndOnlyForAFinishedStep) {
+  Running r({}, RestartableSpec());
+  const uint64_t session = Commands(r.c, r.w0).at(0).assign().session();
+  Commands(r.c, r.w1);
+  v1::TelemetryAck ack;
+  auto batch = [&](const std::string& w, int rank, int step) {
+    auto b = r.Batch(w, rank, step, 1.0);
+    b.set_session(session);
+    return b;
+  };
+  // A checkpoint of a step not finished yet (step 1 in step 0's summary) is refused whole.
+  auto early = batch(r.w0, 0, 0);
+  early.mutable_steps(0)->add_checkpointed_steps(1);
+  Status st = r.c.IngestTelemetry(early, &ack);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), "steps[0].checkpointed_steps: must be in 0..0 (steps finished by the summary's step), got 1");
+  EXPECT_EQ(r.c.GetJob(r.job)->steps_done(), 0);
+  // Step 0's checkpoint written in the background and reported with step 1's summary counts.
+  for (int step : {0, 1}) {
+    for (int rank : {0, 1}) {
+      auto b = batch(rank == 0 ? r.w0 : r.w1, rank, step);
+      if (step == 1) b.mutable_steps(0)->add_checkpointed_steps(0);
+      ASSERT_TRUE(r.c.IngestTelemetry(b, &ack).ok());
+    }
+  }
+  EXPECT_EQ(r.c.GetJob(r.job)->checkpointed_steps(), 1);
+}
+
 TEST(CoordinatorTest, AFailureRestartsFromTheLastStepEveryRankCheckpointed) {
   Running r({}, RestartableSpec());
   const uint64_t first_session = Commands(r.c, r.w0).at(0).assign().session();
@@ -357,7 +385,7 @@ TEST(CoordinatorTest, AFailureRestartsFromTheLastStepEveryRankCheckpointed) {
       if (rank == 0 && step == 3) continue;
       auto b = r.Batch(rank == 0 ? r.w0 : r.w1, rank, step, 4.0 - step);
       b.set_session(first_session);
-      b.mutable_steps(0)->set_checkpointed(step % 2 == 1);
+      if (step % 2 == 1) b.mutable_steps(0)->add_checkpointed_steps(step);
       ASSERT_TRUE(r.c.IngestTelemetry(b, &ack).ok()) << step;
     }
   }

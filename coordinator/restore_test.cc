@@ -126,7 +126,7 @@ v1::TelemetryBatch StepBatch(const std::string& worker, const std::string& job, 
   s->set_step(step);
   s->set_loss(10.0 - step);
   s->set_has_loss(true);
-  s->set_checkpointed(checkpointed);
+  if (checkpointed) s->add_checkpointed_steps(step);
   return b;
 }
 

@@ -4,8 +4,8 @@
 
 namespace pipecoord::worker {
 
-Result<std::function<Status(int step)>> PrepareCheckpoints(const v1::Assignment& a, int global, const std::string& dir,
-                                                           ComputeBackend* backend) {
+Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assignment& a, int global,
+                                                                  const std::string& dir, ComputeBackend* backend) {
   const bool saves = a.spec().checkpoint_every() > 0;
   if ((saves || a.start_step() > 0) && dir.empty()) {
     return FailedPrecondition("spec.checkpoint_every: the job saves checkpoints but this worker has no --checkpoint-dir");
@@ -17,10 +17,8 @@ Result<std::function<Status(int step)>> PrepareCheckpoints(const v1::Assignment&
     }
     backend->set_optimizer_steps(info->optimizer_steps);
   }
-  if (!saves) return std::function<Status(int)>();
-  return std::function<Status(int)>([&a, global, dir, backend](int step) {
-    return WriteCheckpointFile(dir, a.job_id(), global, {step, backend->optimizer_steps()}, backend->CheckpointState());
-  });
+  if (!saves) return std::unique_ptr<AsyncCheckpointWriter>();
+  return std::make_unique<AsyncCheckpointWriter>(dir, a.job_id(), global);
 }
 
 }  // namespace pipecoord::worker

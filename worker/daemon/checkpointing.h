@@ -2,22 +2,22 @@
 #ifndef PIPECOORD_WORKER_DAEMON_CHECKPOINTING_H_
 #define PIPECOORD_WORKER_DAEMON_CHECKPOINTING_H_
 
-#include <functional>
+#include <memory>
 #include <string>
 
 #include "common/status.h"
 #include "proto/worker.pb.h"
+#include "worker/checkpoint/async_writer.h"
 #include "worker/daemon/compute_backend.h"
 
 namespace pipecoord::worker {
 
 // When assignment.start_step > 0, loads global rank `global`'s checkpoint of step start_step - 1
-// from `dir` into `backend`. Returns the executor's checkpoint callback (ExecutorOptions::
-// checkpoint), empty when the job saves none. FAILED_PRECONDITION when the job needs `dir` and
-// it is empty; the checkpoint's own errors name its path. `assignment` and `backend` must
-// outlive the callback.
-Result<std::function<Status(int step)>> PrepareCheckpoints(const v1::Assignment& assignment, int global,
-                                                           const std::string& dir, ComputeBackend* backend);
+// from `dir` into `backend`. Returns the writer for the executor (ExecutorOptions::checkpoints),
+// null when the job saves none. FAILED_PRECONDITION when the job needs `dir` and it is empty;
+// the checkpoint's own errors name its path.
+Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assignment& assignment, int global,
+                                                                  const std::string& dir, ComputeBackend* backend);
 
 }  // namespace pipecoord::worker
 

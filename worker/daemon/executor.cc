@@ -183,10 +183,16 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
       report.summary.set_has_loss(true);
     }
     const bool stopping = stop_after_step_ && step + 1 < a_.spec().steps();
-    if (options_.checkpoint && every > 0 && ((step + 1) % every == 0 || stopping)) {
-      Status st = options_.checkpoint(step);
-      if (!st.ok()) return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
-      report.summary.set_checkpointed(true);
+    if (AsyncCheckpointWriter* ck = options_.checkpoints; ck != nullptr) {
+      Status st;
+      if (every > 0 && ((step + 1) % every == 0 || stopping)) {
+        st = ck->Save({step, backend_->optimizer_steps()}, backend_->CheckpointState());
+      }
+      // The run's last step waits for its checkpoint, so its report carries it.
+      if (st.ok() && (stopping || step + 1 == a_.spec().steps())) st = ck->Wait();
+      auto durable = st.ok() ? ck->TakeDurable() : Result<std::vector<int64_t>>(st);
+      if (!durable.ok()) return Status(durable.status().code(), "step " + std::to_string(step) + ": " + durable.status().message());
+      for (int64_t s : *durable) report.summary.add_checkpointed_steps(static_cast<int32_t>(s));
     }
     const uint64_t extra = options_.hooks != nullptr ? options_.hooks->ExtraMemoryBytes() : 0;
     report.summary.set_memory_in_use_bytes(backend_->memory_in_use_bytes() + extra);

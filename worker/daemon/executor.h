@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "proto/telemetry.pb.h"
 #include "proto/worker.pb.h"
+#include "worker/checkpoint/async_writer.h"
 #include "worker/daemon/compute_backend.h"
 #include "worker/daemon/run_hooks.h"
 #include "worker/transport/transport.h"
@@ -22,9 +23,9 @@ struct ExecutorOptions {
   std::chrono::milliseconds recv_timeout{60000};  // a peer silent this long fails the job
   std::function<int64_t()> clock_ns;               // the coordinator's clock (offset applied)
   RunHooks* hooks = nullptr;                        // progress, probes, injected faults; not owned
-  // Saves the backend's state at the end of `step` (spec.checkpoint_every, and the step a
-  // graceful stop ends on); unset: no checkpoints.
-  std::function<Status(int step)> checkpoint;
+  // Saves the backend's state at the end of every spec.checkpoint_every-th step and of the step
+  // a graceful stop ends on, in the background; null: no checkpoints. Not owned.
+  AsyncCheckpointWriter* checkpoints = nullptr;
 };
 
 // One finished step: its timed actions and its summary (loss, memory).

@@ -58,7 +58,7 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<vo
       auto checkpoint = PrepareCheckpoints(a, g, checkpoints.dir, backend->get());
       if (!checkpoint.ok()) return fail(checkpoint.status());
       ExecutorOptions options;
-      options.checkpoint = std::move(checkpoint).value();
+      options.checkpoints = checkpoint->get();
       Executor executor(a, backend->get(), transports[g].get(), std::move(options));
       st = executor.Run([&](StepReport&& r) {
         if (on_step) on_step(g, r);

@@ -272,7 +272,7 @@ class Daemon {
     eopt.clock_ns = [this] { return WallNs() + clock_.offset_ns(); };
     HealthHooks hooks(a, RulesFor(g_faults, global));
     eopt.hooks = &hooks;
-    eopt.checkpoint = std::move(checkpoint).value();
+    eopt.checkpoints = checkpoint->get();  // lives until this function returns, after the executor
     Executor executor(a, backend->get(), transport->get(), eopt);
     {
       std::lock_guard<std::mutex> lock(mu_);
