@@ -173,6 +173,9 @@ Status Coordinator::Restore() {
       FinishJobLocked(j, v1::FAILED, "the coordinator restarted while the job was running", -1);
     }
   }
+  // A lowered --max-jobs drops the oldest finished jobs now; live ones all stay (then new
+  // submissions wait for room).
+  (void)MakeRoomLocked(options_.max_jobs);
   return Status::Ok();
 }
 
@@ -230,6 +233,19 @@ void Coordinator::PersistJobLocked(const JobRecord& j) {
   if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
 }
 
+Status Coordinator::MakeRoomLocked(size_t keep) {
+  while (jobs_.size() > keep) {
+    auto it = std::find_if(jobs_.begin(), jobs_.end(), [](const auto& j) { return j->terminal(); });
+    if (it == jobs_.end()) {
+      return ResourceExhausted("jobs: " + std::to_string(jobs_.size()) + " live jobs stored, the limit (--max-jobs " +
+                               std::to_string(options_.max_jobs) + ")");
+    }
+    if (options_.store != nullptr) PIPECOORD_RETURN_IF_ERROR(options_.store->DeleteJob((*it)->job.id()));
+    jobs_.erase(it);
+  }
+  return Status::Ok();
+}
+
 Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw) {
   PIPECOORD_RETURN_IF_ERROR(ValidateJobSpec(raw));
   const v1::JobSpec spec = WithDefaults(raw);
@@ -237,13 +253,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw) {
   if (!plan.ok()) return plan.status();
 
   std::lock_guard<std::mutex> lock(mu_);
-  if (jobs_.size() >= options_.max_jobs) {
-    // Drop the oldest terminal job to make room; refuse if every stored job is still live.
-    auto it = std::find_if(jobs_.begin(), jobs_.end(), [](const auto& j) { return j->terminal(); });
-    if (it == jobs_.end()) return ResourceExhausted("jobs: " + std::to_string(jobs_.size()) + " live jobs stored, the limit");
-    if (options_.store != nullptr) PIPECOORD_RETURN_IF_ERROR(options_.store->DeleteJob((*it)->job.id()));
-    jobs_.erase(it);
-  }
+  PIPECOORD_RETURN_IF_ERROR(MakeRoomLocked(std::max<size_t>(options_.max_jobs, 1) - 1));
   auto record = std::make_unique<JobRecord>();
   char id[32];
   std::snprintf(id, sizeof id, "job-%06llu", static_cast<unsigned long long>(next_job_++));

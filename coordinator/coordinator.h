@@ -32,7 +32,9 @@ struct CoordinatorOptions {
   // waits this long (capped at the lease) for the peer's own report or lease loss, the root
   // cause, before failing the job with the suspect named.
   std::chrono::milliseconds suspect_grace{1000};
-  size_t max_jobs = 10000;                // stored jobs (terminal ones are kept for listing)
+  // Stored jobs, at least 1: finished ones are kept for listing and traces until a new job needs
+  // room (the oldest finished one goes, from the state file too); all live: RESOURCE_EXHAUSTED.
+  size_t max_jobs = 10000;
   size_t max_updates_per_job = 100000;    // WatchJob log bound
   size_t trace_actions_per_job = 200000;  // measured actions kept for `pipectl trace`
   // Wall clock in ns since the epoch; replaceable in tests.
@@ -119,6 +121,9 @@ class Coordinator {
   // Frees the job's workers, telling them to stop it when `cancel`.
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);
   void NoteCheckpointLocked(JobRecord& job, int global_rank, int step);
+  // Drops the oldest finished jobs until at most `keep` are stored; RESOURCE_EXHAUSTED when the
+  // rest are all live.
+  Status MakeRoomLocked(size_t keep);
   // Notes a telemetry row just stored and drops, in chunks, the rows older than the newest ones
   // holding trace_actions_per_job actions: the state file stays bounded however long a job runs.
   void KeepTelemetryWindowLocked(JobRecord& job, int64_t seq, int actions);

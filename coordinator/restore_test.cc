@@ -38,13 +38,11 @@ std::string FreshStatePath(const std::string& name) {
 
 // A coordinator over the state file at `path`, restored from it (as a restarted process is).
 struct OnFile {
-  explicit OnFile(const std::string& path, size_t trace_actions_per_job = 200000) {
+  explicit OnFile(const std::string& path, CoordinatorOptions o = {}) {
     auto opened = StateStore::Open(path);
     EXPECT_TRUE(opened.ok()) << opened.status().ToString();
     if (opened.ok()) store = std::move(opened).value();
-    CoordinatorOptions o;
     o.store = store.get();
-    o.trace_actions_per_job = trace_actions_per_job;
     c = std::make_unique<Coordinator>(o);
     restored = c->Restore();
   }
@@ -201,9 +199,11 @@ TEST(RestoreTest, TheStateFileKeepsTheTraceWindowOfTelemetryAndTheCheckpointBeyo
   v1::JobSpec spec = Spec(1000);
   spec.set_checkpoint_every(4);
   spec.set_max_restarts(1);
+  CoordinatorOptions small_window;
+  small_window.trace_actions_per_job = kWindow;
   std::string job, worker;
   {
-    OnFile first(path, kWindow);
+    OnFile first(path, small_window);
     ASSERT_TRUE(first.restored.ok());
     Coordinator& c = *first.c;
     job = c.SubmitJob(spec)->job_id();
@@ -238,7 +238,7 @@ TEST(RestoreTest, TheStateFileKeepsTheTraceWindowOfTelemetryAndTheCheckpointBeyo
     }
     EXPECT_EQ(state->jobs.at(0).checkpointed_steps(), 4);
   }
-  OnFile second(path, kWindow);
+  OnFile second(path, small_window);
   ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
   Coordinator& c = *second.c;
   auto j = c.GetJob(job);
@@ -251,6 +251,42 @@ TEST(RestoreTest, TheStateFileKeepsTheTraceWindowOfTelemetryAndTheCheckpointBeyo
   EXPECT_NE(trace.find("\"step\": 590}"), std::string::npos);
   EXPECT_NE(trace.find("\"step\": 599}"), std::string::npos);
   EXPECT_EQ(trace.find("\"step\": 589}"), std::string::npos);
+}
+
+TEST(RestoreTest, MaxJobsDropsTheOldestFinishedJobFromTheFileToo) {
+  const std::string path = FreshStatePath("restore-max-jobs");
+  CoordinatorOptions two;
+  two.max_jobs = 2;
+  std::string a, b, c;
+  {
+    OnFile first(path, two);
+    ASSERT_TRUE(first.restored.ok());
+    Coordinator& co = *first.c;
+    a = co.SubmitJob(Spec(1))->job_id();  // no workers: both stay PENDING, live
+    b = co.SubmitJob(Spec(1))->job_id();
+    auto refused = co.SubmitJob(Spec(1));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), Code::kResourceExhausted);
+    EXPECT_EQ(refused.status().message(), "jobs: 2 live jobs stored, the limit (--max-jobs 2)");
+    ASSERT_TRUE(co.CancelJob(a).ok());
+    c = co.SubmitJob(Spec(1))->job_id();  // room made by dropping a, the finished one
+    EXPECT_EQ(co.GetJob(a).status().code(), Code::kNotFound);
+    EXPECT_TRUE(co.GetJob(b).ok());
+    ASSERT_TRUE(co.CancelJob(b).ok());
+  }
+  {
+    OnFile again(path, two);
+    ASSERT_TRUE(again.restored.ok());
+    EXPECT_EQ(again.c->GetJob(a).status().code(), Code::kNotFound);  // gone from the file too
+    EXPECT_EQ(again.c->ListJobs().size(), 2u);
+  }
+  // Restarted with a lower limit: the oldest finished job (b) goes; the live one (c) stays.
+  CoordinatorOptions one;
+  one.max_jobs = 1;
+  OnFile lowered(path, one);
+  ASSERT_TRUE(lowered.restored.ok());
+  ASSERT_EQ(lowered.c->ListJobs().size(), 1u);
+  EXPECT_EQ(lowered.c->ListJobs()[0].id(), c);
 }
 
 }  // namespace

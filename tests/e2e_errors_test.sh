@@ -53,4 +53,7 @@ PY
 expect 2 "larger than 16777216 bytes; refusing" "$PIPECTL" submit "$WORK/huge.json"
 [ "$("$PIPECTL" status "$good" --format json | json_field '["state"]')" = "PENDING" ] || fail "good job harmed"
 [ "$("$PIPECTL" jobs --format json | json_field '["jobs"].__len__()')" = "1" ] || fail "a bad spec was stored"
+# The coordinator's own flags: a bad value exits 2 naming the flag and its range.
+expect 2 "--max-jobs: must be in 1..1000000" "$COORDINATOR" --listen 127.0.0.1:0 --max-jobs 0
+expect 2 "--lease-ms: must be in 100..3600000" "$COORDINATOR" --listen 127.0.0.1:0 --lease-ms 5
 echo "e2e errors: ok"
