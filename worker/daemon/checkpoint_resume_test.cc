@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "worker/checkpoint/checkpoint.h"
 #include "worker/daemon/local_run.h"
 
 namespace pipecoord::worker {
@@ -99,6 +100,19 @@ INSTANTIATE_TEST_SUITE_P(Schedules, CheckpointResumeTest,
                          [](const auto& info) {
                            return info.param.schedule == "zbh1" ? std::string("zbh1_dp2") : info.param.schedule == "1f1b" ? std::string("one_f_one_b") : info.param.schedule;
                          });
+
+TEST(CheckpointResumeTest, EachRankKeepsItsNewestFourCheckpoints) {
+  LocalCheckpoints ck;
+  ck.dir = FreshDir("ckpt-keep");
+  v1::JobSpec spec = Spec("1f1b", 2, 1, 1, 7);
+  spec.set_checkpoint_every(1);
+  ASSERT_TRUE(RunLocally(spec, {}, ck).ok());
+  for (int g = 0; g < 2; ++g) {
+    for (int step = 0; step < 7; ++step) {
+      EXPECT_EQ(std::filesystem::exists(CheckpointPath(ck.dir, "local", g, step)), step >= 3) << g << " " << step;
+    }
+  }
+}
 
 TEST(CheckpointResumeTest, MissingOrForeignCheckpointsAreClearErrors) {
   LocalCheckpoints ck;

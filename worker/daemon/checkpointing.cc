@@ -18,7 +18,7 @@ Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assi
     backend->set_optimizer_steps(info->optimizer_steps);
   }
   if (!saves) return std::unique_ptr<AsyncCheckpointWriter>();
-  return std::make_unique<AsyncCheckpointWriter>(dir, a.job_id(), global);
+  return std::make_unique<AsyncCheckpointWriter>(dir, a.job_id(), global, kCheckpointsKept);
 }
 
 }  // namespace pipecoord::worker

@@ -12,6 +12,13 @@
 
 namespace pipecoord::worker {
 
+// Checkpoints a rank keeps. The coordinator restarts every rank from the newest step it knows
+// all ranks have on disk, and its knowledge lags: a rank may be one step ahead of another
+// (pipeline ranks are at most one step apart), the other's newest write may still be running
+// (reported one step later) and its last report may be in flight. So the restart step can be
+// three checkpoints behind a rank's newest file, and all four must still be there.
+inline constexpr int kCheckpointsKept = 4;
+
 // When assignment.start_step > 0, loads global rank `global`'s checkpoint of step start_step - 1
 // from `dir` into `backend`. Returns the writer for the executor (ExecutorOptions::checkpoints),
 // null when the job saves none. FAILED_PRECONDITION when the job needs `dir` and it is empty;
