@@ -241,6 +241,7 @@ Status Coordinator::MakeRoomLocked(size_t keep) {
                                std::to_string(options_.max_jobs) + ")");
     }
     if (options_.store != nullptr) PIPECOORD_RETURN_IF_ERROR(options_.store->DeleteJob((*it)->job.id()));
+    if (options_.metrics != nullptr) options_.metrics->ForgetJob((*it)->job.id());
     jobs_.erase(it);
   }
   return Status::Ok();

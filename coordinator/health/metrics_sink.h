@@ -21,6 +21,9 @@ class MetricsSink {
   virtual void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes) = 0;
   // kind: "LIFECYCLE", "BUBBLE", "STRAGGLER", "HANG", "MEMORY", "SDC".
   virtual void Event(const std::string& job, const std::string& kind) = 0;
+  // The job left the coordinator (dropped to make room, --max-jobs): its series go with it, so
+  // a long-lived coordinator's exposition does not grow with every job it ever ran.
+  virtual void ForgetJob(const std::string& job) = 0;
 };
 
 }  // namespace pipecoord::coordinator::health

@@ -24,6 +24,20 @@ const Histogram::BucketBoundaries& ActionBuckets() {
   return b;
 }
 
+// Removes every series of `family` labelled job_id=`job`. prometheus-cpp removes by pointer and
+// Add() of an existing label set returns that series, so the label sets come from Collect().
+template <typename T, typename... Args>
+void RemoveJob(prometheus::Family<T>& family, const std::string& job, const Args&... args) {
+  for (const prometheus::MetricFamily& mf : family.Collect()) {
+    for (const prometheus::ClientMetric& m : mf.metric) {
+      prometheus::Labels labels;
+      for (const prometheus::ClientMetric::Label& l : m.label) labels[l.name] = l.value;
+      const auto it = labels.find("job_id");
+      if (it != labels.end() && it->second == job) family.Remove(&family.Add(labels, args...));
+    }
+  }
+}
+
 }  // namespace
 
 PrometheusMetrics::PrometheusMetrics()
@@ -65,6 +79,17 @@ PrometheusMetrics::PrometheusMetrics()
                    .Name("pipecoord_workers")
                    .Help("Registered workers, idle or busy")
                    .Register(*registry_)) {}
+
+void PrometheusMetrics::ForgetJob(const std::string& job) {
+  RemoveJob(step_, job, StepBuckets());
+  RemoveJob(action_, job, ActionBuckets());
+  RemoveJob(bubble_, job);
+  RemoveJob(straggler_, job);
+  RemoveJob(peak_, job);
+  RemoveJob(budget_, job);
+  RemoveJob(events_, job);
+  RemoveJob(steps_, job);
+}
 
 void PrometheusMetrics::Action(const std::string& job, int rank, int dp, int stage, const std::string& op,
                                double seconds) {

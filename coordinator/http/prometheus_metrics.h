@@ -37,6 +37,7 @@ class PrometheusMetrics final : public health::MetricsSink {
                  double individual) override;
   void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes) override;
   void Event(const std::string& job, const std::string& kind) override;
+  void ForgetJob(const std::string& job) override;
 
   // Sets the job and worker gauges from the coordinator's listings (before each scrape).
   void UpdateFleet(const std::vector<v1::Job>& jobs, const std::vector<v1::WorkerInfo>& workers);

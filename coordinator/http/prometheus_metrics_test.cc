@@ -1,0 +1,74 @@
+#include "coordinator/http/prometheus_metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "coordinator/coordinator.h"
+
+namespace pipecoord::coordinator::http {
+namespace {
+
+// Occurrences of `needle` in `text`.
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+void Feed(PrometheusMetrics& m, const std::string& job) {
+  m.Action(job, 0, 0, 0, "F", 0.001);
+  m.Action(job, 1, 0, 1, "B", 0.002);
+  m.Step(job, 0.5, 0.2, 0.1);
+  m.Straggler(job, 1, 0, "B", 0.9, 1.0);
+  m.Memory(job, 0, 0, 1 << 20, 2 << 20);
+  m.Event(job, "LIFECYCLE");
+}
+
+TEST(PrometheusMetricsTest, AForgottenJobLeavesNoSeriesAndOthersStay) {
+  PrometheusMetrics m;
+  Feed(m, "job-000001");
+  Feed(m, "job-000002");
+  const std::string before = m.Serialize();
+  const int per_job = Count(before, "job_id=\"job-000001\"");
+  ASSERT_GT(per_job, 40);  // histograms' buckets, sums and counts included
+  EXPECT_EQ(Count(before, "job_id=\"job-000002\""), per_job);
+
+  m.ForgetJob("job-000001");
+  const std::string after = m.Serialize();
+  EXPECT_EQ(Count(after, "job_id=\"job-000001\""), 0) << after;
+  EXPECT_EQ(Count(after, "job_id=\"job-000002\""), per_job);
+  EXPECT_NE(after.find("pipecoord_steps_total{job_id=\"job-000002\"} 1"), std::string::npos) << after;
+
+  // A job id seen again starts from zero.
+  m.Step("job-000001", 0.5, 0.2, 0.1);
+  EXPECT_NE(m.Serialize().find("pipecoord_steps_total{job_id=\"job-000001\"} 1"), std::string::npos);
+}
+
+TEST(PrometheusMetricsTest, TheCoordinatorForgetsTheSeriesOfAJobItDrops) {
+  PrometheusMetrics m;
+  CoordinatorOptions o;
+  o.metrics = &m;
+  o.max_jobs = 1;
+  Coordinator c(o);
+  v1::JobSpec spec;
+  spec.set_schedule("1f1b");
+  spec.set_pp(1);
+  spec.set_microbatches(1);
+  spec.set_micro_batch_size(1);
+  spec.set_steps(1);
+  auto* model = spec.mutable_model();
+  model->set_layers(1);
+  model->set_hidden(8);
+  model->set_heads(2);
+  model->set_vocab(16);
+  model->set_seq_len(4);
+  const std::string first = c.SubmitJob(spec)->job_id();
+  ASSERT_TRUE(c.CancelJob(first).ok());  // its lifecycle events are series now
+  ASSERT_GT(Count(m.Serialize(), "job_id=\"" + first + "\""), 0);
+  const std::string second = c.SubmitJob(spec)->job_id();  // room: the first one goes
+  EXPECT_EQ(c.GetJob(first).status().code(), Code::kNotFound);
+  EXPECT_EQ(Count(m.Serialize(), "job_id=\"" + first + "\""), 0);
+  EXPECT_GT(Count(m.Serialize(), "job_id=\"" + second + "\""), 0);
+}
+
+}  // namespace
+}  // namespace pipecoord::coordinator::http
