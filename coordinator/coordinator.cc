@@ -633,7 +633,7 @@ void Coordinator::KeepTelemetryWindowLocked(JobRecord& j, int64_t seq, int actio
     j.stored_rows.pop_front();
     ++j.rows_to_drop;
   }
-  if (j.rows_to_drop < kTelemetryRowsPerDrop || options_.store == nullptr) return;
+  if (j.rows_to_drop < kTelemetryRowsPerDrop) return;
   // A failed drop leaves rows behind, harmless: the next one (or a restore) takes them.
   Status st = options_.store->DropTelemetryBefore(j.job.id(), j.stored_rows.front().first);
   if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());

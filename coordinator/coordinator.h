@@ -124,8 +124,9 @@ class Coordinator {
   // Drops the oldest finished jobs until at most `keep` are stored; RESOURCE_EXHAUSTED when the
   // rest are all live.
   Status MakeRoomLocked(size_t keep);
-  // Notes a telemetry row just stored and drops, in chunks, the rows older than the newest ones
-  // holding trace_actions_per_job actions: the state file stays bounded however long a job runs.
+  // Notes a telemetry row just stored in options_.store (which must be set) and drops, in chunks,
+  // the rows older than the newest ones holding trace_actions_per_job actions: the state file
+  // stays bounded however long a job runs.
   void KeepTelemetryWindowLocked(JobRecord& job, int64_t seq, int actions);
   void PublishLocked(JobRecord& job, v1::JobUpdate update);
   void RecordEventLocked(JobRecord& job, const std::string& event);
