@@ -99,6 +99,17 @@ assert 'memory over budget' in reasons, reasons
 expect_ok plan_text plan --model llama2-70b --gpus 64 --gpu-memory-gib 80 --schedules 1f1b,interleaved --top 2
 grep -q "^pruned" "$TMP/plan_text.out" || fail "plan text: no pruned section"
 grep -q "searched in" "$TMP/plan_text.out" || fail "plan text: no timing line"
+# pp 1 has no pipeline and so no schedule: one plan, schedule "none", not one per schedule name.
+expect_ok plan_pp1 plan --model llama3-8b --gpus 32 --gpu-memory-gib 80 --top 20 --format json
+check plan_pp1 "
+key = lambda t: (t['dp'], t['tp'], t['sp'], t['pp'], t['vpp'], t['schedule'] if t['pp'] > 1 else None,
+                 t['micro_batch'], t['zero'], t['recompute'])
+keys = [key(t) for t in d['top']]
+assert len(set(keys)) == len(keys) == 20, keys
+pp1 = [t for t in d['top'] if t['pp'] == 1]
+assert pp1 and all(t['schedule'] == 'none' and t['vpp'] == 1 for t in pp1), pp1
+assert all(t['schedule'] != 'none' for t in d['top'] if t['pp'] > 1)
+"
 expect_ok plan_none plan --model llama2-70b --gpus 8 --gpu-memory-gib 16 --global-batch 8 --format json
 check plan_none "assert d['top'] == [] and d['feasible'] == 0"
 expect_error plan_gpus 2 "pipectl plan: --gpus: required (GPUs in the job)" plan --model llama2-7b --gpu-memory-gib 80

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <thread>
 #include <tuple>
@@ -21,9 +22,13 @@ using memory::ModelSpec;
 using memory::Recompute;
 using memory::TrainingSpec;
 
+// A schedule as the search tries it: the name a plan shows and the generator that orders its
+// micro-batches (the same but for pp 1, which has no pipeline and so no schedule: kNoSchedule,
+// run as kNoScheduleEngine runs one rank).
 struct Variant {
   std::string schedule;
   int vpp;
+  std::string engine;
 };
 
 // Where the blocks of one schedule shape sit: per rank, its stages' block counts and whether it
@@ -61,14 +66,15 @@ class Search {
     for (const std::string& name : s_.schedules.empty() ? AllNames() : s_.schedules) {
       const schedules::ScheduleInfo* info = *schedules::FindSchedule(name);
       if (info->required_vpp != 0) {
-        variants_.push_back({name, info->required_vpp});
+        variants_.push_back({name, info->required_vpp, name});
       } else {
-        for (int v : s_.vpps) variants_.push_back({name, v});
+        for (int v : s_.vpps) variants_.push_back({name, v, name});
       }
     }
     const int64_t per_b = static_cast<int64_t>(s_.zero_stages.size()) * s_.recompute.size();
     const int64_t per_variant = static_cast<int64_t>(s_.micro_batches.size()) * per_b;
-    const int64_t per_sp = static_cast<int64_t>(variants_.size()) * per_variant;
+    // Candidates under one (tp, pp, sp): every variant, or at pp 1 the one plan with no schedule.
+    auto per_sp = [&](int pp) { return static_cast<int64_t>(VariantsFor(pp).size()) * per_variant; };
     std::vector<int> tps, all_divisors;
     for (int d = 1; d <= c_.gpus; ++d) {
       if (c_.gpus % d == 0) all_divisors.push_back(d);
@@ -79,7 +85,7 @@ class Search {
     auto sp_options = [&](int tp) { return tp > 1 && s_.sequence_parallel ? 2 : 1; };
     for (int tp : tps) {
       for (int pp : all_divisors) {
-        if ((c_.gpus / tp) % pp == 0) res_.candidates += sp_options(tp) * per_sp;
+        if ((c_.gpus / tp) % pp == 0) res_.candidates += sp_options(tp) * per_sp(pp);
       }
     }
     // Pass one only lists the schedule shapes the second will need, so they can be simulated
@@ -99,22 +105,28 @@ class Search {
   }
 
  private:
-  Status Walk(const std::vector<int>& tps, const std::vector<int>& all_divisors, int64_t per_sp,
-              int64_t per_variant, int64_t per_b) {
+  // The variants tried at pipeline degree `pp`.
+  const std::vector<Variant>& VariantsFor(int pp) const { return pp == 1 ? no_schedule_ : variants_; }
+
+  Status Walk(const std::vector<int>& tps, const std::vector<int>& all_divisors,
+              const std::function<int64_t(int pp)>& per_sp, int64_t per_variant, int64_t per_b) {
     auto sp_options = [&](int tp) { return tp > 1 && s_.sequence_parallel ? 2 : 1; };
     auto budget = c_.gpu_memory_bytes - c_.reserved_bytes;
     for (int tp : tps) {
-      const int64_t per_pp = sp_options(tp) * per_sp;
       std::vector<int> pps;
+      int64_t per_tp = 0;
       for (int pp : all_divisors) {
-        if ((c_.gpus / tp) % pp == 0) pps.push_back(pp);
+        if ((c_.gpus / tp) % pp == 0) {
+          pps.push_back(pp);
+          per_tp += sp_options(tp) * per_sp(pp);
+        }
       }
       if (m_.heads % tp || m_.kv_heads % tp || m_.ffn % tp) {
-        Prune("tp must divide heads, kv-heads and ffn", per_pp * pps.size(), "tp " + std::to_string(tp));
+        Prune("tp must divide heads, kv-heads and ffn", per_tp, "tp " + std::to_string(tp));
         continue;
       }
       if (tp > c_.gpus_per_node) {
-        Prune("tp larger than gpus per node (tensor parallelism across nodes)", per_pp * pps.size(),
+        Prune("tp larger than gpus per node (tensor parallelism across nodes)", per_tp,
               "tp " + std::to_string(tp) + " > " + std::to_string(c_.gpus_per_node));
         continue;
       }
@@ -123,11 +135,11 @@ class Search {
         for (int spi = 0; spi < sp_options(tp); ++spi) {
           const bool sp = spi == 1;
           if (sp && m_.seq_len % tp) {
-            Prune("sequence parallel needs tp to divide seq-len", per_sp,
+            Prune("sequence parallel needs tp to divide seq-len", per_sp(pp),
                   "seq-len " + std::to_string(m_.seq_len) + ", tp " + std::to_string(tp));
             continue;
           }
-          for (const Variant& var : variants_) {
+          for (const Variant& var : VariantsFor(pp)) {
             if (m_.layers < pp * var.vpp) {
               Prune("layers < pp x vpp (a chunk without blocks)", per_variant,
                     std::to_string(m_.layers) + " layers, pp " + std::to_string(pp) + " x vpp " + std::to_string(var.vpp));
@@ -158,7 +170,7 @@ class Search {
                 continue;
               }
               if (collecting_) {
-                wanted_.emplace_back(var.schedule, pp, var.vpp, mbs);
+                wanted_.emplace_back(var.engine, pp, var.vpp, mbs);
                 continue;
               }
               PIPECOORD_RETURN_IF_ERROR(EvaluateGroup(g));
@@ -186,7 +198,7 @@ class Search {
   Status EvaluateGroup(const Group& g) {
     const Variant& var = *g.var;
     const int64_t budget = c_.gpu_memory_bytes - c_.reserved_bytes;
-    const ScheduleProfile& prof = cache_.Get(var.schedule, g.pp, var.vpp, g.mbs);
+    const ScheduleProfile& prof = cache_.Get(var.engine, g.pp, var.vpp, g.mbs);
     if (!prof.status.ok()) {
       std::string why = prof.status.code() == Code::kUnimplemented
                             ? "schedule " + var.schedule + " not implemented yet"
@@ -291,7 +303,7 @@ class Search {
           continue;
         }
         run.push_back(&g);
-        keys.emplace_back(g.var->schedule, g.pp, g.var->vpp, g.mbs);
+        keys.emplace_back(g.var->engine, g.pp, g.var->vpp, g.mbs);
       }
       if (o_.cache_schedules && run.size() > 1) cache_.Prefetch(keys, static_cast<int>(batch));
       for (const Group* g : run) PIPECOORD_RETURN_IF_ERROR(EvaluateGroup(*g));
@@ -507,6 +519,7 @@ class Search {
   const PlanOptions& o_;
   ScheduleCache cache_;
   std::vector<Variant> variants_;
+  const std::vector<Variant> no_schedule_ = {{kNoSchedule, 1, kNoScheduleEngine}};
   std::map<std::tuple<int, bool, int, int>, ActivationModel> acts_;
   std::map<std::tuple<std::string, int, int>, Layout> layouts_;
   std::map<std::string, PrunedReason> pruned_;

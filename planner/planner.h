@@ -16,8 +16,15 @@
 
 namespace pipecoord::planner {
 
+// A plan with pp 1 has no pipeline and so no schedule: the search tries it once, not once per
+// schedule name, under this name. Its memory and time are those of its one rank running the
+// micro-batches one after another, forward then backward (kNoScheduleEngine at pp 1: one
+// micro-batch's activations live).
+inline constexpr char kNoSchedule[] = "none";
+inline constexpr char kNoScheduleEngine[] = "1f1b";
+
 struct Candidate {
-  std::string schedule;
+  std::string schedule;  // kNoSchedule when shape.pp is 1
   StrategyShape shape;  // dp, tp, pp, vpp, sp, zero, recompute, micro-batch, micro-batches
   // Memory of the rank with the largest peak (bytes), as memory::EstimateMemory counts it.
   int tightest_rank = 0;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "memory/estimate.h"
 #include "memory/presets.h"
 #include "memory/units.h"
@@ -43,7 +46,7 @@ TEST(PlannerTest, MemoryAgreesWithTheAnalyticModel) {
     t.recompute = c.shape.recompute;
     t.micro_batch = c.shape.micro_batch;
     t.microbatches = c.shape.microbatches;
-    t.schedule = c.schedule;
+    t.schedule = c.schedule == kNoSchedule ? kNoScheduleEngine : c.schedule;
     auto rep = memory::EstimateMemory(Llama7b(), t);
     ASSERT_TRUE(rep.ok()) << rep.status().ToString();
     const memory::RankMemory& worst = rep->Tightest();
@@ -63,13 +66,15 @@ TEST(PlannerTest, EveryCandidateIsCountedOnce) {
   int64_t pruned = 0;
   for (const PrunedReason& p : res->pruned) pruned += p.count;
   EXPECT_EQ(pruned + res->feasible, res->candidates);
-  // 16 GPUs: tp in {1, 2, 4, 8, 16}; pp divides 16/tp; sp doubles tp > 1; 2 schedules x 5
-  // micro-batch sizes x 4 ZeRO stages x 3 recompute policies.
+  // 16 GPUs: tp in {1, 2, 4, 8, 16}; pp divides 16/tp; sp doubles tp > 1; 2 schedules (one
+  // plan without a schedule at pp 1) x 5 micro-batch sizes x 4 ZeRO stages x 3 recompute policies.
   int64_t expected = 0;
   for (int tp : {1, 2, 4, 8, 16}) {
-    int pps = 0;
-    for (int pp = 1; pp <= 16 / tp; ++pp) pps += (16 / tp) % pp == 0;
-    expected += pps * (tp > 1 ? 2 : 1) * 2 * 5 * 4 * 3;
+    int variants = 0;
+    for (int pp = 1; pp <= 16 / tp; ++pp) {
+      if ((16 / tp) % pp == 0) variants += pp == 1 ? 1 : 2;
+    }
+    expected += variants * (tp > 1 ? 2 : 1) * 5 * 4 * 3;
   }
   EXPECT_EQ(res->candidates, expected);
   std::map<std::string, int64_t> by_reason;
@@ -78,6 +83,43 @@ TEST(PlannerTest, EveryCandidateIsCountedOnce) {
   EXPECT_GT(by_reason["tp larger than gpus per node (tensor parallelism across nodes)"], 0);
   EXPECT_GT(by_reason["dp x micro-batch must divide the global batch"], 0);
   EXPECT_GT(by_reason["ZeRO needs dp > 1 (same as ZeRO-0)"], 0);
+}
+
+// The strategy a plan stands for: its schedule only counts with a pipeline (pp > 1).
+std::string Strategy(const Candidate& c) {
+  const StrategyShape& s = c.shape;
+  return "dp " + std::to_string(s.dp) + " tp " + std::to_string(s.tp) + (s.sp ? "+sp" : "") + " pp " +
+         std::to_string(s.pp) + " vpp " + std::to_string(s.vpp) + " " + (s.pp > 1 ? c.schedule : "") + " mb " +
+         std::to_string(s.micro_batch) + " zero " + std::to_string(s.zero) + " recompute " +
+         memory::RecomputeName(s.recompute);
+}
+
+TEST(PlannerTest, NoTwoPlansAreTheSameStrategy) {
+  // llama3-8b on 32 GPUs: the fastest plans are pp 1, once listed under every schedule name.
+  SearchSpace s;
+  s.global_batch = 512;
+  PlanOptions o;
+  o.top_k = 200;
+  auto res = Plan(*memory::FindModelPreset("llama3-8b"), Cluster(32, 80), s, o);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  ASSERT_EQ(res->top.size(), 200u);
+  EXPECT_EQ(res->top[0].shape.pp, 1);
+  std::map<std::string, int> seen;
+  int pp1 = 0;
+  for (size_t i = 0; i < res->top.size(); ++i) {
+    const Candidate& c = res->top[i];
+    EXPECT_TRUE(seen.emplace(Strategy(c), static_cast<int>(i)).second)
+        << "#" << i + 1 << " repeats #" << seen[Strategy(c)] + 1 << ": " << Strategy(c) << " (" << c.schedule << ")";
+    if (c.shape.pp == 1) {
+      ++pp1;
+      EXPECT_EQ(c.schedule, "none");
+      EXPECT_EQ(c.shape.vpp, 1);
+      EXPECT_EQ(c.shape.bubble_rate, 0);
+    } else {
+      EXPECT_NE(c.schedule, "none");
+    }
+  }
+  EXPECT_GT(pp1, 0);
 }
 
 TEST(PlannerTest, CacheChangesNothingButSpeed) {
