@@ -26,6 +26,7 @@ struct Coordinator::JobRecord {
   v1::Job job;
   std::vector<v1::JobUpdate> updates;  // the WatchJob log
   std::vector<bool> done_ok;           // by global rank
+  std::vector<bool> failed;            // by global rank: it reported a failure this attempt
   // Telemetry order, by global rank: the last step summarized and the actions received for the
   // step after it (the rank's open step).
   std::vector<int> last_summarized;
@@ -59,11 +60,14 @@ struct Coordinator::JobRecord {
   // Forgets an attempt's progress: the next one reports from `from_step` on.
   void ResetAttempt(int from_step) {
     done_ok.assign(world(), false);
+    failed.assign(world(), false);
     last_summarized.assign(world(), from_step - 1);
     open_step_actions.assign(world(), 0);
     steps.clear();
     suspicion.reset();
   }
+  // No rank has sent telemetry in this attempt.
+  bool MeasuredNothing() const;
   bool terminal() const {
     auto s = job.state();
     return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
@@ -74,8 +78,13 @@ struct Coordinator::Worker {
   v1::WorkerInfo info;
   Clock::time_point lease_expiry;
   std::vector<v1::WorkerCommand> commands;
+  // info.job_id (with rank, global_rank, dp_rank, session) is the job whose links the worker
+  // holds: set at assignment, cleared only when the worker says it closed them (ReleaseJob), so
+  // a worker still finishing a job is never handed the next one. `closing`: that job's part is
+  // over on this side (finished, failed, cancelled or restarted).
   int global_rank = -1;
   int dp_rank = -1;
+  uint64_t session = 0;
   // Blamed for a broken link: not given work again until a heartbeat shows it is alive (a dead
   // one's lease runs out instead).
   bool suspect = false;
@@ -320,16 +329,43 @@ Result<v1::JobState> Coordinator::CancelJob(const std::string& id) {
 void Coordinator::ReleaseWorkersLocked(JobRecord& j, bool cancel) {
   for (int g = 0; g < j.job.worker_ids_size(); ++g) {
     Worker* w = FindWorkerLocked(j.job.worker_ids(g));
-    if (w == nullptr || w->info.job_id() != j.job.id()) continue;
+    if (w == nullptr || w->info.job_id() != j.job.id() || w->session != j.session || w->info.closing()) continue;
     if (cancel) {
       v1::WorkerCommand c;
       c.set_cancel_job_id(j.job.id());
       w->commands.push_back(std::move(c));
     }
-    w->info.clear_job_id();
-    w->info.set_rank(-1);
-    w->global_rank = w->dp_rank = -1;
+    w->info.set_closing(true);  // free once it says its links are closed (ReleaseJob)
   }
+}
+
+void Coordinator::FreeWorkerLocked(Worker& w) {
+  w.info.clear_job_id();
+  w.info.set_rank(-1);
+  w.info.set_closing(false);
+  w.global_rank = w.dp_rank = -1;
+  w.session = 0;
+}
+
+Status Coordinator::ReleaseJob(const v1::ReleaseJobRequest& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Worker* w = FindWorkerLocked(r.worker_id());
+  if (w == nullptr) return NotFound("worker \"" + r.worker_id() + "\" is not registered (lease lost?)");
+  if (w->info.job_id() != r.job_id() || w->session != r.session()) return Status::Ok();  // an older hold, long gone
+  const int g = w->global_rank;
+  const std::string worker = w->info.worker_id();
+  const bool was_closing = w->info.closing();
+  FreeWorkerLocked(*w);
+  JobRecord* j = FindJobLocked(r.job_id());
+  if (!was_closing && j != nullptr && !j->terminal() && j->session == r.session() && g >= 0 && g < j->world() &&
+      !j->done_ok[g] && !j->failed[g]) {
+    // It closed its links without a word on how its part ended (the report was lost).
+    FinishJobLocked(*j, v1::FAILED,
+                    "rank " + std::to_string(g % j->job.spec().pp()) + " (" + worker + ") left the job without reporting a result",
+                    g % j->job.spec().pp());
+  }
+  TryDispatchLocked();
+  return Status::Ok();
 }
 
 void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::string& cause, int rank) {
@@ -368,6 +404,27 @@ void Coordinator::RestartJobLocked(JobRecord& j, const std::string& cause) {
   TryDispatchLocked();
 }
 
+// A worker left gracefully before the attempt measured anything: nothing is lost by starting it
+// again elsewhere, and it is not the job's failure (no restart is counted).
+void Coordinator::RequeueJobLocked(JobRecord& j, const std::string& why) {
+  ReleaseWorkersLocked(j, true);
+  j.previous_workers.assign(j.job.worker_ids().begin(), j.job.worker_ids().end());
+  j.job.clear_worker_ids();
+  j.ResetAttempt(j.job.start_step());
+  j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
+  j.job.set_state(v1::PENDING);
+  PersistJobLocked(j);
+  RecordEventLocked(j, "back in the queue (" + why + ", before its first step)");
+  TryDispatchLocked();
+}
+
+bool Coordinator::JobRecord::MeasuredNothing() const {
+  for (int g = 0; g < world(); ++g) {
+    if (last_summarized[g] != job.start_step() - 1 || open_step_actions[g] != 0) return false;
+  }
+  return true;
+}
+
 void Coordinator::TryDispatchLocked() {
   for (auto& jp : jobs_) {
     JobRecord& j = *jp;
@@ -388,8 +445,10 @@ void Coordinator::TryDispatchLocked() {
       Worker* w = free[g];
       w->info.set_job_id(j.job.id());
       w->info.set_rank(g % spec.pp());
+      w->info.set_closing(false);
       w->global_rank = g;
       w->dp_rank = g / spec.pp();
+      w->session = j.session;
       j.job.add_worker_ids(w->info.worker_id());
     }
     std::vector<std::string> endpoints;
@@ -457,7 +516,9 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
   if (r.data_endpoint().empty() || r.data_endpoint().size() > 256 || r.data_endpoint().find(':') == std::string::npos) {
     return InvalidArgument("data_endpoint: must be HOST:PORT, got \"" + r.data_endpoint() + "\"");
   }
-  if (r.host().size() > 256 || r.worker_id().size() > 128) return InvalidArgument("host/worker_id: too long");
+  if (r.host().size() > 256) return InvalidArgument("host: must be at most 256 bytes");
+  if (r.worker_id().size() > 128) return InvalidArgument("worker_id: must be at most 128 bytes");
+  if (r.held_job_id().size() > 128) return InvalidArgument("held_job_id: must be at most 128 bytes");
   std::lock_guard<std::mutex> lock(mu_);
   std::string id = r.worker_id();
   if (id_from_credentials && (id.empty() || FindWorkerLocked(id) != nullptr)) {
@@ -480,6 +541,12 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
   w->info.set_device_memory_bytes(r.device_memory_bytes());
   w->info.set_data_endpoint(r.data_endpoint());
   w->info.set_rank(-1);
+  if (!r.held_job_id().empty()) {
+    // Still closing a job it was given before this coordinator (re)started: busy until released.
+    w->info.set_job_id(r.held_job_id());
+    w->info.set_closing(true);
+    w->session = r.held_session();
+  }
   w->lease_expiry = Clock::now() + options_.lease;
   if (options_.store != nullptr) {
     Status st = options_.store->PutWorker(id);
@@ -504,7 +571,7 @@ Result<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest&
     w->suspect = false;  // alive after all: it may take work again
     TryDispatchLocked();
   }
-  if (r.has_progress() && r.progress().job_id() == w->info.job_id() && w->global_rank >= 0) {
+  if (r.has_progress() && r.progress().job_id() == w->info.job_id() && w->global_rank >= 0 && !w->info.closing()) {
     if (JobRecord* j = FindJobLocked(w->info.job_id()); j != nullptr && !j->terminal()) {
       j->monitor->OnProgress(w->global_rank, r.progress(), recv);
     }
@@ -531,6 +598,14 @@ Status Coordinator::WaitCommands(const std::string& worker_id, std::vector<v1::W
   return Status::Ok();
 }
 
+void Coordinator::ReturnCommands(const std::string& worker_id, std::vector<v1::WorkerCommand> commands) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Worker* w = FindWorkerLocked(worker_id);
+  if (w == nullptr) return;
+  commands.insert(commands.end(), std::make_move_iterator(w->commands.begin()), std::make_move_iterator(w->commands.end()));
+  w->commands = std::move(commands);
+}
+
 Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
   Worker* w = FindWorkerLocked(r.worker_id());
@@ -539,24 +614,36 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
   if (j == nullptr) return NotFound("job \"" + r.job_id() + "\" not found");
   if (j->terminal()) return Status::Ok();  // e.g. a cancelled job's workers reporting late
   if (r.session() != 0 && r.session() != j->session) return Status::Ok();  // an earlier attempt's, stopped
-  if (w->info.job_id() != r.job_id() || w->info.rank() != r.rank()) {
+  if (w->info.job_id() != r.job_id() || w->info.rank() != r.rank() || w->session != j->session) {
     return PermissionDenied("worker " + r.worker_id() + " does not hold rank " + std::to_string(r.rank()) + " of " + r.job_id());
   }
   if (!r.ok()) {
+    const int g = w->global_rank;
+    j->failed[g] = true;
     const std::string cause = "rank " + std::to_string(r.rank()) + " (" + r.worker_id() + "): " + r.message();
-    const bool from_suspect = j->suspicion && j->suspicion->suspect_global == w->global_rank;
+    // A broken link (or a peer that never connected) is a symptom; the peer's own report or lease
+    // loss is the root cause. Blame, among the peers this rank lost, one that has not failed itself.
     int suspect = -1;
-    for (int g : r.unreachable_peers()) {
-      if (g >= 0 && g < j->world() && g != w->global_rank) suspect = g;
+    for (int p : r.unreachable_peers()) {
+      if (p >= 0 && p < j->world() && p != g && (suspect < 0 || !j->failed[p])) suspect = p;
     }
-    if (suspect >= 0 && !from_suspect) {
-      // A broken link is a symptom; the peer's own report or lease loss is the cause. Wait for it.
-      if (!j->suspicion) {
-        j->suspicion = JobRecord::Suspicion{cause, suspect, Clock::now() + std::min(options_.suspect_grace, options_.lease)};
+    const auto deadline = Clock::now() + std::min(options_.suspect_grace, options_.lease);
+    if (!j->suspicion) {
+      if (suspect < 0) {
+        FinishJobLocked(*j, v1::FAILED, cause, r.rank());  // its own failure: the root
+      } else {
+        j->suspicion = JobRecord::Suspicion{cause, suspect, deadline};
       }
       return Status::Ok();
     }
-    FinishJobLocked(*j, v1::FAILED, cause, r.rank());
+    if (j->suspicion->suspect_global != g) return Status::Ok();  // another symptom: the suspect's word is awaited
+    // The suspect speaks: its own failure is the root; if it lost a peer too, follow the chain
+    // (rank 3 lost 2, 2 lost 1: 1 is the one to hear from), unless that peer already spoke.
+    if (suspect < 0 || j->failed[suspect]) {
+      FinishJobLocked(*j, v1::FAILED, cause, r.rank());
+    } else {
+      j->suspicion = JobRecord::Suspicion{cause, suspect, deadline};
+    }
     return Status::Ok();
   }
   j->done_ok[w->global_rank] = true;
@@ -650,6 +737,7 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
     return PermissionDenied("worker " + b.worker_id() + " does not hold rank " + std::to_string(b.rank()) +
                             " (dp " + std::to_string(b.dp_rank()) + ") of " + b.job_id());
   }
+  if (j->terminal()) return FailedPrecondition(b.job_id() + " is " + StateName(j->job.state()) + ": no more telemetry");
   if (b.session() != 0 && b.session() != j->session) {
     return FailedPrecondition("session " + std::to_string(b.session()) + " is an earlier attempt of " + b.job_id() +
                               " (restarted); the current one is " + std::to_string(j->session));
@@ -743,7 +831,7 @@ Result<v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker
   std::unique_lock<std::mutex> lock(mu_);
   Worker* w = FindWorkerLocked(worker_id);
   JobRecord* j = FindJobLocked(r.job_id());
-  if (w == nullptr || j == nullptr || w->info.job_id() != r.job_id()) {
+  if (w == nullptr || j == nullptr || w->info.job_id() != r.job_id() || w->info.closing()) {
     return PermissionDenied("worker " + worker_id + " is not part of " + r.job_id());
   }
   if (r.expected() < 1 || r.expected() > j->world()) {
@@ -771,9 +859,15 @@ Status Coordinator::Deregister(const std::string& worker_id) {
   if (w == nullptr) return NotFound("worker \"" + worker_id + "\" is not registered");
   const std::string job_id = w->info.job_id();
   const int rank = w->info.rank();
+  const bool held = !w->info.closing();
   workers_.erase(worker_id);
-  if (JobRecord* j = job_id.empty() ? nullptr : FindJobLocked(job_id); j != nullptr && !j->terminal()) {
-    FinishJobLocked(*j, v1::FAILED, "worker " + worker_id + " (rank " + std::to_string(rank) + ") shut down", rank);
+  if (JobRecord* j = job_id.empty() || !held ? nullptr : FindJobLocked(job_id); j != nullptr && !j->terminal()) {
+    const std::string why = "worker " + worker_id + " (rank " + std::to_string(rank) + ") shut down";
+    if (j->MeasuredNothing()) {
+      RequeueJobLocked(*j, why);
+    } else {
+      FinishJobLocked(*j, v1::FAILED, why, rank);
+    }
   }
   changed_.notify_all();
   return Status::Ok();
@@ -788,7 +882,8 @@ void Coordinator::Tick() {
   }
   for (const std::string& id : expired) {
     Worker* w = FindWorkerLocked(id);
-    const std::string job_id = w->info.job_id();
+    // A worker only closing a job it was part of takes nothing with it.
+    const std::string job_id = w->info.closing() ? "" : w->info.job_id();
     const int rank = w->info.rank();
     workers_.erase(id);
     if (JobRecord* j = job_id.empty() ? nullptr : FindJobLocked(job_id); j != nullptr && !j->terminal()) {

@@ -87,8 +87,15 @@ class Coordinator {
   // NOT_FOUND if the worker is unknown (lease lost: it must register again).
   Status WaitCommands(const std::string& worker_id, std::vector<v1::WorkerCommand>* out,
                       Clock::time_point deadline);
+  // Puts commands WaitCommands handed out but the stream could not deliver back at the front of
+  // the worker's queue, in order (nothing if the worker is gone).
+  void ReturnCommands(const std::string& worker_id, std::vector<v1::WorkerCommand> commands);
   Status ReportResult(const v1::ReportResultRequest& request);
-  // Forgets the worker now (it is shutting down). A job it still holds fails naming its rank.
+  // The worker closed every link of the job it held (job, session): it is free for the next one.
+  // A release of an older hold changes nothing. NOT_FOUND if the worker is unknown.
+  Status ReleaseJob(const v1::ReleaseJobRequest& request);
+  // Forgets the worker now (it is shutting down). A job it still holds fails naming its rank, or,
+  // when no rank has measured anything yet, goes back to the queue.
   // NOT_FOUND if it is not registered.
   Status Deregister(const std::string& worker_id);
   // PERMISSION_DENIED when the worker does not hold that job and rank; INVALID_ARGUMENT when the
@@ -118,7 +125,10 @@ class Coordinator {
   // Ends the job; a failure with restarts left (spec.max_restarts) restarts it instead.
   void FinishJobLocked(JobRecord& job, v1::JobState state, const std::string& cause, int rank);
   void RestartJobLocked(JobRecord& job, const std::string& cause);
-  // Frees the job's workers, telling them to stop it when `cancel`.
+  void RequeueJobLocked(JobRecord& job, const std::string& why);
+  void FreeWorkerLocked(Worker& worker);
+  // Marks the job's workers closing (free once they release it), telling them to stop it when
+  // `cancel`.
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);
   void NoteCheckpointLocked(JobRecord& job, int global_rank, int step);
   // Drops the oldest finished jobs until at most `keep` are stored; RESOURCE_EXHAUSTED when the

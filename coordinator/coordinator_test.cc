@@ -263,6 +263,14 @@ TEST(CoordinatorTest, ResultsFinishTheJobAndFreeWorkers) {
   ok.set_rank(1);
   ASSERT_TRUE(r.c.ReportResult(ok).ok());
   EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::SUCCEEDED);
+  // Free once each has closed the job's links (worker_lifecycle_test has the details).
+  for (const std::string& w : {r.w0, r.w1}) {
+    v1::ReleaseJobRequest release;
+    release.set_worker_id(w);
+    release.set_job_id(r.job);
+    release.set_session(r.c.GetJob(r.job)->worker_ids_size() > 0 ? Commands(r.c, w)[0].assign().session() : 0);
+    ASSERT_TRUE(r.c.ReleaseJob(release).ok());
+  }
   for (const auto& w : r.c.ListWorkers()) EXPECT_TRUE(w.job_id().empty());
   // The freed workers take the next job.
   auto next = r.c.SubmitJob(TinySpec());

@@ -107,8 +107,12 @@ grpc::Status WorkerServiceImpl::Commands(grpc::ServerContext* ctx, const v1::Com
     std::vector<v1::WorkerCommand> commands;
     Status st = c_->WaitCommands(req->worker_id(), &commands, Clock::now() + kWaitSlice);
     if (!st.ok()) return ToGrpc(st);
-    for (const auto& c : commands) {
-      if (!writer->Write(c)) return grpc::Status::CANCELLED;
+    for (size_t i = 0; i < commands.size(); ++i) {
+      if (!writer->Write(commands[i])) {
+        // The stream broke: the worker reads these when it opens the next one.
+        c_->ReturnCommands(req->worker_id(), std::vector<v1::WorkerCommand>(commands.begin() + i, commands.end()));
+        return grpc::Status::CANCELLED;
+      }
     }
   }
   return grpc::Status::CANCELLED;
@@ -117,6 +121,11 @@ grpc::Status WorkerServiceImpl::Commands(grpc::ServerContext* ctx, const v1::Com
 grpc::Status WorkerServiceImpl::ReportResult(grpc::ServerContext* ctx, const v1::ReportResultRequest* req, v1::ReportResultResponse*) {
   if (Status st = OrOpen(auth_).CheckWorker(CallCredentialsOf(*ctx), req->worker_id()); !st.ok()) return ToGrpc(st);
   return ToGrpc(c_->ReportResult(*req));
+}
+
+grpc::Status WorkerServiceImpl::ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJobRequest* req, v1::ReleaseJobResponse*) {
+  if (Status st = OrOpen(auth_).CheckWorker(CallCredentialsOf(*ctx), req->worker_id()); !st.ok()) return ToGrpc(st);
+  return ToGrpc(c_->ReleaseJob(*req));
 }
 
 grpc::Status WorkerServiceImpl::Rendezvous(grpc::ServerContext* ctx, const v1::RendezvousRequest* req, v1::RendezvousResponse* out) {

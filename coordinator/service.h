@@ -39,6 +39,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
   grpc::Status Commands(grpc::ServerContext*, const v1::CommandsRequest*, grpc::ServerWriter<v1::WorkerCommand>*) override;
   grpc::Status ReportResult(grpc::ServerContext*, const v1::ReportResultRequest*, v1::ReportResultResponse*) override;
+  grpc::Status ReleaseJob(grpc::ServerContext*, const v1::ReleaseJobRequest*, v1::ReleaseJobResponse*) override;
   grpc::Status Rendezvous(grpc::ServerContext*, const v1::RendezvousRequest*, v1::RendezvousResponse*) override;
   grpc::Status Telemetry(grpc::ServerContext*, grpc::ServerReader<v1::TelemetryBatch>*, v1::TelemetryAck*) override;
   grpc::Status Deregister(grpc::ServerContext*, const v1::DeregisterRequest*, v1::DeregisterResponse*) override;

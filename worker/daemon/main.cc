@@ -21,6 +21,7 @@
 #include "worker/daemon/executor.h"
 #include "worker/daemon/fault_injection.h"
 #include "worker/daemon/health_hooks.h"
+#include "worker/daemon/held_job.h"
 #include "worker/transport/endpoint.h"
 #include "worker/transport/tcp_transport.h"
 
@@ -70,11 +71,21 @@ class Daemon {
     probe->reset();
     if (!RegisterWithRetry()) return 1;
     std::thread heartbeat([this] { HeartbeatLoop(); });
-    // A signal cannot cancel an RPC itself; this thread turns g_stop into a cancellation.
+    // A signal cannot cancel an RPC or stop a job itself; this thread does both at once, so a
+    // SIGTERM is honoured in every state: idle, setting up, connecting, running.
     std::thread stopper([this] {
-      while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      std::lock_guard<std::mutex> lock(mu_);
-      if (commands_ctx_ != nullptr) commands_ctx_->TryCancel();
+      while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::shared_ptr<HeldJob> job;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (commands_ctx_ != nullptr) commands_ctx_->TryCancel();
+        job = held_;
+      }
+      if (job != nullptr) {
+        Log(job->StopGracefully() ? "shutting down: finishing the current step of %s"
+                                  : "shutting down: leaving %s before it started (it goes back to the queue)",
+            job->assignment().job_id());
+      }
     });
     while (!g_stop) {
       grpc::ClientContext ctx;
@@ -96,14 +107,13 @@ class Daemon {
       if (st.error_code() == grpc::StatusCode::NOT_FOUND) RegisterWithRetry();  // lease lost
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    // SIGTERM: finish the current step (its telemetry and result are reported), then leave.
-    // Heartbeats go on meanwhile so the lease holds; past the grace period the job is cancelled.
-    StopCurrentAfterStep();
+    // A job started just before the signal was seen is told too.
+    if (std::shared_ptr<HeldJob> job = Held(); job != nullptr) job->StopGracefully();
     const auto grace_end = std::chrono::steady_clock::now() + kShutdownGrace;
-    while (JobRunning() && std::chrono::steady_clock::now() < grace_end) {
+    while (Held() != nullptr && std::chrono::steady_clock::now() < grace_end) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    CancelCurrent();
+    if (std::shared_ptr<HeldJob> job = Held(); job != nullptr) job->Cancel("the worker's shutdown grace period ran out");
     if (job_thread_.joinable()) job_thread_.join();
     draining_ = false;
     stopper.join();
@@ -118,6 +128,11 @@ class Daemon {
     return worker_id_;
   }
 
+  std::shared_ptr<HeldJob> Held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_;
+  }
+
   bool RegisterWithRetry() {
     for (int attempt = 0; !g_stop; ++attempt) {
       grpc::ClientContext ctx;
@@ -127,6 +142,11 @@ class Daemon {
       req.set_host(advertise_.empty() ? data_host_ : advertise_);
       req.set_data_endpoint(endpoint_);
       req.set_worker_id(WorkerId());
+      if (std::shared_ptr<HeldJob> job = Held(); job != nullptr) {
+        // Still closing a job: the coordinator keeps this worker busy until it is released.
+        req.set_held_job_id(job->assignment().job_id());
+        req.set_held_session(job->assignment().session());
+      }
       v1::RegisterResponse resp;
       grpc::Status st = stub_->Register(&ctx, req, &resp);
       if (st.ok()) {
@@ -174,36 +194,38 @@ class Daemon {
     }
   }
 
+  // Never blocks on a job: the command stream is read on, so a cancel reaches a job in any phase.
   void Handle(const v1::WorkerCommand& cmd) {
     if (cmd.has_assign()) {
-      CancelCurrent();
+      if (g_stop) {
+        Log("%s: not started, the worker is shutting down", cmd.assign().job_id());
+        return;
+      }
+      if (std::shared_ptr<HeldJob> old = Held(); old != nullptr) {
+        // The coordinator frees a worker only once it released its job; reaching here means it
+        // lost track (e.g. it restarted). The newer assignment wins.
+        Log("%s: assigned while %s is still held: stopping that one first", cmd.assign().job_id(),
+            old->assignment().job_id());
+        old->Cancel("superseded by " + cmd.assign().job_id());
+      }
       if (job_thread_.joinable()) job_thread_.join();
-      job_thread_ = std::thread([this, a = cmd.assign()] { RunJob(a); });
+      auto job = std::make_shared<HeldJob>(cmd.assign());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        held_ = job;
+      }
+      job_thread_ = std::thread([this, job] { HoldJob(job); });
     } else if (!cmd.cancel_job_id().empty()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (current_job_ == cmd.cancel_job_id() && executor_ != nullptr) {
-        Log("cancelling %s", current_job_);
-        executor_->Cancel();
-        if (transport_ != nullptr) transport_->Shutdown();
+      std::shared_ptr<HeldJob> job = Held();
+      if (job != nullptr && job->assignment().job_id() == cmd.cancel_job_id()) {
+        Log("%s: cancelled by the coordinator", cmd.cancel_job_id());
+        job->Cancel("cancelled by the coordinator");
       }
     }
   }
 
   // Kubernetes' default terminationGracePeriodSeconds is 30: leave before the SIGKILL.
   static constexpr std::chrono::seconds kShutdownGrace{25};
-
-  bool JobRunning() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return executor_ != nullptr;
-  }
-
-  void StopCurrentAfterStep() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (executor_ != nullptr) {
-      Log("shutting down: finishing the current step of %s", current_job_);
-      executor_->StopAfterStep();
-    }
-  }
 
   void Deregister() {
     grpc::ClientContext ctx;
@@ -215,24 +237,42 @@ class Daemon {
     if (st.ok()) Log("deregistered %s", WorkerId());
   }
 
-  void CancelCurrent() {
+  // The job's thread: runs it, reports how it ended, closes its links, then releases it.
+  void HoldJob(const std::shared_ptr<HeldJob>& job) {
+    const v1::Assignment& a = job->assignment();
+    Log("%s: running rank %s", a.job_id(), std::to_string(a.rank()) + " (dp " + std::to_string(a.dp_rank()) + ")");
+    RunJob(*job);
+    if (!job->quiet()) Release(a);
     std::lock_guard<std::mutex> lock(mu_);
-    if (executor_ != nullptr) executor_->Cancel();
-    if (transport_ != nullptr) transport_->Shutdown();
+    if (held_ == job) held_.reset();
   }
 
-  void RunJob(const v1::Assignment& a) {
-    const int pp = a.spec().pp();
-    const int global = a.dp_rank() * pp + a.rank();
-    Log("%s: running rank %s", a.job_id(), std::to_string(a.rank()) + " (dp " + std::to_string(a.dp_rank()) + ")");
-    bool reported = false;
-    Status st = RunJobInner(a, global, &reported);
-    if (!reported) Report(a, st, nullptr);
+  // Tells the coordinator every link of the job is closed, so it may hand this worker the next
+  // one; retried until it is heard (a coordinator that restarted learns the hold at registration).
+  void Release(const v1::Assignment& a) {
+    for (int attempt = 0; !g_stop; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::ReleaseJobRequest req;
+      req.set_worker_id(WorkerId());
+      req.set_job_id(a.job_id());
+      req.set_session(a.session());
+      v1::ReleaseJobResponse resp;
+      grpc::Status st = stub_->ReleaseJob(&ctx, req, &resp);
+      const auto code = st.error_code();
+      if (st.ok() || code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::PERMISSION_DENIED ||
+          code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::INVALID_ARGUMENT) {
+        return;  // heard, or this registration is gone (a new one starts free)
+      }
+      if (attempt % 20 == 0) Log("%s: release not heard yet (%s), retrying", a.job_id(), st.error_message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
   }
 
   // Tells the coordinator how this rank's part ended; on failure, with the peers whose links
-  // broke (from `transport`, when there is one), so the coordinator can find the root cause.
-  void Report(const v1::Assignment& a, const Status& st, const Transport* transport) {
+  // broke or never came up (from `transport`, when there is one), so the coordinator can find the
+  // root cause rather than blame this rank.
+  void Report(const v1::Assignment& a, const Status& st, const TcpTransport* transport) {
     v1::ReportResultRequest req;
     req.set_worker_id(WorkerId());
     req.set_job_id(a.job_id());
@@ -242,6 +282,7 @@ class Daemon {
     req.set_session(a.session());
     if (!st.ok() && transport != nullptr) {
       for (int g : transport->BrokenPeers()) req.add_unreachable_peers(g);
+      for (int g : transport->UnconnectedPeers()) req.add_unreachable_peers(g);
     }
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -250,36 +291,46 @@ class Daemon {
     Log("%s: %s", a.job_id(), st.ok() ? std::string("done") : st.ToString());
   }
 
-  // Runs the job; reports its result itself (setting *reported) once the transport exists, so the
-  // report reaches the coordinator before peers see this rank's links close.
-  Status RunJobInner(const v1::Assignment& a, int global, bool* reported) {
+  // Runs the job to its end and reports the result (unless it leaves quietly) before its links
+  // close, so the coordinator hears this rank's word before peers see the links go. Every link and
+  // the data port's listener are closed when this returns.
+  void RunJob(HeldJob& job) {
+    const v1::Assignment& a = job.assignment();
+    const int global = a.dp_rank() * a.spec().pp() + a.rank();
+    std::unique_ptr<TcpTransport> transport;
+    auto finish = [&](Status st) {
+      job.Detach();
+      if (job.cancelled()) st = FailedPrecondition("stopped: " + job.cancel_reason());
+      if (!job.quiet()) Report(a, st, transport.get());
+      if (transport != nullptr) transport->Shutdown();
+    };
     auto backend = MakeBackend(a);
-    if (!backend.ok()) return backend.status();
+    if (!backend.ok()) return finish(backend.status());
     // A restart resumes from this rank's checkpoint in the (shared) checkpoint dir.
     auto checkpoint = PrepareCheckpoints(a, global, checkpoint_dir_, backend->get());
-    if (!checkpoint.ok()) return checkpoint.status();
+    if (!checkpoint.ok()) return finish(checkpoint.status());
     if (a.start_step() > 0) Log("%s: resumed from the checkpoint of step %s", a.job_id(), std::to_string(a.start_step() - 1));
     TcpTransportOptions topt;
     topt.session = a.session();
-    auto transport = TcpTransport::Listen(data_host_, data_port_, topt);
-    if (!transport.ok()) return transport.status();
+    auto listening = TcpTransport::Listen(data_host_, data_port_, topt);
+    if (!listening.ok()) return finish(listening.status());
+    transport = std::move(listening).value();
+    if (!job.AttachTransport(transport.get())) return finish(Status::Ok());
     std::map<int, std::string> peers;
     for (const v1::Peer& p : a.peers()) {
       if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
     }
-    PIPECOORD_RETURN_IF_ERROR((*transport)->Connect(global, peers, a.session(), std::chrono::seconds(30)));
+    if (Status st = transport->Connect(global, peers, a.session(), kConnectTimeout); !st.ok()) return finish(st);
     ExecutorOptions eopt;
     eopt.clock_ns = [this] { return WallNs() + clock_.offset_ns(); };
     HealthHooks hooks(a, RulesFor(g_faults, global));
     eopt.hooks = &hooks;
     eopt.checkpoints = checkpoint->get();  // lives until this function returns, after the executor
-    Executor executor(a, backend->get(), transport->get(), eopt);
+    Executor executor(a, backend->get(), transport.get(), eopt);
+    if (!job.AttachExecutor(&executor)) return finish(Status::Ok());
     {
       std::lock_guard<std::mutex> lock(mu_);
       hooks_ = &hooks;
-      current_job_ = a.job_id();
-      executor_ = &executor;
-      transport_ = transport->get();
     }
     grpc::ClientContext tctx;
     v1::TelemetryAck ack;
@@ -300,16 +351,15 @@ class Daemon {
     grpc::Status tst = telemetry->Finish();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      executor_ = nullptr;
-      transport_ = nullptr;
       hooks_ = nullptr;
     }
     if (st.ok() && !tst.ok()) st = Unavailable("telemetry refused: " + tst.error_message());
-    Report(a, st, transport->get());
-    *reported = true;
-    (*transport)->Shutdown();
-    return st;
+    finish(st);
   }
+
+  // Every member is free when a job is handed out, so links come up in well under a second; this
+  // only bounds a peer that died between its assignment and its lease running out.
+  static constexpr std::chrono::seconds kConnectTimeout{30};
 
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   const std::string device_, data_host_, advertise_, checkpoint_dir_;
@@ -317,11 +367,10 @@ class Daemon {
   std::string endpoint_;
   ClockSync clock_;
   std::mutex mu_;
-  std::string worker_id_, current_job_;
+  std::string worker_id_;
   int64_t lease_ms_ = 5000;
-  Executor* executor_ = nullptr;
-  HealthHooks* hooks_ = nullptr;  // the running job's progress, for the heartbeat
-  Transport* transport_ = nullptr;
+  std::shared_ptr<HeldJob> held_;  // from assignment until released; null when free
+  HealthHooks* hooks_ = nullptr;   // the running job's progress, for the heartbeat
   grpc::ClientContext* commands_ctx_ = nullptr;
   std::thread job_thread_;
   std::atomic<bool> draining_{true};  // heartbeats go on until the last job has stopped

@@ -130,6 +130,7 @@ class TcpTransport::Impl {
   Status Flush(milliseconds timeout);
   void Shutdown();
   std::vector<int> BrokenPeers() const;
+  std::vector<int> UnconnectedPeers() const;
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
   const TcpTransportOptions& options() const { return options_; }
@@ -297,6 +298,15 @@ void TcpTransport::Impl::CloseConn(const ConnPtr& conn, const std::string& why) 
   conn->socket.close(ec);
   conn->timer.cancel();
   cv_.notify_all();
+}
+
+std::vector<int> TcpTransport::Impl::UnconnectedPeers() const {
+  std::lock_guard lk(mu_);
+  std::vector<int> out;
+  for (const auto& [rank, p] : peers_) {
+    if (!p.up && !p.broke) out.push_back(rank);
+  }
+  return out;
 }
 
 std::vector<int> TcpTransport::Impl::BrokenPeers() const {
@@ -558,6 +568,18 @@ void TcpTransport::Impl::OnDialReply(const ConnPtr& conn, int peer, const HostPo
     return;
   }
   if (h.kind == static_cast<uint16_t>(FrameKind::kRefuse)) {
+    // Sessions only grow: a peer on an older session (or shutting one down) is still closing
+    // its previous job on the port we dial. It will listen for ours soon: try again.
+    const auto reason = static_cast<RefuseReason>(h.tag.channel);
+    if ((reason == RefuseReason::kSessionMismatch && h.session < session) ||
+        reason == RefuseReason::kShuttingDown) {
+      DialFailed(conn, peer, hp, deadline, backoff,
+                 who + " was still closing " +
+                     (reason == RefuseReason::kShuttingDown ? std::string("a job")
+                                                            : "session " + std::to_string(h.session)) +
+                     " (its previous job)");
+      return;
+    }
     std::string detail;
     switch (static_cast<RefuseReason>(h.tag.channel)) {
       case RefuseReason::kSessionMismatch:
@@ -936,6 +958,7 @@ Result<std::vector<float>> TcpTransport::Recv(int peer, const MessageTag& tag,
 Status TcpTransport::Flush(milliseconds timeout) { return impl_->Flush(timeout); }
 void TcpTransport::Shutdown() { impl_->Shutdown(); }
 std::vector<int> TcpTransport::BrokenPeers() const { return impl_->BrokenPeers(); }
+std::vector<int> TcpTransport::UnconnectedPeers() const { return impl_->UnconnectedPeers(); }
 uint64_t TcpTransport::bytes_sent() const { return impl_->bytes_sent(); }
 uint64_t TcpTransport::bytes_received() const { return impl_->bytes_received(); }
 

@@ -12,7 +12,10 @@
 // so peers may start in any order. Both ends check a handshake (frame.h) carrying the session
 // and the ranks: a connection from another session (a stale worker of a previous job), from a
 // rank that is not a peer, or to the wrong rank is refused and closed without disturbing the
-// other links. Hellos that arrive before Connect wait, unanswered, until Connect is called
+// other links. Sessions only grow, so a dialler refused by an older session (or by a transport
+// shutting down) is early, not wrong: the peer is still closing its previous job on that port,
+// and the dialler tries again until the timeout. Refused by a newer session, it is the stale one
+// and fails at once. Hellos that arrive before Connect wait, unanswered, until Connect is called
 // (at most 1024 of them).
 //
 // Threads: one io_context driven by `io_threads` threads; each connection's reads and writes
@@ -89,6 +92,9 @@ class TcpTransport final : public Transport {
   Status Flush(std::chrono::milliseconds timeout) override;
   void Shutdown() override;
   std::vector<int> BrokenPeers() const override;
+  // Peers passed to Connect whose link never came up (and so never broke): after a failed
+  // Connect, the ones it waited for. Empty before Connect.
+  std::vector<int> UnconnectedPeers() const;
   uint64_t bytes_sent() const override;
   uint64_t bytes_received() const override;
 

@@ -542,6 +542,60 @@ TEST(TcpTransportTest, WrongSessionIsRefused) {
   EXPECT_THAT(sb.message(), HasSubstr("was refused: session mismatch (its session 1, ours 2)"));
 }
 
+// A worker handed the next job dials a peer whose port still serves that peer's previous job
+// (an older session): it waits for the peer to finish and listen again, never failing for it.
+TEST(TcpTransportTest, DiallerWaitsForAPeerStillClosingAnOlderSession) {
+  TcpTransportOptions old_options;
+  old_options.session = 3;
+  auto old_b = TcpTransport::Listen("127.0.0.1", 0, old_options);
+  ASSERT_TRUE(old_b.ok());
+  const std::string b_endpoint = (*old_b)->endpoint();
+  const int port = ParseHostPort(b_endpoint)->port;
+  // The old job's rank 1 waits in Connect for a rank 0 that does not come (its job ended).
+  Status old_status;
+  std::thread old_thread([&] { old_status = (*old_b)->Connect(1, {{0, "127.0.0.1:9"}}, kLong); });
+  auto a = TcpTransport::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(a.ok());
+  Status sa;
+  std::thread ta([&] { sa = (*a)->Connect(0, {{1, b_endpoint}}, /*session=*/4, kLong); });
+  std::this_thread::sleep_for(milliseconds(400));  // several refusals by session 3 meanwhile
+  (*old_b)->Shutdown();
+  old_thread.join();
+  EXPECT_EQ(old_status.code(), Code::kUnavailable);
+  old_b->reset();
+  TcpTransportOptions new_options;
+  new_options.session = 4;
+  auto b = TcpTransport::Listen("127.0.0.1", port, new_options);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  Status sb = (*b)->Connect(1, {{0, (*a)->endpoint()}}, kLong);
+  ta.join();
+  ASSERT_TRUE(sa.ok()) << sa.ToString();
+  ASSERT_TRUE(sb.ok()) << sb.ToString();
+  ASSERT_TRUE((*a)->Send(1, MessageTag{}, {3.f}).ok());
+  auto r = (*b)->Recv(0, MessageTag{}, kLong);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, std::vector<float>{3.f});
+}
+
+// While the peer still serves the older session, a dialler that gives up says why it waited.
+TEST(TcpTransportTest, ConnectTimeoutSaysThePeerWasClosingItsPreviousJob) {
+  TcpTransportOptions old_options;
+  old_options.session = 7;
+  auto old_b = TcpTransport::Listen("127.0.0.1", 0, old_options);
+  ASSERT_TRUE(old_b.ok());
+  std::thread old_thread([&] { (void)(*old_b)->Connect(1, {{0, "127.0.0.1:9"}}, milliseconds(1500)); });
+  auto a = TcpTransport::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(a.ok());
+  const Status sa = (*a)->Connect(0, {{1, (*old_b)->endpoint()}}, /*session=*/8, milliseconds(600));
+  old_thread.join();
+  EXPECT_EQ(sa.code(), Code::kUnavailable);
+  EXPECT_THAT(sa.message(), HasSubstr("timed out after 600 ms waiting for rank 1 at " + (*old_b)->endpoint() +
+                                      " (we dial it; last attempt: rank 1 at " + (*old_b)->endpoint() +
+                                      " was still closing session 7 (its previous job))"));
+  EXPECT_EQ((*a)->UnconnectedPeers(), std::vector<int>{1});
+  EXPECT_TRUE((*a)->BrokenPeers().empty());
+}
+
 TEST(TcpTransportTest, StaleConnectionIsRefusedWhileTheJobRuns) {
   TcpTransportOptions options;
   options.session = 5;

@@ -1,0 +1,63 @@
+#include "worker/daemon/held_job.h"
+
+namespace pipecoord::worker {
+
+void HeldJob::Cancel(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!cancelled_) cancel_reason_ = why;
+  cancelled_ = true;
+  if (executor_ != nullptr) executor_->Cancel();
+  if (transport_ != nullptr) transport_->Shutdown();  // wakes Connect and every Recv
+}
+
+bool HeldJob::StopGracefully() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (executor_ != nullptr) {
+    executor_->StopAfterStep();
+    return true;
+  }
+  if (!cancelled_) {
+    cancel_reason_ = "the worker is shutting down";
+    quiet_ = true;
+  }
+  cancelled_ = true;
+  if (transport_ != nullptr) transport_->Shutdown();
+  return false;
+}
+
+bool HeldJob::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+std::string HeldJob::cancel_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancel_reason_;
+}
+
+bool HeldJob::quiet() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return quiet_;
+}
+
+bool HeldJob::AttachTransport(Transport* transport) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) return false;
+  transport_ = transport;
+  return true;
+}
+
+bool HeldJob::AttachExecutor(Executor* executor) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) return false;
+  executor_ = executor;
+  return true;
+}
+
+void HeldJob::Detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  transport_ = nullptr;
+  executor_ = nullptr;
+}
+
+}  // namespace pipecoord::worker
