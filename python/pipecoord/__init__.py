@@ -1,14 +1,59 @@
 """Python client for pipecoord's coordinator, on stubs generated from proto/.
 
-    from pipecoord import Client
-    client = Client("127.0.0.1:50051")
-    job_id = client.submit({"schedule": "1f1b", "pp": 2, ...})   # a JobSpec as a dict or message
-    for update in client.watch(job_id):
-        print(update.step, update.loss)
+    from pipecoord import Client, EventUpdate, JobFailed, StateUpdate, StepUpdate
+    with Client("127.0.0.1:50051") as client:
+        job_id = client.submit("examples/job.json")   # a JobSpec message, dict, JSON text or file
+        for update in client.watch(job_id):
+            if isinstance(update, StepUpdate):
+                print(update.step, update.loss)
+            elif isinstance(update, EventUpdate):
+                print(update.kind, update.message)
+            elif isinstance(update, StateUpdate):
+                print(update.state)                   # "PENDING", "RUNNING", "SUCCEEDED", ...
+        job = client.wait(job_id)                      # raises JobFailed unless it SUCCEEDED
 
+Errors are PipecoordError subclasses (InvalidArgument, NotFound, ...), never raw grpc errors.
 The generated modules (proto/*_pb2.py) must be importable: Bazel builds them as //proto:api_py;
 examples put their output folder on sys.path (see python/examples/).
 """
-from pipecoord.client import Client, JobFailed, TERMINAL_STATES
+from pipecoord.client import (
+    TERMINAL_STATES,
+    Client,
+    EventUpdate,
+    FailedPrecondition,
+    InvalidArgument,
+    Job,
+    JobFailed,
+    NotFound,
+    PermissionDenied,
+    PipecoordError,
+    ResourceExhausted,
+    StateUpdate,
+    StepUpdate,
+    Unauthenticated,
+    Unavailable,
+    load_spec,
+    state_name,
+    typed_updates,
+)
 
-__all__ = ["Client", "JobFailed", "TERMINAL_STATES"]
+__all__ = [
+    "TERMINAL_STATES",
+    "Client",
+    "EventUpdate",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "Job",
+    "JobFailed",
+    "NotFound",
+    "PermissionDenied",
+    "PipecoordError",
+    "ResourceExhausted",
+    "StateUpdate",
+    "StepUpdate",
+    "Unauthenticated",
+    "Unavailable",
+    "load_spec",
+    "state_name",
+    "typed_updates",
+]
