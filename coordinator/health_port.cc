@@ -5,6 +5,10 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
 
+#include <cstdlib>
+
+#include "common/process_holders.h"
+
 namespace pipecoord::coordinator {
 namespace {
 
@@ -27,8 +31,15 @@ Result<std::unique_ptr<grpc::Server>> StartHealthPort(const std::string& address
   static grpc::CallbackGenericService unimplemented;
   builder.RegisterCallbackGenericService(&unimplemented);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a port in use fails, never shared
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || *port == 0) return Unavailable("--health-listen: cannot listen on " + address);
+  if (server == nullptr || *port == 0) {
+    const size_t colon = address.rfind(':');
+    const std::string holder = colon == std::string::npos ? "" : ListeningPortHolder(std::atoi(address.c_str() + colon + 1));
+    return Unavailable("--health-listen: cannot listen on " + address +
+                       (holder.empty() ? std::string(" (the port is in use, or the address is not this host's)")
+                                       : ": the port is in use by " + holder));
+  }
   return server;
 }
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/flags.h"
+#include "common/process_holders.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/health_port.h"
 #include "coordinator/http/http_server.h"
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, security->credentials, &port);
+  // gRPC sets SO_REUSEPORT by default, so a second coordinator on a port in use would start and
+  // split the clients with the first. One coordinator per port: the bind must fail.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(64 << 20);  // telemetry batches and CSV schedules stay well under
   // Keepalive: a worker or client whose host vanished is found in ~15 s (ping every 10 s, 5 s to
   // answer), and workers may ping idle streams every 10 s without being told off.
@@ -108,7 +112,12 @@ int main(int argc, char** argv) {
   builder.RegisterService(&workers);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
-    std::fprintf(stderr, "coordinator: cannot listen on %s\n", listen.c_str());
+    const size_t colon = listen.rfind(':');
+    const int wanted = colon == std::string::npos ? 0 : std::atoi(listen.c_str() + colon + 1);
+    const std::string holder = wanted > 0 ? ListeningPortHolder(wanted) : "";
+    std::fprintf(stderr, "coordinator: --listen %s: cannot listen on %s%s\n", listen.c_str(), listen.c_str(),
+                 holder.empty() ? " (the port is in use, or the address is not this host's)"
+                                : (": port " + std::to_string(wanted) + " is in use by " + holder).c_str());
     return 1;
   }
   const std::string host = listen.substr(0, listen.rfind(':'));

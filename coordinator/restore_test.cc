@@ -60,6 +60,21 @@ v1::RegisterRequest CpuWorker(const std::string& id = "") {
   return r;
 }
 
+uint64_t AssignedSession(Coordinator& c, const std::string& worker) {
+  std::vector<v1::WorkerCommand> cmds;
+  EXPECT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
+  return cmds.empty() ? 0 : cmds.front().assign().session();
+}
+
+// What a worker says once it closed every link of the job.
+v1::ReleaseJobRequest Release(const std::string& worker, const std::string& job, uint64_t session) {
+  v1::ReleaseJobRequest r;
+  r.set_worker_id(worker);
+  r.set_job_id(job);
+  r.set_session(session);
+  return r;
+}
+
 TEST(RestoreTest, AcknowledgedStateSurvivesANewCoordinator) {
   const std::string path = FreshStatePath("restore");
   std::string running, pending, done, worker;
@@ -69,6 +84,7 @@ TEST(RestoreTest, AcknowledgedStateSurvivesANewCoordinator) {
     Coordinator& c = *first.c;
     done = c.SubmitJob(Spec(1))->job_id();
     worker = c.Register(CpuWorker())->worker_id();
+    const uint64_t session = AssignedSession(c, worker);
     // The worker runs `done` to the end, with one step of telemetry.
     v1::TelemetryBatch b;
     b.set_worker_id(worker);
@@ -89,6 +105,7 @@ TEST(RestoreTest, AcknowledgedStateSurvivesANewCoordinator) {
     ok.set_ok(true);
     ASSERT_TRUE(c.ReportResult(ok).ok());
     ASSERT_EQ(c.GetJob(done)->state(), v1::SUCCEEDED);
+    ASSERT_TRUE(c.ReleaseJob(Release(worker, done, session)).ok());
     running = c.SubmitJob(Spec(100))->job_id();  // the free worker takes it
     ASSERT_EQ(c.GetJob(running)->state(), v1::RUNNING);
     pending = c.SubmitJob(Spec(100))->job_id();  // no worker left
@@ -129,11 +146,6 @@ v1::TelemetryBatch StepBatch(const std::string& worker, const std::string& job, 
 }
 
 // The session of the assignment waiting for `worker` (its first command).
-uint64_t AssignedSession(Coordinator& c, const std::string& worker) {
-  std::vector<v1::WorkerCommand> cmds;
-  EXPECT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
-  return cmds.empty() ? 0 : cmds.front().assign().session();
-}
 
 TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordinator) {
   const std::string path = FreshStatePath("restore-restart");
@@ -158,6 +170,9 @@ TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordin
     bad.set_session(session);
     ASSERT_TRUE(c.ReportResult(bad).ok());
     std::vector<v1::WorkerCommand> cmds;
+    ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
+    ASSERT_EQ(cmds.at(0).cancel_job_id(), job);
+    ASSERT_TRUE(c.ReleaseJob(Release(worker, job, session)).ok());  // the restart waits for this
     ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
     ASSERT_EQ(cmds.at(1).assign().start_step(), 2);
     session = cmds.at(1).assign().session();

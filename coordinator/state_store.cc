@@ -1,8 +1,15 @@
 #include "coordinator/state_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <map>
+
+#include "common/process_holders.h"
 
 namespace pipecoord::coordinator {
 namespace {
@@ -58,13 +65,27 @@ class Stmt {
 }  // namespace
 
 Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
+  // The lock comes first, so a second coordinator never touches a file another one writes. flock
+  // (not fcntl) locks belong to the open file, so they neither clash with SQLite's own fcntl locks
+  // nor let a second store in the same process through.
+  const int lock_fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0) return Unavailable("--state " + path + ": cannot open " + path + ": " + std::strerror(errno));
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    close(lock_fd);
+    if (err != EWOULDBLOCK) return Unavailable("--state " + path + ": cannot lock " + path + ": " + std::strerror(err));
+    const std::string holder = FileLockHolder(path);
+    return FailedPrecondition("--state " + path + ": the state file is in use by another coordinator" +
+                              (holder.empty() ? "" : " (" + holder + ")") + "; one coordinator per state file");
+  }
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
     std::string why = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
+    close(lock_fd);
     return Unavailable("--state " + path + ": cannot open: " + why);
   }
-  std::unique_ptr<StateStore> store(new StateStore(db, path));
+  std::unique_ptr<StateStore> store(new StateStore(db, path, lock_fd));
   // WAL: readers never block the writer, and a committed transaction survives a process kill.
   for (const char* sql : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=NORMAL;", "PRAGMA busy_timeout=5000;", kSchema}) {
     Status st = store->Exec(sql);
@@ -73,7 +94,10 @@ Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
   return store;
 }
 
-StateStore::~StateStore() { sqlite3_close(db_); }
+StateStore::~StateStore() {
+  sqlite3_close(db_);
+  close(lock_fd_);  // releases the lock
+}
 
 Status StateStore::Exec(const char* sql) {
   char* err = nullptr;

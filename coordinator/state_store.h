@@ -37,8 +37,10 @@ struct StoredState {
 
 class StateStore {
  public:
-  // Opens (creating if needed) the file and its schema. UNAVAILABLE naming the path when it
-  // cannot be opened or is not a pipecoord state file.
+  // Opens (creating if needed) the file and its schema, and holds an exclusive lock on it until
+  // destroyed: one coordinator per state file. FAILED_PRECONDITION naming the path (and the
+  // process holding it, when /proc tells) when another store has it open; UNAVAILABLE naming the
+  // path when it cannot be opened or is not a pipecoord state file.
   static Result<std::unique_ptr<StateStore>> Open(const std::string& path);
   ~StateStore();
   StateStore(const StateStore&) = delete;
@@ -66,11 +68,12 @@ class StateStore {
   const std::string& path() const { return path_; }
 
  private:
-  StateStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  StateStore(sqlite3* db, std::string path, int lock_fd) : db_(db), path_(std::move(path)), lock_fd_(lock_fd) {}
   Status Exec(const char* sql);
 
   sqlite3* db_;
   std::string path_;
+  int lock_fd_;  // flock()ed for the store's life
 };
 
 }  // namespace pipecoord::coordinator

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
 namespace pipecoord::coordinator {
 namespace {
@@ -11,6 +12,29 @@ namespace {
 std::string TempPath() {
   std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   return dir + "/state-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+}
+
+// One coordinator per state file: a second store (here in the same process, as flock locks belong
+// to the open file) is refused naming the file and the holder, and gets it once the first closes.
+TEST(StateStoreTest, ASecondStoreOnTheSameFileIsRefused) {
+  const std::string path = TempPath();
+  std::remove(path.c_str());
+  auto first = StateStore::Open(path);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = StateStore::Open(path);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Code::kFailedPrecondition);
+  std::string me;
+  {
+    FILE* comm = std::fopen("/proc/self/comm", "r");
+    char name[64] = {0};
+    if (comm != nullptr && std::fgets(name, sizeof name, comm) != nullptr) me = std::string(name, std::strcspn(name, "\n"));
+    if (comm != nullptr) std::fclose(comm);
+  }
+  EXPECT_EQ(second.status().message(), "--state " + path + ": the state file is in use by another coordinator (pid " +
+                                           std::to_string(getpid()) + " (" + me + ")); one coordinator per state file");
+  first->reset();
+  EXPECT_TRUE(StateStore::Open(path).ok());
 }
 
 TEST(StateStoreTest, EverythingWrittenComesBackAfterReopening) {
