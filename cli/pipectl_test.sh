@@ -110,11 +110,13 @@ expect_error nope 2 "pipectl schedule: --schedule: unknown name \"nope\" (known:
   schedule --schedule nope --pp 2 --microbatches 2
 expect_error mbx 2 "pipectl schedule: --microbatches: expected an integer, got \"x\"" \
   schedule --schedule 1f1b --pp 2 --microbatches x
-expect_error sum 2 "pipectl schedule: --stage-layers: counts sum to 6, but the model has 8 layers" \
+expect_error sum 2 "pipectl schedule: --stage-layers: counts must sum to --layers (8), got 6" \
   schedule --schedule 1f1b --pp 2 --microbatches 2 --layers 8 --stage-layers 3,3
-expect_error count 2 "pipectl schedule: --stage-layers: needs one count per rank (2) or per virtual stage (2), got 3" \
+expect_error count 2 "pipectl schedule: --stage-layers: must have one count per rank (--pp = 2) or per virtual stage (2), got 3" \
   schedule --schedule 1f1b --pp 2 --microbatches 2 --stage-layers 3,3,2
-expect_error few_layers 2 "pipectl schedule: --layers: 1 layer(s) cannot give each of the 2 stages at least one" \
+expect_error short_rank 2 "pipectl schedule: --stage-layers[1]: must be >= 2 (a layer for each of rank 1's 2 chunk(s)), got 1" \
+  schedule --schedule interleaved --pp 2 --microbatches 2 --stage-layers 5,1
+expect_error few_layers 2 "pipectl schedule: --layers: must be >= the 2 stages (a layer for each), got 1" \
   schedule --schedule 1f1b --pp 2 --microbatches 2 --layers 1
 expect_error nopp 2 "pipectl schedule: --pp: required (pipeline ranks, >= 1)" \
   schedule --schedule 1f1b --microbatches 2
@@ -122,8 +124,10 @@ expect_error format 2 "pipectl schedule: --format: expected text, json, csv or p
   schedule --schedule 1f1b --pp 2 --microbatches 2 --format xml
 expect_error unknown_flag 2 "pipectl schedule: --ppp: unknown option (see --help)" \
   schedule --schedule 1f1b --ppp 2
-expect_error cost 2 "pipectl schedule: --w-share: must be in [0, 1], got 2.000000" \
+expect_error cost 2 "pipectl schedule: --w-share: must be in [0, 1], got 2" \
   schedule --schedule 1f1b --pp 2 --microbatches 2 --w-share 2
+expect_error cost_huge 2 "pipectl schedule: --cost-f: must be a finite number >= 0, got -1e+300" \
+  schedule --schedule 1f1b --pp 2 --microbatches 2 --cost-f -1e300
 expect_error vpp 2 "pipectl schedule: --vpp: schedule 1f1b places exactly 1 chunk(s) per rank, got 2" \
   schedule --schedule 1f1b --pp 2 --microbatches 2 --vpp 2
 expect_error nocsv 2 "pipectl schedule: --csv: required with --schedule csv (the CSV file to import)" \

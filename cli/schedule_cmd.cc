@@ -114,26 +114,23 @@ Status CheckOptions(const FlagSet& f, const Options& o) {
 
 // Blocks per virtual stage from --layers / --stage-layers for the schedule's placement.
 Result<std::vector<int>> StageLayers(const FlagSet& f, const Options& o, const s::Schedule& sched) {
-  if (!f.Given("stage-layers")) {
-    if (o.layers < sched.num_stages()) {
-      return InvalidArgument("layers: " + std::to_string(o.layers) + " layer(s) cannot give each of the " +
-                             std::to_string(sched.num_stages()) + " stages at least one");
-    }
-    return s::PartitionLayers(o.layers, sched.pp, sched.stage_to_rank);
-  }
+  if (!f.Given("stage-layers")) return s::PartitionLayers(o.layers, sched.pp, sched.stage_to_rank);
   const long long sum = std::accumulate(o.stage_layers.begin(), o.stage_layers.end(), 0LL);
-  if (sum > kMaxLayers) return InvalidArgument("stage-layers: counts sum to " + std::to_string(sum) + ", more than " + std::to_string(kMaxLayers));
+  if (sum > kMaxLayers) {
+    return InvalidArgument("--stage-layers: counts must sum to at most " + std::to_string(kMaxLayers) + ", got " +
+                           std::to_string(sum));
+  }
   const int layers = f.Given("layers") ? o.layers : static_cast<int>(sum);
   const int n = static_cast<int>(o.stage_layers.size());
   if (n == sched.pp) return s::PartitionLayers(layers, sched.pp, sched.stage_to_rank, o.stage_layers);
   if (n == sched.num_stages()) {
     if (sum != layers) {
-      return InvalidArgument("stage-layers: counts sum to " + std::to_string(sum) + ", but the model has " +
-                             std::to_string(layers) + " layers");
+      return InvalidArgument("--stage-layers: counts must sum to --layers (" + std::to_string(layers) + "), got " +
+                             std::to_string(sum));
     }
     return o.stage_layers;
   }
-  return InvalidArgument("stage-layers: needs one count per rank (" + std::to_string(sched.pp) +
+  return InvalidArgument("--stage-layers: must have one count per rank (--pp = " + std::to_string(sched.pp) +
                          ") or per virtual stage (" + std::to_string(sched.num_stages()) + "), got " +
                          std::to_string(n));
 }

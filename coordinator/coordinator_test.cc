@@ -32,62 +32,7 @@ v1::JobSpec TinySpec(int pp = 2, const std::string& schedule = "1f1b") {
   return s;
 }
 
-std::string Error(const v1::JobSpec& s) { return ValidateJobSpec(s).message(); }
-
-TEST(SpecValidationTest, EveryFieldNamesItsRule) {
-  EXPECT_TRUE(ValidateJobSpec(TinySpec()).ok());
-  auto s = TinySpec();
-  s.set_pp(0);
-  EXPECT_EQ(Error(s), "spec.pp: must be in 1..4096, got 0");
-  s = TinySpec();
-  s.mutable_model()->set_heads(5);
-  EXPECT_EQ(Error(s), "spec.model.heads: must divide spec.model.hidden (32), got 5");
-  s = TinySpec();
-  s.set_schedule("2f2b");
-  EXPECT_EQ(Error(s).rfind("spec.schedule: unknown name \"2f2b\" (known: fthenb, 1f1b", 0), 0u);
-  s = TinySpec();
-  s.set_microbatches(-3);
-  EXPECT_EQ(Error(s), "spec.microbatches: must be in 1..65536, got -3");
-  s = TinySpec();
-  s.set_steps(0);
-  EXPECT_EQ(Error(s), "spec.steps: must be in 1..10000000, got 0");
-  s = TinySpec();
-  s.set_checkpoint_every(-1);
-  EXPECT_EQ(Error(s), "spec.checkpoint_every: must be in 0..10000000, got -1");
-  s = TinySpec();
-  s.set_max_restarts(101);
-  EXPECT_EQ(Error(s), "spec.max_restarts: must be in 0..100, got 101");
-  s = TinySpec();
-  s.set_learning_rate(-1);
-  EXPECT_EQ(Error(s), "spec.learning_rate: must be in [0, 10], got -1.000000");
-  s = TinySpec();
-  s.set_device("tpu");
-  EXPECT_EQ(Error(s), "spec.device: must be \"cpu\" or \"cuda\", got \"tpu\"");
-  s = TinySpec();
-  s.add_stage_layers(3);
-  s.add_stage_layers(2);
-  EXPECT_EQ(Error(s), "spec.stage-layers: counts sum to 5, but the model has 4 layers");
-  s = TinySpec(4, "interleaved");
-  EXPECT_EQ(Error(s), "spec.model.layers: 4 layer(s) cannot give each of pp x vpp = 8 stages at least one");
-  s = TinySpec(2, "zbv");
-  s.set_vpp(3);
-  EXPECT_EQ(Error(s), "spec.vpp: schedule zbv places exactly 2 chunk(s) per rank, got 3");
-  s = TinySpec();
-  s.mutable_costs()->set_b(-1);
-  EXPECT_EQ(Error(s), "spec.costs.b: must be a finite number >= 0, got -1.000000");
-  s = TinySpec();
-  s.set_csv_schedule("0F0");
-  EXPECT_EQ(Error(s), "spec.csv_schedule: only allowed when spec.schedule is \"csv\"");
-  s = TinySpec();
-  s.clear_model();
-  EXPECT_EQ(Error(s), "spec.model: required");
-  s = TinySpec();
-  s.set_name(std::string("a\nb"));
-  EXPECT_EQ(Error(s), "spec.name: must not contain control characters");
-  s = TinySpec();
-  s.set_dp(3000);
-  EXPECT_EQ(Error(s), "spec.pp x spec.dp: must be at most 4096 workers, got 6000");
-}
+// ValidateJobSpec's messages: spec_validation_test.cc.
 
 TEST(JobPlanTest, PlanCarriesShardsJobListsAndOpt) {
   auto plan = PlanJob(WithDefaults(TinySpec()));
@@ -109,22 +54,6 @@ TEST(JobPlanTest, PlanCarriesShardsJobListsAndOpt) {
   EXPECT_EQ(plan->ranks(0).actions(17).op(), v1::OPT);
   EXPECT_DOUBLE_EQ(plan->predicted_makespan(), (4 + 2 - 1) * 3.0);
   EXPECT_NEAR(plan->predicted_bubble_rate(), 1 - 2 * 12.0 / (2 * 15.0), 1e-12);
-}
-
-// Found with fuzz/jobspec_fuzz: a CSV whose shape differed from the spec's (pp 1, two rows) was
-// refused only later, as "stage_fraction: needs one value per virtual stage (1), got 2".
-TEST(JobPlanTest, ImportedCsvMustHaveTheSpecsShape) {
-  auto s = TinySpec(1, "csv");
-  s.set_microbatches(1);
-  s.set_csv_schedule("0F0,0B0\n1F0,1B0\n");
-  ASSERT_TRUE(ValidateJobSpec(s).ok());
-  EXPECT_EQ(PlanJob(WithDefaults(s)).status().message(), "spec.pp: 1, but spec.csv_schedule has 2 rows (ranks)");
-  s.set_pp(2);
-  s.set_microbatches(1);
-  s.set_csv_schedule("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
-  EXPECT_EQ(PlanJob(WithDefaults(s)).status().message(), "spec.microbatches: 1, but spec.csv_schedule has 2 micro-batches");
-  s.set_microbatches(2);
-  EXPECT_TRUE(PlanJob(WithDefaults(s)).ok());
 }
 
 v1::RegisterRequest Worker(int port) {

@@ -1,9 +1,11 @@
 #include "coordinator/job_plan.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "coordinator/health/memory_budget.h"
+#include "coordinator/spec_validation.h"
 #include "coordinator/health/probe_placement.h"
 #include "schedules/partition.h"
 #include "schedules/registry.h"
@@ -12,6 +14,40 @@
 namespace pipecoord::coordinator {
 
 namespace sch = pipecoord::schedules;
+
+namespace {
+
+// The schedule engine names its inputs as pipectl's flags ("microbatches: dualpipev needs ...",
+// "mem-limit (--mem-limit): ...", "cost-f: ..."); a JobSpec's user wrote spec.microbatches,
+// spec.memLimit, spec.costs.f. A message without a field of its own is about the schedule the
+// spec names (spec.csvSchedule for an imported one). The code is kept.
+Status AsSpecField(const Status& st, const v1::JobSpec& spec) {
+  if (st.ok()) return st;
+  static const std::pair<const char*, const char*> kFields[] = {
+      {"mem-limit (--mem-limit):", "spec.memLimit:"},
+      {"mem-limit:", "spec.memLimit:"},
+      {"cost-f + cost-b + cost-w:", "spec.costs.f + spec.costs.b + spec.costs.w:"},
+      {"cost-f:", "spec.costs.f:"},
+      {"cost-b:", "spec.costs.b:"},
+      {"cost-w:", "spec.costs.w:"},
+      {"cost-comm:", "spec.costs.comm:"},
+      {"pp x vpp x microbatches:", "spec.pp x spec.vpp x spec.microbatches:"},
+      {"microbatches:", "spec.microbatches:"},
+      {"vpp:", "spec.vpp:"},
+      {"pp:", "spec.pp:"},
+      {"csv:", "spec.csvSchedule:"},
+      {"csv ", "spec.csvSchedule: "},
+  };
+  const std::string& m = st.message();
+  for (const auto& [engine, field] : kFields) {
+    if (m.rfind(engine, 0) == 0) {
+      return Status(st.code(), field + m.substr(std::string(engine).size()));
+    }
+  }
+  return Status(st.code(), (spec.schedule() == "csv" ? "spec.csvSchedule: " : "spec.schedule: ") + m);
+}
+
+}  // namespace
 
 Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
   sch::ScheduleSpec ss;
@@ -27,12 +63,12 @@ Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
 
   // Placement first (it depends only on the schedule's shape), then costs that follow layers.
   auto order = sch::GenerateComputeOrder(spec.schedule(), ss);
-  if (!order.ok()) return order.status();  // the engine's code: INVALID_ARGUMENT or UNIMPLEMENTED
+  if (!order.ok()) return AsSpecField(order.status(), spec);  // the engine's code: INVALID_ARGUMENT or UNIMPLEMENTED
   // An imported CSV brings its own shape; pp x dp workers run spec.microbatches each, so they
   // must agree (the engine only refuses a mismatch when the caller gave a value above 1).
   auto agree = [&](const char* field, int given, int found, const char* what) -> Status {
     if (given == found) return Status::Ok();
-    return InvalidArgument(std::string("spec.") + field + ": " + std::to_string(given) + ", but spec.csv_schedule has " +
+    return InvalidArgument(std::string("spec.") + field + ": " + std::to_string(given) + ", but spec.csvSchedule has " +
                            std::to_string(found) + " " + what);
   };
   if (spec.schedule() == "csv") {
@@ -41,14 +77,15 @@ Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
     PIPECOORD_RETURN_IF_ERROR(agree("microbatches", spec.microbatches(), order->microbatches, "micro-batches"));
   }
   std::vector<int> rank_layers(spec.stage_layers().begin(), spec.stage_layers().end());
-  auto layers = sch::PartitionLayers(spec.model().layers(), order->pp, order->stage_to_rank, rank_layers);
-  if (!layers.ok()) return InvalidArgument("spec." + layers.status().message());
+  auto layers = sch::PartitionLayers(spec.model().layers(), order->pp, order->stage_to_rank, rank_layers,
+                                     kSpecPartitionFields);
+  if (!layers.ok()) return layers.status();
   ss.costs.stage_fraction = sch::StageFractions(std::vector<double>(layers->begin(), layers->end()), order->pp);
 
   auto schedule = sch::BuildSchedule(spec.schedule(), ss);
-  if (!schedule.ok()) return schedule.status();
+  if (!schedule.ok()) return AsSpecField(schedule.status(), spec);
   auto sim = sch::Simulate(*schedule, ss.costs);
-  if (!sim.ok()) return InvalidArgument(sim.status().message());
+  if (!sim.ok()) return AsSpecField(InvalidArgument(sim.status().message()), spec);
 
   v1::Plan plan;
   for (int r : schedule->stage_to_rank) plan.add_stage_to_rank(r);

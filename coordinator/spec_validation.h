@@ -4,12 +4,18 @@
 
 #include "common/status.h"
 #include "proto/job.pb.h"
+#include "schedules/partition.h"
 
 namespace pipecoord::coordinator {
 
-// INVALID_ARGUMENT naming the field as "spec.<path>" and the rule, e.g.
-// "spec.model.heads: must divide spec.model.hidden (64), got 5". Fills nothing in.
+// INVALID_ARGUMENT naming the field as the user wrote it (protobuf's JSON name under "spec.",
+// e.g. spec.learningRate, spec.stageLayers[1]) with the rule and the value, e.g.
+// "spec.model.heads: must divide spec.model.hidden (64), got 5"; numbers in %g. Every limit
+// checked here is in docs/usage.md's JobSpec field table. Fills nothing in.
 Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// schedules::PartitionLayers' fields as a JobSpec names them.
+inline const schedules::PartitionFields kSpecPartitionFields{"spec.stageLayers", "spec.model.layers", "spec.pp"};
 
 // The spec with defaults applied (dp 0 -> 1, device "" -> "cpu", ffn_hidden 0 -> the SwiGLU
 // default, data_seed 0 -> model.seed, unset costs -> 1/1/1/0). Call after ValidateJobSpec.

@@ -1,15 +1,21 @@
 #include "schedules/cost_model.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace pipecoord::schedules {
 namespace {
 
+std::string Num(double v) {  // %g: "1e+308", not a 309-digit number
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 Status CheckNonNegative(const char* field, double v) {
   if (!std::isfinite(v) || v < 0) {
-    return InvalidArgument(std::string(field) + ": must be a finite number >= 0, got " +
-                           std::to_string(v));
+    return InvalidArgument(std::string(field) + ": must be a finite number >= 0, got " + Num(v));
   }
   return Status::Ok();
 }
@@ -23,7 +29,7 @@ Status ValidateCostModel(const CostModel& c, int pp, int num_stages) {
   PIPECOORD_RETURN_IF_ERROR(CheckNonNegative("cost-comm", c.comm));
   if (c.f + c.b + c.w <= 0) return InvalidArgument("cost-f + cost-b + cost-w: must be > 0");
   if (!(c.w_share >= 0 && c.w_share <= 1)) {
-    return InvalidArgument("w-share: must be in [0, 1], got " + std::to_string(c.w_share));
+    return InvalidArgument("w-share: must be in [0, 1], got " + Num(c.w_share));
   }
   if (!c.stage_fraction.empty()) {
     if (static_cast<int>(c.stage_fraction.size()) != num_stages) {

@@ -8,38 +8,47 @@
 namespace pipecoord::schedules {
 
 Result<std::vector<int>> PartitionLayers(int layers, int pp, const std::vector<int>& stage_to_rank,
-                                         const std::vector<int>& rank_layers) {
-  if (pp < 1) return InvalidArgument("pp: must be >= 1, got " + std::to_string(pp));
-  if (layers < 1) return InvalidArgument("layers: must be >= 1, got " + std::to_string(layers));
+                                         const std::vector<int>& rank_layers, const PartitionFields& fields) {
+  if (pp < 1) return InvalidArgument(fields.pp + ": must be >= 1, got " + std::to_string(pp));
+  if (layers < 1) return InvalidArgument(fields.layers + ": must be >= 1, got " + std::to_string(layers));
   std::vector<int> per_rank = rank_layers;
   if (per_rank.empty()) {
     per_rank.assign(pp, layers / pp);
     for (int r = 0; r < layers % pp; ++r) ++per_rank[r];
   } else {
     if (static_cast<int>(per_rank.size()) != pp) {
-      return InvalidArgument("stage-layers: needs one count per rank (pp = " + std::to_string(pp) +
-                             "), got " + std::to_string(per_rank.size()));
+      return InvalidArgument(fields.rank_layers + ": must have one count per rank (" + fields.pp + " = " +
+                             std::to_string(pp) + "), got " + std::to_string(per_rank.size()));
     }
     long long sum = 0;
     for (int n : per_rank) sum += n;
     if (sum != layers) {
-      return InvalidArgument("stage-layers: counts sum to " + std::to_string(sum) +
-                             ", but the model has " + std::to_string(layers) + " layers");
+      return InvalidArgument(fields.rank_layers + ": counts must sum to " + fields.layers + " (" +
+                             std::to_string(layers) + "), got " + std::to_string(sum));
     }
+  }
+  const int stages = static_cast<int>(stage_to_rank.size());
+  if (rank_layers.empty() && layers < stages) {
+    return InvalidArgument(fields.layers + ": must be >= the " + std::to_string(stages) +
+                           " stages (a layer for each), got " + std::to_string(layers));
   }
   std::vector<int> chunks(pp, 0);
   for (int r : stage_to_rank) ++chunks[r];
+  for (int r = 0; r < pp; ++r) {
+    if (per_rank[r] >= chunks[r]) continue;
+    const std::string need = std::to_string(chunks[r]) + " (a layer for each of rank " + std::to_string(r) + "'s " +
+                             std::to_string(chunks[r]) + " chunk(s)), got " + std::to_string(per_rank[r]);
+    if (rank_layers.empty()) {  // an even split short of a rank with more chunks than the others
+      return InvalidArgument(fields.layers + ": rank " + std::to_string(r) + "'s share must be >= " + need);
+    }
+    return InvalidArgument(fields.rank_layers + "[" + std::to_string(r) + "]: must be >= " + need);
+  }
   std::vector<int> dealt(pp, 0);  // chunks of each rank seen so far, in model order
   std::vector<int> out(stage_to_rank.size());
   for (size_t k = 0; k < stage_to_rank.size(); ++k) {
     const int r = stage_to_rank[k];
     const int c = dealt[r]++;
     out[k] = per_rank[r] / chunks[r] + (c < per_rank[r] % chunks[r] ? 1 : 0);
-    if (out[k] < 1) {
-      return InvalidArgument("stage-layers: rank " + std::to_string(r) + " has " +
-                             std::to_string(per_rank[r]) + " layer(s) for " +
-                             std::to_string(chunks[r]) + " chunk(s); every chunk needs at least one");
-    }
   }
   return out;
 }

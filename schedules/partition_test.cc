@@ -28,13 +28,24 @@ TEST(PartitionTest, UserChosenLayersPerRank) {
 }
 
 TEST(PartitionTest, Refusals) {
+  // Named as pipectl's flags by default.
   EXPECT_EQ(PartitionLayers(8, 2, LoopedPlacement(2, 2), {5, 2}).status().message(),
-            "stage-layers: counts sum to 7, but the model has 8 layers");
+            "--stage-layers: counts must sum to --layers (8), got 7");
   EXPECT_EQ(PartitionLayers(8, 2, LoopedPlacement(2, 2), {7, 1}).status().message(),
-            "stage-layers: rank 1 has 1 layer(s) for 2 chunk(s); every chunk needs at least one");
+            "--stage-layers[1]: must be >= 2 (a layer for each of rank 1's 2 chunk(s)), got 1");
   EXPECT_EQ(PartitionLayers(8, 2, LoopedPlacement(2, 1), {8}).status().message(),
-            "stage-layers: needs one count per rank (pp = 2), got 1");
-  EXPECT_FALSE(PartitionLayers(3, 4, LoopedPlacement(4, 1)).ok());
+            "--stage-layers: must have one count per rank (--pp = 2), got 1");
+  EXPECT_EQ(PartitionLayers(3, 4, LoopedPlacement(4, 1)).status().message(),
+            "--layers: must be >= the 4 stages (a layer for each), got 3");
+  EXPECT_EQ(PartitionLayers(0, 4, LoopedPlacement(4, 1)).status().message(), "--layers: must be >= 1, got 0");
+  // As a JobSpec names them.
+  const PartitionFields spec{"spec.stageLayers", "spec.model.layers", "spec.pp"};
+  EXPECT_EQ(PartitionLayers(8, 2, LoopedPlacement(2, 2), {9, -1}, spec).status().message(),
+            "spec.stageLayers[1]: must be >= 2 (a layer for each of rank 1's 2 chunk(s)), got -1");
+  EXPECT_EQ(PartitionLayers(4, 2, LoopedPlacement(2, 1), {3, 2}, spec).status().message(),
+            "spec.stageLayers: counts must sum to spec.model.layers (4), got 5");
+  EXPECT_EQ(PartitionLayers(4, 2, LoopedPlacement(2, 1), {1, 1, 2}, spec).status().message(),
+            "spec.stageLayers: must have one count per rank (spec.pp = 2), got 3");
 }
 
 TEST(PartitionTest, CostBalancedPlacementMovesBlocksOffTheHeavyEnds) {

@@ -15,25 +15,35 @@ expect() {  # expect EXIT_CODE "message fragment" command...
 job_json "$WORK/ok.json"
 good=$("$PIPECTL" submit "$WORK/ok.json" --format json | json_field '["jobId"]')
 
-check() {  # check "override..." "expected message"
+check() {  # check "expected message" "override..."; the whole of stderr must be that message
   local msg=$1
   shift
   job_json "$WORK/bad.json" "$@"
   expect 2 "$msg" "$PIPECTL" submit "$WORK/bad.json"
+  [ "$(cat "$WORK/err")" = "pipectl submit: $msg" ] || fail "submit $*: stderr [$(cat "$WORK/err")], want [pipectl submit: $msg]"
 }
 check "spec.pp: must be in 1..4096, got 0" pp=0
 check "spec.model.heads: must divide spec.model.hidden (32), got 5" model.heads=5
-check 'spec.schedule: unknown name "gpipe"' schedule='"gpipe"'
+job_json "$WORK/bad.json" schedule='"gpipe"'
+expect 2 'pipectl submit: spec.schedule: unknown name "gpipe" (known: fthenb, 1f1b,' "$PIPECTL" submit "$WORK/bad.json"
 check "spec.microbatches: must be in 1..65536, got 0" microbatches=0
-check "spec.micro_batch_size: must be in 1..65536, got -1" microBatchSize=-1
+check "spec.microBatchSize: must be in 1..65536, got -1" microBatchSize=-1
 check "spec.steps: must be in 1..10000000, got 0" steps=0
 check "spec.model.vocab: must be in 2..4194304, got 1" model.vocab=1
-check "spec.model.layers: 4 layer(s) cannot give each of pp x vpp = 8 stages at least one" schedule='"interleaved"' pp=4
-check "spec.stage-layers: counts sum to 5, but the model has 4 layers" stageLayers='[3, 2]'
+check "spec.model.hidden: must be in 1..65536, got 65540" model.hidden=65540
+check "spec.model.ffnHidden: must be in 0..1048576, got -1" model.ffnHidden=-1
+check "spec.model.layers: must be >= spec.pp x spec.vpp = 8 (a layer for each stage), got 4" schedule='"interleaved"' pp=4
+check "spec.stageLayers: counts must sum to spec.model.layers (4), got 5" stageLayers='[3, 2]'
+check "spec.stageLayers[1]: must be >= 2 (a layer for each of rank 1's 2 chunk(s)), got 1" schedule='"interleaved"' stageLayers='[3, 1]'
 check 'spec.device: must be "cpu" or "cuda", got "tpu"' device='"tpu"'
-check "spec.learning_rate: must be in [0, 10]" learningRate=-0.5
-check "spec.costs.w: must be a finite number >= 0" costs='{"w": -1}'
+check "spec.learningRate: must be in [0, 10], got -0.5" learningRate=-0.5
+check "spec.learningRate: must be in [0, 10], got 1e+308" learningRate=1e308
+check "spec.costs.w: must be a finite number >= 0, got -1" costs='{"w": -1}'
+check "spec.memLimit: must be a finite number >= 0, got -2" memLimit=-2
+check "spec.health.stragglerMinDeltaS: must be in [0, 3600], got -1" health='{"stragglerMinDeltaS": -1}'
 check 'spec.vpp: schedule 1f1b places exactly 1 chunk(s) per rank, got 3' vpp=3
+# What planning refuses is said about the spec's field too.
+check "spec.microbatches: dualpipev needs at least 2 x pp = 4 micro-batches, got 3" schedule='"dualpipev"' microbatches=3
 echo '{"pp": "two"}' > "$WORK/malformed.json"
 expect 2 "not a JobSpec" "$PIPECTL" submit "$WORK/malformed.json"
 echo '{"pipeline": 2}' > "$WORK/unknown.json"

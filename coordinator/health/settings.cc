@@ -37,17 +37,17 @@ Settings Resolve(const v1::HealthConfig& c) {
 }
 
 Status ValidateHealthConfig(const v1::HealthConfig& c) {
-  PIPECOORD_RETURN_IF_ERROR(InRange("bubble_slack", c.bubble_slack(), 0, 100));
-  PIPECOORD_RETURN_IF_ERROR(InRange("bubble_min_s", c.bubble_min_s(), 0, 3600));
-  PIPECOORD_RETURN_IF_ERROR(InRange("straggler_threshold", c.straggler_threshold(), 0, 1));
-  PIPECOORD_RETURN_IF_ERROR(InRange("straggler_window", c.straggler_window(), 0, 10000));
-  PIPECOORD_RETURN_IF_ERROR(InRange("straggler_min_delta_s", c.straggler_min_delta_s(), 0, 3600));
-  PIPECOORD_RETURN_IF_ERROR(InRange("warmup_steps", c.warmup_steps(), 0, 10000));
-  PIPECOORD_RETURN_IF_ERROR(InRange("hang_step_factor", c.hang_step_factor(), 0, 10000));
-  PIPECOORD_RETURN_IF_ERROR(InRange("hang_floor_s", c.hang_floor_s(), 0, 86400));
-  PIPECOORD_RETURN_IF_ERROR(InRange("hang_startup_s", c.hang_startup_s(), 0, 86400));
-  PIPECOORD_RETURN_IF_ERROR(InRange("memory_device_fraction", c.memory_device_fraction(), 0, 1));
-  PIPECOORD_RETURN_IF_ERROR(InRange("probe_size", c.probe_size(), 0, 1024));
+  PIPECOORD_RETURN_IF_ERROR(InRange("bubbleSlack", c.bubble_slack(), 0, 100));
+  PIPECOORD_RETURN_IF_ERROR(InRange("bubbleMinS", c.bubble_min_s(), 0, 3600));
+  PIPECOORD_RETURN_IF_ERROR(InRange("stragglerThreshold", c.straggler_threshold(), 0, 1));
+  PIPECOORD_RETURN_IF_ERROR(InRange("stragglerWindow", c.straggler_window(), 0, 10000));
+  PIPECOORD_RETURN_IF_ERROR(InRange("stragglerMinDeltaS", c.straggler_min_delta_s(), 0, 3600));
+  PIPECOORD_RETURN_IF_ERROR(InRange("warmupSteps", c.warmup_steps(), 0, 10000));
+  PIPECOORD_RETURN_IF_ERROR(InRange("hangStepFactor", c.hang_step_factor(), 0, 10000));
+  PIPECOORD_RETURN_IF_ERROR(InRange("hangFloorS", c.hang_floor_s(), 0, 86400));
+  PIPECOORD_RETURN_IF_ERROR(InRange("hangStartupS", c.hang_startup_s(), 0, 86400));
+  PIPECOORD_RETURN_IF_ERROR(InRange("memoryDeviceFraction", c.memory_device_fraction(), 0, 1));
+  PIPECOORD_RETURN_IF_ERROR(InRange("probeSize", c.probe_size(), 0, 1024));
   return Status::Ok();
 }
 

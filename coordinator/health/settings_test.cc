@@ -25,13 +25,13 @@ TEST(Settings, UnsetFieldsTakeTheDefaults) {
 TEST(Settings, ErrorsNameTheFieldAndTheRule) {
   v1::HealthConfig c;
   c.set_straggler_threshold(1.5);
-  EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.straggler_threshold: must be in [0, 1], got 1.5");
+  EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.stragglerThreshold: must be in [0, 1], got 1.5");
   c = {};
   c.set_hang_floor_s(-1);
-  EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.hang_floor_s: must be in [0, 86400], got -1");
+  EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.hangFloorS: must be in [0, 86400], got -1");
   c = {};
   c.set_probe_size(4096);
-  EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.probe_size: must be in [0, 1024], got 4096");
+  EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.probeSize: must be in [0, 1024], got 4096");
   EXPECT_TRUE(ValidateHealthConfig(v1::HealthConfig()).ok());
 }
 

@@ -1,0 +1,179 @@
+// A JobSpec's errors in one voice: "spec.FIELD: RULE, got VALUE", the field as the user wrote it
+// (protobuf's JSON name), numbers in %g; the same for what planning the spec refuses.
+#include "coordinator/spec_validation.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+
+#include "coordinator/job_plan.h"
+
+namespace pipecoord::coordinator {
+namespace {
+
+v1::JobSpec TinySpec(int pp = 2, const std::string& schedule = "1f1b") {
+  v1::JobSpec s;
+  s.set_name("tiny");
+  s.set_schedule(schedule);
+  s.set_pp(pp);
+  s.set_microbatches(4);
+  s.set_micro_batch_size(2);
+  s.set_steps(2);
+  s.set_learning_rate(0.01);
+  auto* m = s.mutable_model();
+  m->set_layers(4);
+  m->set_hidden(32);
+  m->set_heads(4);
+  m->set_vocab(64);
+  m->set_seq_len(8);
+  m->set_seed(1);
+  return s;
+}
+
+std::string Error(const v1::JobSpec& s) { return ValidateJobSpec(s).message(); }
+
+TEST(SpecValidationTest, EveryFieldNamesItsRule) {
+  EXPECT_TRUE(ValidateJobSpec(TinySpec()).ok());
+  auto s = TinySpec();
+  s.set_pp(0);
+  EXPECT_EQ(Error(s), "spec.pp: must be in 1..4096, got 0");
+  s = TinySpec();
+  s.mutable_model()->set_heads(5);
+  EXPECT_EQ(Error(s), "spec.model.heads: must divide spec.model.hidden (32), got 5");
+  s = TinySpec();
+  s.set_schedule("2f2b");
+  EXPECT_EQ(Error(s).rfind("spec.schedule: unknown name \"2f2b\" (known: fthenb, 1f1b", 0), 0u);
+  s = TinySpec();
+  s.set_microbatches(-3);
+  EXPECT_EQ(Error(s), "spec.microbatches: must be in 1..65536, got -3");
+  s = TinySpec();
+  s.set_steps(0);
+  EXPECT_EQ(Error(s), "spec.steps: must be in 1..10000000, got 0");
+  s = TinySpec();
+  s.set_checkpoint_every(-1);
+  EXPECT_EQ(Error(s), "spec.checkpointEvery: must be in 0..10000000, got -1");
+  s = TinySpec();
+  s.set_max_restarts(101);
+  EXPECT_EQ(Error(s), "spec.maxRestarts: must be in 0..100, got 101");
+  s = TinySpec();
+  s.set_learning_rate(-1);
+  EXPECT_EQ(Error(s), "spec.learningRate: must be in [0, 10], got -1");
+  s = TinySpec();
+  s.set_device("tpu");
+  EXPECT_EQ(Error(s), "spec.device: must be \"cpu\" or \"cuda\", got \"tpu\"");
+  s = TinySpec();
+  s.add_stage_layers(3);
+  s.add_stage_layers(2);
+  EXPECT_EQ(Error(s), "spec.stageLayers: counts must sum to spec.model.layers (4), got 5");
+  s = TinySpec(4, "interleaved");
+  EXPECT_EQ(Error(s), "spec.model.layers: must be >= spec.pp x spec.vpp = 8 (a layer for each stage), got 4");
+  s = TinySpec(2, "zbv");
+  s.set_vpp(3);
+  EXPECT_EQ(Error(s), "spec.vpp: schedule zbv places exactly 2 chunk(s) per rank, got 3");
+  s = TinySpec();
+  s.mutable_costs()->set_b(-1);
+  EXPECT_EQ(Error(s), "spec.costs.b: must be a finite number >= 0, got -1");
+  s = TinySpec();
+  s.mutable_costs()->set_f(0);
+  EXPECT_EQ(Error(s), "spec.costs: f + b + w must be > 0, got 0");
+  s = TinySpec();
+  s.set_csv_schedule("0F0");
+  EXPECT_EQ(Error(s), "spec.csvSchedule: only allowed when spec.schedule is \"csv\"");
+  s = TinySpec();
+  s.clear_model();
+  EXPECT_EQ(Error(s), "spec.model: required");
+  s = TinySpec();
+  s.set_name(std::string("a\nb"));
+  EXPECT_EQ(Error(s), "spec.name: must not contain control characters");
+  s = TinySpec();
+  s.set_name(std::string(201, 'x'));
+  EXPECT_EQ(Error(s), "spec.name: must be at most 200 characters, got 201");
+  s = TinySpec();
+  s.set_dp(3000);
+  EXPECT_EQ(Error(s), "spec.pp x spec.dp: must be at most 4096 workers, got 6000");
+}
+
+TEST(SpecValidationTest, FieldsAreTheirJsonNames) {
+  auto s = TinySpec();
+  s.set_micro_batch_size(0);
+  EXPECT_EQ(Error(s), "spec.microBatchSize: must be in 1..65536, got 0");
+  s = TinySpec();
+  s.mutable_model()->set_ffn_hidden(-1);
+  EXPECT_EQ(Error(s), "spec.model.ffnHidden: must be in 0..1048576, got -1");
+  s = TinySpec();
+  s.mutable_model()->set_seq_len(0);
+  EXPECT_EQ(Error(s), "spec.model.seqLen: must be in 1..1048576, got 0");
+  s = TinySpec();
+  s.mutable_model()->set_hidden(65537);
+  EXPECT_EQ(Error(s), "spec.model.hidden: must be in 1..65536, got 65537");
+  s = TinySpec();
+  s.set_mem_limit(-0.5);
+  EXPECT_EQ(Error(s), "spec.memLimit: must be a finite number >= 0, got -0.5");
+  s = TinySpec();
+  s.mutable_health()->set_straggler_min_delta_s(-2);
+  EXPECT_EQ(Error(s), "spec.health.stragglerMinDeltaS: must be in [0, 3600], got -2");
+  s = TinySpec(2, "interleaved");
+  s.mutable_model()->set_layers(6);
+  s.add_stage_layers(5);
+  s.add_stage_layers(1);
+  EXPECT_EQ(Error(s), "spec.stageLayers[1]: must be >= 2 (a layer for each of rank 1's 2 chunk(s)), got 1");
+  s = TinySpec();
+  s.add_stage_layers(4);
+  EXPECT_EQ(Error(s), "spec.stageLayers: must have one count per rank (spec.pp = 2), got 1");
+}
+
+TEST(SpecValidationTest, NumbersAreEchoedShort) {
+  auto s = TinySpec();
+  s.set_learning_rate(1e308);
+  EXPECT_EQ(Error(s), "spec.learningRate: must be in [0, 10], got 1e+308");
+  s.set_learning_rate(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(Error(s), "spec.learningRate: must be in [0, 10], got nan");
+  s = TinySpec();
+  s.mutable_costs()->set_comm(-std::numeric_limits<double>::infinity());
+  EXPECT_EQ(Error(s), "spec.costs.comm: must be a finite number >= 0, got -inf");
+}
+
+// Found with fuzz/jobspec_fuzz: a CSV whose shape differed from the spec's (pp 1, two rows) was
+// refused only later, as "stage_fraction: needs one value per virtual stage (1), got 2".
+TEST(JobPlanTest, ImportedCsvMustHaveTheSpecsShape) {
+  auto s = TinySpec(1, "csv");
+  s.set_microbatches(1);
+  s.set_csv_schedule("0F0,0B0\n1F0,1B0\n");
+  ASSERT_TRUE(ValidateJobSpec(s).ok());
+  EXPECT_EQ(PlanJob(WithDefaults(s)).status().message(), "spec.pp: 1, but spec.csvSchedule has 2 rows (ranks)");
+  s.set_pp(2);
+  s.set_microbatches(1);
+  s.set_csv_schedule("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  EXPECT_EQ(PlanJob(WithDefaults(s)).status().message(), "spec.microbatches: 1, but spec.csvSchedule has 2 micro-batches");
+  s.set_microbatches(2);
+  EXPECT_TRUE(PlanJob(WithDefaults(s)).ok());
+}
+
+// What the schedule engine refuses is said about the JobSpec's field, not pipectl's flag.
+TEST(JobPlanTest, EngineErrorsNameTheSpecField) {
+  auto s = TinySpec(2, "dualpipev");
+  ASSERT_TRUE(ValidateJobSpec(s).ok());
+  s.set_microbatches(3);
+  EXPECT_EQ(PlanJob(WithDefaults(s)).status().message(),
+            "spec.microbatches: dualpipev needs at least 2 x pp = 4 micro-batches, got 3");
+  s = TinySpec(2, "zb-auto");
+  s.set_mem_limit(0.1);
+  ASSERT_TRUE(ValidateJobSpec(s).ok());
+  EXPECT_EQ(PlanJob(WithDefaults(s)).status().message().rfind("spec.memLimit: must be >= ", 0), 0u)
+      << PlanJob(WithDefaults(s)).status().message();
+  s = TinySpec(2, "csv");
+  s.set_microbatches(1);
+  s.set_csv_schedule("0F0,0X0\n");
+  EXPECT_EQ(PlanJob(WithDefaults(s)).status().message(),
+            "spec.csvSchedule: row 0 (rank 0), column 1 (\"0X0\"): unknown op \"X\" (expected F, I, B, W, BW, SEND_F, "
+            "RECV_F, SEND_B, RECV_B, PROBE or OPT)");
+  s.set_csv_schedule("0F0,0F1,0B0\n");
+  s.set_pp(1);
+  s.set_microbatches(2);
+  EXPECT_EQ(PlanJob(WithDefaults(s)).status().message(),
+            "spec.csvSchedule: schedule csv is invalid: stage 0 micro-batch 1 has no B or BW");
+}
+
+}  // namespace
+}  // namespace pipecoord::coordinator
