@@ -68,6 +68,7 @@ struct Coordinator::JobRecord {
   }
   // No rank has sent telemetry in this attempt.
   bool MeasuredNothing() const;
+  int requeues = 0;  // times a lost worker sent it back to the queue before its first step
   bool terminal() const {
     auto s = job.state();
     return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
@@ -404,7 +405,18 @@ void Coordinator::RestartJobLocked(JobRecord& j, const std::string& cause) {
   TryDispatchLocked();
 }
 
-// A worker left gracefully before the attempt measured anything: nothing is lost by starting it
+void Coordinator::LoseWorkerLocked(JobRecord& j, const std::string& why, int rank) {
+  // A few requeues at most: a job whose workers keep vanishing before its first step fails.
+  constexpr int kMaxRequeues = 3;
+  if (j.MeasuredNothing() && j.requeues < kMaxRequeues) {
+    ++j.requeues;
+    RequeueJobLocked(j, why);
+  } else {
+    FinishJobLocked(j, v1::FAILED, why, rank);
+  }
+}
+
+// A worker left (or died) before the attempt measured anything: nothing is lost by starting it
 // again elsewhere, and it is not the job's failure (no restart is counted).
 void Coordinator::RequeueJobLocked(JobRecord& j, const std::string& why) {
   ReleaseWorkersLocked(j, true);
@@ -863,11 +875,7 @@ Status Coordinator::Deregister(const std::string& worker_id) {
   workers_.erase(worker_id);
   if (JobRecord* j = job_id.empty() || !held ? nullptr : FindJobLocked(job_id); j != nullptr && !j->terminal()) {
     const std::string why = "worker " + worker_id + " (rank " + std::to_string(rank) + ") shut down";
-    if (j->MeasuredNothing()) {
-      RequeueJobLocked(*j, why);
-    } else {
-      FinishJobLocked(*j, v1::FAILED, why, rank);
-    }
+    LoseWorkerLocked(*j, why, rank);
   }
   changed_.notify_all();
   return Status::Ok();
@@ -887,7 +895,7 @@ void Coordinator::Tick() {
     const int rank = w->info.rank();
     workers_.erase(id);
     if (JobRecord* j = job_id.empty() ? nullptr : FindJobLocked(job_id); j != nullptr && !j->terminal()) {
-      FinishJobLocked(*j, v1::FAILED, "worker " + id + " (rank " + std::to_string(rank) + ") lost its lease", rank);
+      LoseWorkerLocked(*j, "worker " + id + " (rank " + std::to_string(rank) + ") lost its lease", rank);
     }
   }
   bool blamed = false;
@@ -897,10 +905,10 @@ void Coordinator::Tick() {
     const int rank = g % jp->job.spec().pp();
     const std::string worker = g < jp->job.worker_ids_size() ? jp->job.worker_ids(g) : "?";
     if (Worker* w = FindWorkerLocked(worker); w != nullptr) w->suspect = true;
-    FinishJobLocked(*jp, v1::FAILED,
-                    "rank " + std::to_string(rank) + " (" + worker + ", global rank " + std::to_string(g) +
-                        ") stopped answering its peers: " + jp->suspicion->cause,
-                    rank);
+    LoseWorkerLocked(*jp,
+                     "rank " + std::to_string(rank) + " (" + worker + ", global rank " + std::to_string(g) +
+                         ") stopped answering its peers: " + jp->suspicion->cause,
+                     rank);
     blamed = true;
   }
   if (!expired.empty() || blamed) changed_.notify_all();

@@ -95,7 +95,7 @@ class Coordinator {
   // A release of an older hold changes nothing. NOT_FOUND if the worker is unknown.
   Status ReleaseJob(const v1::ReleaseJobRequest& request);
   // Forgets the worker now (it is shutting down). A job it still holds fails naming its rank, or,
-  // when no rank has measured anything yet, goes back to the queue.
+  // when no rank has measured anything yet, goes back to the queue (as when a lease runs out).
   // NOT_FOUND if it is not registered.
   Status Deregister(const std::string& worker_id);
   // PERMISSION_DENIED when the worker does not hold that job and rank; INVALID_ARGUMENT when the
@@ -126,6 +126,9 @@ class Coordinator {
   void FinishJobLocked(JobRecord& job, v1::JobState state, const std::string& cause, int rank);
   void RestartJobLocked(JobRecord& job, const std::string& cause);
   void RequeueJobLocked(JobRecord& job, const std::string& why);
+  // A worker of the job is gone (shut down, lease lost, silent to its peers): the job goes back to
+  // the queue when no rank has measured anything yet (a few times at most), else it fails.
+  void LoseWorkerLocked(JobRecord& job, const std::string& why, int rank);
   void FreeWorkerLocked(Worker& worker);
   // Marks the job's workers closing (free once they release it), telling them to stop it when
   // `cancel`.

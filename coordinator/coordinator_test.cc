@@ -253,6 +253,8 @@ TEST(CoordinatorTest, ABrokenLinkBlamesASilentPeerAfterTheGrace) {
   CoordinatorOptions o;
   o.suspect_grace = std::chrono::milliseconds(20);
   Running r(o);
+  v1::TelemetryAck ack;
+  ASSERT_TRUE(r.c.IngestTelemetry(r.Batch(r.w0, 0, 0, 0), &ack).ok());  // measured: it fails, not requeued
   ASSERT_TRUE(r.c.ReportResult(Failure(r, r.w0, 0, "link to peer 1 broke", {1})).ok());
   r.c.Tick();
   EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::RUNNING);
@@ -329,9 +331,18 @@ TEST(CoordinatorTest, AFailureRestartsFromTheLastStepEveryRankCheckpointed) {
   EXPECT_EQ(r.c.GetJob(r.job)->checkpointed_steps(), 2);  // step 3 is not on rank 0 yet
   EXPECT_EQ(r.c.GetJob(r.job)->steps_done(), 3);
   ASSERT_TRUE(r.c.ReportResult(Failure(r, r.w1, 1, "loss is NaN")).ok());
-
   auto job = r.c.GetJob(r.job);
-  EXPECT_EQ(job->state(), v1::RUNNING);  // restarted at once: both workers are free again
+  EXPECT_EQ(job->state(), v1::PENDING);  // until both workers closed the first attempt's links
+  for (const std::string& w : {r.w0, r.w1}) {
+    v1::ReleaseJobRequest release;
+    release.set_worker_id(w);
+    release.set_job_id(r.job);
+    release.set_session(first_session);
+    ASSERT_TRUE(r.c.ReleaseJob(release).ok());
+  }
+
+  job = r.c.GetJob(r.job);
+  EXPECT_EQ(job->state(), v1::RUNNING);  // restarted once both workers are free again
   EXPECT_EQ(job->restarts(), 1);
   EXPECT_EQ(job->start_step(), 2);
   EXPECT_EQ(job->steps_done(), 2);  // step 2's record belongs to the stopped attempt
@@ -375,35 +386,73 @@ TEST(CoordinatorTest, ABlamedWorkerGetsNoWorkUntilItHeartbeats) {
   CoordinatorOptions o;
   o.suspect_grace = std::chrono::milliseconds(20);
   Running r(o, RestartableSpec());
+  const uint64_t session = Commands(r.c, r.w0).at(0).assign().session();
+  v1::TelemetryAck ack;
+  ASSERT_TRUE(r.c.IngestTelemetry(r.Batch(r.w0, 0, 0, 0), &ack).ok());
   ASSERT_TRUE(r.c.ReportResult(Failure(r, r.w0, 0, "link to peer 1 broke", {1})).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   r.c.Tick();
   auto job = r.c.GetJob(r.job);
   EXPECT_EQ(job->restarts(), 1);
-  EXPECT_EQ(job->state(), v1::PENDING);  // rank 1's worker may be dead: not reused yet
+  EXPECT_EQ(job->state(), v1::PENDING);
+  for (const std::string& w : {r.w0, r.w1}) {
+    v1::ReleaseJobRequest release;
+    release.set_worker_id(w);
+    release.set_job_id(r.job);
+    release.set_session(session);
+    ASSERT_TRUE(r.c.ReleaseJob(release).ok());
+  }
+  EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::PENDING);  // rank 1's worker may be dead: not reused yet
   v1::HeartbeatRequest hb;
   hb.set_worker_id(r.w1);
   ASSERT_TRUE(r.c.Heartbeat(hb).ok());  // alive after all
   EXPECT_EQ(r.c.GetJob(r.job)->state(), v1::RUNNING);
 }
 
-TEST(CoordinatorTest, ARestartWaitsForAReplacementAndKeepsEachRanksWorker) {
-  CoordinatorOptions o;
-  o.lease = std::chrono::milliseconds(30);
-  Coordinator c(o);
-  auto job = c.SubmitJob(RestartableSpec())->job_id();
-  c.Register(Worker(1));                           // rank 0: lost
-  auto w1 = c.Register(Worker(2))->worker_id();    // rank 1: survives
-  for (int i = 0; i < 6; ++i) {
+// Heartbeats `survivor` until `lost` has been dropped for its silence (leases of 300 ms: a
+// loaded machine may delay a 10 ms heartbeat loop, not by that much).
+void OutliveLease(Coordinator& c, const std::string& survivor, const std::string& lost) {
+  for (int i = 0; i < 500; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     v1::HeartbeatRequest hb;
-    hb.set_worker_id(w1);
+    hb.set_worker_id(survivor);
     ASSERT_TRUE(c.Heartbeat(hb).ok());
     c.Tick();
+    bool listed = false;
+    for (const auto& w : c.ListWorkers()) listed |= w.worker_id() == lost;
+    if (!listed) return;
   }
+  FAIL() << lost << " kept its lease for 5 s";
+}
+
+TEST(CoordinatorTest, ARestartWaitsForAReplacementAndKeepsEachRanksWorker) {
+  CoordinatorOptions o;
+  o.lease = std::chrono::milliseconds(300);
+  Coordinator c(o);
+  auto job = c.SubmitJob(RestartableSpec())->job_id();
+  auto w0 = c.Register(Worker(1))->worker_id();    // rank 0: lost
+  auto w1 = c.Register(Worker(2))->worker_id();    // rank 1: survives
+  const uint64_t session = Commands(c, w1).at(0).assign().session();
+  v1::TelemetryBatch b;
+  b.set_worker_id(w1);
+  b.set_job_id(job);
+  b.set_rank(1);
+  b.set_session(session);
+  auto* t = b.add_actions();
+  t->mutable_action()->set_op(v1::F);
+  t->set_end_ns(10);
+  v1::TelemetryAck ack;
+  ASSERT_TRUE(c.IngestTelemetry(b, &ack).ok());  // measured something: a restart, not a requeue
+  OutliveLease(c, w1, w0);
   auto j = c.GetJob(job);
   EXPECT_EQ(j->state(), v1::PENDING);
+  EXPECT_EQ(j->restarts(), 1);
   EXPECT_EQ(j->start_step(), 0);  // nothing checkpointed
+  v1::ReleaseJobRequest release;
+  release.set_worker_id(w1);
+  release.set_job_id(job);
+  release.set_session(session);
+  ASSERT_TRUE(c.ReleaseJob(release).ok());
   auto w2 = c.Register(Worker(3))->worker_id();
   j = c.GetJob(job);
   EXPECT_EQ(j->state(), v1::RUNNING);
@@ -425,18 +474,18 @@ TEST(CoordinatorTest, CancelStopsWorkersAndIsFinal) {
 
 TEST(CoordinatorTest, LostLeaseFailsTheJobNamingTheRank) {
   CoordinatorOptions o;
-  o.lease = std::chrono::milliseconds(30);
+  o.lease = std::chrono::milliseconds(300);
   Coordinator c(o);
   auto job = c.SubmitJob(TinySpec())->job_id();
   auto w0 = c.Register(Worker(1))->worker_id();
   auto w1 = c.Register(Worker(2))->worker_id();
-  for (int i = 0; i < 6; ++i) {  // only worker 0 heartbeats
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    v1::HeartbeatRequest hb;
-    hb.set_worker_id(w0);
-    ASSERT_TRUE(c.Heartbeat(hb).ok());
-    c.Tick();
-  }
+  v1::TelemetryBatch b;  // rank 0 measured something: the job fails (before that it is requeued)
+  b.set_worker_id(w0);
+  b.set_job_id(job);
+  b.add_actions()->mutable_action()->set_op(v1::F);
+  v1::TelemetryAck ack;
+  ASSERT_TRUE(c.IngestTelemetry(b, &ack).ok());
+  OutliveLease(c, w0, w1);  // only worker 0 heartbeats
   auto j = c.GetJob(job);
   EXPECT_EQ(j->state(), v1::FAILED);
   EXPECT_EQ(j->failed_rank(), 1);

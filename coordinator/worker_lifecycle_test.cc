@@ -217,7 +217,15 @@ TEST(WorkerLifecycleTest, AChainEndingAtASilentRankBlamesThatRankAfterTheGrace) 
   for (int w = 0; w < 3; ++w) a.push_back(k.Assigned(w));
   // Worker w holds rank w (free workers are taken in id order).
   ASSERT_EQ(a[2].rank(), 2);
-  ASSERT_TRUE(k.Report(2, a[2], false, "Connect: rank 2 timed out waiting for rank 1", {1}).ok());
+  v1::TelemetryBatch batch;  // one action measured: a lost rank now fails the job (no requeue)
+  batch.set_worker_id(k.workers[2]);
+  batch.set_job_id(job);
+  batch.set_rank(2);
+  batch.set_session(a[2].session());
+  batch.add_actions()->mutable_action()->set_op(v1::F);
+  v1::TelemetryAck ack;
+  ASSERT_TRUE(k.c.IngestTelemetry(batch, &ack).ok());
+  ASSERT_TRUE(k.Report(2, a[2], false, "link to peer 1 broke", {1}).ok());
   ASSERT_TRUE(k.Report(1, a[1], false, "link to peer 0 broke", {0, 2}).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   k.c.Tick();
@@ -260,6 +268,38 @@ TEST(WorkerLifecycleTest, AWorkerLeavingBeforeTheFirstStepSendsTheJobBackToTheQu
   ASSERT_TRUE(k.c.IngestTelemetry(batch, &ack).ok());
   ASSERT_TRUE(k.c.Deregister(k.workers[2]).ok());
   EXPECT_EQ(k.State(job), v1::FAILED);
+}
+
+// Before any rank measured anything, a worker lost to its peers (silent after the grace) or to
+// its lease costs the job nothing: back to the queue, no restart counted, a few times at most.
+TEST(WorkerLifecycleTest, AWorkerLostBeforeTheFirstStepRequeuesTheJobAFewTimesAtMost) {
+  CoordinatorOptions o;
+  o.suspect_grace = std::chrono::milliseconds(1);
+  Cluster k(2, o);
+  const std::string job = k.c.SubmitJob(Spec(2))->job_id();
+  for (int round = 1; round <= 4; ++round) {
+    ASSERT_EQ(k.State(job), v1::RUNNING) << round;
+    const v1::Assignment a0 = k.Assigned(0), a1 = k.Assigned(1);
+    ASSERT_TRUE(k.Report(0, a0, false, "Connect: rank 0 timed out waiting for rank 1", {1}).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    k.c.Tick();
+    auto j = k.c.GetJob(job);
+    const std::string cause = "rank 1 (" + k.workers[1] + ", global rank 1) stopped answering its peers: rank 0 (" +
+                              k.workers[0] + "): Connect: rank 0 timed out waiting for rank 1";
+    if (round == 4) {  // the fourth loss is final
+      EXPECT_EQ(j->state(), v1::FAILED);
+      EXPECT_EQ(j->failure_cause(), cause);
+      break;
+    }
+    EXPECT_EQ(j->state(), v1::PENDING);
+    EXPECT_EQ(j->restarts(), 0);
+    EXPECT_EQ(j->events(j->events_size() - 1).message(), "back in the queue (" + cause + ", before its first step)");
+    ASSERT_TRUE(k.Release(0, a0).ok());
+    ASSERT_TRUE(k.Release(1, a1).ok());
+    v1::HeartbeatRequest alive;  // the blamed worker answers: it may take work again
+    alive.set_worker_id(k.workers[1]);
+    ASSERT_TRUE(k.c.Heartbeat(alive).ok());
+  }
 }
 
 TEST(WorkerLifecycleTest, AReleaseWithoutAReportFailsTheJobNamingTheRank) {
