@@ -58,6 +58,44 @@ TEST(ProbeCheck, KnownAnswerAndReplicas) {
   EXPECT_EQ(p.probes_checked(), 4);
 }
 
+// The message says what the checksum was compared with: with dp 2 the known answer and the
+// other replica's report; with dp 1 the known answer only (there is no replica).
+TEST(ProbeCheck, TheMessageNamesWhatWasCompared) {
+  const uint64_t good = kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(3, 5), 8);
+  char want[512];
+  {
+    ProbeCheck dp1(3, 8, 2, 2);
+    EXPECT_FALSE(dp1.OnProbe(0, 5, good));
+    auto e = dp1.OnProbe(1, 5, good ^ 4);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->rank(), 1);
+    EXPECT_EQ(e->dp_rank(), 0);
+    std::snprintf(want, sizeof want,
+                  "sdc: rank 1 (dp 0) step 5: probe checksum 0x%016llx != known answer 0x%016llx (8x8x8 GEMM); "
+                  "compared with the known answer only: the job has one replica (dp 1), none to compare rank 1 with",
+                  static_cast<unsigned long long>(good ^ 4), static_cast<unsigned long long>(good));
+    EXPECT_EQ(e->message(), want);
+  }
+  {
+    ProbeCheck dp2(3, 8, 2, 4);
+    auto first = dp2.OnProbe(1, 5, good ^ 4);  // rank 1 of replica 0, before replica 1 reported
+    ASSERT_TRUE(first);
+    std::snprintf(want, sizeof want,
+                  "sdc: rank 1 (dp 0) step 5: probe checksum 0x%016llx != known answer 0x%016llx (8x8x8 GEMM); "
+                  "replicas of rank 1: none reported yet",
+                  static_cast<unsigned long long>(good ^ 4), static_cast<unsigned long long>(good));
+    EXPECT_EQ(first->message(), want);
+    auto second = dp2.OnProbe(3, 5, good ^ 4);  // rank 1 of replica 1: the same wrong answer
+    ASSERT_TRUE(second);
+    std::snprintf(want, sizeof want,
+                  "sdc: rank 1 (dp 1) step 5: probe checksum 0x%016llx != known answer 0x%016llx (8x8x8 GEMM); "
+                  "replicas of rank 1: dp 0 0x%016llx (differs)",
+                  static_cast<unsigned long long>(good ^ 4), static_cast<unsigned long long>(good),
+                  static_cast<unsigned long long>(good ^ 4));
+    EXPECT_EQ(second->message(), want);
+  }
+}
+
 v1::Progress At(int step, int index, v1::Op op, int stage, int mb, int wait_peer) {
   v1::Progress p;
   p.set_step(step);

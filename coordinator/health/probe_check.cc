@@ -30,6 +30,16 @@ std::optional<v1::HealthEvent> ProbeCheck::OnProbe(int g, int step, uint64_t che
   const bool was = flagged_[g];
   flagged_[g] = bad;
   if (!bad || was) return std::nullopt;
+  const std::string head =
+      Format("sdc: %s step %d: probe checksum 0x%016llx != known answer 0x%016llx (%dx%dx%d GEMM); ", RankName(g, pp_).c_str(),
+             step, static_cast<unsigned long long>(checksum), static_cast<unsigned long long>(want), n_, n_, n_);
+  if (static_cast<int>(flagged_.size()) <= pp_) {
+    // dp 1: the rank has no replica, the known answer is all there is to compare with.
+    return MakeEvent(v1::SDC, g, pp_, step,
+                     head + Format("compared with the known answer only: the job has one replica (dp 1), none to "
+                                   "compare rank %d with",
+                                   g % pp_));
+  }
   std::string replicas;
   for (const auto& [other, sum] : reported_[step]) {
     if (other == g || other % pp_ != g % pp_) continue;
@@ -37,11 +47,7 @@ std::optional<v1::HealthEvent> ProbeCheck::OnProbe(int g, int step, uint64_t che
                        static_cast<unsigned long long>(sum), sum == want ? "agrees" : "differs");
   }
   if (replicas.empty()) replicas = "none reported yet";
-  return MakeEvent(v1::SDC, g, pp_, step,
-                   Format("sdc: %s step %d: probe checksum 0x%016llx != known answer 0x%016llx (%dx%dx%d GEMM); "
-                          "replicas of rank %d: %s",
-                          RankName(g, pp_).c_str(), step, static_cast<unsigned long long>(checksum),
-                          static_cast<unsigned long long>(want), n_, n_, n_, g % pp_, replicas.c_str()));
+  return MakeEvent(v1::SDC, g, pp_, step, head + Format("replicas of rank %d: %s", g % pp_, replicas.c_str()));
 }
 
 }  // namespace pipecoord::coordinator::health

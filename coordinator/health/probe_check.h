@@ -3,7 +3,8 @@
 // its output. The coordinator computes the same product and compares bit for bit; every
 // data-parallel replica of every rank runs the same probe, so replicas must agree with each
 // other too. A mismatch is an SDC (silent data corruption) event naming the rank, the step,
-// both checksums and what the rank's replicas reported; one event per rank and episode.
+// both checksums and what the rank's replicas reported (with dp 1, that the known answer was
+// the only comparison); one event per rank and episode.
 #ifndef PIPECOORD_COORDINATOR_HEALTH_PROBE_CHECK_H_
 #define PIPECOORD_COORDINATOR_HEALTH_PROBE_CHECK_H_
 
