@@ -65,7 +65,7 @@ positive() {  # positive EXPR
   echo "prometheus: $1 = $got"
 }
 check "pipecoord_bubble_ratio{job_id=\"$job\",source=\"predicted\"}" 0.2
-check "pipecoord_memory_budget_bytes{job_id=\"$job\",rank=\"0\"}" 960800
+check "pipecoord_memory_budget_bytes{job_id=\"$job\",rank=\"0\"}" 746112
 check "pipecoord_jobs{state=\"RUNNING\"}" 1
 check "pipecoord_workers{state=\"busy\"}" 2
 check "pipecoord_health_events_total{job_id=\"$job\",kind=\"LIFECYCLE\"}" 2

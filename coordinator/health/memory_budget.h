@@ -1,13 +1,20 @@
 // Memory budget per rank for the CPU model (worker/model): what a healthy rank's reported peak
-// stays under. Parameters count four float32 copies (values, gradients, AdamW's two moments);
-// activations count the most micro-batches the rank holds at once (the schedule's
-// PeakActivations, rounded up) times an upper bound of what one micro-batch saves on the
-// rank's stages:
-//   per block and token: 12h + 3f + a*s + 2 floats (F's saved tensors plus B's gradients)
-//   head, per token: 3h + 2V + 2 floats and one int32 target
-//   embedding, per token: one int32 id and h floats (its output gradient)
-// with h hidden, f the SwiGLU width, a heads, s the sequence length, V the vocabulary. The
-// budget is that estimate times (1 + kBudgetHeadroom).
+// stays under. It counts what the CPU backend allocates and reports, nothing more:
+//   parameters: four float32 copies (values, gradients, AdamW's two moments), 16 B each;
+//   activations: for each stage the rank holds, the most bytes its micro-batches in flight hold
+//     at once, summed over the rank's stages (the backend reports the sum of its stages' peaks).
+// A micro-batch holds one of two amounts on a stage (SavedBytes): from its F to its B what F
+// saved, from its B to its W what B keeps for W (more than F saved when the attention
+// probabilities are smaller than 4h per token: W needs the gradients of every weight-carrying
+// op). The stage's peak is found by walking the rank's job list in order, as the executor runs
+// it, noting the stage's total after each F and each B (BW: after its B half), where the model
+// notes its own peak; W only frees. The result does not depend on timing, so a healthy rank
+// reports exactly its budget: anything above is memory the plan does not know about.
+// Per micro-batch of T = b s tokens, h hidden, f the SwiGLU width, a heads, s the sequence
+// length, V the vocabulary (floats unless said):
+//   block:     after F  T (8h + 3f + a s + 2)     after B  T (12h + 3f + 2)
+//   embedding: after F  T int32 ids              after B  T int32 ids + T h
+//   head:      after F  T (2h + 1 + V) + T int32  after B  T (3h + 1 + V)
 #ifndef PIPECOORD_COORDINATOR_HEALTH_MEMORY_BUDGET_H_
 #define PIPECOORD_COORDINATOR_HEALTH_MEMORY_BUDGET_H_
 
@@ -18,14 +25,20 @@
 
 namespace pipecoord::coordinator::health {
 
-inline constexpr double kBudgetHeadroom = 0.25;
+// What one micro-batch holds on one stage, by phase, in bytes.
+struct SavedBytes {
+  uint64_t after_f = 0;  // from its F to its B
+  uint64_t after_b = 0;  // from its B to its W
+};
 
 struct RankMemoryEstimate {
-  uint64_t parameter_bytes = 0;      // values + gradients + two moments
-  uint64_t microbatch_bytes = 0;     // one micro-batch's saved state on all the rank's stages
-  int peak_microbatches = 0;         // ceil of the schedule's peak live activations
-  uint64_t budget_bytes = 0;         // (parameters + peak x micro-batch) x (1 + headroom)
+  uint64_t parameter_bytes = 0;   // values + gradients + two moments
+  uint64_t activation_bytes = 0;  // sum over the rank's stages of each stage's peak
+  uint64_t budget_bytes = 0;      // parameter_bytes + activation_bytes
 };
+
+// One micro-batch on `shard`. `spec` has passed WithDefaults.
+SavedBytes StageSavedBytes(const v1::JobSpec& spec, const v1::StageShard& shard);
 
 // One estimate per pipeline rank. `spec` has passed WithDefaults; `plan` holds shards and jobs.
 std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, const v1::Plan& plan);

@@ -1,0 +1,116 @@
+// The plan's memory budget against what the CPU backend really reports: every schedule family
+// runs in-process (worker/daemon/local_run: one executor per rank, the CPU backend), and each
+// rank's reported peak of every step must be within its budget, and the budget tight.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "coordinator/health/memory_budget.h"
+#include "coordinator/health/test_spec.h"
+#include "coordinator/job_plan.h"
+#include "coordinator/spec_validation.h"
+#include "worker/daemon/local_run.h"
+
+namespace pipecoord::coordinator::health {
+namespace {
+
+struct Case {
+  std::string schedule;
+  int pp, vpp, dp, microbatches, layers;
+  std::vector<int> stage_layers;
+};
+
+// The demo's tiny model (examples/job.json: h 64, 4 heads, V 128, s 32, b 4), shorter.
+v1::JobSpec Spec(const Case& c) {
+  v1::JobSpec s;
+  s.set_name(c.schedule);
+  s.set_schedule(c.schedule);
+  s.set_pp(c.pp);
+  s.set_vpp(c.vpp);
+  s.set_dp(c.dp);
+  s.set_microbatches(c.microbatches);
+  s.set_micro_batch_size(4);
+  s.set_steps(2);
+  s.set_learning_rate(0.003);
+  for (int n : c.stage_layers) s.add_stage_layers(n);
+  auto* m = s.mutable_model();
+  m->set_layers(c.layers);
+  m->set_hidden(64);
+  m->set_heads(4);
+  m->set_vocab(128);
+  m->set_seq_len(32);
+  m->set_seed(7);
+  return s;
+}
+
+// Runs `raw` and checks every rank's peak of every step against its budget: never over, and
+// not under either (the budget counts what the backend allocates, so a healthy rank reports
+// exactly its budget; a budget above the peak would hide that much over-allocation). Returns
+// the peaks by global rank (the highest step's).
+std::vector<uint64_t> RunAndCompare(const v1::JobSpec& raw) {
+  std::vector<uint64_t> peaks;
+  EXPECT_TRUE(ValidateJobSpec(raw).ok()) << ValidateJobSpec(raw).ToString();
+  const v1::JobSpec spec = WithDefaults(raw);
+  auto plan = PlanJob(spec);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  if (!plan.ok()) return peaks;
+  auto run = worker::RunLocally(raw);
+  EXPECT_TRUE(run.ok()) << run.status().ToString();
+  if (!run.ok()) return peaks;
+  for (int g = 0; g < static_cast<int>(run->reports.size()); ++g) {
+    const int r = g % spec.pp();
+    const uint64_t budget = plan->memory_budget_bytes(r);
+    uint64_t peak = 0;
+    EXPECT_EQ(run->reports[g].size(), static_cast<size_t>(spec.steps()));
+    for (const worker::StepReport& report : run->reports[g]) {
+      const uint64_t p = report.summary.memory_peak_bytes();
+      peak = std::max(peak, p);
+      EXPECT_LE(p, budget) << spec.schedule() << " rank " << r << " (dp " << g / spec.pp() << ") step "
+                           << report.summary.step() << ": over the plan's budget";
+      EXPECT_EQ(budget - std::min(p, budget), 0u)
+          << spec.schedule() << " rank " << r << " (dp " << g / spec.pp() << ") step " << report.summary.step()
+          << ": the budget is above what the backend allocated";
+    }
+    std::printf("%s pp %d vpp %d dp %d m %d: rank %d (dp %d): peak %llu B, budget %llu B\n", spec.schedule().c_str(),
+                spec.pp(), spec.vpp(), spec.dp(), spec.microbatches(), r, g / spec.pp(),
+                static_cast<unsigned long long>(peak), static_cast<unsigned long long>(budget));
+    peaks.push_back(peak);
+  }
+  return peaks;
+}
+
+class MemoryBudgetRunTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MemoryBudgetRunTest, EveryRanksPeakIsItsBudget) { RunAndCompare(Spec(GetParam())); }
+
+// The example of docs/monitoring.md and memory_budget_test: the health tests' tiny model.
+TEST(MemoryBudgetRun, TheDocumentedTinyModel) {
+  v1::JobSpec spec = TestSpec();
+  spec.set_steps(2);
+  EXPECT_EQ(RunAndCompare(spec), (std::vector<uint64_t>{746112, 668480}));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EverySchedule, MemoryBudgetRunTest,
+    ::testing::Values(Case{"fthenb", 4, 0, 1, 8, 8, {}}, Case{"1f1b", 4, 0, 1, 8, 8, {}},
+                      Case{"eager-1f1b", 4, 0, 1, 8, 8, {}}, Case{"interleaved", 2, 2, 1, 4, 8, {}},
+                      Case{"looped-bfs", 2, 2, 1, 4, 8, {}}, Case{"zbh1", 4, 0, 1, 8, 8, {}},
+                      Case{"zbh2", 4, 0, 1, 8, 8, {}}, Case{"zb-auto", 4, 0, 1, 8, 8, {}},
+                      Case{"zbv", 2, 2, 1, 4, 8, {}}, Case{"v-half", 2, 2, 1, 4, 8, {}},
+                      Case{"v-min", 2, 2, 1, 4, 8, {}}, Case{"dualpipev", 2, 2, 1, 4, 8, {}},
+                      // Uneven layers and micro-batches, and data parallelism.
+                      Case{"interleaved", 2, 2, 1, 5, 7, {}}, Case{"zbh2", 3, 0, 1, 5, 7, {1, 4, 2}},
+                      Case{"1f1b", 2, 0, 2, 4, 8, {}}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      const Case& c = info.param;
+      std::string name = c.schedule + "_pp" + std::to_string(c.pp) + "_vpp" + std::to_string(c.vpp) + "_dp" +
+                         std::to_string(c.dp) + "_m" + std::to_string(c.microbatches) + "_layers" +
+                         std::to_string(c.layers);
+      for (char& ch : name) {
+        if (ch == '-') ch = '_';
+      }
+      return name;
+    });
+
+}  // namespace
+}  // namespace pipecoord::coordinator::health
