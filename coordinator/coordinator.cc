@@ -122,6 +122,13 @@ Status Coordinator::Restore() {
     auto record = std::make_unique<JobRecord>();
     JobRecord& j = *record;
     j.job = std::move(state->jobs[i]);
+    if (options_.metrics != nullptr) {
+      // /metrics: the job's series as the previous process left them (steps as measured, before
+      // the restarts' replaced ones are dropped below).
+      std::vector<const v1::TelemetryBatch*> batches;
+      for (const StoredBatch& row : state->telemetry[i]) batches.push_back(&row.batch);
+      health::ReplayJobMetrics(j.job, events[i], batches, options_.metrics);
+    }
     // Steps in the order they were measured; a restart went back to its start step, so a record
     // replaces the later-numbered ones before it, as RestartJobLocked did in memory.
     auto* steps = j.job.mutable_steps();

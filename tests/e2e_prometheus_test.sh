@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # A real Prometheus server (Debian's prometheus) scrapes the coordinator's /metrics at a 1 s
-# interval on loopback while a job runs; its HTTP API then answers for pipecoord's series.
+# interval on loopback while a job runs; its HTTP API then answers for pipecoord's series. Then
+# the coordinator restarts on its state file and the same HTTP port: the job's series come back
+# with the values they had, and Prometheus sees no counter reset.
 source tests/lib.sh
 PROMETHEUS=${PROMETHEUS:-prometheus}
 command -v "$PROMETHEUS" > /dev/null || fail "prometheus not installed (tools/setup.sh installs Debian's prometheus)"
 
-start_coordinator --http 127.0.0.1:0
+start_coordinator --http 127.0.0.1:0 --state "$WORK/state.db"
+COORDINATOR_PID=${PIDS[-1]}
 HTTP=$(sed -n 's/^coordinator http on \([^ ]*\) .*/\1/p' "$WORK/coordinator.log")
 [ -n "$HTTP" ] || fail "no http address in the coordinator's log"
 start_workers 2
@@ -96,5 +99,27 @@ for panel in dash["panels"]:
 print(f"grafana: {n} queries of {len(dash['panels'])} panels answered")
 PY
 
+# A restart: the job, cancelled (its series stop moving), keeps every series and value.
 "$PIPECTL" cancel "$job" > /dev/null
+job_series() { curl -sf "http://$HTTP/metrics" | grep -F "job_id=\"$job\"" | sort; }
+job_series > "$WORK/before.txt" || fail "GET /metrics before the restart"
+steps=$(sed -n "s/^pipecoord_steps_total{job_id=\"$job\"} //p" "$WORK/before.txt")
+[ -n "$steps" ] || fail "no pipecoord_steps_total of $job before the restart"
+kill "$COORDINATOR_PID"
+wait "$COORDINATOR_PID" 2> /dev/null || true
+start_coordinator --http "$HTTP" --state "$WORK/state.db"
+for _ in $(seq 100); do grep -q "^coordinator http on $HTTP " "$WORK/coordinator.log" && break; sleep 0.05; done
+grep -q "^coordinator http on $HTTP " "$WORK/coordinator.log" || fail "the new coordinator is not on $HTTP"
+job_series > "$WORK/after.txt" || fail "GET /metrics after the restart"
+diff "$WORK/before.txt" "$WORK/after.txt" > "$WORK/series.diff" ||
+  fail "$job's series changed across the restart ($(wc -l < "$WORK/before.txt") before): $(head -20 "$WORK/series.diff")"
+echo "restart: $(wc -l < "$WORK/after.txt") series of $job as before, pipecoord_steps_total $steps"
+# Prometheus scrapes the new process (30 s at most) and reads the same counter, never reset.
+for _ in $(seq 300); do
+  [ "$(query "pipecoord_steps_total{job_id=\"$job\"}")" = "$steps" ] && [ "$(query 'up{job="pipecoord"}')" = 1 ] && break
+  sleep 0.1
+done
+check "pipecoord_steps_total{job_id=\"$job\"}" "$steps"
+check "resets(pipecoord_steps_total{job_id=\"$job\"}[5m])" 0
+check "pipecoord_memory_budget_bytes{job_id=\"$job\",rank=\"0\"}" 746112
 echo "e2e prometheus: ok"

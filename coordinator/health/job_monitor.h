@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "coordinator/health/bubble_check.h"
@@ -76,6 +77,30 @@ class JobMonitor {
   std::vector<uint64_t> last_peak_;
   double scale_ = 0;  // seconds per cost unit, refreshed once per completed step
 };
+
+// ReplayJobMetrics: a job's MetricsSink series rebuilt from what the state file keeps, so that
+// after a coordinator restart /metrics shows each kept job as the previous process left it
+// (finished jobs keep their last values until --max-jobs drops them) and the counters of a
+// resumed job continue from there instead of from 0.
+//
+// The sink gets the calls the live coordinator made, in the order it made them:
+//   Event      for every stored event (lifecycle and health);
+//   Step       for every stored step record, in the order measured: a step run again after a
+//              restart counts again, as it did live (steps_total counts steps measured);
+//   Action, Memory   for every stored telemetry batch, through a JobMonitor as at ingest;
+//   Straggler  after each step every rank reported, from that monitor; a new monitor per
+//              attempt (a new session, or a rank's steps starting over), as the coordinator
+//              makes one per attempt.
+// The health checks' own events are not raised again (they are stored already).
+// Exact while the state file holds the job's whole telemetry (the trace window, 200k actions a
+// job by default); beyond it the action histograms and straggler scores come from the window.
+//
+// `job` as stored: spec (defaults applied), plan, and steps in the order they were measured
+// (every record, those a restart replaced included). `events`: serialized HealthEvents, in the
+// order stored; `telemetry`: the stored batches in arrival order. `sink` may be null (nothing to
+// do). An event that does not parse is skipped.
+void ReplayJobMetrics(const v1::Job& job, const std::vector<std::string>& events,
+                      const std::vector<const v1::TelemetryBatch*>& telemetry, MetricsSink* sink);
 
 }  // namespace pipecoord::coordinator::health
 

@@ -1,0 +1,62 @@
+// ReplayJobMetrics (job_monitor.h): a job's /metrics series rebuilt from its stored state.
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "coordinator/health/job_monitor.h"
+
+namespace pipecoord::coordinator::health {
+namespace {
+
+// The first step a batch reports (its actions' or its summaries'); -1 for an empty batch.
+int FirstStep(const v1::TelemetryBatch& b) {
+  if (b.actions_size() > 0) return b.actions(0).step();
+  if (b.steps_size() > 0) return b.steps(0).step();
+  return -1;
+}
+
+}  // namespace
+
+void ReplayJobMetrics(const v1::Job& job, const std::vector<std::string>& events,
+                      const std::vector<const v1::TelemetryBatch*>& telemetry, MetricsSink* sink) {
+  if (sink == nullptr) return;
+  const std::string& id = job.id();
+  for (const std::string& bytes : events) {
+    v1::HealthEvent e;
+    if (e.ParseFromString(bytes)) sink->Event(id, v1::EventKind_Name(e.kind()));
+  }
+  for (const v1::StepRecord& rec : job.steps()) {
+    sink->Step(id, rec.step_time_s(), rec.measured_bubble_rate(), job.plan().predicted_bubble_rate());
+  }
+  // The telemetry, attempt by attempt, through a monitor of each attempt's own.
+  const int pp = std::max(1, job.spec().pp());
+  const int world = pp * std::max(1, job.spec().dp());
+  std::unique_ptr<JobMonitor> monitor;
+  uint64_t session = 0;
+  std::vector<int> last_summarized;
+  std::map<int, int> reports;  // step -> ranks that summarized it in this attempt
+  for (const v1::TelemetryBatch* b : telemetry) {
+    const int g = b->dp_rank() * pp + b->rank();
+    if (b->rank() < 0 || b->rank() >= pp || g < 0 || g >= world) continue;
+    const int first = FirstStep(*b);
+    const bool new_session = b->session() != 0 && b->session() != session;
+    const bool starts_over = monitor != nullptr && first >= 0 && first <= last_summarized[g];
+    if (monitor == nullptr || new_session || starts_over) {
+      monitor = std::make_unique<JobMonitor>(job, sink);
+      if (b->session() != 0) session = b->session();
+      last_summarized.assign(world, -1);
+      reports.clear();
+    }
+    (void)monitor->OnBatch(g, *b, 0);  // its events were stored when it arrived
+    for (const v1::StepSummary& s : b->steps()) {
+      last_summarized[g] = s.step();
+      if (++reports[s.step()] < world) continue;
+      reports.erase(s.step());
+      v1::StepRecord rec;
+      rec.set_step(s.step());
+      (void)monitor->OnStepDone(rec);
+    }
+  }
+}
+
+}  // namespace pipecoord::coordinator::health
