@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -14,16 +16,17 @@ constexpr size_t kMinTokenChars = 16, kMaxTokenChars = 4096;
 Result<std::string> ReadSmallFile(const std::string& flag, const std::string& path, size_t max_bytes) {
   if (path.empty()) return InvalidArgument(flag + ": a file path is required");
   struct stat info;
-  if (::stat(path.c_str(), &info) != 0) return InvalidArgument(flag + ": cannot read \"" + path + "\": no such file");
+  if (::stat(path.c_str(), &info) != 0) return InvalidArgument(flag + ": cannot open " + path + ": " + std::strerror(errno));
   if (!S_ISREG(info.st_mode)) return InvalidArgument(flag + ": \"" + path + "\" is not a regular file");
   if (static_cast<size_t>(info.st_size) > max_bytes) {
     return InvalidArgument(flag + ": \"" + path + "\" is " + std::to_string(info.st_size) + " bytes, over the limit of " +
                            std::to_string(max_bytes));
   }
   std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgument(flag + ": cannot open " + path + ": " + std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
-  if (!in.good() && !in.eof()) return InvalidArgument(flag + ": cannot read \"" + path + "\" (permissions?)");
+  if (!in.good() && !in.eof()) return InvalidArgument(flag + ": cannot read " + path + ": " + std::strerror(errno));
   return text.str();
 }
 

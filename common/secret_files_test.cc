@@ -31,7 +31,7 @@ TEST(SecretFilesTest, TokenRulesNameTheFlagAndPathButNeverTheToken) {
   EXPECT_EQ(spaced.status().message().find("0123456789"), std::string::npos);
   EXPECT_NE(spaced.status().message().find("visible ASCII characters without spaces"), std::string::npos);
   EXPECT_EQ(ReadTokenFile("--token-file", "/nonexistent/token").status().message(),
-            "--token-file: cannot read \"/nonexistent/token\": no such file");
+            "--token-file: cannot open /nonexistent/token: No such file or directory");
   EXPECT_EQ(ReadTokenFile("--token-file", "").status().message(), "--token-file: a file path is required");
   EXPECT_EQ(CheckToken("--token", std::string(4097, 'a')).code(), Code::kInvalidArgument);
   EXPECT_TRUE(CheckToken("--token", std::string(16, 'a')).ok());

@@ -51,7 +51,7 @@ expect 1 "not reachable in plaintext" "$PIPECTL" jobs
 grep -qF "if it serves TLS, pass --tls-ca FILE" "$WORK/err" || fail "no TLS hint: $(cat "$WORK/err")"
 expect 1 "not reachable over TLS with CA $pki/rogue/ca.crt" "$PIPECTL" jobs --tls-ca "$pki/rogue/ca.crt"
 expect 2 "--token: needs --tls-ca: a token is only ever sent over TLS" "$PIPECTL" cancel job-000001 --token "$token"
-expect 2 "--tls-ca: cannot read \"$WORK/none.crt\": no such file" "$PIPECTL" jobs --tls-ca "$WORK/none.crt"
+expect 2 "--tls-ca: cannot open $WORK/none.crt: No such file or directory" "$PIPECTL" jobs --tls-ca "$WORK/none.crt"
 
 # With the CA, read-only calls need no token; mutating ones need the right one.
 export PIPECOORD_TLS_CA=$pki/ca.crt
