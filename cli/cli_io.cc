@@ -2,7 +2,12 @@
 
 #include "cli/flags.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -11,19 +16,33 @@
 
 namespace pipecoord::cli {
 
-Result<std::string> ReadInputFile(const std::string& flag, const std::string& path, size_t max_bytes) {
-  const std::string where = "--" + flag + ": \"" + path + "\"";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgument(where + ": cannot open (" + std::strerror(errno) + ")");
+Result<std::string> ReadInputFile(const std::string& arg, const std::string& path, size_t max_bytes) {
+  if (path.empty()) return InvalidArgument(arg + ": needs a file name");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // A file named by a flag says which; a positional one (JOB.json) is named by its path alone.
+  const std::string flag = arg.rfind("--", 0) == 0 ? arg + ": " : "";
+  if (fd < 0) return InvalidArgument(flag + "cannot open " + path + ": " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  auto too_big = [&](const std::string& got) {
+    return InvalidArgument(flag + path + ": must be at most " + std::to_string(max_bytes) + " bytes, got " + got);
+  };
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return too_big(std::to_string(st.st_size));
+  }
   std::string text;
   char buf[1 << 16];
-  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(in.gcount()));
-    if (text.size() > max_bytes) {
-      return InvalidArgument(where + ": larger than " + std::to_string(max_bytes) + " bytes; refusing");
-    }
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return InvalidArgument(flag + "cannot read " + path + ": " + std::strerror(errno));
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > max_bytes) return too_big("more");  // a pipe or a file still growing
   }
-  if (in.bad()) return InvalidArgument(where + ": read failed");
   return text;
 }
 

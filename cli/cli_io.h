@@ -11,9 +11,11 @@
 
 namespace pipecoord::cli {
 
-// The whole file at `path`. Errors are INVALID_ARGUMENT naming `flag` and the path: missing,
-// unreadable, or larger than `max_bytes`.
-Result<std::string> ReadInputFile(const std::string& flag, const std::string& path, size_t max_bytes);
+// The whole file at `path`, which the user gave as `arg` ("--csv", "JOB.json"). Errors are
+// INVALID_ARGUMENT: "ARG: needs a file name" (empty path), "cannot open PATH: REASON" and
+// "cannot read PATH: REASON" (strerror: missing, unreadable, a directory), "PATH: must be at
+// most MAX bytes, got N"; each after "ARG: " when ARG is a flag ("--csv: cannot open ...").
+Result<std::string> ReadInputFile(const std::string& arg, const std::string& path, size_t max_bytes);
 
 // With an empty `out_path`, writes `text` to stdout; otherwise writes it to `out_path` and
 // prints "wrote <what> to <out_path>" on stdout. Returns kExitOk, or kExitFailed (and a message

@@ -27,13 +27,19 @@ TEST(CliIoTest, ExitCodes) {
 TEST(CliIoTest, ReadInputFile) {
   const std::string path = TmpPath("in.csv");
   std::ofstream(path) << "0F0,0B0\n";
-  auto text = ReadInputFile("csv", path, 100);
+  auto text = ReadInputFile("--csv", path, 100);
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_EQ(*text, "0F0,0B0\n");
-  EXPECT_EQ(ReadInputFile("csv", path, 4).status().message(),
-            "--csv: \"" + path + "\": larger than 4 bytes; refusing");
-  EXPECT_EQ(ReadInputFile("csv", "/nonexistent/x.csv", 100).status().message(),
-            "--csv: \"/nonexistent/x.csv\": cannot open (No such file or directory)");
+  EXPECT_EQ(ReadInputFile("--csv", path, 4).status().message(), "--csv: " + path + ": must be at most 4 bytes, got 8");
+  EXPECT_EQ(ReadInputFile("--csv", "/nonexistent/x.csv", 100).status().message(),
+            "--csv: cannot open /nonexistent/x.csv: No such file or directory");
+  EXPECT_EQ(ReadInputFile("JOB.json", "/nonexistent.json", 100).status().message(),
+            "cannot open /nonexistent.json: No such file or directory");
+  EXPECT_EQ(ReadInputFile("JOB.json", path, 4).status().message(), path + ": must be at most 4 bytes, got 8");
+  EXPECT_EQ(ReadInputFile("--csv", "", 100).status().message(), "--csv: needs a file name");
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string tmp = dir ? dir : "/tmp";
+  EXPECT_EQ(ReadInputFile("--csv", tmp, 100).status().message(), "--csv: cannot read " + tmp + ": Is a directory");
 }
 
 TEST(CliIoTest, EmitOutputWritesTheFile) {

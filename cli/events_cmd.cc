@@ -21,12 +21,11 @@ int RunEvents(int argc, char** argv) {
                 "health checks' (BUBBLE, STRAGGLER, HANG, MEMORY, SDC; see docs/monitoring.md).");
   AddConnectionFlags(flags, &conn);
   flags.String("kind", &kind, "only events of this kind, e.g. SDC or health (every kind but LIFECYCLE)");
-  flags.String("format", &format, "text (default) or json");
+  flags.Format(&format, {"text", "json"}, "text (default) or json");
   std::vector<std::string> positional;
   if (int rc = ParseFlagsOrExit(flags, argc, argv, "events", &positional); rc >= 0) return rc;
   Status st;
   if (positional.size() != 1) st = InvalidArgument("JOB: exactly one job id required (see `pipectl jobs`)");
-  if (st.ok() && format != "text" && format != "json") st = InvalidArgument("--format: must be text or json, got \"" + format + "\"");
   v1::EventKind want = v1::EVENT_KIND_UNSPECIFIED;
   if (st.ok() && !kind.empty() && kind != "health" && !v1::EventKind_Parse(kind, &want)) {
     st = InvalidArgument("--kind: must be health, LIFECYCLE, BUBBLE, STRAGGLER, HANG, MEMORY or SDC, got \"" + kind + "\"");

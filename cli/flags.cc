@@ -1,5 +1,6 @@
 #include "cli/flags.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -63,15 +64,30 @@ std::string Wrap(const std::string& text, size_t indent) {
 
 }  // namespace
 
+std::string OneOf(const std::vector<std::string>& choices) {
+  std::string out;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (i > 0) out += i + 1 == choices.size() ? " or " : ", ";
+    out += choices[i];
+  }
+  return out;
+}
+
 FlagSet::FlagSet(std::string usage, std::string summary)
     : usage_(std::move(usage)), summary_(std::move(summary)) {}
 
-void FlagSet::String(const std::string& n, std::string* o, const std::string& h) { flags_.push_back({n, Kind::kString, o, h}); }
-void FlagSet::Int(const std::string& n, int* o, const std::string& h) { flags_.push_back({n, Kind::kInt, o, h}); }
-void FlagSet::Double(const std::string& n, double* o, const std::string& h) { flags_.push_back({n, Kind::kDouble, o, h}); }
-void FlagSet::Bool(const std::string& n, bool* o, const std::string& h) { flags_.push_back({n, Kind::kBool, o, h}); }
-void FlagSet::IntList(const std::string& n, std::vector<int>* o, const std::string& h) { flags_.push_back({n, Kind::kIntList, o, h}); }
-void FlagSet::DoubleList(const std::string& n, std::vector<double>* o, const std::string& h) { flags_.push_back({n, Kind::kDoubleList, o, h}); }
+void FlagSet::String(const std::string& n, std::string* o, const std::string& h) { flags_.push_back({n, Kind::kString, o, h, false, {}}); }
+void FlagSet::Int(const std::string& n, int* o, const std::string& h) { flags_.push_back({n, Kind::kInt, o, h, false, {}}); }
+void FlagSet::Double(const std::string& n, double* o, const std::string& h) { flags_.push_back({n, Kind::kDouble, o, h, false, {}}); }
+void FlagSet::Bool(const std::string& n, bool* o, const std::string& h) { flags_.push_back({n, Kind::kBool, o, h, false, {}}); }
+void FlagSet::IntList(const std::string& n, std::vector<int>* o, const std::string& h) { flags_.push_back({n, Kind::kIntList, o, h, false, {}}); }
+void FlagSet::DoubleList(const std::string& n, std::vector<double>* o, const std::string& h) { flags_.push_back({n, Kind::kDoubleList, o, h, false, {}}); }
+void FlagSet::Choice(const std::string& n, std::string* o, std::vector<std::string> c, const std::string& h) {
+  flags_.push_back({n, Kind::kChoice, o, h, false, std::move(c)});
+}
+void FlagSet::Format(std::string* o, std::vector<std::string> formats, const std::string& h) {
+  Choice("format", o, std::move(formats), h);
+}
 
 Status FlagSet::Set(Flag& f, const std::string& value) {
   const std::string name = "--" + f.name;
@@ -80,6 +96,12 @@ Status FlagSet::Set(Flag& f, const std::string& value) {
   };
   switch (f.kind) {
     case Kind::kString:
+      *static_cast<std::string*>(f.out) = value;
+      break;
+    case Kind::kChoice:
+      if (std::find(f.choices.begin(), f.choices.end(), value) == f.choices.end()) {
+        return InvalidArgument(name + ": must be " + OneOf(f.choices) + ", got \"" + value + "\"");
+      }
       *static_cast<std::string*>(f.out) = value;
       break;
     case Kind::kInt:

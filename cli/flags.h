@@ -10,6 +10,9 @@
 
 namespace pipecoord::cli {
 
+// "a", "a or b", "a, b or c": the choices of a flag, for its messages.
+std::string OneOf(const std::vector<std::string>& choices);
+
 class FlagSet {
  public:
   // usage: "pipectl schedule --schedule NAME --pp P ..."; summary: one paragraph (Help() wraps
@@ -24,6 +27,12 @@ class FlagSet {
   void Bool(const std::string& name, bool* out, const std::string& help);
   void IntList(const std::string& name, std::vector<int>* out, const std::string& help);   // 1,2,3
   void DoubleList(const std::string& name, std::vector<double>* out, const std::string& help);
+  // A string that must be one of `choices`; anything else is refused while parsing:
+  // "--format: must be text or json, got \"yaml\"".
+  void Choice(const std::string& name, std::string* out, std::vector<std::string> choices, const std::string& help);
+  // --format FORMAT, one of `formats` (the first is the default the verb sets in *out); every
+  // verb with a --format declares it through this, so each refuses an unknown one the same way.
+  void Format(std::string* out, std::vector<std::string> formats, const std::string& help);
 
   // Fills the declared outputs. Positional arguments go to `positional` (an error if null).
   // Errors name the flag: "--pp: expected an integer, got \"four\"". Sets help_requested() on
@@ -35,13 +44,14 @@ class FlagSet {
   std::string Help() const;
 
  private:
-  enum class Kind { kString, kInt, kDouble, kBool, kIntList, kDoubleList };
+  enum class Kind { kString, kInt, kDouble, kBool, kIntList, kDoubleList, kChoice };
   struct Flag {
     std::string name;
     Kind kind;
     void* out;
     std::string help;
     bool given = false;
+    std::vector<std::string> choices;  // kChoice
   };
   Status Set(Flag& flag, const std::string& value);
 

@@ -1,5 +1,5 @@
-// The job verbs: submit, jobs, status, watch, cancel, workers, trace. Each is a thin client
-// of the coordinator's JobService.
+// The job verbs: submit, resubmit, jobs, status, watch, cancel, workers, trace. Each is a thin
+// client of the coordinator's JobService.
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
@@ -11,18 +11,21 @@
 #include "cli/cli_io.h"
 #include "cli/flags.h"
 #include "cli/job_client.h"
+#include "cli/json_keys.h"
 #include "cli/verbs.h"
 
 namespace pipecoord::cli {
 namespace {
 
-std::string ToJson(const google::protobuf::Message& m) {
+std::string ToJson(const google::protobuf::Message& m, bool whitespace = true) {
   std::string out;
   google::protobuf::util::JsonPrintOptions o;
-  o.add_whitespace = true;
+  o.add_whitespace = whitespace;
   (void)google::protobuf::util::MessageToJsonString(m, &out, o);
   return out;
 }
+
+constexpr const char* kTextOrJson = "text (default) or json";
 
 // Parses flags with one optional positional JOB id; prints help and returns -1 when asked.
 int Parse(FlagSet& flags, int argc, char** argv, const char* verb, std::string* job, bool job_required) {
@@ -59,8 +62,9 @@ const char* State(v1::JobState s) {
   }
 }
 
-// Follows a job until it ends: a line per step (a live line on a terminal), events, the end.
-int Watch(Connection conn, const std::string& job, const char* verb) {
+// Follows a job until it ends: a line per step (a live line on a terminal), events, the end;
+// with `json`, each JobUpdate as one line of JSON.
+int Watch(Connection conn, const std::string& job, const char* verb, bool json) {
   auto made = JobStub(&conn);
   if (!made.ok()) return Fail(verb, made.status());
   auto stub = std::move(made).value();
@@ -81,7 +85,9 @@ int Watch(Connection conn, const std::string& job, const char* verb) {
   }
   while (reader->Read(&u)) {
     last = u.state();
-    if (!u.event().empty()) {
+    if (json) {
+      std::printf("%s\n", ToJson(u, false).c_str());
+    } else if (!u.event().empty()) {
       std::printf("%s%s: %s\n", tty ? "\r\033[K" : "", job.c_str(), u.event().c_str());
     } else {
       std::printf("%s%s step %d/%d  loss %.4f  step %.3f s  bubble measured %.3f predicted %.3f%s",
@@ -90,10 +96,29 @@ int Watch(Connection conn, const std::string& job, const char* verb) {
     }
     std::fflush(stdout);
   }
-  if (tty) std::printf("\n");
+  if (tty && !json) std::printf("\n");
   Status st = FromGrpc(reader->Finish(), conn);
   if (!st.ok()) return Fail(verb, st);
   return last == v1::SUCCEEDED ? kExitOk : kExitFailed;
+}
+
+// Submits `spec` and prints the new job's id as `format` says; follows it with `watch`.
+int SubmitAndReport(Connection& conn, const v1::JobSpec& spec, const std::string& format, bool watch,
+                    const char* verb, const std::string& note = "") {
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = spec;
+  v1::SubmitJobResponse resp;
+  Status st = CallJobService(conn, 60, &v1::JobService::Stub::SubmitJob, req, &resp);
+  if (!st.ok()) return Fail(verb, st);
+  if (format == "json") {
+    std::printf("%s", ToJson(resp, !watch).c_str());
+    if (watch) std::printf("\n");
+  } else {
+    std::printf("%s submitted%s (predicted bubble rate %.4f, makespan %.4g cost units)\n", resp.job_id().c_str(),
+                note.c_str(), resp.predicted_bubble_rate(), resp.predicted_makespan());
+  }
+  std::fflush(stdout);
+  return watch ? Watch(conn, resp.job_id(), verb, format == "json") : kExitOk;
 }
 
 }  // namespace
@@ -105,28 +130,42 @@ int RunSubmit(int argc, char** argv) {
   FlagSet flags("pipectl submit JOB.json [--watch] [--coordinator HOST:PORT] [--tls-ca FILE] [--token TOKEN] "
                 "[--format text|json]",
                 "Submits a job: JOB.json is a JobSpec in protobuf's JSON mapping (see docs/usage.md "
-                "and examples/). Prints the job id and the plan's predicted bubble rate.");
+                "and examples/); a key given twice in one object is refused. Prints the job id and "
+                "the plan's predicted bubble rate.");
   AddConnectionFlags(flags, &conn);
-  flags.Bool("watch", &watch, "follow the job until it ends, a line per step");
-  flags.String("format", &format, "text (default) or json");
+  flags.Bool("watch", &watch, "follow the job until it ends, a line per step (json: a JobUpdate per line)");
+  flags.Format(&format, {"text", "json"}, kTextOrJson);
   std::string file;
   if (int rc = Parse(flags, argc, argv, "submit", &file, true); rc >= 0) return rc;
   auto text = ReadInputFile("JOB.json", file, 16 << 20);
   if (!text.ok()) return Fail("submit", text.status());
-  v1::SubmitJobRequest req;
-  auto parsed = google::protobuf::util::JsonStringToMessage(*text, req.mutable_spec());
+  // protobuf's parser lets the last of two equal keys win; a spec must say each field once.
+  Status keys = CheckJsonKeys(*text);
+  if (!keys.ok()) return Fail("submit", InvalidArgument(file + ": " + keys.message()));
+  v1::JobSpec spec;
+  auto parsed = google::protobuf::util::JsonStringToMessage(*text, &spec);
   if (!parsed.ok()) return Fail("submit", InvalidArgument(file + ": not a JobSpec: " + std::string(parsed.message())));
-  v1::SubmitJobResponse resp;
-  Status st = CallJobService(conn, 60, &v1::JobService::Stub::SubmitJob, req, &resp);
-  if (!st.ok()) return Fail("submit", st);
-  if (format == "json") {
-    std::printf("%s", ToJson(resp).c_str());
-  } else {
-    std::printf("%s submitted (predicted bubble rate %.4f, makespan %.4g cost units)\n", resp.job_id().c_str(),
-                resp.predicted_bubble_rate(), resp.predicted_makespan());
-  }
-  std::fflush(stdout);
-  return watch ? Watch(conn, resp.job_id(), "submit") : kExitOk;
+  return SubmitAndReport(conn, spec, format, watch, "submit");
+}
+
+int RunResubmit(int argc, char** argv) {
+  Connection conn;
+  std::string format = "text", job;
+  bool watch = false;
+  FlagSet flags("pipectl resubmit JOB [--watch] [--coordinator HOST:PORT] [--tls-ca FILE] [--token TOKEN] "
+                "[--format text|json]",
+                "Submits a job's spec again (any job the coordinator still keeps, finished or not) as "
+                "a new job. Prints the new job's id as submit does.");
+  AddConnectionFlags(flags, &conn);
+  flags.Bool("watch", &watch, "follow the new job until it ends, a line per step (json: a JobUpdate per line)");
+  flags.Format(&format, {"text", "json"}, kTextOrJson);
+  if (int rc = Parse(flags, argc, argv, "resubmit", &job, true); rc >= 0) return rc;
+  v1::GetJobRequest req;
+  req.set_job_id(job);
+  v1::Job old;
+  Status st = CallJobService(conn, 10, &v1::JobService::Stub::GetJob, req, &old);
+  if (!st.ok()) return Fail("resubmit", st);
+  return SubmitAndReport(conn, old.spec(), format, watch, "resubmit", " from " + old.id() + "'s spec");
 }
 
 int RunJobs(int argc, char** argv) {
@@ -134,7 +173,7 @@ int RunJobs(int argc, char** argv) {
   std::string format = "text";
   FlagSet flags("pipectl jobs [--coordinator HOST:PORT] [--tls-ca FILE] [--format text|json]", "Lists the coordinator's jobs.");
   AddConnectionFlags(flags, &conn);
-  flags.String("format", &format, "text (default) or json");
+  flags.Format(&format, {"text", "json"}, kTextOrJson);
   if (int rc = Parse(flags, argc, argv, "jobs", nullptr, false); rc >= 0) return rc;
   v1::ListJobsResponse resp;
   Status st = CallJobService(conn, 10, &v1::JobService::Stub::ListJobs, {}, &resp);
@@ -160,7 +199,7 @@ int RunStatus(int argc, char** argv) {
   FlagSet flags("pipectl status JOB [--coordinator HOST:PORT] [--tls-ca FILE] [--format text|json]",
                 "Shows one job: state, cause of failure, steps measured, events.");
   AddConnectionFlags(flags, &conn);
-  flags.String("format", &format, "text (default) or json (the whole Job, plan included)");
+  flags.Format(&format, {"text", "json"}, "text (default) or json (the whole Job, plan included)");
   if (int rc = Parse(flags, argc, argv, "status", &job, true); rc >= 0) return rc;
   v1::GetJobRequest req;
   req.set_job_id(job);
@@ -172,7 +211,11 @@ int RunStatus(int argc, char** argv) {
     return kExitOk;
   }
   std::printf("job       %s (%s)\nstate     %s\n", j.id().c_str(), j.spec().name().c_str(), State(j.state()));
-  if (j.state() == v1::FAILED) std::printf("cause     %s (rank %d)\n", j.failure_cause().c_str(), j.failed_rank());
+  if (j.state() == v1::FAILED) {
+    // failed_rank is -1 when no rank caused it (e.g. no workers came): then no rank is named.
+    const std::string rank = j.failed_rank() >= 0 ? " (rank " + std::to_string(j.failed_rank()) + ")" : "";
+    std::printf("cause     %s%s\n", j.failure_cause().c_str(), rank.c_str());
+  }
   std::printf("schedule  %s, pp %d, vpp %d, dp %d, %d micro-batches of %d\n", j.spec().schedule().c_str(),
               j.spec().pp(), j.spec().vpp(), j.spec().dp(), j.spec().microbatches(), j.spec().micro_batch_size());
   std::printf("steps     %d of %d\npredicted bubble rate %.4f\n", j.steps_done(), j.spec().steps(),
@@ -207,26 +250,34 @@ int RunStatus(int argc, char** argv) {
 int RunWatch(int argc, char** argv) {
   Connection conn;
   std::string job;
-  FlagSet flags("pipectl watch JOB [--coordinator HOST:PORT] [--tls-ca FILE]",
+  std::string format = "text";
+  FlagSet flags("pipectl watch JOB [--coordinator HOST:PORT] [--tls-ca FILE] [--format text|json]",
                 "Follows a job until it ends: a live line per step (loss, step time, measured and "
                 "predicted bubble rate) and its events. Exit 0 if it succeeded, 1 otherwise.");
   AddConnectionFlags(flags, &conn);
+  flags.Format(&format, {"text", "json"}, "text (default) or json (each JobUpdate on a line of its own)");
   if (int rc = Parse(flags, argc, argv, "watch", &job, true); rc >= 0) return rc;
-  return Watch(conn, job, "watch");
+  return Watch(conn, job, "watch", format == "json");
 }
 
 int RunCancel(int argc, char** argv) {
   Connection conn;
   std::string job;
-  FlagSet flags("pipectl cancel JOB [--coordinator HOST:PORT] [--tls-ca FILE] [--token TOKEN]",
+  std::string format = "text";
+  FlagSet flags("pipectl cancel JOB [--coordinator HOST:PORT] [--tls-ca FILE] [--token TOKEN] [--format text|json]",
                 "Cancels a pending or running job.");
   AddConnectionFlags(flags, &conn);
+  flags.Format(&format, {"text", "json"}, "text (default) or json (the job's state after the call)");
   if (int rc = Parse(flags, argc, argv, "cancel", &job, true); rc >= 0) return rc;
   v1::CancelJobRequest req;
   req.set_job_id(job);
   v1::CancelJobResponse resp;
   Status st = CallJobService(conn, 10, &v1::JobService::Stub::CancelJob, req, &resp);
   if (!st.ok()) return Fail("cancel", st);
+  if (format == "json") {
+    std::printf("%s", ToJson(resp).c_str());
+    return kExitOk;
+  }
   std::printf("%s %s\n", job.c_str(), State(resp.state()));
   return kExitOk;
 }
@@ -237,7 +288,7 @@ int RunWorkers(int argc, char** argv) {
   FlagSet flags("pipectl workers [--coordinator HOST:PORT] [--tls-ca FILE] [--format text|json]",
                 "Lists registered workers, their job and rank, and their lease.");
   AddConnectionFlags(flags, &conn);
-  flags.String("format", &format, "text (default) or json");
+  flags.Format(&format, {"text", "json"}, kTextOrJson);
   if (int rc = Parse(flags, argc, argv, "workers", nullptr, false); rc >= 0) return rc;
   v1::ListWorkersResponse resp;
   Status st = CallJobService(conn, 10, &v1::JobService::Stub::ListWorkers, {}, &resp);

@@ -65,15 +65,8 @@ void Declare(FlagSet& f, Options& o) {
                                   "them next to the analytic numbers");
   f.Bool("emit-program", &o.emit_program, "print one block's programs as JSON (the --program format) and stop");
   f.String("program", &o.program, "replay this JSON program file op by op instead (no --model needed)");
-  f.String("format", &o.format, "text or json; default text");
+  f.Format(&o.format, {"text", "json"}, "text or json; default text");
   f.String("out", &o.out, "write the output to this file instead of stdout");
-}
-
-Status CheckFormat(const std::string& format) {
-  if (format != "text" && format != "json") {
-    return InvalidArgument("--format: expected text or json, got \"" + format + "\"");
-  }
-  return Status::Ok();
 }
 
 Result<memory::TrainingSpec> Training(const FlagSet& f, const Options& o) {
@@ -104,7 +97,7 @@ Result<memory::TrainingSpec> Training(const FlagSet& f, const Options& o) {
 }
 
 int ReplayProgram(const Options& o) {
-  auto text = ReadInputFile("program", o.program, kMaxProgramBytes);
+  auto text = ReadInputFile("--program", o.program, kMaxProgramBytes);
   if (!text.ok()) return Fail(kVerb, text.status());
   auto set = memory::ParseProgramJson(*text);
   if (!set.ok()) return Fail(kVerb, InvalidArgument("--program: " + set.status().message()));
@@ -129,8 +122,6 @@ int RunMemory(int argc, char** argv) {
   Options o;
   Declare(flags, o);
   if (int rc = ParseFlagsOrExit(flags, argc, argv, kVerb); rc >= 0) return rc;
-  Status st = CheckFormat(o.format);
-  if (!st.ok()) return Fail(kVerb, st);
   if (flags.Given("program")) return ReplayProgram(o);
 
   auto model = ResolveModel(flags, o.model);

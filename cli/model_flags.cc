@@ -43,7 +43,7 @@ Result<memory::ModelSpec> ResolveModel(const FlagSet& f, const ModelFlags& m) {
     if (!p.ok()) return Status(p.status().code(), "--" + p.status().message());
     spec = *p;
   } else {
-    auto text = ReadInputFile("model-config", m.model_config, size_t{16} << 20);
+    auto text = ReadInputFile("--model-config", m.model_config, size_t{16} << 20);
     if (!text.ok()) return text.status();
     auto parsed = memory::ModelFromHfConfig(*text);
     if (!parsed.ok()) return InvalidArgument("--model-config: " + parsed.status().message());

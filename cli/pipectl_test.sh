@@ -120,7 +120,7 @@ expect_error few_layers 2 "pipectl schedule: --layers: must be >= the 2 stages (
   schedule --schedule 1f1b --pp 2 --microbatches 2 --layers 1
 expect_error nopp 2 "pipectl schedule: --pp: required (pipeline ranks, >= 1)" \
   schedule --schedule 1f1b --microbatches 2
-expect_error format 2 "pipectl schedule: --format: expected text, json, csv or perfetto, got \"xml\"" \
+expect_error format 2 "pipectl schedule: --format: must be text, json, csv or perfetto, got \"xml\"" \
   schedule --schedule 1f1b --pp 2 --microbatches 2 --format xml
 expect_error unknown_flag 2 "pipectl schedule: --ppp: unknown option (see --help)" \
   schedule --schedule 1f1b --ppp 2
@@ -132,7 +132,7 @@ expect_error vpp 2 "pipectl schedule: --vpp: schedule 1f1b places exactly 1 chun
   schedule --schedule 1f1b --pp 2 --microbatches 2 --vpp 2
 expect_error nocsv 2 "pipectl schedule: --csv: required with --schedule csv (the CSV file to import)" \
   schedule --schedule csv
-expect_error missing_csv 2 "pipectl schedule: --csv: \"$TMP/none.csv\": cannot open (No such file or directory)" \
+expect_error missing_csv 2 "pipectl schedule: --csv: cannot open $TMP/none.csv: No such file or directory" \
   schedule --schedule csv --csv "$TMP/none.csv"
 printf '0F0,0X0\n' >"$TMP/bad.csv"
 expect_error bad_csv 2 "pipectl schedule: --csv \"$TMP/bad.csv\": csv row 0 (rank 0), column 1 (\"0X0\"): unknown op \"X\" (expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B, RECV_B, PROBE or OPT)" \
@@ -142,9 +142,74 @@ expect_error incomplete_csv 2 "pipectl schedule: --csv \"$TMP/incomplete.csv\": 
   schedule --schedule csv --csv "$TMP/incomplete.csv"
 expect_error csv_pp 2 "pipectl schedule: --pp: 1 given, but the CSV has 2 rows (ranks)" \
   schedule --schedule csv --csv "$TMP/zb.csv" --pp 1
-expect_error schedules_format 2 "pipectl schedules: --format: expected text or json, got \"csv\"" \
+expect_error schedules_format 2 "pipectl schedules: --format: must be text or json, got \"csv\"" \
   schedules --format csv
 expect_error out_dir 1 "pipectl schedule: --out: cannot write \"$TMP/no/such/dir.json\" (No such file or directory)" \
   schedule --schedule 1f1b --pp 2 --microbatches 2 --out "$TMP/no/such/dir.json"
+
+
+# --- files: "cannot open FILE: reason", the flag named when a flag gave the file -------------
+expect_error submit_missing 2 "pipectl submit: cannot open /nonexistent.json: No such file or directory" \
+  submit /nonexistent.json
+expect_error submit_dir 2 "pipectl submit: cannot read $TMP: Is a directory" submit "$TMP"
+expect_error program_missing 2 "pipectl memory: --program: cannot open $TMP/none.json: No such file or directory" \
+  memory --program "$TMP/none.json"
+expect_error config_missing 2 "pipectl plan: --model-config: cannot open $TMP/none.json: No such file or directory" \
+  plan --model-config "$TMP/none.json" --gpus 8 --gpu-memory-gib 80
+expect_error csv_empty_name 2 "pipectl schedule: --csv: needs a file name" schedule --schedule csv --csv ""
+
+# --- submit: a key given twice is refused, malformed JSON too (before any connection) -------
+printf '{\n  "learningRate": 0.01,\n  "pp": 2,\n  "learningRate": 5\n}\n' >"$TMP/dup.json"
+expect_error dup_key 2 "pipectl submit: $TMP/dup.json: duplicate key \"learningRate\" in spec (line 4, first on line 2)" \
+  submit "$TMP/dup.json"
+printf '{"model": {"hidden": 32,\n  "heads": 4,\n  "hidden": 64}}' >"$TMP/dup_nested.json"
+expect_error dup_nested 2 "pipectl submit: $TMP/dup_nested.json: duplicate key \"hidden\" in spec.model (line 3, first on line 1)" \
+  submit "$TMP/dup_nested.json"
+printf '{"learning_rate": 0.01,\n "learningRate": 5}' >"$TMP/dup_alias.json"
+expect_error dup_alias 2 "pipectl submit: $TMP/dup_alias.json: duplicate key \"learningRate\" in spec (line 2, the same field as \"learning_rate\" on line 1)" \
+  submit "$TMP/dup_alias.json"
+printf '{"pp": 2,\n "stageLayers": [1, 2,]}' >"$TMP/malformed.json"
+expect_error malformed 2 "pipectl submit: $TMP/malformed.json: not JSON: line 2, column 23: expected a value for spec.stageLayers[2], got ']'" \
+  submit "$TMP/malformed.json"
+
+# --- --format: every verb that has one refuses any other, exit 2, before connecting ----------
+for verb in "jobs" "workers" "status job-1" "events job-1" "cancel job-1" "watch job-1" "resubmit job-1" \
+            "submit $TMP/dup.json" "schedules" "memory --model llama2-7b" "plan --model llama2-7b --gpus 8 --gpu-memory-gib 80"; do
+  name=${verb%% *}
+  # shellcheck disable=SC2086
+  expect_error "format_$name" 2 "pipectl $name: --format: must be text or json, got \"yaml\"" $verb --format yaml
+done
+expect_error format_trace 2 "pipectl trace: --format: unknown option (see --help)" trace job-1 --format json
+
+# --- options before the verb -----------------------------------------------------------------
+expect_error before_format 2 "pipectl jobs: --format: must be text or json, got \"yaml\"" --format yaml jobs
+expect_error before_format_eq 2 "pipectl status: --format: must be text or json, got \"yaml\"" --format=yaml status job-1
+# The address given before the verb is the one tried (nothing listens on port 1); one after it wins.
+"$PIPECTL" --coordinator 127.0.0.1:1 jobs >"$TMP/before.out" 2>"$TMP/before.err"
+rc=$?
+[ "$rc" -eq 1 ] || fail "--coordinator before jobs: exit $rc, want 1"
+grep -q "^pipectl jobs: coordinator at 127.0.0.1:1 not reachable in plaintext" "$TMP/before.err" ||
+  fail "--coordinator before jobs: $(cat "$TMP/before.err")"
+"$PIPECTL" --coordinator 127.0.0.1:1 workers --coordinator 127.0.0.1:2 >"$TMP/after.out" 2>"$TMP/after.err"
+grep -q "^pipectl workers: coordinator at 127.0.0.1:2 not reachable" "$TMP/after.err" ||
+  fail "the option after the verb should win: $(cat "$TMP/after.err")"
+expect_error before_unknown_verb_option 2 "pipectl schedule: --coordinator: unknown option (see --help)" \
+  --coordinator 127.0.0.1:1 schedule --schedule 1f1b --pp 2 --microbatches 2
+"$PIPECTL" --bogus jobs >"$TMP/bogus.out" 2>"$TMP/bogus.err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "--bogus before the verb: exit $rc, want 2"
+[ "$(head -1 "$TMP/bogus.err")" == 'pipectl: unknown option "--bogus" before the verb (there: --coordinator, --tls-ca, --token, --format)' ] ||
+  fail "--bogus before the verb: $(head -1 "$TMP/bogus.err")"
+"$PIPECTL" --coordinator >/dev/null 2>"$TMP/novalue.err"
+[ $? -eq 2 ] && [ "$(head -1 "$TMP/novalue.err")" == "pipectl: --coordinator: needs a value" ] ||
+  fail "--coordinator without a value: $(head -1 "$TMP/novalue.err")"
+"$PIPECTL" --coordinator 127.0.0.1:1 >/dev/null 2>"$TMP/noverb.err"
+[ $? -eq 2 ] && [ "$(head -1 "$TMP/noverb.err")" == "pipectl: no verb after the options" ] ||
+  fail "options and no verb: $(head -1 "$TMP/noverb.err")"
+expect_ok top_help_before --coordinator 127.0.0.1:1 --help
+grep -q "^  resubmit " "$TMP/top_help_before.out" || fail "pipectl --help does not list resubmit"
+grep -q "may come before the verb" "$TMP/top_help_before.out" || fail "pipectl --help does not say options may come before the verb"
+expect_ok resubmit_help resubmit --help
+grep -qE -- "^ *--watch " "$TMP/resubmit_help.out" || fail "resubmit --help does not explain --watch"
 
 finish_tests "pipectl"

@@ -62,7 +62,7 @@ void Declare(FlagSet& f, Options& o) {
   f.String("recipe", &o.recipe, "activation recipe: megatron or eager; default megatron");
   f.Bool("no-cache", &o.no_cache, "simulate the schedule for every candidate (slow; for comparison)");
   f.Bool("progress", &o.progress, "draw a progress bar on stderr when it is a terminal; default true");
-  f.String("format", &o.format, "text or json; default text");
+  f.Format(&o.format, {"text", "json"}, "text or json; default text");
   f.String("out", &o.out, "write the output to this file instead of stdout");
 }
 
@@ -84,9 +84,6 @@ Status Build(const FlagSet& f, const Options& o, const memory::ModelSpec& m, pla
     return InvalidArgument("--reserve-gib: must be >= 0 and below --gpu-memory-gib");
   }
   if (o.top < 1 || o.top > 10000) return InvalidArgument("--top: must be in [1, 10000], got " + std::to_string(o.top));
-  if (o.format != "text" && o.format != "json") {
-    return InvalidArgument("--format: expected text or json, got \"" + o.format + "\"");
-  }
   c->gpus = o.gpus;
   c->gpu_memory_bytes = static_cast<int64_t>(std::llround(o.gpu_memory_gib * memory::kGiB));
   c->reserved_bytes = static_cast<int64_t>(std::llround(o.reserve_gib * memory::kGiB));

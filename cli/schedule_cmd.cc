@@ -65,7 +65,7 @@ void Declare(FlagSet& f, Options& o) {
   f.String("csv", &o.csv, "with --schedule csv: the PyTorch-format CSV file to import (I input-gradient "
                           "backward, B full backward, W weight gradient; a file with W and no I is "
                           "read with B as the input gradient)");
-  f.String("format", &o.format, "output: text (a time grid per rank), json, csv (PyTorch format, with "
+  f.Format(&o.format, {"text", "json", "csv", "perfetto"}, "output: text (a time grid per rank), json, csv (PyTorch format, with "
                                 "sends and receives) or perfetto (Chrome trace JSON, 1 time unit = "
                                 "1 ms); default text");
   f.String("out", &o.out, "write the output to this file and print where; default: stdout");
@@ -94,9 +94,6 @@ Status CheckOptions(const FlagSet& f, const Options& o) {
   if (f.Given("vpp") && o.vpp < 1) return InvalidArgument("--vpp: must be >= 1, got " + std::to_string(o.vpp));
   if (csv && !f.Given("csv")) return InvalidArgument("--csv: required with --schedule csv (the CSV file to import)");
   if (!csv && f.Given("csv")) return InvalidArgument("--csv: only read with --schedule csv");
-  if (o.format != "text" && o.format != "json" && o.format != "csv" && o.format != "perfetto") {
-    return InvalidArgument("--format: expected text, json, csv or perfetto, got \"" + o.format + "\"");
-  }
   if (f.Given("layers") && (o.layers < 1 || o.layers > kMaxLayers)) {
     return InvalidArgument("--layers: must be in 1.." + std::to_string(kMaxLayers) + ", got " + std::to_string(o.layers));
   }
@@ -214,7 +211,7 @@ int RunSchedule(int argc, char** argv) {
   spec.costs.comm = o.cost_comm;
   spec.costs.w_share = o.w_share;
   if (o.schedule == "csv") {
-    auto text = ReadInputFile("csv", o.csv, kMaxCsvBytes);
+    auto text = ReadInputFile("--csv", o.csv, kMaxCsvBytes);
     if (!text.ok()) return Fail(kVerb, text.status());
     spec.csv = std::move(text).value();
   }

@@ -55,13 +55,10 @@ int RunSchedules(int argc, char** argv) {
   FlagSet flags("pipectl schedules [--format text|json]",
                 "Lists the schedules pipectl knows: name, chunks per rank by default, whether the "
                 "backward is split into B and W, and a summary.");
-  flags.String("format", &format, "output: text (a table) or json (an array of objects with name, "
+  flags.Format(&format, {"text", "json"}, "output: text (a table) or json (an array of objects with name, "
                                   "default_vpp, required_vpp (0: any), split_backward, summary); "
                                   "default text");
   if (int rc = ParseFlagsOrExit(flags, argc, argv, "schedules"); rc >= 0) return rc;
-  if (format != "text" && format != "json") {
-    return Fail("schedules", InvalidArgument("--format: expected text or json, got \"" + format + "\""));
-  }
   return EmitOutput("schedules", format == "json" ? Json() : Text(), "", format);
 }
 

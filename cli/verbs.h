@@ -17,6 +17,7 @@ int RunMemory(int argc, char** argv);
 int RunPlan(int argc, char** argv);
 // Job verbs (job_verbs.cc), clients of the coordinator.
 int RunSubmit(int argc, char** argv);
+int RunResubmit(int argc, char** argv);
 int RunJobs(int argc, char** argv);
 int RunStatus(int argc, char** argv);
 int RunWatch(int argc, char** argv);

@@ -48,9 +48,14 @@ echo '{"pp": "two"}' > "$WORK/malformed.json"
 expect 2 "not a JobSpec" "$PIPECTL" submit "$WORK/malformed.json"
 echo '{"pipeline": 2}' > "$WORK/unknown.json"
 expect 2 "pipeline" "$PIPECTL" submit "$WORK/unknown.json"
-expect 2 "JOB.json" "$PIPECTL" submit "$WORK/missing.json"
+expect 2 "pipectl submit: cannot open $WORK/missing.json: No such file or directory" "$PIPECTL" submit "$WORK/missing.json"
+# A key given twice is refused, not read as its last value.
+job_json "$WORK/dup.json" learningRate=0.01
+sed -i 's/"learningRate": 0.01/"learningRate": 0.01, "learningRate": 5/' "$WORK/dup.json"
+expect 2 "pipectl submit: $WORK/dup.json: duplicate key \"learningRate\" in spec (line 1, first on line 1)" \
+  "$PIPECTL" submit "$WORK/dup.json"
 
-for verb in status cancel trace watch; do
+for verb in status cancel trace watch resubmit; do
   expect 2 'job "job-424242" not found' "$PIPECTL" $verb job-424242
 done
 
@@ -60,10 +65,47 @@ done
 import json, sys
 json.dump({"name": "x", "schedule": "csv", "csvSchedule": "0F0," * (5 << 20)}, open(sys.argv[1], "w"))
 PY
-expect 2 "larger than 16777216 bytes; refusing" "$PIPECTL" submit "$WORK/huge.json"
+expect 2 "pipectl submit: $WORK/huge.json: must be at most 16777216 bytes, got $(stat -c %s "$WORK/huge.json")" \
+  "$PIPECTL" submit "$WORK/huge.json"
 [ "$("$PIPECTL" status "$good" --format json | json_field '["state"]')" = "PENDING" ] || fail "good job harmed"
 [ "$("$PIPECTL" jobs --format json | json_field '["jobs"].__len__()')" = "1" ] || fail "a bad spec was stored"
+
+# Options before the verb, against a live coordinator; an unknown --format is refused (exit 2).
+[ "$(env -u PIPECOORD_ADDR "$PIPECTL" --coordinator "$PIPECOORD_ADDR" --format json jobs | json_field '["jobs"].__len__()')" = "1" ] ||
+  fail "--coordinator and --format before the verb"
+expect 2 'pipectl jobs: --format: must be text or json, got "yaml"' "$PIPECTL" jobs --format yaml
+[ ! -s "$WORK/out" ] || fail "jobs --format yaml printed: $(cat "$WORK/out")"
+
+# resubmit: the same spec as a new job; the id in text and JSON.
+again=$("$PIPECTL" resubmit "$good" --format json | json_field '["jobId"]')
+[ -n "$again" ] && [ "$again" != "$good" ] || fail "resubmit gave no new id: [$again]"
+same=$(/usr/bin/python3 -c '
+import json, subprocess, sys
+spec = lambda j: json.loads(subprocess.check_output([sys.argv[1], "status", j, "--format", "json"]))["spec"]
+print(spec(sys.argv[2]) == spec(sys.argv[3]))' "$PIPECTL" "$good" "$again")
+[ "$same" = "True" ] || fail "resubmit of $good ($again) has another spec"
+"$PIPECTL" resubmit "$again" > "$WORK/resubmit.out" || fail "resubmit (text) failed"
+grep -qE "^job-[0-9]+ submitted from $again's spec \(predicted bubble rate 0\.[0-9]+, makespan [0-9.]+ cost units\)$" "$WORK/resubmit.out" ||
+  fail "resubmit printed: $(cat "$WORK/resubmit.out")"
 # The coordinator's own flags: a bad value exits 2 naming the flag and its range.
 expect 2 "--max-jobs: must be in 1..1000000" "$COORDINATOR" --listen 127.0.0.1:0 --max-jobs 0
 expect 2 "--lease-ms: must be in 100..3600000" "$COORDINATOR" --listen 127.0.0.1:0 --lease-ms 5
+
+# A failure no rank caused names no rank (it said "(rank -1)"): a running job whose coordinator
+# is killed and restarted on its state file fails as "the coordinator restarted ...".
+start_coordinator --state "$WORK/state.db"
+killed=${PIDS[-1]}
+start_workers 2
+job_json "$WORK/long.json" steps=1000000
+running=$("$PIPECTL" submit "$WORK/long.json" --format json | json_field '["jobId"]')
+for _ in $(seq 200); do
+  [ "$("$PIPECTL" status "$running" --format json | json_field '["state"]')" = "RUNNING" ] && break
+  sleep 0.05
+done
+kill -9 "$killed"
+wait "$killed" 2>/dev/null || true
+start_coordinator --state "$WORK/state.db"
+"$PIPECTL" status "$running" > "$WORK/status.out" || fail "status after the restart failed"
+grep -qx "cause     the coordinator restarted while the job was running" "$WORK/status.out" ||
+  fail "status of a failure without a rank: $(cat "$WORK/status.out")"
 echo "e2e errors: ok"
