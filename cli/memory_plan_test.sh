@@ -113,6 +113,12 @@ assert all(t['schedule'] != 'none' for t in d['top'] if t['pp'] > 1)
 expect_ok plan_none plan --model llama2-70b --gpus 8 --gpu-memory-gib 16 --global-batch 8 --format json
 check plan_none "assert d['top'] == [] and d['feasible'] == 0"
 expect_error plan_gpus 2 "pipectl plan: --gpus: required (GPUs in the job)" plan --model llama2-7b --gpu-memory-gib 80
+expect_error plan_eff 2 "pipectl plan: --efficiency: must be in (0, 1], got 1.5" \
+  plan --model llama2-7b --gpus 8 --gpu-memory-gib 80 --efficiency 1.5
+expect_error plan_bw 2 "pipectl plan: --inter-node-gbps: must be in (0, 1e9), got -25" \
+  plan --model llama2-7b --gpus 8 --gpu-memory-gib 80 --inter-node-gbps -25
+expect_error plan_reserve 2 "pipectl plan: --reserve-gib: must be >= 0 and below --gpu-memory-gib (80), got 80.5" \
+  plan --model llama2-7b --gpus 8 --gpu-memory-gib 80 --reserve-gib 80.5
 expect_error plan_mem 2 "pipectl plan: --gpu-memory-gib: required (memory per GPU, GiB)" plan --model llama2-7b --gpus 8
 
 finish_tests "memory/plan CLI"

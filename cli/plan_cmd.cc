@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/cli_io.h"
@@ -74,16 +75,32 @@ std::vector<std::string> Split(const std::string& s) {
   return parts;
 }
 
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 Status Build(const FlagSet& f, const Options& o, const memory::ModelSpec& m, planner::ClusterSpec* c,
              planner::SearchSpace* s) {
   if (!f.Given("gpus")) return InvalidArgument("--gpus: required (GPUs in the job)");
   if (!f.Given("gpu-memory-gib")) return InvalidArgument("--gpu-memory-gib: required (memory per GPU, GiB)");
   if (o.gpus < 1 || o.gpus > (1 << 20)) return InvalidArgument("--gpus: must be in [1, 1048576], got " + std::to_string(o.gpus));
-  if (!(o.gpu_memory_gib > 0 && o.gpu_memory_gib < 1e6)) return InvalidArgument("--gpu-memory-gib: must be > 0");
+  if (!(o.gpu_memory_gib > 0 && o.gpu_memory_gib < 1e6)) {
+    return InvalidArgument("--gpu-memory-gib: must be in (0, 1e6), got " + Num(o.gpu_memory_gib));
+  }
   if (!(o.reserve_gib >= 0 && o.reserve_gib < o.gpu_memory_gib)) {
-    return InvalidArgument("--reserve-gib: must be >= 0 and below --gpu-memory-gib");
+    return InvalidArgument("--reserve-gib: must be >= 0 and below --gpu-memory-gib (" + Num(o.gpu_memory_gib) + "), got " +
+                           Num(o.reserve_gib));
   }
   if (o.top < 1 || o.top > 10000) return InvalidArgument("--top: must be in [1, 10000], got " + std::to_string(o.top));
+  // The cluster's numbers in the flags' own units (ValidateCluster sees bytes/s and FLOP/s).
+  for (auto [flag, v] : {std::pair{"intra-node-gbps", o.intra_gbps}, {"inter-node-gbps", o.inter_gbps},
+                         {"peak-tflops", o.peak_tflops}, {"hbm-gbps", o.hbm_gbps}}) {
+    if (!(v > 0 && v < 1e9)) return InvalidArgument(std::string("--") + flag + ": must be in (0, 1e9), got " + Num(v));
+  }
+  if (!(o.latency_us >= 0 && o.latency_us < 1e9)) return InvalidArgument("--latency-us: must be in [0, 1e9), got " + Num(o.latency_us));
+  if (!(o.efficiency > 0 && o.efficiency <= 1)) return InvalidArgument("--efficiency: must be in (0, 1], got " + Num(o.efficiency));
   c->gpus = o.gpus;
   c->gpu_memory_bytes = static_cast<int64_t>(std::llround(o.gpu_memory_gib * memory::kGiB));
   c->reserved_bytes = static_cast<int64_t>(std::llround(o.reserve_gib * memory::kGiB));

@@ -1,13 +1,20 @@
 #include "planner/cluster.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace pipecoord::planner {
 namespace {
 
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 Status Positive(const char* field, double v) {
-  if (!(std::isfinite(v) && v > 0)) return InvalidArgument(std::string(field) + ": must be > 0");
+  if (!(std::isfinite(v) && v > 0)) return InvalidArgument(std::string(field) + ": must be > 0, got " + Num(v));
   return Status::Ok();
 }
 
@@ -27,10 +34,10 @@ Status ValidateCluster(const ClusterSpec& c) {
   PIPECOORD_RETURN_IF_ERROR(Positive("peak-flops", c.peak_flops));
   PIPECOORD_RETURN_IF_ERROR(Positive("memory-bandwidth", c.memory_bandwidth));
   if (!(std::isfinite(c.link_latency_s) && c.link_latency_s >= 0)) {
-    return InvalidArgument("link-latency: must be >= 0");
+    return InvalidArgument("link-latency: must be >= 0, got " + Num(c.link_latency_s));
   }
   if (!(c.efficiency > 0 && c.efficiency <= 1)) {
-    return InvalidArgument("efficiency: must be in (0, 1], got " + std::to_string(c.efficiency));
+    return InvalidArgument("efficiency: must be in (0, 1], got " + Num(c.efficiency));
   }
   return Status::Ok();
 }
