@@ -596,6 +596,10 @@ Result<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest&
     }
   }
   v1::HeartbeatResponse out;
+  if (JobRecord* j = w->info.job_id().empty() ? nullptr : FindJobLocked(w->info.job_id()); j != nullptr) {
+    out.set_job_id(j->job.id());
+    out.set_checkpointed_steps(j->job.checkpointed_steps());
+  }
   out.set_coordinator_recv_ns(recv);
   out.set_coordinator_send_ns(NowNs());
   out.set_lease_ms(options_.lease.count());

@@ -1,5 +1,6 @@
 #include "worker/checkpoint/async_writer.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace pipecoord::worker {
@@ -28,7 +29,7 @@ Status AsyncCheckpointWriter::Save(const CheckpointInfo& info, const std::vector
   writer_ = std::thread([this, info] {
     std::vector<StateTensor> staged(names_.size());
     for (size_t i = 0; i < staged.size(); ++i) staged[i] = {names_[i], std::span<float>(data_[i])};
-    Status st = WriteCheckpointFile(dir_, job_id_, global_rank_, info, staged, keep_);
+    Status st = WriteCheckpointFile(dir_, job_id_, global_rank_, info, staged, keep_, keep_from_.load());
     std::lock_guard<std::mutex> lock(mu_);
     if (st.ok()) {
       durable_.push_back(info.step);
@@ -37,6 +38,12 @@ Status AsyncCheckpointWriter::Save(const CheckpointInfo& info, const std::vector
     }
   });
   return Status::Ok();
+}
+
+void AsyncCheckpointWriter::KeepFrom(int64_t step) {
+  int64_t now = keep_from_.load();
+  while (!keep_from_.compare_exchange_weak(now, now == kNoFloor ? step : std::max(now, step))) {
+  }
 }
 
 Result<std::vector<int64_t>> AsyncCheckpointWriter::TakeDurable() {

@@ -10,6 +10,7 @@
 #ifndef PIPECOORD_WORKER_CHECKPOINT_ASYNC_WRITER_H_
 #define PIPECOORD_WORKER_CHECKPOINT_ASYNC_WRITER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -23,7 +24,8 @@ namespace pipecoord::worker {
 
 class AsyncCheckpointWriter {
  public:
-  // Writes DIR/JOB/rank-G/step-N.ckpt files, keeping the newest `keep`.
+  // Writes DIR/JOB/rank-G/step-N.ckpt files, keeping the newest `keep` (and, once KeepFrom was
+  // called, every file of a step at or after the step it gave).
   AsyncCheckpointWriter(std::string dir, std::string job_id, int global_rank, int keep = 2);
   ~AsyncCheckpointWriter();  // waits for the write in flight
   AsyncCheckpointWriter(const AsyncCheckpointWriter&) = delete;
@@ -38,9 +40,16 @@ class AsyncCheckpointWriter {
   // a write that failed instead.
   Result<std::vector<int64_t>> TakeDurable();
 
+  // Files of steps >= `step` are never deleted: the oldest one a restart may resume from (the
+  // coordinator's restart point, which lags the files by however long it was not told). The first
+  // call sets it, later ones only raise it. Thread-safe (a heartbeat thread calls it).
+  void KeepFrom(int64_t step);
+
  private:
   const std::string dir_, job_id_;
   const int global_rank_, keep_;
+  std::atomic<int64_t> keep_from_{kNoFloor};
+  static constexpr int64_t kNoFloor = INT64_MAX;
   std::vector<std::string> names_;        // staged copy of the last Save, read by the writer
   std::vector<std::vector<float>> data_;
   std::thread writer_;

@@ -51,6 +51,31 @@ TEST(AsyncCheckpointWriterTest, ASaveWaitsForThePreviousOneAndKeepsTheNewestTwo)
   EXPECT_EQ(back[123], 3.f);
 }
 
+// The files a restart may need survive however far the run gets ahead of the coordinator's
+// restart point (found by tests/soak_test: ranks ran on while the coordinator was down, and
+// keeping the newest four deleted the file the restart needed).
+TEST(AsyncCheckpointWriterTest, FilesFromTheRestartPointOnAreKept) {
+  const std::string dir = FreshDir("async-floor");
+  std::vector<float> w{1.f};
+  AsyncCheckpointWriter writer(dir, "job-1", 0, /*keep=*/1);
+  writer.KeepFrom(2);
+  auto on_disk = [&] {
+    std::vector<int> steps;
+    for (int s = 0; s < 12; ++s) {
+      if (std::filesystem::exists(CheckpointPath(dir, "job-1", 0, s))) steps.push_back(s);
+    }
+    return steps;
+  };
+  for (int step = 0; step < 8; ++step) ASSERT_TRUE(writer.Save({step, step}, {{"w", w}}).ok());
+  ASSERT_TRUE(writer.Wait().ok());
+  EXPECT_EQ(on_disk(), (std::vector<int>{2, 3, 4, 5, 6, 7}));
+  writer.KeepFrom(6);
+  writer.KeepFrom(4);  // only ever raised
+  ASSERT_TRUE(writer.Save({8, 8}, {{"w", w}}).ok());
+  ASSERT_TRUE(writer.Wait().ok());
+  EXPECT_EQ(on_disk(), (std::vector<int>{6, 7, 8}));
+}
+
 TEST(AsyncCheckpointWriterTest, AFailedWriteIsReportedByTheNextCall) {
   // A regular file where the job's directory should be: the background write fails.
   const std::string dir = FreshDir("async-fail");

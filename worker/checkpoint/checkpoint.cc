@@ -140,7 +140,7 @@ std::string CheckpointPath(const std::string& dir, const std::string& job_id, in
 }
 
 Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, int global_rank, const CheckpointInfo& info,
-                           const std::vector<StateTensor>& tensors, int keep) {
+                           const std::vector<StateTensor>& tensors, int keep, int64_t keep_from) {
   namespace fs = std::filesystem;
   const std::string path = CheckpointPath(dir, job_id, global_rank, info.step);
   const fs::path rank_dir = fs::path(path).parent_path();
@@ -186,7 +186,7 @@ Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, in
     ::fsync(dfd);  // the rename itself
     ::close(dfd);
   }
-  // Older checkpoints of this rank beyond the newest `keep` (the steps this job may still resume from).
+  // Older checkpoints of this rank beyond the newest `keep`, below the steps a restart may need.
   std::vector<int64_t> steps;
   for (const auto& e : fs::directory_iterator(rank_dir, ec)) {
     const std::string name = e.path().filename().string();
@@ -198,7 +198,7 @@ Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, in
   }
   std::sort(steps.rbegin(), steps.rend());
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < steps.size(); ++i) {
-    fs::remove(CheckpointPath(dir, job_id, global_rank, steps[i]), ec);
+    if (steps[i] < keep_from) fs::remove(CheckpointPath(dir, job_id, global_rank, steps[i]), ec);
   }
   return Status::Ok();
 }

@@ -45,9 +45,11 @@ Result<CheckpointInfo> DecodeCheckpointInto(std::string_view bytes, const std::v
 std::string CheckpointPath(const std::string& dir, const std::string& job_id, int global_rank, int64_t step);
 
 // Writes atomically (temporary file, fsync, rename), creating directories as needed, then deletes
-// this rank's checkpoints older than the newest `keep`.
+// this rank's checkpoints older than the newest `keep`, except those of steps >= `keep_from`
+// (the ones a restart may still resume from).
 Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, int global_rank,
-                           const CheckpointInfo& info, const std::vector<StateTensor>& tensors, int keep = 2);
+                           const CheckpointInfo& info, const std::vector<StateTensor>& tensors, int keep = 2,
+                           int64_t keep_from = INT64_MAX);
 
 // Loads the checkpoint of `step` into `tensors`; NOT_FOUND names the path when there is none.
 Result<CheckpointInfo> ReadCheckpointFile(const std::string& dir, const std::string& job_id, int global_rank,

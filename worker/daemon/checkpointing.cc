@@ -8,7 +8,7 @@ Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assi
                                                                   const std::string& dir, ComputeBackend* backend) {
   const bool saves = a.spec().checkpoint_every() > 0;
   if ((saves || a.start_step() > 0) && dir.empty()) {
-    return FailedPrecondition("spec.checkpoint_every: the job saves checkpoints but this worker has no --checkpoint-dir");
+    return FailedPrecondition("spec.checkpointEvery: the job saves checkpoints but this worker has no --checkpoint-dir");
   }
   if (a.start_step() > 0) {
     auto info = ReadCheckpointFile(dir, a.job_id(), global, a.start_step() - 1, backend->CheckpointState());
@@ -18,7 +18,9 @@ Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assi
     backend->set_optimizer_steps(info->optimizer_steps);
   }
   if (!saves) return std::unique_ptr<AsyncCheckpointWriter>();
-  return std::make_unique<AsyncCheckpointWriter>(dir, a.job_id(), global, kCheckpointsKept);
+  auto writer = std::make_unique<AsyncCheckpointWriter>(dir, a.job_id(), global, kCheckpointsKept);
+  writer->KeepFrom(a.start_step() - 1);  // the restart point this attempt started from
+  return writer;
 }
 
 }  // namespace pipecoord::worker

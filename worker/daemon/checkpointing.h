@@ -12,16 +12,17 @@
 
 namespace pipecoord::worker {
 
-// Checkpoints a rank keeps. The coordinator restarts every rank from the newest step it knows
-// all ranks have on disk, and its knowledge lags: a rank may be one step ahead of another
-// (pipeline ranks are at most one step apart), the other's newest write may still be running
-// (reported one step later) and its last report may be in flight. So the restart step can be
-// three checkpoints behind a rank's newest file, and all four must still be there.
-inline constexpr int kCheckpointsKept = 4;
+// Checkpoints a rank keeps beyond the restart point. The coordinator restarts every rank from the
+// newest step it knows all ranks have on disk, and its knowledge lags by however long it was not
+// told (ranks a step apart, writes reported a step later, reports in flight, or a coordinator
+// that is down while the ranks run on): no fixed number of files covers that. So the writer keeps
+// every file from the restart point the coordinator last confirmed (AsyncCheckpointWriter::
+// KeepFrom: the assignment's start, then each heartbeat's answer), and of the older ones none.
+inline constexpr int kCheckpointsKept = 1;
 
 // When assignment.start_step > 0, loads global rank `global`'s checkpoint of step start_step - 1
 // from `dir` into `backend`. Returns the writer for the executor (ExecutorOptions::checkpoints),
-// null when the job saves none. FAILED_PRECONDITION when the job needs `dir` and it is empty;
+// keeping every file from the resumed one on (KeepFrom), null when the job saves none. FAILED_PRECONDITION when the job needs `dir` and it is empty;
 // the checkpoint's own errors name its path.
 Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assignment& assignment, int global,
                                                                   const std::string& dir, ComputeBackend* backend);

@@ -40,6 +40,16 @@ bool HeldJob::quiet() const {
   return quiet_;
 }
 
+void HeldJob::MarkReleasing() {
+  std::lock_guard<std::mutex> lock(mu_);
+  releasing_ = true;
+}
+
+bool HeldJob::releasing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return releasing_;
+}
+
 bool HeldJob::AttachTransport(Transport* transport) {
   std::lock_guard<std::mutex> lock(mu_);
   if (cancelled_) return false;

@@ -38,6 +38,11 @@ class HeldJob {
   // True when the job should end without a report or a release (see StopGracefully).
   bool quiet() const;
 
+  // Its links are closed and the release is on its way: the coordinator may hand the worker its
+  // next job any moment, and that is no reason to stop this one.
+  void MarkReleasing();
+  bool releasing() const;
+
   // The job's own thread. Attach makes the object reachable by Cancel; it returns false (and
   // attaches nothing) when the job is cancelled already: the caller stops. Detach before the
   // object is destroyed.
@@ -51,6 +56,7 @@ class HeldJob {
   std::string cancel_reason_;
   bool cancelled_ = false;
   bool quiet_ = false;
+  bool releasing_ = false;
   Transport* transport_ = nullptr;
   Executor* executor_ = nullptr;
 };

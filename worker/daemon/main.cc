@@ -170,6 +170,7 @@ class Daemon {
   }
 
   void HeartbeatLoop() {
+    auto last_heard = std::chrono::steady_clock::now();
     while (!g_stop || draining_) {
       int64_t lease;
       {
@@ -189,6 +190,21 @@ class Daemon {
       v1::HeartbeatResponse resp;
       if (stub_->Heartbeat(&ctx, req, &resp).ok()) {
         clock_.AddSample(t0, resp.coordinator_recv_ns(), resp.coordinator_send_ns(), WallNs());
+        last_heard = std::chrono::steady_clock::now();
+        std::lock_guard<std::mutex> lock(mu_);
+        if (checkpoints_ != nullptr && held_ != nullptr && resp.job_id() == held_->assignment().job_id() &&
+            resp.checkpointed_steps() > 0) {
+          checkpoints_->KeepFrom(resp.checkpointed_steps() - 1);  // the coordinator's restart point
+        }
+      } else if (std::chrono::steady_clock::now() - last_heard > std::chrono::milliseconds(lease)) {
+        // The coordinator has had no heartbeat for a lease: it counts this worker gone and is
+        // failing or restarting its job elsewhere (or is down itself). Running on would only
+        // write checkpoints and telemetry nobody will read, beside the job's next attempt.
+        if (std::shared_ptr<HeldJob> job = Held(); job != nullptr && !job->cancelled() && !job->releasing()) {
+          Log("%s: no answer from the coordinator for a lease (%s ms): stopping the job", job->assignment().job_id(),
+              std::to_string(lease));
+          job->Cancel("no answer from the coordinator for a lease");
+        }
       }
       for (int i = 0; i < 10 && (!g_stop || draining_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(lease / 30));
     }
@@ -201,7 +217,7 @@ class Daemon {
         Log("%s: not started, the worker is shutting down", cmd.assign().job_id());
         return;
       }
-      if (std::shared_ptr<HeldJob> old = Held(); old != nullptr) {
+      if (std::shared_ptr<HeldJob> old = Held(); old != nullptr && !old->releasing()) {
         // The coordinator frees a worker only once it released its job; reaching here means it
         // lost track (e.g. it restarted). The newer assignment wins.
         Log("%s: assigned while %s is still held: stopping that one first", cmd.assign().job_id(),
@@ -242,13 +258,16 @@ class Daemon {
     const v1::Assignment& a = job->assignment();
     Log("%s: running rank %s", a.job_id(), std::to_string(a.rank()) + " (dp " + std::to_string(a.dp_rank()) + ")");
     RunJob(*job);
+    job->MarkReleasing();
     if (!job->quiet()) Release(a);
     std::lock_guard<std::mutex> lock(mu_);
     if (held_ == job) held_.reset();
   }
 
   // Tells the coordinator every link of the job is closed, so it may hand this worker the next
-  // one; retried until it is heard (a coordinator that restarted learns the hold at registration).
+  // one; retried until it is heard. NOT_FOUND (a coordinator that restarted does not know this
+  // worker yet) is retried too: the command loop registers again, naming this hold, and the
+  // coordinator keeps the worker busy until this release arrives.
   void Release(const v1::Assignment& a) {
     for (int attempt = 0; !g_stop; ++attempt) {
       grpc::ClientContext ctx;
@@ -260,9 +279,9 @@ class Daemon {
       v1::ReleaseJobResponse resp;
       grpc::Status st = stub_->ReleaseJob(&ctx, req, &resp);
       const auto code = st.error_code();
-      if (st.ok() || code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::PERMISSION_DENIED ||
-          code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::INVALID_ARGUMENT) {
-        return;  // heard, or this registration is gone (a new one starts free)
+      if (st.ok() || code == grpc::StatusCode::PERMISSION_DENIED || code == grpc::StatusCode::UNAUTHENTICATED ||
+          code == grpc::StatusCode::INVALID_ARGUMENT) {
+        return;  // heard (or refused for good: retrying would not change it)
       }
       if (attempt % 20 == 0) Log("%s: release not heard yet (%s), retrying", a.job_id(), st.error_message());
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
@@ -331,6 +350,7 @@ class Daemon {
     {
       std::lock_guard<std::mutex> lock(mu_);
       hooks_ = &hooks;
+      checkpoints_ = checkpoint->get();
     }
     grpc::ClientContext tctx;
     v1::TelemetryAck ack;
@@ -352,6 +372,7 @@ class Daemon {
     {
       std::lock_guard<std::mutex> lock(mu_);
       hooks_ = nullptr;
+      checkpoints_ = nullptr;
     }
     if (st.ok() && !tst.ok()) st = Unavailable("telemetry refused: " + tst.error_message());
     finish(st);
@@ -371,6 +392,7 @@ class Daemon {
   int64_t lease_ms_ = 5000;
   std::shared_ptr<HeldJob> held_;  // from assignment until released; null when free
   HealthHooks* hooks_ = nullptr;   // the running job's progress, for the heartbeat
+  AsyncCheckpointWriter* checkpoints_ = nullptr;  // the running job's, told the restart point
   grpc::ClientContext* commands_ctx_ = nullptr;
   std::thread job_thread_;
   std::atomic<bool> draining_{true};  // heartbeats go on until the last job has stopped
