@@ -449,6 +449,11 @@ class Client:
         """Every job the coordinator keeps, oldest first, as Job."""
         return [Job.from_proto(j) for j in self._call(self._stub.ListJobs, job_pb2.ListJobsRequest()).jobs]
 
+    def workers(self):
+        """The registered workers (job_pb2.WorkerInfo): a worker holding a job lists its job_id
+        (closing: its part is over and it is closing the job's links); a free one lists none."""
+        return list(self._call(self._stub.ListWorkers, job_pb2.ListWorkersRequest()).workers)
+
     def cancel(self, job_id):
         """Cancels a job; returns its state name afterwards ("CANCELLED", or the state it had
         already ended in)."""
