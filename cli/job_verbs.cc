@@ -286,7 +286,9 @@ int RunWorkers(int argc, char** argv) {
   Connection conn;
   std::string format = "text";
   FlagSet flags("pipectl workers [--coordinator HOST:PORT] [--tls-ca FILE] [--format text|json]",
-                "Lists registered workers, their job and rank, and their lease.");
+                "Lists registered workers, their state, job and rank, and their lease. STATE: idle (free for a "
+                "job), running (its rank of JOB), closing (its part of JOB is over; it is closing the job's links "
+                "and takes no new job until it has).");
   AddConnectionFlags(flags, &conn);
   flags.Format(&format, {"text", "json"}, kTextOrJson);
   if (int rc = Parse(flags, argc, argv, "workers", nullptr, false); rc >= 0) return rc;
@@ -300,11 +302,13 @@ int RunWorkers(int argc, char** argv) {
   // Ids from certificates (pod names) are longer than the coordinator's own worker-NNNN.
   int id_width = 12;
   for (const v1::WorkerInfo& w : resp.workers()) id_width = std::max(id_width, static_cast<int>(w.worker_id().size()));
-  std::printf("%-*s %-6s %-22s %-12s %5s %10s\n", id_width, "WORKER", "DEVICE", "DATA ENDPOINT", "JOB", "RANK", "LEASE");
+  std::printf("%-*s %-6s %-22s %-8s %-12s %5s %10s\n", id_width, "WORKER", "DEVICE", "DATA ENDPOINT", "STATE", "JOB", "RANK",
+              "LEASE");
   for (const v1::WorkerInfo& w : resp.workers()) {
-    std::printf("%-*s %-6s %-22s %-12s %5s %8lld ms\n", id_width, w.worker_id().c_str(), w.device_kind().c_str(),
-                w.data_endpoint().c_str(), w.job_id().empty() ? "-" : w.job_id().c_str(),
-                w.job_id().empty() ? "-" : std::to_string(w.rank()).c_str(),
+    const char* state = w.job_id().empty() ? "idle" : w.closing() ? "closing" : "running";
+    std::printf("%-*s %-6s %-22s %-8s %-12s %5s %8lld ms\n", id_width, w.worker_id().c_str(), w.device_kind().c_str(),
+                w.data_endpoint().c_str(), state, w.job_id().empty() ? "-" : w.job_id().c_str(),
+                w.job_id().empty() || w.rank() < 0 ? "-" : std::to_string(w.rank()).c_str(),
                 static_cast<long long>(w.lease_expires_in_ms()));
   }
   return kExitOk;

@@ -169,6 +169,10 @@ def main():
             kill = next((k for at, k in kills.items() if index == at), None)
             if kill is None:
                 continue
+            # Kill when a job is mid-run (a measured step at least), so the kill costs something.
+            end = time.time() + 10
+            while time.time() < end and not any(j.state == "RUNNING" and j.steps_done >= 1 for j in client.jobs()):
+                time.sleep(0.01)
             running = sorted(j.id for j in client.jobs() if j.state == "RUNNING")
             if kill == "coordinator":
                 cluster.kill_coordinator()
