@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Graceful shutdown: a worker sent SIGTERM finishes its current step, reports, deregisters at once
-# (no lease wait) and exits; the job fails naming the rank and the step it stopped after. The
+# (no lease wait) and exits; the job fails naming the rank and the step it stopped after. A worker
+# sent SIGTERM while it connects leaves at once and the job goes back to the queue. The
 # coordinator on SIGTERM exits cleanly, and its state file has everything.
 source tests/lib.sh
 start_coordinator --state "$WORK/state.db"
@@ -33,6 +34,43 @@ assert m, cause
 # The step it stopped after was measured on this rank (its telemetry went out before it left).
 assert int(m.group(1)) >= 1, cause
 PY
+
+# SIGTERM while connecting: the worker's peer is frozen (SIGSTOP, its lease still running), so the
+# worker waits in the job's connect; it must leave at once, not after the 30 s connect timeout,
+# and the job, which measured nothing, goes back to the queue rather than fail.
+kill -TERM "${PIDS[2]}"  # the first part's other worker: the job must land on the two below
+wait "${PIDS[2]}" || true
+start_workers 1
+frozen=${PIDS[-1]}
+trap 'kill -CONT "$frozen" 2>/dev/null; cleanup' EXIT  # a stopped process ignores the cleanup's SIGTERM
+kill -STOP "$frozen"
+"$WORKER" --coordinator "$PIPECOORD_ADDR" > "$WORK/connecting.log" 2>&1 &
+connecting=$!
+PIDS+=("$connecting")
+for _ in $(seq 100); do grep -q "registered as" "$WORK/connecting.log" && break; sleep 0.05; done
+job_json "$WORK/two.json" steps=3
+two=$("$PIPECTL" submit "$WORK/two.json" --format json | json_field '["jobId"]')
+for _ in $(seq 100); do grep -q "$two: running rank" "$WORK/connecting.log" && break; sleep 0.05; done
+grep -q "$two: running rank" "$WORK/connecting.log" || fail "the job did not reach the connecting worker"
+sleep 0.3  # in Connect, waiting for the frozen peer
+start=$(date +%s%N)
+kill -TERM "$connecting"
+for _ in $(seq 100); do kill -0 "$connecting" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$connecting" 2>/dev/null && fail "the connecting worker did not exit within 5 s of SIGTERM"
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+grep -q "shutting down: leaving $two before it started (it goes back to the queue)" "$WORK/connecting.log" \
+  || fail "no quiet leave logged: $(cat "$WORK/connecting.log")"
+"$PIPECTL" status "$two" --format json > "$WORK/two.json.status"
+/usr/bin/python3 - "$WORK/two.json.status" <<'PY' || fail "the job after SIGTERM in connect: $(head -c 800 "$WORK/two.json.status")"
+import json, sys
+job = json.load(open(sys.argv[1]))
+assert job["state"] == "PENDING", job["state"]
+assert job.get("restarts", 0) == 0, job
+assert job["events"][-1]["message"].startswith("back in the queue (worker "), job["events"][-1]
+assert job["events"][-1]["message"].endswith(" shut down, before its first step)"), job["events"][-1]
+PY
+kill -CONT "$frozen"
+echo "sigterm while connecting: the worker left after ${ms} ms; the job is back in the queue"
 
 kill -TERM "${PIDS[0]}"
 rc=0
