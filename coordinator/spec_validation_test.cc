@@ -8,28 +8,10 @@
 #include <string>
 
 #include "coordinator/job_plan.h"
+#include "coordinator/tiny_spec_for_tests.h"
 
 namespace pipecoord::coordinator {
 namespace {
-
-v1::JobSpec TinySpec(int pp = 2, const std::string& schedule = "1f1b") {
-  v1::JobSpec s;
-  s.set_name("tiny");
-  s.set_schedule(schedule);
-  s.set_pp(pp);
-  s.set_microbatches(4);
-  s.set_micro_batch_size(2);
-  s.set_steps(2);
-  s.set_learning_rate(0.01);
-  auto* m = s.mutable_model();
-  m->set_layers(4);
-  m->set_hidden(32);
-  m->set_heads(4);
-  m->set_vocab(64);
-  m->set_seq_len(8);
-  m->set_seed(1);
-  return s;
-}
 
 std::string Error(const v1::JobSpec& s) { return ValidateJobSpec(s).message(); }
 
