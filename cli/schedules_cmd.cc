@@ -5,7 +5,7 @@
 #include "cli/cli_io.h"
 #include "cli/flags.h"
 #include "cli/verbs.h"
-#include "schedules/json_writer.h"
+#include "common/json_writer.h"
 #include "schedules/registry.h"
 
 namespace pipecoord::cli {
@@ -35,17 +35,15 @@ std::string Text() {
 }
 
 std::string Json() {
-  std::string out = "[";
-  bool first = true;
+  JsonWriter w;
+  w.BeginArray();
   for (const s::ScheduleInfo& info : s::AllSchedules()) {
-    out += first ? "\n" : ",\n";
-    first = false;
-    out += "  {\"name\": " + s::JsonString(info.name) + ", \"default_vpp\": " + std::to_string(info.default_vpp) +
-           ", \"required_vpp\": " + std::to_string(info.required_vpp) +
-           ", \"split_backward\": " + (info.split_backward ? "true" : "false") +
-           ", \"summary\": " + s::JsonString(info.summary) + "}";
+    w.Break("\n  ").BeginObject().Key("name").String(info.name).Key("default_vpp").Int(info.default_vpp);
+    w.Key("required_vpp").Int(info.required_vpp).Key("split_backward").Bool(info.split_backward);
+    w.Key("summary").String(info.summary).EndObject();
   }
-  return out + "\n]\n";
+  w.Break("\n").EndArray();
+  return w.Take() + "\n";
 }
 
 }  // namespace

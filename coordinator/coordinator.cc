@@ -6,10 +6,11 @@
 #include <optional>
 #include <set>
 
-#include "coordinator/assignment.h"
-#include "coordinator/job_plan.h"
+#include "jobplan/assignment.h"
+#include "jobplan/plan_job.h"
 #include "coordinator/run_trace.h"
-#include "coordinator/spec_validation.h"
+#include "jobplan/spec_validation.h"
+#include "proto/op_kinds.h"
 
 namespace pipecoord::coordinator {
 
@@ -265,9 +266,9 @@ Status Coordinator::MakeRoomLocked(size_t keep) {
 }
 
 Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw) {
-  PIPECOORD_RETURN_IF_ERROR(ValidateJobSpec(raw));
-  const v1::JobSpec spec = WithDefaults(raw);
-  auto plan = PlanJob(spec);  // planning is pure and may take a moment: outside the lock
+  PIPECOORD_RETURN_IF_ERROR(jobplan::ValidateJobSpec(raw));
+  const v1::JobSpec spec = jobplan::WithDefaults(raw);
+  auto plan = jobplan::PlanJob(spec);  // planning is pure and may take a moment: outside the lock
   if (!plan.ok()) return plan.status();
 
   std::lock_guard<std::mutex> lock(mu_);
@@ -474,7 +475,7 @@ void Coordinator::TryDispatchLocked() {
     for (int g = 0; g < j.world(); ++g) endpoints.push_back(free[g]->info.data_endpoint());
     for (int g = 0; g < j.world(); ++g) {
       v1::WorkerCommand cmd;
-      *cmd.mutable_assign() = BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
+      *cmd.mutable_assign() = jobplan::BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
       cmd.mutable_assign()->set_start_step(j.job.start_step());
       free[g]->commands.push_back(std::move(cmd));
     }
@@ -784,8 +785,7 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
     StepAccumulator& acc = j->steps[t.step()];
     acc.min_start = std::min(acc.min_start, t.start_ns());
     acc.max_end = std::max(acc.max_end, t.end_ns());
-    const v1::Op op = t.action().op();
-    if (op == v1::F || op == v1::B || op == v1::W || op == v1::BW) acc.busy_ns += static_cast<double>(t.end_ns() - t.start_ns());
+    if (v1::IsCompute(t.action().op())) acc.busy_ns += static_cast<double>(t.end_ns() - t.start_ns());
     if (j->actions.size() >= options_.trace_actions_per_job) {
       // Keep the newest: drop the oldest half in one go (amortised O(1) per action).
       const size_t half = j->actions.size() / 2;

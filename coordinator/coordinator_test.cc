@@ -7,17 +7,17 @@
 
 #include <thread>
 
-#include "coordinator/job_plan.h"
-#include "coordinator/spec_validation.h"
-#include "coordinator/tiny_spec_for_tests.h"
+#include "jobplan/plan_job.h"
+#include "jobplan/spec_validation.h"
+#include "jobplan/tiny_spec_for_tests.h"
 
 namespace pipecoord::coordinator {
 namespace {
 
-// ValidateJobSpec's messages: spec_validation_test.cc.
+// jobplan::ValidateJobSpec's messages: spec_validation_test.cc.
 
 TEST(JobPlanTest, PlanCarriesShardsJobListsAndOpt) {
-  auto plan = PlanJob(WithDefaults(TinySpec()));
+  auto plan = jobplan::PlanJob(jobplan::WithDefaults(jobplan::TinySpec()));
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ASSERT_EQ(plan->shards_size(), 2);
   EXPECT_EQ(plan->shards(0).first_layer(), 0);
@@ -54,7 +54,7 @@ std::vector<v1::WorkerCommand> Commands(Coordinator& c, const std::string& worke
 
 TEST(CoordinatorTest, SubmitWaitsForWorkersThenDispatchesEachRank) {
   Coordinator c;
-  auto job = c.SubmitJob(TinySpec());
+  auto job = c.SubmitJob(jobplan::TinySpec());
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->job_id(), "job-000001");
   EXPECT_EQ(c.GetJob(job->job_id())->state(), v1::PENDING);
@@ -81,7 +81,7 @@ TEST(CoordinatorTest, SubmitWaitsForWorkersThenDispatchesEachRank) {
 struct Running {
   Coordinator c;
   std::string job, w0, w1;
-  explicit Running(CoordinatorOptions o = {}, const v1::JobSpec& spec = TinySpec()) : c(std::move(o)) {
+  explicit Running(CoordinatorOptions o = {}, const v1::JobSpec& spec = jobplan::TinySpec()) : c(std::move(o)) {
     job = c.SubmitJob(spec)->job_id();
     w0 = c.Register(Worker(1))->worker_id();
     w1 = c.Register(Worker(2))->worker_id();
@@ -184,7 +184,7 @@ TEST(CoordinatorTest, ResultsFinishTheJobAndFreeWorkers) {
   }
   for (const auto& w : r.c.ListWorkers()) EXPECT_TRUE(w.job_id().empty());
   // The freed workers take the next job.
-  auto next = r.c.SubmitJob(TinySpec());
+  auto next = r.c.SubmitJob(jobplan::TinySpec());
   EXPECT_EQ(r.c.GetJob(next->job_id())->state(), v1::RUNNING);
 }
 
@@ -260,7 +260,7 @@ TEST(CoordinatorTest, AnImpossibleSuspectIsIgnored) {
 }
 
 v1::JobSpec RestartableSpec() {
-  v1::JobSpec s = TinySpec();
+  v1::JobSpec s = jobplan::TinySpec();
   s.set_steps(6);
   s.set_checkpoint_every(2);
   s.set_max_restarts(1);
@@ -458,7 +458,7 @@ TEST(CoordinatorTest, LostLeaseFailsTheJobNamingTheRank) {
   CoordinatorOptions o;
   o.lease = std::chrono::milliseconds(300);
   Coordinator c(o);
-  auto job = c.SubmitJob(TinySpec())->job_id();
+  auto job = c.SubmitJob(jobplan::TinySpec())->job_id();
   auto w0 = c.Register(Worker(1))->worker_id();
   auto w1 = c.Register(Worker(2))->worker_id();
   v1::TelemetryBatch b;  // rank 0 measured something: the job fails (before that it is requeued)

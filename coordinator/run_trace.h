@@ -1,6 +1,9 @@
 // The Chrome/Perfetto trace of a measured run: one track per rank with the actions as the
 // workers timed them, and beside each a track of the plan's predicted idle windows, scaled to
-// each measured step, so unexpected bubbles stand out.
+// each measured step, so unexpected bubbles stand out. Written with the one trace writer
+// (common/perfetto_trace.h): the same event names, categories and colours as a schedule's
+// simulated trace (`pipectl schedule --format perfetto`); measured SEND/RECV take time here, so
+// they are complete events, not instants.
 #ifndef PIPECOORD_COORDINATOR_RUN_TRACE_H_
 #define PIPECOORD_COORDINATOR_RUN_TRACE_H_
 

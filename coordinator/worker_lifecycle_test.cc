@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "coordinator/coordinator.h"
-#include "coordinator/tiny_spec_for_tests.h"
+#include "jobplan/tiny_spec_for_tests.h"
 
 namespace pipecoord::coordinator {
 namespace {
@@ -69,7 +69,7 @@ struct Cluster {
 
 TEST(WorkerLifecycleTest, AWorkerStaysBusyUntilItReleasesItsJob) {
   Cluster k(2);
-  const std::string first = k.c.SubmitJob(TinySpec(2))->job_id();
+  const std::string first = k.c.SubmitJob(jobplan::TinySpec(2))->job_id();
   const v1::Assignment a0 = k.Assigned(0), a1 = k.Assigned(1);
   ASSERT_EQ(a0.job_id(), first);
   ASSERT_TRUE(k.Report(0, a0, true).ok());
@@ -79,7 +79,7 @@ TEST(WorkerLifecycleTest, AWorkerStaysBusyUntilItReleasesItsJob) {
   // the next one.
   EXPECT_EQ(k.Info(0).job_id(), first);
   EXPECT_TRUE(k.Info(0).closing());
-  const std::string second = k.c.SubmitJob(TinySpec(2))->job_id();
+  const std::string second = k.c.SubmitJob(jobplan::TinySpec(2))->job_id();
   EXPECT_EQ(k.State(second), v1::PENDING);
   ASSERT_TRUE(k.Release(0, a0).ok());
   EXPECT_EQ(k.Info(0).job_id(), "");
@@ -99,7 +99,7 @@ TEST(WorkerLifecycleTest, AWorkerStaysBusyUntilItReleasesItsJob) {
 
 TEST(WorkerLifecycleTest, ACancelledJobsWorkersAreToldToStopAndFreedOnRelease) {
   Cluster k(2);
-  const std::string job = k.c.SubmitJob(TinySpec(2))->job_id();
+  const std::string job = k.c.SubmitJob(jobplan::TinySpec(2))->job_id();
   const v1::Assignment a0 = k.Assigned(0), a1 = k.Assigned(1);
   ASSERT_EQ(*k.c.CancelJob(job), v1::CANCELLED);
   auto cmds = k.Commands(0);
@@ -124,7 +124,7 @@ TEST(WorkerLifecycleTest, ACancelledJobsWorkersAreToldToStopAndFreedOnRelease) {
 
 TEST(WorkerLifecycleTest, ARestartWaitsForTheFailedAttemptsWorkersToRelease) {
   Cluster k(2);
-  v1::JobSpec spec = TinySpec(2);
+  v1::JobSpec spec = jobplan::TinySpec(2);
   spec.set_max_restarts(1);
   const std::string job = k.c.SubmitJob(spec)->job_id();
   const v1::Assignment a0 = k.Assigned(0), a1 = k.Assigned(1);
@@ -150,7 +150,7 @@ TEST(WorkerLifecycleTest, AWorkerReRegisteringWhileClosingAJobIsBusyUntilItRelea
   r.set_held_session(42);
   const std::string w = c.Register(r)->worker_id();
   const std::string held = c.Register(WorkerAt(7101))->worker_id();
-  const std::string job = c.SubmitJob(TinySpec(2))->job_id();
+  const std::string job = c.SubmitJob(jobplan::TinySpec(2))->job_id();
   EXPECT_EQ(c.GetJob(job)->state(), v1::PENDING);
   auto workers = c.ListWorkers();
   ASSERT_EQ(workers.size(), 2u);
@@ -170,7 +170,7 @@ TEST(WorkerLifecycleTest, AWorkerReRegisteringWhileClosingAJobIsBusyUntilItRelea
 // pp 4: rank 3 lost its link to 2, 2 lost its link to 1, and 1 says what went wrong.
 TEST(WorkerLifecycleTest, TheRecordedCauseFollowsBrokenLinksToTheRoot) {
   Cluster k(4);
-  const std::string job = k.c.SubmitJob(TinySpec(4))->job_id();
+  const std::string job = k.c.SubmitJob(jobplan::TinySpec(4))->job_id();
   std::vector<v1::Assignment> a;
   for (int w = 0; w < 4; ++w) a.push_back(k.Assigned(w));
   auto worker_of = [&](int rank) {
@@ -195,7 +195,7 @@ TEST(WorkerLifecycleTest, AChainEndingAtASilentRankBlamesThatRankAfterTheGrace) 
   CoordinatorOptions o;
   o.suspect_grace = std::chrono::milliseconds(20);
   Cluster k(3, o);
-  const std::string job = k.c.SubmitJob(TinySpec(3))->job_id();
+  const std::string job = k.c.SubmitJob(jobplan::TinySpec(3))->job_id();
   std::vector<v1::Assignment> a;
   for (int w = 0; w < 3; ++w) a.push_back(k.Assigned(w));
   // Worker w holds rank w (free workers are taken in id order).
@@ -221,7 +221,7 @@ TEST(WorkerLifecycleTest, AChainEndingAtASilentRankBlamesThatRankAfterTheGrace) 
 
 TEST(WorkerLifecycleTest, AWorkerLeavingBeforeTheFirstStepSendsTheJobBackToTheQueue) {
   Cluster k(3);
-  const std::string job = k.c.SubmitJob(TinySpec(2))->job_id();
+  const std::string job = k.c.SubmitJob(jobplan::TinySpec(2))->job_id();
   const v1::Assignment a0 = k.Assigned(0), a1 = k.Assigned(1);
   ASSERT_TRUE(k.c.Deregister(k.workers[0]).ok());
   auto j = k.c.GetJob(job);
@@ -259,7 +259,7 @@ TEST(WorkerLifecycleTest, AWorkerLostBeforeTheFirstStepRequeuesTheJobAFewTimesAt
   CoordinatorOptions o;
   o.suspect_grace = std::chrono::milliseconds(1);
   Cluster k(2, o);
-  const std::string job = k.c.SubmitJob(TinySpec(2))->job_id();
+  const std::string job = k.c.SubmitJob(jobplan::TinySpec(2))->job_id();
   for (int round = 1; round <= 4; ++round) {
     ASSERT_EQ(k.State(job), v1::RUNNING) << round;
     const v1::Assignment a0 = k.Assigned(0), a1 = k.Assigned(1);
@@ -287,7 +287,7 @@ TEST(WorkerLifecycleTest, AWorkerLostBeforeTheFirstStepRequeuesTheJobAFewTimesAt
 
 TEST(WorkerLifecycleTest, AReleaseWithoutAReportFailsTheJobNamingTheRank) {
   Cluster k(2);
-  const std::string job = k.c.SubmitJob(TinySpec(2))->job_id();
+  const std::string job = k.c.SubmitJob(jobplan::TinySpec(2))->job_id();
   const v1::Assignment a0 = k.Assigned(0);
   ASSERT_TRUE(k.Release(0, a0).ok());
   auto j = k.c.GetJob(job);
@@ -298,7 +298,7 @@ TEST(WorkerLifecycleTest, AReleaseWithoutAReportFailsTheJobNamingTheRank) {
 
 TEST(WorkerLifecycleTest, CommandsAStreamCouldNotDeliverComeFirstOnTheNextOne) {
   Cluster k(2);
-  const std::string job = k.c.SubmitJob(TinySpec(2))->job_id();
+  const std::string job = k.c.SubmitJob(jobplan::TinySpec(2))->job_id();
   auto cmds = k.Commands(0);
   ASSERT_EQ(cmds.size(), 1u);
   ASSERT_EQ(*k.c.CancelJob(job), v1::CANCELLED);  // queues a cancel behind the lost assignment

@@ -1,6 +1,6 @@
 // Fuzz target: a JobSpec in protobuf's JSON mapping, as `pipectl submit` reads it, then what
 // Coordinator::SubmitJob does with it: validation, defaults and the plan. Specs too big to plan
-// in a few milliseconds are validated only (the limits ValidateJobSpec allows are meant for real
+// in a few milliseconds are validated only (the limits jobplan::ValidateJobSpec allows are meant for real
 // clusters); what is planned must have one job list per rank.
 #include <google/protobuf/util/json_util.h>
 
@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "coordinator/job_plan.h"
-#include "coordinator/spec_validation.h"
+#include "jobplan/plan_job.h"
+#include "jobplan/spec_validation.h"
 #include "fuzz/fuzz_check.h"
 #include "proto/job.pb.h"
 
@@ -31,11 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   v1::JobSpec raw;
   const std::string text(reinterpret_cast<const char*>(data), size);
   if (!google::protobuf::util::JsonStringToMessage(text, &raw).ok()) return 0;
-  if (!coordinator::ValidateJobSpec(raw).ok()) return 0;
-  const v1::JobSpec spec = coordinator::WithDefaults(raw);
-  FUZZ_CHECK(coordinator::ValidateJobSpec(spec).ok(), "defaults made a valid spec invalid");
+  if (!jobplan::ValidateJobSpec(raw).ok()) return 0;
+  const v1::JobSpec spec = jobplan::WithDefaults(raw);
+  FUZZ_CHECK(jobplan::ValidateJobSpec(spec).ok(), "defaults made a valid spec invalid");
   if (!SmallEnoughToPlan(spec)) return 0;
-  auto plan = coordinator::PlanJob(spec);
+  auto plan = jobplan::PlanJob(spec);
   if (!plan.ok()) {
     FUZZ_CHECK(!plan.status().message().empty(), "an error without a message");
     return 0;

@@ -1,4 +1,4 @@
-// A small JSON reader and the two writer primitives this library needs.
+// A small JSON reader. (Writing JSON: common/json_writer.h.)
 //
 // The reader is meant for untrusted text (configs, programs; a fuzz target): it never throws,
 // never recurses deeper than kMaxJsonDepth, and reports the first problem as a Status naming
@@ -46,11 +46,6 @@ const char* JsonTypeName(JsonValue::Type type);
 // Parses one JSON document (RFC 8259; surrounding whitespace allowed). Errors read
 // "line 3, column 14: expected ',' or '}' after an object member".
 Result<JsonValue> ParseJson(std::string_view text);
-
-// `s` quoted as a JSON string (control characters escaped; UTF-8 passes through).
-std::string JsonQuote(std::string_view s);
-// Shortest text that reads back as exactly `v`; "null" for NaN and infinities.
-std::string JsonNumber(double v);
 
 }  // namespace pipecoord::memory
 

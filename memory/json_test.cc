@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include "common/json_writer.h"
+
 namespace pipecoord::memory {
 namespace {
 
@@ -74,11 +76,26 @@ TEST(JsonTest, GarbageNeverCrashes) {
   }
 }
 
-TEST(JsonTest, Writers) {
-  EXPECT_EQ(JsonQuote("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
-  EXPECT_EQ(JsonNumber(0.1), "0.1");
-  EXPECT_EQ(JsonNumber(3), "3");
-  EXPECT_EQ(JsonNumber(1.0 / 0.0), "null");
+// The project's one writer (common/json_writer.h) and this reader agree: what one writes the
+// other reads back unchanged (ill-formed UTF-8 as U+FFFD, the writer's documented rule).
+TEST(JsonTest, ReadsBackWhatTheCommonWriterWrites) {
+  for (const std::string& s : {std::string("a\"b\\c\n\x01"), std::string("\b\f\x7f/<&>"), std::string("\xc3\xa9 \xe2\x98\x83 \xf0\x9d\x84\x9e"),
+                              std::string("\0x", 2)}) {
+    auto r = ParseJson(JsonString(s));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->string, s);
+  }
+  auto bad = ParseJson(JsonString("a\xffz"));
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->string, "a\xef\xbf\xbdz");
+  for (double v : {0.1, 1.0 / 3, 1e20, -7.25, 5e-324, 1.7976931348623157e308}) {
+    auto r = ParseJson(JsonNumber(v));
+    ASSERT_TRUE(r.ok()) << JsonNumber(v);
+    EXPECT_EQ(r->number, v) << JsonNumber(v);
+  }
+  auto big = ParseJson(JsonInt(9007199254740993));
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->integer, 9007199254740993);
 }
 
 }  // namespace

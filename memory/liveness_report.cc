@@ -1,7 +1,7 @@
 #include "memory/liveness_report.h"
 
+#include "common/json_writer.h"
 #include "memory/block_program.h"
-#include "memory/json.h"
 #include "memory/units.h"
 
 namespace pipecoord::memory {
@@ -32,13 +32,13 @@ std::string LivenessText(const LivenessResult& r) {
 std::string LivenessJson(const LivenessResult& r) {
   std::string o = "{\"persistable_bytes\": " + I(r.persistable_bytes) + ", \"input_bytes\": " + I(r.input_bytes) +
                   ", \"peak_bytes\": " + I(r.peak_bytes) + ", \"peak_op\": " + I(r.peak_op) +
-                  ", \"peak_op_name\": " + JsonQuote(r.peak_op >= 0 ? r.ops[r.peak_op].name : "") +
+                  ", \"peak_op_name\": " + JsonString(r.peak_op >= 0 ? r.ops[r.peak_op].name : "") +
                   ",\n  \"program_end\": [";
   for (size_t i = 0; i < r.program_end.size(); ++i) o += (i ? ", " : "") + I(r.program_end[i]);
   o += "],\n  \"ops\": [";
   for (size_t i = 0; i < r.ops.size(); ++i) {
     const OpLiveness& op = r.ops[i];
-    o += std::string(i ? ",\n    " : "\n    ") + "{\"name\": " + JsonQuote(op.name) + ", \"before\": " + I(op.before) +
+    o += std::string(i ? ",\n    " : "\n    ") + "{\"name\": " + JsonString(op.name) + ", \"before\": " + I(op.before) +
          ", \"during\": " + I(op.during) + ", \"after\": " + I(op.after) + "}";
   }
   return o + "]}";
@@ -83,7 +83,7 @@ std::string BlockComparisonJson(const BlockComparison& c) {
   return "{\"analytic\": {\"forward_keeps\": " + I(c.analytic_forward) + ", \"b_keeps_for_w\": " + I(c.analytic_w) +
          ", \"peak\": " + I(c.analytic_peak) + "}, \"liveness\": {\"forward_keeps\": " + I(c.live_forward) +
          ", \"b_keeps_for_w\": " + I(c.live_w) + ", \"peak\": " + I(c.live_peak) + ", \"peak_op\": " +
-         JsonQuote(c.live_peak_op) + "}}";
+         JsonString(c.live_peak_op) + "}}";
 }
 
 }  // namespace pipecoord::memory

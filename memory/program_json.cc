@@ -1,5 +1,6 @@
 #include "memory/program_json.h"
 
+#include "common/json_writer.h"
 #include "memory/json.h"
 
 namespace pipecoord::memory {
@@ -81,16 +82,16 @@ Status ReadTensors(const JsonValue& op, const char* key, const std::string& wher
 }
 
 std::string TensorJson(const TensorRef& t) {
-  std::string s = "{\"id\": " + JsonQuote(t.id);
+  std::string s = "{\"id\": " + JsonString(t.id);
   if (t.shape_given) {
     s += ", \"shape\": [";
     for (size_t d = 0; d < t.shape.size(); ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
     s += "]";
   }
-  if (!t.dtype.empty()) s += ", \"dtype\": " + JsonQuote(t.dtype);
+  if (!t.dtype.empty()) s += ", \"dtype\": " + JsonString(t.dtype);
   if (t.persistable) s += ", \"persistable\": true";
   if (t.inplace) s += ", \"inplace\": true";
-  if (!t.inplace_of.empty()) s += ", \"inplace_of\": " + JsonQuote(t.inplace_of);
+  if (!t.inplace_of.empty()) s += ", \"inplace_of\": " + JsonString(t.inplace_of);
   return s + "}";
 }
 
@@ -146,10 +147,10 @@ std::string ProgramSetToJson(const ProgramSet& set) {
   std::string o = "{\"programs\": [";
   for (size_t p = 0; p < set.programs.size(); ++p) {
     const Program& prog = set.programs[p];
-    o += std::string(p ? ",\n  " : "\n  ") + "{\"name\": " + JsonQuote(prog.name) + ", \"ops\": [";
+    o += std::string(p ? ",\n  " : "\n  ") + "{\"name\": " + JsonString(prog.name) + ", \"ops\": [";
     for (size_t i = 0; i < prog.ops.size(); ++i) {
       const ProgramOp& op = prog.ops[i];
-      o += std::string(i ? ",\n    " : "\n    ") + "{\"name\": " + JsonQuote(op.name) + ",\n     \"inputs\": [";
+      o += std::string(i ? ",\n    " : "\n    ") + "{\"name\": " + JsonString(op.name) + ",\n     \"inputs\": [";
       for (size_t k = 0; k < op.inputs.size(); ++k) o += (k ? ", " : "") + TensorJson(op.inputs[k]);
       o += "],\n     \"outputs\": [";
       for (size_t k = 0; k < op.outputs.size(); ++k) o += (k ? ", " : "") + TensorJson(op.outputs[k]);
@@ -158,7 +159,7 @@ std::string ProgramSetToJson(const ProgramSet& set) {
     o += "]}";
   }
   o += "],\n \"keep\": [";
-  for (size_t i = 0; i < set.keep.size(); ++i) o += (i ? ", " : "") + JsonQuote(set.keep[i]);
+  for (size_t i = 0; i < set.keep.size(); ++i) o += (i ? ", " : "") + JsonString(set.keep[i]);
   return o + "]}\n";
 }
 

@@ -4,7 +4,7 @@
 #include <map>
 #include <vector>
 
-#include "memory/json.h"
+#include "common/json_writer.h"
 #include "memory/units.h"
 
 namespace pipecoord::memory {
@@ -35,16 +35,16 @@ std::string TensorsJson(const std::vector<ResolvedTensor>& ts, const std::vector
     std::string shape = "[";
     for (size_t d = 0; d < t.shape.size(); ++d) shape += (d ? ", " : "") + Int(t.shape[d]);
     shape += "]";
-    out += std::string(i ? ",\n      " : "\n      ") + "{\"name\": " + JsonQuote(t.name) +
-           ", \"group\": " + JsonQuote(t.group) + ", \"shape\": " + shape +
-           ", \"dtype\": " + JsonQuote(t.dtype) + ", \"bytes\": " + Int(t.bytes);
+    out += std::string(i ? ",\n      " : "\n      ") + "{\"name\": " + JsonString(t.name) +
+           ", \"group\": " + JsonString(t.group) + ", \"shape\": " + shape +
+           ", \"dtype\": " + JsonString(t.dtype) + ", \"bytes\": " + Int(t.bytes);
     if (kept != nullptr) {
       bool k = false;
       for (const ResolvedTensor& x : *kept) k = k || x.name == t.name;
       out += ", \"kept\": " + Bool(k);
     }
     out += ", \"weight_input\": " + Bool(t.flags & kWeightInput) +
-           ", \"selective\": " + Bool(t.flags & kSelective) + ", \"why\": " + JsonQuote(t.why) + "}";
+           ", \"selective\": " + Bool(t.flags & kSelective) + ", \"why\": " + JsonString(t.why) + "}";
   }
   return out + "]";
 }
@@ -145,7 +145,7 @@ std::string MemoryReportJson(const MemoryReport& r, const std::string& extra_mem
   const TrainingSpec& t = r.training;
   const BlockActivations& blk = r.activations.block;
   std::string o = "{\n";
-  o += "  \"model\": {\"name\": " + JsonQuote(m.name) + ", \"layers\": " + Int(m.layers) +
+  o += "  \"model\": {\"name\": " + JsonString(m.name) + ", \"layers\": " + Int(m.layers) +
        ", \"hidden\": " + Int(m.hidden) + ", \"ffn\": " + Int(m.ffn) + ", \"heads\": " + Int(m.heads) +
        ", \"kv_heads\": " + Int(m.kv_heads) + ", \"vocab\": " + Int(m.vocab) + ", \"seq_len\": " +
        Int(m.seq_len) + ", \"tied_embeddings\": " + Bool(m.tied_embeddings) + ", \"norm\": \"" +
@@ -156,8 +156,8 @@ std::string MemoryReportJson(const MemoryReport& r, const std::string& extra_mem
        Int(t.microbatches) + ", \"dtype\": \"" + DtypePolicyName(t.dtype) + "\", \"optimizer\": \"" +
        OptimizerName(t.optimizer) + "\", \"zero\": " + Int(t.zero) + ", \"dp\": " + Int(t.dp) +
        ", \"tp\": " + Int(t.tp) + ", \"sp\": " + Bool(t.sp) + ", \"pp\": " + Int(t.pp) +
-       ", \"vpp\": " + Int(t.vpp) + ", \"schedule\": " + JsonQuote(t.schedule) +
-       ", \"recompute\": \"" + RecomputeName(t.recompute) + "\", \"recipe\": " + JsonQuote(t.recipe) +
+       ", \"vpp\": " + Int(t.vpp) + ", \"schedule\": " + JsonString(t.schedule) +
+       ", \"recompute\": \"" + RecomputeName(t.recompute) + "\", \"recipe\": " + JsonString(t.recipe) +
        ", \"fp32_grads\": " + Bool(t.fp32_grads) + "},\n";
   o += "  \"total_params\": " + Int(r.total_params) + ",\n";
   o += "  \"split_backward\": " + Bool(r.split_backward) + ",\n";
@@ -168,7 +168,7 @@ std::string MemoryReportJson(const MemoryReport& r, const std::string& extra_mem
        Int(blk.recompute_bytes) + ",\n    \"groups\": {";
   bool first = true;
   for (const auto& [g, b] : Groups(blk.saved)) {
-    o += std::string(first ? "" : ", ") + JsonQuote(g) + ": " + Int(b);
+    o += std::string(first ? "" : ", ") + JsonString(g) + ": " + Int(b);
     first = false;
   }
   o += "},\n    \"tensors\": " + TensorsJson(blk.saved, &blk.kept) + ",\n    \"kept\": " +

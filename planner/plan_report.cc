@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "memory/json.h"
+#include "common/json_writer.h"
 #include "memory/units.h"
 
 namespace pipecoord::planner {
@@ -10,8 +10,6 @@ namespace {
 
 using memory::FormatBytes;
 using memory::FormatSeconds;
-using memory::JsonNumber;
-using memory::JsonQuote;
 
 std::string Pad(std::string s, size_t w) {
   if (s.size() < w) s.resize(w, ' ');
@@ -82,7 +80,7 @@ std::string PlanText(const memory::ModelSpec& m, const ClusterSpec& c, const Sea
 }
 
 std::string PlanJson(const memory::ModelSpec& m, const ClusterSpec& c, const SearchSpace& s, const PlanResult& r) {
-  std::string o = "{\"model\": " + JsonQuote(m.name) + ", \"gpus\": " + I(c.gpus) + ", \"gpu_memory_bytes\": " +
+  std::string o = "{\"model\": " + JsonString(m.name) + ", \"gpus\": " + I(c.gpus) + ", \"gpu_memory_bytes\": " +
                   I(c.gpu_memory_bytes) + ", \"reserved_bytes\": " + I(c.reserved_bytes) +
                   ", \"global_batch\": " + I(s.global_batch) + ", \"seq_len\": " + I(m.seq_len) + ",\n";
   o += " \"candidates\": " + I(r.candidates) + ", \"feasible\": " + I(r.feasible) + ", \"schedule_profiles\": " +
@@ -90,7 +88,7 @@ std::string PlanJson(const memory::ModelSpec& m, const ClusterSpec& c, const Sea
   for (size_t i = 0; i < r.top.size(); ++i) {
     const Candidate& k = r.top[i];
     const StrategyShape& sh = k.shape;
-    o += std::string(i ? ",\n  " : "\n  ") + "{\"rank\": " + I(i + 1) + ", \"schedule\": " + JsonQuote(k.schedule) +
+    o += std::string(i ? ",\n  " : "\n  ") + "{\"rank\": " + I(i + 1) + ", \"schedule\": " + JsonString(k.schedule) +
          ", \"dp\": " + I(sh.dp) + ", \"tp\": " + I(sh.tp) + ", \"sp\": " + (sh.sp ? "true" : "false") +
          ", \"pp\": " + I(sh.pp) + ", \"vpp\": " + I(sh.vpp) + ", \"micro_batch\": " + I(sh.micro_batch) +
          ", \"microbatches\": " + I(sh.microbatches) + ", \"zero\": " + I(sh.zero) + ", \"recompute\": \"" +
@@ -108,8 +106,8 @@ std::string PlanJson(const memory::ModelSpec& m, const ClusterSpec& c, const Sea
   o += "],\n \"pruned\": [";
   for (size_t i = 0; i < r.pruned.size(); ++i) {
     const PrunedReason& p = r.pruned[i];
-    o += std::string(i ? ",\n  " : "\n  ") + "{\"reason\": " + JsonQuote(p.reason) + ", \"count\": " + I(p.count) +
-         ", \"example\": " + JsonQuote(p.example) + "}";
+    o += std::string(i ? ",\n  " : "\n  ") + "{\"reason\": " + JsonString(p.reason) + ", \"count\": " + I(p.count) +
+         ", \"example\": " + JsonString(p.example) + "}";
   }
   return o + "]}\n";
 }

@@ -12,7 +12,6 @@
 #include "schedules/comm_pass.h"
 #include "schedules/csv_format.h"
 #include "schedules/json_format.h"
-#include "schedules/json_writer.h"
 #include "schedules/registry.h"
 #include "schedules/test_util.h"
 #include "schedules/text_grid.h"
@@ -228,23 +227,6 @@ TEST(ExportGoldenTest, TextGridChunksAndUnevenCosts) {
 }
 
 // ---- JSON ---------------------------------------------------------------------------------
-
-TEST(JsonWriterTest, EscapesStrings) {
-  EXPECT_EQ(JsonString("a\"b\\c\n\t\x01\x7f/é"), "\"a\\\"b\\\\c\\n\\t\\u0001\\u007f/é\"");
-  EXPECT_TRUE(IsJson(JsonString("x\"\\\b\f\r\x1f")));
-}
-
-TEST(JsonWriterTest, NumbersRoundTrip) {
-  EXPECT_EQ(JsonNumber(9), "9");
-  EXPECT_EQ(JsonNumber(-0.0), "0");
-  EXPECT_EQ(JsonNumber(0.1), "0.1");
-  EXPECT_EQ(JsonNumber(1.0 / 3), "0.3333333333333333");
-  EXPECT_EQ(JsonNumber(1e20), "1e+20");
-  EXPECT_EQ(JsonNumber(1.0 / 0.0), "null");
-  for (double v : {1.0 / 3, 2.0 / 3, 1e-300, 123456.789, 0.1 + 0.2}) {
-    EXPECT_EQ(std::strtod(JsonNumber(v).c_str(), nullptr), v) << JsonNumber(v);
-  }
-}
 
 TEST(JsonFormatTest, NameIsEscapedAndStageLayersOptional) {
   Schedule s = MustBuild("1f1b", 2, 2);

@@ -1,63 +1,70 @@
 #include "schedules/json_format.h"
 
-#include "schedules/json_writer.h"
+#include "common/json_writer.h"
 
 namespace pipecoord::schedules {
 namespace {
 
-std::string Job(const Action& a, const Interval& t) {
-  std::string out = "{\"op\": " + JsonString(OpName(a.op)) +
-                    ", \"stage\": " + std::to_string(a.stage) +
-                    ", \"mb\": " + std::to_string(a.mb) + ", \"start\": " + JsonNumber(t.start) +
-                    ", \"end\": " + JsonNumber(t.end);
-  if (IsComm(a.op)) out += ", \"peer\": " + std::to_string(a.peer);
-  return out + "}";
+void Job(JsonWriter* w, const Action& a, const Interval& t) {
+  w->BeginObject().Key("op").String(OpName(a.op)).Key("stage").Int(a.stage).Key("mb").Int(a.mb);
+  w->Key("start").Number(t.start).Key("end").Number(t.end);
+  if (IsComm(a.op)) w->Key("peer").Int(a.peer);
+  w->EndObject();
 }
 
-std::string Windows(const std::vector<Interval>& windows) {
-  std::string out = "[";
-  for (size_t i = 0; i < windows.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += "[" + JsonNumber(windows[i].start) + ", " + JsonNumber(windows[i].end) + "]";
-  }
-  return out + "]";
+void Windows(JsonWriter* w, const std::vector<Interval>& windows) {
+  w->BeginArray();
+  for (const Interval& i : windows) w->BeginArray().Number(i.start).Number(i.end).EndArray();
+  w->EndArray();
+}
+
+void IntArray(JsonWriter* w, const std::vector<int>& values) {
+  w->BeginArray();
+  for (int v : values) w->Int(v);
+  w->EndArray();
 }
 
 }  // namespace
 
 std::string ScheduleToJson(const Schedule& s, const Simulation& sim,
                            const std::vector<int>& stage_layers) {
-  std::vector<double> peaks;
-  for (const RankStats& st : sim.ranks) peaks.push_back(st.peak_activations);
-  std::string out = "{\n";
-  out += "  \"schedule\": " + JsonString(s.name) + ",\n";
-  out += "  \"pp\": " + std::to_string(s.pp) + ",\n";
-  out += "  \"vpp\": " + std::to_string(s.vpp) + ",\n";
-  out += "  \"microbatches\": " + std::to_string(s.microbatches) + ",\n";
-  out += "  \"stage_to_rank\": " + JsonIntArray(s.stage_to_rank) + ",\n";
-  if (!stage_layers.empty()) out += "  \"stage_layers\": " + JsonIntArray(stage_layers) + ",\n";
-  out += "  \"makespan\": " + JsonNumber(sim.makespan) + ",\n";
-  out += "  \"bubble_rate\": " + JsonNumber(sim.bubble_rate) + ",\n";
-  out += "  \"rank_span_bubble_rate\": " + JsonNumber(sim.rank_span_bubble_rate) + ",\n";
-  out += "  \"peak_activations\": " + JsonNumberArray(peaks) + ",\n";
-  out += "  \"ranks\": [";
+  JsonWriter w;
+  w.BeginObject();
+  w.Break("\n  ").Key("schedule").String(s.name);
+  w.Break("\n  ").Key("pp").Int(s.pp);
+  w.Break("\n  ").Key("vpp").Int(s.vpp);
+  w.Break("\n  ").Key("microbatches").Int(s.microbatches);
+  w.Break("\n  ").Key("stage_to_rank");
+  IntArray(&w, s.stage_to_rank);
+  if (!stage_layers.empty()) {
+    w.Break("\n  ").Key("stage_layers");
+    IntArray(&w, stage_layers);
+  }
+  w.Break("\n  ").Key("makespan").Number(sim.makespan);
+  w.Break("\n  ").Key("bubble_rate").Number(sim.bubble_rate);
+  w.Break("\n  ").Key("rank_span_bubble_rate").Number(sim.rank_span_bubble_rate);
+  w.Break("\n  ").Key("peak_activations").BeginArray();
+  for (const RankStats& st : sim.ranks) w.Number(st.peak_activations);
+  w.EndArray();
+  w.Break("\n  ").Key("ranks").BeginArray();
   for (int r = 0; r < s.pp; ++r) {
     const bool have_stats = static_cast<size_t>(r) < sim.ranks.size();
-    out += r == 0 ? "\n" : ",\n";
-    out += "    {\"rank\": " + std::to_string(r) +
-           ", \"busy\": " + JsonNumber(have_stats ? sim.ranks[r].busy : 0) +
-           ", \"idle\": " + Windows(have_stats ? sim.ranks[r].idle : std::vector<Interval>{}) +
-           ",\n     \"jobs\": [";
+    w.Break("\n    ").BeginObject().Key("rank").Int(r).Key("busy").Number(have_stats ? sim.ranks[r].busy : 0);
+    w.Key("idle");
+    Windows(&w, have_stats ? sim.ranks[r].idle : std::vector<Interval>{});
+    w.Break("\n     ").Key("jobs").BeginArray();
     const auto& list = s.ranks[r];
     for (size_t i = 0; i < list.size(); ++i) {
       const bool timed = static_cast<size_t>(r) < sim.timing.size() && i < sim.timing[r].size();
-      out += i == 0 ? "\n" : ",\n";
-      out += "       " + Job(list[i], timed ? sim.timing[r][i] : Interval{});
+      w.Break("\n       ");
+      Job(&w, list[i], timed ? sim.timing[r][i] : Interval{});
     }
-    out += list.empty() ? "]}" : "\n     ]}";
+    if (!list.empty()) w.Break("\n     ");
+    w.EndArray().EndObject();
   }
-  out += s.pp > 0 ? "\n  ]\n}\n" : "]\n}\n";
-  return out;
+  if (s.pp > 0) w.Break("\n  ");
+  w.EndArray().Break("\n").EndObject();
+  return w.Take() + "\n";
 }
 
 }  // namespace pipecoord::schedules

@@ -39,6 +39,7 @@
 #include "coordinator/http/prometheus_metrics.h"
 #include "coordinator/loopback_server.h"
 #include "proto/job.grpc.pb.h"
+#include "proto/op_kinds.h"
 #include "proto/worker.grpc.pb.h"
 
 namespace {
@@ -217,8 +218,7 @@ struct Stream {
     while (!stop) {
       int64_t t = base_ns + steps * step_ns;
       for (v1::ActionTiming& timing : *batch.mutable_actions()) {
-        const v1::Op op = timing.action().op();
-        const bool compute = op == v1::F || op == v1::B || op == v1::W || op == v1::BW;
+        const bool compute = v1::IsCompute(timing.action().op());
         timing.set_step(static_cast<int>(steps));
         timing.set_start_ns(t);
         timing.set_end_ns(compute ? t + kActionNs : t);

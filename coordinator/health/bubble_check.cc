@@ -3,11 +3,10 @@
 #include <algorithm>
 
 #include "coordinator/health/event_text.h"
+#include "proto/op_kinds.h"
 
 namespace pipecoord::coordinator::health {
 namespace {
-
-bool IsCompute(v1::Op op) { return op == v1::F || op == v1::B || op == v1::W || op == v1::BW; }
 
 bool Same(const v1::Action& a, const v1::Action& b) {
   return a.op() == b.op() && a.stage() == b.stage() && a.microbatch() == b.microbatch();
@@ -15,7 +14,7 @@ bool Same(const v1::Action& a, const v1::Action& b) {
 
 }  // namespace
 
-BubbleCheck::BubbleCheck(const Settings& settings, const PlanExpectations& plan, int pp, int world)
+BubbleCheck::BubbleCheck(const jobplan::HealthSettings& settings, const jobplan::PlanExpectations& plan, int pp, int world)
     : settings_(settings), plan_(plan), pp_(pp), flagged_(world, false) {}
 
 double BubbleCheck::Limit(double scale) const {
@@ -26,10 +25,10 @@ std::vector<MeasuredWindow> BubbleCheck::Windows(int rank, const std::vector<v1:
                                                  double scale) const {
   std::vector<MeasuredWindow> out;
   if (rank < 0 || rank >= static_cast<int>(plan_.ranks.size()) || actions.empty()) return out;
-  const std::vector<ComputeSlot>& slots = plan_.ranks[rank];
+  const std::vector<jobplan::ComputeSlot>& slots = plan_.ranks[rank];
   std::vector<const v1::ActionTiming*> compute;
   for (const v1::ActionTiming& t : actions) {
-    if (IsCompute(t.action().op())) compute.push_back(&t);
+    if (v1::IsCompute(t.action().op())) compute.push_back(&t);
   }
   if (compute.size() != slots.size()) return out;
   for (size_t k = 0; k < slots.size(); ++k) {
@@ -65,7 +64,7 @@ std::optional<v1::HealthEvent> BubbleCheck::OnRankStep(int g, int step, const st
   flagged_[g] = over;
   if (!over || was) return std::nullopt;
   const MeasuredWindow& w = windows.front();
-  const ComputeSlot& slot = plan_.ranks[rank][w.slot];
+  const jobplan::ComputeSlot& slot = plan_.ranks[rank][w.slot];
   std::string cause;
   if (w.wait_peer >= 0) {
     cause = Format("waited %.3f s for %s", w.wait_ns * 1e-9, RankName((g / pp_) * pp_ + w.wait_peer, pp_).c_str());

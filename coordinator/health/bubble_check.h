@@ -13,8 +13,8 @@
 #include <optional>
 #include <vector>
 
-#include "coordinator/health/plan_expectations.h"
-#include "coordinator/health/settings.h"
+#include "jobplan/plan_expectations.h"
+#include "jobplan/health_settings.h"
 #include "proto/health.pb.h"
 #include "proto/telemetry.pb.h"
 
@@ -32,7 +32,7 @@ struct MeasuredWindow {
 
 class BubbleCheck {
  public:
-  BubbleCheck(const Settings& settings, const PlanExpectations& plan, int pp, int world);
+  BubbleCheck(const jobplan::HealthSettings& settings, const jobplan::PlanExpectations& plan, int pp, int world);
 
   // The measured windows of one rank's step (actions in list order), largest excess first.
   // Empty when the actions do not match the plan's compute order.
@@ -44,8 +44,8 @@ class BubbleCheck {
   double Limit(double scale) const;  // seconds of excess allowed
 
  private:
-  Settings settings_;
-  const PlanExpectations& plan_;
+  jobplan::HealthSettings settings_;
+  const jobplan::PlanExpectations& plan_;
   int pp_;
   std::vector<bool> flagged_;
 };

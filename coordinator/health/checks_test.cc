@@ -13,7 +13,7 @@ namespace {
 constexpr int64_t kSec = 1'000'000'000;
 
 TEST(MemoryCheck, OverBudgetOncePerEpisode) {
-  MemoryCheck m(Settings(), {1 << 20, 2 << 20}, 2, 4);
+  MemoryCheck m(jobplan::HealthSettings(), {1 << 20, 2 << 20}, 2, 4);
   EXPECT_FALSE(m.OnStep(1, 0, 2 << 20));  // at the budget is fine
   auto e = m.OnStep(3, 4, 3 << 20);        // rank 1 of replica 1
   ASSERT_TRUE(e);
@@ -28,7 +28,7 @@ TEST(MemoryCheck, OverBudgetOncePerEpisode) {
 }
 
 TEST(MemoryCheck, NearTheDeviceLimit) {
-  MemoryCheck m(Settings(), {0}, 1, 1);
+  MemoryCheck m(jobplan::HealthSettings(), {0}, 1, 1);
   m.SetDeviceMemory(0, 100 << 20);
   EXPECT_FALSE(m.OnStep(0, 0, 95 << 20));
   auto e = m.OnStep(0, 1, 96 << 20);
@@ -109,7 +109,7 @@ v1::Progress At(int step, int index, v1::Op op, int stage, int mb, int wait_peer
 }
 
 TEST(HangCheck, NamesTheRankAtTheEndOfTheWaitChain) {
-  Settings s;
+  jobplan::HealthSettings s;
   s.hang_floor_s = 1;
   HangCheck h(s, 3, 3, 100, 0);
   EXPECT_EQ(h.Deadline(0), 60);       // before calibration: the startup deadline
@@ -136,7 +136,7 @@ TEST(HangCheck, NamesTheRankAtTheEndOfTheWaitChain) {
 }
 
 TEST(HangCheck, FinishedRanksNeverHang) {
-  HangCheck h(Settings(), 1, 1, 3, 0);
+  HangCheck h(jobplan::HealthSettings(), 1, 1, 3, 0);
   h.OnStepReported(0, 2, kSec);
   EXPECT_FALSE(h.OnTick(1000 * kSec, 0.1));
 }

@@ -6,7 +6,7 @@
 
 namespace pipecoord::coordinator::health {
 
-HangCheck::HangCheck(const Settings& settings, int pp, int world, int steps, int64_t start_ns)
+HangCheck::HangCheck(const jobplan::HealthSettings& settings, int pp, int world, int steps, int64_t start_ns)
     : settings_(settings), pp_(pp), steps_(steps), ranks_(world) {
   for (RankState& r : ranks_) r.changed_ns = start_ns;
 }

@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "coordinator/health/settings.h"
+#include "jobplan/health_settings.h"
 #include "proto/health.pb.h"
 #include "proto/telemetry.pb.h"
 
@@ -21,7 +21,7 @@ namespace pipecoord::coordinator::health {
 class HangCheck {
  public:
   // `steps`: the job's step count (a rank past its last step is done, never hung).
-  HangCheck(const Settings& settings, int pp, int world, int steps, int64_t start_ns);
+  HangCheck(const jobplan::HealthSettings& settings, int pp, int world, int steps, int64_t start_ns);
 
   void OnProgress(int global_rank, const v1::Progress& progress, int64_t now_ns);
   // The rank finished `step` (its telemetry arrived).
@@ -40,7 +40,7 @@ class HangCheck {
   };
   void Advance(int g, int64_t position, int64_t now_ns);
 
-  Settings settings_;
+  jobplan::HealthSettings settings_;
   int pp_, steps_;
   std::vector<RankState> ranks_;
   bool flagged_ = false;

@@ -1,20 +1,16 @@
 #include "coordinator/health/job_monitor.h"
 
 #include "coordinator/health/event_text.h"
+#include "proto/op_kinds.h"
 
 namespace pipecoord::coordinator::health {
-namespace {
-
-bool IsCompute(v1::Op op) { return op == v1::F || op == v1::B || op == v1::W || op == v1::BW; }
-
-}  // namespace
 
 JobMonitor::JobMonitor(const v1::Job& job, MetricsSink* sink)
-    : job_id_(job.id()), settings_(Resolve(job.spec().health())), pp_(job.spec().pp()),
+    : job_id_(job.id()), settings_(jobplan::ResolveHealth(job.spec().health())), pp_(job.spec().pp()),
       world_(job.spec().pp() * std::max(1, job.spec().dp())), steps_(job.spec().steps()), sink_(sink),
       last_peak_(world_, 0) {
   budgets_.assign(job.plan().memory_budget_bytes().begin(), job.plan().memory_budget_bytes().end());
-  auto expect = ExpectPlan(job.spec(), job.plan());
+  auto expect = jobplan::ExpectPlan(job.spec(), job.plan());
   if (expect.ok()) plan_ = std::move(expect).value();
   if (!settings_.enabled) return;
   if (plan_) bubble_ = std::make_unique<BubbleCheck>(settings_, *plan_, pp_, world_);
@@ -56,10 +52,10 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
   while (static_cast<int>(recent_.size()) > kTimelineSteps + 1) recent_.erase(recent_.begin());
   for (auto& [step, actions] : by_step) {
     if (straggler_ && plan_ && rank < static_cast<int>(plan_->ranks.size())) {
-      const std::vector<ComputeSlot>& slots = plan_->ranks[rank];
+      const std::vector<jobplan::ComputeSlot>& slots = plan_->ranks[rank];
       size_t k = 0;
       for (const v1::ActionTiming& t : actions) {
-        if (!IsCompute(t.action().op())) continue;
+        if (!v1::IsCompute(t.action().op())) continue;
         if (k < slots.size() && slots[k].end > slots[k].start) {
           const double cost = slots[k].end - slots[k].start;
           straggler_->Add(g, step, t.action().op(), (t.end_ns() - t.start_ns()) * 1e-9 / cost, cost);

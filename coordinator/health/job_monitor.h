@@ -16,9 +16,9 @@
 #include "coordinator/health/hang_check.h"
 #include "coordinator/health/memory_check.h"
 #include "coordinator/health/metrics_sink.h"
-#include "coordinator/health/plan_expectations.h"
+#include "jobplan/plan_expectations.h"
 #include "coordinator/health/probe_check.h"
-#include "coordinator/health/settings.h"
+#include "jobplan/health_settings.h"
 #include "coordinator/health/straggler_check.h"
 #include "proto/job.pb.h"
 #include "proto/telemetry.pb.h"
@@ -62,11 +62,11 @@ class JobMonitor {
   double Scale() const;  // scale_, or computed while no step has completed yet
 
   std::string job_id_;
-  Settings settings_;
+  jobplan::HealthSettings settings_;
   int pp_, world_;
   int steps_;
   MetricsSink* sink_;
-  std::optional<PlanExpectations> plan_;
+  std::optional<jobplan::PlanExpectations> plan_;
   std::vector<uint64_t> budgets_;
   std::unique_ptr<BubbleCheck> bubble_;
   std::unique_ptr<StragglerCheck> straggler_;

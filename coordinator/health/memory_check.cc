@@ -4,7 +4,7 @@
 
 namespace pipecoord::coordinator::health {
 
-MemoryCheck::MemoryCheck(const Settings& settings, std::vector<uint64_t> budgets, int pp, int world)
+MemoryCheck::MemoryCheck(const jobplan::HealthSettings& settings, std::vector<uint64_t> budgets, int pp, int world)
     : settings_(settings), budgets_(std::move(budgets)), device_(world, 0), pp_(pp), flagged_(world, false) {}
 
 void MemoryCheck::SetDeviceMemory(int g, uint64_t bytes) {

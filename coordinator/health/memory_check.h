@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "coordinator/health/settings.h"
+#include "jobplan/health_settings.h"
 #include "proto/health.pb.h"
 
 namespace pipecoord::coordinator::health {
@@ -17,13 +17,13 @@ namespace pipecoord::coordinator::health {
 class MemoryCheck {
  public:
   // budgets: per pipeline rank (0: none).
-  MemoryCheck(const Settings& settings, std::vector<uint64_t> budgets, int pp, int world);
+  MemoryCheck(const jobplan::HealthSettings& settings, std::vector<uint64_t> budgets, int pp, int world);
   void SetDeviceMemory(int global_rank, uint64_t bytes);
   std::optional<v1::HealthEvent> OnStep(int global_rank, int step, uint64_t peak_bytes);
   uint64_t budget(int global_rank) const;
 
  private:
-  Settings settings_;
+  jobplan::HealthSettings settings_;
   std::vector<uint64_t> budgets_, device_;
   int pp_;
   std::vector<bool> flagged_;

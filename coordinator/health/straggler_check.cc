@@ -7,7 +7,7 @@
 
 namespace pipecoord::coordinator::health {
 
-StragglerCheck::StragglerCheck(const Settings& settings, int pp, int world)
+StragglerCheck::StragglerCheck(const jobplan::HealthSettings& settings, int pp, int world)
     : settings_(settings), pp_(pp), world_(world), flagged_(world, false), relative_low_(world, 0),
       individual_low_(world, 0) {}
 

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "coordinator/health/settings.h"
+#include "jobplan/health_settings.h"
 #include "proto/health.pb.h"
 #include "proto/schedule.pb.h"
 
@@ -41,7 +41,7 @@ inline constexpr int kRelativePersistence = 2;
 
 class StragglerCheck {
  public:
-  StragglerCheck(const Settings& settings, int pp, int world);
+  StragglerCheck(const jobplan::HealthSettings& settings, int pp, int world);
 
   // One measured compute action: its seconds per predicted cost unit, and that cost.
   void Add(int global_rank, int step, v1::Op op, double seconds_per_cost, double cost);
@@ -64,7 +64,7 @@ class StragglerCheck {
   };
   void Prune(Series& s, int step) const;
 
-  Settings settings_;
+  jobplan::HealthSettings settings_;
   int pp_, world_;
   int latest_step_ = -1;
   std::map<std::pair<int, int>, Series> series_;  // (global rank, op) -> values

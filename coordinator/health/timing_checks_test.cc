@@ -3,13 +3,14 @@
 
 #include "coordinator/health/bubble_check.h"
 #include "coordinator/health/straggler_check.h"
-#include "coordinator/health/test_spec.h"
+#include "jobplan/test_spec.h"
+#include "proto/op_kinds.h"
 
 namespace pipecoord::coordinator::health {
 namespace {
 
 TEST(StragglerCheck, ThreeTimesSlowerRankIsFlaggedAfterTwoSteps) {
-  Settings s;
+  jobplan::HealthSettings s;
   s.straggler_min_delta_s = 0.0001;
   StragglerCheck c(s, 2, 2);
   std::vector<v1::HealthEvent> events;
@@ -37,7 +38,7 @@ TEST(StragglerCheck, ThreeTimesSlowerRankIsFlaggedAfterTwoSteps) {
 }
 
 TEST(StragglerCheck, JitterUnderTheMinimumDeltaIsNotAStraggler) {
-  StragglerCheck c(Settings(), 2, 2);  // 1 ms minimum per action
+  StragglerCheck c(jobplan::HealthSettings(), 2, 2);  // 1 ms minimum per action
   for (int step = 0; step < 10; ++step) {
     for (int k = 0; k < 4; ++k) {
       c.Add(0, step, v1::F, 0.0001, 1);
@@ -48,7 +49,7 @@ TEST(StragglerCheck, JitterUnderTheMinimumDeltaIsNotAStraggler) {
 }
 
 TEST(StragglerCheck, IndividualScoreNeedsAWholeWindowUnderTheThreshold) {
-  Settings s;
+  jobplan::HealthSettings s;
   s.straggler_window = 4;
   s.straggler_min_delta_s = 0.0001;
   StragglerCheck c(s, 1, 1);
@@ -71,7 +72,7 @@ TEST(StragglerCheck, IndividualScoreNeedsAWholeWindowUnderTheThreshold) {
 
 // One rank's step as the executor reports it: the plan's actions, each compute action taking its
 // predicted cost x `scale` seconds, started at its predicted start, plus `delay` before slot k.
-std::vector<v1::ActionTiming> Timings(const v1::Plan& plan, const PlanExpectations& e, int rank, double scale,
+std::vector<v1::ActionTiming> Timings(const v1::Plan& plan, const jobplan::PlanExpectations& e, int rank, double scale,
                                       int delayed_slot, double delay, int wait_peer) {
   std::vector<v1::ActionTiming> out;
   const auto ns = [](double s) { return static_cast<int64_t>(s * 1e9); };
@@ -81,8 +82,7 @@ std::vector<v1::ActionTiming> Timings(const v1::Plan& plan, const PlanExpectatio
     v1::ActionTiming t;
     *t.mutable_action() = a;
     t.set_step(3);
-    const bool compute = a.op() == v1::F || a.op() == v1::B || a.op() == v1::W || a.op() == v1::BW;
-    if (compute) {
+    if (v1::IsCompute(a.op())) {
       if (static_cast<int>(k) == delayed_slot) {
         shift += delay;
         t.set_wait_ns(ns(delay));
@@ -102,9 +102,9 @@ std::vector<v1::ActionTiming> Timings(const v1::Plan& plan, const PlanExpectatio
 }
 
 TEST(BubbleCheck, MeasuredMatchesPredictedThenAWaitTooLong) {
-  const v1::Job job = TestJob(TestSpec());
-  const PlanExpectations e = ExpectPlan(job.spec(), job.plan()).value();
-  Settings s;  // limit: max(0.05 s, 0.5 x 15 cost units x 1 ms) = 0.05 s
+  const v1::Job job = jobplan::TestJob(jobplan::TestSpec());
+  const jobplan::PlanExpectations e = jobplan::ExpectPlan(job.spec(), job.plan()).value();
+  jobplan::HealthSettings s;  // limit: max(0.05 s, 0.5 x 15 cost units x 1 ms) = 0.05 s
   BubbleCheck b(s, e, 2, 2);
   EXPECT_DOUBLE_EQ(b.Limit(0.001), 0.05);
   EXPECT_FALSE(b.OnRankStep(0, 3, Timings(job.plan(), e, 0, 0.001, -1, 0, -1), 0.001));

@@ -1,84 +1,77 @@
 #include "coordinator/http/dashboard_json.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <map>
+
+#include "common/json_writer.h"
 
 namespace pipecoord::coordinator::http {
 namespace {
 
-std::string Num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
+JsonWriter Writer() { return JsonWriter(JsonWriter::Style::kCompact, JsonEscape::kHtmlSafe); }
 
-std::string State(v1::JobState s) { return JsonString(v1::JobState_Name(s)); }
-
-std::string EventJson(const v1::HealthEvent& e) {
-  return "{\"kind\":" + JsonString(v1::EventKind_Name(e.kind())) + ",\"rank\":" + std::to_string(e.rank()) +
-         ",\"dp\":" + std::to_string(e.dp_rank()) + ",\"step\":" + std::to_string(e.step()) +
-         ",\"unix_ms\":" + std::to_string(e.unix_ms()) + ",\"message\":" + JsonString(e.message()) + "}";
+void Event(JsonWriter* w, const v1::HealthEvent& e) {
+  w->BeginObject().Key("kind").String(v1::EventKind_Name(e.kind())).Key("rank").Int(e.rank());
+  w->Key("dp").Int(e.dp_rank()).Key("step").Int(e.step()).Key("unix_ms").Int(e.unix_ms());
+  w->Key("message").String(e.message()).EndObject();
 }
 
 }  // namespace
 
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\' || c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
+std::string ErrorJson(std::string_view message) {
+  JsonWriter w = Writer();
+  w.BeginObject().Key("error").String(message).EndObject();
+  return w.Take();
 }
 
 std::string JobsJson(const std::vector<v1::Job>& jobs) {
-  std::string out = "{\"jobs\":[";
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const v1::Job& j = jobs[i];
+  JsonWriter w = Writer();
+  w.BeginObject().Key("jobs").BeginArray();
+  for (const v1::Job& j : jobs) {
     int health = 0;
     for (const v1::HealthEvent& e : j.events()) health += e.kind() != v1::LIFECYCLE;
-    out += (i ? "," : "") + std::string("{\"id\":") + JsonString(j.id()) + ",\"name\":" + JsonString(j.spec().name()) +
-           ",\"state\":" + State(j.state()) + ",\"schedule\":" + JsonString(j.spec().schedule()) +
-           ",\"pp\":" + std::to_string(j.spec().pp()) + ",\"dp\":" + std::to_string(j.spec().dp()) +
-           ",\"steps_done\":" + std::to_string(j.steps_done()) + ",\"steps\":" + std::to_string(j.spec().steps()) +
-           ",\"loss\":" + (j.steps_size() ? Num(j.steps(j.steps_size() - 1).loss()) : "null") +
-           ",\"health_events\":" + std::to_string(health) + "}";
+    w.BeginObject().Key("id").String(j.id()).Key("name").String(j.spec().name());
+    w.Key("state").String(v1::JobState_Name(j.state())).Key("schedule").String(j.spec().schedule());
+    w.Key("pp").Int(j.spec().pp()).Key("dp").Int(j.spec().dp());
+    w.Key("steps_done").Int(j.steps_done()).Key("steps").Int(j.spec().steps());
+    w.Key("loss");
+    if (j.steps_size()) {
+      w.Number(j.steps(j.steps_size() - 1).loss());
+    } else {
+      w.Null();
+    }
+    w.Key("health_events").Int(health).EndObject();
   }
-  return out + "]}";
+  w.EndArray().EndObject();
+  return w.Take();
 }
 
 std::string WorkersJson(const std::vector<v1::WorkerInfo>& workers) {
-  std::string out = "{\"workers\":[";
-  for (size_t i = 0; i < workers.size(); ++i) {
-    const v1::WorkerInfo& w = workers[i];
-    out += (i ? "," : "") + std::string("{\"id\":") + JsonString(w.worker_id()) + ",\"host\":" + JsonString(w.host()) +
-           ",\"device\":" + JsonString(w.device_kind()) + ",\"endpoint\":" + JsonString(w.data_endpoint()) +
-           ",\"job\":" + JsonString(w.job_id()) + ",\"rank\":" + std::to_string(w.rank()) +
-           ",\"lease_ms\":" + std::to_string(w.lease_expires_in_ms()) + "}";
+  JsonWriter w = Writer();
+  w.BeginObject().Key("workers").BeginArray();
+  for (const v1::WorkerInfo& wi : workers) {
+    w.BeginObject().Key("id").String(wi.worker_id()).Key("host").String(wi.host());
+    w.Key("device").String(wi.device_kind()).Key("endpoint").String(wi.data_endpoint());
+    w.Key("job").String(wi.job_id()).Key("rank").Int(wi.rank());
+    w.Key("lease_ms").Int(wi.lease_expires_in_ms()).EndObject();
   }
-  return out + "]}";
+  w.EndArray().EndObject();
+  return w.Take();
 }
 
 std::string JobDetailJson(const v1::Job& j, const health::HealthSnapshot& h) {
   const int pp = std::max(1, j.spec().pp());
-  std::string out = "{\"id\":" + JsonString(j.id()) + ",\"name\":" + JsonString(j.spec().name()) +
-                    ",\"state\":" + State(j.state()) + ",\"schedule\":" + JsonString(j.spec().schedule()) +
-                    ",\"pp\":" + std::to_string(pp) + ",\"dp\":" + std::to_string(j.spec().dp()) +
-                    ",\"steps_done\":" + std::to_string(j.steps_done()) + ",\"steps\":" + std::to_string(j.spec().steps()) +
-                    ",\"failure_cause\":" + JsonString(j.failure_cause()) +
-                    ",\"predicted_bubble_rate\":" + Num(j.plan().predicted_bubble_rate()) +
-                    ",\"health\":{\"enabled\":" + (h.enabled ? "true" : "false") +
-                    ",\"seconds_per_cost\":" + Num(h.seconds_per_cost) + ",\"predicted_step_s\":" + Num(h.predicted_step_s) +
-                    ",\"hang_deadline_s\":" + Num(h.hang_deadline_s) +
-                    ",\"probes_checked\":" + std::to_string(h.probes_checked) + "}";
+  JsonWriter w = Writer();
+  w.BeginObject().Key("id").String(j.id()).Key("name").String(j.spec().name());
+  w.Key("state").String(v1::JobState_Name(j.state())).Key("schedule").String(j.spec().schedule());
+  w.Key("pp").Int(pp).Key("dp").Int(j.spec().dp());
+  w.Key("steps_done").Int(j.steps_done()).Key("steps").Int(j.spec().steps());
+  w.Key("failure_cause").String(j.failure_cause());
+  w.Key("predicted_bubble_rate").Number(j.plan().predicted_bubble_rate());
+  w.Key("health").BeginObject().Key("enabled").Bool(h.enabled);
+  w.Key("seconds_per_cost").Number(h.seconds_per_cost).Key("predicted_step_s").Number(h.predicted_step_s);
+  w.Key("hang_deadline_s").Number(h.hang_deadline_s).Key("probes_checked").Int(h.probes_checked);
+  w.EndObject();
   // Timeline: the last steps' actions, in seconds from the earliest start shown; each step's
   // predicted idle windows start where that step's first action started.
   int64_t origin = INT64_MAX;
@@ -88,55 +81,53 @@ std::string JobDetailJson(const v1::Job& j, const health::HealthSnapshot& h) {
     auto it = step_origin.find(t.step());
     if (it == step_origin.end() || t.start_ns() < it->second) step_origin[t.step()] = t.start_ns();
   }
-  out += ",\"timeline\":{\"actions\":[";
+  w.Key("timeline").BeginObject().Key("actions").BeginArray();
   for (size_t i = 0; i < h.recent.size(); ++i) {
     const v1::ActionTiming& t = h.recent[i];
     const int g = h.recent_rank[i];
-    out += (i ? "," : "") + std::string("{\"rank\":") + std::to_string(g % pp) + ",\"dp\":" + std::to_string(g / pp) +
-           ",\"row\":" + std::to_string(g) + ",\"step\":" + std::to_string(t.step()) +
-           ",\"op\":" + JsonString(v1::Op_Name(t.action().op())) + ",\"stage\":" + std::to_string(t.action().stage()) +
-           ",\"mb\":" + std::to_string(t.action().microbatch()) + ",\"start_s\":" + Num((t.start_ns() - origin) * 1e-9) +
-           ",\"end_s\":" + Num((t.end_ns() - origin) * 1e-9) + ",\"wait_s\":" + Num(t.wait_ns() * 1e-9) + "}";
+    w.BeginObject().Key("rank").Int(g % pp).Key("dp").Int(g / pp).Key("row").Int(g).Key("step").Int(t.step());
+    w.Key("op").String(v1::Op_Name(t.action().op())).Key("stage").Int(t.action().stage());
+    w.Key("mb").Int(t.action().microbatch()).Key("start_s").Number((t.start_ns() - origin) * 1e-9);
+    w.Key("end_s").Number((t.end_ns() - origin) * 1e-9).Key("wait_s").Number(t.wait_ns() * 1e-9);
+    w.EndObject();
   }
-  out += "],\"predicted_idle\":[";
-  bool first = true;
+  w.EndArray().Key("predicted_idle").BeginArray();
   if (h.seconds_per_cost > 0) {
     const int world = pp * std::max(1, j.spec().dp());
     for (const auto& [step, start] : step_origin) {
-      for (const v1::IdleWindow& w : j.plan().predicted_idle()) {
-        for (int g = w.rank(); g < world; g += pp) {
-          const double s0 = (start - origin) * 1e-9 + w.start() * h.seconds_per_cost;
-          const double s1 = (start - origin) * 1e-9 + w.end() * h.seconds_per_cost;
-          out += (first ? "" : ",") + std::string("{\"row\":") + std::to_string(g) + ",\"step\":" + std::to_string(step) +
-                 ",\"start_s\":" + Num(s0) + ",\"end_s\":" + Num(s1) + "}";
-          first = false;
+      for (const v1::IdleWindow& iw : j.plan().predicted_idle()) {
+        for (int g = iw.rank(); g < world; g += pp) {
+          const double s0 = (start - origin) * 1e-9 + iw.start() * h.seconds_per_cost;
+          const double s1 = (start - origin) * 1e-9 + iw.end() * h.seconds_per_cost;
+          w.BeginObject().Key("row").Int(g).Key("step").Int(step).Key("start_s").Number(s0);
+          w.Key("end_s").Number(s1).EndObject();
         }
       }
     }
   }
-  out += "]},\"events\":[";
-  for (int i = 0; i < j.events_size(); ++i) out += (i ? "," : "") + EventJson(j.events(i));
-  out += "],\"memory\":[";
+  w.EndArray().EndObject();
+  w.Key("events").BeginArray();
+  for (const v1::HealthEvent& e : j.events()) Event(&w, e);
+  w.EndArray().Key("memory").BeginArray();
   for (size_t g = 0; g < h.peak_bytes.size(); ++g) {
-    out += (g ? "," : "") + std::string("{\"rank\":") + std::to_string(g % pp) + ",\"dp\":" + std::to_string(g / pp) +
-           ",\"peak_bytes\":" + std::to_string(h.peak_bytes[g]) +
-           ",\"budget_bytes\":" + std::to_string(g < h.budget_bytes.size() ? h.budget_bytes[g] : 0) + "}";
+    w.BeginObject().Key("rank").Int(g % pp).Key("dp").Int(g / pp).Key("peak_bytes").Uint(h.peak_bytes[g]);
+    w.Key("budget_bytes").Uint(g < h.budget_bytes.size() ? h.budget_bytes[g] : 0).EndObject();
   }
-  out += "],\"scores\":[";
-  for (size_t i = 0; i < h.scores.size(); ++i) {
-    const health::StragglerScore& s = h.scores[i];
-    out += (i ? "," : "") + std::string("{\"rank\":") + std::to_string(s.global_rank % pp) +
-           ",\"dp\":" + std::to_string(s.global_rank / pp) + ",\"op\":" + JsonString(v1::Op_Name(s.op)) +
-           ",\"relative\":" + Num(s.relative) + ",\"individual\":" + Num(s.individual) + "}";
+  w.EndArray().Key("scores").BeginArray();
+  for (const health::StragglerScore& s : h.scores) {
+    w.BeginObject().Key("rank").Int(s.global_rank % pp).Key("dp").Int(s.global_rank / pp);
+    w.Key("op").String(v1::Op_Name(s.op)).Key("relative").Number(s.relative);
+    w.Key("individual").Number(s.individual).EndObject();
   }
-  out += "],\"steps_recent\":[";
+  w.EndArray().Key("steps_recent").BeginArray();
   const int n = j.steps_size(), from = std::max(0, n - 50);
   for (int i = from; i < n; ++i) {
     const v1::StepRecord& s = j.steps(i);
-    out += (i > from ? "," : "") + std::string("{\"step\":") + std::to_string(s.step()) + ",\"loss\":" + Num(s.loss()) +
-           ",\"step_time_s\":" + Num(s.step_time_s()) + ",\"bubble\":" + Num(s.measured_bubble_rate()) + "}";
+    w.BeginObject().Key("step").Int(s.step()).Key("loss").Number(s.loss());
+    w.Key("step_time_s").Number(s.step_time_s()).Key("bubble").Number(s.measured_bubble_rate()).EndObject();
   }
-  return out + "]}";
+  w.EndArray().EndObject();
+  return w.Take();
 }
 
 }  // namespace pipecoord::coordinator::http

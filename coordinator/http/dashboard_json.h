@@ -1,7 +1,10 @@
 // The JSON the dashboard page fetches: job and worker listings, and one job's detail (state,
 // the last steps' measured actions per rank with the plan's predicted idle windows placed on
-// the same clock, health events, memory per rank against its budget, straggler scores). Every
-// string is JSON-escaped here; the page only ever sets text, never HTML.
+// the same clock, health events, memory per rank against its budget, straggler scores). Written
+// with the one JSON writer (common/json_writer.h), compact, with JsonEscape::kHtmlSafe: control
+// characters, quotes, backslashes, '<', '>', '&', U+2028/9 and ill-formed UTF-8 are escaped,
+// so the text is inert inside HTML too; the page only ever sets text, never HTML. Numbers are
+// the writer's shortest round-trip form (null when not finite).
 #ifndef PIPECOORD_COORDINATOR_HTTP_DASHBOARD_JSON_H_
 #define PIPECOORD_COORDINATOR_HTTP_DASHBOARD_JSON_H_
 
@@ -14,9 +17,8 @@
 
 namespace pipecoord::coordinator::http {
 
-// "\"a\\\"b\"": a JSON string literal; control characters, quotes, backslashes, '<', '>' and
-// '&' are escaped (\u00XX), so the text is inert inside HTML too.
-std::string JsonString(std::string_view s);
+// {"error":"<message>"}: what /api/job answers for an unknown job.
+std::string ErrorJson(std::string_view message);
 
 std::string JobsJson(const std::vector<v1::Job>& jobs);
 std::string WorkersJson(const std::vector<v1::WorkerInfo>& workers);

@@ -98,7 +98,7 @@ HttpServer::Response HttpServer::Handle(const std::string& method, const std::st
     auto health = core_->JobHealth(id);
     if (!job.ok() || !health.ok()) {
       r.status = 404;
-      r.body = "{\"error\":" + JsonString(job.ok() ? health.status().message() : job.status().message()) + "}";
+      r.body = ErrorJson(job.ok() ? health.status().message() : job.status().message());
     } else {
       r.body = JobDetailJson(*job, *health);
     }

@@ -4,6 +4,7 @@
 #include <span>
 #include <string>
 
+#include "proto/op_kinds.h"
 #include "worker/transport/allreduce.h"
 
 namespace pipecoord::worker {
@@ -151,7 +152,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   // The clock is the wall clock plus the estimated offset: either may step back a little
   // (a better offset sample, a clock adjustment); a duration never goes negative.
   t->set_end_ns(std::max(start, options_.clock_ns()));
-  const bool compute = a.op() == v1::F || a.op() == v1::B || a.op() == v1::W || a.op() == v1::BW;
+  const bool compute = v1::IsCompute(a.op());
   t->set_wait_ns(compute ? std::max<int64_t>(0, start - wait_start) : 0);
   t->set_wait_peer(compute ? InputPeer(a) : -1);
   if (a.op() == v1::PROBE) t->set_probe_checksum(probe_checksum);

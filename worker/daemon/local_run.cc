@@ -5,9 +5,9 @@
 #include <mutex>
 #include <thread>
 
-#include "coordinator/assignment.h"
-#include "coordinator/job_plan.h"
-#include "coordinator/spec_validation.h"
+#include "jobplan/assignment.h"
+#include "jobplan/plan_job.h"
+#include "jobplan/spec_validation.h"
 #include "worker/daemon/backend_factory.h"
 #include "worker/daemon/checkpointing.h"
 #include "worker/transport/tcp_transport.h"
@@ -16,9 +16,9 @@ namespace pipecoord::worker {
 
 Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<void(int, const StepReport&)>& on_step,
                                   const LocalCheckpoints& checkpoints) {
-  PIPECOORD_RETURN_IF_ERROR(coordinator::ValidateJobSpec(raw));
-  const v1::JobSpec spec = coordinator::WithDefaults(raw);
-  auto plan = coordinator::PlanJob(spec);
+  PIPECOORD_RETURN_IF_ERROR(jobplan::ValidateJobSpec(raw));
+  const v1::JobSpec spec = jobplan::WithDefaults(raw);
+  auto plan = jobplan::PlanJob(spec);
   if (!plan.ok()) return plan.status();
   const int world = spec.pp() * spec.dp();
   constexpr uint64_t kSession = 42;
@@ -49,7 +49,7 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<vo
         status[g] = std::move(st);
         for (auto& t : transports) t->Shutdown();  // wake the others: fail fast, never hang
       };
-      v1::Assignment a = coordinator::BuildAssignment(checkpoints.job_id, spec, *plan, g, endpoint_list, kSession);
+      v1::Assignment a = jobplan::BuildAssignment(checkpoints.job_id, spec, *plan, g, endpoint_list, kSession);
       a.set_start_step(checkpoints.start_step);
       Status st = transports[g]->Connect(g, endpoints, kSession, std::chrono::seconds(30));
       if (!st.ok()) return fail(st);

@@ -1,10 +1,10 @@
-#include "coordinator/health/memory_budget.h"
+#include "jobplan/memory_budget.h"
 
 #include <gtest/gtest.h>
 
-#include "coordinator/health/test_spec.h"
+#include "jobplan/test_spec.h"
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 namespace {
 
 TEST(MemoryBudget, TinyModelByHand) {
@@ -58,4 +58,4 @@ TEST(MemoryBudget, MicroBatchesWaitingForTheirWCountInFull) {
 }
 
 }  // namespace
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan

@@ -1,8 +1,8 @@
-#include "coordinator/health/plan_expectations.h"
+#include "jobplan/plan_expectations.h"
 
 #include "schedules/partition.h"
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 
 namespace sch = pipecoord::schedules;
 
@@ -65,4 +65,4 @@ Result<PlanExpectations> ExpectPlan(const v1::JobSpec& spec, const v1::Plan& pla
   return e;
 }
 
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan

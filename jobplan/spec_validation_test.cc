@@ -1,16 +1,16 @@
 // A JobSpec's errors in one voice: "spec.FIELD: RULE, got VALUE", the field as the user wrote it
 // (protobuf's JSON name), numbers in %g; the same for what planning the spec refuses.
-#include "coordinator/spec_validation.h"
+#include "jobplan/spec_validation.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <string>
 
-#include "coordinator/job_plan.h"
-#include "coordinator/tiny_spec_for_tests.h"
+#include "jobplan/plan_job.h"
+#include "jobplan/tiny_spec_for_tests.h"
 
-namespace pipecoord::coordinator {
+namespace pipecoord::jobplan {
 namespace {
 
 std::string Error(const v1::JobSpec& s) { return ValidateJobSpec(s).message(); }
@@ -158,4 +158,4 @@ TEST(JobPlanTest, EngineErrorsNameTheSpecField) {
 }
 
 }  // namespace
-}  // namespace pipecoord::coordinator
+}  // namespace pipecoord::jobplan

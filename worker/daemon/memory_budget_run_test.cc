@@ -5,13 +5,13 @@
 
 #include <cstdio>
 
-#include "coordinator/health/memory_budget.h"
-#include "coordinator/health/test_spec.h"
-#include "coordinator/job_plan.h"
-#include "coordinator/spec_validation.h"
+#include "jobplan/memory_budget.h"
+#include "jobplan/test_spec.h"
+#include "jobplan/plan_job.h"
+#include "jobplan/spec_validation.h"
 #include "worker/daemon/local_run.h"
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::worker {
 namespace {
 
 struct Case {
@@ -49,9 +49,9 @@ v1::JobSpec Spec(const Case& c) {
 // the peaks by global rank (the highest step's).
 std::vector<uint64_t> RunAndCompare(const v1::JobSpec& raw) {
   std::vector<uint64_t> peaks;
-  EXPECT_TRUE(ValidateJobSpec(raw).ok()) << ValidateJobSpec(raw).ToString();
-  const v1::JobSpec spec = WithDefaults(raw);
-  auto plan = PlanJob(spec);
+  EXPECT_TRUE(jobplan::ValidateJobSpec(raw).ok()) << jobplan::ValidateJobSpec(raw).ToString();
+  const v1::JobSpec spec = jobplan::WithDefaults(raw);
+  auto plan = jobplan::PlanJob(spec);
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   if (!plan.ok()) return peaks;
   auto run = worker::RunLocally(raw);
@@ -85,7 +85,7 @@ TEST_P(MemoryBudgetRunTest, EveryRanksPeakIsItsBudget) { RunAndCompare(Spec(GetP
 
 // The example of docs/monitoring.md and memory_budget_test: the health tests' tiny model.
 TEST(MemoryBudgetRun, TheDocumentedTinyModel) {
-  v1::JobSpec spec = TestSpec();
+  v1::JobSpec spec = jobplan::TestSpec();
   spec.set_steps(2);
   EXPECT_EQ(RunAndCompare(spec), (std::vector<uint64_t>{746112, 668480}));
 }
@@ -113,4 +113,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::worker

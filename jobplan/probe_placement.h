@@ -5,8 +5,8 @@
 // interleaved (equal stages, no communication cost), and from the simulator's idle windows for
 // every other schedule. A window ending at a compute action puts the probe just before that
 // action (after the sends of the one before it); the trailing window puts it before OPT.
-#ifndef PIPECOORD_COORDINATOR_HEALTH_PROBE_PLACEMENT_H_
-#define PIPECOORD_COORDINATOR_HEALTH_PROBE_PLACEMENT_H_
+#ifndef PIPECOORD_JOBPLAN_PROBE_PLACEMENT_H_
+#define PIPECOORD_JOBPLAN_PROBE_PLACEMENT_H_
 
 #include <vector>
 
@@ -14,7 +14,7 @@
 #include "proto/job.pb.h"
 #include "schedules/simulator.h"
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 
 struct ProbeWindow {
   int rank = 0;
@@ -29,6 +29,6 @@ Result<std::vector<ProbeWindow>> ChooseProbeWindows(const v1::JobSpec& spec, con
 // Inserts the PROBE actions into plan->ranks (no-op when spec.health turns probes off).
 Status PlaceProbes(const v1::JobSpec& spec, v1::Plan* plan);
 
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan
 
-#endif  // PIPECOORD_COORDINATOR_HEALTH_PROBE_PLACEMENT_H_
+#endif  // PIPECOORD_JOBPLAN_PROBE_PLACEMENT_H_

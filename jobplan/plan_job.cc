@@ -1,17 +1,17 @@
-#include "coordinator/job_plan.h"
+#include "jobplan/plan_job.h"
 
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "coordinator/health/memory_budget.h"
-#include "coordinator/spec_validation.h"
-#include "coordinator/health/probe_placement.h"
+#include "jobplan/memory_budget.h"
+#include "jobplan/spec_validation.h"
+#include "jobplan/probe_placement.h"
 #include "schedules/partition.h"
 #include "schedules/registry.h"
 #include "schedules/simulator.h"
 
-namespace pipecoord::coordinator {
+namespace pipecoord::jobplan {
 
 namespace sch = pipecoord::schedules;
 
@@ -128,9 +128,9 @@ Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
   }
   plan.set_predicted_makespan(sim->makespan);
   plan.set_predicted_bubble_rate(sim->bubble_rate);
-  health::FillMemoryBudgets(spec, &plan);
-  PIPECOORD_RETURN_IF_ERROR(health::PlaceProbes(spec, &plan));  // into the predicted bubbles
+  FillMemoryBudgets(spec, &plan);
+  PIPECOORD_RETURN_IF_ERROR(PlaceProbes(spec, &plan));  // into the predicted bubbles
   return plan;
 }
 
-}  // namespace pipecoord::coordinator
+}  // namespace pipecoord::jobplan

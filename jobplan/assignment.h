@@ -1,6 +1,6 @@
 // What the coordinator hands one worker of a planned job.
-#ifndef PIPECOORD_COORDINATOR_ASSIGNMENT_H_
-#define PIPECOORD_COORDINATOR_ASSIGNMENT_H_
+#ifndef PIPECOORD_JOBPLAN_ASSIGNMENT_H_
+#define PIPECOORD_JOBPLAN_ASSIGNMENT_H_
 
 #include <string>
 #include <vector>
@@ -8,13 +8,13 @@
 #include "proto/job.pb.h"
 #include "proto/worker.pb.h"
 
-namespace pipecoord::coordinator {
+namespace pipecoord::jobplan {
 
 // The assignment of global rank `global` (dp_rank * pp + rank) of a job: its rank's job list,
 // the stages it holds, every member's data endpoint (by global rank) and the session.
 v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spec, const v1::Plan& plan,
                                int global, const std::vector<std::string>& endpoints, uint64_t session);
 
-}  // namespace pipecoord::coordinator
+}  // namespace pipecoord::jobplan
 
-#endif  // PIPECOORD_COORDINATOR_ASSIGNMENT_H_
+#endif  // PIPECOORD_JOBPLAN_ASSIGNMENT_H_

@@ -1,12 +1,12 @@
 // Checks every field of a submitted JobSpec before anything is stored or planned.
-#ifndef PIPECOORD_COORDINATOR_SPEC_VALIDATION_H_
-#define PIPECOORD_COORDINATOR_SPEC_VALIDATION_H_
+#ifndef PIPECOORD_JOBPLAN_SPEC_VALIDATION_H_
+#define PIPECOORD_JOBPLAN_SPEC_VALIDATION_H_
 
 #include "common/status.h"
 #include "proto/job.pb.h"
 #include "schedules/partition.h"
 
-namespace pipecoord::coordinator {
+namespace pipecoord::jobplan {
 
 // INVALID_ARGUMENT naming the field as the user wrote it (protobuf's JSON name under "spec.",
 // e.g. spec.learningRate, spec.stageLayers[1]) with the rule and the value, e.g.
@@ -21,6 +21,6 @@ inline const schedules::PartitionFields kSpecPartitionFields{"spec.stageLayers",
 // default, data_seed 0 -> model.seed, unset costs -> 1/1/1/0). Call after ValidateJobSpec.
 v1::JobSpec WithDefaults(const v1::JobSpec& spec);
 
-}  // namespace pipecoord::coordinator
+}  // namespace pipecoord::jobplan
 
-#endif  // PIPECOORD_COORDINATOR_SPEC_VALIDATION_H_
+#endif  // PIPECOORD_JOBPLAN_SPEC_VALIDATION_H_

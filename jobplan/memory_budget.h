@@ -15,15 +15,15 @@
 //   block:     after F  T (8h + 3f + a s + 2)     after B  T (12h + 3f + 2)
 //   embedding: after F  T int32 ids              after B  T int32 ids + T h
 //   head:      after F  T (2h + 1 + V) + T int32  after B  T (3h + 1 + V)
-#ifndef PIPECOORD_COORDINATOR_HEALTH_MEMORY_BUDGET_H_
-#define PIPECOORD_COORDINATOR_HEALTH_MEMORY_BUDGET_H_
+#ifndef PIPECOORD_JOBPLAN_MEMORY_BUDGET_H_
+#define PIPECOORD_JOBPLAN_MEMORY_BUDGET_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "proto/job.pb.h"
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 
 // What one micro-batch holds on one stage, by phase, in bytes.
 struct SavedBytes {
@@ -46,6 +46,6 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
 // Sets plan->memory_budget_bytes from EstimateRankMemory.
 void FillMemoryBudgets(const v1::JobSpec& spec, v1::Plan* plan);
 
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan
 
-#endif  // PIPECOORD_COORDINATOR_HEALTH_MEMORY_BUDGET_H_
+#endif  // PIPECOORD_JOBPLAN_MEMORY_BUDGET_H_

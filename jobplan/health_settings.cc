@@ -1,10 +1,10 @@
-#include "coordinator/health/settings.h"
+#include "jobplan/health_settings.h"
 
 #include <cmath>
 #include <cstdio>
 #include <string>
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 namespace {
 
 Status InRange(const char* field, double v, double lo, double hi) {
@@ -18,8 +18,8 @@ Status InRange(const char* field, double v, double lo, double hi) {
 
 }  // namespace
 
-Settings Resolve(const v1::HealthConfig& c) {
-  Settings s;
+HealthSettings ResolveHealth(const v1::HealthConfig& c) {
+  HealthSettings s;
   s.enabled = !c.disabled();
   if (c.bubble_slack() > 0) s.bubble_slack = c.bubble_slack();
   if (c.bubble_min_s() > 0) s.bubble_min_s = c.bubble_min_s();
@@ -51,4 +51,4 @@ Status ValidateHealthConfig(const v1::HealthConfig& c) {
   return Status::Ok();
 }
 
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan

@@ -1,6 +1,6 @@
-#include "coordinator/assignment.h"
+#include "jobplan/assignment.h"
 
-namespace pipecoord::coordinator {
+namespace pipecoord::jobplan {
 
 v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spec, const v1::Plan& plan,
                                int global, const std::vector<std::string>& endpoints, uint64_t session) {
@@ -24,4 +24,4 @@ v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spe
   return a;
 }
 
-}  // namespace pipecoord::coordinator
+}  // namespace pipecoord::jobplan

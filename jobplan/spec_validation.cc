@@ -1,15 +1,15 @@
-#include "coordinator/spec_validation.h"
+#include "jobplan/spec_validation.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 
-#include "coordinator/health/settings.h"
+#include "jobplan/health_settings.h"
 #include "schedules/partition.h"
 #include "schedules/registry.h"
 
-namespace pipecoord::coordinator {
+namespace pipecoord::jobplan {
 namespace {
 
 // Every message names the field as the user wrote it (protobuf's JSON name under "spec.") and
@@ -103,7 +103,7 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
     return InvalidArgument("spec.model.layers: must be >= spec.pp x spec.vpp = " + std::to_string(s.pp() * vpp) +
                            " (a layer for each stage), got " + std::to_string(m.layers()));
   }
-  PIPECOORD_RETURN_IF_ERROR(health::ValidateHealthConfig(s.health()));
+  PIPECOORD_RETURN_IF_ERROR(ValidateHealthConfig(s.health()));
   if (s.stage_layers_size() > 0) {
     std::vector<int> rank_layers(s.stage_layers().begin(), s.stage_layers().end());
     // The placement's shape is all that matters here: every schedule keeps vpp chunks per rank.
@@ -135,4 +135,4 @@ v1::JobSpec WithDefaults(const v1::JobSpec& in) {
   return s;
 }
 
-}  // namespace pipecoord::coordinator
+}  // namespace pipecoord::jobplan

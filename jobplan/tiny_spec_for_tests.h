@@ -1,14 +1,14 @@
 // A tiny job for the coordinator's tests: `schedule` on pp ranks, 4 micro-batches of 2, 2 steps,
 // 4 layers of hidden 32 (4 heads), vocabulary 64, sequence 8. Valid as it is; tests change one
 // field at a time.
-#ifndef PIPECOORD_COORDINATOR_TINY_SPEC_FOR_TESTS_H_
-#define PIPECOORD_COORDINATOR_TINY_SPEC_FOR_TESTS_H_
+#ifndef PIPECOORD_JOBPLAN_TINY_SPEC_FOR_TESTS_H_
+#define PIPECOORD_JOBPLAN_TINY_SPEC_FOR_TESTS_H_
 
 #include <string>
 
 #include "proto/job.pb.h"
 
-namespace pipecoord::coordinator {
+namespace pipecoord::jobplan {
 
 inline v1::JobSpec TinySpec(int pp = 2, const std::string& schedule = "1f1b") {
   v1::JobSpec s;
@@ -29,6 +29,6 @@ inline v1::JobSpec TinySpec(int pp = 2, const std::string& schedule = "1f1b") {
   return s;
 }
 
-}  // namespace pipecoord::coordinator
+}  // namespace pipecoord::jobplan
 
-#endif  // PIPECOORD_COORDINATOR_TINY_SPEC_FOR_TESTS_H_
+#endif  // PIPECOORD_JOBPLAN_TINY_SPEC_FOR_TESTS_H_

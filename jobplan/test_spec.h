@@ -1,14 +1,14 @@
 // A tiny job for the health tests: 1f1b (or another schedule), pp 2, m 4, 4 layers of h 32.
-#ifndef PIPECOORD_COORDINATOR_HEALTH_TEST_SPEC_H_
-#define PIPECOORD_COORDINATOR_HEALTH_TEST_SPEC_H_
+#ifndef PIPECOORD_JOBPLAN_TEST_SPEC_H_
+#define PIPECOORD_JOBPLAN_TEST_SPEC_H_
 
 #include <string>
 
-#include "coordinator/job_plan.h"
-#include "coordinator/spec_validation.h"
+#include "jobplan/plan_job.h"
+#include "jobplan/spec_validation.h"
 #include "proto/job.pb.h"
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 
 inline v1::JobSpec TestSpec(const std::string& schedule = "1f1b", int pp = 2, int vpp = 0) {
   v1::JobSpec s;
@@ -37,6 +37,6 @@ inline v1::Job TestJob(const v1::JobSpec& spec) {
   return j;
 }
 
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan
 
-#endif  // PIPECOORD_COORDINATOR_HEALTH_TEST_SPEC_H_
+#endif  // PIPECOORD_JOBPLAN_TEST_SPEC_H_

@@ -1,13 +1,13 @@
-// Settings: a job's HealthConfig with every default filled in, and its validation.
-#ifndef PIPECOORD_COORDINATOR_HEALTH_SETTINGS_H_
-#define PIPECOORD_COORDINATOR_HEALTH_SETTINGS_H_
+// HealthSettings: a job's HealthConfig with every default filled in, and its validation.
+#ifndef PIPECOORD_JOBPLAN_HEALTH_SETTINGS_H_
+#define PIPECOORD_JOBPLAN_HEALTH_SETTINGS_H_
 
 #include "common/status.h"
 #include "proto/health.pb.h"
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 
-struct Settings {
+struct HealthSettings {
   bool enabled = true;
   double bubble_slack = 0.5;          // of the predicted step time
   double bubble_min_s = 0.05;
@@ -24,12 +24,12 @@ struct Settings {
 };
 
 // Unset (0 / false) fields take the defaults above.
-Settings Resolve(const v1::HealthConfig& config);
+HealthSettings ResolveHealth(const v1::HealthConfig& config);
 
 // INVALID_ARGUMENT naming the field and its rule, e.g.
 // "spec.health.straggler_threshold: must be in [0, 1], got 1.5".
 Status ValidateHealthConfig(const v1::HealthConfig& config);
 
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan
 
-#endif  // PIPECOORD_COORDINATOR_HEALTH_SETTINGS_H_
+#endif  // PIPECOORD_JOBPLAN_HEALTH_SETTINGS_H_

@@ -1,12 +1,12 @@
-#include "coordinator/health/settings.h"
+#include "jobplan/health_settings.h"
 
 #include <gtest/gtest.h>
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 namespace {
 
-TEST(Settings, UnsetFieldsTakeTheDefaults) {
-  const Settings s = Resolve(v1::HealthConfig());
+TEST(HealthSettings, UnsetFieldsTakeTheDefaults) {
+  const HealthSettings s = ResolveHealth(v1::HealthConfig());
   EXPECT_TRUE(s.enabled);
   EXPECT_TRUE(s.probes);
   EXPECT_EQ(s.straggler_threshold, 0.75);
@@ -16,13 +16,13 @@ TEST(Settings, UnsetFieldsTakeTheDefaults) {
   v1::HealthConfig c;
   c.set_straggler_threshold(0.5);
   c.set_probes_off(true);
-  EXPECT_EQ(Resolve(c).straggler_threshold, 0.5);
-  EXPECT_FALSE(Resolve(c).probes);
+  EXPECT_EQ(ResolveHealth(c).straggler_threshold, 0.5);
+  EXPECT_FALSE(ResolveHealth(c).probes);
   c.set_disabled(true);
-  EXPECT_FALSE(Resolve(c).enabled);
+  EXPECT_FALSE(ResolveHealth(c).enabled);
 }
 
-TEST(Settings, ErrorsNameTheFieldAndTheRule) {
+TEST(HealthSettings, ErrorsNameTheFieldAndTheRule) {
   v1::HealthConfig c;
   c.set_straggler_threshold(1.5);
   EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.stragglerThreshold: must be in [0, 1], got 1.5");
@@ -36,4 +36,4 @@ TEST(Settings, ErrorsNameTheFieldAndTheRule) {
 }
 
 }  // namespace
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan

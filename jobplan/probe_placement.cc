@@ -1,12 +1,12 @@
-#include "coordinator/health/probe_placement.h"
+#include "jobplan/probe_placement.h"
 
 #include <cmath>
 
-#include "coordinator/health/plan_expectations.h"
-#include "coordinator/health/settings.h"
+#include "jobplan/plan_expectations.h"
+#include "jobplan/health_settings.h"
 #include "schedules/bubble_prediction.h"
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 
 namespace sch = pipecoord::schedules;
 
@@ -79,7 +79,7 @@ Result<std::vector<ProbeWindow>> ChooseProbeWindows(const v1::JobSpec& spec, con
 }
 
 Status PlaceProbes(const v1::JobSpec& spec, v1::Plan* plan) {
-  if (!Resolve(spec.health()).probes) return Status::Ok();
+  if (!ResolveHealth(spec.health()).probes) return Status::Ok();
   auto windows = ChooseProbeWindows(spec, *plan);
   if (!windows.ok()) return windows.status();
   for (const ProbeWindow& pw : *windows) {
@@ -102,4 +102,4 @@ Status PlaceProbes(const v1::JobSpec& spec, v1::Plan* plan) {
   return Status::Ok();
 }
 
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan

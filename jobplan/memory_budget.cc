@@ -1,9 +1,9 @@
-#include "coordinator/health/memory_budget.h"
+#include "jobplan/memory_budget.h"
 
 #include <algorithm>
 #include <map>
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 
 SavedBytes StageSavedBytes(const v1::JobSpec& spec, const v1::StageShard& shard) {
   const v1::ModelSpec& m = spec.model();
@@ -94,4 +94,4 @@ void FillMemoryBudgets(const v1::JobSpec& spec, v1::Plan* plan) {
   for (const RankMemoryEstimate& e : EstimateRankMemory(spec, *plan)) plan->add_memory_budget_bytes(e.budget_bytes);
 }
 
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan

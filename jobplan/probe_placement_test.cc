@@ -1,10 +1,10 @@
-#include "coordinator/health/probe_placement.h"
+#include "jobplan/probe_placement.h"
 
 #include <gtest/gtest.h>
 
-#include "coordinator/health/test_spec.h"
+#include "jobplan/test_spec.h"
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 namespace {
 
 std::vector<int> ProbePositions(const v1::Plan& plan, int rank) {
@@ -56,4 +56,4 @@ TEST(ProbePlacement, ProbesOffLeavesThePlanAlone) {
 }
 
 }  // namespace
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan

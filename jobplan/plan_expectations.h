@@ -1,8 +1,8 @@
 // PlanExpectations: what the plan predicts for each rank's compute actions (start, end, cost in
 // the plan's cost units), from simulating the plan's own job lists. The timing checks compare
 // measured actions with these, position by position.
-#ifndef PIPECOORD_COORDINATOR_HEALTH_PLAN_EXPECTATIONS_H_
-#define PIPECOORD_COORDINATOR_HEALTH_PLAN_EXPECTATIONS_H_
+#ifndef PIPECOORD_JOBPLAN_PLAN_EXPECTATIONS_H_
+#define PIPECOORD_JOBPLAN_PLAN_EXPECTATIONS_H_
 
 #include <vector>
 
@@ -11,7 +11,7 @@
 #include "schedules/schedule.h"
 #include "schedules/simulator.h"
 
-namespace pipecoord::coordinator::health {
+namespace pipecoord::jobplan {
 
 struct ComputeSlot {
   int action_index = 0;  // position in the rank's job list (PROBE and OPT included)
@@ -36,6 +36,6 @@ schedules::CostModel PlanCosts(const v1::JobSpec& spec, const v1::Plan& plan);
 // Simulates the plan; INVALID_ARGUMENT if the plan's lists cannot be simulated.
 Result<PlanExpectations> ExpectPlan(const v1::JobSpec& spec, const v1::Plan& plan);
 
-}  // namespace pipecoord::coordinator::health
+}  // namespace pipecoord::jobplan
 
-#endif  // PIPECOORD_COORDINATOR_HEALTH_PLAN_EXPECTATIONS_H_
+#endif  // PIPECOORD_JOBPLAN_PLAN_EXPECTATIONS_H_
