@@ -98,5 +98,21 @@ TEST(JsonTest, ReadsBackWhatTheCommonWriterWrites) {
   EXPECT_EQ(big->integer, 9007199254740993);
 }
 
+// Any bytes at all come out as a JSON string this reader accepts; ASCII comes back unchanged.
+TEST(JsonTest, CommonWriterOutputAlwaysParses) {
+  std::mt19937 rng(7);
+  for (int n = 0; n < 5000; ++n) {
+    std::string s(rng() % 12, '\0');
+    for (char& c : s) c = static_cast<char>(rng() % 4 == 0 ? rng() % 0x20 : rng() % 256);
+    auto r = ParseJson(JsonString(s));
+    ASSERT_TRUE(r.ok()) << JsonString(s) << ": " << r.status().ToString();
+    bool ascii = true;
+    for (char c : s) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
+    if (ascii) {
+      EXPECT_EQ(r->string, s);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pipecoord::memory
