@@ -1,6 +1,6 @@
 #include "cli/cli_io.h"
 
-#include "cli/flags.h"
+#include "common/flags.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

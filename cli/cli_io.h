@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/flags.h"
 #include "common/status.h"
 
 namespace pipecoord::cli {
@@ -22,8 +23,6 @@ Result<std::string> ReadInputFile(const std::string& arg, const std::string& pat
 // on stderr naming --out) when the file cannot be written.
 int EmitOutput(const std::string& verb, const std::string& text, const std::string& out_path,
                const std::string& what);
-
-class FlagSet;
 
 // Parses argv into `flags` (positional arguments into `positional`, which may be null). Returns
 // kExitOk after printing the help when it was asked for, the exit code of Fail() when parsing

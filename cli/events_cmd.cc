@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "cli/cli_io.h"
-#include "cli/flags.h"
 #include "cli/job_client.h"
 #include "cli/verbs.h"
+#include "common/flags.h"
 
 namespace pipecoord::cli {
 

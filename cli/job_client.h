@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "cli/flags.h"
+#include "common/flags.h"
 #include "common/status.h"
 #include "proto/job.grpc.pb.h"
 

@@ -9,10 +9,10 @@
 #include <type_traits>
 
 #include "cli/cli_io.h"
-#include "cli/flags.h"
 #include "cli/job_client.h"
 #include "cli/json_keys.h"
 #include "cli/verbs.h"
+#include "common/flags.h"
 
 namespace pipecoord::cli {
 namespace {

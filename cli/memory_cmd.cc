@@ -5,9 +5,9 @@
 #include <string>
 
 #include "cli/cli_io.h"
-#include "cli/flags.h"
 #include "cli/model_flags.h"
 #include "cli/verbs.h"
+#include "common/flags.h"
 #include "memory/block_program.h"
 #include "memory/estimate.h"
 #include "memory/liveness.h"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "cli/flags.h"
+#include "common/flags.h"
 #include "common/status.h"
 #include "memory/model_spec.h"
 

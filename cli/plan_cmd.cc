@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "cli/cli_io.h"
-#include "cli/flags.h"
 #include "cli/model_flags.h"
 #include "cli/verbs.h"
+#include "common/flags.h"
 #include "memory/units.h"
 #include "planner/plan_report.h"
 #include "planner/planner.h"

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "cli/cli_io.h"
-#include "cli/flags.h"
 #include "cli/verbs.h"
+#include "common/flags.h"
 #include "schedules/csv_format.h"
 #include "schedules/json_format.h"
 #include "schedules/partition.h"

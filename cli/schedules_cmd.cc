@@ -3,8 +3,8 @@
 #include <string>
 
 #include "cli/cli_io.h"
-#include "cli/flags.h"
 #include "cli/verbs.h"
+#include "common/flags.h"
 #include "common/json_writer.h"
 #include "schedules/registry.h"
 

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "cli/flags.h"
+#include "common/flags.h"
 #include "common/process_holders.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/health_port.h"
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   using namespace pipecoord;
   std::string listen = "127.0.0.1:50051", http, state;
   int lease_ms = 5000, max_jobs = 10000;
-  cli::FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--max-jobs N] [--tls-cert FILE --tls-key FILE "
+  FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--max-jobs N] [--tls-cert FILE --tls-key FILE "
                      "--tls-ca FILE --token-file FILE] [--health-listen HOST:PORT]",
                      "pipecoord's coordinator: plans jobs, hands workers their job lists over gRPC and "
                      "collects their telemetry. Serves grpc.health.v1 and server reflection.");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "proto/op_kinds.h"
+
 namespace pipecoord::jobplan {
 
 SavedBytes StageSavedBytes(const v1::JobSpec& spec, const v1::StageShard& shard) {
@@ -52,7 +54,7 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
     std::map<std::pair<int, int>, uint64_t> held;  // (stage, micro-batch) -> bytes
     for (const v1::Action& act : jobs.actions()) {
       const v1::Op op = act.op();
-      if (op != v1::F && op != v1::B && op != v1::W && op != v1::BW) continue;
+      if (!v1::IsCompute(op)) continue;
       const auto it = saved.find(act.stage());
       if (it == saved.end()) continue;
       const SavedBytes& per = it->second;

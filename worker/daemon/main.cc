@@ -12,8 +12,8 @@
 #include <mutex>
 #include <thread>
 
-#include "cli/flags.h"
 #include "common/client_credentials.h"
+#include "common/flags.h"
 #include "proto/worker.grpc.pb.h"
 #include "worker/daemon/backend_factory.h"
 #include "worker/daemon/checkpointing.h"
@@ -404,7 +404,7 @@ class Daemon {
 int main(int argc, char** argv) {
   using namespace pipecoord;
   std::string coordinator_addr, device = "cpu", data_listen = "127.0.0.1:0", advertise;
-  cli::FlagSet flags("worker --coordinator HOST:PORT [--device cpu|cuda] [--data-listen HOST:PORT] [--advertise HOST] "
+  FlagSet flags("worker --coordinator HOST:PORT [--device cpu|cuda] [--data-listen HOST:PORT] [--advertise HOST] "
                      "[--checkpoint-dir DIR] [--tls-ca FILE --tls-cert FILE --tls-key FILE]",
                      "A pipecoord worker: registers with the coordinator, runs the job lists it is "
                      "assigned (its rank comes from the assignment) and reports telemetry.");

@@ -1,4 +1,4 @@
-#include "cli/flags.h"
+#include "common/flags.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
-namespace pipecoord::cli {
+namespace pipecoord {
 namespace {
 
 bool ParseInt(const std::string& s, int* out) {
@@ -198,4 +198,4 @@ std::string FlagSet::Help() const {
   return out;
 }
 
-}  // namespace pipecoord::cli
+}  // namespace pipecoord

@@ -1,14 +1,14 @@
 // FlagSet: the options of one pipectl verb, parsed from argv, with a --help text made from the
 // same declarations so the two never disagree.
-#ifndef PIPECOORD_CLI_FLAGS_H_
-#define PIPECOORD_CLI_FLAGS_H_
+#ifndef PIPECOORD_COMMON_FLAGS_H_
+#define PIPECOORD_COMMON_FLAGS_H_
 
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 
-namespace pipecoord::cli {
+namespace pipecoord {
 
 // "a", "a or b", "a, b or c": the choices of a flag, for its messages.
 std::string OneOf(const std::vector<std::string>& choices);
@@ -60,6 +60,6 @@ class FlagSet {
   bool help_requested_ = false;
 };
 
-}  // namespace pipecoord::cli
+}  // namespace pipecoord
 
-#endif  // PIPECOORD_CLI_FLAGS_H_
+#endif  // PIPECOORD_COMMON_FLAGS_H_
