@@ -1,5 +1,6 @@
 #include "jobplan/plan_expectations.h"
 
+#include "jobplan/plan_convert.h"
 #include "schedules/partition.h"
 
 namespace pipecoord::jobplan {
@@ -7,24 +8,17 @@ namespace pipecoord::jobplan {
 namespace sch = pipecoord::schedules;
 
 sch::Schedule PlanSchedule(const v1::JobSpec& spec, const v1::Plan& plan, std::vector<std::vector<int>>* index) {
-  std::vector<int> stage_to_rank(plan.stage_to_rank().begin(), plan.stage_to_rank().end());
-  sch::Schedule s = sch::MakeSchedule(spec.schedule(), spec.pp(), std::max(1, spec.vpp()), spec.microbatches(),
-                                      stage_to_rank);
-  s.ranks.assign(plan.ranks_size(), {});
-  if (index != nullptr) index->assign(plan.ranks_size(), {});
-  for (int r = 0; r < plan.ranks_size(); ++r) {
-    const v1::RankJobs& jobs = plan.ranks(r);
-    for (int i = 0; i < jobs.actions_size(); ++i) {
-      const v1::Action& a = jobs.actions(i);
-      if (a.op() == v1::PROBE || a.op() == v1::OPT || a.op() == v1::OP_UNSPECIFIED) continue;
-      sch::Action out;
-      out.op = static_cast<sch::Op>(static_cast<int>(a.op()) - 1);  // proto has 0 = unset
-      out.stage = a.stage();
-      out.mb = a.microbatch();
-      out.peer = a.peer();
-      s.ranks[r].push_back(out);
-      if (index != nullptr) (*index)[r].push_back(i);
+  sch::Schedule s = PlanToSchedule(spec, plan);
+  if (index != nullptr) index->assign(s.ranks.size(), {});
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    std::vector<sch::Action> kept;
+    for (size_t i = 0; i < s.ranks[r].size(); ++i) {
+      const v1::Op op = plan.ranks(static_cast<int>(r)).actions(static_cast<int>(i)).op();
+      if (op == v1::PROBE || op == v1::OPT || op == v1::OP_UNSPECIFIED) continue;
+      kept.push_back(s.ranks[r][i]);
+      if (index != nullptr) (*index)[r].push_back(static_cast<int>(i));
     }
+    s.ranks[r] = std::move(kept);
   }
   return s;
 }

@@ -1,11 +1,13 @@
 #include "jobplan/plan_job.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "jobplan/memory_budget.h"
 #include "jobplan/spec_validation.h"
+#include "jobplan/plan_convert.h"
 #include "jobplan/probe_placement.h"
 #include "schedules/partition.h"
 #include "schedules/registry.h"
@@ -61,34 +63,54 @@ Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
   ss.mem_limit = spec.mem_limit();
   ss.csv = spec.csv_schedule();
 
-  // Placement first (it depends only on the schedule's shape), then costs that follow layers.
-  auto order = sch::GenerateComputeOrder(spec.schedule(), ss);
-  if (!order.ok()) return AsSpecField(order.status(), spec);  // the engine's code: INVALID_ARGUMENT or UNIMPLEMENTED
-  // An imported CSV brings its own shape; pp x dp workers run spec.microbatches each, so they
-  // must agree (the engine only refuses a mismatch when the caller gave a value above 1).
-  auto agree = [&](const char* field, int given, int found, const char* what) -> Status {
-    if (given == found) return Status::Ok();
-    return InvalidArgument(std::string("spec.") + field + ": " + std::to_string(given) + ", but spec.csvSchedule has " +
-                           std::to_string(found) + " " + what);
-  };
+  // Placement first (it depends only on the schedule's shape), then the costs that follow the
+  // layers, then the schedule, generated once with them (zb-auto's search runs once).
+  std::vector<int> stage_to_rank;
   if (spec.schedule() == "csv") {
+    // An imported CSV brings its own shape; pp x dp workers run spec.microbatches each, so they
+    // must agree (the engine only refuses a mismatch when the caller gave a value above 1).
+    auto order = sch::GenerateComputeOrder(spec.schedule(), ss);  // a parse
+    if (!order.ok()) return AsSpecField(order.status(), spec);
+    auto agree = [&](const char* field, int given, int found, const char* what) -> Status {
+      if (given == found) return Status::Ok();
+      return InvalidArgument(std::string("spec.") + field + ": " + std::to_string(given) + ", but spec.csvSchedule has " +
+                             std::to_string(found) + " " + what);
+    };
     PIPECOORD_RETURN_IF_ERROR(agree("pp", spec.pp(), order->pp, "rows (ranks)"));
     PIPECOORD_RETURN_IF_ERROR(agree("vpp", spec.vpp(), order->vpp, "stages per rank"));
     PIPECOORD_RETURN_IF_ERROR(agree("microbatches", spec.microbatches(), order->microbatches, "micro-batches"));
+    stage_to_rank = order->stage_to_rank;
+  } else {
+    auto placed = sch::PlaceStages(spec.schedule(), ss);
+    if (!placed.ok()) return AsSpecField(placed.status(), spec);
+    stage_to_rank = std::move(placed).value();
   }
   std::vector<int> rank_layers(spec.stage_layers().begin(), spec.stage_layers().end());
-  auto layers = sch::PartitionLayers(spec.model().layers(), order->pp, order->stage_to_rank, rank_layers,
-                                     kSpecPartitionFields);
+  auto layers = sch::PartitionLayers(spec.model().layers(), spec.pp(), stage_to_rank, rank_layers, kSpecPartitionFields);
   if (!layers.ok()) return layers.status();
-  ss.costs.stage_fraction = sch::StageFractions(std::vector<double>(layers->begin(), layers->end()), order->pp);
+  ss.costs.stage_fraction = sch::StageFractions(std::vector<double>(layers->begin(), layers->end()), spec.pp());
 
   auto schedule = sch::BuildSchedule(spec.schedule(), ss);
   if (!schedule.ok()) return AsSpecField(schedule.status(), spec);
-  auto sim = sch::Simulate(*schedule, ss.costs);
+  auto sim = sch::Simulate(*schedule, ss.costs);  // the one simulation of the plan
   if (!sim.ok()) return AsSpecField(InvalidArgument(sim.status().message()), spec);
 
+  // PROBE inside each rank's longest predicted bubble, OPT after the last micro-batch: both are
+  // schedule actions, so the plan's lists come from one converter.
+  const bool equal_stages = std::all_of(layers->begin(), layers->end(), [&](int n) { return n == layers->front(); });
+  PlaceProbes(spec, ChooseProbeWindows(spec, *schedule, *sim, equal_stages), &*schedule);
+  for (int r = 0; r < schedule->pp; ++r) {
+    sch::Action opt;
+    opt.op = sch::Op::kOpt;
+    opt.stage = static_cast<int>(std::find(schedule->stage_to_rank.begin(), schedule->stage_to_rank.end(), r) -
+                                 schedule->stage_to_rank.begin());  // the rank's first stage
+    opt.mb = -1;
+    opt.peer = -1;
+    schedule->ranks[r].push_back(opt);
+  }
+
   v1::Plan plan;
-  for (int r : schedule->stage_to_rank) plan.add_stage_to_rank(r);
+  ScheduleToPlan(*schedule, &plan);
   int first = 0;
   const int stages = schedule->num_stages();
   for (int k = 0; k < stages; ++k) {
@@ -101,24 +123,6 @@ Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
     first += (*layers)[k];
   }
   for (int r = 0; r < schedule->pp; ++r) {
-    v1::RankJobs* jobs = plan.add_ranks();
-    jobs->set_rank(r);
-    for (const sch::Action& a : schedule->ranks[r]) {
-      v1::Action* out = jobs->add_actions();
-      out->set_op(static_cast<v1::Op>(static_cast<int>(a.op) + 1));  // same order, proto has 0 = unset
-      out->set_stage(a.stage);
-      out->set_microbatch(a.mb);
-      out->set_peer(a.peer);
-    }
-    v1::Action* opt = jobs->add_actions();
-    opt->set_op(v1::OPT);
-    int own = 0;
-    for (int k = 0; k < stages; ++k) {
-      if (schedule->stage_to_rank[k] == r) { own = k; break; }
-    }
-    opt->set_stage(own);
-    opt->set_microbatch(-1);
-    opt->set_peer(-1);
     for (const sch::Interval& w : sim->ranks[r].idle) {
       v1::IdleWindow* win = plan.add_predicted_idle();
       win->set_rank(r);
@@ -129,7 +133,6 @@ Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
   plan.set_predicted_makespan(sim->makespan);
   plan.set_predicted_bubble_rate(sim->bubble_rate);
   FillMemoryBudgets(spec, &plan);
-  PIPECOORD_RETURN_IF_ERROR(PlaceProbes(spec, &plan));  // into the predicted bubbles
   return plan;
 }
 

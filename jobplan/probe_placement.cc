@@ -1,9 +1,10 @@
 #include "jobplan/probe_placement.h"
 
+#include <algorithm>
 #include <cmath>
 
-#include "jobplan/plan_expectations.h"
 #include "jobplan/health_settings.h"
+#include "jobplan/plan_expectations.h"
 #include "schedules/bubble_prediction.h"
 
 namespace pipecoord::jobplan {
@@ -12,41 +13,30 @@ namespace sch = pipecoord::schedules;
 
 namespace {
 
-bool EqualStages(const v1::Plan& plan) {
-  for (const v1::StageShard& s : plan.shards()) {
-    if (s.num_layers() != plan.shards(0).num_layers()) return false;
-  }
-  return true;
-}
-
-// Where a probe for `window` goes in `jobs`: before the first compute action that starts at or
-// after the window's end (stepping back over the receives posted for it), or before OPT.
-int Position(const v1::RankJobs& jobs, const std::vector<ComputeSlot>& slots, const sch::Interval& window,
-             double eps) {
+// Where a probe for `window` goes in `list`: before the first compute action that starts at or
+// after the window's end (stepping back over the receives posted for it), or at the end.
+int Position(const std::vector<sch::Action>& list, const std::vector<sch::Interval>& timing,
+             const sch::Interval& window, double eps) {
   int at = -1;
-  for (const ComputeSlot& s : slots) {
-    if (s.start >= window.end - eps) {
-      at = s.action_index;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (sch::IsCompute(list[i].op) && timing[i].start >= window.end - eps) {
+      at = static_cast<int>(i);
       break;
     }
   }
-  if (at < 0) {
-    at = jobs.actions_size();
-    if (at > 0 && jobs.actions(at - 1).op() == v1::OPT) --at;
-    return at;
-  }
-  while (at > 0 && (jobs.actions(at - 1).op() == v1::RECV_F || jobs.actions(at - 1).op() == v1::RECV_B)) --at;
+  if (at < 0) return static_cast<int>(list.size());
+  while (at > 0 && (list[at - 1].op == sch::Op::kRecvF || list[at - 1].op == sch::Op::kRecvB)) --at;
   return at;
 }
 
 }  // namespace
 
-Result<std::vector<ProbeWindow>> ChooseProbeWindows(const v1::JobSpec& spec, const v1::Plan& plan) {
-  auto expect = ExpectPlan(spec, plan);
-  if (!expect.ok()) return expect.status();
-  std::vector<std::vector<sch::Interval>> windows = expect->idle;
+std::vector<ProbeWindow> ChooseProbeWindows(const v1::JobSpec& spec, const sch::Schedule& s,
+                                            const sch::Simulation& sim, bool equal_stages) {
+  std::vector<std::vector<sch::Interval>> windows;
+  for (const sch::RankStats& r : sim.ranks) windows.push_back(r.idle);
   bool closed = false;
-  if (spec.costs().comm() == 0 && EqualStages(plan)) {
+  if (spec.costs().comm() == 0 && equal_stages) {
     auto pred = sch::PredictBubbles(spec.schedule(), spec.pp(), std::max(1, spec.vpp()), spec.microbatches(),
                                     spec.costs().f(), spec.costs().b(), spec.costs().w());
     if (pred.ok() && static_cast<int>(pred->windows.size()) == spec.pp()) {
@@ -54,9 +44,9 @@ Result<std::vector<ProbeWindow>> ChooseProbeWindows(const v1::JobSpec& spec, con
       closed = true;
     }
   }
-  const double eps = 1e-9 * std::max(1.0, expect->makespan);
+  const double eps = 1e-9 * std::max(1.0, sim.makespan);
   std::vector<ProbeWindow> out;
-  for (int r = 0; r < plan.ranks_size(); ++r) {
+  for (int r = 0; r < static_cast<int>(s.ranks.size()); ++r) {
     ProbeWindow pw;
     pw.rank = r;
     pw.closed_form = closed;
@@ -66,40 +56,40 @@ Result<std::vector<ProbeWindow>> ChooseProbeWindows(const v1::JobSpec& spec, con
     bool placed = false;
     for (const sch::Interval& w : windows[r]) placed |= w.end - w.start > eps;
     if (closed && !placed) pw.closed_form = false;
-    for (const sch::Interval& w : (placed ? windows[r] : expect->idle[r])) {
+    for (const sch::Interval& w : (placed ? windows[r] : sim.ranks[r].idle)) {
       if (w.end - w.start > best + eps) {
         best = w.end - w.start;
         pw.window = w;
       }
     }
-    if (best > eps) pw.position = Position(plan.ranks(r), expect->ranks[r], pw.window, eps);
+    if (best > eps) pw.position = Position(s.ranks[r], sim.timing[r], pw.window, eps);
     out.push_back(pw);
   }
   return out;
 }
 
-Status PlaceProbes(const v1::JobSpec& spec, v1::Plan* plan) {
-  if (!ResolveHealth(spec.health()).probes) return Status::Ok();
-  auto windows = ChooseProbeWindows(spec, *plan);
-  if (!windows.ok()) return windows.status();
-  for (const ProbeWindow& pw : *windows) {
+Result<std::vector<ProbeWindow>> ChooseProbeWindows(const v1::JobSpec& spec, const v1::Plan& plan) {
+  const sch::Schedule s = PlanSchedule(spec, plan, nullptr);
+  auto sim = sch::Simulate(s, PlanCosts(spec, plan));
+  if (!sim.ok()) return InvalidArgument("plan: cannot be simulated: " + sim.status().message());
+  bool equal = true;
+  for (const v1::StageShard& shard : plan.shards()) equal &= shard.num_layers() == plan.shards(0).num_layers();
+  return ChooseProbeWindows(spec, s, *sim, equal);
+}
+
+void PlaceProbes(const v1::JobSpec& spec, const std::vector<ProbeWindow>& windows, sch::Schedule* s) {
+  if (!ResolveHealth(spec.health()).probes) return;
+  for (const ProbeWindow& pw : windows) {
     if (pw.position < 0) continue;
-    v1::RankJobs* jobs = plan->mutable_ranks(pw.rank);
-    v1::Action probe;
-    probe.set_op(v1::PROBE);
-    // The stage of the action it precedes (or of the action before OPT): the rank holds it.
-    const int near = std::min(pw.position, jobs->actions_size() - 1);
-    probe.set_stage(jobs->actions(std::max(0, near)).stage());
-    probe.set_microbatch(-1);
-    probe.set_peer(-1);
-    google::protobuf::RepeatedPtrField<v1::Action> rebuilt;
-    for (int i = 0; i <= jobs->actions_size(); ++i) {
-      if (i == pw.position) *rebuilt.Add() = probe;
-      if (i < jobs->actions_size()) *rebuilt.Add() = jobs->actions(i);
-    }
-    jobs->mutable_actions()->Swap(&rebuilt);
+    std::vector<sch::Action>& list = s->ranks[pw.rank];
+    sch::Action probe;
+    probe.op = sch::Op::kProbe;
+    // The stage of the action it precedes (or of the last one): the rank holds it.
+    probe.stage = list.empty() ? 0 : list[std::min<size_t>(pw.position, list.size() - 1)].stage;
+    probe.mb = -1;
+    probe.peer = -1;
+    list.insert(list.begin() + pw.position, probe);
   }
-  return Status::Ok();
 }
 
 }  // namespace pipecoord::jobplan

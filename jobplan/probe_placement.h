@@ -4,7 +4,8 @@
 // Windows come from the closed forms of schedules/bubble_prediction.h for fthenb, 1f1b and
 // interleaved (equal stages, no communication cost), and from the simulator's idle windows for
 // every other schedule. A window ending at a compute action puts the probe just before that
-// action (after the sends of the one before it); the trailing window puts it before OPT.
+// action (after the sends of the one before it); the trailing window puts it at the end of the
+// list (before OPT, which comes last).
 #ifndef PIPECOORD_JOBPLAN_PROBE_PLACEMENT_H_
 #define PIPECOORD_JOBPLAN_PROBE_PLACEMENT_H_
 
@@ -12,6 +13,7 @@
 
 #include "common/status.h"
 #include "proto/job.pb.h"
+#include "schedules/schedule.h"
 #include "schedules/simulator.h"
 
 namespace pipecoord::jobplan {
@@ -23,11 +25,18 @@ struct ProbeWindow {
   int position = -1;           // index in the rank's list where the PROBE goes; -1: none
 };
 
-// The window and position chosen for each rank (position -1 when the rank has no idle time).
+// The window and position chosen for each rank of `schedule` (its compute and communication
+// actions, no PROBE or OPT) from its simulation `sim`. `equal_stages`: every stage holds as many
+// layers (the closed forms assume it).
+std::vector<ProbeWindow> ChooseProbeWindows(const v1::JobSpec& spec, const schedules::Schedule& schedule,
+                                            const schedules::Simulation& sim, bool equal_stages);
+
+// The same for a planned job, simulating its lists (PROBE and OPT left out; positions refer to
+// the lists without them).
 Result<std::vector<ProbeWindow>> ChooseProbeWindows(const v1::JobSpec& spec, const v1::Plan& plan);
 
-// Inserts the PROBE actions into plan->ranks (no-op when spec.health turns probes off).
-Status PlaceProbes(const v1::JobSpec& spec, v1::Plan* plan);
+// Inserts a PROBE at each window's position (none when spec.health turns probes off).
+void PlaceProbes(const v1::JobSpec& spec, const std::vector<ProbeWindow>& windows, schedules::Schedule* schedule);
 
 }  // namespace pipecoord::jobplan
 

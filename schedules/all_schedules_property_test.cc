@@ -55,18 +55,20 @@ TEST(AllSchedulesPropertyTest, EveryGeneratorOverTheGrid) {
         EXPECT_EQ(refused.status().message().rfind("microbatches: dualpipev needs at least 2 x pp", 0), 0u) << what;
         continue;
       }
+      // The placement, known before generating, is the one the generator uses.
+      auto placed = PlaceStages(info.name, spec);
+      ASSERT_TRUE(placed.ok()) << what << ": " << placed.status().ToString();
       if (sh.uneven_layers) {
         // Layers = 2 per stage + 1: not a multiple of the chunks; stage costs follow layers.
-        auto order = GenerateComputeOrder(info.name, spec);
-        ASSERT_TRUE(order.ok()) << what << ": " << order.status().ToString();
-        const int stages = order->num_stages();
-        auto layers = PartitionLayers(2 * stages + 1, sh.p, order->stage_to_rank);
+        const int stages = static_cast<int>(placed->size());
+        auto layers = PartitionLayers(2 * stages + 1, sh.p, *placed);
         ASSERT_TRUE(layers.ok()) << what;
         std::vector<double> costs(layers->begin(), layers->end());
         spec.costs.stage_fraction = StageFractions(costs, sh.p);
       }
       auto s = BuildSchedule(info.name, spec);
       ASSERT_TRUE(s.ok()) << what << ": " << s.status().ToString();
+      EXPECT_EQ(s->stage_to_rank, *placed) << what;
       auto sim = Simulate(*s, spec.costs);
       ASSERT_TRUE(sim.ok()) << what << ": " << sim.status().ToString();
       // Work is conserved: all ranks together do m (f+b+w) per rank share.

@@ -25,13 +25,13 @@ const std::vector<ScheduleInfo>& AllSchedules() {
       {"zb-auto", "memory-limited zero-bubble search over the cost model (Qi et al. 2024)",
        GenerateZbAuto, 1, 1, true},
       {"zbv", "ZB-V: two chunks per rank in a V, 1F1B's memory (Qi et al. 2024)", GenerateZbv,
-       2, 2, true},
+       2, 2, true, true},
       {"v-half", "V schedule with about half of 1F1B's activations (Qi et al. 2024b)",
-       GenerateVHalf, 2, 2, true},
+       GenerateVHalf, 2, 2, true, true},
       {"v-min", "V schedule with about a third of 1F1B's activations (Qi et al. 2024b)",
-       GenerateVMin, 2, 2, true},
+       GenerateVMin, 2, 2, true, true},
       {"dualpipev", "DualPipeV (DeepSeek): V placement, micro-batches fed from both ends",
-       GenerateDualPipeV, 2, 2, true},
+       GenerateDualPipeV, 2, 2, true, true},
       {"csv", "a schedule imported from PyTorch pipelining's CSV format", GenerateFromCsv, 1, 0,
        false},
   };
@@ -76,6 +76,19 @@ Result<Schedule> GenerateComputeOrder(std::string_view name, ScheduleSpec spec) 
   auto schedule = si.generate(spec);
   if (schedule.ok()) schedule->name = si.name;
   return schedule;
+}
+
+Result<std::vector<int>> PlaceStages(std::string_view name, const ScheduleSpec& spec) {
+  auto info = FindSchedule(name);
+  if (!info.ok()) return InvalidArgument(info.status().message());
+  if (std::string_view((*info)->name) == "csv") {
+    auto imported = GenerateComputeOrder(name, spec);  // a parse, no search
+    if (!imported.ok()) return imported.status();
+    return imported->stage_to_rank;
+  }
+  const int vpp = spec.vpp == 0 ? (*info)->default_vpp : spec.vpp;
+  if (spec.pp < 1 || vpp < 1) return InvalidArgument("pp and vpp: must be >= 1");
+  return (*info)->v_placement ? VPlacement(spec.pp) : LoopedPlacement(spec.pp, vpp);
 }
 
 Result<Schedule> BuildSchedule(std::string_view name, const ScheduleSpec& spec) {

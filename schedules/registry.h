@@ -17,6 +17,7 @@ struct ScheduleInfo {
   int default_vpp;       // chunks per rank when the user gives none
   int required_vpp;      // 0: any vpp >= 1; otherwise the only one allowed (V shapes: 2)
   bool split_backward;   // emits B and W rather than BW
+  bool v_placement = false;  // two chunks per rank in a V (VPlacement); otherwise looped
 };
 
 const std::vector<ScheduleInfo>& AllSchedules();
@@ -26,6 +27,11 @@ Result<const ScheduleInfo*> FindSchedule(std::string_view name);
 
 // Checks the spec's common fields, resolves vpp, and runs the named generator: compute only.
 Result<Schedule> GenerateComputeOrder(std::string_view name, ScheduleSpec spec);
+
+// Where each virtual stage runs (stage -> rank) for the named schedule, without generating it:
+// the placement depends only on the schedule's shape (an imported CSV is read for its own).
+// So a caller can place layers, derive the stages' costs and generate once with them.
+Result<std::vector<int>> PlaceStages(std::string_view name, const ScheduleSpec& spec);
 
 // GenerateComputeOrder, then the communication pass, then the validator: what a worker runs.
 Result<Schedule> BuildSchedule(std::string_view name, const ScheduleSpec& spec);
