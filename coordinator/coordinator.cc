@@ -140,7 +140,8 @@ Status Coordinator::Restore() {
     }
     steps->DeleteSubrange(kept, steps->size() - kept);
     j.job.set_steps_done(j.job.steps_size());  // each measured step was stored as it was counted
-    j.ResetAttempt(0);
+    // A job that restarted and was waiting for workers resumes from its start step, not step 0.
+    j.ResetAttempt(j.job.start_step());
     // The checkpoints table holds the restart point; telemetry rows refine it per rank.
     j.last_checkpoint.assign(j.world(), j.job.checkpointed_steps() - 1);
     j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
