@@ -9,6 +9,7 @@
 #include "jobplan/assignment.h"
 #include "jobplan/plan_job.h"
 #include "coordinator/run_trace.h"
+#include "coordinator/telemetry_order.h"
 #include "jobplan/spec_validation.h"
 #include "proto/op_kinds.h"
 
@@ -28,10 +29,7 @@ struct Coordinator::JobRecord {
   std::vector<v1::JobUpdate> updates;  // the WatchJob log
   std::vector<bool> done_ok;           // by global rank
   std::vector<bool> failed;            // by global rank: it reported a failure this attempt
-  // Telemetry order, by global rank: the last step summarized and the actions received for the
-  // step after it (the rank's open step).
-  std::vector<int> last_summarized;
-  std::vector<int> open_step_actions;
+  TelemetryOrder order;  // this attempt's
   std::map<int, StepAccumulator> steps;
   std::vector<v1::ActionTiming> actions;  // measured, for the trace (bounded)
   std::vector<int> action_rank;           // global rank of each entry in `actions`
@@ -62,13 +60,10 @@ struct Coordinator::JobRecord {
   void ResetAttempt(int from_step) {
     done_ok.assign(world(), false);
     failed.assign(world(), false);
-    last_summarized.assign(world(), from_step - 1);
-    open_step_actions.assign(world(), 0);
+    order = TelemetryOrder(world(), from_step);
     steps.clear();
     suspicion.reset();
   }
-  // No rank has sent telemetry in this attempt.
-  bool MeasuredNothing() const;
   int requeues = 0;  // times a lost worker sent it back to the queue before its first step
   bool terminal() const {
     auto s = job.state();
@@ -417,7 +412,7 @@ void Coordinator::RestartJobLocked(JobRecord& j, const std::string& cause) {
 void Coordinator::LoseWorkerLocked(JobRecord& j, const std::string& why, int rank) {
   // A few requeues at most: a job whose workers keep vanishing before its first step fails.
   constexpr int kMaxRequeues = 3;
-  if (j.MeasuredNothing() && j.requeues < kMaxRequeues) {
+  if (j.order.MeasuredNothing() && j.requeues < kMaxRequeues) {
     ++j.requeues;
     RequeueJobLocked(j, why);
   } else {
@@ -437,13 +432,6 @@ void Coordinator::RequeueJobLocked(JobRecord& j, const std::string& why) {
   PersistJobLocked(j);
   RecordEventLocked(j, "back in the queue (" + why + ", before its first step)");
   TryDispatchLocked();
-}
-
-bool Coordinator::JobRecord::MeasuredNothing() const {
-  for (int g = 0; g < world(); ++g) {
-    if (last_summarized[g] != job.start_step() - 1 || open_step_actions[g] != 0) return false;
-  }
-  return true;
 }
 
 void Coordinator::TryDispatchLocked() {
@@ -678,52 +666,6 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
   return Status::Ok();
 }
 
-// A rank reports its steps in order, each once: at most its job list's actions for its open step
-// (the one after the last it summarized), then that step's summary. A batch is checked whole
-// before any of it counts, so a refused batch leaves nothing behind, and a worker that resends
-// or runs ahead cannot grow the job past its spec (one record per step).
-Status Coordinator::CheckTelemetryOrderLocked(const JobRecord& j, int g, const v1::TelemetryBatch& b) const {
-  const int steps = j.job.spec().steps();
-  const int open = j.last_summarized[g] + 1;
-  const std::string who = "rank " + std::to_string(b.rank()) + " (dp " + std::to_string(b.dp_rank()) + ")";
-  for (const v1::ActionTiming& t : b.actions()) {
-    if (t.step() < 0 || t.step() >= steps) {
-      return InvalidArgument("actions: step must be in 0.." + std::to_string(steps - 1) + ", got " + std::to_string(t.step()));
-    }
-    if (t.step() != open) {
-      return InvalidArgument("actions: " + who + " reports step " + std::to_string(open) + " now (steps in order, each once), got step " +
-                             std::to_string(t.step()));
-    }
-    if (t.start_ns() < 0 || t.end_ns() < t.start_ns()) {
-      return InvalidArgument("actions: need 0 <= start_ns <= end_ns, got " + std::to_string(t.start_ns()) + " and " +
-                             std::to_string(t.end_ns()));
-    }
-  }
-  const int list = j.job.plan().ranks(b.rank()).actions_size();
-  if (j.open_step_actions[g] + b.actions_size() > list) {
-    return InvalidArgument("actions: " + who + " sent " + std::to_string(j.open_step_actions[g] + b.actions_size()) + " for step " +
-                           std::to_string(open) + ", its job list has " + std::to_string(list));
-  }
-  for (int i = 0; i < b.steps_size(); ++i) {
-    const int step = b.steps(i).step();
-    if (step < 0 || step >= steps) {
-      return InvalidArgument("steps: step must be in 0.." + std::to_string(steps - 1) + ", got " + std::to_string(step));
-    }
-    if (step != open + i) {
-      return InvalidArgument("steps: " + who + " reports step " + std::to_string(open + i) + " now (steps in order, each once), got step " +
-                             std::to_string(step));
-    }
-    // A checkpoint is of a step this rank has finished: this one or an earlier one.
-    for (int c : b.steps(i).checkpointed_steps()) {
-      if (c < 0 || c > step) {
-        return InvalidArgument("steps[" + std::to_string(i) + "].checkpointed_steps: must be in 0.." + std::to_string(step) +
-                               " (steps finished by the summary's step), got " + std::to_string(c));
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {
   j.last_checkpoint[g] = std::max(j.last_checkpoint[g], step);
   const int covered = *std::min_element(j.last_checkpoint.begin(), j.last_checkpoint.end()) + 1;
@@ -767,20 +709,15 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
     return FailedPrecondition("session " + std::to_string(b.session()) + " is an earlier attempt of " + b.job_id() +
                               " (restarted); the current one is " + std::to_string(j->session));
   }
-  PIPECOORD_RETURN_IF_ERROR(CheckTelemetryOrderLocked(*j, w->global_rank, b));
+  const int g = w->global_rank;
+  PIPECOORD_RETURN_IF_ERROR(j->order.Check(g, b, j->job.spec().steps(), j->job.plan().ranks(b.rank()).actions_size()));
   if (options_.store != nullptr) {
     // Stored before it counts (and before the ack): nothing acknowledged is lost to a crash.
     auto seq = options_.store->AppendTelemetry(j->job.id(), b);
     if (!seq.ok()) return Unavailable("telemetry not stored: " + seq.status().message());
     KeepTelemetryWindowLocked(*j, *seq, b.actions_size());
   }
-  const int g = w->global_rank;
-  if (b.steps_size() > 0) {
-    j->last_summarized[g] += b.steps_size();
-    j->open_step_actions[g] = 0;
-  } else {
-    j->open_step_actions[g] += b.actions_size();
-  }
+  j->order.Accept(g, b);
   actions_ingested_ += b.actions_size();
   for (const v1::ActionTiming& t : b.actions()) {
     StepAccumulator& acc = j->steps[t.step()];

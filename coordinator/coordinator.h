@@ -121,7 +121,6 @@ class Coordinator {
   struct StepAccumulator;
 
   void TryDispatchLocked();
-  Status CheckTelemetryOrderLocked(const JobRecord& job, int global_rank, const v1::TelemetryBatch& batch) const;
   // Ends the job; a failure with restarts left (spec.max_restarts) restarts it instead.
   void FinishJobLocked(JobRecord& job, v1::JobState state, const std::string& cause, int rank);
   void RestartJobLocked(JobRecord& job, const std::string& cause);

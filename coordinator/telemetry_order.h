@@ -1,0 +1,41 @@
+// TelemetryOrder: the order in which the ranks of one job attempt report their telemetry. A rank
+// reports its steps in order, each once: at most its job list's actions for its open step (the
+// one after the last it summarized), then that step's summary. A batch is checked whole before
+// any of it counts, so a refused batch leaves nothing behind, and a worker that resends or runs
+// ahead cannot grow the job past its spec (one record per step). Pure, no lock: the Coordinator
+// keeps one per job and calls it under its own.
+#ifndef PIPECOORD_COORDINATOR_TELEMETRY_ORDER_H_
+#define PIPECOORD_COORDINATOR_TELEMETRY_ORDER_H_
+
+#include <vector>
+
+#include "common/status.h"
+#include "proto/telemetry.pb.h"
+
+namespace pipecoord::coordinator {
+
+class TelemetryOrder {
+ public:
+  // `world` ranks (by global rank) that report from `from_step` on.
+  explicit TelemetryOrder(int world = 0, int from_step = 0);
+
+  // OK when `global_rank` may send `batch` now; else INVALID_ARGUMENT saying what it must send.
+  // `steps`: the job's step count; `list_actions`: the rank's job list size. Changes nothing.
+  Status Check(int global_rank, const v1::TelemetryBatch& batch, int steps, int list_actions) const;
+  // Counts a batch Check accepted.
+  void Accept(int global_rank, const v1::TelemetryBatch& batch);
+
+  // The step `global_rank` reports now.
+  int open_step(int global_rank) const { return last_summarized_[global_rank] + 1; }
+  // No rank has reported an action or a step since from_step.
+  bool MeasuredNothing() const;
+
+ private:
+  int from_step_;
+  std::vector<int> last_summarized_;    // by global rank
+  std::vector<int> open_step_actions_;  // by global rank: actions received for its open step
+};
+
+}  // namespace pipecoord::coordinator
+
+#endif  // PIPECOORD_COORDINATOR_TELEMETRY_ORDER_H_
