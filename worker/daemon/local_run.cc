@@ -1,15 +1,13 @@
 #include "worker/daemon/local_run.h"
 
 #include <chrono>
-#include <map>
 #include <mutex>
 #include <thread>
 
 #include "jobplan/assignment.h"
 #include "jobplan/plan_job.h"
 #include "jobplan/spec_validation.h"
-#include "worker/daemon/backend_factory.h"
-#include "worker/daemon/checkpointing.h"
+#include "worker/daemon/rank_run.h"
 #include "worker/transport/tcp_transport.h"
 
 namespace pipecoord::worker {
@@ -23,13 +21,11 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<vo
   const int world = spec.pp() * spec.dp();
   constexpr uint64_t kSession = 42;
   std::vector<std::unique_ptr<TcpTransport>> transports;
-  std::map<int, std::string> endpoints;
-  std::vector<std::string> endpoint_list;
+  std::vector<std::string> endpoints;
   for (int g = 0; g < world; ++g) {
     auto t = TcpTransport::Listen("127.0.0.1", 0);
     if (!t.ok()) return t.status();
-    endpoints[g] = (*t)->endpoint();
-    endpoint_list.push_back((*t)->endpoint());
+    endpoints.push_back((*t)->endpoint());
     transports.push_back(std::move(t).value());
   }
   LocalRunResult result;
@@ -49,22 +45,19 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<vo
         status[g] = std::move(st);
         for (auto& t : transports) t->Shutdown();  // wake the others: fail fast, never hang
       };
-      v1::Assignment a = jobplan::BuildAssignment(checkpoints.job_id, spec, *plan, g, endpoint_list, kSession);
+      v1::Assignment a = jobplan::BuildAssignment(checkpoints.job_id, spec, *plan, g, endpoints, kSession);
       a.set_start_step(checkpoints.start_step);
-      Status st = transports[g]->Connect(g, endpoints, kSession, std::chrono::seconds(30));
-      if (!st.ok()) return fail(st);
-      auto backend = MakeBackend(a);
-      if (!backend.ok()) return fail(backend.status());
-      auto checkpoint = PrepareCheckpoints(a, g, checkpoints.dir, backend->get());
-      if (!checkpoint.ok()) return fail(checkpoint.status());
-      ExecutorOptions options;
-      options.checkpoints = checkpoint->get();
-      Executor executor(a, backend->get(), transports[g].get(), std::move(options));
-      st = executor.Run([&](StepReport&& r) {
+      RankRunOptions options;
+      options.checkpoint_dir = checkpoints.dir;
+      RankRun rank(a, std::move(options));
+      RankRunCallbacks callbacks;
+      callbacks.on_step = [&](StepReport&& r) {
         if (on_step) on_step(g, r);
         result.reports[g].push_back(std::move(r));
         return Status::Ok();
-      });
+      };
+      // Every rank listened before any started (the assignments list their endpoints).
+      Status st = rank.Run([&](const v1::Assignment&) -> Result<TcpTransport*> { return transports[g].get(); }, callbacks);
       if (!st.ok()) fail(st);
     });
   }

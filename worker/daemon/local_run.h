@@ -1,6 +1,6 @@
-// LocalRun: a whole job in one process: one executor thread per global rank, TCP on loopback,
-// the CPU backend. What the pipelined-equivalence test and the pipeline benchmarks drive; the
-// daemons run the same Executor and backend across processes.
+// LocalRun: a whole job in one process: one thread per global rank, TCP on loopback, the CPU
+// backend. What the pipelined-equivalence test and the pipeline benchmarks drive. Each rank runs
+// through RankRun (rank_run.h), the path the worker daemons run across processes.
 #ifndef PIPECOORD_WORKER_DAEMON_LOCAL_RUN_H_
 #define PIPECOORD_WORKER_DAEMON_LOCAL_RUN_H_
 

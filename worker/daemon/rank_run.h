@@ -1,0 +1,96 @@
+// RankRun: one rank of a job, from its assignment to its last step: the compute backend for the
+// stages it holds, its checkpoints (resumed when the assignment restarts the job, saved every
+// spec.checkpoint_every steps), its links to every other member of the job, and the Executor that
+// walks its job list. The one "run one rank" path: the worker daemon runs each job it holds through
+// it (daemon.h), and in-process runs one per global rank (local_run.h).
+//
+//   RankRun rank(assignment, options);
+//   Status st = rank.Run(transport_source, callbacks);   // backend, checkpoints, Connect, steps
+//   ... tell someone how it ended (transport->BrokenPeers() names who to suspect) ...
+//   transport->Shutdown();                                // the caller owns the transport
+//
+// The executor, the backend and the checkpoint writer live as long as the RankRun, so whatever was
+// made reachable from another thread (a HeldJob) can be detached after Run returns and before they
+// go. Not thread-safe: one thread calls Run, once; callbacks run on that thread.
+#ifndef PIPECOORD_WORKER_DAEMON_RANK_RUN_H_
+#define PIPECOORD_WORKER_DAEMON_RANK_RUN_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "proto/worker.pb.h"
+#include "worker/checkpoint/async_writer.h"
+#include "worker/daemon/compute_backend.h"
+#include "worker/daemon/executor.h"
+#include "worker/daemon/run_hooks.h"
+#include "worker/transport/tcp_transport.h"
+
+namespace pipecoord::worker {
+
+struct RankRunOptions {
+  // Where the job's checkpoints are kept and found (a daemon's --checkpoint-dir). Empty: none; a
+  // job that saves (spec.checkpoint_every) or resumes them then fails FAILED_PRECONDITION.
+  std::string checkpoint_dir;
+  // How long Connect waits for every peer. Every member is free when a job is handed out, so links
+  // come up in well under a second; this only bounds a peer that died between its assignment and
+  // its lease running out.
+  std::chrono::milliseconds connect_timeout{30000};
+  // The clock of the timings reported (the coordinator's, offset applied). Empty: this machine's
+  // wall clock.
+  std::function<int64_t()> clock_ns;
+  // Progress, probes and injected faults (HealthHooks). Null: none. Not owned; outlives Run.
+  RunHooks* hooks = nullptr;
+};
+
+// Gives the rank its transport once the backend and checkpoints are ready: listening (on the
+// endpoint the assignment's peers list for this rank), not yet connected; not owned by RankRun, it
+// must outlive it. A daemon listens on its data port with the job's session; an in-process run
+// hands out transports it listened on before any rank started. An error ends the rank with it.
+using TransportSource = std::function<Result<TcpTransport*>(const v1::Assignment& assignment)>;
+
+// What Run tells its caller on the way, on Run's thread. Only on_step is required.
+struct RankRunCallbacks {
+  // The transport exists (listening, before Connect): the moment to make it reachable by a stop
+  // from another thread (HeldJob::AttachTransport). Returning false stops the rank there.
+  std::function<bool(Transport* transport)> on_transport;
+  // Connected; the executor is about to run the first step. `checkpoints` is the job's writer (null
+  // when it saves none), alive as long as the RankRun. The moment to attach the executor
+  // (HeldJob::AttachExecutor) and open what the steps report to. Returning false stops the rank.
+  std::function<bool(Executor* executor, AsyncCheckpointWriter* checkpoints)> on_start;
+  // Each finished step, in order; a non-OK return stops the run with that error.
+  std::function<Status(StepReport&& report)> on_step;
+};
+
+class RankRun {
+ public:
+  // `assignment` must outlive the RankRun (the executor keeps a reference).
+  RankRun(const v1::Assignment& assignment, RankRunOptions options);
+  ~RankRun();
+  RankRun(const RankRun&) = delete;
+  RankRun& operator=(const RankRun&) = delete;
+
+  // Builds the backend (MakeBackend), prepares the checkpoints (PrepareCheckpoints: resumes from
+  // step start_step - 1 when start_step > 0), takes the transport from `source`, connects it to
+  // every peer of the assignment (session assignment.session()), and runs steps start_step ..
+  // spec.steps - 1. Returns the first error; FAILED_PRECONDITION "stopped before it ran" when a
+  // callback said stop. The transport is left open: the caller reports first, then shuts it down.
+  Status Run(const TransportSource& source, const RankRunCallbacks& callbacks);
+
+  // dp_rank * pp + rank: the rank's index among all members of the job.
+  static int GlobalRank(const v1::Assignment& assignment);
+
+ private:
+  const v1::Assignment& assignment_;
+  RankRunOptions options_;
+  std::unique_ptr<ComputeBackend> backend_;
+  std::unique_ptr<AsyncCheckpointWriter> checkpoints_;
+  std::unique_ptr<Executor> executor_;  // declared last: goes first
+};
+
+}  // namespace pipecoord::worker
+
+#endif  // PIPECOORD_WORKER_DAEMON_RANK_RUN_H_
