@@ -9,20 +9,11 @@
 #include "jobplan/assignment.h"
 #include "jobplan/plan_job.h"
 #include "coordinator/run_trace.h"
+#include "coordinator/step_aggregator.h"
 #include "coordinator/telemetry_order.h"
 #include "jobplan/spec_validation.h"
-#include "proto/op_kinds.h"
 
 namespace pipecoord::coordinator {
-
-struct Coordinator::StepAccumulator {
-  int reports = 0;
-  double loss_sum = 0;
-  int loss_count = 0;
-  int64_t min_start = INT64_MAX, max_end = INT64_MIN;
-  double busy_ns = 0;  // a sum of int64 durations could overflow
-  std::vector<uint64_t> peaks;  // by global rank
-};
 
 struct Coordinator::JobRecord {
   v1::Job job;
@@ -30,7 +21,7 @@ struct Coordinator::JobRecord {
   std::vector<bool> done_ok;           // by global rank
   std::vector<bool> failed;            // by global rank: it reported a failure this attempt
   TelemetryOrder order;  // this attempt's
-  std::map<int, StepAccumulator> steps;
+  StepAggregator measuring;  // this attempt's steps not every rank has reported yet
   std::vector<v1::ActionTiming> actions;  // measured, for the trace (bounded)
   std::vector<int> action_rank;           // global rank of each entry in `actions`
   std::map<std::string, std::map<std::string, std::string>> rendezvous;  // key -> worker -> value
@@ -61,7 +52,7 @@ struct Coordinator::JobRecord {
     done_ok.assign(world(), false);
     failed.assign(world(), false);
     order = TelemetryOrder(world(), from_step);
-    steps.clear();
+    measuring = StepAggregator(world());
     suspicion.reset();
   }
   int requeues = 0;  // times a lost worker sent it back to the queue before its first step
@@ -694,6 +685,29 @@ void Coordinator::KeepTelemetryWindowLocked(JobRecord& j, int64_t seq, int actio
   j.rows_to_drop = 0;
 }
 
+void Coordinator::StepMeasuredLocked(JobRecord& j, const v1::StepRecord& rec) {
+  *j.job.add_steps() = rec;
+  j.job.set_steps_done(j.job.steps_done() + 1);
+  if (options_.store != nullptr) {
+    // Only the step record is written: steps_done is its count, derived again on restore, so
+    // the job's row (its plan can be megabytes) is not rewritten at every step.
+    Status st = options_.store->AppendStep(j.job.id(), rec);
+    if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
+  }
+  v1::JobUpdate u;
+  u.set_state(j.job.state());
+  u.set_step(rec.step());
+  u.set_loss(rec.loss());
+  u.set_step_time_s(rec.step_time_s());
+  u.set_measured_bubble_rate(rec.measured_bubble_rate());
+  u.set_predicted_bubble_rate(j.job.plan().predicted_bubble_rate());
+  PublishLocked(j, std::move(u));
+  if (options_.metrics != nullptr) {
+    options_.metrics->Step(j.job.id(), rec.step_time_s(), rec.measured_bubble_rate(), j.job.plan().predicted_bubble_rate());
+  }
+  for (v1::HealthEvent& e : j.monitor->OnStepDone(rec)) RecordHealthEventLocked(j, std::move(e));
+}
+
 Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
   std::lock_guard<std::mutex> lock(mu_);
   Worker* w = FindWorkerLocked(b.worker_id());
@@ -720,10 +734,6 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   j->order.Accept(g, b);
   actions_ingested_ += b.actions_size();
   for (const v1::ActionTiming& t : b.actions()) {
-    StepAccumulator& acc = j->steps[t.step()];
-    acc.min_start = std::min(acc.min_start, t.start_ns());
-    acc.max_end = std::max(acc.max_end, t.end_ns());
-    if (v1::IsCompute(t.action().op())) acc.busy_ns += static_cast<double>(t.end_ns() - t.start_ns());
     if (j->actions.size() >= options_.trace_actions_per_job) {
       // Keep the newest: drop the oldest half in one go (amortised O(1) per action).
       const size_t half = j->actions.size() / 2;
@@ -731,48 +741,14 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
       j->action_rank.erase(j->action_rank.begin(), j->action_rank.begin() + half);
     }
     j->actions.push_back(t);
-    j->action_rank.push_back(w->global_rank);
+    j->action_rank.push_back(g);
   }
-  for (v1::HealthEvent& e : j->monitor->OnBatch(w->global_rank, b, NowNs())) RecordHealthEventLocked(*j, std::move(e));
+  const std::vector<v1::StepRecord> measured = j->measuring.Add(g, b);
+  for (v1::HealthEvent& e : j->monitor->OnBatch(g, b, NowNs())) RecordHealthEventLocked(*j, std::move(e));
+  size_t next = 0;  // measured[] follows the batch's summaries
   for (const v1::StepSummary& s : b.steps()) {
     for (int c : s.checkpointed_steps()) NoteCheckpointLocked(*j, g, c);
-    StepAccumulator& acc = j->steps[s.step()];
-    acc.peaks.resize(j->world(), 0);
-    acc.peaks[w->global_rank] = s.memory_peak_bytes();
-    if (s.has_loss()) {
-      acc.loss_sum += s.loss();
-      ++acc.loss_count;
-    }
-    if (++acc.reports < j->world()) continue;
-    // Every rank has reported this step: measure it.
-    v1::StepRecord rec;
-    rec.set_step(s.step());
-    rec.set_loss(acc.loss_count ? acc.loss_sum / acc.loss_count : 0);
-    const double span = acc.max_end > acc.min_start ? (acc.max_end - acc.min_start) * 1e-9 : 0;
-    rec.set_step_time_s(span);
-    rec.set_measured_bubble_rate(span > 0 ? 1.0 - acc.busy_ns * 1e-9 / (j->world() * span) : 0);
-    for (uint64_t p : acc.peaks) rec.add_peak_memory_bytes(p);
-    j->steps.erase(s.step());
-    *j->job.add_steps() = rec;
-    j->job.set_steps_done(j->job.steps_done() + 1);
-    if (options_.store != nullptr) {
-      // Only the step record is written: steps_done is its count, derived again on restore, so
-      // the job's row (its plan can be megabytes) is not rewritten at every step.
-      Status st = options_.store->AppendStep(j->job.id(), rec);
-      if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
-    }
-    v1::JobUpdate u;
-    u.set_state(j->job.state());
-    u.set_step(rec.step());
-    u.set_loss(rec.loss());
-    u.set_step_time_s(rec.step_time_s());
-    u.set_measured_bubble_rate(rec.measured_bubble_rate());
-    u.set_predicted_bubble_rate(j->job.plan().predicted_bubble_rate());
-    PublishLocked(*j, std::move(u));
-    if (options_.metrics != nullptr) {
-      options_.metrics->Step(j->job.id(), rec.step_time_s(), rec.measured_bubble_rate(), j->job.plan().predicted_bubble_rate());
-    }
-    for (v1::HealthEvent& e : j->monitor->OnStepDone(rec)) RecordHealthEventLocked(*j, std::move(e));
+    if (next < measured.size() && measured[next].step() == s.step()) StepMeasuredLocked(*j, measured[next++]);
   }
   ack->set_actions_accepted(ack->actions_accepted() + b.actions_size());
   ack->set_steps_accepted(ack->steps_accepted() + b.steps_size());

@@ -118,7 +118,6 @@ class Coordinator {
  private:
   struct Worker;
   struct JobRecord;
-  struct StepAccumulator;
 
   void TryDispatchLocked();
   // Ends the job; a failure with restarts left (spec.max_restarts) restarts it instead.
@@ -133,6 +132,8 @@ class Coordinator {
   // `cancel`.
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);
   void NoteCheckpointLocked(JobRecord& job, int global_rank, int step);
+  // Records a step every rank has reported: stored, streamed, exported and checked.
+  void StepMeasuredLocked(JobRecord& job, const v1::StepRecord& record);
   // Drops the oldest finished jobs until at most `keep` are stored; RESOURCE_EXHAUSTED when the
   // rest are all live.
   Status MakeRoomLocked(size_t keep);

@@ -1,0 +1,39 @@
+#include "coordinator/step_aggregator.h"
+
+#include <algorithm>
+
+#include "proto/op_kinds.h"
+
+namespace pipecoord::coordinator {
+
+std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch& b) {
+  for (const v1::ActionTiming& t : b.actions()) {
+    Step& acc = steps_[t.step()];
+    acc.min_start = std::min(acc.min_start, t.start_ns());
+    acc.max_end = std::max(acc.max_end, t.end_ns());
+    if (v1::IsCompute(t.action().op())) acc.busy_ns += static_cast<double>(t.end_ns() - t.start_ns());
+  }
+  std::vector<v1::StepRecord> done;
+  for (const v1::StepSummary& s : b.steps()) {
+    Step& acc = steps_[s.step()];
+    acc.peaks.resize(world_, 0);
+    acc.peaks[g] = s.memory_peak_bytes();
+    if (s.has_loss()) {
+      acc.loss_sum += s.loss();
+      ++acc.loss_count;
+    }
+    if (++acc.reports < world_) continue;
+    // Every rank has reported this step: measure it.
+    v1::StepRecord& rec = done.emplace_back();
+    rec.set_step(s.step());
+    rec.set_loss(acc.loss_count ? acc.loss_sum / acc.loss_count : 0);
+    const double span = acc.max_end > acc.min_start ? (acc.max_end - acc.min_start) * 1e-9 : 0;
+    rec.set_step_time_s(span);
+    rec.set_measured_bubble_rate(span > 0 ? 1.0 - acc.busy_ns * 1e-9 / (world_ * span) : 0);
+    for (uint64_t p : acc.peaks) rec.add_peak_memory_bytes(p);
+    steps_.erase(s.step());
+  }
+  return done;
+}
+
+}  // namespace pipecoord::coordinator

@@ -1,0 +1,48 @@
+// StepAggregator: measures the steps of one job attempt from its ranks' telemetry. Each rank's
+// batches bring the timings of its actions and its step summaries; once every rank has
+// summarized a step, the step is measured (and forgotten here):
+//   step time    = the latest action end - the earliest action start, over all ranks (s)
+//   bubble rate  = 1 - compute busy time / (ranks x step time)    (0 when the step time is 0)
+//   loss         = the mean of the losses reported (0 when no rank reported one)
+//   peak memory  = each rank's reported peak, by global rank (bytes)
+// Pure, no lock: the Coordinator keeps one per job and calls it under its own, with batches
+// TelemetryOrder accepted (each rank summarizes each step once).
+#ifndef PIPECOORD_COORDINATOR_STEP_AGGREGATOR_H_
+#define PIPECOORD_COORDINATOR_STEP_AGGREGATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "proto/job.pb.h"
+#include "proto/telemetry.pb.h"
+
+namespace pipecoord::coordinator {
+
+class StepAggregator {
+ public:
+  explicit StepAggregator(int world = 0) : world_(world) {}
+
+  // Adds one rank's batch; returns the steps it completed (every rank has summarized them), in
+  // the order of the batch's summaries.
+  std::vector<v1::StepRecord> Add(int global_rank, const v1::TelemetryBatch& batch);
+  // Steps with some telemetry that not every rank has summarized yet.
+  size_t open_steps() const { return steps_.size(); }
+
+ private:
+  struct Step {
+    int reports = 0;
+    double loss_sum = 0;
+    int loss_count = 0;
+    int64_t min_start = INT64_MAX, max_end = INT64_MIN;
+    double busy_ns = 0;           // a sum of int64 durations could overflow
+    std::vector<uint64_t> peaks;  // by global rank
+  };
+
+  int world_;
+  std::map<int, Step> steps_;
+};
+
+}  // namespace pipecoord::coordinator
+
+#endif  // PIPECOORD_COORDINATOR_STEP_AGGREGATOR_H_

@@ -1,0 +1,133 @@
+#include "coordinator/step_aggregator.h"
+
+#include <gtest/gtest.h>
+
+namespace pipecoord::coordinator {
+namespace {
+
+void AddAction(v1::TelemetryBatch* b, v1::Op op, int step, int64_t start_ns, int64_t end_ns) {
+  auto* t = b->add_actions();
+  t->mutable_action()->set_op(op);
+  t->set_step(step);
+  t->set_start_ns(start_ns);
+  t->set_end_ns(end_ns);
+}
+
+v1::StepSummary* AddSummary(v1::TelemetryBatch* b, int step, uint64_t peak) {
+  auto* s = b->add_steps();
+  s->set_step(step);
+  s->set_memory_peak_bytes(peak);
+  return s;
+}
+
+void SetLoss(v1::StepSummary* s, double loss) {
+  s->set_loss(loss);
+  s->set_has_loss(true);
+}
+
+TEST(StepAggregatorTest, AStepIsMeasuredOnceEveryRankSummarizedIt) {
+  StepAggregator agg(2);
+  // Rank 0: F 1000..2000, B 3000..5000, a send in between (not compute).
+  v1::TelemetryBatch r0;
+  AddAction(&r0, v1::F, 0, 1000, 2000);
+  AddAction(&r0, v1::SEND_F, 0, 2000, 2500);
+  AddAction(&r0, v1::B, 0, 3000, 5000);
+  AddSummary(&r0, 0, 700);
+  EXPECT_TRUE(agg.Add(0, r0).empty());
+  EXPECT_EQ(agg.open_steps(), 1u);
+  // Rank 1: F 2000..2500, W 5000..6000 and BW 6000..7000; it holds the loss.
+  v1::TelemetryBatch r1;
+  AddAction(&r1, v1::F, 0, 2000, 2500);
+  AddAction(&r1, v1::W, 0, 5000, 6000);
+  AddAction(&r1, v1::BW, 0, 6000, 7000);
+  SetLoss(AddSummary(&r1, 0, 900), 3.25);
+  std::vector<v1::StepRecord> done = agg.Add(1, r1);
+  ASSERT_EQ(done.size(), 1u);
+  const v1::StepRecord& rec = done[0];
+  EXPECT_EQ(rec.step(), 0);
+  EXPECT_DOUBLE_EQ(rec.step_time_s(), 6000e-9);  // 1000 .. 7000 ns
+  // Busy: 1000 + 2000 on rank 0, 500 + 1000 + 1000 on rank 1, over 2 ranks x 6000 ns.
+  EXPECT_DOUBLE_EQ(rec.measured_bubble_rate(), 1 - 5500.0 / 12000.0);
+  EXPECT_EQ(rec.loss(), 3.25);
+  ASSERT_EQ(rec.peak_memory_bytes_size(), 2);
+  EXPECT_EQ(rec.peak_memory_bytes(0), 700u);
+  EXPECT_EQ(rec.peak_memory_bytes(1), 900u);
+  EXPECT_EQ(agg.open_steps(), 0u);  // measured and forgotten
+}
+
+TEST(StepAggregatorTest, TheLossIsTheMeanOfTheRanksThatReportedOne) {
+  StepAggregator agg(3);  // e.g. dp 2: two last stages report a loss, the first stage none
+  v1::TelemetryBatch b0, b1, b2;
+  SetLoss(AddSummary(&b0, 0, 1), 2.0);
+  AddSummary(&b1, 0, 1);
+  SetLoss(AddSummary(&b2, 0, 1), 3.0);
+  EXPECT_TRUE(agg.Add(0, b0).empty());
+  EXPECT_TRUE(agg.Add(1, b1).empty());
+  std::vector<v1::StepRecord> done = agg.Add(2, b2);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].loss(), 2.5);
+  // No loss and no actions: zero loss, zero time, zero bubble.
+  StepAggregator none(1);
+  v1::TelemetryBatch quiet;
+  AddSummary(&quiet, 4, 0);
+  done = none.Add(0, quiet);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].step(), 4);
+  EXPECT_EQ(done[0].loss(), 0);
+  EXPECT_EQ(done[0].step_time_s(), 0);
+  EXPECT_EQ(done[0].measured_bubble_rate(), 0);
+}
+
+TEST(StepAggregatorTest, PartialStepsWaitAndOneBatchMayCompleteSeveral) {
+  StepAggregator agg(2);
+  // Rank 0 sends step 0's actions, then its summaries of steps 0 and 1 in one batch.
+  v1::TelemetryBatch a0;
+  AddAction(&a0, v1::F, 0, 0, 100);
+  EXPECT_TRUE(agg.Add(0, a0).empty());
+  v1::TelemetryBatch s0;
+  AddSummary(&s0, 0, 10);
+  AddAction(&s0, v1::F, 1, 1000, 1400);
+  AddSummary(&s0, 1, 11);
+  EXPECT_TRUE(agg.Add(0, s0).empty());
+  EXPECT_EQ(agg.open_steps(), 2u);
+  // Rank 1 reports both steps: both are measured, in order.
+  v1::TelemetryBatch r1;
+  AddAction(&r1, v1::B, 0, 100, 300);
+  AddSummary(&r1, 0, 20);
+  AddAction(&r1, v1::B, 1, 1400, 1800);
+  AddSummary(&r1, 1, 21);
+  std::vector<v1::StepRecord> done = agg.Add(1, r1);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].step(), 0);
+  EXPECT_DOUBLE_EQ(done[0].step_time_s(), 300e-9);
+  EXPECT_DOUBLE_EQ(done[0].measured_bubble_rate(), 1 - 300.0 / 600.0);
+  EXPECT_EQ(done[1].step(), 1);
+  EXPECT_DOUBLE_EQ(done[1].step_time_s(), 800e-9);
+  EXPECT_DOUBLE_EQ(done[1].measured_bubble_rate(), 0.5);
+  EXPECT_EQ(done[1].peak_memory_bytes(0), 11u);
+  EXPECT_EQ(done[1].peak_memory_bytes(1), 21u);
+  // A rank ahead of the others leaves its step open.
+  v1::TelemetryBatch ahead;
+  AddAction(&ahead, v1::F, 2, 2000, 2100);
+  AddSummary(&ahead, 2, 12);
+  EXPECT_TRUE(agg.Add(0, ahead).empty());
+  EXPECT_EQ(agg.open_steps(), 1u);
+}
+
+TEST(StepAggregatorTest, BusyTimesBeyondInt64DoNotOverflow) {
+  StepAggregator agg(2);
+  const int64_t long_ns = 9'000'000'000'000'000'000;  // two of these add up past INT64_MAX
+  std::vector<v1::StepRecord> done;
+  for (int g = 0; g < 2; ++g) {
+    v1::TelemetryBatch b;
+    AddAction(&b, v1::F, 0, 0, long_ns);
+    AddSummary(&b, 0, 0);
+    done = agg.Add(g, b);
+  }
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_DOUBLE_EQ(done[0].step_time_s(), 9e9);
+  EXPECT_NEAR(done[0].measured_bubble_rate(), 0, 1e-12);
+}
+
+}  // namespace
+}  // namespace pipecoord::coordinator
