@@ -3,45 +3,67 @@
 #include <algorithm>
 #include <map>
 
+#include "memory/activations.h"
+#include "memory/pipecoord_cpu.h"
 #include "proto/op_kinds.h"
 
 namespace pipecoord::jobplan {
+namespace {
 
-SavedBytes StageSavedBytes(const v1::JobSpec& spec, const v1::StageShard& shard) {
+// The CPU backend's model and training settings for `spec`, and the recipe resolved on them.
+struct CpuModel {
+  memory::ModelSpec model;
+  memory::TrainingSpec training;
+  Result<memory::ActivationModel> activations = Internal("unresolved");
+};
+
+CpuModel Resolve(const v1::JobSpec& spec) {
   const v1::ModelSpec& m = spec.model();
-  const uint64_t h = m.hidden(), f = m.ffn_hidden(), a = m.heads(), s = m.seq_len(), V = m.vocab();
-  const uint64_t T = static_cast<uint64_t>(spec.micro_batch_size()) * s;
-  const uint64_t layers = shard.num_layers();
+  CpuModel c;
+  c.model = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(),
+                                      m.seq_len());
+  c.training = memory::PipecoordCpuTraining(spec.micro_batch_size());
+  c.activations = memory::ResolveActivations(c.model, c.training);
+  return c;
+}
+
+// Only sizes past 64-bit arithmetic (far beyond any machine) fail to resolve: such a stage
+// gets a budget no rank can reach rather than a wrapped-around one.
+constexpr uint64_t kUnresolvable = uint64_t{1} << 56;
+
+memory::CpuStageMemory StageMemory(const CpuModel& c, const v1::StageShard& shard) {
+  if (!c.activations.ok()) {
+    memory::CpuStageMemory out;
+    out.parameter_bytes = out.per_microbatch.stored = out.per_microbatch.kept_for_w = kUnresolvable;
+    return out;
+  }
+  return memory::PipecoordCpuStage(c.model, c.training, *c.activations, shard.num_layers(),
+                                   shard.has_embedding(), shard.has_head());
+}
+
+SavedBytes ToSaved(const memory::CpuStageMemory& st) {
   SavedBytes b;
-  // A block's F saves x, a, q, k, v, o, x1, c (h each), gate, up, z (f each), the attention
-  // probabilities (a s) and two norms' rstd; B frees q, k, v, the probabilities, gate and up and
-  // adds dy, dc, dx1, dq, dk, dv, da (h each), dgate, dup (f each).
-  b.after_f = layers * T * (8 * h + 3 * f + a * s + 2) * 4;
-  b.after_b = layers * T * (12 * h + 3 * f + 2) * 4;
-  if (shard.has_embedding()) {
-    b.after_f += T * 4;            // the token ids
-    b.after_b += T * 4 + T * h * 4;  // and the gradient of the embedding's output
-  }
-  if (shard.has_head()) {
-    b.after_f += T * (2 * h + 1 + V) * 4 + T * 4;  // x, rstd, y, logits; the targets
-    b.after_b += T * (3 * h + 1 + V) * 4;          // x, rstd, y, dlogits, dy
-  }
+  b.after_f = static_cast<uint64_t>(st.per_microbatch.stored);
+  b.after_b = static_cast<uint64_t>(st.per_microbatch.kept_for_w);
   return b;
 }
 
+}  // namespace
+
+SavedBytes StageSavedBytes(const v1::JobSpec& spec, const v1::StageShard& shard) {
+  return ToSaved(StageMemory(Resolve(spec), shard));
+}
+
 std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, const v1::Plan& plan) {
-  const v1::ModelSpec& m = spec.model();
-  const uint64_t h = m.hidden(), f = m.ffn_hidden(), V = m.vocab();
+  const CpuModel cpu = Resolve(spec);
   std::vector<RankMemoryEstimate> out(spec.pp());
   std::map<int, SavedBytes> saved;  // by stage
   for (const v1::StageShard& shard : plan.shards()) {
     const int r = plan.stage_to_rank(shard.stage());
     if (r < 0 || r >= spec.pp()) continue;
-    uint64_t params = shard.num_layers() * (4 * h * h + 3 * h * f + 2 * h);
-    if (shard.has_embedding()) params += V * h;
-    if (shard.has_head()) params += h + V * h;
-    out[r].parameter_bytes += 16 * params;
-    saved[shard.stage()] = StageSavedBytes(spec, shard);
+    const memory::CpuStageMemory st = StageMemory(cpu, shard);
+    out[r].parameter_bytes += static_cast<uint64_t>(st.parameter_bytes);
+    saved[shard.stage()] = ToSaved(st);
   }
   for (const v1::RankJobs& jobs : plan.ranks()) {
     const int r = jobs.rank();
@@ -85,6 +107,7 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
           break;
       }
     }
+    // The sum of per-stage peaks, as the CPU backend reports it (not the peak of the sum).
     for (const auto& [stage, st] : stages) out[r].activation_bytes += st.peak;
   }
   for (RankMemoryEstimate& e : out) e.budget_bytes = e.parameter_bytes + e.activation_bytes;

@@ -1,20 +1,22 @@
 // Memory budget per rank for the CPU model (worker/model): what a healthy rank's reported peak
-// stays under. It counts what the CPU backend allocates and reports, nothing more:
-//   parameters: four float32 copies (values, gradients, AdamW's two moments), 16 B each;
+// stays under. It counts what the CPU backend allocates and reports, nothing more, and takes
+// every byte from memory/'s `pipecoord-cpu` recipe (memory/pipecoord_cpu_recipe.cc,
+// memory/pipecoord_cpu.h): there is no formula of its own here.
+//   parameters: memory/'s parameter count of the stage's blocks, embedding and head, at the
+//     fp32 policy's 16 B each (values, gradients, AdamW's two moments);
 //   activations: for each stage the rank holds, the most bytes its micro-batches in flight hold
-//     at once, summed over the rank's stages (the backend reports the sum of its stages' peaks).
+//     at once, summed over the rank's stages. The CPU backend reports the SUM of its stages'
+//     own peaks (each StageModel notes its own peak), not the peak of the sum, so that is what
+//     this walk computes (memory/live_peak.h, by contrast, gives the peak of the rank's total).
 // A micro-batch holds one of two amounts on a stage (SavedBytes): from its F to its B what F
-// saved, from its B to its W what B keeps for W (more than F saved when the attention
-// probabilities are smaller than 4h per token: W needs the gradients of every weight-carrying
-// op). The stage's peak is found by walking the rank's job list in order, as the executor runs
-// it, noting the stage's total after each F and each B (BW: after its B half), where the model
-// notes its own peak; W only frees. The result does not depend on timing, so a healthy rank
-// reports exactly its budget: anything above is memory the plan does not know about.
-// Per micro-batch of T = b s tokens, h hidden, f the SwiGLU width, a heads, s the sequence
-// length, V the vocabulary (floats unless said):
-//   block:     after F  T (8h + 3f + a s + 2)     after B  T (12h + 3f + 2)
-//   embedding: after F  T int32 ids              after B  T int32 ids + T h
-//   head:      after F  T (2h + 1 + V) + T int32  after B  T (3h + 1 + V)
+// saved (the recipe's stored bytes), from its B to its W what B keeps for W (the recipe's
+// w_bytes: more than F saved when the attention probabilities are smaller than 4h per token,
+// since W needs the gradients of every weight-carrying op). The stage's peak is found by
+// walking the rank's job list in order, as the executor runs it, noting the stage's total after
+// each F and each B (BW: after its B half), where the model notes its own peak; W only frees.
+// The result does not depend on timing, so a healthy rank reports exactly its budget: anything
+// above is memory the plan does not know about (worker/daemon/memory_budget_run_test checks
+// budget == measured peak on every rank of every schedule family).
 #ifndef PIPECOORD_JOBPLAN_MEMORY_BUDGET_H_
 #define PIPECOORD_JOBPLAN_MEMORY_BUDGET_H_
 
@@ -37,7 +39,7 @@ struct RankMemoryEstimate {
   uint64_t budget_bytes = 0;      // parameter_bytes + activation_bytes
 };
 
-// One micro-batch on `shard`. `spec` has passed WithDefaults.
+// One micro-batch on `shard`, from the pipecoord-cpu recipe. `spec` has passed WithDefaults.
 SavedBytes StageSavedBytes(const v1::JobSpec& spec, const v1::StageShard& shard);
 
 // One estimate per pipeline rank. `spec` has passed WithDefaults; `plan` holds shards and jobs.

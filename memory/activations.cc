@@ -29,6 +29,7 @@ std::string DtypeName(ElemType t, DtypePolicy policy) {
     case ElemType::kAct: return DtypePolicyName(policy);
     case ElemType::kFp32: return "fp32";
     case ElemType::kU8: return "u8";
+    case ElemType::kI32: return "i32";
   }
   return "?";
 }
@@ -38,6 +39,7 @@ int64_t ElemBytes(ElemType t, DtypePolicy policy) {
     case ElemType::kAct: return ActivationBytes(policy);
     case ElemType::kFp32: return 4;
     case ElemType::kU8: return 1;
+    case ElemType::kI32: return 4;
   }
   return 0;
 }

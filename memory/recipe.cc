@@ -5,7 +5,7 @@
 namespace pipecoord::memory {
 
 const std::vector<const Recipe*>& AllRecipes() {
-  static const std::vector<const Recipe*> kAll = {&MegatronRecipe(), &EagerRecipe()};
+  static const std::vector<const Recipe*> kAll = {&MegatronRecipe(), &EagerRecipe(), &PipecoordCpuRecipe()};
   return kAll;
 }
 

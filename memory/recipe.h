@@ -16,7 +16,8 @@
 
 namespace pipecoord::memory {
 
-enum class ElemType { kAct, kFp32, kU8 };  // kAct: the policy's activation dtype (2 or 4 bytes)
+// kAct: the policy's activation dtype (2 or 4 bytes); kI32: 32-bit integers (token ids).
+enum class ElemType { kAct, kFp32, kU8, kI32 };
 
 // tp_dim value for tensors outside the tensor-parallel regions: replicated over the TP group,
 // or split along their first dimension (s) when sequence parallelism is on.
@@ -55,10 +56,12 @@ struct Recipe {
 const std::vector<const Recipe*>& AllRecipes();
 Result<const Recipe*> FindRecipe(std::string_view name);
 
-// Megatron-LM with fused kernels (megatron_recipe.cc) and framework eager ops as in Hugging
-// Face / PaddleNLP Llama (eager_recipe.cc).
+// Megatron-LM with fused kernels (megatron_recipe.cc), framework eager ops as in Hugging
+// Face / PaddleNLP Llama (eager_recipe.cc), and pipecoord's own fp32 CPU StageModel
+// (pipecoord_cpu_recipe.cc; jobplan's per-rank memory budgets come from it).
 const Recipe& MegatronRecipe();
 const Recipe& EagerRecipe();
+const Recipe& PipecoordCpuRecipe();
 
 // Conditions a `when` may name: attention=eager|flash, mlp=swiglu|gelu,
 // norm=rmsnorm|layernorm, dropout, nodropout.

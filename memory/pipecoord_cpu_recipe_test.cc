@@ -1,0 +1,80 @@
+// The pipecoord-cpu recipe resolves to exactly the bytes the CPU StageModel keeps per
+// micro-batch (worker/model: BlockSaved, HeadSaved, the embedding's ids and gradient), and its
+// parameter states are 16 bytes per parameter.
+#include <gtest/gtest.h>
+
+#include "memory/activations.h"
+#include "memory/param_states.h"
+#include "memory/pipecoord_cpu.h"
+
+namespace pipecoord::memory {
+namespace {
+
+struct Shape {
+  int64_t h, f, a, s, b, v;
+};
+
+constexpr Shape kShapes[] = {
+    {64, 172, 4, 32, 2, 256},
+    {128, 352, 8, 16, 1, 1000},
+    {8, 24, 2, 5, 3, 11},
+    {4096, 11008, 32, 2048, 2, 32000},
+};
+
+TEST(PipecoordCpuRecipeTest, PerMicroBatchBytesAreTheCpuBackendsFormulas) {
+  for (const Shape& x : kShapes) {
+    const ModelSpec m = PipecoordCpuModel(4, x.h, x.f, x.a, x.v, x.s);
+    const TrainingSpec t = PipecoordCpuTraining(static_cast<int>(x.b));
+    ASSERT_TRUE(ValidateModel(m).ok()) << ValidateModel(m).ToString();
+    ASSERT_TRUE(ValidateTraining(m, t).ok()) << ValidateTraining(m, t).ToString();
+    auto am = ResolveActivations(m, t);
+    ASSERT_TRUE(am.ok()) << am.status().ToString();
+    const int64_t T = x.s * x.b, h = x.h, f = x.f, a = x.a, s = x.s, V = x.v;
+    SCOPED_TRACE("h " + std::to_string(h) + " s " + std::to_string(s));
+    // Block: after F T (8h + 3f + a s + 2) floats, after B T (12h + 3f + 2).
+    EXPECT_EQ(am->block.stored_bytes, T * (8 * h + 3 * f + a * s + 2) * 4);
+    EXPECT_EQ(am->block.saved_bytes, am->block.stored_bytes);
+    EXPECT_EQ(am->block.w_bytes, T * (12 * h + 3 * f + 2) * 4);
+    // Embedding: after F T int32 ids; after B the ids and T h floats.
+    EXPECT_EQ(am->first.stored_bytes, T * 4);
+    EXPECT_EQ(am->first.w_bytes, T * 4 + T * h * 4);
+    // Head: after F T (2h + 1 + V) floats + T int32 targets; after B T (3h + 1 + V) floats.
+    EXPECT_EQ(am->last.stored_bytes, T * (2 * h + 1 + V) * 4 + T * 4);
+    EXPECT_EQ(am->last.w_bytes, T * (3 * h + 1 + V) * 4);
+    EXPECT_EQ(am->last.transient_bytes, 0);
+
+    // A stage with 3 blocks, the embedding and the head.
+    const CpuStageMemory st = PipecoordCpuStage(m, t, *am, 3, true, true);
+    EXPECT_EQ(st.parameters, 3 * (4 * h * h + 3 * h * f + 2 * h) + V * h + h + V * h);
+    EXPECT_EQ(st.parameter_bytes, 16 * st.parameters);
+    EXPECT_EQ(st.per_microbatch.stored,
+              3 * T * (8 * h + 3 * f + a * s + 2) * 4 + T * 4 + T * (2 * h + 1 + V) * 4 + T * 4);
+    EXPECT_EQ(st.per_microbatch.kept_for_w,
+              3 * T * (12 * h + 3 * f + 2) * 4 + T * 4 + T * h * 4 + T * (3 * h + 1 + V) * 4);
+  }
+}
+
+TEST(PipecoordCpuRecipeTest, ParameterStatesAreFp32ValuesGradsAndTwoMoments) {
+  const TrainingSpec t = PipecoordCpuTraining(1);
+  const StateBytes sb = ParamStateBytes(1000, t);
+  EXPECT_EQ(sb.params, 4000);
+  EXPECT_EQ(sb.grads, 4000);
+  EXPECT_EQ(sb.master, 0);
+  EXPECT_EQ(sb.grad_copy, 0);
+  EXPECT_EQ(sb.optimizer, 8000);
+  EXPECT_EQ(sb.total(), 16000);
+}
+
+TEST(PipecoordCpuRecipeTest, TensorsAreNamedAndTyped) {
+  const ModelSpec m = PipecoordCpuModel(1, 8, 24, 2, 11, 5);
+  auto am = ResolveActivations(m, PipecoordCpuTraining(1));
+  ASSERT_TRUE(am.ok());
+  EXPECT_EQ(am->recipe->name, std::string("pipecoord-cpu"));
+  ASSERT_EQ(am->block.saved.size(), 14u);  // BlockSaved's x, rstd1, a, q, k, v, probs, o, x1, rstd2, c, gate, up, z
+  ASSERT_EQ(am->block.w_grads.size(), 9u);  // dy, dgate, dup, dc, dx1, dq, dk, dv, da
+  EXPECT_EQ(am->first.tensors[0].dtype, "i32");
+  EXPECT_EQ(am->block.saved[0].dtype, "fp32");
+}
+
+}  // namespace
+}  // namespace pipecoord::memory
