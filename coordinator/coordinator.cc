@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <optional>
 #include <set>
 
@@ -41,11 +40,6 @@ struct Coordinator::JobRecord {
   // when that worker is free, so a checkpoint on a worker's own disk is found again (a
   // StatefulSet's replacement pod keeps its name, hence its worker id, and its volume).
   std::vector<std::string> previous_workers;
-  // The job's telemetry rows in the state file, oldest first: (seq, actions). Rows before the
-  // window are dropped from the file in chunks of kTelemetryRowsPerDrop.
-  std::deque<std::pair<int64_t, int>> stored_rows;
-  int64_t stored_actions = 0;
-  int rows_to_drop = 0;
   int world() const { return job.spec().pp() * job.spec().dp(); }
   // Forgets an attempt's progress: the next one reports from `from_step` on.
   void ResetAttempt(int from_step) {
@@ -89,22 +83,23 @@ const char* StateName(v1::JobState s) { return v1::JobState_Name(s).c_str(); }
 
 }  // namespace
 
-Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(options)) {
+Coordinator::Coordinator(CoordinatorOptions options)
+    : options_(std::move(options)), state_(options_.store, options_.trace_actions_per_job) {
   if (!options_.now_ns) options_.now_ns = WallNs;
 }
 
 Coordinator::~Coordinator() { Shutdown(); }
 
 Status Coordinator::Restore() {
-  if (options_.store == nullptr) return Status::Ok();
+  if (!state_.enabled()) return Status::Ok();
   std::vector<std::vector<std::string>> events;
-  auto state = options_.store->Load(&events);
+  auto state = state_.Load(&events);
   if (!state.ok()) return state.status();
   std::lock_guard<std::mutex> lock(mu_);
   if (!jobs_.empty() || !workers_.empty()) return FailedPrecondition("Restore: the coordinator is already in use");
-  next_job_ = std::max<uint64_t>(next_job_, state->next_job);
-  next_worker_ = std::max<uint64_t>(next_worker_, state->next_worker);
-  next_session_ = std::max<uint64_t>(next_session_, state->next_session);
+  ids_.next_job = std::max<uint64_t>(ids_.next_job, state->next_job);
+  ids_.next_worker = std::max<uint64_t>(ids_.next_worker, state->next_worker);
+  ids_.next_session = std::max<uint64_t>(ids_.next_session, state->next_session);
   for (size_t i = 0; i < state->jobs.size(); ++i) {
     auto record = std::make_unique<JobRecord>();
     JobRecord& j = *record;
@@ -144,7 +139,7 @@ Status Coordinator::Restore() {
     }
     for (const std::string& bytes : events[i]) {
       v1::HealthEvent e;
-      if (!e.ParseFromString(bytes)) return Unavailable("state file " + options_.store->path() + ": an event does not parse");
+      if (!e.ParseFromString(bytes)) return Unavailable("state file " + state_.path() + ": an event does not parse");
       v1::JobUpdate u;
       u.set_state(j.job.state());
       u.set_event(e.message());
@@ -155,7 +150,7 @@ Status Coordinator::Restore() {
     // Measured actions for the trace, newest kept.
     for (const StoredBatch& row : state->telemetry[i]) {
       const v1::TelemetryBatch& b = row.batch;
-      KeepTelemetryWindowLocked(j, row.seq, b.actions_size());
+      state_.NoteStoredTelemetry(j.job.id(), row.seq, b.actions_size());
       const int g = b.dp_rank() * j.job.spec().pp() + b.rank();
       if (g < 0 || g >= j.world()) continue;
       for (const v1::StepSummary& s : b.steps()) {
@@ -223,19 +218,9 @@ void Coordinator::RecordHealthEventLocked(JobRecord& j, v1::HealthEvent event) {
   u.set_state(j.job.state());
   u.set_event(event.message());
   *u.mutable_health_event() = event;
-  if (options_.store != nullptr) {
-    Status st = options_.store->AppendEvent(j.job.id(), event.SerializeAsString());
-    if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
-  }
+  state_.AppendEvent(j.job.id(), event);
   *j.job.add_events() = std::move(event);
   PublishLocked(j, std::move(u));
-}
-
-void Coordinator::PersistJobLocked(const JobRecord& j) {
-  if (options_.store == nullptr) return;
-  Status st = options_.store->PutJob(j.job);
-  if (st.ok()) st = options_.store->PutCounters(next_job_, next_worker_, next_session_);
-  if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
 }
 
 Status Coordinator::MakeRoomLocked(size_t keep) {
@@ -245,7 +230,7 @@ Status Coordinator::MakeRoomLocked(size_t keep) {
       return ResourceExhausted("jobs: " + std::to_string(jobs_.size()) + " live jobs stored, the limit (--max-jobs " +
                                std::to_string(options_.max_jobs) + ")");
     }
-    if (options_.store != nullptr) PIPECOORD_RETURN_IF_ERROR(options_.store->DeleteJob((*it)->job.id()));
+    PIPECOORD_RETURN_IF_ERROR(state_.DeleteJob((*it)->job.id()));
     if (options_.metrics != nullptr) options_.metrics->ForgetJob((*it)->job.id());
     jobs_.erase(it);
   }
@@ -262,7 +247,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw) {
   PIPECOORD_RETURN_IF_ERROR(MakeRoomLocked(std::max<size_t>(options_.max_jobs, 1) - 1));
   auto record = std::make_unique<JobRecord>();
   char id[32];
-  std::snprintf(id, sizeof id, "job-%06llu", static_cast<unsigned long long>(next_job_++));
+  std::snprintf(id, sizeof id, "job-%06llu", static_cast<unsigned long long>(ids_.next_job++));
   record->job.set_id(id);
   *record->job.mutable_spec() = spec;
   *record->job.mutable_plan() = std::move(plan).value();
@@ -276,14 +261,10 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw) {
   response.set_job_id(id);
   response.set_predicted_bubble_rate(record->job.plan().predicted_bubble_rate());
   response.set_predicted_makespan(record->job.plan().predicted_makespan());
-  if (options_.store != nullptr) {
-    // Stored before it is acknowledged: a client that got an id can always find the job.
-    Status st = options_.store->PutJob(record->job);
-    if (st.ok()) st = options_.store->PutCounters(next_job_, next_worker_, next_session_);
-    if (!st.ok()) {
-      --next_job_;
-      return Unavailable("job not stored: " + st.message());
-    }
+  // Stored before it is acknowledged: a client that got an id can always find the job.
+  if (Status st = state_.PutNewJob(record->job, ids_); !st.ok()) {
+    --ids_.next_job;
+    return st;
   }
   JobRecord& j = *record;
   jobs_.push_back(std::move(record));
@@ -372,7 +353,7 @@ void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::s
     j.job.set_failed_rank(rank);
   }
   ReleaseWorkersLocked(j, state != v1::SUCCEEDED);
-  PersistJobLocked(j);
+  state_.PutJob(j.job, ids_);
   RecordEventLocked(j, std::string(StateName(state)) + (cause.empty() ? "" : ": " + cause));
   TryDispatchLocked();
 }
@@ -393,7 +374,7 @@ void Coordinator::RestartJobLocked(JobRecord& j, const std::string& cause) {
   j.ResetAttempt(from);
   j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
   j.job.set_state(v1::PENDING);
-  PersistJobLocked(j);
+  state_.PutJob(j.job, ids_);
   RecordEventLocked(j, "restarting (" + std::to_string(j.job.restarts()) + " of " + std::to_string(j.job.spec().max_restarts()) +
                            ") from step " + std::to_string(from) +
                            (from > 0 ? " (its checkpoint)" : " (no checkpoint on every rank yet)") + ": " + cause);
@@ -420,7 +401,7 @@ void Coordinator::RequeueJobLocked(JobRecord& j, const std::string& why) {
   j.ResetAttempt(j.job.start_step());
   j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
   j.job.set_state(v1::PENDING);
-  PersistJobLocked(j);
+  state_.PutJob(j.job, ids_);
   RecordEventLocked(j, "back in the queue (" + why + ", before its first step)");
   TryDispatchLocked();
 }
@@ -440,7 +421,7 @@ void Coordinator::TryDispatchLocked() {
       if (it != free.end()) std::swap(free[g], *it);
     }
     const v1::JobSpec& spec = j.job.spec();
-    j.session = next_session_++;
+    j.session = ids_.next_session++;
     for (int g = 0; g < j.world(); ++g) {
       Worker* w = free[g];
       w->info.set_job_id(j.job.id());
@@ -462,7 +443,7 @@ void Coordinator::TryDispatchLocked() {
     j.job.set_state(v1::RUNNING);
     j.monitor->Start(NowNs());
     for (int g = 0; g < j.world(); ++g) j.monitor->SetDeviceMemory(g, free[g]->info.device_memory_bytes());
-    PersistJobLocked(j);
+    state_.PutJob(j.job, ids_);
     RecordEventLocked(j, "running on " + std::to_string(j.world()) + " worker(s)");
   }
   changed_.notify_all();
@@ -530,7 +511,7 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
     // A fresh identity; an id already live is never shared by two workers.
     char buf[32];
     do {
-      std::snprintf(buf, sizeof buf, "worker-%04llu", static_cast<unsigned long long>(next_worker_++));
+      std::snprintf(buf, sizeof buf, "worker-%04llu", static_cast<unsigned long long>(ids_.next_worker++));
     } while (FindWorkerLocked(buf) != nullptr);
     id = buf;
   }
@@ -548,11 +529,7 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
     w->session = r.held_session();
   }
   w->lease_expiry = Clock::now() + options_.lease;
-  if (options_.store != nullptr) {
-    Status st = options_.store->PutWorker(id);
-    if (st.ok()) st = options_.store->PutCounters(next_job_, next_worker_, next_session_);
-    if (!st.ok()) return Unavailable("worker not stored: " + st.message());
-  }
+  PIPECOORD_RETURN_IF_ERROR(state_.PutWorker(id, ids_));
   workers_[id] = std::move(w);
   TryDispatchLocked();
   v1::RegisterResponse out;
@@ -662,38 +639,13 @@ void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {
   const int covered = *std::min_element(j.last_checkpoint.begin(), j.last_checkpoint.end()) + 1;
   if (covered == j.job.checkpointed_steps()) return;
   j.job.set_checkpointed_steps(covered);
-  if (options_.store != nullptr) {
-    Status st = options_.store->PutCheckpointedSteps(j.job.id(), covered);
-    if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
-  }
-}
-
-void Coordinator::KeepTelemetryWindowLocked(JobRecord& j, int64_t seq, int actions) {
-  constexpr int kTelemetryRowsPerDrop = 256;  // one DELETE per 256 rows, not one per row
-  j.stored_rows.emplace_back(seq, actions);
-  j.stored_actions += actions;
-  while (j.stored_rows.size() > 1 &&
-         j.stored_actions - j.stored_rows.front().second >= static_cast<int64_t>(options_.trace_actions_per_job)) {
-    j.stored_actions -= j.stored_rows.front().second;
-    j.stored_rows.pop_front();
-    ++j.rows_to_drop;
-  }
-  if (j.rows_to_drop < kTelemetryRowsPerDrop) return;
-  // A failed drop leaves rows behind, harmless: the next one (or a restore) takes them.
-  Status st = options_.store->DropTelemetryBefore(j.job.id(), j.stored_rows.front().first);
-  if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
-  j.rows_to_drop = 0;
+  state_.PutCheckpointedSteps(j.job.id(), covered);
 }
 
 void Coordinator::StepMeasuredLocked(JobRecord& j, const v1::StepRecord& rec) {
   *j.job.add_steps() = rec;
   j.job.set_steps_done(j.job.steps_done() + 1);
-  if (options_.store != nullptr) {
-    // Only the step record is written: steps_done is its count, derived again on restore, so
-    // the job's row (its plan can be megabytes) is not rewritten at every step.
-    Status st = options_.store->AppendStep(j.job.id(), rec);
-    if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
-  }
+  state_.AppendStep(j.job.id(), rec);
   v1::JobUpdate u;
   u.set_state(j.job.state());
   u.set_step(rec.step());
@@ -725,12 +677,8 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   }
   const int g = w->global_rank;
   PIPECOORD_RETURN_IF_ERROR(j->order.Check(g, b, j->job.spec().steps(), j->job.plan().ranks(b.rank()).actions_size()));
-  if (options_.store != nullptr) {
-    // Stored before it counts (and before the ack): nothing acknowledged is lost to a crash.
-    auto seq = options_.store->AppendTelemetry(j->job.id(), b);
-    if (!seq.ok()) return Unavailable("telemetry not stored: " + seq.status().message());
-    KeepTelemetryWindowLocked(*j, *seq, b.actions_size());
-  }
+  // Stored before it counts (and before the ack): nothing acknowledged is lost to a crash.
+  PIPECOORD_RETURN_IF_ERROR(state_.AppendTelemetry(j->job.id(), b));
   j->order.Accept(g, b);
   actions_ingested_ += b.actions_size();
   for (const v1::ActionTiming& t : b.actions()) {

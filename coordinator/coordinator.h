@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "coordinator/health/job_monitor.h"
 #include "coordinator/state_store.h"
+#include "coordinator/state_writer.h"
 #include "coordinator/health/metrics_sink.h"
 #include "proto/job.pb.h"
 #include "proto/telemetry.pb.h"
@@ -137,24 +138,19 @@ class Coordinator {
   // Drops the oldest finished jobs until at most `keep` are stored; RESOURCE_EXHAUSTED when the
   // rest are all live.
   Status MakeRoomLocked(size_t keep);
-  // Notes a telemetry row just stored in options_.store (which must be set) and drops, in chunks,
-  // the rows older than the newest ones holding trace_actions_per_job actions: the state file
-  // stays bounded however long a job runs.
-  void KeepTelemetryWindowLocked(JobRecord& job, int64_t seq, int actions);
   void PublishLocked(JobRecord& job, v1::JobUpdate update);
   void RecordEventLocked(JobRecord& job, const std::string& event);
   void RecordHealthEventLocked(JobRecord& job, v1::HealthEvent event);
-  // Writes the job's row through to the store; a failure is logged (the change stays in memory).
-  void PersistJobLocked(const JobRecord& job);
   JobRecord* FindJobLocked(const std::string& job_id) const;
   Worker* FindWorkerLocked(const std::string& worker_id) const;
   int64_t NowNs() const;
 
   CoordinatorOptions options_;
+  StateWriter state_;  // every change, written through to options_.store
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   bool shutdown_ = false;
-  uint64_t next_job_ = 1, next_worker_ = 1, next_session_ = 1;
+  IdCounters ids_;
   int64_t actions_ingested_ = 0;
   std::vector<std::unique_ptr<JobRecord>> jobs_;          // submission order
   std::map<std::string, std::unique_ptr<Worker>> workers_;

@@ -1,0 +1,76 @@
+// StateWriter: the Coordinator's changes, written through to its StateStore (--state) before
+// they are acknowledged; with no store (state in memory only) every call does nothing and
+// succeeds. The calls that return a Status are those whose change the caller refuses when it is
+// not stored (UNAVAILABLE "... not stored: <why>"); the others log a failure to stderr and go on,
+// the change staying in memory. It also keeps each job's telemetry rows in the file bounded: the
+// newest rows holding trace_actions_per_job actions, older ones dropped in chunks. No lock: the
+// Coordinator calls it under its own.
+#ifndef PIPECOORD_COORDINATOR_STATE_WRITER_H_
+#define PIPECOORD_COORDINATOR_STATE_WRITER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "coordinator/state_store.h"
+#include "proto/health.pb.h"
+#include "proto/job.pb.h"
+#include "proto/telemetry.pb.h"
+
+namespace pipecoord::coordinator {
+
+// The next job, worker and session numbers: stored with every job and worker row.
+struct IdCounters {
+  uint64_t next_job = 1, next_worker = 1, next_session = 1;
+};
+
+class StateWriter {
+ public:
+  // `store` may be null; not owned.
+  StateWriter(StateStore* store, size_t trace_actions_per_job);
+
+  bool enabled() const { return store_ != nullptr; }
+  const std::string& path() const;  // the state file ("" without a store)
+  // Everything stored (StateStore::Load); then NoteStoredTelemetry for each job's rows.
+  Result<StoredState> Load(std::vector<std::vector<std::string>>* events_by_job);
+  void NoteStoredTelemetry(const std::string& job_id, int64_t seq, int actions);
+
+  // A job's row with the counters. PutNewJob (a submission) refuses, PutJob logs.
+  Status PutNewJob(const v1::Job& job, const IdCounters& ids);
+  void PutJob(const v1::Job& job, const IdCounters& ids);
+  Status PutWorker(const std::string& worker_id, const IdCounters& ids);
+  void AppendEvent(const std::string& job_id, const v1::HealthEvent& event);
+  // Only the step record: steps_done is their count, derived again on restore, so the job's row
+  // (its plan can be megabytes) is not rewritten at every step.
+  void AppendStep(const std::string& job_id, const v1::StepRecord& step);
+  void PutCheckpointedSteps(const std::string& job_id, int n);
+  // Stored before it counts (and before the ack): nothing acknowledged is lost to a crash.
+  Status AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch);
+  // Removes the job and everything kept with it (the store's error, as is).
+  Status DeleteJob(const std::string& job_id);
+
+ private:
+  // A job's telemetry rows in the file, oldest first: (seq, actions). Rows before the window are
+  // dropped in chunks of kRowsPerDrop.
+  struct Window {
+    std::deque<std::pair<int64_t, int>> rows;
+    int64_t actions = 0;
+    int rows_to_drop = 0;
+  };
+  static constexpr int kRowsPerDrop = 256;  // one DELETE per 256 rows, not one per row
+
+  void Log(const Status& st) const;
+
+  StateStore* store_;
+  size_t trace_actions_per_job_;
+  std::map<std::string, Window> windows_;  // by job id
+};
+
+}  // namespace pipecoord::coordinator
+
+#endif  // PIPECOORD_COORDINATOR_STATE_WRITER_H_

@@ -1,0 +1,106 @@
+#include "coordinator/state_writer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace pipecoord::coordinator {
+namespace {
+
+std::string TempPath() {
+  std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  return dir + "/writer-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+}
+
+v1::Job Job(const std::string& id) {
+  v1::Job j;
+  j.set_id(id);
+  j.set_state(v1::RUNNING);
+  return j;
+}
+
+v1::TelemetryBatch OneAction(int step) {
+  v1::TelemetryBatch b;
+  b.add_actions()->set_step(step);
+  return b;
+}
+
+TEST(StateWriterTest, WithoutAStoreEveryCallSucceedsAndKeepsNothing) {
+  StateWriter w(nullptr, 10);
+  EXPECT_FALSE(w.enabled());
+  EXPECT_EQ(w.path(), "");
+  EXPECT_TRUE(w.PutNewJob(Job("job-1"), {}).ok());
+  EXPECT_TRUE(w.PutWorker("worker-1", {}).ok());
+  EXPECT_TRUE(w.AppendTelemetry("job-1", OneAction(0)).ok());
+  EXPECT_TRUE(w.DeleteJob("job-1").ok());
+  std::vector<std::vector<std::string>> events;
+  auto state = w.Load(&events);
+  ASSERT_TRUE(state.ok());
+  EXPECT_TRUE(state->jobs.empty());
+}
+
+TEST(StateWriterTest, WhatIsWrittenThroughComesBack) {
+  const std::string path = TempPath();
+  std::remove(path.c_str());
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  StateWriter w(store->get(), 100);
+  EXPECT_TRUE(w.enabled());
+  EXPECT_EQ(w.path(), path);
+  IdCounters ids{3, 5, 7};
+  ASSERT_TRUE(w.PutNewJob(Job("job-1"), ids).ok());
+  ASSERT_TRUE(w.PutWorker("worker-4", ids).ok());
+  v1::HealthEvent e;
+  e.set_message("submitted");
+  w.AppendEvent("job-1", e);
+  v1::StepRecord rec;
+  rec.set_step(0);
+  rec.set_loss(2.5);
+  w.AppendStep("job-1", rec);
+  w.PutCheckpointedSteps("job-1", 1);
+  ASSERT_TRUE(w.AppendTelemetry("job-1", OneAction(0)).ok());
+  std::vector<std::vector<std::string>> events;
+  auto state = w.Load(&events);
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  ASSERT_EQ(state->jobs.size(), 1u);
+  EXPECT_EQ(state->jobs[0].id(), "job-1");
+  ASSERT_EQ(state->jobs[0].steps_size(), 1);
+  EXPECT_EQ(state->jobs[0].steps(0).loss(), 2.5);
+  EXPECT_EQ(state->jobs[0].checkpointed_steps(), 1);
+  ASSERT_EQ(events.at(0).size(), 1u);
+  EXPECT_EQ(events[0][0], e.SerializeAsString());
+  EXPECT_EQ(state->telemetry.at(0).size(), 1u);
+  EXPECT_EQ(state->worker_ids, std::vector<std::string>{"worker-4"});
+  EXPECT_EQ(state->next_job, 3u);
+  EXPECT_EQ(state->next_worker, 5u);
+  EXPECT_EQ(state->next_session, 7u);
+}
+
+// The file keeps the newest rows holding trace_actions_per_job actions; older rows go 256 at a
+// time (one DELETE per chunk).
+TEST(StateWriterTest, TheTelemetryRowsInTheFileStayBoundedDroppedInChunks) {
+  const std::string path = TempPath();
+  std::remove(path.c_str());
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  StateWriter w(store->get(), 10);
+  ASSERT_TRUE(w.PutNewJob(Job("job-1"), {}).ok());
+  auto rows = [&] {
+    std::vector<std::vector<std::string>> events;
+    auto state = w.Load(&events);
+    EXPECT_TRUE(state.ok());
+    return state.ok() ? state->telemetry.at(0).size() : 0;
+  };
+  // 10 rows in the window, 255 outside it: not dropped yet.
+  for (int i = 0; i < 265; ++i) ASSERT_TRUE(w.AppendTelemetry("job-1", OneAction(i)).ok());
+  EXPECT_EQ(rows(), 265u);
+  // The 256th row outside: the chunk goes, the window stays.
+  ASSERT_TRUE(w.AppendTelemetry("job-1", OneAction(265)).ok());
+  EXPECT_EQ(rows(), 10u);
+  std::vector<std::vector<std::string>> events;
+  EXPECT_EQ(w.Load(&events)->telemetry.at(0).front().batch.actions(0).step(), 256);
+}
+
+}  // namespace
+}  // namespace pipecoord::coordinator
