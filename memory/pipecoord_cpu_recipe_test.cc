@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "memory/activations.h"
+#include "memory/estimate.h"
 #include "memory/param_states.h"
 #include "memory/pipecoord_cpu.h"
 
@@ -74,6 +75,32 @@ TEST(PipecoordCpuRecipeTest, TensorsAreNamedAndTyped) {
   ASSERT_EQ(am->block.w_grads.size(), 9u);  // dy, dgate, dup, dc, dx1, dq, dk, dv, da
   EXPECT_EQ(am->first.tensors[0].dtype, "i32");
   EXPECT_EQ(am->block.saved[0].dtype, "fp32");
+}
+
+// docs/memory.md's figures for `pipectl memory --recipe pipecoord-cpu` on the demo model (h 64,
+// 4 heads, v 128, s 32, b 4, 8 layers). ZB-H1 (one stage per rank, split B and W) gives the
+// budgets and measured peaks of worker/daemon/memory_budget_run_test; 1F1B's fused BW and
+// interleaved's chunks give less than the budget (jobplan notes BW after its B half and sums
+// per-stage peaks).
+TEST(PipecoordCpuRecipeTest, AnalyticPeaksOfTheDemoModel) {
+  const ModelSpec m = PipecoordCpuModel(8, 64, 192, 4, 128, 32);
+  auto peaks = [&](int pp, int vpp, int mb, const char* schedule) {
+    TrainingSpec t = PipecoordCpuTraining(4);
+    t.pp = pp;
+    t.vpp = vpp;
+    t.microbatches = mb;
+    t.schedule = schedule;
+    auto rep = EstimateMemory(m, t);
+    EXPECT_TRUE(rep.ok()) << rep.status().ToString();
+    std::vector<int64_t> out;
+    if (rep.ok()) {
+      for (const RankMemory& r : rep->ranks) out.push_back(r.peak_bytes);
+    }
+    return out;
+  };
+  EXPECT_EQ(peaks(4, 0, 8, "zbh1"), (std::vector<int64_t>{6993920, 6959104, 7090176, 8010752}));
+  EXPECT_EQ(peaks(4, 0, 8, "1f1b")[0], 6830080);         // budget 6993920
+  EXPECT_EQ(peaks(2, 2, 4, "interleaved")[0], 9785344);  // budget 11327488
 }
 
 }  // namespace
