@@ -10,6 +10,7 @@
 #include "coordinator/run_trace.h"
 #include "coordinator/step_aggregator.h"
 #include "coordinator/telemetry_order.h"
+#include "coordinator/worker_registry.h"
 #include "jobplan/spec_validation.h"
 
 namespace pipecoord::coordinator {
@@ -56,22 +57,6 @@ struct Coordinator::JobRecord {
   }
 };
 
-struct Coordinator::Worker {
-  v1::WorkerInfo info;
-  Clock::time_point lease_expiry;
-  std::vector<v1::WorkerCommand> commands;
-  // info.job_id (with rank, global_rank, dp_rank, session) is the job whose links the worker
-  // holds: set at assignment, cleared only when the worker says it closed them (ReleaseJob), so
-  // a worker still finishing a job is never handed the next one. `closing`: that job's part is
-  // over on this side (finished, failed, cancelled or restarted).
-  int global_rank = -1;
-  int dp_rank = -1;
-  uint64_t session = 0;
-  // Blamed for a broken link: not given work again until a heartbeat shows it is alive (a dead
-  // one's lease runs out instead).
-  bool suspect = false;
-};
-
 namespace {
 
 int64_t WallNs() {
@@ -84,7 +69,7 @@ const char* StateName(v1::JobState s) { return v1::JobState_Name(s).c_str(); }
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options)
-    : options_(std::move(options)), state_(options_.store, options_.trace_actions_per_job) {
+    : options_(std::move(options)), state_(options_.store, options_.trace_actions_per_job), workers_(options_.lease) {
   if (!options_.now_ns) options_.now_ns = WallNs;
 }
 
@@ -186,11 +171,6 @@ Coordinator::JobRecord* Coordinator::FindJobLocked(const std::string& id) const 
     if (j->job.id() == id) return j.get();
   }
   return nullptr;
-}
-
-Coordinator::Worker* Coordinator::FindWorkerLocked(const std::string& id) const {
-  auto it = workers_.find(id);
-  return it == workers_.end() ? nullptr : it->second.get();
 }
 
 void Coordinator::PublishLocked(JobRecord& j, v1::JobUpdate update) {
@@ -304,35 +284,18 @@ Result<v1::JobState> Coordinator::CancelJob(const std::string& id) {
 }
 
 void Coordinator::ReleaseWorkersLocked(JobRecord& j, bool cancel) {
-  for (int g = 0; g < j.job.worker_ids_size(); ++g) {
-    Worker* w = FindWorkerLocked(j.job.worker_ids(g));
-    if (w == nullptr || w->info.job_id() != j.job.id() || w->session != j.session || w->info.closing()) continue;
-    if (cancel) {
-      v1::WorkerCommand c;
-      c.set_cancel_job_id(j.job.id());
-      w->commands.push_back(std::move(c));
-    }
-    w->info.set_closing(true);  // free once it says its links are closed (ReleaseJob)
-  }
-}
-
-void Coordinator::FreeWorkerLocked(Worker& w) {
-  w.info.clear_job_id();
-  w.info.set_rank(-1);
-  w.info.set_closing(false);
-  w.global_rank = w.dp_rank = -1;
-  w.session = 0;
+  for (const std::string& id : j.job.worker_ids()) workers_.Close(id, j.job.id(), j.session, cancel);
 }
 
 Status Coordinator::ReleaseJob(const v1::ReleaseJobRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
-  Worker* w = FindWorkerLocked(r.worker_id());
+  RegisteredWorker* w = workers_.Find(r.worker_id());
   if (w == nullptr) return NotFound("worker \"" + r.worker_id() + "\" is not registered (lease lost?)");
-  if (w->info.job_id() != r.job_id() || w->session != r.session()) return Status::Ok();  // an older hold, long gone
+  if (!w->Holds(r.job_id(), r.session())) return Status::Ok();  // an older hold, long gone
   const int g = w->global_rank;
   const std::string worker = w->info.worker_id();
   const bool was_closing = w->info.closing();
-  FreeWorkerLocked(*w);
+  workers_.Free(*w);
   JobRecord* j = FindJobLocked(r.job_id());
   if (!was_closing && j != nullptr && !j->terminal() && j->session == r.session() && g >= 0 && g < j->world() &&
       !j->done_ok[g] && !j->failed[g]) {
@@ -410,27 +373,18 @@ void Coordinator::TryDispatchLocked() {
   for (auto& jp : jobs_) {
     JobRecord& j = *jp;
     if (j.job.state() != v1::PENDING) continue;
-    std::vector<Worker*> free;
-    for (auto& [id, w] : workers_) {
-      if (w->info.job_id().empty() && !w->suspect && w->info.device_kind() == j.job.spec().device()) free.push_back(w.get());
-    }
+    std::vector<RegisteredWorker*> free = workers_.Available(j.job.spec().device());
     if (static_cast<int>(free.size()) < j.world()) continue;  // FIFO per device kind is not strict: later jobs may fit
     // A restart: each rank's previous worker first, where it is free.
     for (int g = 0; g < static_cast<int>(j.previous_workers.size()) && g < j.world(); ++g) {
-      auto it = std::find_if(free.begin(), free.end(), [&](Worker* w) { return w->info.worker_id() == j.previous_workers[g]; });
+      auto it = std::find_if(free.begin(), free.end(), [&](RegisteredWorker* w) { return w->info.worker_id() == j.previous_workers[g]; });
       if (it != free.end()) std::swap(free[g], *it);
     }
     const v1::JobSpec& spec = j.job.spec();
     j.session = ids_.next_session++;
     for (int g = 0; g < j.world(); ++g) {
-      Worker* w = free[g];
-      w->info.set_job_id(j.job.id());
-      w->info.set_rank(g % spec.pp());
-      w->info.set_closing(false);
-      w->global_rank = g;
-      w->dp_rank = g / spec.pp();
-      w->session = j.session;
-      j.job.add_worker_ids(w->info.worker_id());
+      workers_.Assign(*free[g], j.job.id(), g, spec.pp(), j.session);
+      j.job.add_worker_ids(free[g]->info.worker_id());
     }
     std::vector<std::string> endpoints;
     for (int g = 0; g < j.world(); ++g) endpoints.push_back(free[g]->info.data_endpoint());
@@ -466,14 +420,7 @@ Status Coordinator::WaitJobUpdates(const std::string& id, size_t* cursor, std::v
 
 std::vector<v1::WorkerInfo> Coordinator::ListWorkers() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<v1::WorkerInfo> out;
-  const auto now = Clock::now();
-  for (const auto& [id, w] : workers_) {
-    v1::WorkerInfo info = w->info;
-    info.set_lease_expires_in_ms(std::chrono::duration_cast<std::chrono::milliseconds>(w->lease_expiry - now).count());
-    out.push_back(std::move(info));
-  }
-  return out;
+  return workers_.List(Clock::now());
 }
 
 Result<std::string> Coordinator::Trace(const std::string& id) const {
@@ -502,35 +449,14 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
   if (r.held_job_id().size() > 128) return InvalidArgument("held_job_id: must be at most 128 bytes");
   std::lock_guard<std::mutex> lock(mu_);
   std::string id = r.worker_id();
-  if (id_from_credentials && (id.empty() || FindWorkerLocked(id) != nullptr)) {
+  if (id_from_credentials && (id.empty() || workers_.Find(id) != nullptr)) {
     return FailedPrecondition("worker \"" + id + "\" is registered already with a live lease (another process with " +
                               "its certificate?); it may register again once that lease expires (" +
                               std::to_string(options_.lease.count()) + " ms without heartbeats)");
   }
-  if (id.empty() || FindWorkerLocked(id) != nullptr) {
-    // A fresh identity; an id already live is never shared by two workers.
-    char buf[32];
-    do {
-      std::snprintf(buf, sizeof buf, "worker-%04llu", static_cast<unsigned long long>(ids_.next_worker++));
-    } while (FindWorkerLocked(buf) != nullptr);
-    id = buf;
-  }
-  auto w = std::make_unique<Worker>();
-  w->info.set_worker_id(id);
-  w->info.set_host(r.host());
-  w->info.set_device_kind(r.device_kind());
-  w->info.set_device_memory_bytes(r.device_memory_bytes());
-  w->info.set_data_endpoint(r.data_endpoint());
-  w->info.set_rank(-1);
-  if (!r.held_job_id().empty()) {
-    // Still closing a job it was given before this coordinator (re)started: busy until released.
-    w->info.set_job_id(r.held_job_id());
-    w->info.set_closing(true);
-    w->session = r.held_session();
-  }
-  w->lease_expiry = Clock::now() + options_.lease;
+  id = workers_.ChooseId(id, &ids_.next_worker);
   PIPECOORD_RETURN_IF_ERROR(state_.PutWorker(id, ids_));
-  workers_[id] = std::move(w);
+  workers_.Add(id, r, Clock::now());
   TryDispatchLocked();
   v1::RegisterResponse out;
   out.set_worker_id(id);
@@ -541,13 +467,9 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
 Result<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& r) {
   const int64_t recv = NowNs();
   std::lock_guard<std::mutex> lock(mu_);
-  Worker* w = FindWorkerLocked(r.worker_id());
+  RegisteredWorker* w = workers_.Find(r.worker_id());
   if (w == nullptr) return NotFound("worker \"" + r.worker_id() + "\" is not registered (lease lost?)");
-  w->lease_expiry = Clock::now() + options_.lease;
-  if (w->suspect) {
-    w->suspect = false;  // alive after all: it may take work again
-    TryDispatchLocked();
-  }
+  if (workers_.Renew(*w, Clock::now())) TryDispatchLocked();  // a suspect, alive after all: it may take work again
   if (r.has_progress() && r.progress().job_id() == w->info.job_id() && w->global_rank >= 0 && !w->info.closing()) {
     if (JobRecord* j = FindJobLocked(w->info.job_id()); j != nullptr && !j->terminal()) {
       j->monitor->OnProgress(w->global_rank, r.progress(), recv);
@@ -567,10 +489,10 @@ Result<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest&
 Status Coordinator::WaitCommands(const std::string& worker_id, std::vector<v1::WorkerCommand>* out,
                                  Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  Worker* w = FindWorkerLocked(worker_id);
+  RegisteredWorker* w = workers_.Find(worker_id);
   if (w == nullptr) return NotFound("worker \"" + worker_id + "\" is not registered (lease lost?)");
   changed_.wait_until(lock, deadline, [&] {
-    w = FindWorkerLocked(worker_id);
+    w = workers_.Find(worker_id);
     return shutdown_ || w == nullptr || !w->commands.empty();
   });
   if (w == nullptr) return NotFound("worker \"" + worker_id + "\" lost its lease");
@@ -581,7 +503,7 @@ Status Coordinator::WaitCommands(const std::string& worker_id, std::vector<v1::W
 
 void Coordinator::ReturnCommands(const std::string& worker_id, std::vector<v1::WorkerCommand> commands) {
   std::lock_guard<std::mutex> lock(mu_);
-  Worker* w = FindWorkerLocked(worker_id);
+  RegisteredWorker* w = workers_.Find(worker_id);
   if (w == nullptr) return;
   commands.insert(commands.end(), std::make_move_iterator(w->commands.begin()), std::make_move_iterator(w->commands.end()));
   w->commands = std::move(commands);
@@ -589,7 +511,7 @@ void Coordinator::ReturnCommands(const std::string& worker_id, std::vector<v1::W
 
 Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
-  Worker* w = FindWorkerLocked(r.worker_id());
+  RegisteredWorker* w = workers_.Find(r.worker_id());
   JobRecord* j = FindJobLocked(r.job_id());
   if (w == nullptr) return NotFound("worker \"" + r.worker_id() + "\" is not registered");
   if (j == nullptr) return NotFound("job \"" + r.job_id() + "\" not found");
@@ -662,7 +584,7 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, const v1::StepRecord& rec) {
 
 Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
   std::lock_guard<std::mutex> lock(mu_);
-  Worker* w = FindWorkerLocked(b.worker_id());
+  RegisteredWorker* w = workers_.Find(b.worker_id());
   if (w == nullptr) return NotFound("worker \"" + b.worker_id() + "\" is not registered");
   JobRecord* j = FindJobLocked(b.job_id());
   if (j == nullptr) return NotFound("job \"" + b.job_id() + "\" not found");
@@ -714,7 +636,7 @@ Result<v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker
   if (r.key().empty() || r.key().size() > 256) return InvalidArgument("key: must be 1..256 bytes");
   if (r.value().size() > (1 << 20)) return InvalidArgument("value: must be at most 1 MiB");
   std::unique_lock<std::mutex> lock(mu_);
-  Worker* w = FindWorkerLocked(worker_id);
+  RegisteredWorker* w = workers_.Find(worker_id);
   JobRecord* j = FindJobLocked(r.job_id());
   if (w == nullptr || j == nullptr || w->info.job_id() != r.job_id() || w->info.closing()) {
     return PermissionDenied("worker " + worker_id + " is not part of " + r.job_id());
@@ -740,15 +662,12 @@ Result<v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker
 
 Status Coordinator::Deregister(const std::string& worker_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Worker* w = FindWorkerLocked(worker_id);
+  RegisteredWorker* w = workers_.Find(worker_id);
   if (w == nullptr) return NotFound("worker \"" + worker_id + "\" is not registered");
-  const std::string job_id = w->info.job_id();
-  const int rank = w->info.rank();
-  const bool held = !w->info.closing();
-  workers_.erase(worker_id);
-  if (JobRecord* j = job_id.empty() || !held ? nullptr : FindJobLocked(job_id); j != nullptr && !j->terminal()) {
-    const std::string why = "worker " + worker_id + " (rank " + std::to_string(rank) + ") shut down";
-    LoseWorkerLocked(*j, why, rank);
+  const WorkerRegistry::Left left = workers_.Remove(worker_id);
+  if (JobRecord* j = left.job_id.empty() ? nullptr : FindJobLocked(left.job_id); j != nullptr && !j->terminal()) {
+    const std::string why = "worker " + worker_id + " (rank " + std::to_string(left.rank) + ") shut down";
+    LoseWorkerLocked(*j, why, left.rank);
   }
   changed_.notify_all();
   return Status::Ok();
@@ -757,18 +676,11 @@ Status Coordinator::Deregister(const std::string& worker_id) {
 void Coordinator::Tick() {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = Clock::now();
-  std::vector<std::string> expired;
-  for (const auto& [id, w] : workers_) {
-    if (w->lease_expiry < now) expired.push_back(id);
-  }
+  const std::vector<std::string> expired = workers_.Expired(now);
   for (const std::string& id : expired) {
-    Worker* w = FindWorkerLocked(id);
-    // A worker only closing a job it was part of takes nothing with it.
-    const std::string job_id = w->info.closing() ? "" : w->info.job_id();
-    const int rank = w->info.rank();
-    workers_.erase(id);
-    if (JobRecord* j = job_id.empty() ? nullptr : FindJobLocked(job_id); j != nullptr && !j->terminal()) {
-      LoseWorkerLocked(*j, "worker " + id + " (rank " + std::to_string(rank) + ") lost its lease", rank);
+    const WorkerRegistry::Left left = workers_.Remove(id);  // a worker only closing a job takes nothing with it
+    if (JobRecord* j = left.job_id.empty() ? nullptr : FindJobLocked(left.job_id); j != nullptr && !j->terminal()) {
+      LoseWorkerLocked(*j, "worker " + id + " (rank " + std::to_string(left.rank) + ") lost its lease", left.rank);
     }
   }
   bool blamed = false;
@@ -777,7 +689,7 @@ void Coordinator::Tick() {
     const int g = jp->suspicion->suspect_global;
     const int rank = g % jp->job.spec().pp();
     const std::string worker = g < jp->job.worker_ids_size() ? jp->job.worker_ids(g) : "?";
-    if (Worker* w = FindWorkerLocked(worker); w != nullptr) w->suspect = true;
+    workers_.MarkSuspect(worker);
     LoseWorkerLocked(*jp,
                      "rank " + std::to_string(rank) + " (" + worker + ", global rank " + std::to_string(g) +
                          ") stopped answering its peers: " + jp->suspicion->cause,

@@ -18,6 +18,7 @@
 #include "coordinator/health/job_monitor.h"
 #include "coordinator/state_store.h"
 #include "coordinator/state_writer.h"
+#include "coordinator/worker_registry.h"
 #include "coordinator/health/metrics_sink.h"
 #include "proto/job.pb.h"
 #include "proto/telemetry.pb.h"
@@ -117,7 +118,6 @@ class Coordinator {
   void Shutdown();
 
  private:
-  struct Worker;
   struct JobRecord;
 
   void TryDispatchLocked();
@@ -128,7 +128,6 @@ class Coordinator {
   // A worker of the job is gone (shut down, lease lost, silent to its peers): the job goes back to
   // the queue when no rank has measured anything yet (a few times at most), else it fails.
   void LoseWorkerLocked(JobRecord& job, const std::string& why, int rank);
-  void FreeWorkerLocked(Worker& worker);
   // Marks the job's workers closing (free once they release it), telling them to stop it when
   // `cancel`.
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);
@@ -142,7 +141,6 @@ class Coordinator {
   void RecordEventLocked(JobRecord& job, const std::string& event);
   void RecordHealthEventLocked(JobRecord& job, v1::HealthEvent event);
   JobRecord* FindJobLocked(const std::string& job_id) const;
-  Worker* FindWorkerLocked(const std::string& worker_id) const;
   int64_t NowNs() const;
 
   CoordinatorOptions options_;
@@ -153,7 +151,7 @@ class Coordinator {
   IdCounters ids_;
   int64_t actions_ingested_ = 0;
   std::vector<std::unique_ptr<JobRecord>> jobs_;          // submission order
-  std::map<std::string, std::unique_ptr<Worker>> workers_;
+  WorkerRegistry workers_;
 };
 
 }  // namespace pipecoord::coordinator
