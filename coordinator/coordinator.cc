@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 #include <set>
 
 #include "jobplan/assignment.h"
 #include "jobplan/plan_job.h"
+#include "coordinator/attempt_outcome.h"
 #include "coordinator/run_trace.h"
 #include "coordinator/step_aggregator.h"
 #include "coordinator/telemetry_order.h"
@@ -18,8 +18,7 @@ namespace pipecoord::coordinator {
 struct Coordinator::JobRecord {
   v1::Job job;
   std::vector<v1::JobUpdate> updates;  // the WatchJob log
-  std::vector<bool> done_ok;           // by global rank
-  std::vector<bool> failed;            // by global rank: it reported a failure this attempt
+  AttemptOutcome outcome;               // this attempt's results, by global rank
   TelemetryOrder order;  // this attempt's
   StepAggregator measuring;  // this attempt's steps not every rank has reported yet
   std::vector<v1::ActionTiming> actions;  // measured, for the trace (bounded)
@@ -27,14 +26,6 @@ struct Coordinator::JobRecord {
   std::map<std::string, std::map<std::string, std::string>> rendezvous;  // key -> worker -> value
   uint64_t session = 0;
   std::unique_ptr<health::JobMonitor> monitor;  // the online checks
-  // A rank's failure that blames a peer (its link broke), held until the peer's own word or
-  // `deadline`.
-  struct Suspicion {
-    std::string cause;   // the reporting rank's message, prefixed with its rank and worker
-    int suspect_global;  // the peer it lost
-    Clock::time_point deadline;
-  };
-  std::optional<Suspicion> suspicion;
   // Restart policy: the last step each global rank checkpointed (-1: none), over all attempts.
   std::vector<int> last_checkpoint;
   // The previous attempt's worker of each global rank: a restart gives a rank back to its worker
@@ -44,11 +35,9 @@ struct Coordinator::JobRecord {
   int world() const { return job.spec().pp() * job.spec().dp(); }
   // Forgets an attempt's progress: the next one reports from `from_step` on.
   void ResetAttempt(int from_step) {
-    done_ok.assign(world(), false);
-    failed.assign(world(), false);
+    outcome = AttemptOutcome(world());
     order = TelemetryOrder(world(), from_step);
     measuring = StepAggregator(world());
-    suspicion.reset();
   }
   int requeues = 0;  // times a lost worker sent it back to the queue before its first step
   bool terminal() const {
@@ -298,7 +287,7 @@ Status Coordinator::ReleaseJob(const v1::ReleaseJobRequest& r) {
   workers_.Free(*w);
   JobRecord* j = FindJobLocked(r.job_id());
   if (!was_closing && j != nullptr && !j->terminal() && j->session == r.session() && g >= 0 && g < j->world() &&
-      !j->done_ok[g] && !j->failed[g]) {
+      !j->outcome.reported(g)) {
     // It closed its links without a word on how its part ended (the report was lost).
     FinishJobLocked(*j, v1::FAILED,
                     "rank " + std::to_string(g % j->job.spec().pp()) + " (" + worker + ") left the job without reporting a result",
@@ -521,38 +510,13 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
     return PermissionDenied("worker " + r.worker_id() + " does not hold rank " + std::to_string(r.rank()) + " of " + r.job_id());
   }
   if (!r.ok()) {
-    const int g = w->global_rank;
-    j->failed[g] = true;
     const std::string cause = "rank " + std::to_string(r.rank()) + " (" + r.worker_id() + "): " + r.message();
-    // A broken link (or a peer that never connected) is a symptom; the peer's own report or lease
-    // loss is the root cause. Blame, among the peers this rank lost, one that has not failed itself.
-    int suspect = -1;
-    for (int p : r.unreachable_peers()) {
-      if (p >= 0 && p < j->world() && p != g && (suspect < 0 || !j->failed[p])) suspect = p;
-    }
+    const std::vector<int> lost(r.unreachable_peers().begin(), r.unreachable_peers().end());
     const auto deadline = Clock::now() + std::min(options_.suspect_grace, options_.lease);
-    if (!j->suspicion) {
-      if (suspect < 0) {
-        FinishJobLocked(*j, v1::FAILED, cause, r.rank());  // its own failure: the root
-      } else {
-        j->suspicion = JobRecord::Suspicion{cause, suspect, deadline};
-      }
-      return Status::Ok();
-    }
-    if (j->suspicion->suspect_global != g) return Status::Ok();  // another symptom: the suspect's word is awaited
-    // The suspect speaks: its own failure is the root; if it lost a peer too, follow the chain
-    // (rank 3 lost 2, 2 lost 1: 1 is the one to hear from), unless that peer already spoke.
-    if (suspect < 0 || j->failed[suspect]) {
-      FinishJobLocked(*j, v1::FAILED, cause, r.rank());
-    } else {
-      j->suspicion = JobRecord::Suspicion{cause, suspect, deadline};
-    }
+    if (j->outcome.Failed(w->global_rank, cause, lost, deadline)) FinishJobLocked(*j, v1::FAILED, cause, r.rank());
     return Status::Ok();
   }
-  j->done_ok[w->global_rank] = true;
-  if (std::all_of(j->done_ok.begin(), j->done_ok.end(), [](bool b) { return b; })) {
-    FinishJobLocked(*j, v1::SUCCEEDED, "", -1);
-  }
+  if (j->outcome.Succeeded(w->global_rank)) FinishJobLocked(*j, v1::SUCCEEDED, "", -1);
   return Status::Ok();
 }
 
@@ -685,14 +649,15 @@ void Coordinator::Tick() {
   }
   bool blamed = false;
   for (auto& jp : jobs_) {
-    if (jp->terminal() || !jp->suspicion || jp->suspicion->deadline > now) continue;
-    const int g = jp->suspicion->suspect_global;
+    const AttemptOutcome::Suspicion* overdue = jp->terminal() ? nullptr : jp->outcome.Overdue(now);
+    if (overdue == nullptr) continue;
+    const int g = overdue->suspect_global;
     const int rank = g % jp->job.spec().pp();
     const std::string worker = g < jp->job.worker_ids_size() ? jp->job.worker_ids(g) : "?";
     workers_.MarkSuspect(worker);
     LoseWorkerLocked(*jp,
                      "rank " + std::to_string(rank) + " (" + worker + ", global rank " + std::to_string(g) +
-                         ") stopped answering its peers: " + jp->suspicion->cause,
+                         ") stopped answering its peers: " + overdue->cause,
                      rank);
     blamed = true;
   }
