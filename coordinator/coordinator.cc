@@ -2,49 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <set>
 
 #include "jobplan/assignment.h"
 #include "jobplan/plan_job.h"
-#include "coordinator/attempt_outcome.h"
+#include "coordinator/job_record.h"
 #include "coordinator/run_trace.h"
-#include "coordinator/step_aggregator.h"
-#include "coordinator/telemetry_order.h"
-#include "coordinator/worker_registry.h"
 #include "jobplan/spec_validation.h"
 
 namespace pipecoord::coordinator {
-
-struct Coordinator::JobRecord {
-  v1::Job job;
-  std::vector<v1::JobUpdate> updates;  // the WatchJob log
-  AttemptOutcome outcome;               // this attempt's results, by global rank
-  TelemetryOrder order;  // this attempt's
-  StepAggregator measuring;  // this attempt's steps not every rank has reported yet
-  std::vector<v1::ActionTiming> actions;  // measured, for the trace (bounded)
-  std::vector<int> action_rank;           // global rank of each entry in `actions`
-  std::map<std::string, std::map<std::string, std::string>> rendezvous;  // key -> worker -> value
-  uint64_t session = 0;
-  std::unique_ptr<health::JobMonitor> monitor;  // the online checks
-  // Restart policy: the last step each global rank checkpointed (-1: none), over all attempts.
-  std::vector<int> last_checkpoint;
-  // The previous attempt's worker of each global rank: a restart gives a rank back to its worker
-  // when that worker is free, so a checkpoint on a worker's own disk is found again (a
-  // StatefulSet's replacement pod keeps its name, hence its worker id, and its volume).
-  std::vector<std::string> previous_workers;
-  int world() const { return job.spec().pp() * job.spec().dp(); }
-  // Forgets an attempt's progress: the next one reports from `from_step` on.
-  void ResetAttempt(int from_step) {
-    outcome = AttemptOutcome(world());
-    order = TelemetryOrder(world(), from_step);
-    measuring = StepAggregator(world());
-  }
-  int requeues = 0;  // times a lost worker sent it back to the queue before its first step
-  bool terminal() const {
-    auto s = job.state();
-    return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
-  }
-};
 
 namespace {
 
@@ -101,16 +66,7 @@ Status Coordinator::Restore() {
     j.last_checkpoint.assign(j.world(), j.job.checkpointed_steps() - 1);
     j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
     // The WatchJob log: each measured step, then each event (their interleaving is not kept).
-    for (const v1::StepRecord& rec : j.job.steps()) {
-      v1::JobUpdate u;
-      u.set_state(j.job.state());
-      u.set_step(rec.step());
-      u.set_loss(rec.loss());
-      u.set_step_time_s(rec.step_time_s());
-      u.set_measured_bubble_rate(rec.measured_bubble_rate());
-      u.set_predicted_bubble_rate(j.job.plan().predicted_bubble_rate());
-      j.updates.push_back(std::move(u));
-    }
+    for (const v1::StepRecord& rec : j.job.steps()) j.updates.push_back(j.StepUpdate(rec));
     for (const std::string& bytes : events[i]) {
       v1::HealthEvent e;
       if (!e.ParseFromString(bytes)) return Unavailable("state file " + state_.path() + ": an event does not parse");
@@ -130,16 +86,10 @@ Status Coordinator::Restore() {
       for (const v1::StepSummary& s : b.steps()) {
         for (int c : s.checkpointed_steps()) NoteCheckpointLocked(j, g, c);
       }
-      for (const v1::ActionTiming& t : b.actions()) {
-        j.actions.push_back(t);
-        j.action_rank.push_back(g);
-      }
+      j.actions.insert(j.actions.end(), b.actions().begin(), b.actions().end());
+      j.action_rank.insert(j.action_rank.end(), b.actions_size(), g);
     }
-    if (j.actions.size() > options_.trace_actions_per_job) {
-      const size_t drop = j.actions.size() - options_.trace_actions_per_job;
-      j.actions.erase(j.actions.begin(), j.actions.begin() + drop);
-      j.action_rank.erase(j.action_rank.begin(), j.action_rank.begin() + drop);
-    }
+    j.TrimActions(options_.trace_actions_per_job);
     jobs_.push_back(std::move(record));
     if (j.job.state() == v1::RUNNING) {
       // Its workers lost their command and telemetry streams with the old process: it fails, or
@@ -155,7 +105,7 @@ Status Coordinator::Restore() {
 
 int64_t Coordinator::NowNs() const { return options_.now_ns(); }
 
-Coordinator::JobRecord* Coordinator::FindJobLocked(const std::string& id) const {
+JobRecord* Coordinator::FindJobLocked(const std::string& id) const {
   for (const auto& j : jobs_) {
     if (j->job.id() == id) return j.get();
   }
@@ -521,25 +471,14 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
 }
 
 void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {
-  j.last_checkpoint[g] = std::max(j.last_checkpoint[g], step);
-  const int covered = *std::min_element(j.last_checkpoint.begin(), j.last_checkpoint.end()) + 1;
-  if (covered == j.job.checkpointed_steps()) return;
-  j.job.set_checkpointed_steps(covered);
-  state_.PutCheckpointedSteps(j.job.id(), covered);
+  if (j.NoteCheckpoint(g, step)) state_.PutCheckpointedSteps(j.job.id(), j.job.checkpointed_steps());
 }
 
 void Coordinator::StepMeasuredLocked(JobRecord& j, const v1::StepRecord& rec) {
   *j.job.add_steps() = rec;
   j.job.set_steps_done(j.job.steps_done() + 1);
   state_.AppendStep(j.job.id(), rec);
-  v1::JobUpdate u;
-  u.set_state(j.job.state());
-  u.set_step(rec.step());
-  u.set_loss(rec.loss());
-  u.set_step_time_s(rec.step_time_s());
-  u.set_measured_bubble_rate(rec.measured_bubble_rate());
-  u.set_predicted_bubble_rate(j.job.plan().predicted_bubble_rate());
-  PublishLocked(j, std::move(u));
+  PublishLocked(j, j.StepUpdate(rec));
   if (options_.metrics != nullptr) {
     options_.metrics->Step(j.job.id(), rec.step_time_s(), rec.measured_bubble_rate(), j.job.plan().predicted_bubble_rate());
   }
@@ -567,16 +506,7 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   PIPECOORD_RETURN_IF_ERROR(state_.AppendTelemetry(j->job.id(), b));
   j->order.Accept(g, b);
   actions_ingested_ += b.actions_size();
-  for (const v1::ActionTiming& t : b.actions()) {
-    if (j->actions.size() >= options_.trace_actions_per_job) {
-      // Keep the newest: drop the oldest half in one go (amortised O(1) per action).
-      const size_t half = j->actions.size() / 2;
-      j->actions.erase(j->actions.begin(), j->actions.begin() + half);
-      j->action_rank.erase(j->action_rank.begin(), j->action_rank.begin() + half);
-    }
-    j->actions.push_back(t);
-    j->action_rank.push_back(g);
-  }
+  for (const v1::ActionTiming& t : b.actions()) j->KeepAction(t, g, options_.trace_actions_per_job);
   const std::vector<v1::StepRecord> measured = j->measuring.Add(g, b);
   for (v1::HealthEvent& e : j->monitor->OnBatch(g, b, NowNs())) RecordHealthEventLocked(*j, std::move(e));
   size_t next = 0;  // measured[] follows the batch's summaries

@@ -1,6 +1,11 @@
 // Coordinator: the state behind the gRPC services. Jobs (submitted, planned, dispatched, watched),
 // workers (registered, leased, assigned) and telemetry (steps measured). Thread-safe; no gRPC
 // types, so it is tested directly and the service handlers stay a few lines each.
+//
+// It decides a job's life (dispatch, finish, restart, requeue) over pieces with no lock of their
+// own, all guarded by its one mutex: WorkerRegistry (workers, leases, the job each holds), a
+// JobRecord per job (TelemetryOrder, StepAggregator and AttemptOutcome for the current attempt)
+// and StateWriter (every change written through to the state file).
 #ifndef PIPECOORD_COORDINATOR_COORDINATOR_H_
 #define PIPECOORD_COORDINATOR_COORDINATOR_H_
 
@@ -27,6 +32,8 @@
 namespace pipecoord::coordinator {
 
 using Clock = std::chrono::steady_clock;
+
+struct JobRecord;
 
 struct CoordinatorOptions {
   std::chrono::milliseconds lease{5000};  // a worker silent this long is gone
@@ -118,8 +125,6 @@ class Coordinator {
   void Shutdown();
 
  private:
-  struct JobRecord;
-
   void TryDispatchLocked();
   // Ends the job; a failure with restarts left (spec.max_restarts) restarts it instead.
   void FinishJobLocked(JobRecord& job, v1::JobState state, const std::string& cause, int rank);

@@ -1,0 +1,54 @@
+#include "coordinator/job_record.h"
+
+#include <algorithm>
+
+namespace pipecoord::coordinator {
+
+bool JobRecord::terminal() const {
+  const v1::JobState s = job.state();
+  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
+}
+
+void JobRecord::ResetAttempt(int from_step) {
+  outcome = AttemptOutcome(world());
+  order = TelemetryOrder(world(), from_step);
+  measuring = StepAggregator(world());
+}
+
+bool JobRecord::NoteCheckpoint(int g, int step) {
+  last_checkpoint[g] = std::max(last_checkpoint[g], step);
+  const int covered = *std::min_element(last_checkpoint.begin(), last_checkpoint.end()) + 1;
+  if (covered == job.checkpointed_steps()) return false;
+  job.set_checkpointed_steps(covered);
+  return true;
+}
+
+void JobRecord::KeepAction(const v1::ActionTiming& t, int g, size_t cap) {
+  if (actions.size() >= cap) {
+    const size_t half = actions.size() / 2;
+    actions.erase(actions.begin(), actions.begin() + half);
+    action_rank.erase(action_rank.begin(), action_rank.begin() + half);
+  }
+  actions.push_back(t);
+  action_rank.push_back(g);
+}
+
+void JobRecord::TrimActions(size_t cap) {
+  if (actions.size() <= cap) return;
+  const size_t drop = actions.size() - cap;
+  actions.erase(actions.begin(), actions.begin() + drop);
+  action_rank.erase(action_rank.begin(), action_rank.begin() + drop);
+}
+
+v1::JobUpdate JobRecord::StepUpdate(const v1::StepRecord& rec) const {
+  v1::JobUpdate u;
+  u.set_state(job.state());
+  u.set_step(rec.step());
+  u.set_loss(rec.loss());
+  u.set_step_time_s(rec.step_time_s());
+  u.set_measured_bubble_rate(rec.measured_bubble_rate());
+  u.set_predicted_bubble_rate(job.plan().predicted_bubble_rate());
+  return u;
+}
+
+}  // namespace pipecoord::coordinator

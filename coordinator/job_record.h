@@ -1,0 +1,68 @@
+// JobRecord: one job as the Coordinator holds it. The Job (spec, plan, state, steps, events, its
+// workers by global rank), the WatchJob log, the current attempt (session, results, telemetry
+// order, steps being measured), what outlives an attempt (each rank's last checkpoint, the previous
+// attempt's workers, requeues), the measured actions kept for the trace, rendezvous values and
+// the online checks. No lock, no I/O: the Coordinator changes it under its own lock and writes
+// the changes through (StateWriter).
+#ifndef PIPECOORD_COORDINATOR_JOB_RECORD_H_
+#define PIPECOORD_COORDINATOR_JOB_RECORD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coordinator/attempt_outcome.h"
+#include "coordinator/health/job_monitor.h"
+#include "coordinator/step_aggregator.h"
+#include "coordinator/telemetry_order.h"
+#include "proto/job.pb.h"
+#include "proto/telemetry.pb.h"
+
+namespace pipecoord::coordinator {
+
+struct JobRecord {
+  int world() const { return job.spec().pp() * job.spec().dp(); }
+  bool terminal() const;
+  // Forgets an attempt's progress: the next one reports from `from_step` on.
+  void ResetAttempt(int from_step);
+  // Global rank `g` has a checkpoint of `step`. True when the steps covered on every rank
+  // (Job.checkpointed_steps, the restart point) grew.
+  bool NoteCheckpoint(int g, int step);
+  // Keeps a measured action of global rank `g` for the trace: the newest `cap`, dropping the
+  // oldest half at once when full (amortised O(1) per action).
+  void KeepAction(const v1::ActionTiming& action, int g, size_t cap);
+  // Keeps only the newest `cap` actions.
+  void TrimActions(size_t cap);
+  // The WatchJob update of a measured step.
+  v1::JobUpdate StepUpdate(const v1::StepRecord& record) const;
+
+  v1::Job job;
+  std::vector<v1::JobUpdate> updates;  // the WatchJob log
+  std::unique_ptr<health::JobMonitor> monitor;  // the online checks
+
+  // The current attempt.
+  uint64_t session = 0;
+  AttemptOutcome outcome;    // the ranks' results
+  TelemetryOrder order;      // each rank's telemetry
+  StepAggregator measuring;  // steps not every rank has reported yet
+  std::map<std::string, std::map<std::string, std::string>> rendezvous;  // key -> worker -> value
+
+  // Over all attempts.
+  // Restart policy: the last step each global rank checkpointed (-1: none).
+  std::vector<int> last_checkpoint;
+  // The previous attempt's worker of each global rank: a restart gives a rank back to its worker
+  // when that worker is free, so a checkpoint on a worker's own disk is found again (a
+  // StatefulSet's replacement pod keeps its name, hence its worker id, and its volume).
+  std::vector<std::string> previous_workers;
+  int requeues = 0;  // times a lost worker sent it back to the queue before its first step
+
+  std::vector<v1::ActionTiming> actions;  // measured, for the trace (bounded)
+  std::vector<int> action_rank;           // global rank of each entry in `actions`
+};
+
+}  // namespace pipecoord::coordinator
+
+#endif  // PIPECOORD_COORDINATOR_JOB_RECORD_H_
