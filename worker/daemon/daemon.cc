@@ -1,0 +1,361 @@
+#include "worker/daemon/daemon.h"
+
+#include <cstdio>
+
+#include "worker/daemon/rank_run.h"
+#include "worker/transport/endpoint.h"
+
+namespace pipecoord::worker {
+namespace {
+
+// How often the stop flag is looked at, and the pauses between retries.
+constexpr std::chrono::milliseconds kStopPoll{50};
+constexpr std::chrono::milliseconds kCommandsRetry{200};
+constexpr std::chrono::milliseconds kRegisterRetry{500};
+constexpr std::chrono::milliseconds kReleaseRetry{250};
+
+int64_t WallNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void Log(const char* fmt, const std::string& a = "", const std::string& b = "") {
+  std::fprintf(stderr, "worker: ");
+  std::fprintf(stderr, fmt, a.c_str(), b.c_str());
+  std::fprintf(stderr, "\n");
+}
+
+}  // namespace
+
+Daemon::Daemon(std::shared_ptr<grpc::Channel> channel, DaemonOptions options, const std::atomic<bool>& stop)
+    : stub_(v1::WorkerService::NewStub(channel)), options_(std::move(options)), stop_(stop),
+      data_port_(options_.data_port) {}
+
+Daemon::~Daemon() {
+  if (job_thread_.joinable()) job_thread_.join();
+}
+
+Status Daemon::Run() {
+  // The data port is bound once, so the endpoint the coordinator hands to peers stays true.
+  auto probe = TcpTransport::Listen(options_.data_host, data_port_);
+  if (!probe.ok()) return Unavailable("cannot listen for peers: " + probe.status().message());
+  endpoint_ = (*probe)->endpoint();
+  data_port_ = std::stoi(endpoint_.substr(endpoint_.rfind(':') + 1));
+  if (!options_.advertise.empty()) {
+    endpoint_ = FormatHostPort(options_.advertise, data_port_);
+  } else if (options_.data_host == "0.0.0.0" || options_.data_host == "::") {
+    Log("listening on %s without --advertise: peers on other hosts cannot reach it", endpoint_);
+  }
+  (*probe)->Shutdown();
+  probe->reset();
+  PIPECOORD_RETURN_IF_ERROR(RegisterWithRetry());
+  std::thread heartbeat([this] { HeartbeatLoop(); });
+  std::thread stopper([this] { StopWatch(); });
+  while (!stop_) {
+    grpc::ClientContext ctx;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      commands_ctx_ = &ctx;
+    }
+    v1::CommandsRequest req;
+    req.set_worker_id(WorkerId());
+    auto reader = stub_->Commands(&ctx, req);
+    v1::WorkerCommand cmd;
+    while (!stop_ && reader->Read(&cmd)) Handle(cmd);
+    grpc::Status st = reader->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      commands_ctx_ = nullptr;
+    }
+    if (stop_) break;
+    if (st.error_code() == grpc::StatusCode::NOT_FOUND) RegisterWithRetry();  // lease lost
+    std::this_thread::sleep_for(kCommandsRetry);
+  }
+  // A job started just before the stop was seen is told too.
+  if (std::shared_ptr<HeldJob> job = Held(); job != nullptr) job->StopGracefully();
+  const auto grace_end = std::chrono::steady_clock::now() + options_.shutdown_grace;
+  while (Held() != nullptr && std::chrono::steady_clock::now() < grace_end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (std::shared_ptr<HeldJob> job = Held(); job != nullptr) job->Cancel("the worker's shutdown grace period ran out");
+  if (job_thread_.joinable()) job_thread_.join();
+  draining_ = false;
+  stopper.join();
+  heartbeat.join();
+  Deregister();
+  return Status::Ok();
+}
+
+// A signal cannot cancel an RPC or stop a job itself; this thread does both at once, so a stop is
+// honoured in every state: idle, setting up, connecting, running.
+void Daemon::StopWatch() {
+  while (!stop_) std::this_thread::sleep_for(kStopPoll);
+  std::shared_ptr<HeldJob> job;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (commands_ctx_ != nullptr) commands_ctx_->TryCancel();
+    job = held_;
+  }
+  if (job != nullptr) {
+    Log(job->StopGracefully() ? "shutting down: finishing the current step of %s"
+                              : "shutting down: leaving %s before it started (it goes back to the queue)",
+        job->assignment().job_id());
+  }
+}
+
+std::string Daemon::WorkerId() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return worker_id_;
+}
+
+std::shared_ptr<HeldJob> Daemon::Held() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_;
+}
+
+Status Daemon::RegisterWithRetry() {
+  for (int attempt = 0; !stop_; ++attempt) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::RegisterRequest req;
+    req.set_device_kind(options_.device);
+    req.set_host(options_.advertise.empty() ? options_.data_host : options_.advertise);
+    req.set_data_endpoint(endpoint_);
+    req.set_worker_id(WorkerId());
+    if (std::shared_ptr<HeldJob> job = Held(); job != nullptr) {
+      // Still closing a job: the coordinator keeps this worker busy until it is released.
+      req.set_held_job_id(job->assignment().job_id());
+      req.set_held_session(job->assignment().session());
+    }
+    v1::RegisterResponse resp;
+    grpc::Status st = stub_->Register(&ctx, req, &resp);
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      worker_id_ = resp.worker_id();
+      lease_ms_ = resp.lease_ms();
+      Log("registered as %s, peers reach it at %s", worker_id_, endpoint_);
+      return Status::Ok();
+    }
+    // Bad input or credentials do not get better by retrying (a live registration of the same
+    // certificate, FAILED_PRECONDITION, does once its lease expires).
+    switch (st.error_code()) {
+      case grpc::StatusCode::INVALID_ARGUMENT:
+        return InvalidArgument("registration refused: " + st.error_message());
+      case grpc::StatusCode::UNAUTHENTICATED:
+        return Status(Code::kUnauthenticated, "registration refused: " + st.error_message());
+      case grpc::StatusCode::PERMISSION_DENIED:
+        return Status(Code::kPermissionDenied, "registration refused: " + st.error_message());
+      default:
+        break;
+    }
+    if (attempt % 10 == 0) Log("coordinator not reachable yet (%s), retrying", st.error_message());
+    std::this_thread::sleep_for(kRegisterRetry);
+  }
+  return Unavailable("stopped before the coordinator answered a registration");
+}
+
+void Daemon::HeartbeatLoop() {
+  auto last_heard = std::chrono::steady_clock::now();
+  while (!stop_ || draining_) {
+    int64_t lease;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      lease = lease_ms_;
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(lease));
+    v1::HeartbeatRequest req;
+    req.set_worker_id(WorkerId());
+    const int64_t t0 = WallNs();
+    req.set_worker_send_ns(t0);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (hooks_ != nullptr) *req.mutable_progress() = hooks_->progress();
+    }
+    v1::HeartbeatResponse resp;
+    if (stub_->Heartbeat(&ctx, req, &resp).ok()) {
+      clock_.AddSample(t0, resp.coordinator_recv_ns(), resp.coordinator_send_ns(), WallNs());
+      last_heard = std::chrono::steady_clock::now();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (checkpoints_ != nullptr && held_ != nullptr && resp.job_id() == held_->assignment().job_id() &&
+          resp.checkpointed_steps() > 0) {
+        checkpoints_->KeepFrom(resp.checkpointed_steps() - 1);  // the coordinator's restart point
+      }
+    } else if (std::chrono::steady_clock::now() - last_heard > std::chrono::milliseconds(lease)) {
+      // The coordinator has had no heartbeat for a lease: it counts this worker gone and is
+      // failing or restarting its job elsewhere (or is down itself). Running on would only
+      // write checkpoints and telemetry nobody will read, beside the job's next attempt.
+      if (std::shared_ptr<HeldJob> job = Held(); job != nullptr && !job->cancelled() && !job->releasing()) {
+        Log("%s: no answer from the coordinator for a lease (%s ms): stopping the job", job->assignment().job_id(),
+            std::to_string(lease));
+        job->Cancel("no answer from the coordinator for a lease");
+      }
+    }
+    for (int i = 0; i < 10 && (!stop_ || draining_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(lease / 30));
+  }
+}
+
+void Daemon::Handle(const v1::WorkerCommand& cmd) {
+  if (cmd.has_assign()) {
+    if (stop_) {
+      Log("%s: not started, the worker is shutting down", cmd.assign().job_id());
+      return;
+    }
+    if (std::shared_ptr<HeldJob> old = Held(); old != nullptr && !old->releasing()) {
+      // The coordinator frees a worker only once it released its job; reaching here means it
+      // lost track (e.g. it restarted). The newer assignment wins.
+      Log("%s: assigned while %s is still held: stopping that one first", cmd.assign().job_id(),
+          old->assignment().job_id());
+      old->Cancel("superseded by " + cmd.assign().job_id());
+    }
+    if (job_thread_.joinable()) job_thread_.join();
+    auto job = std::make_shared<HeldJob>(cmd.assign());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_ = job;
+    }
+    job_thread_ = std::thread([this, job] { HoldJob(job); });
+  } else if (!cmd.cancel_job_id().empty()) {
+    std::shared_ptr<HeldJob> job = Held();
+    if (job != nullptr && job->assignment().job_id() == cmd.cancel_job_id()) {
+      Log("%s: cancelled by the coordinator", cmd.cancel_job_id());
+      job->Cancel("cancelled by the coordinator");
+    }
+  }
+}
+
+void Daemon::Deregister() {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::DeregisterRequest req;
+  req.set_worker_id(WorkerId());
+  v1::DeregisterResponse resp;
+  grpc::Status st = stub_->Deregister(&ctx, req, &resp);
+  if (st.ok()) Log("deregistered %s", WorkerId());
+}
+
+void Daemon::HoldJob(const std::shared_ptr<HeldJob>& job) {
+  const v1::Assignment& a = job->assignment();
+  Log("%s: running rank %s", a.job_id(), std::to_string(a.rank()) + " (dp " + std::to_string(a.dp_rank()) + ")");
+  RunJob(*job);
+  job->MarkReleasing();
+  if (!job->quiet()) Release(a);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (held_ == job) held_.reset();
+}
+
+// Tells the coordinator every link of the job is closed, so it may hand this worker the next
+// one; retried until it is heard. NOT_FOUND (a coordinator that restarted does not know this
+// worker yet) is retried too: the command loop registers again, naming this hold, and the
+// coordinator keeps the worker busy until this release arrives.
+void Daemon::Release(const v1::Assignment& a) {
+  for (int attempt = 0; !stop_; ++attempt) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ReleaseJobRequest req;
+    req.set_worker_id(WorkerId());
+    req.set_job_id(a.job_id());
+    req.set_session(a.session());
+    v1::ReleaseJobResponse resp;
+    grpc::Status st = stub_->ReleaseJob(&ctx, req, &resp);
+    const auto code = st.error_code();
+    if (st.ok() || code == grpc::StatusCode::PERMISSION_DENIED || code == grpc::StatusCode::UNAUTHENTICATED ||
+        code == grpc::StatusCode::INVALID_ARGUMENT) {
+      return;  // heard (or refused for good: retrying would not change it)
+    }
+    if (attempt % 20 == 0) Log("%s: release not heard yet (%s), retrying", a.job_id(), st.error_message());
+    std::this_thread::sleep_for(kReleaseRetry);
+  }
+}
+
+// Tells the coordinator how this rank's part ended; on failure, with the peers whose links
+// broke or never came up (from `transport`, when there is one), so the coordinator can find the
+// root cause rather than blame this rank.
+void Daemon::Report(const v1::Assignment& a, const Status& st, const TcpTransport* transport) {
+  v1::ReportResultRequest req;
+  req.set_worker_id(WorkerId());
+  req.set_job_id(a.job_id());
+  req.set_rank(a.rank());
+  req.set_ok(st.ok());
+  req.set_message(st.message());
+  req.set_session(a.session());
+  if (!st.ok() && transport != nullptr) {
+    for (int g : transport->BrokenPeers()) req.add_unreachable_peers(g);
+    for (int g : transport->UnconnectedPeers()) req.add_unreachable_peers(g);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::ReportResultResponse resp;
+  stub_->ReportResult(&ctx, req, &resp);
+  Log("%s: %s", a.job_id(), st.ok() ? std::string("done") : st.ToString());
+}
+
+// Runs the job to its end and reports the result (unless it leaves quietly) before its links
+// close, so the coordinator hears this rank's word before peers see the links go. Every link and
+// the data port's listener are closed when this returns.
+void Daemon::RunJob(HeldJob& job) {
+  const v1::Assignment& a = job.assignment();
+  const int global = RankRun::GlobalRank(a);
+  std::unique_ptr<TcpTransport> transport;
+  HealthHooks hooks(a, RulesFor(options_.faults, global));
+  RankRunOptions ropt;
+  ropt.checkpoint_dir = options_.checkpoint_dir;
+  ropt.connect_timeout = options_.connect_timeout;
+  ropt.clock_ns = [this] { return WallNs() + clock_.offset_ns(); };
+  ropt.hooks = &hooks;
+  RankRun rank(a, std::move(ropt));  // its executor and checkpoint writer outlive the code below
+  grpc::ClientContext tctx;
+  v1::TelemetryAck ack;
+  std::unique_ptr<grpc::ClientWriter<v1::TelemetryBatch>> telemetry;
+  RankRunCallbacks callbacks;
+  callbacks.on_transport = [&](Transport* t) { return job.AttachTransport(t); };
+  callbacks.on_start = [&](Executor* executor, AsyncCheckpointWriter* checkpoints) {
+    if (!job.AttachExecutor(executor)) return false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hooks_ = &hooks;
+      checkpoints_ = checkpoints;
+    }
+    telemetry = stub_->Telemetry(&tctx, &ack);
+    return true;
+  };
+  callbacks.on_step = [&](StepReport&& r) {
+    v1::TelemetryBatch batch;
+    batch.set_worker_id(WorkerId());
+    batch.set_job_id(a.job_id());
+    batch.set_rank(a.rank());
+    batch.set_dp_rank(a.dp_rank());
+    batch.set_session(a.session());
+    for (auto& t : r.actions) *batch.add_actions() = std::move(t);
+    *batch.add_steps() = r.summary;
+    if (!telemetry->Write(batch)) return Unavailable("telemetry stream to the coordinator closed");
+    return Status::Ok();
+  };
+  Status st = rank.Run(
+      [&](const v1::Assignment&) -> Result<TcpTransport*> {
+        if (a.start_step() > 0) Log("%s: resumed from the checkpoint of step %s", a.job_id(), std::to_string(a.start_step() - 1));
+        TcpTransportOptions topt;
+        topt.session = a.session();
+        auto listening = TcpTransport::Listen(options_.data_host, data_port_, topt);
+        if (!listening.ok()) return listening.status();
+        transport = std::move(listening).value();
+        return transport.get();
+      },
+      callbacks);
+  if (telemetry != nullptr) {
+    telemetry->WritesDone();
+    grpc::Status tst = telemetry->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hooks_ = nullptr;
+      checkpoints_ = nullptr;
+    }
+    if (st.ok() && !tst.ok()) st = Unavailable("telemetry refused: " + tst.error_message());
+  }
+  job.Detach();
+  if (job.cancelled()) st = FailedPrecondition("stopped: " + job.cancel_reason());
+  if (!job.quiet()) Report(a, st, transport.get());
+  if (transport != nullptr) transport->Shutdown();
+}
+
+}  // namespace pipecoord::worker
