@@ -4,19 +4,8 @@
 #include <cmath>
 
 namespace pipecoord {
-namespace {
 
-constexpr char kHex[] = "0123456789abcdef";
-
-void AppendU00(std::string* out, unsigned char c) {
-  *out += "\\u00";
-  *out += kHex[c >> 4];
-  *out += kHex[c & 0xf];
-}
-
-// The length of the well-formed UTF-8 sequence starting at s[i] (Unicode Table 3-7), or 0 when
-// it is ill-formed; then *bad is the length of its maximal ill-formed subpart (at least 1).
-size_t Utf8Sequence(std::string_view s, size_t i, size_t* bad) {
+size_t Utf8SequenceLength(std::string_view s, size_t i, size_t* bad) {
   const unsigned char c = static_cast<unsigned char>(s[i]);
   size_t len = 0;
   unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
@@ -48,6 +37,16 @@ size_t Utf8Sequence(std::string_view s, size_t i, size_t* bad) {
   }
   return len;
 }
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+void AppendU00(std::string* out, unsigned char c) {
+  *out += "\\u00";
+  *out += kHex[c >> 4];
+  *out += kHex[c & 0xf];
+}
+
 
 }  // namespace
 
@@ -78,9 +77,9 @@ void AppendJsonString(std::string* out, std::string_view s, JsonEscape escape) {
       continue;
     }
     size_t bad = 0;
-    const size_t len = Utf8Sequence(s, i, &bad);
+    const size_t len = Utf8SequenceLength(s, i, &bad);
     if (len == 0) {
-      *out += "\\ufffd";
+      *out += "\xEF\xBF\xBD";  // U+FFFD as UTF-8, as a well-formed one would pass: writing is idempotent
       i += bad;
       continue;
     }

@@ -7,8 +7,10 @@
 // with a short form as \b \f \n \r \t; every other byte below 0x20, and DEL (0x7f), as \u00XX
 // (lower-case hex). Well-formed UTF-8 passes through unchanged. Bytes that are not well-formed
 // UTF-8 (a stray continuation byte, a truncated or overlong sequence, an encoded surrogate, a
-// code point above U+10FFFF) are replaced by \ufffd, one per maximal ill-formed subsequence (the
-// Unicode "best practice"), so the output is always valid UTF-8 and therefore valid JSON.
+// code point above U+10FFFF) are replaced by U+FFFD (written as its UTF-8 bytes, as any
+// well-formed character is, so writing what was read back gives the same text), one per maximal
+// ill-formed subsequence (the Unicode "best practice"), so the output is always valid UTF-8 and
+// therefore valid JSON.
 // JsonEscape::kHtmlSafe also escapes '<', '>', '&' (\u003c \u003e \u0026), U+2028 and U+2029,
 // so the text stays inert when embedded in an HTML page or a <script>.
 //
@@ -33,6 +35,11 @@ enum class JsonEscape {
 
 // `s` as a quoted JSON string literal.
 std::string JsonString(std::string_view s, JsonEscape escape = JsonEscape::kStandard);
+
+// The length of the well-formed UTF-8 sequence starting at s[i] (Unicode Table 3-7), or 0 when
+// it is ill-formed; then *bad is the length of its maximal ill-formed subpart (at least 1).
+// Readers use it to refuse text that is not UTF-8 (RFC 8259 section 8.1).
+size_t Utf8SequenceLength(std::string_view s, size_t i, size_t* bad);
 // Appends JsonString(s, escape) to *out.
 void AppendJsonString(std::string* out, std::string_view s, JsonEscape escape = JsonEscape::kStandard);
 

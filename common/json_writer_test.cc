@@ -34,25 +34,25 @@ TEST(JsonStringTest, WellFormedUtf8PassesThrough) {
 }
 
 TEST(JsonStringTest, IllFormedUtf8BecomesOneReplacementPerMaximalSubpart) {
-  EXPECT_EQ(JsonString("a\x80z"), "\"a\\ufffdz\"");                 // lone continuation byte
-  EXPECT_EQ(JsonString("\xC0\xAF"), "\"\\ufffd\\ufffd\"");           // C0 is never a lead byte
-  EXPECT_EQ(JsonString("\xC1\xBF"), "\"\\ufffd\\ufffd\"");
-  EXPECT_EQ(JsonString("\xE0\x80\x80"), "\"\\ufffd\\ufffd\\ufffd\"");  // overlong: E0 then 80 is out of range
-  EXPECT_EQ(JsonString("\xED\xA0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");  // encoded surrogate U+D800
-  EXPECT_EQ(JsonString("\xF4\x90\x80\x80"), "\"\\ufffd\\ufffd\\ufffd\\ufffd\"");  // above U+10FFFF
-  EXPECT_EQ(JsonString("\xF5\xFF"), "\"\\ufffd\\ufffd\"");
-  EXPECT_EQ(JsonString("\xE2\x98"), "\"\\ufffd\"");        // truncated at the end: one
-  EXPECT_EQ(JsonString("\xE2\x98z"), "\"\\ufffdz\"");      // truncated before ASCII: one, then z
-  EXPECT_EQ(JsonString("\xF0\x9D\x84"), "\"\\ufffd\"");    // 3 of 4 bytes
-  EXPECT_EQ(JsonString("\xF0\x9D\x84\xF0\x9D\x84\x9E"), "\"\\ufffd\xF0\x9D\x84\x9E\"");
-  EXPECT_EQ(JsonString("\xE2\x98\"\n"), "\"\\ufffd\\\"\\n\"");  // resumes at the quote
+  EXPECT_EQ(JsonString("a\x80z"), "\"a\xEF\xBF\xBDz\"");                 // lone continuation byte
+  EXPECT_EQ(JsonString("\xC0\xAF"), "\"\xEF\xBF\xBD\xEF\xBF\xBD\"");           // C0 is never a lead byte
+  EXPECT_EQ(JsonString("\xC1\xBF"), "\"\xEF\xBF\xBD\xEF\xBF\xBD\"");
+  EXPECT_EQ(JsonString("\xE0\x80\x80"), "\"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");  // overlong: E0 then 80 is out of range
+  EXPECT_EQ(JsonString("\xED\xA0\x80"), "\"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");  // encoded surrogate U+D800
+  EXPECT_EQ(JsonString("\xF4\x90\x80\x80"), "\"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");  // above U+10FFFF
+  EXPECT_EQ(JsonString("\xF5\xFF"), "\"\xEF\xBF\xBD\xEF\xBF\xBD\"");
+  EXPECT_EQ(JsonString("\xE2\x98"), "\"\xEF\xBF\xBD\"");        // truncated at the end: one
+  EXPECT_EQ(JsonString("\xE2\x98z"), "\"\xEF\xBF\xBDz\"");      // truncated before ASCII: one, then z
+  EXPECT_EQ(JsonString("\xF0\x9D\x84"), "\"\xEF\xBF\xBD\"");    // 3 of 4 bytes
+  EXPECT_EQ(JsonString("\xF0\x9D\x84\xF0\x9D\x84\x9E"), "\"\xEF\xBF\xBD\xF0\x9D\x84\x9E\"");
+  EXPECT_EQ(JsonString("\xE2\x98\"\n"), "\"\xEF\xBF\xBD\\\"\\n\"");  // resumes at the quote
 }
 
 TEST(JsonStringTest, HtmlSafeAlsoEscapesMarkupAndLineSeparators) {
   EXPECT_EQ(JsonString("</script><a href=\"x\">&amp;", JsonEscape::kHtmlSafe),
             "\"\\u003c/script\\u003e\\u003ca href=\\\"x\\\"\\u003e\\u0026amp;\"");
   EXPECT_EQ(JsonString("a\u2028b\u2029c\u2027", JsonEscape::kHtmlSafe), "\"a\\u2028b\\u2029c\u2027\"");
-  EXPECT_EQ(JsonString("\n\x01\xff", JsonEscape::kHtmlSafe), "\"\\n\\u0001\\ufffd\"");
+  EXPECT_EQ(JsonString("\n\x01\xff", JsonEscape::kHtmlSafe), "\"\\n\\u0001\xEF\xBF\xBD\"");
 }
 
 TEST(JsonStringTest, AppendAddsToTheEnd) {

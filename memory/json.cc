@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/json_writer.h"
+
 namespace pipecoord::memory {
 
 JsonValue::JsonValue() = default;
@@ -189,6 +191,16 @@ class Parser {
         return true;
       }
       if (c < 0x20) return Error("control character inside a string (escape it)");
+      if (c >= 0x80) {
+        // JSON text is UTF-8: an ill-formed byte would be replaced when written back, and two
+        // names differing only there would become one.
+        size_t bad = 0;
+        const size_t len = Utf8SequenceLength(text_, pos_, &bad);
+        if (len == 0) return Error("a string holds bytes that are not UTF-8");
+        out->append(text_.substr(pos_, len));
+        pos_ += len;
+        continue;
+      }
       if (c != '\\') {
         out->push_back(static_cast<char>(c));
         ++pos_;
