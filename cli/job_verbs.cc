@@ -237,9 +237,12 @@ int RunStatus(int argc, char** argv) {
     std::printf("loss      %.4f at step %d -> %.4f at step %d\n", first.loss(), first.step(), last.loss(), last.step());
     std::printf("step time %.4f s mean over %d step(s)\n", time / n, n);
     std::printf("bubble    measured %.4f mean, predicted %.4f\n", bubble / n, j.plan().predicted_bubble_rate());
-    std::printf("peak mem ");
+    // The measured peak of the last step beside the plan's budget (memory/'s prediction).
+    std::printf("peak mem  measured/predicted:");
     for (int r = 0; r < last.peak_memory_bytes_size(); ++r) {
-      std::printf(" r%d %.2f MiB", r, last.peak_memory_bytes(r) / 1048576.0);
+      const int rank = r % std::max(1, j.spec().pp());
+      std::printf(" r%d %.2f/%.2f MiB", r, last.peak_memory_bytes(r) / 1048576.0,
+                  rank < j.plan().memory_budget_bytes_size() ? j.plan().memory_budget_bytes(rank) / 1048576.0 : 0.0);
     }
     std::printf("\n");
   }

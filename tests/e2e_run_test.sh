@@ -25,7 +25,14 @@ assert len(losses) == 5 and losses[-1] < losses[0], losses
 assert all(len(s["peakMemoryBytes"]) == 3 for s in job["steps"]), job["steps"][0]
 assert all(0 <= s["measuredBubbleRate"] < 1 for s in job["steps"])
 assert job["plan"]["stageToRank"] == [0, 1, 2, 0, 1, 2]
+# The plan's budget (memory/'s pipecoord-cpu recipe over the job lists) is what every rank
+# measured, at every step, to the byte.
+budget = [int(b) for b in job["plan"]["memoryBudgetBytes"]]
+for s in job["steps"]:
+    assert [int(b) for b in s["peakMemoryBytes"]] == budget, (s.get("step", 0), s["peakMemoryBytes"], budget)
 PY
+"$PIPECTL" status "$job" | grep -qE "^peak mem  measured/predicted: r0 [0-9.]+/[0-9.]+ MiB r1 [0-9.]+/[0-9.]+ MiB r2 [0-9.]+/[0-9.]+ MiB$" \
+  || fail "status does not show measured and predicted peaks: $("$PIPECTL" status "$job" | grep "peak mem")"
 
 "$PIPECTL" trace "$job" --out "$WORK/trace.json" | grep -q "wrote the trace of $job" || fail "trace"
 /usr/bin/python3 - "$WORK/trace.json" <<'PY' || fail "trace contents"
