@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "coordinator/coordinator.h"
+#include "coordinator/state_file_for_tests.h"
 #include "coordinator/state_store.h"
 
 namespace pipecoord::coordinator {
@@ -28,14 +29,6 @@ v1::JobSpec Spec(int steps) {
   m->set_vocab(16);
   m->set_seq_len(4);
   return s;
-}
-
-v1::RegisterRequest CpuWorker(const std::string& id = "") {
-  v1::RegisterRequest r;
-  r.set_device_kind("cpu");
-  r.set_data_endpoint("127.0.0.1:1");
-  r.set_worker_id(id);
-  return r;
 }
 
 v1::TelemetryBatch StepBatch(const std::string& worker, const std::string& job, int step, uint64_t session) {
@@ -64,9 +57,7 @@ uint64_t AssignedSession(Coordinator& c, const std::string& worker, int* start_s
 }
 
 TEST(RestorePendingTest, ARestartedJobWaitingForWorkersResumesFromItsStartStepAfterANewCoordinator) {
-  const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
-                           "/restore-pending-" + std::to_string(getpid()) + ".db";
-  std::remove(path.c_str());
+  const std::string path = FreshStatePath("restore-pending");
   std::string job, worker;
   {
     auto store = StateStore::Open(path);

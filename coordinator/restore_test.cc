@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "coordinator/coordinator.h"
+#include "coordinator/state_file_for_tests.h"
 #include "coordinator/state_store.h"
 
 namespace pipecoord::coordinator {
@@ -26,38 +27,6 @@ v1::JobSpec Spec(int steps) {
   m->set_vocab(16);
   m->set_seq_len(4);
   return s;
-}
-
-// A state file of this test's own, empty.
-std::string FreshStatePath(const std::string& name) {
-  const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/" + name +
-                           "-" + std::to_string(getpid()) + ".db";
-  std::remove(path.c_str());
-  return path;
-}
-
-// A coordinator over the state file at `path`, restored from it (as a restarted process is).
-struct OnFile {
-  explicit OnFile(const std::string& path, CoordinatorOptions o = {}) {
-    auto opened = StateStore::Open(path);
-    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
-    if (opened.ok()) store = std::move(opened).value();
-    o.store = store.get();
-    c = std::make_unique<Coordinator>(o);
-    restored = c->Restore();
-  }
-  std::unique_ptr<StateStore> store;
-  std::unique_ptr<Coordinator> c;
-  Status restored;
-};
-
-// A CPU worker's registration; `id` set when it comes back under its identity.
-v1::RegisterRequest CpuWorker(const std::string& id = "") {
-  v1::RegisterRequest r;
-  r.set_device_kind("cpu");
-  r.set_data_endpoint("127.0.0.1:1");
-  r.set_worker_id(id);
-  return r;
 }
 
 uint64_t AssignedSession(Coordinator& c, const std::string& worker) {

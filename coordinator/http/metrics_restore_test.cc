@@ -11,6 +11,7 @@
 
 #include "coordinator/coordinator.h"
 #include "coordinator/http/prometheus_metrics.h"
+#include "coordinator/state_file_for_tests.h"
 #include "coordinator/state_store.h"
 #include "kernels/cpu/known_answer_gemm.h"
 
@@ -35,29 +36,12 @@ v1::JobSpec Spec(int steps) {
   return s;
 }
 
-std::string FreshStatePath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir ? dir : "/tmp") + "/" + name + "-" + std::to_string(getpid()) + ".db";
-  std::remove(path.c_str());
-  return path;
-}
-
 // A coordinator over the state file at `path` feeding `metrics`, restored from the file.
-struct OnFile {
-  OnFile(const std::string& path, health::MetricsSink* metrics) {
-    auto opened = StateStore::Open(path);
-    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
-    if (opened.ok()) store = std::move(opened).value();
-    CoordinatorOptions o;
-    o.store = store.get();
-    o.metrics = metrics;
-    c = std::make_unique<Coordinator>(o);
-    restored = c->Restore();
-  }
-  std::unique_ptr<StateStore> store;
-  std::unique_ptr<Coordinator> c;
-  Status restored;
-};
+OnFile WithMetrics(const std::string& path, health::MetricsSink* metrics) {
+  CoordinatorOptions o;
+  o.metrics = metrics;
+  return OnFile(path, o);
+}
 
 std::string RegisterCpu(Coordinator& c, const std::string& id = "") {
   v1::RegisterRequest r;
@@ -181,7 +165,7 @@ TEST(MetricsRestoreTest, KeptJobsSeriesComeBackAndAResumedJobsCountersContinue) 
   std::string before;
   {
     http::PrometheusMetrics metrics;
-    OnFile first(path, &metrics);
+    OnFile first = WithMetrics(path, &metrics);
     ASSERT_TRUE(first.restored.ok());
     Coordinator& c = *first.c;
     workers = {RegisterCpu(c), RegisterCpu(c)};
@@ -240,7 +224,7 @@ TEST(MetricsRestoreTest, KeptJobsSeriesComeBackAndAResumedJobsCountersContinue) 
   }
 
   http::PrometheusMetrics metrics;
-  OnFile second(path, &metrics);
+  OnFile second = WithMetrics(path, &metrics);
   ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
   Coordinator& c = *second.c;
   const std::string after = metrics.Serialize();
