@@ -59,6 +59,13 @@ Status Coordinator::Restore() {
       steps->SwapElements(kept++, k);
     }
     steps->DeleteSubrange(kept, steps->size() - kept);
+    if (j.job.state() == v1::PENDING) {
+      // Waiting to resume at start_step: what a stopped attempt measured from there on was dropped
+      // by the restart in memory (RestartJobLocked), not from the file.
+      steps->erase(std::remove_if(steps->begin(), steps->end(),
+                                  [&](const v1::StepRecord& r) { return r.step() >= j.job.start_step(); }),
+                   steps->end());
+    }
     j.job.set_steps_done(j.job.steps_size());  // each measured step was stored as it was counted
     // A job that restarted and was waiting for workers resumes from its start step, not step 0.
     j.ResetAttempt(j.job.start_step());

@@ -222,8 +222,10 @@ def main():
                     fail("%s (%s): a restart or requeue not caused by a kill: %r" % (job_id, spec["name"], e))
                 counts["restarts" if e.startswith("restarting") else "requeues"] += 1
         if job.state == "SUCCEEDED":
-            if job.steps_done != spec["steps"]:
-                fail("%s: SUCCEEDED with %d of %d steps" % (job_id, job.steps_done, spec["steps"]))
+            if job.steps_done != spec["steps"] or [r.step for r in job.steps] != list(range(spec["steps"])):
+                fail("%s (%s, pp %d dp %d): SUCCEEDED with %d of %d steps, step records %s; events: %s"
+                     % (job_id, spec["name"], spec["pp"], spec["dp"], job.steps_done, spec["steps"],
+                        [r.step for r in job.steps], events))
         elif job.state == "FAILED":
             if "session mismatch" in job.failure_cause or not by_kill.search(job.failure_cause):
                 fail("%s (%s, pp %d dp %d): FAILED not by a kill: %s" % (job_id, spec["name"], spec["pp"], spec["dp"],
