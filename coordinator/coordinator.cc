@@ -51,7 +51,7 @@ Status Coordinator::Restore() {
       health::ReplayJobMetrics(j.job, events[i], batches, options_.metrics);
     }
     // Steps in the order they were measured; a restart went back to its start step, so a record
-    // replaces the later-numbered ones before it, as RestartJobLocked did in memory.
+    // replaces the later-numbered ones before it, as QueueAgainLocked did in memory.
     auto* steps = j.job.mutable_steps();
     int kept = 0;
     for (int k = 0; k < steps->size(); ++k) {
@@ -59,14 +59,10 @@ Status Coordinator::Restore() {
       steps->SwapElements(kept++, k);
     }
     steps->DeleteSubrange(kept, steps->size() - kept);
-    if (j.job.state() == v1::PENDING) {
-      // Waiting to resume at start_step: what a stopped attempt measured from there on was dropped
-      // by the restart in memory (RestartJobLocked), not from the file.
-      steps->erase(std::remove_if(steps->begin(), steps->end(),
-                                  [&](const v1::StepRecord& r) { return r.step() >= j.job.start_step(); }),
-                   steps->end());
-    }
     j.job.set_steps_done(j.job.steps_size());  // each measured step was stored as it was counted
+    // Waiting to resume at start_step: what a stopped attempt measured from there on was dropped
+    // in memory when the job was queued again (QueueAgainLocked), not from the file.
+    if (j.job.state() == v1::PENDING) j.DropStepsFrom(j.job.start_step());
     // A job that restarted and was waiting for workers resumes from its start step, not step 0.
     j.ResetAttempt(j.job.start_step());
     // The checkpoints table holds the restart point; telemetry rows refine it per rank.
@@ -270,23 +266,25 @@ void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::s
 // The restart policy: stop the attempt, forget what it measured past the last step every rank
 // checkpointed, and queue the job again to resume there on whichever workers are free.
 void Coordinator::RestartJobLocked(JobRecord& j, const std::string& cause) {
-  ReleaseWorkersLocked(j, true);
   const int from = j.job.checkpointed_steps();
   j.job.set_restarts(j.job.restarts() + 1);
+  QueueAgainLocked(j, from,
+                   "restarting (" + std::to_string(j.job.restarts()) + " of " + std::to_string(j.job.spec().max_restarts()) +
+                       ") from step " + std::to_string(from) +
+                       (from > 0 ? " (its checkpoint)" : " (no checkpoint on every rank yet)") + ": " + cause);
+}
+
+void Coordinator::QueueAgainLocked(JobRecord& j, int from, const std::string& event) {
+  ReleaseWorkersLocked(j, true);
   j.job.set_start_step(from);
   j.previous_workers.assign(j.job.worker_ids().begin(), j.job.worker_ids().end());
   j.job.clear_worker_ids();
-  auto* steps = j.job.mutable_steps();
-  steps->erase(std::remove_if(steps->begin(), steps->end(), [&](const v1::StepRecord& r) { return r.step() >= from; }),
-               steps->end());
-  j.job.set_steps_done(steps->size());
+  j.DropStepsFrom(from);
   j.ResetAttempt(from);
   j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
   j.job.set_state(v1::PENDING);
   state_.PutJob(j.job, ids_);
-  RecordEventLocked(j, "restarting (" + std::to_string(j.job.restarts()) + " of " + std::to_string(j.job.spec().max_restarts()) +
-                           ") from step " + std::to_string(from) +
-                           (from > 0 ? " (its checkpoint)" : " (no checkpoint on every rank yet)") + ": " + cause);
+  RecordEventLocked(j, event);
   TryDispatchLocked();
 }
 
@@ -295,24 +293,12 @@ void Coordinator::LoseWorkerLocked(JobRecord& j, const std::string& why, int ran
   constexpr int kMaxRequeues = 3;
   if (j.order.MeasuredNothing() && j.requeues < kMaxRequeues) {
     ++j.requeues;
-    RequeueJobLocked(j, why);
+    // Nothing measured, so nothing lost by starting again elsewhere; not the job's failure (no
+    // restart is counted).
+    QueueAgainLocked(j, j.job.start_step(), "back in the queue (" + why + ", before its first step)");
   } else {
     FinishJobLocked(j, v1::FAILED, why, rank);
   }
-}
-
-// A worker left (or died) before the attempt measured anything: nothing is lost by starting it
-// again elsewhere, and it is not the job's failure (no restart is counted).
-void Coordinator::RequeueJobLocked(JobRecord& j, const std::string& why) {
-  ReleaseWorkersLocked(j, true);
-  j.previous_workers.assign(j.job.worker_ids().begin(), j.job.worker_ids().end());
-  j.job.clear_worker_ids();
-  j.ResetAttempt(j.job.start_step());
-  j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
-  j.job.set_state(v1::PENDING);
-  state_.PutJob(j.job, ids_);
-  RecordEventLocked(j, "back in the queue (" + why + ", before its first step)");
-  TryDispatchLocked();
 }
 
 void Coordinator::TryDispatchLocked() {

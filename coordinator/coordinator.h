@@ -129,7 +129,10 @@ class Coordinator {
   // Ends the job; a failure with restarts left (spec.max_restarts) restarts it instead.
   void FinishJobLocked(JobRecord& job, v1::JobState state, const std::string& cause, int rank);
   void RestartJobLocked(JobRecord& job, const std::string& cause);
-  void RequeueJobLocked(JobRecord& job, const std::string& why);
+  // Stops the attempt (its workers told to stop; each rank goes back to its worker when that one
+  // is free), forgets what it measured from `from` on, and queues the job to start there; `event`
+  // records why.
+  void QueueAgainLocked(JobRecord& job, int from, const std::string& event);
   // A worker of the job is gone (shut down, lease lost, silent to its peers): the job goes back to
   // the queue when no rank has measured anything yet (a few times at most), else it fails.
   void LoseWorkerLocked(JobRecord& job, const std::string& why, int rank);

@@ -15,6 +15,13 @@ void JobRecord::ResetAttempt(int from_step) {
   measuring = StepAggregator(world());
 }
 
+void JobRecord::DropStepsFrom(int from) {
+  auto* steps = job.mutable_steps();
+  steps->erase(std::remove_if(steps->begin(), steps->end(), [&](const v1::StepRecord& r) { return r.step() >= from; }),
+               steps->end());
+  job.set_steps_done(steps->size());
+}
+
 bool JobRecord::NoteCheckpoint(int g, int step) {
   last_checkpoint[g] = std::max(last_checkpoint[g], step);
   const int covered = *std::min_element(last_checkpoint.begin(), last_checkpoint.end()) + 1;

@@ -28,6 +28,9 @@ struct JobRecord {
   bool terminal() const;
   // Forgets an attempt's progress: the next one reports from `from_step` on.
   void ResetAttempt(int from_step);
+  // Drops the step records from `from` on (a stopped attempt's, when the next starts there) and
+  // recounts steps_done.
+  void DropStepsFrom(int from);
   // Global rank `g` has a checkpoint of `step`. True when the steps covered on every rank
   // (Job.checkpointed_steps, the restart point) grew.
   bool NoteCheckpoint(int g, int step);
