@@ -403,7 +403,11 @@ Result<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest&
   if (w == nullptr) return NotFound("worker \"" + r.worker_id() + "\" is not registered (lease lost?)");
   if (workers_.Renew(*w, Clock::now())) TryDispatchLocked();  // a suspect, alive after all: it may take work again
   if (r.has_progress() && r.progress().job_id() == w->info.job_id() && w->global_rank >= 0 && !w->info.closing()) {
-    if (JobRecord* j = FindJobLocked(w->info.job_id()); j != nullptr && !j->terminal()) {
+    // Progress feeds the hang check, which follows wait_peer to the rank waited for: one outside
+    // the pipeline is not progress this job can make (the heartbeat still renews the lease).
+    JobRecord* j = FindJobLocked(w->info.job_id());
+    const int wait_peer = r.progress().wait_peer();
+    if (j != nullptr && !j->terminal() && wait_peer >= -1 && wait_peer < j->job.spec().pp()) {
       j->monitor->OnProgress(w->global_rank, r.progress(), recv);
     }
   }

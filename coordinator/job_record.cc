@@ -11,7 +11,7 @@ bool JobRecord::terminal() const {
 
 void JobRecord::ResetAttempt(int from_step) {
   outcome = AttemptOutcome(world());
-  order = TelemetryOrder(world(), from_step);
+  order = TelemetryOrder(world(), from_step, job.spec().pp());
   measuring = StepAggregator(world());
 }
 

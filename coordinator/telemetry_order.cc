@@ -4,8 +4,8 @@
 
 namespace pipecoord::coordinator {
 
-TelemetryOrder::TelemetryOrder(int world, int from_step)
-    : from_step_(from_step), last_summarized_(world, from_step - 1), open_step_actions_(world, 0) {}
+TelemetryOrder::TelemetryOrder(int world, int from_step, int pp)
+    : from_step_(from_step), pp_(pp), last_summarized_(world, from_step - 1), open_step_actions_(world, 0) {}
 
 Status TelemetryOrder::Check(int g, const v1::TelemetryBatch& b, int steps, int list) const {
   const int open = open_step(g);
@@ -17,6 +17,11 @@ Status TelemetryOrder::Check(int g, const v1::TelemetryBatch& b, int steps, int 
     if (t.step() != open) {
       return InvalidArgument("actions: " + who + " reports step " + std::to_string(open) + " now (steps in order, each once), got step " +
                              std::to_string(t.step()));
+    }
+    // The health checks name the rank waited for: a pipeline rank of this job, or -1 (none).
+    if (t.wait_peer() < -1 || t.wait_peer() >= pp_) {
+      return InvalidArgument("actions: wait_peer must be in -1.." + std::to_string(pp_ - 1) + ", got " +
+                             std::to_string(t.wait_peer()));
     }
     if (t.start_ns() < 0 || t.end_ns() < t.start_ns()) {
       return InvalidArgument("actions: need 0 <= start_ns <= end_ns, got " + std::to_string(t.start_ns()) + " and " +

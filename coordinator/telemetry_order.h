@@ -16,10 +16,12 @@ namespace pipecoord::coordinator {
 
 class TelemetryOrder {
  public:
-  // `world` ranks (by global rank) that report from `from_step` on.
-  explicit TelemetryOrder(int world = 0, int from_step = 0);
+  // `world` ranks (by global rank) that report from `from_step` on, in a pipeline of `pp` ranks
+  // (what an action's wait_peer may name).
+  explicit TelemetryOrder(int world = 0, int from_step = 0, int pp = 1);
 
-  // OK when `global_rank` may send `batch` now; else INVALID_ARGUMENT saying what it must send.
+  // OK when `global_rank` may send `batch` now; else INVALID_ARGUMENT saying what it must send
+  // (or which field is out of range).
   // `steps`: the job's step count; `list_actions`: the rank's job list size. Changes nothing.
   Status Check(int global_rank, const v1::TelemetryBatch& batch, int steps, int list_actions) const;
   // Counts a batch Check accepted.
@@ -32,6 +34,7 @@ class TelemetryOrder {
 
  private:
   int from_step_;
+  int pp_;
   std::vector<int> last_summarized_;    // by global rank
   std::vector<int> open_step_actions_;  // by global rank: actions received for its open step
 };

@@ -37,6 +37,22 @@ TEST(TelemetryOrderTest, StepsComeInOrderEachOnce) {
             "steps: rank 1 (dp 0) reports step 0 now (steps in order, each once), got step 2");
 }
 
+// Found by fuzz/telemetry_fuzz (CI's seed): a wait_peer of 2^31 - 1 overflowed the bubble check's
+// rank arithmetic. The rank waited for is a pipeline rank of the job, or -1.
+TEST(TelemetryOrderTest, WaitPeerIsAPipelineRankOrNone) {
+  TelemetryOrder order(2, 0, /*pp=*/2);
+  v1::TelemetryBatch b = Batch(0, 0, 0, 2, true);
+  b.mutable_actions(0)->set_wait_peer(-1);
+  b.mutable_actions(1)->set_wait_peer(1);
+  EXPECT_TRUE(order.Check(0, b, kSteps, kList).ok());
+  b.mutable_actions(1)->set_wait_peer(2147483647);
+  Status st = order.Check(0, b, kSteps, kList);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), "actions: wait_peer must be in -1..1, got 2147483647");
+  b.mutable_actions(1)->set_wait_peer(-2);
+  EXPECT_EQ(order.Check(0, b, kSteps, kList).message(), "actions: wait_peer must be in -1..1, got -2");
+}
+
 TEST(TelemetryOrderTest, ABatchMaySummarizeSeveralStepsInARow) {
   TelemetryOrder order(1, 0);
   v1::TelemetryBatch b = Batch(0, 0, 0, 0, true);
