@@ -85,7 +85,7 @@ class Search {
     auto sp_options = [&](int tp) { return tp > 1 && s_.sequence_parallel ? 2 : 1; };
     for (int tp : tps) {
       for (int pp : all_divisors) {
-        if ((c_.gpus / tp) % pp == 0) res_.candidates += sp_options(tp) * per_sp(pp);
+        if (InSpace(tp, pp)) res_.candidates += sp_options(tp) * per_sp(pp);
       }
     }
     // Pass one only lists the schedule shapes the second will need, so they can be simulated
@@ -105,6 +105,13 @@ class Search {
   }
 
  private:
+  // (tp, pp) fills the cluster with a whole dp and keeps the space's fixed pp and dp.
+  bool InSpace(int tp, int pp) const {
+    if ((c_.gpus / tp) % pp != 0) return false;
+    if (s_.pp > 0 && pp != s_.pp) return false;
+    return s_.dp == 0 || c_.gpus / tp / pp == s_.dp;
+  }
+
   // The variants tried at pipeline degree `pp`.
   const std::vector<Variant>& VariantsFor(int pp) const { return pp == 1 ? no_schedule_ : variants_; }
 
@@ -116,7 +123,7 @@ class Search {
       std::vector<int> pps;
       int64_t per_tp = 0;
       for (int pp : all_divisors) {
-        if ((c_.gpus / tp) % pp == 0) {
+        if (InSpace(tp, pp)) {
           pps.push_back(pp);
           per_tp += sp_options(tp) * per_sp(pp);
         }
@@ -153,6 +160,12 @@ class Search {
                 continue;
               }
               const int mbs = s_.global_batch / (dp * b);
+              if (s_.microbatches > 0 && mbs != s_.microbatches) {
+                Prune("micro-batch count fixed by the search space", per_b,
+                      "dp " + std::to_string(dp) + " x micro-batch " + std::to_string(b) + ": " + std::to_string(mbs) +
+                          " micro-batches, not " + std::to_string(s_.microbatches));
+                continue;
+              }
               // A bound no schedule can beat: every rank holds at least floor(L/p) blocks and one
               // micro-batch of them, with the most sharded states and the leanest recompute.
               auto bound = LowerBound(tp, sp, b, dp, pp);

@@ -180,6 +180,43 @@ TEST(PlannerTest, RefusedSchedulesAreNamed) {
   EXPECT_EQ(pruned + res->feasible, res->candidates);
 }
 
+TEST(PlannerTest, FixedDegreesLimitTheSpace) {
+  // 16 GPUs, tp 1 only: pp in {1, 2, 4, 8, 16}; fixing pp 4 leaves dp 4, and fixing 8
+  // micro-batches of the global batch 64 leaves micro-batch 2 (4 x 2 x 8 = 64).
+  SearchSpace s = Small();
+  s.max_tp = 1;
+  s.zero_stages = {0};
+  s.recompute = {memory::Recompute::kNone};
+  s.pp = 4;
+  PlanOptions o;
+  o.top_k = 100;
+  auto res = Plan(Llama7b(), Cluster(16, 80), s, o);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->candidates, 2 * 5);  // 2 schedules x 5 micro-batch sizes
+  for (const Candidate& c : res->top) EXPECT_EQ(c.shape.pp, 4);
+  s.dp = 2;  // pp 4 x dp 2 does not fill 16 GPUs: nothing is in the space
+  res = Plan(Llama7b(), Cluster(16, 80), s, o);
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->candidates, 0);
+  s.dp = 4;
+  s.microbatches = 8;
+  res = Plan(Llama7b(), Cluster(16, 80), s, o);
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->candidates, 2 * 5);
+  ASSERT_FALSE(res->top.empty());  // 1f1b fits; fthenb's 8 micro-batches in flight may not
+  EXPECT_EQ(static_cast<int64_t>(res->top.size()), res->feasible);
+  for (const Candidate& c : res->top) {
+    EXPECT_EQ(c.shape.dp, 4);
+    EXPECT_EQ(c.shape.micro_batch, 2);
+    EXPECT_EQ(c.shape.microbatches, 8);
+  }
+  int64_t pruned = 0;
+  for (const PrunedReason& p : res->pruned) pruned += p.count;
+  EXPECT_EQ(pruned + res->feasible, res->candidates);
+  s.microbatches = -1;
+  EXPECT_EQ(Plan(Llama7b(), Cluster(16, 80), s).status().message(), "microbatches: must be >= 0 (0: any), got -1");
+}
+
 TEST(PlannerTest, NothingFitsIsNotAnError) {
   auto res = Plan(*memory::FindModelPreset("llama2-70b"), Cluster(8, 8), Small());
   ASSERT_TRUE(res.ok());

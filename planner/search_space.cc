@@ -19,6 +19,11 @@ Status ValidateSearchSpace(const SearchSpace& s) {
     if (v < 2 || v > 64) return InvalidArgument("vpps: each must be in [2, 64], got " + std::to_string(v));
   }
   if (s.max_tp < 1) return InvalidArgument("max-tp: must be >= 1");
+  if (s.pp < 0) return InvalidArgument("pp: must be >= 0 (0: any), got " + std::to_string(s.pp));
+  if (s.dp < 0) return InvalidArgument("dp: must be >= 0 (0: any), got " + std::to_string(s.dp));
+  if (s.microbatches < 0) {
+    return InvalidArgument("microbatches: must be >= 0 (0: any), got " + std::to_string(s.microbatches));
+  }
   for (const std::string& name : s.schedules) {
     auto info = schedules::FindSchedule(name);
     if (!info.ok()) return InvalidArgument(info.status().message());

@@ -26,10 +26,15 @@ struct SearchSpace {
   memory::DtypePolicy dtype = memory::DtypePolicy::kBf16;
   memory::Optimizer optimizer = memory::Optimizer::kAdamW;
   std::string recipe = "megatron";
+  // Degrees fixed in advance (0: any): only strategies with this pipeline degree, data-parallel
+  // degree and micro-batch count are tried (a schedule "auto" job keeps what its spec set).
+  int pp = 0;
+  int dp = 0;
+  int microbatches = 0;
 };
 
-// global_batch >= 1, non-empty lists, values in range, known schedule names. Errors name the
-// field.
+// global_batch >= 1, non-empty lists, values in range, known schedule names, fixed degrees
+// >= 0. Errors name the field.
 Status ValidateSearchSpace(const SearchSpace& space);
 
 }  // namespace pipecoord::planner
