@@ -68,11 +68,9 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
   for (const v1::RankJobs& jobs : plan.ranks()) {
     const int r = jobs.rank();
     if (r < 0 || r >= spec.pp()) continue;
-    // Per stage: the bytes of its micro-batches in flight now, and the most seen.
-    struct Stage {
-      uint64_t now = 0, peak = 0;
-    };
-    std::map<int, Stage> stages;
+    // The bytes of the rank's micro-batches in flight now, and the most seen after an F or a B
+    // (where the backend notes its peak; W only frees).
+    uint64_t now = 0, peak = 0;
     std::map<std::pair<int, int>, uint64_t> held;  // (stage, micro-batch) -> bytes
     for (const v1::Action& act : jobs.actions()) {
       const v1::Op op = act.op();
@@ -80,24 +78,23 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
       const auto it = saved.find(act.stage());
       if (it == saved.end()) continue;
       const SavedBytes& per = it->second;
-      Stage& st = stages[act.stage()];
       uint64_t& mine = held[{act.stage(), act.microbatch()}];
       auto set = [&](uint64_t bytes) {
-        st.now = st.now - mine + bytes;
+        now = now - mine + bytes;
         mine = bytes;
       };
       switch (op) {
         case v1::F:
           set(per.after_f);
-          st.peak = std::max(st.peak, st.now);
+          peak = std::max(peak, now);
           break;
         case v1::B:
           set(per.after_b);
-          st.peak = std::max(st.peak, st.now);
+          peak = std::max(peak, now);
           break;
         case v1::BW:  // B, noted, then W
           set(per.after_b);
-          st.peak = std::max(st.peak, st.now);
+          peak = std::max(peak, now);
           set(0);
           break;
         case v1::W:
@@ -107,8 +104,7 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
           break;
       }
     }
-    // The sum of per-stage peaks, as the CPU backend reports it (not the peak of the sum).
-    for (const auto& [stage, st] : stages) out[r].activation_bytes += st.peak;
+    out[r].activation_bytes = peak;
   }
   for (RankMemoryEstimate& e : out) e.budget_bytes = e.parameter_bytes + e.activation_bytes;
   return out;

@@ -4,16 +4,15 @@
 // memory/pipecoord_cpu.h): there is no formula of its own here.
 //   parameters: memory/'s parameter count of the stage's blocks, embedding and head, at the
 //     fp32 policy's 16 B each (values, gradients, AdamW's two moments);
-//   activations: for each stage the rank holds, the most bytes its micro-batches in flight hold
-//     at once, summed over the rank's stages. The CPU backend reports the SUM of its stages'
-//     own peaks (each StageModel notes its own peak), not the peak of the sum, so that is what
-//     this walk computes (memory/live_peak.h, by contrast, gives the peak of the rank's total).
+//   activations: the most bytes the rank's micro-batches in flight hold at once, over all the
+//     stages it holds (the peak of the rank's total, as the CPU backend measures it: a V-shaped
+//     rank's two chunks peak at different moments, so this is less than the sum of their peaks).
 // A micro-batch holds one of two amounts on a stage (SavedBytes): from its F to its B what F
 // saved (the recipe's stored bytes), from its B to its W what B keeps for W (the recipe's
 // w_bytes: more than F saved when the attention probabilities are smaller than 4h per token,
-// since W needs the gradients of every weight-carrying op). The stage's peak is found by
-// walking the rank's job list in order, as the executor runs it, noting the stage's total after
-// each F and each B (BW: after its B half), where the model notes its own peak; W only frees.
+// since W needs the gradients of every weight-carrying op). The peak is found by walking the
+// rank's job list in order, as the executor runs it, noting the rank's total after each F and
+// each B (BW: after its B half), where the backend notes its peak; W only frees.
 // The result does not depend on timing, so a healthy rank reports exactly its budget: anything
 // above is memory the plan does not know about (worker/daemon/memory_budget_run_test checks
 // budget == measured peak on every rank of every schedule family).
@@ -35,7 +34,7 @@ struct SavedBytes {
 
 struct RankMemoryEstimate {
   uint64_t parameter_bytes = 0;   // values + gradients + two moments
-  uint64_t activation_bytes = 0;  // sum over the rank's stages of each stage's peak
+  uint64_t activation_bytes = 0;  // the most held at once, over the rank's stages
   uint64_t budget_bytes = 0;      // parameter_bytes + activation_bytes
 };
 

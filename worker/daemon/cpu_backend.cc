@@ -1,7 +1,10 @@
 // The CPU backend: one StageModel per virtual stage this rank holds, fed by the synthetic data
 // stream every rank regenerates from the job's data seed.
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <type_traits>
 
 #include "kernels/cpu/adamw.h"
 #include "worker/daemon/backend_factory.h"
@@ -36,7 +39,7 @@ class CpuBackend final : public ComputeBackend {
       if (m->shard().has_head) in.targets = std::move(batch.targets);
     }
     if (!m->shard().has_embedding) in.activations = std::move(input);
-    auto out = m->Forward(mb, std::move(in));
+    auto out = Tracked(m, [&] { return m->Forward(mb, std::move(in)); });
     if (!out.ok()) return out.status();
     if (out->loss) {
       loss_sum_ += *out->loss;
@@ -48,19 +51,19 @@ class CpuBackend final : public ComputeBackend {
   Result<std::vector<float>> BackwardInput(int stage, int mb, std::vector<float> grad) override {
     auto* m = Stage(stage);
     if (m == nullptr) return NoStage(stage);
-    return m->BackwardInput(mb, std::move(grad));
+    return Tracked(m, [&] { return m->BackwardInput(mb, std::move(grad)); });
   }
 
   Status BackwardWeight(int stage, int mb) override {
     auto* m = Stage(stage);
     if (m == nullptr) return NoStage(stage).status();
-    return m->BackwardWeight(mb);
+    return Tracked(m, [&] { return m->BackwardWeight(mb); });
   }
 
   Result<std::vector<float>> BackwardFull(int stage, int mb, std::vector<float> grad) override {
     auto* m = Stage(stage);
     if (m == nullptr) return NoStage(stage);
-    return m->BackwardFull(mb, std::move(grad));
+    return Tracked(m, [&] { return m->BackwardFull(mb, std::move(grad)); });
   }
 
   std::vector<std::span<float>> Gradients() override {
@@ -95,14 +98,12 @@ class CpuBackend final : public ComputeBackend {
   }
 
   uint64_t memory_peak_bytes() const override {
-    uint64_t b = 0;
-    for (const auto& [k, m] : stages_) b += m->ParameterBytes() + m->PeakActivationBytes();
+    uint64_t b = static_cast<uint64_t>(peak_activation_bytes_);
+    for (const auto& [k, m] : stages_) b += m->ParameterBytes();
     return b;
   }
 
-  void ResetPeak() override {
-    for (auto& [k, m] : stages_) m->ResetPeakActivationBytes();
-  }
+  void ResetPeak() override { peak_activation_bytes_ = ActivationBytes(); }
 
   std::vector<StateTensor> CheckpointState() override {
     std::vector<StateTensor> out;
@@ -124,6 +125,25 @@ class CpuBackend final : public ComputeBackend {
   }
 
  private:
+  int64_t ActivationBytes() const {
+    int64_t b = 0;
+    for (const auto& [k, m] : stages_) b += m->ActivationBytes();
+    return b;
+  }
+
+  // Runs one op on stage `m` and notes the rank's activation peak: the most its stages hold
+  // together at once (the peak of the sum, what the process really held), not the sum of each
+  // stage's own peak. Ops run one at a time, so while `m` runs the other stages hold still and
+  // the rank's peak during the op is theirs plus `m`'s own peak inside it.
+  template <typename Op>
+  std::invoke_result_t<Op> Tracked(model::StageModel* m, Op op) {
+    const int64_t others = ActivationBytes() - m->ActivationBytes();
+    m->ResetPeakActivationBytes();
+    auto result = op();
+    peak_activation_bytes_ = std::max(peak_activation_bytes_, others + m->PeakActivationBytes());
+    return result;
+  }
+
   model::StageModel* Stage(int stage) {
     auto it = stages_.find(stage);
     return it == stages_.end() ? nullptr : it->second.get();
@@ -137,6 +157,7 @@ class CpuBackend final : public ComputeBackend {
   const double lr_;
   std::map<int, std::unique_ptr<model::StageModel>> stages_;
   double loss_sum_ = 0;
+  int64_t peak_activation_bytes_ = 0;  // the rank's, since ResetPeak (see Tracked)
   bool has_loss_ = false;
 };
 
