@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "jobplan/health_settings.h"
@@ -35,6 +37,47 @@ Status NonNegative(const char* field, double v) {
   return Status::Ok();
 }
 
+// globalBatch: 0 or exactly dp x microbatches x microBatchSize; under "auto" required, and a
+// multiple of the fixed ones' product (a 0 there is the coordinator's to choose).
+Status ValidateGlobalBatch(const v1::JobSpec& s) {
+  PIPECOORD_RETURN_IF_ERROR(Range("globalBatch", s.global_batch(), 0, std::numeric_limits<int32_t>::max()));
+  const long long dp = s.dp(), m = s.microbatches(), b = s.micro_batch_size();
+  if (!IsAuto(s)) {
+    const long long product = std::max(1LL, dp) * m * b;
+    if (s.global_batch() != 0 && s.global_batch() != product) {
+      return InvalidArgument("spec.globalBatch: must be 0 or spec.dp x spec.microbatches x spec.microBatchSize = " +
+                             std::to_string(std::max(1LL, dp)) + " x " + std::to_string(m) + " x " + std::to_string(b) +
+                             " = " + std::to_string(product) + ", got " + std::to_string(s.global_batch()));
+    }
+    return Status::Ok();
+  }
+  if (s.global_batch() == 0) {
+    return InvalidArgument(
+        "spec.globalBatch: required when spec.schedule is \"auto\" (samples per step: the coordinator chooses "
+        "dp x microbatches x microBatchSize equal to it)");
+  }
+  std::string fields, values;
+  long long product = 1;
+  for (const auto& [name, v] : {std::pair<const char*, long long>{"spec.dp", dp}, {"spec.microbatches", m},
+                                {"spec.microBatchSize", b}}) {
+    if (v == 0) continue;
+    fields += (fields.empty() ? "" : " x ") + std::string(name);
+    values += (values.empty() ? "" : " x ") + std::to_string(v);
+    product *= v;
+  }
+  if (product > 1 && s.global_batch() % product != 0) {
+    const bool all = dp != 0 && m != 0 && b != 0;
+    return InvalidArgument("spec.globalBatch: must be " + std::string(all ? "" : "a multiple of ") + fields + " = " +
+                           values + " = " + std::to_string(product) + " (fixed in the spec), got " +
+                           std::to_string(s.global_batch()));
+  }
+  if (dp != 0 && m != 0 && b != 0 && s.global_batch() != product) {
+    return InvalidArgument("spec.globalBatch: must be " + fields + " = " + values + " = " + std::to_string(product) +
+                           " (fixed in the spec), got " + std::to_string(s.global_batch()));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateJobSpec(const v1::JobSpec& s) {
@@ -57,13 +100,21 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   PIPECOORD_RETURN_IF_ERROR(Range("model.vocab", m.vocab(), 2, 1 << 22));
   PIPECOORD_RETURN_IF_ERROR(Range("model.seqLen", m.seq_len(), 1, 1 << 20));
 
-  auto info = schedules::FindSchedule(s.schedule());
-  if (!info.ok()) return InvalidArgument("spec." + info.status().message());
-  PIPECOORD_RETURN_IF_ERROR(Range("pp", s.pp(), 1, 4096));
+  const bool is_auto = IsAuto(s);
+  const schedules::ScheduleInfo* sched = nullptr;
+  if (!is_auto) {
+    auto info = schedules::FindSchedule(s.schedule());
+    if (!info.ok()) return InvalidArgument("spec." + info.status().message() + ", or \"auto\" (the coordinator chooses)");
+    sched = *info;
+  }
+  // Under "auto" a 0 leaves the degree to the coordinator.
+  const int least = is_auto ? 0 : 1;
+  PIPECOORD_RETURN_IF_ERROR(Range("pp", s.pp(), least, 4096));
   PIPECOORD_RETURN_IF_ERROR(Range("vpp", s.vpp(), 0, 64));
   PIPECOORD_RETURN_IF_ERROR(Range("dp", s.dp(), 0, 4096));
-  PIPECOORD_RETURN_IF_ERROR(Range("microbatches", s.microbatches(), 1, 1 << 16));
-  PIPECOORD_RETURN_IF_ERROR(Range("microBatchSize", s.micro_batch_size(), 1, 1 << 16));
+  PIPECOORD_RETURN_IF_ERROR(Range("microbatches", s.microbatches(), least, 1 << 16));
+  PIPECOORD_RETURN_IF_ERROR(Range("microBatchSize", s.micro_batch_size(), least, 1 << 16));
+  PIPECOORD_RETURN_IF_ERROR(ValidateGlobalBatch(s));
   PIPECOORD_RETURN_IF_ERROR(Range("steps", s.steps(), 1, 10'000'000));
   PIPECOORD_RETURN_IF_ERROR(Range("checkpointEvery", s.checkpoint_every(), 0, 10'000'000));
   PIPECOORD_RETURN_IF_ERROR(Range("maxRestarts", s.max_restarts(), 0, 100));
@@ -94,20 +145,27 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
     return InvalidArgument("spec.csvSchedule: must be at most 16 MiB (16777216 bytes), got " +
                            std::to_string(s.csv_schedule().size()) + " bytes");
   }
-  const int vpp = s.vpp() == 0 ? (*info)->default_vpp : s.vpp();
-  if ((*info)->required_vpp != 0 && vpp != (*info)->required_vpp) {
+  // Under "auto" an unset vpp or pp counts as 1 here: the least the coordinator may choose.
+  const int vpp = s.vpp() != 0 ? s.vpp() : sched != nullptr ? sched->default_vpp : 1;
+  if (sched != nullptr && sched->required_vpp != 0 && vpp != sched->required_vpp) {
     return InvalidArgument("spec.vpp: schedule " + s.schedule() + " places exactly " +
-                           std::to_string((*info)->required_vpp) + " chunk(s) per rank, got " + std::to_string(vpp));
+                           std::to_string(sched->required_vpp) + " chunk(s) per rank, got " + std::to_string(vpp));
   }
-  if (static_cast<long long>(m.layers()) < static_cast<long long>(s.pp()) * vpp) {
-    return InvalidArgument("spec.model.layers: must be >= spec.pp x spec.vpp = " + std::to_string(s.pp() * vpp) +
+  if (is_auto && s.pp() > 0 && s.stage_layers_size() > 0 && s.stage_layers_size() != s.pp()) {
+    return InvalidArgument("spec.stageLayers: one count per rank, spec.pp = " + std::to_string(s.pp()) + ", got " +
+                           std::to_string(s.stage_layers_size()));
+  }
+  // stageLayers fixes pp under "auto" when pp is left to choose.
+  const int pp = s.pp() != 0 ? s.pp() : std::max(1, s.stage_layers_size());
+  if (static_cast<long long>(m.layers()) < static_cast<long long>(pp) * vpp) {
+    return InvalidArgument("spec.model.layers: must be >= spec.pp x spec.vpp = " + std::to_string(pp * vpp) +
                            " (a layer for each stage), got " + std::to_string(m.layers()));
   }
   PIPECOORD_RETURN_IF_ERROR(ValidateHealthConfig(s.health()));
   if (s.stage_layers_size() > 0) {
     std::vector<int> rank_layers(s.stage_layers().begin(), s.stage_layers().end());
     // The placement's shape is all that matters here: every schedule keeps vpp chunks per rank.
-    auto parts = schedules::PartitionLayers(m.layers(), s.pp(), schedules::LoopedPlacement(s.pp(), vpp), rank_layers,
+    auto parts = schedules::PartitionLayers(m.layers(), pp, schedules::LoopedPlacement(pp, vpp), rank_layers,
                                             kSpecPartitionFields);
     if (!parts.ok()) return parts.status();
   }
@@ -116,7 +174,7 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
 
 v1::JobSpec WithDefaults(const v1::JobSpec& in) {
   v1::JobSpec s = in;
-  if (s.dp() == 0) s.set_dp(1);
+  if (s.dp() == 0 && !IsAuto(s)) s.set_dp(1);
   if (s.device().empty()) s.set_device("cpu");
   if (s.model().ffn_hidden() == 0) {
     const int h = s.model().hidden();
@@ -128,7 +186,7 @@ v1::JobSpec WithDefaults(const v1::JobSpec& in) {
     s.mutable_costs()->set_b(1);
     s.mutable_costs()->set_w(1);
   }
-  if (s.vpp() == 0) {
+  if (s.vpp() == 0 && !IsAuto(s)) {
     auto info = schedules::FindSchedule(s.schedule());
     if (info.ok()) s.set_vpp((*info)->default_vpp);
   }

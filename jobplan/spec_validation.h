@@ -8,10 +8,16 @@
 
 namespace pipecoord::jobplan {
 
+// schedule "auto": the coordinator chooses the strategy for the free workers (jobplan/auto_plan.h).
+inline constexpr char kAutoSchedule[] = "auto";
+inline bool IsAuto(const v1::JobSpec& spec) { return spec.schedule() == kAutoSchedule; }
+
 // INVALID_ARGUMENT naming the field as the user wrote it (protobuf's JSON name under "spec.",
 // e.g. spec.learningRate, spec.stageLayers[1]) with the rule and the value, e.g.
 // "spec.model.heads: must divide spec.model.hidden (64), got 5"; numbers in %g. Every limit
-// checked here is in docs/usage.md's JobSpec field table. Fills nothing in.
+// checked here is in docs/usage.md's JobSpec field table. Fills nothing in. With schedule
+// "auto", pp, vpp, dp, microbatches and microBatchSize may be 0 (chosen) and globalBatch is
+// required; what is fixed is still checked, and must be able to make up globalBatch.
 Status ValidateJobSpec(const v1::JobSpec& spec);
 
 // schedules::PartitionLayers' fields as a JobSpec names them.
@@ -19,6 +25,7 @@ inline const schedules::PartitionFields kSpecPartitionFields{"spec.stageLayers",
 
 // The spec with defaults applied (dp 0 -> 1, device "" -> "cpu", ffn_hidden 0 -> the SwiGLU
 // default, data_seed 0 -> model.seed, unset costs -> 1/1/1/0). Call after ValidateJobSpec.
+// Under schedule "auto" dp and vpp stay 0: they are the coordinator's to choose.
 v1::JobSpec WithDefaults(const v1::JobSpec& spec);
 
 }  // namespace pipecoord::jobplan

@@ -157,5 +157,57 @@ TEST(JobPlanTest, EngineErrorsNameTheSpecField) {
             "spec.csvSchedule: schedule csv is invalid: stage 0 micro-batch 1 has no B or BW");
 }
 
+// globalBatch: 0 or exactly dp x microbatches x microBatchSize; schedule "auto" requires it and
+// lets pp, vpp, dp, microbatches and microBatchSize be 0 (chosen), fixed ones still checked.
+TEST(SpecValidationTest, GlobalBatchAndAuto) {
+  auto s = TinySpec();  // dp 0 (1) x 4 x 2
+  s.set_global_batch(8);
+  EXPECT_TRUE(ValidateJobSpec(s).ok());
+  s.set_global_batch(12);
+  EXPECT_EQ(Error(s), "spec.globalBatch: must be 0 or spec.dp x spec.microbatches x spec.microBatchSize = 1 x 4 x 2 = 8, got 12");
+  s.set_global_batch(-1);
+  EXPECT_EQ(Error(s), "spec.globalBatch: must be in 0..2147483647, got -1");
+  s = TinySpec();
+  s.set_dp(0);
+  s.set_pp(0);
+  EXPECT_EQ(Error(s), "spec.pp: must be in 1..4096, got 0");  // 0 only under "auto"
+
+  s = TinySpec(0, "auto");
+  s.set_microbatches(0);
+  s.set_micro_batch_size(0);
+  EXPECT_EQ(Error(s), "spec.globalBatch: required when spec.schedule is \"auto\" (samples per step: the coordinator "
+                      "chooses dp x microbatches x microBatchSize equal to it)");
+  s.set_global_batch(8);
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << Error(s);
+  EXPECT_EQ(WithDefaults(s).dp(), 0);   // the coordinator's to choose
+  EXPECT_EQ(WithDefaults(s).vpp(), 0);
+  s.set_micro_batch_size(3);
+  EXPECT_EQ(Error(s), "spec.globalBatch: must be a multiple of spec.microBatchSize = 3 = 3 (fixed in the spec), got 8");
+  s.set_micro_batch_size(2);
+  s.set_dp(2);
+  s.set_microbatches(4);
+  EXPECT_EQ(Error(s), "spec.globalBatch: must be spec.dp x spec.microbatches x spec.microBatchSize = 2 x 4 x 2 = 16 "
+                      "(fixed in the spec), got 8");
+  s.set_microbatches(2);
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << Error(s);
+  s.set_pp(5);  // fixed ones still follow their rules: 4 layers cannot fill 5 ranks
+  EXPECT_EQ(Error(s), "spec.model.layers: must be >= spec.pp x spec.vpp = 5 (a layer for each stage), got 4");
+  s.set_pp(0);
+  s.add_stage_layers(1);
+  s.add_stage_layers(1);
+  EXPECT_EQ(Error(s), "spec.stageLayers: counts must sum to spec.model.layers (4), got 2");
+  s.set_stage_layers(1, 3);
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << Error(s);
+  s.set_pp(3);
+  EXPECT_EQ(Error(s), "spec.stageLayers: one count per rank, spec.pp = 3, got 2");
+  s = TinySpec(2, "auto");
+  s.set_global_batch(8);
+  s.set_csv_schedule("0F0");
+  EXPECT_EQ(Error(s), "spec.csvSchedule: only allowed when spec.schedule is \"csv\"");
+  s = TinySpec(2, "autox");
+  const std::string tail = "dualpipev, csv), or \"auto\" (the coordinator chooses)";
+  EXPECT_EQ(Error(s).substr(Error(s).size() - tail.size()), tail) << Error(s);
+}
+
 }  // namespace
 }  // namespace pipecoord::jobplan
