@@ -1,6 +1,7 @@
 #include "schedules/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "schedules/dependencies.h"
@@ -28,10 +29,12 @@ std::vector<double> PeakActivations(const Schedule& s, const StageCosts& c) {
   return peaks;
 }
 
-Result<Simulation> Simulate(const Schedule& s, const CostModel& costs) {
-  PIPECOORD_RETURN_IF_ERROR(CheckShape(s));
-  PIPECOORD_RETURN_IF_ERROR(ValidateCostModel(costs, s.pp, s.num_stages()));
-  const StageCosts c = ResolveCosts(costs, s);
+namespace {
+
+// The event simulation shared by both entry points: `duration(r, i)` is the time of rank r's
+// i-th action, `comm` the transfer time, `c` gives the activation sizes.
+template <typename Duration>
+Result<Simulation> Run(const Schedule& s, const Duration& duration, double comm, const StageCosts& c) {
   const int stages = s.num_stages();
   const int mbs = s.microbatches;
   const size_t plane = static_cast<size_t>(stages) * mbs;
@@ -72,13 +75,13 @@ Result<Simulation> Simulate(const Schedule& s, const CostModel& costs) {
           if (e < 0) {
             ready = false;
           } else {
-            if (s.stage_to_rank[deps[i].stage] != r) e += c.comm;
+            if (s.stage_to_rank[deps[i].stage] != r) e += comm;
             start = std::max(start, e);
           }
         }
       }
       if (!ready) break;  // woken again when the missing result is produced
-      const double end = start + c.Duration(a);
+      const double end = start + duration(r, pos[r]);
       sim.timing[r][pos[r]] = {start, end};
       clock[r] = end;
       Slot filled[2];
@@ -137,6 +140,41 @@ Result<Simulation> Simulate(const Schedule& s, const CostModel& costs) {
     sim.rank_span_bubble_rate = 1.0 - busy_total / (s.pp * longest_span);
   }
   return sim;
+}
+
+}  // namespace
+
+Result<Simulation> Simulate(const Schedule& s, const CostModel& costs) {
+  PIPECOORD_RETURN_IF_ERROR(CheckShape(s));
+  PIPECOORD_RETURN_IF_ERROR(ValidateCostModel(costs, s.pp, s.num_stages()));
+  const StageCosts c = ResolveCosts(costs, s);
+  return Run(s, [&](int r, size_t i) { return c.Duration(s.ranks[r][i]); }, c.comm, c);
+}
+
+Result<Simulation> SimulateDurations(const Schedule& s, const ActionDurations& d) {
+  PIPECOORD_RETURN_IF_ERROR(CheckShape(s));
+  if (!std::isfinite(d.comm) || d.comm < 0) {
+    return InvalidArgument("comm: must be a finite number >= 0, got " + std::to_string(d.comm));
+  }
+  if (d.duration.size() != s.ranks.size()) {
+    return InvalidArgument("duration: expected one list per rank (" + std::to_string(s.ranks.size()) + "), got " +
+                           std::to_string(d.duration.size()));
+  }
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    if (d.duration[r].size() != s.ranks[r].size()) {
+      return InvalidArgument("duration[" + std::to_string(r) + "]: expected one value per action (" +
+                             std::to_string(s.ranks[r].size()) + "), got " + std::to_string(d.duration[r].size()));
+    }
+    for (size_t i = 0; i < d.duration[r].size(); ++i) {
+      const double v = d.duration[r][i];
+      if (!std::isfinite(v) || v < 0) {
+        return InvalidArgument("duration[" + std::to_string(r) + "][" + std::to_string(i) +
+                               "]: must be a finite number >= 0, got " + std::to_string(v));
+      }
+    }
+  }
+  const StageCosts c = ResolveCosts(CostModel{}, s);
+  return Run(s, [&](int r, size_t i) { return d.duration[r][i]; }, d.comm, c);
 }
 
 }  // namespace pipecoord::schedules

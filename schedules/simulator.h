@@ -42,6 +42,20 @@ struct Simulation {
 // that is never produced, or a cycle); the message names each stuck rank and action.
 Result<Simulation> Simulate(const Schedule& schedule, const CostModel& costs);
 
+// Explicit timings: each action's duration by rank and list position, communication, PROBE and
+// OPT included (a send that blocks its rank for a while occupies it here), and one transfer time
+// added to every input that crosses ranks. For re-simulating a job's own lists with what a run
+// measured (jobplan/calibration.h); any unit, the same for all.
+struct ActionDurations {
+  std::vector<std::vector<double>> duration;  // parallel to Schedule::ranks
+  double comm = 0.0;
+};
+
+// As Simulate, with the durations given. INVALID_ARGUMENT when `durations` does not have one
+// finite value >= 0 per action (naming the rank and position) or comm is not one.
+// Peak activations count 1/v per F, as an unset CostModel.
+Result<Simulation> SimulateDurations(const Schedule& schedule, const ActionDurations& durations);
+
 // Peak live activations of each rank walking its list in order (no timing needed).
 std::vector<double> PeakActivations(const Schedule& schedule, const StageCosts& costs);
 

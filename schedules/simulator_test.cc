@@ -11,6 +11,12 @@ using testing::MustGenerate;
 using testing::MustSimulate;
 using testing::Spec;
 
+template <typename T>
+T MustOk(Result<T> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
+
 TEST(SimulatorTest, OneFOneBTimelineByHand) {
   // p=2, m=2, f=b=w=1 (BW=2). Rank 1: F0 [1,2] BW0 [2,4] F1 [4,5] BW1 [5,7];
   // rank 0: F0 [0,1] F1 [1,2] BW0 [4,6] BW1 [7,9].
@@ -101,6 +107,58 @@ TEST(SimulatorTest, BadShapeIsAnErrorNotACrash) {
   auto sim = Simulate(s, CostModel{});
   ASSERT_FALSE(sim.ok());
   EXPECT_EQ(sim.status().message(), "rank 0, position 0 (7F0): stage must be in 0..1");
+}
+
+TEST(SimulatorTest, ExplicitDurationsTimeEveryActionIncludingSends) {
+  // p=2, m=1, 1f1b with hand-made lists: rank 0 F0 SEND_F BW0, rank 1 F0 BW0 SEND_B.
+  Schedule s = MakeSchedule("hand", 2, 1, 1, LoopedPlacement(2, 1));
+  s.ranks[0] = {{Op::kF, 0, 0}, {Op::kSendF, 0, 0, 1}, {Op::kBW, 0, 0}};
+  s.ranks[1] = {{Op::kF, 1, 0}, {Op::kBW, 1, 0}, {Op::kSendB, 1, 0, 0}};
+  ActionDurations d;
+  d.duration = {{1.0, 0.25, 3.0}, {2.0, 4.0, 0.5}};
+  d.comm = 0.5;
+  Simulation sim = MustOk(SimulateDurations(s, d));
+  // Rank 0: F [0,1], send [1,1.25]; rank 1: F [1.5,3.5], BW [3.5,7.5], send [7.5,8];
+  // rank 0's BW waits for rank 1's BW + comm: [8,11]. The send counts as idle, not busy.
+  EXPECT_DOUBLE_EQ(sim.timing[0][1].end, 1.25);
+  EXPECT_DOUBLE_EQ(sim.timing[1][0].start, 1.5);
+  EXPECT_DOUBLE_EQ(sim.timing[1][2].start, 7.5);
+  EXPECT_DOUBLE_EQ(sim.timing[0][2].start, 8.0);
+  EXPECT_DOUBLE_EQ(sim.makespan, 11.0);
+  EXPECT_DOUBLE_EQ(sim.ranks[0].busy, 4.0);
+  EXPECT_DOUBLE_EQ(sim.ranks[1].busy, 6.0);
+  EXPECT_DOUBLE_EQ(sim.bubble_rate, 1.0 - 10.0 / 22.0);
+}
+
+TEST(SimulatorTest, ExplicitDurationsMatchTheCostModelTheyComeFrom) {
+  Schedule s = MustGenerate("zbh1", Spec(4, 8));
+  CostModel c;
+  c.f = 1.0;
+  c.b = 1.5;
+  c.w = 0.75;
+  c.comm = 0.125;
+  c.stage_fraction = {0.5, 1.0, 1.0, 1.5};
+  const StageCosts sc = ResolveCosts(c, s);
+  ActionDurations d;
+  d.comm = c.comm;
+  for (const auto& list : s.ranks) {
+    auto& row = d.duration.emplace_back();
+    for (const Action& a : list) row.push_back(sc.Duration(a));
+  }
+  Simulation a = MustSimulate(s, c);
+  Simulation b = MustOk(SimulateDurations(s, d));
+  EXPECT_DOUBLE_EQ(a.makespan, b.makespan);
+  EXPECT_DOUBLE_EQ(a.bubble_rate, b.bubble_rate);
+  for (int r = 0; r < 4; ++r) EXPECT_DOUBLE_EQ(a.ranks[r].busy, b.ranks[r].busy);
+}
+
+TEST(SimulatorTest, ExplicitDurationsOfTheWrongShapeAreRefused) {
+  Schedule s = MustGenerate("1f1b", Spec(2, 2));
+  ActionDurations d;
+  d.duration = {{1, 1, 1, 1}, {1, 1, 1}};
+  EXPECT_EQ(SimulateDurations(s, d).status().message(), "duration[1]: expected one value per action (4), got 3");
+  d.duration[1].push_back(-1);
+  EXPECT_EQ(SimulateDurations(s, d).status().message(), "duration[1][3]: must be a finite number >= 0, got -1.000000");
 }
 
 }  // namespace
