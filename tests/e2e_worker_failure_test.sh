@@ -21,16 +21,23 @@ rank=$("$PIPECTL" workers --format json | /usr/bin/python3 -c "
 import json, sys
 print([w.get('rank', 0) for w in json.load(sys.stdin)['workers'] if w['workerId'] == '$victim_id'][0])")
 
+kill_ms=$(date +%s%3N)
 kill -KILL "$victim"
-start=$SECONDS
-for _ in $(seq 100); do
+# Wait on the condition (generously); the latency is measured from the coordinator's own
+# timestamp of the failure event, not from how often this loop looks.
+for _ in $(seq 600); do
   [ "$("$PIPECTL" status "$job" --format json | json_field '["state"]')" = "FAILED" ] && break
   sleep 0.05
 done
-elapsed=$((SECONDS - start))
 "$PIPECTL" status "$job" --format json > "$WORK/status.json"
-[ "$(json_field '["state"]' < "$WORK/status.json")" = "FAILED" ] || fail "the job did not fail within 5 s of the kill"
-[ "$elapsed" -le 3 ] || fail "detected after ${elapsed} s, more than the 2 s lease (+1 s)"
+[ "$(json_field '["state"]' < "$WORK/status.json")" = "FAILED" ] || fail "the job did not fail after the kill"
+failed_ms=$(/usr/bin/python3 -c '
+import json, sys
+events = [e for e in json.load(sys.stdin)["events"] if e.get("kind") == "LIFECYCLE" and e["message"].startswith("FAILED")]
+print(events[-1]["unixMs"])' < "$WORK/status.json")
+latency_ms=$((failed_ms - kill_ms))
+echo "failure detected ${latency_ms} ms after the kill"
+[ "$latency_ms" -le 3000 ] || fail "detected after ${latency_ms} ms, more than the 2 s lease (+1 s)"
 cause=$(json_field '["failureCause"]' < "$WORK/status.json")
 # Either the lease ran out first, or a peer's link to the dead rank broke and the coordinator,
 # after waiting for the dead rank's own word, blamed it: both name it.
