@@ -8,7 +8,8 @@
 //  - no heartbeat was refused and all 1024 workers still hold their lease;
 //  - the process's memory (RSS) stayed bounded: it grows while the job's trace buffer (200k
 //    actions) fills in the first seconds, then stays flat (under 16 MiB over the second half);
-//  - the rate reached is printed, and must be at least --min_rate (default 90% of --rate).
+//  - the rate reached is printed against the target, and must be at least --min_rate (default
+//    90% of --rate; the test targets pass 0, //bench:load_bench keeps the floor).
 //  - the coordinator observes every action into its Prometheus registry, as the binary always
 //    does; with --http it also serves /metrics, scraped once a second during the run (every
 //    scrape must answer 200 with the job's series);
@@ -452,9 +453,13 @@ int main(int argc, char** argv) {
                 scrapes, scrapes_ok, scrape_s, scrape_bytes);
     ok &= Check(scrapes > 0 && scrapes_ok == scrapes, "every /metrics scrape answered with the job's series");
   }
-  char rate_line[128];
-  std::snprintf(rate_line, sizeof rate_line, "sustained at least %.0f actions/s", min_rate);
-  ok &= Check(achieved >= min_rate, rate_line);
+  // The baseline is the target rate the streams were paced for.
+  std::printf("load_test: reached %.0f actions/s = %.3fx the target %.0f\n", achieved, achieved / rate, rate);
+  if (min_rate > 0) {
+    char rate_line[128];
+    std::snprintf(rate_line, sizeof rate_line, "sustained at least %.0f actions/s", min_rate);
+    ok &= Check(achieved >= min_rate, rate_line);
+  }
 
   std::printf("load_test: %s\n", ok ? "PASSED" : "FAILED");
   return ok ? 0 : 1;
