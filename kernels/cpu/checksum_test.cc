@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
+#include "kernels/cpu/known_answers_for_tests.h"
 #include "kernels/cpu/rng.h"
 
 namespace pipecoord::kernels::cpu {
@@ -17,13 +19,22 @@ std::vector<float> Buffer(int64_t n) {
   return v;
 }
 
-TEST(ChecksumTest, HashIsDeterministicAndPinned) {
+// The definition is part of the contract (a GPU twin must reproduce it), so the values are
+// pinned to constants computed independently by known_answers.py.
+TEST(ChecksumTest, MatchesIndependentPythonReference) {
   const std::vector<float> v = Buffer(1000);
-  EXPECT_EQ(HashFloats(v.data(), 1000), HashFloats(v.data(), 1000));
+  EXPECT_EQ(HashFloats(v.data(), 1000), known_answers::kHashOfBuffer71x1000);
+  const double sum = OrderedSum(v.data(), 1000);
+  uint64_t sum_bits;
+  std::memcpy(&sum_bits, &sum, sizeof sum_bits);
+  EXPECT_EQ(sum_bits, known_answers::kOrderedSumOfBuffer71x1000Bits);
   EXPECT_EQ(HashFloats(v.data(), 0), 0u);
-  // The definition is part of the contract (a GPU twin must reproduce it): pin one value.
-  const float one = 1.0f;  // bits 0x3F800000
-  EXPECT_EQ(HashFloats(&one, 1), Mix64(0x3F800000ULL + 0x9E3779B97F4A7C15ULL));
+  const float one = 1.0f;
+  EXPECT_EQ(HashFloats(&one, 1), known_answers::kHashOfOne);
+  const float one_two_three[] = {1.0f, 2.0f, 3.0f};
+  EXPECT_EQ(HashFloats(one_two_three, 3), known_answers::kHashOfOneTwoThree);
+  const float negative_zero = -0.0f;
+  EXPECT_EQ(HashFloats(&negative_zero, 1), known_answers::kHashOfNegativeZero);
 }
 
 TEST(ChecksumTest, EveryOneUlpFlipChangesTheHash) {
