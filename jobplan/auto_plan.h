@@ -1,0 +1,47 @@
+// Schedule "auto": the strategy a job runs, chosen by the planner for the workers free now.
+//
+// The search covers what those workers can run today: dp, pp, vpp, the schedule and the
+// micro-batch count and size (tp 1, no ZeRO, no recompute, fp32 with AdamW: the pipecoord-cpu
+// recipe), with dp x microbatches x microBatchSize = spec.globalBatch and whatever the spec
+// fixed kept fixed. The job may use fewer workers than are free: every world size up to their
+// count is tried, since the global batch or the layers may not split over all of them, and the
+// fastest predicted plan wins wherever it lands. The planner ranks; each of the fastest is then
+// planned as a job (PlanJob) and the first whose every rank's memory budget (what the
+// coordinator checks the run against) fits the workers' smallest reported memory is chosen.
+#ifndef PIPECOORD_JOBPLAN_AUTO_PLAN_H_
+#define PIPECOORD_JOBPLAN_AUTO_PLAN_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "proto/job.pb.h"
+
+namespace pipecoord::jobplan {
+
+// The workers a schedule "auto" job is planned for.
+struct FreeWorkers {
+  int count = 0;
+  // The smallest device memory they reported; 0: none reported one, and memory is not checked.
+  uint64_t memory_bytes = 0;
+  std::string device_kind = "cpu";
+};
+
+struct AutoPlan {
+  v1::JobSpec spec;  // as it will run: the strategy filled in, ValidateJobSpec and WithDefaults passed
+  v1::Plan plan;     // PlanJob(spec)
+  v1::AutoPlanReport report;
+};
+
+// `spec` has passed ValidateJobSpec and asks for schedule "auto". FAILED_PRECONDITION when no
+// worker is free, when no strategy can run the job on them (the most frequent reasons), or when
+// none fits their memory, naming the smallest shortfall ("rank 0 needs 9.10 GiB, workers report
+// 8.00 GiB").
+Result<AutoPlan> PlanAuto(const v1::JobSpec& spec, const FreeWorkers& workers);
+
+// "zbh1, pp 2, vpp 1, dp 1, 4 micro-batches of 2": a strategy as one line shows it.
+std::string DescribeStrategy(const v1::StrategyChoice& choice);
+
+}  // namespace pipecoord::jobplan
+
+#endif  // PIPECOORD_JOBPLAN_AUTO_PLAN_H_

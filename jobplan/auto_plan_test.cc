@@ -1,0 +1,181 @@
+// Schedule "auto" on a tiny model: the chosen strategy, its budgets against PlanJob's, what the
+// spec fixed kept, and the errors (no worker, nothing fits: the smallest shortfall).
+#include "jobplan/auto_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "jobplan/plan_job.h"
+#include "jobplan/spec_validation.h"
+#include "jobplan/tiny_spec_for_tests.h"
+#include "memory/units.h"
+
+namespace pipecoord::jobplan {
+namespace {
+
+// TinySpec (4 layers of hidden 32) with every strategy field left to the coordinator.
+v1::JobSpec AutoSpec(int global_batch) {
+  v1::JobSpec s = TinySpec(0, "auto");
+  s.set_microbatches(0);
+  s.set_micro_batch_size(0);
+  s.set_global_batch(global_batch);
+  return s;
+}
+
+// The spec a StrategyChoice stands for, planned from scratch: its budgets must be the report's.
+v1::Plan Replan(const v1::JobSpec& auto_spec, const v1::StrategyChoice& c) {
+  v1::JobSpec s = auto_spec;
+  s.set_schedule(c.schedule());
+  s.set_pp(c.pp());
+  s.set_vpp(c.vpp());
+  s.set_dp(c.dp());
+  s.set_microbatches(c.microbatches());
+  s.set_micro_batch_size(c.micro_batch_size());
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s).ToString();
+  auto plan = PlanJob(WithDefaults(s));
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  return plan.ok() ? *plan : v1::Plan();
+}
+
+void ExpectPeakIsTheTightestBudget(const v1::StrategyChoice& c, const v1::Plan& plan) {
+  ASSERT_EQ(plan.memory_budget_bytes_size(), c.pp());
+  const auto& b = plan.memory_budget_bytes();
+  const auto max = std::max_element(b.begin(), b.end());
+  EXPECT_EQ(c.peak_bytes(), *max);
+  EXPECT_EQ(c.tightest_rank(), max - b.begin());
+  EXPECT_DOUBLE_EQ(c.predicted_bubble_rate(), plan.predicted_bubble_rate());
+}
+
+int64_t SumOfPruned(const v1::AutoPlanReport& r) {
+  int64_t n = 0;
+  for (const std::string& p : r.pruned()) n += std::stoll(p.substr(0, p.find(':')));
+  return n;
+}
+
+TEST(AutoPlanTest, TinyModelOnFourWorkers) {
+  const v1::JobSpec spec = AutoSpec(8);
+  ASSERT_TRUE(ValidateJobSpec(spec).ok());
+  auto r = PlanAuto(spec, {4, 0, "cpu"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const v1::StrategyChoice& c = r->report.chosen();
+  // The deepest pipeline the 4 layers allow, one sample per micro-batch (the most micro-batches,
+  // the smallest bubble), with ZB-H1 (the simplest of the zero-bubble schedules that tie).
+  EXPECT_EQ(DescribeStrategy(c), "zbh1, pp 4, vpp 1, dp 1, 8 micro-batches of 1");
+  EXPECT_EQ(std::vector<int>(c.stage_layers().begin(), c.stage_layers().end()), std::vector<int>({1, 1, 1, 1}));
+  EXPECT_GT(c.predicted_step_s(), 0);
+  // The resolved spec runs as is, and its plan is what PlanJob makes of it.
+  EXPECT_EQ(r->spec.schedule(), "zbh1");
+  EXPECT_EQ(r->spec.dp() * r->spec.microbatches() * r->spec.micro_batch_size(), 8);
+  EXPECT_EQ(r->spec.global_batch(), 8);
+  EXPECT_TRUE(ValidateJobSpec(r->spec).ok());
+  EXPECT_EQ(r->plan.SerializeAsString(), PlanJob(r->spec)->SerializeAsString());
+  ExpectPeakIsTheTightestBudget(c, r->plan);
+  // The next best, slowest last, each with its own job's budgets.
+  ASSERT_EQ(r->report.next_best_size(), 4);
+  double previous = c.predicted_step_s();
+  for (const v1::StrategyChoice& n : r->report.next_best()) {
+    EXPECT_GE(n.predicted_step_s(), previous) << DescribeStrategy(n);
+    previous = n.predicted_step_s();
+    ExpectPeakIsTheTightestBudget(n, Replan(spec, n));
+  }
+  EXPECT_EQ(r->report.workers(), 4);
+  EXPECT_EQ(r->report.worker_memory_bytes(), 0u);
+  EXPECT_EQ(r->report.device_kind(), "cpu");
+  EXPECT_EQ(r->report.pruned_for_memory(), 0);
+  EXPECT_GT(r->report.feasible(), 0);
+  EXPECT_EQ(SumOfPruned(r->report) + r->report.feasible(), r->report.candidates());
+}
+
+TEST(AutoPlanTest, MemoryDecides) {
+  const v1::JobSpec spec = AutoSpec(8);
+  auto free_for_all = PlanAuto(spec, {4, 0, "cpu"});
+  ASSERT_TRUE(free_for_all.ok());
+  const uint64_t best_peak = free_for_all->report.chosen().peak_bytes();
+  // One byte short of the fastest plan's tightest rank: another strategy, one that fits, runs.
+  auto r = PlanAuto(spec, {4, best_peak - 1, "cpu"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_LE(r->report.chosen().peak_bytes(), best_peak - 1);
+  for (uint64_t b : r->plan.memory_budget_bytes()) EXPECT_LE(b, best_peak - 1);
+  EXPECT_GT(r->report.pruned_for_memory(), 0);
+  EXPECT_EQ(r->report.worker_memory_bytes(), best_peak - 1);
+  EXPECT_EQ(SumOfPruned(r->report) + r->report.feasible(), r->report.candidates());
+  EXPECT_GE(r->report.chosen().predicted_step_s(), free_for_all->report.chosen().predicted_step_s());
+}
+
+TEST(AutoPlanTest, NothingFitsNamesTheSmallestShortfall) {
+  const v1::JobSpec spec = AutoSpec(8);
+  auto r = PlanAuto(spec, {4, 300 << 10, "cpu"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
+  // The leanest: 1F1B over 4 ranks, one sample per micro-batch; its rank 0 (the embedding and
+  // the most micro-batches in flight) needs this much, as its own job plan says.
+  v1::StrategyChoice leanest;
+  leanest.set_schedule("1f1b");
+  leanest.set_pp(4);
+  leanest.set_vpp(1);
+  leanest.set_dp(1);
+  leanest.set_microbatches(8);
+  leanest.set_micro_batch_size(1);
+  const v1::Plan plan = Replan(spec, leanest);
+  ASSERT_EQ(plan.memory_budget_bytes_size(), 4);
+  const auto& b = plan.memory_budget_bytes();
+  EXPECT_EQ(std::max_element(b.begin(), b.end()) - b.begin(), 0);
+  EXPECT_EQ(memory::FormatBytes(b[0]), "377.4 KiB");
+  EXPECT_EQ(r.status().message(),
+            "spec.schedule: \"auto\" found no strategy that fits in memory: rank 0 needs 377.4 KiB, workers report "
+            "300.0 KiB (the leanest of 368 strategies for 4 cpu worker(s): 1f1b, pp 4, vpp 1, dp 1, 8 micro-batches "
+            "of 1)");
+}
+
+TEST(AutoPlanTest, WhatTheSpecFixesStaysFixed) {
+  v1::JobSpec spec = AutoSpec(16);
+  spec.set_dp(2);
+  spec.set_micro_batch_size(2);
+  auto r = PlanAuto(spec, {4, 0, "cpu"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->spec.dp(), 2);
+  EXPECT_EQ(r->spec.micro_batch_size(), 2);
+  EXPECT_EQ(r->spec.microbatches(), 4);  // 16 = 2 x 4 x 2
+  EXPECT_LE(r->spec.pp() * r->spec.dp(), 4);
+  for (const v1::StrategyChoice& n : r->report.next_best()) {
+    EXPECT_EQ(n.dp(), 2);
+    EXPECT_EQ(n.micro_batch_size(), 2);
+  }
+  // stageLayers fixes pp (and the placement); vpp 2 leaves the V and looped two-chunk schedules.
+  spec = AutoSpec(8);
+  spec.add_stage_layers(4);
+  spec.add_stage_layers(2);
+  spec.set_vpp(2);
+  spec.mutable_model()->set_layers(6);
+  ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec).ToString();
+  r = PlanAuto(spec, {4, 0, "cpu"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->spec.pp(), 2);
+  EXPECT_EQ(r->spec.vpp(), 2);
+  EXPECT_EQ(std::vector<int>(r->spec.stage_layers().begin(), r->spec.stage_layers().end()), std::vector<int>({4, 2}));
+  EXPECT_EQ(std::vector<int>(r->report.chosen().stage_layers().begin(), r->report.chosen().stage_layers().end()),
+            std::vector<int>({4, 2}));
+}
+
+TEST(AutoPlanTest, NoWorkerOrTooFew) {
+  EXPECT_EQ(PlanAuto(AutoSpec(8), {0, 0, "cpu"}).status().message(),
+            "spec.schedule: \"auto\" plans for the free workers, and no cpu worker is free now (pipectl workers)");
+  EXPECT_EQ(PlanAuto(AutoSpec(8), {0, 0, "cpu"}).status().code(), Code::kFailedPrecondition);
+  v1::JobSpec spec = AutoSpec(8);
+  spec.set_pp(2);
+  spec.set_dp(2);
+  EXPECT_EQ(PlanAuto(spec, {3, 0, "cpu"}).status().message(),
+            "spec.pp x spec.dp: the spec fixes 2 x 2 = 4 worker(s), and 3 cpu worker(s) are free");
+  // A global batch of 1 on one layer: one strategy only, 1 worker with no pipeline.
+  spec = AutoSpec(1);
+  spec.mutable_model()->set_layers(1);
+  auto r = PlanAuto(spec, {3, 0, "cpu"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(DescribeStrategy(r->report.chosen()), "1f1b, pp 1, vpp 1, dp 1, 1 micro-batches of 1");
+  EXPECT_EQ(r->report.next_best_size(), 0);
+}
+
+}  // namespace
+}  // namespace pipecoord::jobplan
