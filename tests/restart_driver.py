@@ -1,6 +1,7 @@
 """Kills the coordinator (SIGKILL) at random points while a client submits jobs and a worker
-sends telemetry, restarts it on the same --state file, and checks at the end that every job id
-and every telemetry step the coordinator acknowledged is there.
+sends telemetry, restarts it on the same --state file, and checks at the end that every job id,
+every telemetry step and action the coordinator acknowledged, and every event it showed a
+client, is there.
 
     restart_driver.py COORDINATOR_BINARY WORKDIR SECONDS
 """
@@ -12,6 +13,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import json
 
 import grpc
 
@@ -81,6 +84,7 @@ def main():
     jobs = job_pb2_grpc.JobServiceStub(channel)
     workers = worker_pb2_grpc.WorkerServiceStub(channel)
     acked_jobs, acked_steps = set(), {}  # job id -> {step: loss}
+    shown_events = {}  # job id -> {(kind, message, unix_ms)} GetJob answered with
     errors = 0
     thread = threading.Thread(target=killer)
     thread.start()
@@ -106,6 +110,8 @@ def main():
                 acked_steps.setdefault(job_id, {})[step] = loss
                 step += 1
             workers.Heartbeat(worker_pb2.HeartbeatRequest(worker_id=worker_id), timeout=2)
+            shown = jobs.GetJob(job_pb2.GetJobRequest(job_id=job_id), timeout=2)
+            shown_events.setdefault(job_id, set()).update((e.kind, e.message, e.unix_ms) for e in shown.events)
             # More submits racing the kills: CUDA jobs stay PENDING here, never taking our worker.
             cuda = spec(10)
             cuda.device = "cuda"
@@ -127,6 +133,7 @@ def main():
         print("the coordinator did not come back within 60 s")
         return 1
     missing = []
+    checked_actions = [0]
     # A fresh channel: the old one backs off exponentially after 30 refused reconnects.
     jobs = job_pb2_grpc.JobServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
 
@@ -147,10 +154,23 @@ def main():
         for st, loss in acked_steps.get(jid, {}).items():
             if stored.get(st) != loss:
                 missing.append(f"{jid} step {st}: acknowledged loss {loss}, stored {stored.get(st)}")
+        events = {(e.kind, e.message, e.unix_ms) for e in job.events}
+        for kind, message, unix_ms in sorted(shown_events.get(jid, set()) - events):
+            missing.append(f"{jid} event shown before a kill, gone after: {message!r} at {unix_ms}")
+        if acked_steps.get(jid):
+            # Each acknowledged batch carried one F action of its step: the run's trace has them.
+            trace = json.loads(jobs.GetTrace(job_pb2.GetTraceRequest(job_id=jid), timeout=10).perfetto_json)
+            entries = trace["traceEvents"] if isinstance(trace, dict) else trace
+            traced = {e["args"]["step"] for e in entries if e.get("ph") == "X" and "step" in e.get("args", {})}
+            for st in sorted(set(acked_steps[jid]) - traced):
+                missing.append(f"{jid} step {st}: acknowledged action not in the trace")
+            checked_actions[0] += len(acked_steps[jid])
     coord.kill()
     total_steps = sum(len(v) for v in acked_steps.values())
     print(f"{kills[0]} SIGKILLs and restarts in {seconds:.0f} s; acknowledged {len(acked_jobs)} jobs and "
-          f"{total_steps} telemetry steps ({errors} calls failed while it was down); the last restart (reload "
+          f"{total_steps} telemetry steps, {checked_actions[0]} actions in traces, "
+          f"{sum(len(v) for v in shown_events.values())} events shown ({errors} calls failed while it was down); "
+          f"the last restart (reload "
           f"included) listened after {restart:.2f} s; missing after restart: {len(missing)}")
     for m in missing[:20]:
         print("MISSING", m)
