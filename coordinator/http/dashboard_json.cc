@@ -1,6 +1,7 @@
 #include "coordinator/http/dashboard_json.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "common/json_writer.h"
@@ -14,6 +15,111 @@ void Event(JsonWriter* w, const v1::HealthEvent& e) {
   w->BeginObject().Key("kind").String(v1::EventKind_Name(e.kind())).Key("rank").Int(e.rank());
   w->Key("dp").Int(e.dp_rank()).Key("step").Int(e.step()).Key("unix_ms").Int(e.unix_ms());
   w->Key("message").String(e.message()).EndObject();
+}
+
+// An array of `n` numbers, `value(i)` for each; NaN is written null (JsonNumber's rule), which
+// the page reads as "no point here".
+template <typename F>
+void NumberArray(JsonWriter* w, int n, F value) {
+  w->BeginArray();
+  for (int i = 0; i < n; ++i) w->Number(value(i));
+  w->EndArray();
+}
+
+constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
+
+// The curves, one array per quantity with one element per step record. Job.steps is already in
+// step order with one record per step: a restart drops the records from its restart point
+// (JobRecord::DropStepsFrom) and Restore drops the ones a later attempt replaced, so the newest
+// record of a step is the only one left.
+void StepSeries(JsonWriter* w, const v1::Job& j, int world) {
+  const auto& steps = j.steps();
+  const int n = steps.size();
+  w->Key("series").BeginObject().Key("step").BeginArray();
+  for (const v1::StepRecord& s : steps) w->Int(s.step());
+  w->EndArray();
+  w->Key("loss");
+  NumberArray(w, n, [&](int i) { return steps[i].loss(); });
+  w->Key("step_time_s");
+  NumberArray(w, n, [&](int i) { return steps[i].step_time_s(); });
+  w->Key("bubble");
+  NumberArray(w, n, [&](int i) { return steps[i].measured_bubble_rate(); });
+  // A step time of 0 cannot be predicted: 0 means the record carries no prediction (a rate of 0
+  // can be real, so the step time decides for both).
+  auto predicted = [&](int i) { return steps[i].predicted_step_s() > 0; };
+  w->Key("predicted_step_s");
+  NumberArray(w, n, [&](int i) { return predicted(i) ? steps[i].predicted_step_s() : kNoValue; });
+  w->Key("predicted_bubble");
+  NumberArray(w, n, [&](int i) { return predicted(i) ? steps[i].predicted_bubble_rate() : kNoValue; });
+  // Idle seconds summed over ranks, split by cause; null where the step has no split.
+  auto split = [&](int i) -> const v1::IdleSplit* { return steps[i].has_idle_total() ? &steps[i].idle_total() : nullptr; };
+  w->Key("idle").BeginObject().Key("inherent_s");
+  NumberArray(w, n, [&](int i) { return split(i) ? split(i)->inherent_s() : kNoValue; });
+  w->Key("imbalance_s");
+  NumberArray(w, n, [&](int i) { return split(i) ? split(i)->imbalance_s() : kNoValue; });
+  w->Key("variation_s");
+  NumberArray(w, n, [&](int i) { return split(i) ? split(i)->variation_s() : kNoValue; });
+  w->Key("comm_s");
+  NumberArray(w, n, [&](int i) { return split(i) ? split(i)->comm_s() : kNoValue; });
+  w->Key("cause_rank").BeginArray();
+  for (int i = 0; i < n; ++i) w->Int(split(i) ? split(i)->cause_rank() : -1);
+  w->EndArray().EndObject();
+  // Per global rank, its peak in each step (bytes; null where the record has none for it).
+  w->Key("peak_bytes").BeginArray();
+  for (int g = 0; g < world; ++g) {
+    w->BeginArray();
+    for (const v1::StepRecord& s : steps) {
+      if (g < s.peak_memory_bytes_size()) {
+        w->Uint(s.peak_memory_bytes(g));
+      } else {
+        w->Null();
+      }
+    }
+    w->EndArray();
+  }
+  w->EndArray().EndObject();
+}
+
+void Calibration(JsonWriter* w, const v1::Job& j) {
+  w->Key("calibration");
+  if (!j.has_calibration()) {
+    w->Null();
+    return;
+  }
+  const v1::Calibration& c = j.calibration();
+  w->BeginObject().Key("steps_measured").Int(c.steps_measured());
+  w->Key("predicted_step_s").Number(c.predicted_step_s()).Key("predicted_bubble_rate").Number(c.predicted_bubble_rate());
+  w->Key("plan_step_s").Number(c.plan_step_s()).Key("comm_s").Number(c.comm_s());
+  auto costs = [&](const char* key, const google::protobuf::RepeatedField<double>& v) {
+    w->Key(key);
+    NumberArray(w, v.size(), [&](int i) { return v[i]; });
+  };
+  costs("stage_f_s", c.stage_f_s());
+  costs("stage_b_s", c.stage_b_s());
+  costs("stage_w_s", c.stage_w_s());
+  w->EndObject();
+}
+
+void Rebalance(JsonWriter* w, const v1::Job& j, int pp) {
+  w->Key("rebalance");
+  if (!j.has_rebalance()) {
+    w->Null();
+    return;
+  }
+  const v1::RebalanceProposal& r = j.rebalance();
+  // The running placement's layers per rank, beside the proposed ones.
+  std::vector<int> current(pp, 0);
+  for (const v1::StageShard& sh : j.plan().shards()) {
+    const int rank = sh.stage() < j.plan().stage_to_rank_size() ? j.plan().stage_to_rank(sh.stage()) : -1;
+    if (rank >= 0 && rank < pp) current[rank] += sh.num_layers();
+  }
+  w->BeginObject().Key("current_stage_layers").BeginArray();
+  for (int l : current) w->Int(l);
+  w->EndArray().Key("stage_layers").BeginArray();
+  for (int l : r.stage_layers()) w->Int(l);
+  w->EndArray().Key("schedule").String(r.schedule()).Key("current_step_s").Number(r.current_step_s());
+  w->Key("proposed_step_s").Number(r.proposed_step_s()).Key("gain").Number(r.gain());
+  w->Key("reason").String(r.reason()).EndObject();
 }
 
 }  // namespace
@@ -119,14 +225,18 @@ std::string JobDetailJson(const v1::Job& j, const health::HealthSnapshot& h) {
     w.Key("op").String(v1::Op_Name(s.op)).Key("relative").Number(s.relative);
     w.Key("individual").Number(s.individual).EndObject();
   }
-  w.EndArray().Key("steps_recent").BeginArray();
-  const int n = j.steps_size(), from = std::max(0, n - 50);
-  for (int i = from; i < n; ++i) {
-    const v1::StepRecord& s = j.steps(i);
-    w.BeginObject().Key("step").Int(s.step()).Key("loss").Number(s.loss());
-    w.Key("step_time_s").Number(s.step_time_s()).Key("bubble").Number(s.measured_bubble_rate()).EndObject();
+  w.EndArray();
+  const int world = pp * std::max(1, j.spec().dp());
+  StepSeries(&w, j, world);
+  // A dp replica's rank r has pipeline rank r's budget.
+  w.Key("budget_bytes").BeginArray();
+  for (int g = 0; g < world; ++g) {
+    w.Uint(g % pp < j.plan().memory_budget_bytes_size() ? j.plan().memory_budget_bytes(g % pp) : 0);
   }
-  w.EndArray().EndObject();
+  w.EndArray();
+  Calibration(&w, j);
+  Rebalance(&w, j, pp);
+  w.EndObject();
   return w.Take();
 }
 

@@ -1,6 +1,9 @@
 // The JSON the dashboard page fetches: job and worker listings, and one job's detail (state,
 // the last steps' measured actions per rank with the plan's predicted idle windows placed on
-// the same clock, health events, memory per rank against its budget, straggler scores). Written
+// the same clock, health events, memory per rank against its budget, straggler scores, and the
+// curves: every step record's loss, step time and bubble rate measured and predicted, idle
+// seconds by cause, each global rank's peak beside its budget; the calibration and the
+// rebalance proposal, null until the coordinator has them). Written
 // with the one JSON writer (common/json_writer.h), compact, with JsonEscape::kHtmlSafe: control
 // characters, quotes, backslashes, '<', '>', '&', U+2028/9 and ill-formed UTF-8 are escaped,
 // so the text is inert inside HTML too; the page only ever sets text, never HTML. Numbers are

@@ -104,7 +104,91 @@ TEST(DashboardJsonTest, JobDetailExact) {
             "\"memory\":[{\"rank\":0,\"dp\":0,\"peak_bytes\":100,\"budget_bytes\":1000},"
             "{\"rank\":1,\"dp\":0,\"peak_bytes\":18446744073709551615,\"budget_bytes\":0}],"
             "\"scores\":[{\"rank\":1,\"dp\":0,\"op\":\"B\",\"relative\":0.5,\"individual\":0.75}],"
-            "\"steps_recent\":[{\"step\":0,\"loss\":2.5,\"step_time_s\":0.125,\"bubble\":0.3}]}");
+            "\"series\":{\"step\":[0],\"loss\":[2.5],\"step_time_s\":[0.125],\"bubble\":[0.3],"
+            "\"predicted_step_s\":[null],\"predicted_bubble\":[null],\"idle\":{\"inherent_s\":[null],"
+            "\"imbalance_s\":[null],\"variation_s\":[null],\"comm_s\":[null],\"cause_rank\":[-1]},"
+            "\"peak_bytes\":[[null],[null]]},\"budget_bytes\":[0,0],\"calibration\":null,\"rebalance\":null}");
+}
+
+// The curves' part of the detail for a calibrated pp 2 x dp 2 job with a rebalance proposal.
+TEST(DashboardJsonTest, JobCurvesExact) {
+  v1::Job j;
+  j.set_id("job-3");
+  j.mutable_spec()->set_pp(2);
+  j.mutable_spec()->set_dp(2);
+  v1::Plan* plan = j.mutable_plan();
+  plan->add_memory_budget_bytes(1000);
+  plan->add_memory_budget_bytes(2000);
+  for (int rank : {0, 1, 1, 0}) plan->add_stage_to_rank(rank);  // V-shape
+  for (int layers : {3, 1, 2, 2}) {
+    v1::StageShard* sh = plan->add_shards();
+    sh->set_stage(plan->shards_size() - 1);
+    sh->set_num_layers(layers);
+  }
+  // Step 0: measured only (nothing predicted or split yet).
+  v1::StepRecord* s = j.add_steps();
+  s->set_step(0);
+  s->set_loss(2.5);
+  s->set_step_time_s(0.125);
+  s->set_measured_bubble_rate(0.3);
+  s->add_peak_memory_bytes(100);
+  s->add_peak_memory_bytes(200);
+  // Step 1: a prediction with a real bubble rate of 0, the idle split, one rank's peak only.
+  s = j.add_steps();
+  s->set_step(1);
+  s->set_loss(2.25);
+  s->set_step_time_s(0.25);
+  s->set_measured_bubble_rate(0.5);
+  s->set_predicted_step_s(0.2);
+  s->set_predicted_bubble_rate(0);
+  v1::IdleSplit* idle = s->mutable_idle_total();
+  idle->set_inherent_s(0.01);
+  idle->set_imbalance_s(0.02);
+  idle->set_variation_s(-0.005);
+  idle->set_comm_s(0.001);
+  idle->set_cause_rank(1);
+  s->add_peak_memory_bytes(150);
+  // Step 2: a loss that is not finite.
+  s = j.add_steps();
+  s->set_step(2);
+  s->set_loss(std::numeric_limits<double>::infinity());
+  s->set_step_time_s(0.5);
+  s->set_measured_bubble_rate(0.25);
+  s->set_predicted_step_s(0.375);
+  s->set_predicted_bubble_rate(0.125);
+  s->add_peak_memory_bytes(300);
+  s->add_peak_memory_bytes(400);
+  v1::Calibration* c = j.mutable_calibration();
+  c->set_steps_measured(3);
+  c->add_stage_f_s(0.01);
+  c->add_stage_f_s(0.02);
+  c->add_stage_b_s(0.03);
+  c->set_comm_s(0.001);
+  c->set_predicted_step_s(0.375);
+  c->set_predicted_bubble_rate(0.125);
+  c->set_plan_step_s(0.5);
+  v1::RebalanceProposal* r = j.mutable_rebalance();
+  r->add_stage_layers(4);
+  r->add_stage_layers(4);
+  r->set_schedule("1f1b");
+  r->set_current_step_s(0.5);
+  r->set_proposed_step_s(0.4);
+  r->set_gain(0.2);
+  r->set_reason("rank 0 <slow>");
+  const std::string json = JobDetailJson(j, health::HealthSnapshot{});
+  const size_t at = json.find(",\"series\":");
+  ASSERT_NE(at, std::string::npos) << json;
+  EXPECT_EQ(json.substr(at),
+            ",\"series\":{\"step\":[0,1,2],\"loss\":[2.5,2.25,null],\"step_time_s\":[0.125,0.25,0.5],"
+            "\"bubble\":[0.3,0.5,0.25],\"predicted_step_s\":[null,0.2,0.375],\"predicted_bubble\":[null,0,0.125],"
+            "\"idle\":{\"inherent_s\":[null,0.01,null],\"imbalance_s\":[null,0.02,null],"
+            "\"variation_s\":[null,-0.005,null],\"comm_s\":[null,0.001,null],\"cause_rank\":[-1,1,-1]},"
+            "\"peak_bytes\":[[100,150,300],[200,null,400],[null,null,null],[null,null,null]]},"
+            "\"budget_bytes\":[1000,2000,1000,2000],"
+            "\"calibration\":{\"steps_measured\":3,\"predicted_step_s\":0.375,\"predicted_bubble_rate\":0.125,"
+            "\"plan_step_s\":0.5,\"comm_s\":0.001,\"stage_f_s\":[0.01,0.02],\"stage_b_s\":[0.03],\"stage_w_s\":[]},"
+            "\"rebalance\":{\"current_stage_layers\":[5,3],\"stage_layers\":[4,4],\"schedule\":\"1f1b\","
+            "\"current_step_s\":0.5,\"proposed_step_s\":0.4,\"gain\":0.2,\"reason\":\"rank 0 \\u003cslow\\u003e\"}}");
 }
 
 }  // namespace

@@ -21,6 +21,15 @@ const char kDashboardHtml[] = R"HTML(<!DOCTYPE html>
 <th>rank</th><th>lease</th></tr></thead><tbody></tbody></table></section>
 <section id="job"><h2>Job <span id="job-id">-</span> <span id="job-state"></span></h2>
 <p id="job-summary"></p>
+<p id="calibration" class="note"></p>
+<div id="rebalance" hidden><strong>Rebalance suggestion</strong> <span id="rebalance-text"></span></div>
+<div class="charts">
+<figure><figcaption>Loss</figcaption><svg id="chart-loss" class="chart"></svg><p class="note" id="note-loss"></p></figure>
+<figure><figcaption>Step time</figcaption><svg id="chart-step-time" class="chart"></svg><p class="note" id="note-step-time"></p></figure>
+<figure><figcaption>Bubble rate</figcaption><svg id="chart-bubble" class="chart"></svg><p class="note" id="note-bubble"></p></figure>
+<figure><figcaption>Idle time by cause, summed over ranks</figcaption><svg id="chart-idle" class="chart"></svg><p class="note" id="note-idle"></p></figure>
+<figure><figcaption>Peak memory per rank against its budget</figcaption><svg id="chart-memory" class="chart"></svg><p class="note" id="note-memory"></p></figure>
+</div>
 <h3>Timeline of the last steps</h3>
 <p class="legend"><span class="sw F"></span>F <span class="sw B"></span>B/BW <span class="sw W"></span>W
 <span class="sw PROBE"></span>probe <span class="sw OPT"></span>optimizer <span class="sw idle"></span>predicted bubble</p>
@@ -56,6 +65,12 @@ td.over { color: #c0392b; font-weight: bold; }
 .PROBE { background: #8e44ad; } .OPT { background: #7f8c8d; }
 .idle { background: rgba(231, 76, 60, 0.35); border: 1px dashed #e74c3c; }
 svg { border: 1px solid #ccc; background: #fafafa; }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(600px, 1fr)); gap: 8px 16px; }
+figure { margin: 0; } figcaption { font-weight: bold; margin: 4px 0; }
+svg.chart { width: 600px; height: 230px; background: #fff; }
+svg.chart text { font-size: 11px; fill: #444; }
+.note { color: #666; font-style: italic; margin: 2px 0 6px; min-height: 1em; }
+#rebalance { border: 1px solid #f5b041; background: #fef5e7; padding: 6px 10px; margin: 6px 0; }
 )CSS";
 
 const char kDashboardJs[] = R"JS('use strict';
@@ -156,15 +171,155 @@ function showTimeline(job) {
   svg.appendChild(axis);
 }
 
+// A step of 1, 2 or 5 x 10^k giving about `n` ticks over [lo, hi].
+function niceTicks(lo, hi, n) {
+  const raw = (hi - lo) / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map(m => m * mag).find(s => s >= raw);
+  const ticks = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) ticks.push(t);
+  return {ticks, step, decimals: Math.max(0, -Math.floor(Math.log10(step)))};
+}
+
+// A line chart of `series` ({name, color, ys (null: no point), dashed}) over the steps `xs`, and
+// of `levels` ({name, color, y}: one value for every step, drawn dashed). `unit` names y's unit
+// after `scale` (e.g. 1e3 for ms). Each line carries data-series and data-points (its points).
+function lineChart(svg, xs, unit, scale, series, levels, opts) {
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  const W = 600, H = 230, left = 58, right = 12, top = 30, bottom = 32;
+  svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+  const lines = series.map(s => ({s, pts: xs.map((x, i) => [x, s.ys[i]]).filter(p => p[1] !== null && isFinite(p[1]))}));
+  const ys = [];
+  for (const l of lines) for (const p of l.pts) ys.push(p[1] * scale);
+  for (const v of levels) ys.push(v.y * scale);
+  let y0 = ys.length ? ys.reduce((a, b) => Math.min(a, b)) : 0, y1 = ys.length ? ys.reduce((a, b) => Math.max(a, b)) : 1;
+  if (opts.fromZero) y0 = Math.min(0, y0);
+  if (y1 - y0 < 1e-12) { y1 += Math.abs(y1) * 0.1 || 1; y0 -= opts.fromZero && y0 >= 0 ? 0 : Math.abs(y0) * 0.1 || 1; }
+  // The axis ends on ticks, so its top and bottom are labeled.
+  const yt = niceTicks(y0, y1, 4);
+  y0 = Math.min(y0, yt.ticks[0]); y1 = Math.max(y1, yt.ticks[yt.ticks.length - 1]);
+  if (y1 > yt.ticks[yt.ticks.length - 1]) yt.ticks.push(y1 = yt.ticks[yt.ticks.length - 1] + yt.step);
+  if (y0 < yt.ticks[0]) yt.ticks.unshift(y0 = yt.ticks[0] - yt.step);
+  let x0 = xs.length ? xs[0] : 0, x1 = xs.length ? xs[xs.length - 1] : 1;
+  if (x1 <= x0) x1 = x0 + 1;
+  const px = x => left + (x - x0) / (x1 - x0) * (W - left - right);
+  const py = y => H - bottom - (y * scale - y0) / (y1 - y0) * (H - top - bottom);
+  for (const t of yt.ticks) {
+    const y = H - bottom - (t - y0) / (y1 - y0) * (H - top - bottom);
+    svg.appendChild(svgEl('line', {x1: left, x2: W - right, y1: y, y2: y, stroke: '#e5e5e5'}));
+    const label = svgEl('text', {x: left - 4, y: y + 4, 'text-anchor': 'end'});
+    label.textContent = t.toFixed(yt.decimals);
+    svg.appendChild(label);
+  }
+  const unitLabel = svgEl('text', {x: 4, y: H - 4});
+  unitLabel.textContent = unit;
+  svg.appendChild(unitLabel);
+  const xt = niceTicks(x0, x1, 6);
+  for (const t of xt.ticks) {
+    if (t !== Math.round(t)) continue;
+    svg.appendChild(svgEl('line', {x1: px(t), x2: px(t), y1: H - bottom, y2: H - bottom + 4, stroke: '#888'}));
+    const label = svgEl('text', {x: px(t), y: H - bottom + 15, 'text-anchor': 'middle'});
+    label.textContent = String(t);
+    svg.appendChild(label);
+  }
+  const xLabel = svgEl('text', {x: W - right, y: H - 4, 'text-anchor': 'end'});
+  xLabel.textContent = 'step';
+  svg.appendChild(xLabel);
+  svg.appendChild(svgEl('polyline', {points: left + ',' + top + ' ' + left + ',' + (H - bottom) + ' ' + (W - right) + ',' + (H - bottom),
+                                     fill: 'none', stroke: '#888'}));
+  const legend = [];
+  for (const v of levels) {
+    svg.appendChild(svgEl('polyline', {points: px(x0) + ',' + py(v.y) + ' ' + px(x1) + ',' + py(v.y), fill: 'none',
+                                       stroke: v.color, 'stroke-width': 1.5, 'stroke-dasharray': '6,4', 'class': 'level',
+                                       'data-series': v.name, 'data-value': v.y}));
+  }
+  for (const l of lines) {
+    const line = svgEl('polyline', {points: l.pts.map(p => px(p[0]).toFixed(1) + ',' + py(p[1]).toFixed(1)).join(' '),
+                                    fill: 'none', stroke: l.s.color, 'stroke-width': 1.5, 'class': 'series',
+                                    'data-series': l.s.name, 'data-points': l.pts.length,
+                                    'data-last': l.pts.length ? l.pts[l.pts.length - 1][1] : ''});
+    if (l.s.dashed) line.setAttribute('stroke-dasharray', '2,2');
+    if (l.s.rank !== undefined) line.setAttribute('data-rank', l.s.rank);
+    const title = svgEl('title', {});
+    title.textContent = l.s.name + (l.pts.length ? ': ' + (l.pts[l.pts.length - 1][1] * scale).toFixed(yt.decimals + 2) + ' ' + unit +
+        ' at step ' + l.pts[l.pts.length - 1][0] : ': no points');
+    line.appendChild(title);
+    svg.appendChild(line);
+    // A single point draws no line: mark it.
+    if (l.pts.length === 1) svg.appendChild(svgEl('circle', {cx: px(l.pts[0][0]), cy: py(l.pts[0][1]), r: 3, fill: l.s.color}));
+    if (l.pts.length) legend.push({name: l.s.name, color: l.s.color});
+  }
+  for (const v of levels) legend.push({name: v.name, color: v.color, dashed: true});
+  let lx = left + 4;
+  for (const e of legend) {
+    svg.appendChild(svgEl('line', {x1: lx, x2: lx + 16, y1: 16, y2: 16, stroke: e.color, 'stroke-width': 2,
+                                   'stroke-dasharray': e.dashed ? '4,3' : 'none'}));
+    const t = svgEl('text', {x: lx + 20, y: 20});
+    t.textContent = e.name;
+    svg.appendChild(t);
+    lx += 32 + 6.4 * e.name.length;
+  }
+}
+
+const RANK_COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#8c564b', '#e377c2'];
+
+function showCurves(job) {
+  const s = job.series, cal = job.calibration;
+  const note = (id, text) => { document.getElementById(id).textContent = text; };
+  const any = ys => ys.some(y => y !== null);
+  lineChart(document.getElementById('chart-loss'), s.step, 'loss', 1,
+            [{name: 'loss', color: '#1f77b4', ys: s.loss}], [], {fromZero: false});
+  note('note-loss', s.step.length ? '' : 'no step measured yet');
+  // The records' predictions are the calibrated ones once the job is calibrated, the plan's before.
+  const predicted = cal ? 'predicted (calibrated)' : 'predicted (plan)';
+  const calNote = cal ? 'calibrated on ' + cal.steps_measured + ' measured steps; steps before it show the plan\'s prediction'
+                      : 'not calibrated yet';
+  lineChart(document.getElementById('chart-step-time'), s.step, 'ms', 1e3,
+            [{name: 'measured', color: '#1f77b4', ys: s.step_time_s}, {name: predicted, color: '#ff7f0e', ys: s.predicted_step_s}],
+            cal && cal.plan_step_s > 0 ? [{name: 'plan', color: '#888', y: cal.plan_step_s}] : [], {fromZero: true});
+  note('note-step-time', any(s.predicted_step_s) ? calNote : calNote + ': no predicted step time reported yet');
+  lineChart(document.getElementById('chart-bubble'), s.step, 'bubble rate (idle / ranks x step time)', 1,
+            [{name: 'measured', color: '#1f77b4', ys: s.bubble}, {name: predicted, color: '#ff7f0e', ys: s.predicted_bubble}],
+            [{name: 'plan', color: '#888', y: job.predicted_bubble_rate}], {fromZero: true});
+  note('note-bubble', any(s.predicted_bubble) ? calNote : calNote + ': no per-step prediction reported yet');
+  lineChart(document.getElementById('chart-idle'), s.step, 'ms (summed over ' + job.pp * Math.max(1, job.dp) + ' ranks)', 1e3,
+            [{name: 'inherent', color: '#7f7f7f', ys: s.idle.inherent_s}, {name: 'imbalance', color: '#ff7f0e', ys: s.idle.imbalance_s},
+             {name: 'variation', color: '#d62728', ys: s.idle.variation_s}, {name: 'comm', color: '#2ca02c', ys: s.idle.comm_s}],
+            [], {fromZero: true});
+  const lastCause = s.idle.cause_rank.length ? s.idle.cause_rank[s.idle.cause_rank.length - 1] : -1;
+  note('note-idle', !any(s.idle.inherent_s) ? 'no idle-time split reported yet' :
+       lastCause >= 0 ? 'last step: variation waits caused by rank ' + lastCause : '');
+  const ranks = s.peak_bytes.map((ys, g) => ({name: 'rank ' + (g % job.pp) + ' (dp ' + Math.floor(g / job.pp) + ')',
+                                              color: RANK_COLORS[g % RANK_COLORS.length], ys, rank: g}));
+  // A replica's rank shares its pipeline rank's budget: one dashed level per pipeline rank.
+  const budgets = job.budget_bytes.slice(0, job.pp).map((b, r) => ({name: 'budget ' + r, color: RANK_COLORS[r % RANK_COLORS.length], y: b}))
+      .filter(b => b.y > 0);
+  lineChart(document.getElementById('chart-memory'), s.step, 'MiB', 1 / 1048576, ranks, budgets, {fromZero: true});
+  note('note-memory', 'dashed: the plan\'s budget of each pipeline rank (dp replicas share it)');
+  document.getElementById('calibration').textContent = cal
+      ? 'Calibrated on ' + cal.steps_measured + ' measured steps: predicted step ' + (cal.predicted_step_s * 1e3).toFixed(2) +
+        ' ms, bubble ' + cal.predicted_bubble_rate.toFixed(3) + ' (plan ' + (cal.plan_step_s * 1e3).toFixed(2) + ' ms, ' +
+        job.predicted_bubble_rate.toFixed(3) + ')'
+      : 'Not calibrated yet: predictions are the plan\'s (bubble ' + job.predicted_bubble_rate.toFixed(3) + ').';
+  const rb = job.rebalance, box = document.getElementById('rebalance');
+  box.hidden = !rb;
+  document.getElementById('rebalance-text').textContent = rb
+      ? 'layers per rank ' + rb.current_stage_layers.join(',') + ' \u2192 ' + rb.stage_layers.join(',') +
+        (rb.schedule ? ' (' + rb.schedule + ')' : '') + ': predicted step ' + (rb.current_step_s * 1e3).toFixed(2) + ' ms \u2192 ' +
+        (rb.proposed_step_s * 1e3).toFixed(2) + ' ms, gain ' + (rb.gain * 100).toFixed(1) + '%' + (rb.reason ? '. ' + rb.reason : '')
+      : '';
+}
+
 function showJob(job) {
   document.getElementById('job-id').textContent = job.id;
   document.getElementById('job-state').textContent = job.state;
-  const last = job.steps_recent.length ? job.steps_recent[job.steps_recent.length - 1] : null;
+  const n = job.series.step.length;
   document.getElementById('job-summary').textContent =
       job.schedule + ', pp ' + job.pp + ', dp ' + job.dp + ', step ' + job.steps_done + '/' + job.steps +
-      (last ? ', step time ' + (last.step_time_s * 1e3).toFixed(2) + ' ms, bubble measured ' + last.bubble.toFixed(3) : '') +
+      (n ? ', step time ' + (job.series.step_time_s[n - 1] * 1e3).toFixed(2) + ' ms, bubble measured ' +
+           job.series.bubble[n - 1].toFixed(3) : '') +
       ', predicted ' + job.predicted_bubble_rate.toFixed(3) + ', probes checked ' + job.health.probes_checked +
       (job.failure_cause ? ', failure: ' + job.failure_cause : '');
+  showCurves(job);
   showTimeline(job);
   const ev = document.querySelector('#events tbody');
   clear(ev);

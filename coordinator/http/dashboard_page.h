@@ -1,6 +1,9 @@
 // The dashboard's static files, served by the coordinator's HTTP server: a page, its script and
 // its style sheet. The script fetches /api/jobs, /api/workers and /api/job?id=JOB every second
 // and only ever sets text (no innerHTML), so nothing a job or worker reports can become markup.
+// It draws the selected job's curves itself as inline SVG (no external script): loss, step time
+// and bubble rate measured and predicted, idle time by cause, peak memory per rank against its
+// budget; each line carries data-series, data-points (its point count) and data-last.
 #ifndef PIPECOORD_COORDINATOR_HTTP_DASHBOARD_PAGE_H_
 #define PIPECOORD_COORDINATOR_HTTP_DASHBOARD_PAGE_H_
 
