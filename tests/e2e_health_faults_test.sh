@@ -69,19 +69,19 @@ n=$(count_events "$job" SDC)
 echo "corrupt: $msg"
 stop_all
 
-# --- oom:1:67108864: rank 1 holds 64 MiB more than its plan ------------------------------------
+# --- oom:1:67108864:2: rank 1 holds 64 MiB more than its plan from step 2 on ------------------
 start_coordinator --lease-ms 1500
-start_workers_with 2 --inject oom:1:67108864
+start_workers_with 2 --inject oom:1:67108864:2
 job_json "$WORK/oom.json" steps=4
 job=$(submit "$WORK/oom.json")
 "$PIPECTL" watch "$job" > /dev/null || fail "oom job did not succeed"
 e=$(wait_event "$job" MEMORY 5) || fail "no MEMORY event: $("$PIPECTL" events "$job")"
-[ "$(field "$e" rank)" = 1 ] && [ "$(field "$e" step)" = 0 ] || fail "memory event: $e"
+[ "$(field "$e" rank)" = 1 ] && [ "$(field "$e" step)" = 2 ] || fail "memory event (rank 1, step 2 expected): $e"
 budget=$("$PIPECTL" status "$job" --format json | json_field '["plan"]["memoryBudgetBytes"][1]')
 msg=$(field "$e" message)
-want=$(/usr/bin/python3 -c "b=$budget; print('memory: rank 1 (dp 0) step 0: peak ' + '%.2f MiB' % ((668480 + 67108864) / 2**20) + ' is over the plan\'s budget ' + '%.2f MiB' % (b / 2**20) + ' by ' + '%.2f MiB' % ((668480 + 67108864 - b) / 2**20))")
+want=$(/usr/bin/python3 -c "b=$budget; print('memory: rank 1 (dp 0) step 2: peak ' + '%.2f MiB' % ((668480 + 67108864) / 2**20) + ' is over the plan\'s budget ' + '%.2f MiB' % (b / 2**20) + ' by ' + '%.2f MiB' % ((668480 + 67108864 - b) / 2**20))")
 [ "$msg" = "$want" ] || fail "memory text: $msg, want $want"
-"$PIPECTL" events "$job" | grep -q "^MEMORY     1 (dp 0)         0  memory: rank 1 (dp 0) step 0: peak 64.64 MiB" || fail "pipectl events table: $("$PIPECTL" events "$job")"
+"$PIPECTL" events "$job" | grep -q "^MEMORY     1 (dp 0)         2  memory: rank 1 (dp 0) step 2: peak 64.64 MiB" || fail "pipectl events table: $("$PIPECTL" events "$job")"
 echo "oom: $msg"
 stop_all
 echo "e2e health faults: ok"

@@ -195,7 +195,7 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
       if (!durable.ok()) return Status(durable.status().code(), "step " + std::to_string(step) + ": " + durable.status().message());
       for (int64_t s : *durable) report.summary.add_checkpointed_steps(static_cast<int32_t>(s));
     }
-    const uint64_t extra = options_.hooks != nullptr ? options_.hooks->ExtraMemoryBytes() : 0;
+    const uint64_t extra = options_.hooks != nullptr ? options_.hooks->ExtraMemoryBytes(step) : 0;
     report.summary.set_memory_in_use_bytes(backend_->memory_in_use_bytes() + extra);
     report.summary.set_memory_peak_bytes(backend_->memory_peak_bytes() + extra);
     PIPECOORD_RETURN_IF_ERROR(on_step(std::move(report)));

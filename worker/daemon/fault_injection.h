@@ -3,7 +3,7 @@
 //   slow:RANK:FACTOR   every compute action of RANK takes FACTOR times as long (sleeps after it)
 //   hang:RANK:STEP     RANK stops at its first compute action of STEP until the job is cancelled
 //   corrupt:RANK:STEP  RANK's numerical probe at STEP returns a result with one bit flipped
-//   oom:RANK:BYTES     RANK allocates and holds BYTES more from its first step on
+//   oom:RANK:BYTES[:STEP]  RANK allocates and holds BYTES more from STEP on (default 0)
 #ifndef PIPECOORD_WORKER_DAEMON_FAULT_INJECTION_H_
 #define PIPECOORD_WORKER_DAEMON_FAULT_INJECTION_H_
 
@@ -21,7 +21,7 @@ struct FaultRule {
   Kind kind = Kind::kSlow;
   int rank = 0;        // global rank
   double factor = 1;   // slow
-  int step = 0;        // hang, corrupt
+  int step = 0;        // hang, corrupt; oom: the first step holding the bytes
   uint64_t bytes = 0;  // oom
   std::string text;    // as given
 };

@@ -18,13 +18,22 @@ TEST(FaultInjection, ParsesEveryKind) {
   EXPECT_EQ((*rules)[2].step, 7);
   EXPECT_EQ((*rules)[3].kind, FaultRule::Kind::kOom);
   EXPECT_EQ((*rules)[3].bytes, 1048576u);
+  EXPECT_EQ((*rules)[3].step, 0);  // from the first step
   EXPECT_EQ(RulesFor(*rules, 2).size(), 1u);
   EXPECT_TRUE(ParseFaultRules("")->empty());
 }
 
+TEST(FaultInjection, OomMayStartAtALaterStep) {
+  auto rule = ParseFaultRule("oom:1:4096:3");
+  ASSERT_TRUE(rule.ok()) << rule.status().ToString();
+  EXPECT_EQ(rule->kind, FaultRule::Kind::kOom);
+  EXPECT_EQ(rule->bytes, 4096u);
+  EXPECT_EQ(rule->step, 3);
+}
+
 TEST(FaultInjection, ErrorsNameTheRuleAndTheRule) {
   EXPECT_EQ(ParseFaultRule("slow:1").status().message(),
-            "--inject slow:1: must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom");
+            "--inject slow:1: must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (oom:RANK:BYTES[:STEP])");
   EXPECT_EQ(ParseFaultRule("fast:1:2").status().message(),
             "--inject fast:1:2: KIND must be slow, hang, corrupt or oom, got \"fast\"");
   EXPECT_EQ(ParseFaultRule("slow:x:2").status().message(),
@@ -35,8 +44,12 @@ TEST(FaultInjection, ErrorsNameTheRuleAndTheRule) {
             "--inject hang:1:-2: STEP must be an integer in [0, 10000000], got \"-2\"");
   EXPECT_EQ(ParseFaultRule("oom:1:0").status().message(),
             "--inject oom:1:0: BYTES must be an integer in [1, 2^40], got \"0\"");
+  EXPECT_EQ(ParseFaultRule("oom:1:64:x").status().message(),
+            "--inject oom:1:64:x: STEP must be an integer in [0, 10000000], got \"x\"");
+  EXPECT_EQ(ParseFaultRule("slow:1:2:3").status().message(),
+            "--inject slow:1:2:3: must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (oom:RANK:BYTES[:STEP])");
   EXPECT_EQ(ParseFaultRules("slow:1:2,,").status().message(),
-            "--inject : must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom");
+            "--inject : must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (oom:RANK:BYTES[:STEP])");
 }
 
 }  // namespace

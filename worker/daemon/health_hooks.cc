@@ -77,9 +77,9 @@ uint64_t HealthHooks::Probe(int step) {
   return kernels::cpu::HashFloats(y.data(), static_cast<int64_t>(y.size()));
 }
 
-uint64_t HealthHooks::ExtraMemoryBytes() {
+uint64_t HealthHooks::ExtraMemoryBytes(int step) {
   for (const FaultRule& f : faults_) {
-    if (f.kind == FaultRule::Kind::kOom && ballast_.empty()) {
+    if (f.kind == FaultRule::Kind::kOom && ballast_.empty() && step >= f.step) {
       ballast_.assign(f.bytes, 1);  // touched, so it is really resident
     }
   }

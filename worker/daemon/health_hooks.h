@@ -28,7 +28,7 @@ class HealthHooks final : public RunHooks {
   Status BeforeCompute(int step, const v1::Action& action, const std::atomic<bool>& cancelled) override;
   void AfterCompute(int step, const v1::Action& action, int64_t elapsed_ns) override;
   uint64_t Probe(int step) override;
-  uint64_t ExtraMemoryBytes() override;
+  uint64_t ExtraMemoryBytes(int step) override;
 
  private:
   mutable std::mutex mu_;

@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   std::string inject;
   flags.String("inject", &inject,
                "faults to inject, for tests and demos: RULE[,RULE...] with RULE slow:RANK:FACTOR, "
-               "hang:RANK:STEP, corrupt:RANK:STEP or oom:RANK:BYTES (RANK: global rank)");
+               "hang:RANK:STEP, corrupt:RANK:STEP or oom:RANK:BYTES[:STEP] (RANK: global rank)");
   flags.String("data-listen", &data_listen, "address peers send activations to (default 127.0.0.1:0: any free port)");
   flags.String("advertise", &advertise,
                "host name or IP peers dial for the data port, e.g. the pod IP (default: the --data-listen "

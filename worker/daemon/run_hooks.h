@@ -27,7 +27,7 @@ class RunHooks {
   // A PROBE action: runs the numerical probe and returns its checksum.
   virtual uint64_t Probe(int step) = 0;
   // Bytes held besides the backend's (added to the step's reported memory).
-  virtual uint64_t ExtraMemoryBytes() = 0;
+  virtual uint64_t ExtraMemoryBytes(int step) = 0;
 };
 
 }  // namespace pipecoord::worker
