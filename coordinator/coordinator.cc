@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "jobplan/auto_plan.h"
 #include "jobplan/assignment.h"
 #include "jobplan/plan_job.h"
 #include "coordinator/job_record.h"
@@ -159,11 +160,37 @@ Status Coordinator::MakeRoomLocked(size_t keep) {
   return Status::Ok();
 }
 
-Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw) {
+Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, bool dry_run) {
   PIPECOORD_RETURN_IF_ERROR(jobplan::ValidateJobSpec(raw));
-  const v1::JobSpec spec = jobplan::WithDefaults(raw);
-  auto plan = jobplan::PlanJob(spec);  // planning is pure and may take a moment: outside the lock
-  if (!plan.ok()) return plan.status();
+  // Planning is pure and may take a moment: outside the lock ("auto" reads the free workers
+  // under it first).
+  jobplan::AutoPlan planned;
+  const bool is_auto = jobplan::IsAuto(raw);
+  if (is_auto) {
+    jobplan::FreeWorkers free;
+    free.device_kind = raw.device().empty() ? "cpu" : raw.device();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const WorkerRegistry::Capacity cap = workers_.FreeCapacity(free.device_kind);
+      free.count = cap.count;
+      free.memory_bytes = cap.smallest_memory_bytes;
+    }
+    auto a = jobplan::PlanAuto(raw, free);
+    if (!a.ok()) return a.status();
+    planned = std::move(a).value();
+  } else {
+    planned.spec = jobplan::WithDefaults(raw);
+    auto plan = jobplan::PlanJob(planned.spec);
+    if (!plan.ok()) return plan.status();
+    planned.plan = std::move(plan).value();
+  }
+  const v1::JobSpec& spec = planned.spec;
+  v1::SubmitJobResponse response;
+  response.set_predicted_bubble_rate(planned.plan.predicted_bubble_rate());
+  response.set_predicted_makespan(planned.plan.predicted_makespan());
+  *response.mutable_spec() = spec;
+  if (is_auto) *response.mutable_auto_plan() = planned.report;
+  if (dry_run) return response;
 
   std::lock_guard<std::mutex> lock(mu_);
   PIPECOORD_RETURN_IF_ERROR(MakeRoomLocked(std::max<size_t>(options_.max_jobs, 1) - 1));
@@ -172,17 +199,15 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw) {
   std::snprintf(id, sizeof id, "job-%06llu", static_cast<unsigned long long>(ids_.next_job++));
   record->job.set_id(id);
   *record->job.mutable_spec() = spec;
-  *record->job.mutable_plan() = std::move(plan).value();
+  *record->job.mutable_plan() = std::move(planned.plan);
+  if (is_auto) *record->job.mutable_auto_plan() = planned.report;
   record->job.set_state(v1::PENDING);
   record->job.set_failed_rank(-1);
   record->job.set_created_unix_ms(NowNs() / 1'000'000);
   record->ResetAttempt(0);
   record->last_checkpoint.assign(record->world(), -1);
   record->monitor = std::make_unique<health::JobMonitor>(record->job, options_.metrics);
-  v1::SubmitJobResponse response;
   response.set_job_id(id);
-  response.set_predicted_bubble_rate(record->job.plan().predicted_bubble_rate());
-  response.set_predicted_makespan(record->job.plan().predicted_makespan());
   // Stored before it is acknowledged: a client that got an id can always find the job.
   if (Status st = state_.PutNewJob(record->job, ids_); !st.ok()) {
     --ids_.next_job;
@@ -190,7 +215,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw) {
   }
   JobRecord& j = *record;
   jobs_.push_back(std::move(record));
-  RecordEventLocked(j, "submitted: " + spec.schedule() + ", pp " + std::to_string(spec.pp()) +
+  RecordEventLocked(j, "submitted: " + spec.schedule() + (is_auto ? " (chosen by \"auto\")" : "") + ", pp " + std::to_string(spec.pp()) +
                            ", dp " + std::to_string(spec.dp()) + ", waiting for " +
                            std::to_string(j.world()) + " worker(s)");
   TryDispatchLocked();

@@ -68,8 +68,10 @@ class Coordinator {
 
   // --- Jobs (JobService) ---
   // Validates (INVALID_ARGUMENT naming the field), plans, stores PENDING and dispatches if
-  // enough workers are free.
-  Result<v1::SubmitJobResponse> SubmitJob(const v1::JobSpec& spec);
+  // enough workers are free. Schedule "auto" is planned for the workers free now
+  // (jobplan::PlanAuto; FAILED_PRECONDITION when none is or nothing fits them) and stored
+  // resolved, with its report. `dry_run`: plans and answers, stores and starts nothing.
+  Result<v1::SubmitJobResponse> SubmitJob(const v1::JobSpec& spec, bool dry_run = false);
   Result<v1::Job> GetJob(const std::string& job_id) const;  // NOT_FOUND
   std::vector<v1::Job> ListJobs() const;                      // without plans, newest last
   // Cancels a PENDING or RUNNING job (workers are told to stop); a terminal job stays as is.

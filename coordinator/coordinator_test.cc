@@ -7,6 +7,7 @@
 
 #include <thread>
 
+#include "jobplan/auto_plan.h"
 #include "jobplan/plan_job.h"
 #include "jobplan/spec_validation.h"
 #include "jobplan/tiny_spec_for_tests.h"
@@ -539,6 +540,78 @@ TEST(CoordinatorTest, TraceIsValidShapedJson) {
   EXPECT_NE(trace->find("\"traceEvents\""), std::string::npos);
   EXPECT_NE(trace->find("\"name\": \"F mb0 s0\""), std::string::npos);
   EXPECT_NE(trace->find("predicted idle"), std::string::npos);
+}
+
+// Schedule "auto": planned for the free workers, the resolved spec and report stored; a dry run
+// answers the same and stores nothing.
+v1::JobSpec AutoTinySpec() {
+  v1::JobSpec s = jobplan::TinySpec(0, "auto");
+  s.set_microbatches(0);
+  s.set_micro_batch_size(0);
+  s.set_global_batch(8);
+  return s;
+}
+
+TEST(CoordinatorAutoTest, DryRunPlansForTheFreeWorkersAndStoresNothing) {
+  Coordinator c;
+  auto none = c.SubmitJob(AutoTinySpec(), /*dry_run=*/true);
+  EXPECT_EQ(none.status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(none.status().message(),
+            "spec.schedule: \"auto\" plans for the free workers, and no cpu worker is free now (pipectl workers)");
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(c.Register(Worker(7100 + i)).ok());
+  auto dry = c.SubmitJob(AutoTinySpec(), /*dry_run=*/true);
+  ASSERT_TRUE(dry.ok()) << dry.status().ToString();
+  EXPECT_EQ(dry->job_id(), "");
+  EXPECT_TRUE(c.ListJobs().empty());
+  // What jobplan::PlanAuto chooses for 4 free workers (auto_plan_test pins it), resolved.
+  auto expected = jobplan::PlanAuto(AutoTinySpec(), {4, 0, "cpu"});
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(dry->spec().SerializeAsString(), expected->spec.SerializeAsString());
+  EXPECT_EQ(dry->auto_plan().SerializeAsString(), expected->report.SerializeAsString());
+  EXPECT_EQ(dry->spec().schedule(), "zbh1");
+  EXPECT_EQ(dry->spec().pp(), 4);
+  EXPECT_DOUBLE_EQ(dry->predicted_bubble_rate(), expected->plan.predicted_bubble_rate());
+  EXPECT_EQ(dry->auto_plan().workers(), 4);
+  // A dry run of a fixed schedule answers its plan too, and stores nothing either.
+  auto fixed = c.SubmitJob(jobplan::TinySpec(), /*dry_run=*/true);
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->spec().dp(), 1);  // defaults applied
+  EXPECT_FALSE(fixed->has_auto_plan());
+  EXPECT_TRUE(c.ListJobs().empty());
+
+  // For real: stored resolved, with the report, and dispatched to the 4 workers.
+  auto job = c.SubmitJob(AutoTinySpec());
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->job_id(), "job-000001");
+  auto stored = c.GetJob(job->job_id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->spec().schedule(), "zbh1");
+  EXPECT_EQ(stored->auto_plan().SerializeAsString(), dry->auto_plan().SerializeAsString());
+  EXPECT_EQ(stored->plan().memory_budget_bytes_size(), 4);
+  EXPECT_EQ(stored->state(), v1::RUNNING);
+  EXPECT_EQ(stored->events(0).message(), "submitted: zbh1 (chosen by \"auto\"), pp 4, dp 1, waiting for 4 worker(s)");
+}
+
+TEST(CoordinatorAutoTest, NothingFitsTheWorkersMemory) {
+  Coordinator c;
+  v1::RegisterRequest w = Worker(7200);
+  w.set_device_memory_bytes(300 << 10);
+  ASSERT_TRUE(c.Register(w).ok());
+  auto r = c.SubmitJob(AutoTinySpec());
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(r.status().message(),
+            "spec.schedule: \"auto\" found no strategy that fits in memory: rank 0 needs 1.2 MiB, workers report "
+            "300.0 KiB (the leanest of 4 strategies for 1 cpu worker(s): 1f1b, pp 1, vpp 1, dp 1, 8 micro-batches of 1)");
+  // 1.2 MiB: the plan's budget of that strategy, 1223488 bytes (1f1b on one rank, 8 x 1 sample).
+  v1::JobSpec leanest = jobplan::TinySpec(1, "1f1b");
+  leanest.set_microbatches(8);
+  leanest.set_micro_batch_size(1);
+  EXPECT_EQ(jobplan::PlanJob(jobplan::WithDefaults(leanest))->memory_budget_bytes(0), 1223488u);
+  EXPECT_TRUE(c.ListJobs().empty());
+  // Bad input is still INVALID_ARGUMENT, before any planning.
+  v1::JobSpec bad = AutoTinySpec();
+  bad.set_global_batch(0);
+  EXPECT_EQ(c.SubmitJob(bad, true).status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace

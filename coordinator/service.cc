@@ -33,7 +33,7 @@ grpc::Status ToGrpc(const Status& s) {
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req, v1::SubmitJobResponse* out) {
   if (Status st = OrOpen(auth_).CheckMutatingJobCall(CallCredentialsOf(*ctx), "SubmitJob"); !st.ok()) return ToGrpc(st);
-  auto r = c_->SubmitJob(req->spec());
+  auto r = c_->SubmitJob(req->spec(), req->dry_run());
   if (r.ok()) *out = *r;
   return ToGrpc(r.status());
 }

@@ -80,6 +80,16 @@ std::vector<RegisteredWorker*> WorkerRegistry::Available(const std::string& devi
   return out;
 }
 
+WorkerRegistry::Capacity WorkerRegistry::FreeCapacity(const std::string& device_kind) const {
+  Capacity c;
+  for (const RegisteredWorker* w : Available(device_kind)) {
+    ++c.count;
+    const uint64_t m = w->info.device_memory_bytes();
+    if (m > 0 && (c.smallest_memory_bytes == 0 || m < c.smallest_memory_bytes)) c.smallest_memory_bytes = m;
+  }
+  return c;
+}
+
 void WorkerRegistry::Assign(RegisteredWorker& w, const std::string& job_id, int g, int pp, uint64_t session) {
   w.info.set_job_id(job_id);
   w.info.set_rank(g % pp);

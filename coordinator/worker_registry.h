@@ -71,6 +71,13 @@ class WorkerRegistry {
   // --- Holding jobs ---
   // Free workers of the device kind that are not suspect, in id order.
   std::vector<RegisteredWorker*> Available(const std::string& device_kind) const;
+  // What Available(device_kind) offers a schedule "auto" job: how many, and the smallest device
+  // memory among those that reported one (0: none did).
+  struct Capacity {
+    int count = 0;
+    uint64_t smallest_memory_bytes = 0;
+  };
+  Capacity FreeCapacity(const std::string& device_kind) const;
   // The worker holds global rank `global_rank` of the job's attempt `session` (pp ranks per
   // pipeline).
   void Assign(RegisteredWorker& worker, const std::string& job_id, int global_rank, int pp, uint64_t session);

@@ -126,5 +126,27 @@ TEST(WorkerRegistryTest, ASuspectGetsNoWorkUntilItHeartbeats) {
   EXPECT_EQ(Ids(reg.Available("cpu")), std::vector<std::string>{"a"});
 }
 
+TEST(WorkerRegistryTest, FreeCapacityCountsFreeWorkersAndTheSmallestReportedMemory) {
+  WorkerRegistry reg(milliseconds(100));
+  EXPECT_EQ(reg.FreeCapacity("cpu").count, 0);
+  RegisteredWorker& a = reg.Add("a", Request(), Clock::now());  // 1 MiB
+  v1::RegisterRequest small = Request(), silent = Request();
+  small.set_device_memory_bytes(4096);
+  silent.set_device_memory_bytes(0);  // reported none: not the smallest
+  reg.Add("b", silent, Clock::now());
+  EXPECT_EQ(reg.FreeCapacity("cpu").count, 2);
+  EXPECT_EQ(reg.FreeCapacity("cpu").smallest_memory_bytes, 1u << 20);
+  RegisteredWorker& c = reg.Add("c", small, Clock::now());
+  reg.Add("gpu", Request("cuda"), Clock::now());
+  EXPECT_EQ(reg.FreeCapacity("cpu").count, 3);
+  EXPECT_EQ(reg.FreeCapacity("cpu").smallest_memory_bytes, 4096u);
+  reg.Assign(c, "job-1", 0, 1, 1);  // busy: not free capacity
+  reg.MarkSuspect("a");
+  EXPECT_EQ(reg.FreeCapacity("cpu").count, 1);
+  EXPECT_EQ(reg.FreeCapacity("cpu").smallest_memory_bytes, 0u);
+  (void)a;
+  EXPECT_EQ(reg.FreeCapacity("cuda").count, 1);
+}
+
 }  // namespace
 }  // namespace pipecoord::coordinator
