@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "cli/auto_plan_text.h"
 #include "cli/cli_io.h"
 #include "cli/job_client.h"
 #include "cli/json_keys.h"
@@ -102,14 +103,35 @@ int Watch(Connection conn, const std::string& job, const char* verb, bool json) 
   return last == v1::SUCCEEDED ? kExitOk : kExitFailed;
 }
 
+// The answer to a dry run: the spec as it would run and, for schedule "auto", why.
+int ReportDryRun(const v1::SubmitJobResponse& resp, const std::string& format) {
+  if (format == "json") {
+    std::printf("%s", ToJson(resp).c_str());
+    return kExitOk;
+  }
+  const v1::JobSpec& s = resp.spec();
+  std::printf("dry run: nothing submitted\n");
+  if (resp.has_auto_plan()) {
+    std::printf("%s", AutoPlanText(resp.auto_plan()).c_str());
+  } else {
+    std::printf("schedule  %s, pp %d, vpp %d, dp %d, %d micro-batches of %d\n", s.schedule().c_str(), s.pp(), s.vpp(),
+                s.dp(), s.microbatches(), s.micro_batch_size());
+  }
+  std::printf("predicted bubble rate %.4f, makespan %.4g cost units\n", resp.predicted_bubble_rate(),
+              resp.predicted_makespan());
+  return kExitOk;
+}
+
 // Submits `spec` and prints the new job's id as `format` says; follows it with `watch`.
 int SubmitAndReport(Connection& conn, const v1::JobSpec& spec, const std::string& format, bool watch,
-                    const char* verb, const std::string& note = "") {
+                    const char* verb, const std::string& note = "", bool dry_run = false) {
   v1::SubmitJobRequest req;
   *req.mutable_spec() = spec;
+  req.set_dry_run(dry_run);
   v1::SubmitJobResponse resp;
   Status st = CallJobService(conn, 60, &v1::JobService::Stub::SubmitJob, req, &resp);
   if (!st.ok()) return Fail(verb, st);
+  if (dry_run) return ReportDryRun(resp, format);
   if (format == "json") {
     std::printf("%s", ToJson(resp, !watch).c_str());
     if (watch) std::printf("\n");
@@ -126,17 +148,22 @@ int SubmitAndReport(Connection& conn, const v1::JobSpec& spec, const std::string
 int RunSubmit(int argc, char** argv) {
   Connection conn;
   std::string format = "text";
-  bool watch = false;
-  FlagSet flags("pipectl submit JOB.json [--watch] [--coordinator HOST:PORT] [--tls-ca FILE] [--token TOKEN] "
-                "[--format text|json]",
+  bool watch = false, dry_run = false;
+  FlagSet flags("pipectl submit JOB.json [--watch | --dry-run] [--coordinator HOST:PORT] [--tls-ca FILE] "
+                "[--token TOKEN] [--format text|json]",
                 "Submits a job: JOB.json is a JobSpec in protobuf's JSON mapping (see docs/usage.md "
                 "and examples/); a key given twice in one object is refused. Prints the job id and "
-                "the plan's predicted bubble rate.");
+                "the plan's predicted bubble rate. With schedule \"auto\" the coordinator chooses the "
+                "strategy for the workers free now.");
   AddConnectionFlags(flags, &conn);
   flags.Bool("watch", &watch, "follow the job until it ends, a line per step (json: a JobUpdate per line)");
+  flags.Bool("dry-run", &dry_run,
+             "plan only: print the spec as it would run (for schedule \"auto\": the chosen strategy, the next "
+             "best and what was pruned); nothing is stored or started");
   flags.Format(&format, {"text", "json"}, kTextOrJson);
   std::string file;
   if (int rc = Parse(flags, argc, argv, "submit", &file, true); rc >= 0) return rc;
+  if (watch && dry_run) return Fail("submit", InvalidArgument("--watch: a dry run starts no job to follow"));
   auto text = ReadInputFile("JOB.json", file, 16 << 20);
   if (!text.ok()) return Fail("submit", text.status());
   // protobuf's parser lets the last of two equal keys win; a spec must say each field once.
@@ -145,7 +172,7 @@ int RunSubmit(int argc, char** argv) {
   v1::JobSpec spec;
   auto parsed = google::protobuf::util::JsonStringToMessage(*text, &spec);
   if (!parsed.ok()) return Fail("submit", InvalidArgument(file + ": not a JobSpec: " + std::string(parsed.message())));
-  return SubmitAndReport(conn, spec, format, watch, "submit");
+  return SubmitAndReport(conn, spec, format, watch, "submit", "", dry_run);
 }
 
 int RunResubmit(int argc, char** argv) {
@@ -218,6 +245,7 @@ int RunStatus(int argc, char** argv) {
   }
   std::printf("schedule  %s, pp %d, vpp %d, dp %d, %d micro-batches of %d\n", j.spec().schedule().c_str(),
               j.spec().pp(), j.spec().vpp(), j.spec().dp(), j.spec().microbatches(), j.spec().micro_batch_size());
+  if (j.has_auto_plan()) std::printf("%s", AutoPlanText(j.auto_plan()).c_str());
   std::printf("steps     %d of %d\npredicted bubble rate %.4f\n", j.steps_done(), j.spec().steps(),
               j.plan().predicted_bubble_rate());
   if (j.spec().max_restarts() > 0 || j.spec().checkpoint_every() > 0) {

@@ -212,4 +212,13 @@ grep -q "may come before the verb" "$TMP/top_help_before.out" || fail "pipectl -
 expect_ok resubmit_help resubmit --help
 grep -qE -- "^ *--watch " "$TMP/resubmit_help.out" || fail "resubmit --help does not explain --watch"
 
+# --- submit --dry-run: plans and prints, stores nothing (tests/e2e_auto_test.sh runs it live) ---
+expect_ok submit_help submit --help
+grep -qE -- "^ *--dry-run +plan only: print the spec as it would run" "$TMP/submit_help.out" ||
+  fail "submit --help does not explain --dry-run: $(cat "$TMP/submit_help.out")"
+grep -q 'schedule "auto"' "$TMP/submit_help.out" || fail "submit --help does not mention schedule \"auto\""
+printf '{"schedule": "auto", "globalBatch": 8}' >"$TMP/auto.json"
+expect_error dry_run_watch 2 "pipectl submit: --watch: a dry run starts no job to follow" \
+  submit "$TMP/auto.json" --dry-run --watch
+
 finish_tests "pipectl"
