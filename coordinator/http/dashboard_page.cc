@@ -250,13 +250,20 @@ function lineChart(svg, xs, unit, scale, series, levels, opts) {
   }
   for (const v of levels) legend.push({name: v.name, color: v.color, dashed: true});
   let lx = left + 4;
-  for (const e of legend) {
+  for (const [i, e] of legend.entries()) {
+    const width = 32 + 6.4 * e.name.length;
+    if (lx + width > W - right && i < legend.length - 1) {  // no room: count the rest
+      const more = svgEl('text', {x: lx, y: 20});
+      more.textContent = '+' + (legend.length - i) + ' more';
+      svg.appendChild(more);
+      break;
+    }
     svg.appendChild(svgEl('line', {x1: lx, x2: lx + 16, y1: 16, y2: 16, stroke: e.color, 'stroke-width': 2,
                                    'stroke-dasharray': e.dashed ? '4,3' : 'none'}));
     const t = svgEl('text', {x: lx + 20, y: 20});
     t.textContent = e.name;
     svg.appendChild(t);
-    lx += 32 + 6.4 * e.name.length;
+    lx += width;
   }
 }
 
@@ -355,12 +362,23 @@ function showJob(job) {
   }
 }
 
+// The job's JSON holds every step record: a long job's is megabytes, so it is fetched less often
+// as it grows (every second up to 2 MB, then a second more per 2 MB, at most every 15 s).
+let shown = null, shownAt = 0, detailEveryMs = 1000;
 async function refresh() {
   try {
     const [jobs, workers] = await Promise.all([get('/api/jobs'), get('/api/workers')]);
     showJobs(jobs);
     showWorkers(workers);
-    if (selected !== null) showJob(await get('/api/job?id=' + encodeURIComponent(selected)));
+    if (selected !== null && (selected !== shown || Date.now() - shownAt >= detailEveryMs - 100)) {
+      const r = await fetch('/api/job?id=' + encodeURIComponent(selected), {cache: 'no-store'});
+      if (!r.ok) throw new Error('/api/job: HTTP ' + r.status);
+      const text = await r.text();
+      showJob(JSON.parse(text));
+      shown = selected;
+      shownAt = Date.now();
+      detailEveryMs = 1000 * Math.min(15, Math.max(1, Math.ceil(text.length / 2e6)));
+    }
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
   } catch (err) {
     document.getElementById('updated').textContent = 'error: ' + err.message;
