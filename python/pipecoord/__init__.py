@@ -19,6 +19,7 @@ examples put their output folder on sys.path (see python/examples/).
 from pipecoord.client import (
     TERMINAL_STATES,
     Client,
+    DryRun,
     EventUpdate,
     FailedPrecondition,
     InvalidArgument,
@@ -40,6 +41,7 @@ from pipecoord.client import (
 __all__ = [
     "TERMINAL_STATES",
     "Client",
+    "DryRun",
     "EventUpdate",
     "FailedPrecondition",
     "InvalidArgument",

@@ -150,10 +150,36 @@ class Job:
         return cls(id=job.id, state=state_name(job.state), steps_done=job.steps_done,
                    failure_cause=job.failure_cause, failed_rank=_rank_or_none(failed), proto=job)
 
+    @property
+    def auto_plan(self):
+        """Why a schedule "auto" job runs the strategy it runs (job_pb2.AutoPlanReport: chosen,
+        next_best, candidates, feasible, pruned_for_memory, pruned, ...); None for any other job.
+        job.spec holds the strategy as it runs."""
+        return self.proto.auto_plan if self.proto.HasField("auto_plan") else None
+
     def __getattr__(self, name):
         if name.startswith("_") or name == "proto":
             raise AttributeError(name)
         return getattr(self.proto, name)
+
+
+@dataclasses.dataclass(frozen=True)
+class DryRun:
+    """What submit(spec, dry_run=True) answers: the job as it would run, nothing stored or started.
+    spec: the JobSpec with defaults applied and schedule "auto" resolved; auto_plan: the
+    AutoPlanReport for schedule "auto" (None otherwise); the plan's predicted bubble rate and
+    makespan (cost units); .proto is the SubmitJobResponse."""
+    spec: job_pb2.JobSpec
+    auto_plan: Optional[job_pb2.AutoPlanReport]
+    predicted_bubble_rate: float
+    predicted_makespan: float
+    proto: job_pb2.SubmitJobResponse = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def from_proto(cls, response):
+        return cls(spec=response.spec, auto_plan=response.auto_plan if response.HasField("auto_plan") else None,
+                   predicted_bubble_rate=response.predicted_bubble_rate,
+                   predicted_makespan=response.predicted_makespan, proto=response)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -433,13 +459,18 @@ class Client:
         except grpc.RpcError as e:
             raise _from_rpc_error(e) from None
 
-    def submit(self, spec):
+    def submit(self, spec, dry_run=False):
         """Submits a job; returns its id. spec: a JobSpec message, a dict in protobuf's JSON
-        mapping, JSON text, or a JSON file's path (load_spec). Raises InvalidArgument naming the
-        field for a bad spec, Unauthenticated without the coordinator's token (when it has one),
-        ResourceExhausted over the message size or job limit."""
-        request = job_pb2.SubmitJobRequest(spec=load_spec(spec))
-        return self._call(self._stub.SubmitJob, request).job_id
+        mapping, JSON text, or a JSON file's path (load_spec). With schedule "auto" the coordinator
+        chooses the strategy for the workers free now (Job.auto_plan says why). dry_run=True plans
+        only and returns a DryRun (the spec as it would run and, for "auto", the report); nothing
+        is stored or started. Raises InvalidArgument naming the field for a bad spec,
+        FailedPrecondition when "auto" finds no free worker or nothing that fits their memory,
+        Unauthenticated without the coordinator's token (when it has one), ResourceExhausted over
+        the message size or job limit."""
+        request = job_pb2.SubmitJobRequest(spec=load_spec(spec), dry_run=dry_run)
+        response = self._call(self._stub.SubmitJob, request)
+        return DryRun.from_proto(response) if dry_run else response.job_id
 
     def get(self, job_id):
         """The Job (NotFound for an unknown id)."""
