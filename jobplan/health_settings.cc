@@ -33,6 +33,7 @@ HealthSettings ResolveHealth(const v1::HealthConfig& c) {
   if (c.memory_device_fraction() > 0) s.memory_device_fraction = c.memory_device_fraction();
   s.probes = s.enabled && !c.probes_off();
   if (c.probe_size() > 0) s.probe_size = c.probe_size();
+  if (c.calibration_steps() > 0) s.calibration_steps = c.calibration_steps();
   return s;
 }
 
@@ -48,6 +49,7 @@ Status ValidateHealthConfig(const v1::HealthConfig& c) {
   PIPECOORD_RETURN_IF_ERROR(InRange("hangStartupS", c.hang_startup_s(), 0, 86400));
   PIPECOORD_RETURN_IF_ERROR(InRange("memoryDeviceFraction", c.memory_device_fraction(), 0, 1));
   PIPECOORD_RETURN_IF_ERROR(InRange("probeSize", c.probe_size(), 0, 1024));
+  PIPECOORD_RETURN_IF_ERROR(InRange("calibrationSteps", c.calibration_steps(), 0, 10000));
   return Status::Ok();
 }
 

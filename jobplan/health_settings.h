@@ -21,6 +21,8 @@ struct HealthSettings {
   double memory_device_fraction = 0.95;
   bool probes = true;
   int probe_size = 32;
+  // Steps measured (after the warm-up ones) before the predictions are calibrated on them.
+  int calibration_steps = 3;
 };
 
 // Unset (0 / false) fields take the defaults above.

@@ -13,6 +13,7 @@ TEST(HealthSettings, UnsetFieldsTakeTheDefaults) {
   EXPECT_EQ(s.straggler_window, 20);
   EXPECT_EQ(s.hang_floor_s, 10);
   EXPECT_EQ(s.probe_size, 32);
+  EXPECT_EQ(s.calibration_steps, 3);
   v1::HealthConfig c;
   c.set_straggler_threshold(0.5);
   c.set_probes_off(true);
@@ -32,6 +33,11 @@ TEST(HealthSettings, ErrorsNameTheFieldAndTheRule) {
   c = {};
   c.set_probe_size(4096);
   EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.probeSize: must be in [0, 1024], got 4096");
+  c = {};
+  c.set_calibration_steps(-2);
+  EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.calibrationSteps: must be in [0, 10000], got -2");
+  c.set_calibration_steps(5);
+  EXPECT_EQ(ResolveHealth(c).calibration_steps, 5);
   EXPECT_TRUE(ValidateHealthConfig(v1::HealthConfig()).ok());
 }
 

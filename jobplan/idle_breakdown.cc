@@ -1,0 +1,175 @@
+#include "jobplan/idle_breakdown.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <optional>
+
+#include "proto/op_kinds.h"
+
+namespace pipecoord::jobplan {
+namespace {
+
+// One rank's compute actions this step: measured and predicted windows before each.
+struct Windows {
+  std::vector<int> index;       // list position of each compute action
+  std::vector<double> excess;   // measured idle before it - the calibrated prediction, s
+};
+
+// Finds who made global rank g late: follows waits that exceeded the prediction to their root.
+class CauseFinder {
+ public:
+  CauseFinder(const CalibratedJob& job, int pp, const StepActions& step, double min_s)
+      : job_(job), pp_(pp), step_(step), min_s_(min_s), windows_(step.size()) {
+    step_start_ = INT64_MAX;
+    step_end_ = INT64_MIN;
+    for (const auto& list : step) {
+      for (const v1::ActionTiming& t : list) {
+        step_start_ = std::min(step_start_, t.start_ns());
+        step_end_ = std::max(step_end_, t.end_ns());
+      }
+    }
+    for (size_t g = 0; g < step.size(); ++g) {
+      const int r = static_cast<int>(g) % pp;
+      const auto& timing = job.calibrated.timing[r];
+      Windows& w = windows_[g];
+      int prev = -1;
+      for (size_t i = 0; i < step[g].size(); ++i) {
+        const v1::Action& a = step[g][i].action();
+        if (!v1::IsCompute(a.op())) continue;
+        const double measured =
+            (step[g][i].start_ns() - (prev < 0 ? step_start_ : step[g][prev].end_ns())) * 1e-9;
+        const double predicted = timing[i].start - (prev < 0 ? 0.0 : timing[prev].end);
+        w.index.push_back(static_cast<int>(i));
+        w.excess.push_back(measured - predicted);
+        where_[Key(static_cast<int>(g) / pp, a)] = {static_cast<int>(g), static_cast<int>(w.index.size()) - 1};
+        prev = static_cast<int>(i);
+      }
+    }
+  }
+
+  // The pipeline rank whose lateness made global rank g idle longer than predicted.
+  int Cause(int g) const {
+    // The step ending later than predicted shows as trailing idle: then it is whoever ended it.
+    const Windows& w = windows_[g];
+    const int r = g % pp_;
+    double trailing_excess = 0;
+    if (!w.index.empty()) {
+      const double measured = (step_end_ - step_[g][w.index.back()].end_ns()) * 1e-9;
+      const double predicted = job_.calibrated.makespan - job_.calibrated.timing[r][w.index.back()].end;
+      trailing_excess = measured - predicted;
+    }
+    int k = Worst(g);
+    if (trailing_excess > min_s_ && (k < 0 || trailing_excess > w.excess[k])) {
+      g = Last();
+      k = Worst(g);
+    }
+    // Follow the waits: each hop is a producer action that was itself late waiting for its input.
+    for (size_t hops = 0; k >= 0 && hops < 4 * step_.size(); ++hops) {
+      const v1::ActionTiming& t = step_[g][windows_[g].index[k]];
+      const auto producer = Producer(g / pp_, t.action());
+      if (!producer) break;
+      g = producer->first;
+      k = producer->second;
+      if (windows_[g].excess[k] <= min_s_ || step_[g][windows_[g].index[k]].wait_peer() < 0) {
+        k = -1;  // on time at its own input: it was late by itself
+      }
+    }
+    return g % pp_;
+  }
+
+ private:
+  static long Key(int dp, const v1::Action& a) {
+    const int kind = a.op() == v1::F ? 0 : a.op() == v1::W ? 2 : 1;  // B and BW both give the input gradient
+    return ((static_cast<long>(dp) * 3 + kind) * (1 << 20) + a.stage()) * (1 << 20) + a.microbatch();
+  }
+  // The compute slot of global rank g whose wait for a peer exceeded the prediction the most.
+  int Worst(int g) const {
+    const Windows& w = windows_[g];
+    int best = -1;
+    for (size_t k = 0; k < w.index.size(); ++k) {
+      if (step_[g][w.index[k]].wait_peer() < 0 || w.excess[k] <= min_s_) continue;
+      if (best < 0 || w.excess[k] > w.excess[best]) best = static_cast<int>(k);
+    }
+    return best;
+  }
+  // The global rank whose last action ended the step.
+  int Last() const {
+    int last = 0;
+    int64_t end = INT64_MIN;
+    for (size_t g = 0; g < step_.size(); ++g) {
+      if (!step_[g].empty() && step_[g].back().end_ns() > end) {
+        end = step_[g].back().end_ns();
+        last = static_cast<int>(g);
+      }
+    }
+    return last;
+  }
+  std::optional<std::pair<int, int>> Producer(int dp, const v1::Action& a) const {
+    v1::Action p;
+    p.set_microbatch(a.microbatch());
+    if (a.op() == v1::F) {
+      p.set_op(v1::F);
+      p.set_stage(a.stage() - 1);
+    } else {
+      p.set_op(v1::B);
+      p.set_stage(a.stage() + 1);
+    }
+    auto it = where_.find(Key(dp, p));
+    if (it == where_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  const CalibratedJob& job_;
+  int pp_;
+  const StepActions& step_;
+  double min_s_;
+  std::vector<Windows> windows_;
+  std::map<long, std::pair<int, int>> where_;  // (dp, kind, stage, mb) -> (global rank, compute slot)
+  int64_t step_start_, step_end_;
+};
+
+}  // namespace
+
+IdleBreakdown SplitIdle(const CalibratedJob& job, int pp, const StepActions& step, double step_time_s,
+                        double min_variation_s) {
+  IdleBreakdown out;
+  const CauseFinder causes(job, pp, step, min_variation_s);
+  std::map<int, int> cause_count;
+  v1::IdleSplit& total = out.total;
+  for (size_t g = 0; g < step.size(); ++g) {
+    const int r = static_cast<int>(g) % pp;
+    double busy = 0;
+    for (const v1::ActionTiming& t : step[g]) {
+      if (v1::IsCompute(t.action().op())) busy += (t.end_ns() - t.start_ns()) * 1e-9;
+    }
+    v1::RankIdle& ri = out.ranks.emplace_back();
+    ri.set_rank(r);
+    ri.set_dp_rank(static_cast<int>(g) / pp);
+    ri.set_idle_s(step_time_s - busy);
+    v1::IdleSplit* s = ri.mutable_split();
+    const double equal = SimIdle(job.equal, r), stages = SimIdle(job.stages, r), calibrated = SimIdle(job.calibrated, r);
+    s->set_inherent_s(equal);
+    s->set_imbalance_s(stages - equal);
+    s->set_comm_s(calibrated - stages);
+    s->set_variation_s(ri.idle_s() - calibrated);
+    s->set_cause_rank(s->variation_s() > min_variation_s ? causes.Cause(static_cast<int>(g)) : -1);
+    if (s->cause_rank() >= 0) ++cause_count[s->cause_rank()];
+    total.set_inherent_s(total.inherent_s() + s->inherent_s());
+    total.set_imbalance_s(total.imbalance_s() + s->imbalance_s());
+    total.set_comm_s(total.comm_s() + s->comm_s());
+    total.set_variation_s(total.variation_s() + s->variation_s());
+  }
+  int best = -1, best_count = 0;
+  for (const auto& [rank, n] : cause_count) {
+    if (n > best_count) {
+      best = rank;
+      best_count = n;
+    }
+  }
+  total.set_cause_rank(best);
+  return out;
+}
+
+}  // namespace pipecoord::jobplan
