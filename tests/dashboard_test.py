@@ -108,9 +108,8 @@ try:
 
     # The curves against what the job reported, once it stops growing.
     subprocess.run([pipectl, "cancel", job], check=True, capture_output=True)
+    # A cancelled job takes no more telemetry: its steps are final.
     j = wait_for("the job cancelled", lambda: (lambda s: s if s.get("state") == "CANCELLED" else None)(job_status()))
-    time.sleep(0.5)
-    j = job_status()
     steps, plan = j["steps"], j["plan"]
     n, pp, dp = len(steps), j["spec"]["pp"], j["spec"].get("dp", 1)
     assert n > 10, n
@@ -165,18 +164,36 @@ try:
         print("rebalance:", box.text)
     else:
         assert not box.is_displayed(), box.text
-    # The page's own rendering of a proposal, fed the job's JSON with one added (the next poll
-    # redraws the real state).
+    # The page's own rendering of what the coordinator fills once a job is calibrated, fed the
+    # job's JSON with a proposal, a calibration, predictions from step 3 on and idle splits from
+    # step 2 on added (the next poll redraws the real state).
     shown = driver.execute_async_script("""
         const done = arguments[arguments.length - 1];
         fetch('/api/job?id=' + encodeURIComponent(arguments[0])).then(r => r.json()).then(job => {
           job.rebalance = {current_stage_layers: [5, 3], stage_layers: [4, 4], schedule: '1f1b', current_step_s: 0.5,
                            proposed_step_s: 0.4, gain: 0.2, reason: '<b>rank 0</b> is slow'};
+          job.calibration = {steps_measured: 3, predicted_step_s: 0.25, predicted_bubble_rate: 0.125, plan_step_s: 0.5};
+          const s = job.series;
+          s.predicted_step_s = s.step.map((_, i) => i >= 3 ? 0.25 : null);
+          s.predicted_bubble = s.step.map((_, i) => i >= 3 ? 0.125 : null);
+          for (const k of ['inherent_s', 'imbalance_s', 'variation_s', 'comm_s']) s.idle[k] = s.step.map((_, i) => i >= 2 ? -0.001 : null);
+          s.idle.cause_rank = s.step.map(() => 1);
           showJob(job);
           const box = document.getElementById('rebalance');
-          done([box.hidden, box.textContent, box.querySelectorAll('b').length]);
+          const count = (chart, name) => Number(document.querySelector(
+              '#' + chart + ' polyline.series[data-series="' + name + '"]').getAttribute('data-points'));
+          done([box.hidden, box.textContent, box.querySelectorAll('b').length, s.step.length,
+                count('chart-step-time', 'predicted (calibrated)'), count('chart-bubble', 'predicted (calibrated)'),
+                count('chart-idle', 'variation'),
+                document.querySelector('#chart-step-time polyline.level').getAttribute('data-value'),
+                document.getElementById('note-idle').textContent, document.getElementById('calibration').textContent]);
         });""", job)
+    m = shown[3]
     assert shown == [False, "Rebalance suggestion layers per rank 5,3 \u2192 4,4 (1f1b): predicted step 500.00 ms "
-                     "\u2192 400.00 ms, gain 20.0%. <b>rank 0</b> is slow", 0], shown
+                     "\u2192 400.00 ms, gain 20.0%. <b>rank 0</b> is slow", 0, m, m - 3, m - 3, m - 2, "0.5",
+                     "last step: variation waits caused by rank 1",
+                     "Calibrated on 3 measured steps: predicted step 250.00 ms, bubble 0.125 (plan 500.00 ms, "
+                     f"{plan.get('predictedBubbleRate', 0):.3f})"], shown
+    print("calibrated rendering (fed):", shown[9])
 finally:
     driver.quit()
