@@ -496,13 +496,30 @@ void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {
   if (j.NoteCheckpoint(g, step)) state_.PutCheckpointedSteps(j.job.id(), j.job.checkpointed_steps());
 }
 
-void Coordinator::StepMeasuredLocked(JobRecord& j, const v1::StepRecord& rec) {
+void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const jobplan::StepActions& actions) {
+  if (j.monitor->OnStepMeasured(&rec, actions)) {
+    // Calibrated: the job keeps the calibration (and a rebalance proposal with a gain).
+    *j.job.mutable_calibration() = *j.monitor->calibration();
+    if (j.monitor->rebalance()) {
+      *j.job.mutable_rebalance() = *j.monitor->rebalance();
+    } else {
+      j.job.clear_rebalance();
+    }
+    state_.PutJob(j.job, ids_);
+    const v1::Calibration& c = j.job.calibration();
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "calibrated on %d measured step(s): predicted step %.4f s (plan %.4f s), bubble rate %.4f (plan %.4f)",
+                  c.steps_measured(), c.predicted_step_s(), c.plan_step_s(), c.predicted_bubble_rate(),
+                  j.job.plan().predicted_bubble_rate());
+    RecordEventLocked(j, text);
+  }
   *j.job.add_steps() = rec;
   j.job.set_steps_done(j.job.steps_done() + 1);
   state_.AppendStep(j.job.id(), rec);
   PublishLocked(j, j.StepUpdate(rec));
   if (options_.metrics != nullptr) {
-    options_.metrics->Step(j.job.id(), rec.step_time_s(), rec.measured_bubble_rate(), j.job.plan().predicted_bubble_rate());
+    options_.metrics->Step(j.job.id(), rec.step_time_s(), rec.measured_bubble_rate(), rec.predicted_bubble_rate());
   }
   for (v1::HealthEvent& e : j.monitor->OnStepDone(rec)) RecordHealthEventLocked(j, std::move(e));
 }
@@ -529,12 +546,16 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   j->order.Accept(g, b);
   actions_ingested_ += b.actions_size();
   for (const v1::ActionTiming& t : b.actions()) j->KeepAction(t, g, options_.trace_actions_per_job);
-  const std::vector<v1::StepRecord> measured = j->measuring.Add(g, b);
+  std::vector<jobplan::StepActions> measured_actions;
+  const std::vector<v1::StepRecord> measured = j->measuring.Add(g, b, &measured_actions);
   for (v1::HealthEvent& e : j->monitor->OnBatch(g, b, NowNs())) RecordHealthEventLocked(*j, std::move(e));
   size_t next = 0;  // measured[] follows the batch's summaries
   for (const v1::StepSummary& s : b.steps()) {
     for (int c : s.checkpointed_steps()) NoteCheckpointLocked(*j, g, c);
-    if (next < measured.size() && measured[next].step() == s.step()) StepMeasuredLocked(*j, measured[next++]);
+    if (next < measured.size() && measured[next].step() == s.step()) {
+      StepMeasuredLocked(*j, measured[next], measured_actions[next]);
+      ++next;
+    }
   }
   ack->set_actions_accepted(ack->actions_accepted() + b.actions_size());
   ack->set_steps_accepted(ack->steps_accepted() + b.steps_size());

@@ -23,6 +23,7 @@
 #include "coordinator/state_store.h"
 #include "coordinator/state_writer.h"
 #include "coordinator/worker_registry.h"
+#include "jobplan/calibration.h"
 #include "coordinator/health/metrics_sink.h"
 #include "proto/job.pb.h"
 #include "proto/telemetry.pb.h"
@@ -142,7 +143,8 @@ class Coordinator {
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);
   void NoteCheckpointLocked(JobRecord& job, int global_rank, int step);
   // Records a step every rank has reported: stored, streamed, exported and checked.
-  void StepMeasuredLocked(JobRecord& job, const v1::StepRecord& record);
+  // `actions`: each global rank's actions of the step (the calibration and the idle split).
+  void StepMeasuredLocked(JobRecord& job, v1::StepRecord record, const jobplan::StepActions& actions);
   // Drops the oldest finished jobs until at most `keep` are stored; RESOURCE_EXHAUSTED when the
   // rest are all live.
   Status MakeRoomLocked(size_t keep);

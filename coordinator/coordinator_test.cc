@@ -8,7 +8,9 @@
 #include <thread>
 
 #include "jobplan/auto_plan.h"
+#include "jobplan/measured_step_for_tests.h"
 #include "jobplan/plan_job.h"
+#include "jobplan/rebalance.h"
 #include "jobplan/spec_validation.h"
 #include "jobplan/tiny_spec_for_tests.h"
 
@@ -612,6 +614,133 @@ TEST(CoordinatorAutoTest, NothingFitsTheWorkersMemory) {
   v1::JobSpec bad = AutoTinySpec();
   bad.set_global_batch(0);
   EXPECT_EQ(c.SubmitJob(bad, true).status().code(), Code::kInvalidArgument);
+}
+
+// --- Calibration, the idle split and rebalance (issue 14 sections 4 and 5), from telemetry that
+// simulating the plan's lists with known per-layer costs produces (deterministic).
+
+struct SimulatedRun {
+  Coordinator c;
+  std::string job;
+  std::vector<std::string> workers;
+  v1::JobSpec spec;
+  v1::Plan plan;
+  explicit SimulatedRun(const v1::JobSpec& raw) {
+    job = c.SubmitJob(raw)->job_id();
+    const int world = raw.pp() * std::max(1, raw.dp());
+    for (int g = 0; g < world; ++g) workers.push_back(c.Register(Worker(9000 + g))->worker_id());
+    const v1::Job j = *c.GetJob(job);
+    spec = j.spec();
+    plan = j.plan();
+  }
+  // Step `step` with every action as `d` times it, the ranks' batches in rank order.
+  void Step(int step, const schedules::ActionDurations& d) {
+    const jobplan::StepActions actions = jobplan::SimulatedStep(spec, plan, d, step, 1'000'000'000LL * (step + 1));
+    for (size_t g = 0; g < actions.size(); ++g) {
+      v1::TelemetryBatch b;
+      b.set_worker_id(workers[g]);
+      b.set_job_id(job);
+      b.set_rank(static_cast<int>(g) % spec.pp());
+      b.set_dp_rank(static_cast<int>(g) / spec.pp());
+      for (const v1::ActionTiming& t : actions[g]) *b.add_actions() = t;
+      b.add_steps()->set_step(step);
+      v1::TelemetryAck ack;
+      ASSERT_TRUE(c.IngestTelemetry(b, &ack).ok()) << step;
+    }
+  }
+};
+
+constexpr double kMs = 1e-3;
+
+v1::JobSpec FourRanks(const std::string& schedule, std::vector<int> stage_layers = {}) {
+  v1::JobSpec s = jobplan::TinySpec(4, schedule);
+  s.mutable_model()->set_layers(8);
+  s.set_microbatches(8);
+  s.set_steps(8);
+  for (int l : stage_layers) s.add_stage_layers(l);
+  return s;
+}
+
+TEST(CalibrationCoordinatorTest, UnevenStageLayersShowAsImbalanceAndRebalanceRemovesMostOfIt) {
+  SimulatedRun run(FourRanks("1f1b", {1, 1, 1, 5}));
+  const auto d = jobplan::PlanDurations(run.spec, run.plan, 1 * kMs, 1 * kMs, 1 * kMs, 0.2 * kMs, 0.1 * kMs);
+  for (int step = 0; step < 3; ++step) run.Step(step, d);
+  v1::Job job = *run.c.GetJob(run.job);
+  EXPECT_FALSE(job.has_calibration());  // step 0 is warm-up: steps 1 and 2 measured so far
+  EXPECT_EQ(job.steps(2).idle_size(), 0);
+  EXPECT_EQ(job.steps(2).predicted_bubble_rate(), job.plan().predicted_bubble_rate());
+  for (int step = 3; step < 5; ++step) run.Step(step, d);
+  job = *run.c.GetJob(run.job);
+  ASSERT_TRUE(job.has_calibration());
+  EXPECT_EQ(job.calibration().steps_measured(), 3);
+  EXPECT_NEAR(job.calibration().stage_f_s(3), 5 * kMs, 1e-9);
+  EXPECT_NEAR(job.calibration().comm_s(), 0.1 * kMs, 1e-9);
+  const v1::StepRecord& rec = job.steps(4);
+  // Measured exactly as the calibration predicts: no variation, the prediction is the step.
+  EXPECT_NEAR(rec.predicted_step_s(), rec.step_time_s(), 1e-8);
+  EXPECT_NEAR(rec.predicted_bubble_rate(), rec.measured_bubble_rate(), 1e-6);
+  ASSERT_EQ(rec.idle_size(), 4);
+  const v1::IdleSplit& t = rec.idle_total();
+  EXPECT_GT(t.imbalance_s(), t.inherent_s());
+  EXPECT_GT(t.imbalance_s(), t.comm_s());
+  EXPECT_NEAR(t.variation_s(), 0, 1e-6);
+  double idle = 0;
+  for (const v1::RankIdle& r : rec.idle()) idle += r.idle_s();
+  EXPECT_NEAR(t.inherent_s() + t.imbalance_s() + t.comm_s() + t.variation_s(), idle, 1e-9);
+  EXPECT_NEAR(idle, rec.measured_bubble_rate() * 4 * rec.step_time_s(), 1e-9);
+  // The proposal evens the layers; simulated with the same per-layer costs it removes most of
+  // the imbalance idle, cross-checked against the calibration rebuilt from the same steps.
+  ASSERT_TRUE(job.has_rebalance());
+  const v1::RebalanceProposal& p = job.rebalance();
+  EXPECT_EQ(p.stage_layers_size(), 4);
+  int sum = 0;
+  for (int l : p.stage_layers()) sum += l;
+  EXPECT_EQ(sum, 8);
+  EXPECT_GT(p.gain(), 0.2);
+  EXPECT_NEAR(p.gain(), 1 - p.proposed_step_s() / p.current_step_s(), 1e-12);
+  std::vector<jobplan::StepActions> steps;
+  for (int step = 1; step <= 3; ++step) steps.push_back(jobplan::SimulatedStep(run.spec, run.plan, d, step, 0));
+  const jobplan::CalibratedJob cal =
+      jobplan::Calibrate(run.spec, run.plan, jobplan::MeasureCosts(run.spec, run.plan, steps).value()).value();
+  const jobplan::LayerCostModel model(run.spec, run.plan, cal);
+  const double before = model.Predict({1, 1, 1, 5})->imbalance_idle_s;
+  const double after = model.Predict({p.stage_layers().begin(), p.stage_layers().end()})->imbalance_idle_s;
+  EXPECT_NEAR(before, t.imbalance_s(), 1e-9);
+  EXPECT_LT(after, 0.25 * before);
+  bool event = false;
+  for (const v1::HealthEvent& e : job.events()) event |= e.message().rfind("calibrated on 3 measured step(s)", 0) == 0;
+  EXPECT_TRUE(event);
+}
+
+TEST(CalibrationCoordinatorTest, ASlowRankShowsAsVariationNamingIt) {
+  SimulatedRun run(FourRanks("zbh1"));
+  const auto d = jobplan::PlanDurations(run.spec, run.plan, 1 * kMs, 1 * kMs, 1 * kMs, 0.2 * kMs, 0.1 * kMs);
+  for (int step = 0; step < 5; ++step) run.Step(step, d);
+  // Rank 2 computes 3x slower from step 5 on (calibrated on steps 1-3 already).
+  run.Step(5, jobplan::PlanDurations(run.spec, run.plan, 1 * kMs, 1 * kMs, 1 * kMs, 0.2 * kMs, 0.1 * kMs, 2, 3));
+  const v1::Job job = *run.c.GetJob(run.job);
+  const v1::StepRecord& rec = job.steps(5);
+  const v1::IdleSplit& t = rec.idle_total();
+  EXPECT_EQ(t.cause_rank(), 2);
+  EXPECT_GT(t.variation_s(), t.inherent_s());
+  EXPECT_GT(t.variation_s(), t.imbalance_s() + t.comm_s());
+  EXPECT_EQ(rec.idle(3).split().cause_rank(), 2);  // rank 3 waits for rank 2's forwards
+  EXPECT_GT(rec.idle(3).split().variation_s(), 0);
+  EXPECT_GT(rec.step_time_s(), 1.5 * rec.predicted_step_s());
+  EXPECT_FALSE(job.has_rebalance());  // even stages: nothing to move
+}
+
+TEST(CalibrationCoordinatorTest, ACleanEvenJobIsMostlyTheSchedulesOwnBubble) {
+  SimulatedRun run(FourRanks("1f1b"));
+  const auto d = jobplan::PlanDurations(run.spec, run.plan, 1 * kMs, 1 * kMs, 1 * kMs, 0.05 * kMs, 0.02 * kMs);
+  for (int step = 0; step < 6; ++step) run.Step(step, d);
+  const v1::StepRecord& rec = run.c.GetJob(run.job)->steps(5);
+  const v1::IdleSplit& t = rec.idle_total();
+  EXPECT_GT(t.inherent_s(), 4 * (std::abs(t.imbalance_s()) + t.comm_s() + std::abs(t.variation_s())));
+  EXPECT_EQ(t.cause_rank(), -1);
+  // 1F1B p 4, m 8, F + B + W = 6 ms per layer pair: (8 + 3) x 6 ms of schedule, 3 x 6 ms idle
+  // per rank with equal stages.
+  EXPECT_NEAR(t.inherent_s(), 4 * 3 * 6 * kMs, 1e-9);
 }
 
 }  // namespace

@@ -6,9 +6,12 @@
 
 namespace pipecoord::coordinator {
 
-std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch& b) {
+std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch& b,
+                                                std::vector<jobplan::StepActions>* actions) {
   for (const v1::ActionTiming& t : b.actions()) {
     Step& acc = steps_[t.step()];
+    acc.actions.resize(world_);
+    if (g >= 0 && g < world_) acc.actions[g].push_back(t);
     acc.min_start = std::min(acc.min_start, t.start_ns());
     acc.max_end = std::max(acc.max_end, t.end_ns());
     if (v1::IsCompute(t.action().op())) acc.busy_ns += static_cast<double>(t.end_ns() - t.start_ns());
@@ -31,6 +34,10 @@ std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch&
     rec.set_step_time_s(span);
     rec.set_measured_bubble_rate(span > 0 ? 1.0 - acc.busy_ns * 1e-9 / (world_ * span) : 0);
     for (uint64_t p : acc.peaks) rec.add_peak_memory_bytes(p);
+    if (actions != nullptr) {
+      acc.actions.resize(world_);
+      actions->push_back(std::move(acc.actions));
+    }
     steps_.erase(s.step());
   }
   return done;

@@ -5,6 +5,8 @@
 //   bubble rate  = 1 - compute busy time / (ranks x step time)    (0 when the step time is 0)
 //   loss         = the mean of the losses reported (0 when no rank reported one)
 //   peak memory  = each rank's reported peak, by global rank (bytes)
+// and, for the calibration and the idle split (jobplan/calibration.h), each rank's actions of
+// the step as reported (in list order).
 // Pure, no lock: the Coordinator keeps one per job and calls it under its own, with batches
 // TelemetryOrder accepted (each rank summarizes each step once).
 #ifndef PIPECOORD_COORDINATOR_STEP_AGGREGATOR_H_
@@ -14,6 +16,7 @@
 #include <map>
 #include <vector>
 
+#include "jobplan/calibration.h"
 #include "proto/job.pb.h"
 #include "proto/telemetry.pb.h"
 
@@ -24,8 +27,10 @@ class StepAggregator {
   explicit StepAggregator(int world = 0) : world_(world) {}
 
   // Adds one rank's batch; returns the steps it completed (every rank has summarized them), in
-  // the order of the batch's summaries.
-  std::vector<v1::StepRecord> Add(int global_rank, const v1::TelemetryBatch& batch);
+  // the order of the batch's summaries. `actions`, when given, gets each completed step's
+  // actions by global rank, parallel to the result.
+  std::vector<v1::StepRecord> Add(int global_rank, const v1::TelemetryBatch& batch,
+                                  std::vector<jobplan::StepActions>* actions = nullptr);
   // Steps with some telemetry that not every rank has summarized yet.
   size_t open_steps() const { return steps_.size(); }
 
@@ -37,6 +42,7 @@ class StepAggregator {
     int64_t min_start = INT64_MAX, max_end = INT64_MIN;
     double busy_ns = 0;           // a sum of int64 durations could overflow
     std::vector<uint64_t> peaks;  // by global rank
+    jobplan::StepActions actions;  // by global rank
   };
 
   int world_;

@@ -129,5 +129,27 @@ TEST(StepAggregatorTest, BusyTimesBeyondInt64DoNotOverflow) {
   EXPECT_NEAR(done[0].measured_bubble_rate(), 0, 1e-12);
 }
 
+TEST(StepAggregatorTest, HandsBackEachCompletedStepsActionsByGlobalRank) {
+  StepAggregator agg(2);
+  std::vector<jobplan::StepActions> actions;
+  v1::TelemetryBatch r1;
+  AddAction(&r1, v1::F, 0, 300, 400);
+  AddAction(&r1, v1::B, 0, 400, 600);
+  AddSummary(&r1, 0, 1);
+  EXPECT_TRUE(agg.Add(1, r1, &actions).empty());
+  EXPECT_TRUE(actions.empty());
+  v1::TelemetryBatch r0;
+  AddAction(&r0, v1::F, 0, 100, 200);
+  AddSummary(&r0, 0, 1);
+  ASSERT_EQ(agg.Add(0, r0, &actions).size(), 1u);
+  ASSERT_EQ(actions.size(), 1u);
+  ASSERT_EQ(actions[0].size(), 2u);
+  ASSERT_EQ(actions[0][0].size(), 1u);
+  EXPECT_EQ(actions[0][0][0].start_ns(), 100);
+  ASSERT_EQ(actions[0][1].size(), 2u);
+  EXPECT_EQ(actions[0][1][1].action().op(), v1::B);
+  EXPECT_EQ(actions[0][1][1].end_ns(), 600);
+}
+
 }  // namespace
 }  // namespace pipecoord::coordinator

@@ -1,6 +1,8 @@
 #include "coordinator/health/job_monitor.h"
 
 #include "coordinator/health/event_text.h"
+#include "jobplan/idle_breakdown.h"
+#include "jobplan/rebalance.h"
 #include "proto/op_kinds.h"
 
 namespace pipecoord::coordinator::health {
@@ -8,7 +10,7 @@ namespace pipecoord::coordinator::health {
 JobMonitor::JobMonitor(const v1::Job& job, MetricsSink* sink)
     : job_id_(job.id()), settings_(jobplan::ResolveHealth(job.spec().health())), pp_(job.spec().pp()),
       world_(job.spec().pp() * std::max(1, job.spec().dp())), steps_(job.spec().steps()), sink_(sink),
-      last_peak_(world_, 0) {
+      last_peak_(world_, 0), spec_(job.spec()), plan_proto_(job.plan()) {
   budgets_.assign(job.plan().memory_budget_bytes().begin(), job.plan().memory_budget_bytes().end());
   auto expect = jobplan::ExpectPlan(job.spec(), job.plan());
   if (expect.ok()) plan_ = std::move(expect).value();
@@ -32,9 +34,58 @@ double JobMonitor::Scale() const {
   return straggler_->FastestMedian();
 }
 
-double JobMonitor::PredictedStepSeconds() const {
+double JobMonitor::PlanStepSeconds() const {
   if (!plan_) return 0;
   return plan_->makespan * Scale();
+}
+
+double JobMonitor::PredictedStepSeconds() const {
+  return calibrated_ ? calibrated_->calibrated.makespan : PlanStepSeconds();
+}
+
+bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions& actions) {
+  const bool matches = jobplan::MatchesPlan(spec_, plan_proto_, actions);
+  bool calibrated_now = false;
+  if (!calibrated_ && matches && ++steps_measured_ > settings_.warmup_steps) {
+    calibration_steps_.push_back(actions);
+    if (static_cast<int>(calibration_steps_.size()) >= settings_.calibration_steps) {
+      auto costs = jobplan::MeasureCosts(spec_, plan_proto_, calibration_steps_);
+      auto job = costs.ok() ? jobplan::Calibrate(spec_, plan_proto_, *costs) : Result<jobplan::CalibratedJob>(costs.status());
+      calibration_steps_.clear();
+      if (job.ok()) {
+        calibration_proto_ = jobplan::ToProto(*job, PlanStepSeconds());
+        calibrated_ = std::move(job).value();
+        auto proposal = jobplan::ProposeRebalance(spec_, plan_proto_, *calibrated_);
+        if (proposal.ok() && proposal->has_value()) rebalance_ = **proposal;
+        // The checks now compare with the calibrated timeline, in seconds (scale 1).
+        if (bubble_) bubble_ = std::make_unique<BubbleCheck>(settings_, calibrated_->expect, pp_, world_);
+        calibrated_now = true;
+      }
+    }
+  }
+  rec->set_predicted_step_s(PredictedStepSeconds());
+  rec->set_predicted_bubble_rate(calibrated_ ? calibrated_->calibrated.bubble_rate : plan_proto_.predicted_bubble_rate());
+  if (sink_) {
+    // The plan's step time as it stood when the job was calibrated (Calibration.plan_step_s).
+    const double plan_s = calibration_proto_ ? calibration_proto_->plan_step_s() : PlanStepSeconds();
+    sink_->Predicted(job_id_, plan_s, plan_proto_.predicted_bubble_rate(),
+                     calibrated_ ? calibrated_->calibrated.makespan : 0,
+                     calibrated_ ? calibrated_->calibrated.bubble_rate : 0);
+  }
+  if (calibrated_ && matches) {
+    // A cause is named for at least 2 % of the calibrated step (0.1 ms at least): below, noise.
+    const double min_variation = std::max(1e-4, 0.02 * calibrated_->calibrated.makespan);
+    jobplan::IdleBreakdown split = jobplan::SplitIdle(*calibrated_, pp_, actions, rec->step_time_s(), min_variation);
+    for (v1::RankIdle& r : split.ranks) {
+      if (sink_) {
+        const v1::IdleSplit& s = r.split();
+        sink_->Idle(job_id_, r.rank(), r.dp_rank(), s.inherent_s(), s.imbalance_s(), s.variation_s(), s.comm_s());
+      }
+      *rec->add_idle() = std::move(r);
+    }
+    *rec->mutable_idle_total() = split.total;
+  }
+  return calibrated_now;
 }
 
 std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch& b, int64_t now_ns) {
@@ -70,7 +121,7 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
       }
     }
     if (bubble_ && straggler_) {
-      if (auto e = bubble_->OnRankStep(g, step, actions, Scale())) events.push_back(*e);
+      if (auto e = bubble_->OnRankStep(g, step, actions, calibrated_ ? 1.0 : Scale())) events.push_back(*e);
     }
   }
   for (const v1::StepSummary& s : b.steps()) {
@@ -115,6 +166,7 @@ HealthSnapshot JobMonitor::Snapshot() const {
   s.enabled = settings_.enabled;
   s.seconds_per_cost = Scale();
   s.predicted_step_s = PredictedStepSeconds();
+  s.calibrated = calibrated_.has_value();
   s.hang_deadline_s = hang_ ? hang_->Deadline(s.predicted_step_s) : 0;
   s.predicted_makespan = plan_ ? plan_->makespan : 0;
   // The newest kTimelineSteps steps that have started.

@@ -16,6 +16,7 @@
 #include "coordinator/health/hang_check.h"
 #include "coordinator/health/memory_check.h"
 #include "coordinator/health/metrics_sink.h"
+#include "jobplan/calibration.h"
 #include "jobplan/plan_expectations.h"
 #include "coordinator/health/probe_check.h"
 #include "jobplan/health_settings.h"
@@ -29,7 +30,8 @@ namespace pipecoord::coordinator::health {
 struct HealthSnapshot {
   bool enabled = false;
   double seconds_per_cost = 0;   // the plan's cost unit in seconds (0: not calibrated yet)
-  double predicted_step_s = 0;
+  double predicted_step_s = 0;   // calibrated once the job is (calibrated true)
+  bool calibrated = false;
   double hang_deadline_s = 0;
   double predicted_makespan = 0;  // cost units
   std::vector<v1::ActionTiming> recent;  // the last kTimelineSteps steps, every rank
@@ -51,6 +53,16 @@ class JobMonitor {
   void SetDeviceMemory(int global_rank, uint64_t bytes);
   // One rank's telemetry batch (validated by the coordinator).
   std::vector<v1::HealthEvent> OnBatch(int global_rank, const v1::TelemetryBatch& batch, int64_t now_ns);
+  // A step every rank has reported, with each global rank's actions (list order), before it is
+  // stored: fills the record's predictions (the plan's until the job is calibrated, then the
+  // calibrated ones) and, once calibrated, its idle split (jobplan/idle_breakdown.h). The steps
+  // after settings.warmup_steps that match the plan's lists are collected; the
+  // calibration_steps-th calibrates the job: from then on the bubble and hang checks use the
+  // calibrated expectations. Returns true when this step calibrated the job.
+  bool OnStepMeasured(v1::StepRecord* record, const jobplan::StepActions& actions);
+  // Set once calibrated; the rebalance proposal only when it predicts a gain.
+  const std::optional<v1::Calibration>& calibration() const { return calibration_proto_; }
+  const std::optional<v1::RebalanceProposal>& rebalance() const { return rebalance_; }
   // A step every rank has reported.
   std::vector<v1::HealthEvent> OnStepDone(const v1::StepRecord& record);
   void OnProgress(int global_rank, const v1::Progress& progress, int64_t now_ns);
@@ -58,7 +70,8 @@ class JobMonitor {
   HealthSnapshot Snapshot() const;
 
  private:
-  double PredictedStepSeconds() const;
+  double PredictedStepSeconds() const;  // calibrated once calibrated, else plan x Scale()
+  double PlanStepSeconds() const;
   double Scale() const;  // scale_, or computed while no step has completed yet
 
   std::string job_id_;
@@ -76,6 +89,13 @@ class JobMonitor {
   std::map<int, std::vector<std::pair<int, v1::ActionTiming>>> recent_;  // step -> (global rank, timing)
   std::vector<uint64_t> last_peak_;
   double scale_ = 0;  // seconds per cost unit, refreshed once per completed step
+  v1::JobSpec spec_;
+  v1::Plan plan_proto_;
+  int steps_measured_ = 0;  // this attempt's
+  std::vector<jobplan::StepActions> calibration_steps_;
+  std::optional<jobplan::CalibratedJob> calibrated_;
+  std::optional<v1::Calibration> calibration_proto_;
+  std::optional<v1::RebalanceProposal> rebalance_;
 };
 
 // ReplayJobMetrics: a job's MetricsSink series rebuilt from what the state file keeps, so that

@@ -26,7 +26,19 @@ void ReplayJobMetrics(const v1::Job& job, const std::vector<std::string>& events
     if (e.ParseFromString(bytes)) sink->Event(id, v1::EventKind_Name(e.kind()));
   }
   for (const v1::StepRecord& rec : job.steps()) {
-    sink->Step(id, rec.step_time_s(), rec.measured_bubble_rate(), job.plan().predicted_bubble_rate());
+    // Records from before calibration existed carry no prediction: the plan's, as shown then.
+    const double predicted = rec.predicted_step_s() > 0 ? rec.predicted_bubble_rate() : job.plan().predicted_bubble_rate();
+    sink->Step(id, rec.step_time_s(), rec.measured_bubble_rate(), predicted);
+    for (const v1::RankIdle& r : rec.idle()) {
+      const v1::IdleSplit& s = r.split();
+      sink->Idle(id, r.rank(), r.dp_rank(), s.inherent_s(), s.imbalance_s(), s.variation_s(), s.comm_s());
+    }
+  }
+  if (job.has_calibration()) {
+    const v1::Calibration& c = job.calibration();
+    sink->Predicted(id, c.plan_step_s(), job.plan().predicted_bubble_rate(), c.predicted_step_s(), c.predicted_bubble_rate());
+  } else if (job.steps_size() > 0) {
+    sink->Predicted(id, job.steps(job.steps_size() - 1).predicted_step_s(), job.plan().predicted_bubble_rate(), 0, 0);
   }
   // The telemetry, attempt by attempt, through a monitor of each attempt's own.
   const int pp = std::max(1, job.spec().pp());

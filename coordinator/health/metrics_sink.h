@@ -16,6 +16,13 @@ class MetricsSink {
   virtual void Action(const std::string& job, int rank, int dp, int stage, const std::string& op, double seconds) = 0;
   // A step every rank finished: its span and bubble rates (0..1).
   virtual void Step(const std::string& job, double step_seconds, double measured_bubble, double predicted_bubble) = 0;
+  // One rank's idle time in a step, split by cause (seconds; jobplan/idle_breakdown.h).
+  virtual void Idle(const std::string& job, int rank, int dp, double inherent, double imbalance, double variation,
+                    double comm) = 0;
+  // The predictions after each step: the plan's (makespan x seconds per cost unit) and the
+  // calibrated ones (0 until the job is calibrated).
+  virtual void Predicted(const std::string& job, double plan_step_s, double plan_bubble, double calibrated_step_s,
+                         double calibrated_bubble) = 0;
   virtual void Straggler(const std::string& job, int rank, int dp, const std::string& op, double relative,
                          double individual) = 0;
   virtual void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes) = 0;

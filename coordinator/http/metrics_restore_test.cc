@@ -212,11 +212,15 @@ TEST(MetricsRestoreTest, KeptJobsSeriesComeBackAndAResumedJobsCountersContinue) 
   EXPECT_NE(Value(resumed_before, "pipecoord_straggler_score{dp=\"0\",job_id=\"" + resumed +
                                       "\",op=\"F\",rank=\"1\",score=\"relative\"}"),
             "(absent)");
+  // The resumed job ran long enough to be calibrated: its idle split per rank is exported.
+  EXPECT_NE(Value(resumed_before, "pipecoord_idle_seconds{cause=\"inherent\",dp=\"0\",job_id=\"" + resumed + "\",rank=\"1\"}"),
+            "(absent)");
   // Every family the sink exports has series of both jobs, so the comparisons below cover them.
   for (const char* family :
        {"pipecoord_step_duration_seconds_bucket{", "pipecoord_step_duration_seconds_sum{", "pipecoord_action_duration_seconds_count{",
         "pipecoord_bubble_ratio{", "pipecoord_straggler_score{", "pipecoord_memory_peak_bytes{",
-        "pipecoord_memory_budget_bytes{", "pipecoord_health_events_total{", "pipecoord_steps_total{"}) {
+        "pipecoord_memory_budget_bytes{", "pipecoord_health_events_total{", "pipecoord_steps_total{",
+        "pipecoord_predicted_step_seconds{"}) {
     for (const auto* series : {&done_before, &resumed_before}) {
       EXPECT_TRUE(std::any_of(series->begin(), series->end(), [&](const auto& kv) { return kv.first.rfind(family, 0) == 0; }))
           << family;
@@ -235,6 +239,12 @@ TEST(MetricsRestoreTest, KeptJobsSeriesComeBackAndAResumedJobsCountersContinue) 
   const std::string lifecycle = "pipecoord_health_events_total{job_id=\"" + resumed + "\",kind=\"LIFECYCLE\"}";
   want[lifecycle] = std::to_string(std::stoi(want[lifecycle]) + 1);
   EXPECT_EQ(Series(after, resumed), want);
+  for (const auto& [k, v] : Series(after, resumed)) {
+    if (Value(want, k) != v) ADD_FAILURE() << k << " after " << v << " want " << Value(want, k);
+  }
+  for (const auto& [k, v] : want) {
+    if (Value(Series(after, resumed), k) == "(absent)") ADD_FAILURE() << k << " missing, want " << v;
+  }
   ASSERT_EQ(c.GetJob(resumed)->state(), v1::PENDING);
   ASSERT_EQ(c.GetJob(resumed)->start_step(), 40);
 

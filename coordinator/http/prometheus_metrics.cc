@@ -58,6 +58,16 @@ PrometheusMetrics::PrometheusMetrics()
                      .Name("pipecoord_straggler_score")
                      .Help("Straggler scores in [0, 1] (nvidia-resiliency-ext): relative and individual, per op")
                      .Register(*registry_)),
+      predicted_step_(prometheus::BuildGauge()
+                          .Name("pipecoord_predicted_step_seconds")
+                          .Help("Predicted step time: the plan's (makespan x seconds per cost unit) and, once the job "
+                                "is calibrated on measured costs, the calibrated one")
+                          .Register(*registry_)),
+      idle_(prometheus::BuildGauge()
+                .Name("pipecoord_idle_seconds")
+                .Help("A rank's idle time in the last step by cause: inherent (the schedule), imbalance (unequal "
+                      "stages), variation (a slow or noisy rank; may be negative), comm (transfers, sends, OPT)")
+                .Register(*registry_)),
       peak_(prometheus::BuildGauge()
                 .Name("pipecoord_memory_peak_bytes")
                 .Help("Peak memory a rank reported for its last step")
@@ -85,6 +95,8 @@ void PrometheusMetrics::ForgetJob(const std::string& job) {
   RemoveJob(action_, job, ActionBuckets());
   RemoveJob(bubble_, job);
   RemoveJob(straggler_, job);
+  RemoveJob(predicted_step_, job);
+  RemoveJob(idle_, job);
   RemoveJob(peak_, job);
   RemoveJob(budget_, job);
   RemoveJob(events_, job);
@@ -105,6 +117,25 @@ void PrometheusMetrics::Step(const std::string& job, double step_seconds, double
   steps_.Add({{"job_id", job}}).Increment();
   bubble_.Add({{"job_id", job}, {"source", "measured"}}).Set(measured);
   bubble_.Add({{"job_id", job}, {"source", "predicted"}}).Set(predicted);
+}
+
+void PrometheusMetrics::Idle(const std::string& job, int rank, int dp, double inherent, double imbalance,
+                             double variation, double comm) {
+  const std::string r = std::to_string(rank), d = std::to_string(dp);
+  idle_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"cause", "inherent"}}).Set(inherent);
+  idle_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"cause", "imbalance"}}).Set(imbalance);
+  idle_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"cause", "variation"}}).Set(variation);
+  idle_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"cause", "comm"}}).Set(comm);
+}
+
+void PrometheusMetrics::Predicted(const std::string& job, double plan_step_s, double plan_bubble,
+                                  double calibrated_step_s, double calibrated_bubble) {
+  predicted_step_.Add({{"job_id", job}, {"source", "plan"}}).Set(plan_step_s);
+  bubble_.Add({{"job_id", job}, {"source", "plan"}}).Set(plan_bubble);
+  if (calibrated_step_s > 0) {
+    predicted_step_.Add({{"job_id", job}, {"source", "calibrated"}}).Set(calibrated_step_s);
+    (void)calibrated_bubble;  // the "predicted" bubble series carries it (Step)
+  }
 }
 
 void PrometheusMetrics::Straggler(const std::string& job, int rank, int dp, const std::string& op, double relative,

@@ -3,7 +3,11 @@
 // scrape job):
 //   pipecoord_step_duration_seconds{job_id}                     histogram
 //   pipecoord_action_duration_seconds{job_id,rank,dp,stage,op}  histogram
-//   pipecoord_bubble_ratio{job_id,source="measured"|"predicted"}  gauge, 0..1
+//   pipecoord_bubble_ratio{job_id,source="measured"|"predicted"|"plan"}  gauge, 0..1 (predicted:
+//     calibrated once the job is, else the plan's)
+//   pipecoord_predicted_step_seconds{job_id,source="plan"|"calibrated"}  gauge
+//   pipecoord_idle_seconds{job_id,rank,dp,cause="inherent"|"imbalance"|"variation"|"comm"}  gauge,
+//     the last step's idle split (jobplan/idle_breakdown.h; variation may be negative)
 //   pipecoord_straggler_score{job_id,rank,dp,op,score="relative"|"individual"}  gauge, 0..1
 //   pipecoord_memory_peak_bytes{job_id,rank,dp}, pipecoord_memory_budget_bytes{job_id,rank,dp}
 //   pipecoord_health_events_total{job_id,kind}, pipecoord_steps_total{job_id}   counters
@@ -33,6 +37,10 @@ class PrometheusMetrics final : public health::MetricsSink {
 
   void Action(const std::string& job, int rank, int dp, int stage, const std::string& op, double seconds) override;
   void Step(const std::string& job, double step_seconds, double measured_bubble, double predicted_bubble) override;
+  void Idle(const std::string& job, int rank, int dp, double inherent, double imbalance, double variation,
+            double comm) override;
+  void Predicted(const std::string& job, double plan_step_s, double plan_bubble, double calibrated_step_s,
+                 double calibrated_bubble) override;
   void Straggler(const std::string& job, int rank, int dp, const std::string& op, double relative,
                  double individual) override;
   void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes) override;
@@ -50,6 +58,8 @@ class PrometheusMetrics final : public health::MetricsSink {
   prometheus::Family<prometheus::Histogram>& action_;
   prometheus::Family<prometheus::Gauge>& bubble_;
   prometheus::Family<prometheus::Gauge>& straggler_;
+  prometheus::Family<prometheus::Gauge>& predicted_step_;
+  prometheus::Family<prometheus::Gauge>& idle_;
   prometheus::Family<prometheus::Gauge>& peak_;
   prometheus::Family<prometheus::Gauge>& budget_;
   prometheus::Family<prometheus::Counter>& events_;

@@ -21,6 +21,22 @@ void Feed(PrometheusMetrics& m, const std::string& job) {
   m.Straggler(job, 1, 0, "B", 0.9, 1.0);
   m.Memory(job, 0, 0, 1 << 20, 2 << 20);
   m.Event(job, "LIFECYCLE");
+  m.Idle(job, 1, 0, 0.01, 0.02, -0.005, 0.003);
+  m.Predicted(job, 0.4, 0.1, 0.45, 0.15);
+}
+
+TEST(PrometheusMetricsTest, IdleSplitAndPredictionsArePerCauseAndSource) {
+  PrometheusMetrics m;
+  Feed(m, "job-000001");
+  const std::string text = m.Serialize();
+  EXPECT_NE(text.find("pipecoord_idle_seconds{cause=\"variation\",dp=\"0\",job_id=\"job-000001\",rank=\"1\"} -0.005"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("pipecoord_idle_seconds{cause=\"imbalance\",dp=\"0\",job_id=\"job-000001\",rank=\"1\"} 0.02"),
+            std::string::npos);
+  EXPECT_NE(text.find("pipecoord_predicted_step_seconds{job_id=\"job-000001\",source=\"plan\"} 0.4"), std::string::npos);
+  EXPECT_NE(text.find("pipecoord_predicted_step_seconds{job_id=\"job-000001\",source=\"calibrated\"} 0.45"),
+            std::string::npos);
+  EXPECT_NE(text.find("pipecoord_bubble_ratio{job_id=\"job-000001\",source=\"plan\"} 0.1"), std::string::npos);
 }
 
 TEST(PrometheusMetricsTest, AForgottenJobLeavesNoSeriesAndOthersStay) {
