@@ -6,20 +6,20 @@
 # too little memory.
 source tests/lib.sh
 start_coordinator
-start_workers 3
+start_workers 3 --memory 1GiB
 gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
 
 # A tiny model, 8 samples per step, every strategy field left to the coordinator.
 job_json "$WORK/auto.json" schedule='"auto"' pp=0 microbatches=0 microBatchSize=0 globalBatch=8 steps=3 \
   health='{"disabled": true}'
 
-# 1. Dry run, text: the choice for 3 free cpu workers that report no memory (jobplan/auto_plan_test
+# 1. Dry run, text: the choice for 3 free cpu workers that offer 1 GiB each (jobplan/auto_plan_test
 #    pins the planner's choices; here the whole path from pipectl to the coordinator and back).
 "$PIPECTL" submit --dry-run "$WORK/auto.json" > "$WORK/dry.out" || fail "dry run exit $?: $(cat "$WORK/dry.out")"
 head -1 "$WORK/dry.out" | grep -qx "dry run: nothing submitted" || fail "dry run: $(cat "$WORK/dry.out")"
 sed -n 2p "$WORK/dry.out" | grep -qx "auto      zbh1, pp 2, vpp 1, dp 1, 8 micro-batches of 1, layers 2/2" \
   || fail "dry run chose otherwise: $(cat "$WORK/dry.out")"
-grep -qx "planned   for 3 free cpu worker(s), memory not reported (not checked)" "$WORK/dry.out" || fail "dry run workers: $(cat "$WORK/dry.out")"
+grep -qx "planned   for 3 free cpu worker(s), the smallest reports 1.00 GiB" "$WORK/dry.out" || fail "dry run workers: $(cat "$WORK/dry.out")"
 grep -qE "^searched  [0-9]+ strategies: [0-9]+ feasible, 0 pruned for memory$" "$WORK/dry.out" || fail "dry run counts"
 [ "$(grep -c "^next best " "$WORK/dry.out")" = 4 ] || fail "dry run: not 4 next best: $(cat "$WORK/dry.out")"
 [ "$("$PIPECTL" jobs --format json | json_field '.get("jobs", [])')" = "[]" ] || fail "a dry run stored a job"
@@ -100,4 +100,13 @@ with Client(os.environ["PIPECOORD_ADDR"]) as c:
     assert len(c.jobs()) == before + 1
 print("python auto ok")
 PY
+
+# 5. A real worker that offers 64 KiB (--memory): the smallest now, and nothing fits it.
+"$WORKER" --coordinator "$PIPECOORD_ADDR" --memory 64KiB > "$WORK/small.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 200); do grep -q "registered as" "$WORK/small.log" && break; sleep 0.05; done
+rc=0
+"$PIPECTL" submit --dry-run "$WORK/auto.json" > /dev/null 2> "$WORK/small.err" || rc=$?
+[ "$rc" = 1 ] || fail "nothing fits 64 KiB, yet the dry run exited $rc"
+grep -q ', workers report 64.0 KiB (the leanest of ' "$WORK/small.err" || fail "shortfall: $(cat "$WORK/small.err")"
 echo "e2e auto: ok"

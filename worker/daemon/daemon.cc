@@ -119,6 +119,7 @@ Status Daemon::RegisterWithRetry() {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     v1::RegisterRequest req;
     req.set_device_kind(options_.device);
+    req.set_device_memory_bytes(options_.memory_bytes);
     req.set_host(options_.advertise.empty() ? options_.data_host : options_.advertise);
     req.set_data_endpoint(endpoint_);
     req.set_worker_id(WorkerId());

@@ -48,6 +48,9 @@ namespace pipecoord::worker {
 struct DaemonOptions {
   // The compute backend this worker offers, reported at registration: "cpu" or "cuda".
   std::string device = "cpu";
+  // The memory this worker offers jobs, reported at registration (schedule "auto" plans against
+  // the smallest; the memory check flags peaks near it). 0: not reported.
+  uint64_t memory_bytes = 0;
   // Where peers send this worker activations (--data-listen): bound once at start, so the
   // endpoint the coordinator hands out stays true; each job listens there again. Port 0: a free
   // port, chosen at start.

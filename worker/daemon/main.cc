@@ -14,6 +14,7 @@
 
 #include "common/client_credentials.h"
 #include "common/flags.h"
+#include "common/host_memory.h"
 #include "worker/daemon/daemon.h"
 #include "worker/daemon/fault_injection.h"
 
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
                      "assigned (its rank comes from the assignment) and reports telemetry.");
   flags.String("coordinator", &coordinator_addr, "the coordinator's gRPC address (or PIPECOORD_ADDR)");
   flags.String("device", &device, "compute backend: cpu (default) or cuda");
+  std::string memory;
+  flags.String("memory", &memory,
+               "memory this worker offers jobs, e.g. 8GiB (default: cpu: the cgroup's limit, else the "
+               "machine's MemTotal; cuda: not reported)");
   std::string checkpoint_dir;
   flags.String("checkpoint-dir", &checkpoint_dir,
                "directory for the checkpoints of jobs with checkpointEvery (DIR/JOB/rank-G/step-N.ckpt); a "
@@ -62,6 +67,13 @@ int main(int argc, char** argv) {
   if (st.ok() && flags.Given("checkpoint-dir") && checkpoint_dir.empty()) st = InvalidArgument("--checkpoint-dir: must not be empty");
   if (st.ok() && device != "cpu" && device != "cuda") st = InvalidArgument("--device: must be cpu or cuda, got \"" + device + "\"");
   worker::DaemonOptions options;
+  if (st.ok() && flags.Given("memory")) {
+    auto bytes = ParseByteSize(memory, "--memory");
+    if (bytes.ok()) options.memory_bytes = *bytes;
+    else st = bytes.status();
+  } else if (device == "cpu") {
+    options.memory_bytes = HostMemoryLimitBytes();
+  }
   if (st.ok()) {
     auto rules = worker::ParseFaultRules(inject);
     if (rules.ok()) options.faults = std::move(rules).value();
