@@ -10,6 +10,7 @@
 
 #include "cli/auto_plan_text.h"
 #include "cli/cli_io.h"
+#include "cli/idle_text.h"
 #include "cli/job_client.h"
 #include "cli/json_keys.h"
 #include "cli/verbs.h"
@@ -274,6 +275,7 @@ int RunStatus(int argc, char** argv) {
     }
     std::printf("\n");
   }
+  std::printf("%s", PredictionAndIdleText(j).c_str());
   for (const v1::HealthEvent& e : j.events()) std::printf("event     %s\n", e.message().c_str());
   return kExitOk;
 }

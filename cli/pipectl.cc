@@ -31,6 +31,7 @@ constexpr Verb kVerbs[] = {
     {"workers", "list registered workers", pipecoord::cli::RunWorkers},
     {"trace", "write a job's measured run as a Perfetto trace", pipecoord::cli::RunTrace},
     {"events", "list a job's events: lifecycle and health checks", pipecoord::cli::RunEvents},
+    {"rebalance", "propose layers per rank from a job's measured stage costs", pipecoord::cli::RunRebalance},
 };
 
 // Options a verb may also take before its name (`pipectl --coordinator ADDR jobs`): the

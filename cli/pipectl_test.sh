@@ -173,12 +173,13 @@ expect_error malformed 2 "pipectl submit: $TMP/malformed.json: not JSON: line 2,
   submit "$TMP/malformed.json"
 
 # --- --format: every verb that has one refuses any other, exit 2, before connecting ----------
-for verb in "jobs" "workers" "status job-1" "events job-1" "cancel job-1" "watch job-1" "resubmit job-1" \
+for verb in "jobs" "workers" "status job-1" "events job-1" "rebalance job-1" "cancel job-1" "watch job-1" "resubmit job-1" \
             "submit $TMP/dup.json" "schedules" "memory --model llama2-7b" "plan --model llama2-7b --gpus 8 --gpu-memory-gib 80"; do
   name=${verb%% *}
   # shellcheck disable=SC2086
   expect_error "format_$name" 2 "pipectl $name: --format: must be text or json, got \"yaml\"" $verb --format yaml
 done
+expect_error rebalance_no_job 2 "pipectl rebalance: JOB: exactly one job id required (see \`pipectl jobs\`)" rebalance
 expect_error format_trace 2 "pipectl trace: --format: unknown option (see --help)" trace job-1 --format json
 
 # --- options before the verb -----------------------------------------------------------------

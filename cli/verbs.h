@@ -26,6 +26,8 @@ int RunWorkers(int argc, char** argv);
 int RunTrace(int argc, char** argv);
 // A job's lifecycle and health events (events_cmd.cc).
 int RunEvents(int argc, char** argv);
+// A layer placement from a job's measured stage costs (rebalance_cmd.cc).
+int RunRebalance(int argc, char** argv);
 
 }  // namespace pipecoord::cli
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The local demo: a coordinator and four CPU workers on loopback, the default job
 # (examples/job.json: a tiny Llama-style model, pp 4, zbh1, 8 micro-batches, 40 steps), live
-# progress, a summary, and the run's Perfetto trace in run-trace.json. Stops what it starts.
+# progress, a summary (the calibrated predictions beside the measured step time and bubble rate,
+# and where the idle time went), the rebalance proposal, and the run's Perfetto trace in
+# run-trace.json. Stops what it starts.
 #   tools/demo.sh [JOB.json]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +34,7 @@ rc=0
 "$bin/cli/pipectl" watch "$job" || rc=$?
 echo
 "$bin/cli/pipectl" status "$job"
+echo
+"$bin/cli/pipectl" rebalance "$job" || true  # exit 1 only when the job never got calibrated
 "$bin/cli/pipectl" trace "$job" --out run-trace.json
 exit $rc
