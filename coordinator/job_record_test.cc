@@ -62,7 +62,10 @@ TEST(JobRecordTest, AStepUpdateCarriesTheMeasurementAndThePrediction) {
   EXPECT_EQ(u.loss(), 1.5);
   EXPECT_EQ(u.step_time_s(), 0.2);
   EXPECT_EQ(u.measured_bubble_rate(), 0.3);
-  EXPECT_EQ(u.predicted_bubble_rate(), 0.25);
+  EXPECT_EQ(u.predicted_bubble_rate(), 0.25);  // a record without its own prediction: the plan's
+  rec.set_predicted_step_s(0.19);
+  rec.set_predicted_bubble_rate(0.28);  // calibrated
+  EXPECT_EQ(j.StepUpdate(rec).predicted_bubble_rate(), 0.28);
   EXPECT_FALSE(j.terminal());
   j.job.set_state(v1::CANCELLED);
   EXPECT_TRUE(j.terminal());

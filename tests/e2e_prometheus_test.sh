@@ -67,11 +67,23 @@ positive() {  # positive EXPR
   /usr/bin/python3 -c "import sys; sys.exit(0 if float('${got:-0}') > 0 else 1)" || fail "$1 = '$got', want > 0"
   echo "prometheus: $1 = $got"
 }
-check "pipecoord_bubble_ratio{job_id=\"$job\",source=\"predicted\"}" 0.2
+# The job is calibrated on its measured costs after its warm-up step and 3 more (docs/monitoring.md):
+# wait (30 s at most) until Prometheus holds the calibrated prediction.
+for _ in $(seq 300); do
+  [ -n "$(query "pipecoord_predicted_step_seconds{job_id=\"$job\",source=\"calibrated\"}")" ] && break
+  sleep 0.1
+done
+check "pipecoord_bubble_ratio{job_id=\"$job\",source=\"plan\"}" 0.2
+positive "pipecoord_predicted_step_seconds{job_id=\"$job\",source=\"calibrated\"}"
+positive "pipecoord_predicted_step_seconds{job_id=\"$job\",source=\"plan\"}"
+positive "pipecoord_bubble_ratio{job_id=\"$job\",source=\"predicted\"}"
+# The idle split: four causes for each of the 2 ranks; 1F1B's own bubble on every rank.
+check "count(pipecoord_idle_seconds{job_id=\"$job\"})" 8
+positive "min(pipecoord_idle_seconds{job_id=\"$job\",cause=\"inherent\"})"
 check "pipecoord_memory_budget_bytes{job_id=\"$job\",rank=\"0\"}" 746112
 check "pipecoord_jobs{state=\"RUNNING\"}" 1
 check "pipecoord_workers{state=\"busy\"}" 2
-check "pipecoord_health_events_total{job_id=\"$job\",kind=\"LIFECYCLE\"}" 2
+check "pipecoord_health_events_total{job_id=\"$job\",kind=\"LIFECYCLE\"}" 3  # submitted, running, calibrated
 check "count(pipecoord_straggler_score{job_id=\"$job\",score=\"relative\"})" 4
 positive "pipecoord_steps_total{job_id=\"$job\"}"
 positive "rate(pipecoord_steps_total{job_id=\"$job\"}[5s])"
