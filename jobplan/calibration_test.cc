@@ -189,5 +189,30 @@ TEST(RebalanceTest, NoProposalForABalancedJob) {
   EXPECT_FALSE(p->has_value());
 }
 
+TEST(RebalanceTest, AFixedCostPerStageIsFittedSoTheRunningPlacementIsPredictedAsCalibrated) {
+  // pp 4, stageLayers [1, 1, 1, 5]: F = 1 ms + 0.5 ms per layer, BW twice that, on every stage.
+  v1::JobSpec raw = TinySpec(4, "1f1b");
+  raw.mutable_model()->set_layers(8);
+  for (int l : {1, 1, 1, 5}) raw.add_stage_layers(l);
+  const v1::JobSpec spec = WithDefaults(raw);
+  const v1::Plan plan = PlanJob(spec).value();
+  MeasuredCosts costs;
+  for (int l : {1, 1, 1, 5}) {
+    costs.f.push_back((1 + 0.5 * l) * kMs);
+    costs.bw.push_back(2 * (1 + 0.5 * l) * kMs);
+    costs.b.push_back(0);
+    costs.w.push_back(0);
+  }
+  const CalibratedJob j = Calibrate(spec, plan, costs).value();
+  const LayerCostModel model(spec, plan, j);
+  EXPECT_NEAR(model.Predict({1, 1, 1, 5})->step_s, j.calibrated.makespan, 1e-12);
+  EXPECT_NE(model.Describe().find("per layer F 0.500 ms"), std::string::npos) << model.Describe();
+  EXPECT_NE(model.Describe().find("per stage +3.000 ms"), std::string::npos) << model.Describe();  // F 1 + BW 2
+  auto p = ProposeRebalance(spec, plan, j);
+  ASSERT_TRUE(p.ok() && p->has_value());
+  EXPECT_NEAR((**p).current_step_s(), j.calibrated.makespan, 1e-12);
+  EXPECT_LT((**p).proposed_step_s(), 0.9 * j.calibrated.makespan);
+}
+
 }  // namespace
 }  // namespace pipecoord::jobplan

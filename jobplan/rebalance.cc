@@ -22,21 +22,33 @@ LayerCostModel::LayerCostModel(const v1::JobSpec& spec, const v1::Plan& plan, co
   for (int k = 0; k < 4; ++k) {
     const std::vector<double>& v = *Slot(costs, k);
     if (static_cast<int>(v.size()) != stages) continue;
-    double middle = 0, middle_layers = 0, all = 0, all_layers = 0;
+    // Least squares of cost = fixed + layers x per-layer over the stages (both >= 0); with one
+    // layer count everywhere the fixed part cannot be told apart: 0.
+    double n = 0, sl = 0, sv = 0, sll = 0, slv = 0;
     for (int s = 0; s < stages; ++s) {
-      const v1::StageShard& shard = plan.shards(s);
-      present_[k] = present_[k] || v[s] > 0;
-      all += v[s];
-      all_layers += shard.num_layers();
-      if (!shard.has_embedding() && !shard.has_head()) {
-        middle += v[s];
-        middle_layers += shard.num_layers();
-      }
+      if (v[s] <= 0) continue;
+      const double l = plan.shards(s).num_layers();
+      present_[k] = true;
+      n += 1;
+      sl += l;
+      sv += v[s];
+      sll += l * l;
+      slv += l * v[s];
     }
-    layer_[k] = middle_layers > 0 ? middle / middle_layers : all_layers > 0 ? all / all_layers : 0;
+    if (n == 0) continue;
+    const double var = sll - sl * sl / n;
+    if (var > 1e-12) {
+      layer_[k] = (slv - sl * sv / n) / var;
+      fixed_[k] = (sv - layer_[k] * sl) / n;
+    }
+    if (var <= 1e-12 || layer_[k] < 0 || fixed_[k] < 0) {
+      fixed_[k] = 0;
+      layer_[k] = sl > 0 ? sv / sl : 0;
+    }
+    // What the end stages measured beyond the fit: the embedding's and the head's (at least 0).
     for (int s = 0; s < stages; ++s) {
       const v1::StageShard& shard = plan.shards(s);
-      const double extra = std::max(0.0, v[s] - shard.num_layers() * layer_[k]);
+      const double extra = std::max(0.0, v[s] - fixed_[k] - shard.num_layers() * layer_[k]);
       if (shard.has_head()) {
         head_[k] = extra;  // a stage with both (pp 1, vpp 1): the extra counts as the head's
       } else if (shard.has_embedding()) {
@@ -57,7 +69,7 @@ Result<PlacementPrediction> LayerCostModel::Predict(const std::vector<int>& rank
     v.assign(stages, 0);
     if (!present_[k]) continue;
     for (int s = 0; s < stages; ++s) {
-      v[s] = (*layers)[s] * layer_[k] + (s == 0 ? embedding_[k] : 0) + (s == stages - 1 ? head_[k] : 0);
+      v[s] = fixed_[k] + (*layers)[s] * layer_[k] + (s == 0 ? embedding_[k] : 0) + (s == stages - 1 ? head_[k] : 0);
     }
   }
   const schedules::Schedule& sched = job_.schedule;
@@ -82,10 +94,12 @@ Result<PlacementPrediction> LayerCostModel::Predict(const std::vector<int>& rank
 }
 
 std::string LayerCostModel::Describe() const {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "per layer F %.3f ms, B %.3f ms, W %.3f ms%s; embedding +%.3f ms, head +%.3f ms (all ops)",
-                layer_[0] * 1e3, layer_[1] * 1e3, layer_[2] * 1e3,
-                present_[3] ? (", BW " + std::to_string(layer_[3] * 1e3).substr(0, 5) + " ms").c_str() : "",
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "per layer F %.3f ms, B %.3f ms, W %.3f ms, BW %.3f ms; per stage +%.3f ms, embedding +%.3f ms, "
+                "head +%.3f ms (all ops)",
+                layer_[0] * 1e3, layer_[1] * 1e3, layer_[2] * 1e3, layer_[3] * 1e3,
+                (fixed_[0] + fixed_[1] + fixed_[2] + fixed_[3]) * 1e3,
                 (embedding_[0] + embedding_[1] + embedding_[2] + embedding_[3]) * 1e3,
                 (head_[0] + head_[1] + head_[2] + head_[3]) * 1e3);
   return buf;

@@ -1,9 +1,10 @@
 // Rebalance: a layer placement (stageLayers) the measured stage costs suggest.
 //
-// Per op (F, B, W, BW) a stage's measured cost is modelled as layers x per-layer cost plus the
-// embedding on the first stage and the head (final norm, LM head, loss) on the last: the
-// per-layer cost from the stages holding neither (all stages when every one holds one), the
-// extras as what the end stages measured beyond their layers (at least 0). A placement is
+// Per op (F, B, W, BW) a stage's measured cost is modelled as a fixed part (per action: launch,
+// copies) plus layers x per-layer cost, plus the embedding on the first stage and the head
+// (final norm, LM head, loss) on the last: fixed and per-layer parts by least squares over the
+// stages (fixed 0 when every stage holds as many layers, as neither can then be told apart), the
+// extras as what the end stages measured beyond the fit (at least 0). A placement is
 // predicted by simulating the job's own lists (the schedule's order does not depend on the
 // placement) with those stage costs and the measured non-compute actions and transfer time.
 // The search moves one layer at a time between any two ranks while the predicted step time
@@ -34,7 +35,7 @@ class LayerCostModel {
   LayerCostModel(const v1::JobSpec& spec, const v1::Plan& plan, const CalibratedJob& job);
   // INVALID_ARGUMENT naming spec.stageLayers when the placement does not fit the schedule.
   Result<PlacementPrediction> Predict(const std::vector<int>& rank_layers) const;
-  // "per layer F 1.20 ms, B ..., embedding +0.10 ms, head +0.80 ms (F+B+W)"
+  // "per layer F 1.200 ms, ...; per stage +0.100 ms, embedding +0.100 ms, head +0.800 ms (all ops)"
   std::string Describe() const;
 
  private:
@@ -42,7 +43,7 @@ class LayerCostModel {
   const CalibratedJob& job_;
   std::vector<int> stage_to_rank_;
   // Per op slot (F, B, W, BW): per-layer, embedding and head cost, s.
-  double layer_[4] = {}, embedding_[4] = {}, head_[4] = {};
+  double fixed_[4] = {}, layer_[4] = {}, embedding_[4] = {}, head_[4] = {};
   bool present_[4] = {};
 };
 
