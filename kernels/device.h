@@ -18,9 +18,15 @@ struct DeviceInfo {
   int compute_capability_minor = 0;
 };
 
-// The visible CUDA devices. Never fails hard: with no usable device (no driver, a driver older
-// than the toolkit, no GPU) it returns UNAVAILABLE with "no CUDA device: <the runtime's reason>".
+// The visible CUDA devices. UNAVAILABLE with "no CUDA device: <the runtime's reason>" only when
+// there is none to use: no GPU (cudaErrorNoDevice, or 0 devices) or no driver loaded at all
+// (cudaErrorInsufficientDriver while the driver version is 0). Any other CUDA error (a driver
+// older than the toolkit, a broken device, ...) is INTERNAL: a GPU test fails on it, never skips.
 Result<std::vector<DeviceInfo>> QueryDevices();
+
+// The rule above on a cudaError_t value (cudaErrorNoDevice is 100, cudaErrorInsufficientDriver
+// 35) and cudaDriverGetVersion's answer (0: no driver).
+bool MeansNoDevice(int cuda_error, int driver_version);
 
 // Launches a tiny kernel on `device` and checks what it wrote, proving that the code nvcc built
 // for this binary runs on that device.
@@ -31,6 +37,9 @@ int NcclVersion();
 
 // The CUDA runtime version this binary was built against (e.g. 13000).
 int CudaRuntimeVersion();
+
+// The installed driver's CUDA version (e.g. 13000); 0 when no driver is loaded.
+int CudaDriverVersion();
 
 }  // namespace pipecoord::kernels
 

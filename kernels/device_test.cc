@@ -12,11 +12,20 @@ TEST(DeviceTest, NcclAndRuntimeAnswerWithoutAGpu) {
   EXPECT_GE(CudaRuntimeVersion(), 12000);  // built against CUDA 12+
 }
 
+// Skips only for "there is nothing to run on"; every other CUDA error fails a GPU test.
+TEST(DeviceTest, OnlyNoDeviceOrNoDriverMeansSkip) {
+  EXPECT_TRUE(MeansNoDevice(100, 13000));  // cudaErrorNoDevice
+  EXPECT_TRUE(MeansNoDevice(35, 0));       // cudaErrorInsufficientDriver, no driver loaded
+  EXPECT_FALSE(MeansNoDevice(35, 12040));  // a driver older than the toolkit: a real failure
+  EXPECT_FALSE(MeansNoDevice(2, 13000));   // cudaErrorMemoryAllocation
+  EXPECT_FALSE(MeansNoDevice(999, 0));     // cudaErrorUnknown
+}
+
 TEST(DeviceTest, DevicesRunTheSelfTestKernel) {
   auto devices = QueryDevices();
   if (!devices.ok()) {
-    EXPECT_EQ(devices.status().code(), Code::kUnavailable);
-    EXPECT_EQ(devices.status().message().rfind("no CUDA device: ", 0), 0u);
+    ASSERT_EQ(devices.status().code(), Code::kUnavailable) << devices.status().ToString();
+    ASSERT_EQ(devices.status().message().rfind("no CUDA device: ", 0), 0u);
     GTEST_SKIP() << devices.status().message();
   }
   ASSERT_FALSE(devices->empty());
