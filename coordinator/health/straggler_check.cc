@@ -111,12 +111,12 @@ std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
       std::string msg;
       if (relative_worst[g]) {
         const int f = fastest_rank[static_cast<int>(sc.op)];
-        msg = Format("straggler: %s at step %d: %s relative score %.2f < %.2f (median %.3f ms per cost unit, the fastest %s %.3f ms)",
+        msg = Format("straggler: %s at step %d: %s relative score %.3f < %g (median %.3f ms per cost unit, the fastest %s %.3f ms)",
                      RankName(g, pp_).c_str(), step, op.c_str(), sc.relative, settings_.straggler_threshold,
                      sc.median * 1e3, RankName(f, pp_).c_str(), fastest[static_cast<int>(sc.op)] * 1e3);
       } else {
         const Series& s = series_[{g, static_cast<int>(sc.op)}];
-        msg = Format("straggler: %s at step %d: %s individual score %.2f < %.2f (median %.3f ms per cost unit, its best %.3f ms)",
+        msg = Format("straggler: %s at step %d: %s individual score %.3f < %g (median %.3f ms per cost unit, its best %.3f ms)",
                      RankName(g, pp_).c_str(), step, op.c_str(), sc.individual, settings_.straggler_threshold,
                      sc.median * 1e3, s.best * 1e3);
       }

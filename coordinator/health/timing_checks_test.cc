@@ -29,7 +29,7 @@ TEST(StragglerCheck, ThreeTimesSlowerRankIsFlaggedAfterTwoSteps) {
   EXPECT_EQ(events[0].kind(), v1::STRAGGLER);
   EXPECT_EQ(events[0].rank(), 1);
   EXPECT_EQ(events[0].message(),
-            "straggler: rank 1 (dp 0) at step 2: F relative score 0.33 < 0.75 (median 3.000 ms per cost unit, "
+            "straggler: rank 1 (dp 0) at step 2: F relative score 0.333 < 0.75 (median 3.000 ms per cost unit, "
             "the fastest rank 0 (dp 0) 1.000 ms)");
   ASSERT_EQ(c.scores().size(), 2u);
   EXPECT_DOUBLE_EQ(c.scores()[1].relative, 1.0 / 3);
@@ -62,7 +62,7 @@ TEST(StragglerCheck, IndividualScoreNeedsAWholeWindowUnderTheThreshold) {
       flagged_at = step;
       EXPECT_EQ(e[0].message(),
                 "straggler: rank 0 (dp 0) at step " + std::to_string(step) +
-                    ": BW individual score 0.50 < 0.75 (median 2.000 ms per cost unit, its best 1.000 ms)");
+                    ": BW individual score 0.500 < 0.75 (median 2.000 ms per cost unit, its best 1.000 ms)");
     }
   }
   // Step 13's window (steps 10..13) is half slow: median 1.5 ms, score 0.67, under the threshold;
