@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/median.h"
 #include "jobplan/plan_convert.h"
 #include "proto/op_kinds.h"
 
@@ -10,13 +11,6 @@ namespace pipecoord::jobplan {
 namespace sch = pipecoord::schedules;
 
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 double Seconds(const v1::ActionTiming& t) { return (t.end_ns() - t.start_ns()) * 1e-9; }
 

@@ -1,6 +1,5 @@
 #include "coordinator/health/event_text.h"
 
-#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 
@@ -38,15 +37,6 @@ v1::HealthEvent MakeEvent(v1::EventKind kind, int g, int pp, int step, std::stri
   e.set_step(step);
   e.set_message(std::move(message));
   return e;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  const double hi = v[mid];
-  if (v.size() % 2 == 1) return hi;
-  return (*std::max_element(v.begin(), v.begin() + mid) + hi) / 2;
 }
 
 }  // namespace pipecoord::coordinator::health

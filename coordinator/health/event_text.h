@@ -22,8 +22,6 @@ std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string MiB(uint64_t bytes);
 // The event for global rank g (rank and dp_rank split out; g < 0: the whole job).
 v1::HealthEvent MakeEvent(v1::EventKind kind, int global_rank, int pp, int step, std::string message);
-// Median of a copy (the mean of the two middle values for an even count); 0 when empty.
-double Median(std::vector<double> values);
 
 }  // namespace pipecoord::coordinator::health
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/median.h"
 #include "coordinator/health/event_text.h"
 
 namespace pipecoord::coordinator::health {
