@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "jobplan/spec_validation.h"
 #include "schedules/partition.h"
 
 namespace pipecoord::jobplan {
@@ -58,9 +59,9 @@ LayerCostModel::LayerCostModel(const v1::JobSpec& spec, const v1::Plan& plan, co
   }
 }
 
-Result<PlacementPrediction> LayerCostModel::Predict(const std::vector<int>& rank_layers) const {
-  schedules::PartitionFields fields{"spec.stageLayers", "spec.model.layers", "spec.pp"};
-  auto layers = schedules::PartitionLayers(spec_.model().layers(), spec_.pp(), stage_to_rank_, rank_layers, fields);
+Result<MeasuredCosts> LayerCostModel::CostsFor(const std::vector<int>& rank_layers) const {
+  auto layers = schedules::PartitionLayers(spec_.model().layers(), spec_.pp(), stage_to_rank_, rank_layers,
+                                           kSpecPartitionFields);
   if (!layers.ok()) return layers.status();
   MeasuredCosts c = job_.costs;
   const int stages = static_cast<int>(layers->size());
@@ -72,6 +73,22 @@ Result<PlacementPrediction> LayerCostModel::Predict(const std::vector<int>& rank
       v[s] = fixed_[k] + (*layers)[s] * layer_[k] + (s == 0 ? embedding_[k] : 0) + (s == stages - 1 ? head_[k] : 0);
     }
   }
+  return c;
+}
+
+Result<double> LayerCostModel::StepSeconds(const std::vector<int>& rank_layers) const {
+  auto c = CostsFor(rank_layers);
+  if (!c.ok()) return c.status();
+  auto full = schedules::SimulateDurations(job_.schedule, Durations(job_.schedule, *c, true));
+  if (!full.ok()) return InvalidArgument("rebalance: the plan cannot be simulated: " + full.status().message());
+  return full->makespan;
+}
+
+Result<PlacementPrediction> LayerCostModel::Predict(const std::vector<int>& rank_layers) const {
+  auto placed = CostsFor(rank_layers);
+  if (!placed.ok()) return placed.status();
+  const MeasuredCosts& c = *placed;
+  const int stages = static_cast<int>(c.f.size());
   const schedules::Schedule& sched = job_.schedule;
   auto run = [&](const MeasuredCosts& costs, bool full) { return schedules::SimulateDurations(sched, Durations(sched, costs, full)); };
   MeasuredCosts equal = c;
@@ -125,44 +142,47 @@ Result<std::optional<v1::RebalanceProposal>> ProposeRebalance(const v1::JobSpec&
   std::vector<int> even(pp, layers / pp);
   for (int r = 0; r < layers % pp; ++r) ++even[r];
   std::vector<int> best = current;
-  PlacementPrediction best_p = *now;
+  double best_s = now->step_s;
   for (const std::vector<int>& start : {current, even}) {
-    auto at = model.Predict(start);
+    auto at = model.StepSeconds(start);
     if (!at.ok()) continue;
     std::vector<int> here = start;
-    PlacementPrediction here_p = *at;
+    double here_s = *at;
     // Hill climbing: the best single-layer move while it helps (each move lowers the step time,
     // so it ends).
     for (bool moved = true; moved;) {
       moved = false;
       std::vector<int> next;
-      PlacementPrediction next_p = here_p;
+      double next_s = here_s;
       for (int from = 0; from < pp; ++from) {
         for (int to = 0; to < pp; ++to) {
           if (from == to || here[from] <= 1) continue;
           std::vector<int> cand = here;
           --cand[from];
           ++cand[to];
-          auto p = model.Predict(cand);
-          if (p.ok() && p->step_s < next_p.step_s * (1 - 1e-9)) {
+          auto s = model.StepSeconds(cand);
+          if (s.ok() && *s < next_s * (1 - 1e-9)) {
             next = cand;
-            next_p = *p;
+            next_s = *s;
           }
         }
       }
       if (!next.empty()) {
         here = next;
-        here_p = next_p;
+        here_s = next_s;
         moved = true;
       }
     }
-    if (here_p.step_s < best_p.step_s) {
+    if (here_s < best_s) {
       best = here;
-      best_p = here_p;
+      best_s = here_s;
     }
   }
-  const double gain = now->step_s > 0 ? 1 - best_p.step_s / now->step_s : 0;
+  const double gain = now->step_s > 0 ? 1 - best_s / now->step_s : 0;
   if (gain < min_gain) return std::optional<v1::RebalanceProposal>();
+  auto best_prediction = model.Predict(best);
+  if (!best_prediction.ok()) return best_prediction.status();
+  const PlacementPrediction& best_p = *best_prediction;
   v1::RebalanceProposal out;
   for (int l : best) out.add_stage_layers(l);
   out.set_schedule(spec.schedule());

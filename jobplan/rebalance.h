@@ -35,10 +35,15 @@ class LayerCostModel {
   LayerCostModel(const v1::JobSpec& spec, const v1::Plan& plan, const CalibratedJob& job);
   // INVALID_ARGUMENT naming spec.stageLayers when the placement does not fit the schedule.
   Result<PlacementPrediction> Predict(const std::vector<int>& rank_layers) const;
+  // Predict's step_s alone: one simulation instead of three (the search compares only this).
+  Result<double> StepSeconds(const std::vector<int>& rank_layers) const;
   // "per layer F 1.200 ms, ...; per stage +0.100 ms, embedding +0.100 ms, head +0.800 ms (all ops)"
   std::string Describe() const;
 
  private:
+  // The stage costs the model gives `rank_layers`.
+  Result<MeasuredCosts> CostsFor(const std::vector<int>& rank_layers) const;
+
   const v1::JobSpec& spec_;
   const CalibratedJob& job_;
   std::vector<int> stage_to_rank_;
