@@ -6,26 +6,17 @@
 
 #include "jobplan/plan_job.h"
 #include "jobplan/spec_validation.h"
+#include "jobplan/tiny_spec_for_tests.h"
 #include "proto/job.pb.h"
 
 namespace pipecoord::jobplan {
 
 inline v1::JobSpec TestSpec(const std::string& schedule = "1f1b", int pp = 2, int vpp = 0) {
-  v1::JobSpec s;
-  s.set_schedule(schedule);
-  s.set_pp(pp);
+  v1::JobSpec s = TinySpec(pp, schedule);  // the same model and micro-batches
+  s.clear_name();
   s.set_vpp(vpp);
-  s.set_microbatches(4);
-  s.set_micro_batch_size(2);
   s.set_steps(10);
-  s.set_learning_rate(0.01);
-  v1::ModelSpec* m = s.mutable_model();
-  m->set_layers(4);
-  m->set_hidden(32);
-  m->set_heads(4);
-  m->set_vocab(64);
-  m->set_seq_len(8);
-  m->set_seed(3);
+  s.mutable_model()->set_seed(3);
   return WithDefaults(s);
 }
 
