@@ -4,6 +4,8 @@
 #include <map>
 #include <utility>
 
+#include "jobplan/idle_breakdown.h"
+
 namespace pipecoord::cli {
 namespace {
 
@@ -48,18 +50,12 @@ std::string PredictionAndIdleText(const v1::Job& j) {
     time += s.step_time_s();
     bubble += s.measured_bubble_rate();
     const v1::IdleSplit& t = s.idle_total();
-    total.set_inherent_s(total.inherent_s() + t.inherent_s());
-    total.set_imbalance_s(total.imbalance_s() + t.imbalance_s());
-    total.set_variation_s(total.variation_s() + t.variation_s());
-    total.set_comm_s(total.comm_s() + t.comm_s());
+    jobplan::AddIdleSplit(t, &total);
     if (t.cause_rank() >= 0) ++causes[t.cause_rank()];
     for (const v1::RankIdle& r : s.idle()) {
       auto& [idle, split] = per_rank[{r.dp_rank(), r.rank()}];
       idle += r.idle_s();
-      split.set_inherent_s(split.inherent_s() + r.split().inherent_s());
-      split.set_imbalance_s(split.imbalance_s() + r.split().imbalance_s());
-      split.set_variation_s(split.variation_s() + r.split().variation_s());
-      split.set_comm_s(split.comm_s() + r.split().comm_s());
+      jobplan::AddIdleSplit(r.split(), &split);
     }
   }
   out += Format("predicted step %.4f s, bubble %.4f (calibrated on %d step(s); plan %.4f s, %.4f)\n",

@@ -156,10 +156,7 @@ IdleBreakdown SplitIdle(const CalibratedJob& job, int pp, const StepActions& ste
     s->set_variation_s(ri.idle_s() - calibrated);
     s->set_cause_rank(s->variation_s() > min_variation_s ? causes.Cause(static_cast<int>(g)) : -1);
     if (s->cause_rank() >= 0) ++cause_count[s->cause_rank()];
-    total.set_inherent_s(total.inherent_s() + s->inherent_s());
-    total.set_imbalance_s(total.imbalance_s() + s->imbalance_s());
-    total.set_comm_s(total.comm_s() + s->comm_s());
-    total.set_variation_s(total.variation_s() + s->variation_s());
+    AddIdleSplit(*s, &total);
   }
   int best = -1, best_count = 0;
   for (const auto& [rank, n] : cause_count) {
@@ -170,6 +167,13 @@ IdleBreakdown SplitIdle(const CalibratedJob& job, int pp, const StepActions& ste
   }
   total.set_cause_rank(best);
   return out;
+}
+
+void AddIdleSplit(const v1::IdleSplit& part, v1::IdleSplit* sum) {
+  sum->set_inherent_s(sum->inherent_s() + part.inherent_s());
+  sum->set_imbalance_s(sum->imbalance_s() + part.imbalance_s());
+  sum->set_variation_s(sum->variation_s() + part.variation_s());
+  sum->set_comm_s(sum->comm_s() + part.comm_s());
 }
 
 }  // namespace pipecoord::jobplan

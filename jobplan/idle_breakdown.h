@@ -37,6 +37,9 @@ struct IdleBreakdown {
 IdleBreakdown SplitIdle(const CalibratedJob& job, int pp, const StepActions& step, double step_time_s,
                         double min_variation_s);
 
+// Adds `part`'s four seconds to `sum` (its cause_rank is left alone).
+void AddIdleSplit(const v1::IdleSplit& part, v1::IdleSplit* sum);
+
 }  // namespace pipecoord::jobplan
 
 #endif  // PIPECOORD_JOBPLAN_IDLE_BREAKDOWN_H_
