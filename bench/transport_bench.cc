@@ -51,11 +51,11 @@ double TransportThroughput(TcpTransport& a, TcpTransport& b) {
     const auto t0 = Clock::now();
     std::thread sender([&] {
       for (int i = 0; i < kMessages; ++i) {
-        Check(a.Send(1, MessageTag{0, 0, i, rep}, std::move(out[i])), "send");
+        Check(a.SendFloats(1, MessageTag{0, 0, i, rep}, std::move(out[i])), "send");
       }
     });
     for (int i = 0; i < kMessages; ++i) {
-      auto got = b.Recv(0, MessageTag{0, 0, i, rep}, kTimeout);
+      auto got = b.RecvFloats(0, MessageTag{0, 0, i, rep}, kMessageFloats, kTimeout);
       Check(got.status(), "recv");
       if (got->size() != kMessageFloats || (*got)[kMessageFloats - 1] != 1.5f) {
         std::fprintf(stderr, "message %d arrived damaged\n", i);
@@ -85,15 +85,15 @@ double MemcpyBaseline() {
 double TransportRoundTrips(TcpTransport& a, TcpTransport& b) {
   std::thread echo([&] {
     for (int i = 0; i < kRoundTrips; ++i) {
-      auto got = b.Recv(0, MessageTag{2, 0, i, 0}, kTimeout);
+      auto got = b.Recv(0, MessageTag{2, 0, i, 0}, {kernels::DType::kF32, {1}}, kTimeout);
       Check(got.status(), "echo recv");
       Check(b.Send(0, MessageTag{2, 1, i, 0}, std::move(*got)), "echo send");
     }
   });
   const auto t0 = Clock::now();
   for (int i = 0; i < kRoundTrips; ++i) {
-    Check(a.Send(1, MessageTag{2, 0, i, 0}, {static_cast<float>(i)}), "ping");
-    Check(a.Recv(1, MessageTag{2, 1, i, 0}, kTimeout).status(), "pong");
+    Check(a.SendFloats(1, MessageTag{2, 0, i, 0}, {static_cast<float>(i)}), "ping");
+    Check(a.RecvFloats(1, MessageTag{2, 1, i, 0}, 1, kTimeout).status(), "pong");
   }
   const auto t1 = Clock::now();
   echo.join();

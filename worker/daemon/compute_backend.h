@@ -1,5 +1,7 @@
 // ComputeBackend: what a worker's executor asks of the hardware for the stages its rank holds.
-// The CPU backend (the reference model) and the CUDA backend implement it.
+// The CPU backend (the reference model) and the CUDA backend implement it. Activations and
+// gradients pass as tensors (kernels/tensor.h) in the backend's own memory: host for the CPU
+// backend, the device for the CUDA one, so they go from kernel to transport without a copy.
 #ifndef PIPECOORD_WORKER_DAEMON_COMPUTE_BACKEND_H_
 #define PIPECOORD_WORKER_DAEMON_COMPUTE_BACKEND_H_
 
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/tensor.h"
 #include "worker/checkpoint/checkpoint.h"
 
 namespace pipecoord::worker {
@@ -17,17 +20,21 @@ class ComputeBackend {
  public:
   virtual ~ComputeBackend() = default;
 
+  // What passes between two stages, forward (activations) and backward (their gradients):
+  // the spec a receiver expects from its pipeline neighbour.
+  virtual kernels::TensorSpec BoundarySpec() const = 0;
+
   // F of (stage, mb) at `step`. `input` is the previous stage's output (empty for the first
   // stage, which reads its tokens itself). Returns the activations for the next stage (empty
   // for the last stage, which computes the loss instead).
-  virtual Result<std::vector<float>> Forward(int stage, int mb, int step, std::vector<float> input) = 0;
+  virtual Result<kernels::Tensor> Forward(int stage, int mb, int step, kernels::Tensor input) = 0;
   // B: input gradient of (stage, mb) from `grad_output` (empty for the last stage, which
   // starts from its loss). Returns the gradient for the previous stage (empty for stage 0).
-  virtual Result<std::vector<float>> BackwardInput(int stage, int mb, std::vector<float> grad_output) = 0;
+  virtual Result<kernels::Tensor> BackwardInput(int stage, int mb, kernels::Tensor grad_output) = 0;
   // W: the weight gradients of (stage, mb), accumulated; frees what B kept for it.
   virtual Status BackwardWeight(int stage, int mb) = 0;
   // BW: B then W.
-  virtual Result<std::vector<float>> BackwardFull(int stage, int mb, std::vector<float> grad_output) = 0;
+  virtual Result<kernels::Tensor> BackwardFull(int stage, int mb, kernels::Tensor grad_output) = 0;
   // Every gradient buffer of every stage held, for the data-parallel all-reduce.
   virtual std::vector<std::span<float>> Gradients() = 0;
   // The optimizer step after all micro-batches (and the all-reduce), then gradients are zeroed.

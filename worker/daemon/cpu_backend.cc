@@ -18,7 +18,8 @@ class CpuBackend final : public ComputeBackend {
  public:
   CpuBackend(const v1::Assignment& a, model::SyntheticData data)
       : data_(std::move(data)), mbs_(a.spec().microbatches()), dp_rank_(a.dp_rank()),
-        lr_(a.spec().learning_rate()) {}
+        mbs_size_(a.spec().micro_batch_size()), seq_(a.spec().model().seq_len()),
+        hidden_(a.spec().model().hidden()), lr_(a.spec().learning_rate()) {}
 
   Status AddStage(const model::ModelConfig& config, const model::BatchShape& batch, const v1::StageShard& s) {
     model::StageShard shard{s.stage(), s.first_layer(), s.num_layers(), s.has_embedding(), s.has_head()};
@@ -28,7 +29,11 @@ class CpuBackend final : public ComputeBackend {
     return Status::Ok();
   }
 
-  Result<std::vector<float>> Forward(int stage, int mb, int step, std::vector<float> input) override {
+  kernels::TensorSpec BoundarySpec() const override {
+    return {kernels::DType::kF32, {mbs_size_, seq_, hidden_}};
+  }
+
+  Result<kernels::Tensor> Forward(int stage, int mb, int step, kernels::Tensor input) override {
     auto* m = Stage(stage);
     if (m == nullptr) return NoStage(stage);
     model::StageInput in;
@@ -38,32 +43,36 @@ class CpuBackend final : public ComputeBackend {
       if (m->shard().has_embedding) in.tokens = std::move(batch.inputs);
       if (m->shard().has_head) in.targets = std::move(batch.targets);
     }
-    if (!m->shard().has_embedding) in.activations = std::move(input);
+    if (!m->shard().has_embedding) in.activations = input.TakeFloats();
     auto out = Tracked(m, [&] { return m->Forward(mb, std::move(in)); });
     if (!out.ok()) return out.status();
     if (out->loss) {
       loss_sum_ += *out->loss;
       has_loss_ = true;
     }
-    return std::move(out->activations);
+    return Boundary(std::move(out->activations));
   }
 
-  Result<std::vector<float>> BackwardInput(int stage, int mb, std::vector<float> grad) override {
+  Result<kernels::Tensor> BackwardInput(int stage, int mb, kernels::Tensor grad) override {
     auto* m = Stage(stage);
     if (m == nullptr) return NoStage(stage);
-    return Tracked(m, [&] { return m->BackwardInput(mb, std::move(grad)); });
+    auto out = Tracked(m, [&] { return m->BackwardInput(mb, grad.TakeFloats()); });
+    if (!out.ok()) return out.status();
+    return Boundary(std::move(out).value());
   }
 
   Status BackwardWeight(int stage, int mb) override {
     auto* m = Stage(stage);
-    if (m == nullptr) return NoStage(stage).status();
+    if (m == nullptr) return NoStage(stage);
     return Tracked(m, [&] { return m->BackwardWeight(mb); });
   }
 
-  Result<std::vector<float>> BackwardFull(int stage, int mb, std::vector<float> grad) override {
+  Result<kernels::Tensor> BackwardFull(int stage, int mb, kernels::Tensor grad) override {
     auto* m = Stage(stage);
     if (m == nullptr) return NoStage(stage);
-    return Tracked(m, [&] { return m->BackwardFull(mb, std::move(grad)); });
+    auto out = Tracked(m, [&] { return m->BackwardFull(mb, grad.TakeFloats()); });
+    if (!out.ok()) return out.status();
+    return Boundary(std::move(out).value());
   }
 
   std::vector<std::span<float>> Gradients() override {
@@ -148,12 +157,18 @@ class CpuBackend final : public ComputeBackend {
     auto it = stages_.find(stage);
     return it == stages_.end() ? nullptr : it->second.get();
   }
-  static Result<std::vector<float>> NoStage(int stage) {
+  static Status NoStage(int stage) {
     return FailedPrecondition("stage " + std::to_string(stage) + " is not held by this rank");
+  }
+  // A stage's output as the boundary tensor (no copy); empty stays empty (no next stage).
+  kernels::Tensor Boundary(std::vector<float> values) const {
+    if (values.empty()) return kernels::Tensor();
+    return kernels::Tensor::FromVector(std::move(values), BoundarySpec().shape);
   }
 
   model::SyntheticData data_;
   const int mbs_, dp_rank_;
+  const int64_t mbs_size_, seq_, hidden_;  // the boundary tensor [micro-batch, seq, hidden]
   const double lr_;
   std::map<int, std::unique_ptr<model::StageModel>> stages_;
   double loss_sum_ = 0;

@@ -40,14 +40,14 @@ Executor::Executor(const v1::Assignment& a, ComputeBackend* backend, Transport* 
   }
 }
 
-Result<std::vector<float>> Executor::Input(int producer, int consumer, int mb, int step, uint32_t channel) {
-  if (producer < 0 || producer >= stages_) return std::vector<float>{};  // model input or loss
+Result<kernels::Tensor> Executor::Input(int producer, int consumer, int mb, int step, uint32_t channel) {
+  if (producer < 0 || producer >= stages_) return kernels::Tensor();  // model input or loss
   if (stage_to_rank_[producer] == rank_) {
     auto& slot = (channel == kActivations ? local_act_ : local_grad_)[Key(consumer, mb)];
     return std::move(slot);
   }
   return transport_->Recv(Global(stage_to_rank_[producer]), MessageTag{channel, consumer, mb, step},
-                          options_.recv_timeout);
+                          backend_->BoundarySpec(), options_.recv_timeout);
 }
 
 int Executor::InputPeer(const v1::Action& a) const {

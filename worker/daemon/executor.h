@@ -56,7 +56,7 @@ class Executor {
   Status RunAction(const v1::Action& a, int step, StepReport* report);
   int Global(int pp_rank) const { return dp_rank_ * pp_ + pp_rank; }
   size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
-  Result<std::vector<float>> Input(int producer_stage, int consumer_stage, int mb, int step, uint32_t channel);
+  Result<kernels::Tensor> Input(int producer_stage, int consumer_stage, int mb, int step, uint32_t channel);
   // The pipeline rank whose input a compute action waits for; -1 when it is local or none.
   int InputPeer(const v1::Action& a) const;
 
@@ -67,7 +67,7 @@ class Executor {
   int pp_, dp_, rank_, dp_rank_, stages_, mbs_;
   std::vector<int> stage_to_rank_;
   // Results waiting for a same-rank consumer (V turns, p = 1) or for their SEND, by (stage, mb).
-  std::vector<std::vector<float>> local_act_, local_grad_, out_act_, out_grad_;
+  std::vector<kernels::Tensor> local_act_, local_grad_, out_act_, out_grad_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> stop_after_step_{false};
 };

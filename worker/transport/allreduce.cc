@@ -48,22 +48,19 @@ Status AllReduceSum(Transport& transport, int my_index, const std::vector<int>& 
   // it (reduce-scatter) or copy it (all-gather).
   auto round = [&](int r, int send_c, int recv_c, bool add) -> Status {
     std::span<const float> out = chunk(send_c);
-    Status st = transport.Send(right, MessageTag{channel, r, send_c, step},
-                               std::vector<float>(out.begin(), out.end()));
+    Status st = transport.SendFloats(right, MessageTag{channel, r, send_c, step},
+                                     std::vector<float>(out.begin(), out.end()));
     if (!st.ok()) return Status(st.code(), where(true, r, send_c) + ": " + st.message());
     const auto left_ms = std::max(std::chrono::milliseconds(0),
                                   std::chrono::duration_cast<std::chrono::milliseconds>(
                                       deadline - Clock::now()));
-    Result<std::vector<float>> in = transport.Recv(left, MessageTag{channel, r, recv_c, step}, left_ms);
-    if (!in.ok()) {
-      return Status(in.status().code(),
-                    where(false, r, recv_c) + ": " + in.status().message());
-    }
     std::span<float> dst = chunk(recv_c);
-    if (in->size() != dst.size()) {
-      return Internal(where(false, r, recv_c) + ": got " + std::to_string(in->size()) +
-                      " floats, expected " + std::to_string(dst.size()) +
-                      " (do all members pass the same data length?)");
+    Result<std::vector<float>> in =
+        transport.RecvFloats(left, MessageTag{channel, r, recv_c, step}, dst.size(), left_ms);
+    if (!in.ok()) {
+      const bool sizes = in.status().code() == Code::kInternal;
+      return Status(in.status().code(), where(false, r, recv_c) + ": " + in.status().message() +
+                                            (sizes ? " (do all members pass the same data length?)" : ""));
     }
     const float* src = in->data();
     if (add) {

@@ -9,8 +9,8 @@
 
 namespace pipecoord::worker {
 
-// Payload floats are written and read as raw memory: that is the wire's little-endian
-// binary32 only on such hosts.
+// Payload tensors are written and read as raw memory: that is the wire's little-endian layout
+// only on such hosts.
 static_assert(std::endian::native == std::endian::little,
               "the TCP transport sends floats in native layout: port it to big-endian hosts");
 static_assert(std::numeric_limits<float>::is_iec559 && sizeof(float) == 4,
@@ -105,10 +105,6 @@ Status ValidateHeader(const FrameHeader& h, uint64_t max_payload_bytes) {
     return InvalidArgument("payload of " + std::to_string(h.payload_bytes) +
                            " bytes exceeds the limit of " + std::to_string(max_payload_bytes) +
                            " bytes (oversized frame)");
-  }
-  if (h.payload_bytes % sizeof(float) != 0) {
-    return InvalidArgument("payload of " + std::to_string(h.payload_bytes) +
-                           " bytes is not a whole number of 4-byte floats");
   }
   return Status::Ok();
 }

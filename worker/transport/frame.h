@@ -11,11 +11,13 @@
 //  20  i32 stage          MessageTag::stage        (HELLO/ACCEPT/REFUSE: the sender's rank)
 //  24  i32 mb             MessageTag::mb           (HELLO/ACCEPT: the rank the sender talks to)
 //  28  i32 step           MessageTag::step
-//  32  u64 payload_bytes  DATA: a multiple of 4, at most the receiver's limit; others: 0
+//  32  u64 payload_bytes  DATA: at most the receiver's limit; others: 0
 //
-// A DATA payload is payload_bytes / 4 IEEE-754 binary32 floats in little-endian byte order,
-// which is the native layout of every host we build for (static_asserts in frame.cc), so
-// payloads go to and from the socket without conversion.
+// A DATA payload is one tensor's bytes in its dtype's little-endian layout (f32: IEEE-754
+// binary32; bf16: the upper half of a binary32), which is the native layout of every host we
+// build for (static_asserts in frame.cc), so payloads go to and from the socket without
+// conversion. The frame does not carry the dtype or shape: the receiver names the spec it
+// expects and the byte count must match it (version 2; version 1 carried f32 only).
 //
 // Handshake: the dialling side sends HELLO {session, stage = its rank, mb = the rank it
 // expects to reach}; the accepting side answers ACCEPT {its session, stage = its rank,
@@ -35,7 +37,7 @@ namespace pipecoord::worker {
 
 inline constexpr size_t kFrameHeaderBytes = 40;
 inline constexpr uint32_t kFrameMagic = 0x46544350;  // "PCTF"
-inline constexpr uint16_t kFrameVersion = 1;
+inline constexpr uint16_t kFrameVersion = 2;
 
 enum class FrameKind : uint16_t {
   kData = 1,
@@ -69,8 +71,8 @@ HeaderBytes EncodeHeader(const FrameHeader& header);
 // Decodes the fields as they are; ValidateHeader judges them.
 FrameHeader DecodeHeader(const HeaderBytes& bytes);
 
-// Checks magic, version and kind, and the payload length: DATA payloads a multiple of 4 bytes
-// and at most `max_payload_bytes`, handshake frames none. Does not check the session. The
+// Checks magic, version and kind, and the payload length: DATA payloads at most
+// `max_payload_bytes`, handshake frames none. Does not check the session. The
 // message names the field and the values ("payload of 1099511627776 bytes exceeds the limit of
 // 1073741824 bytes").
 Status ValidateHeader(const FrameHeader& header, uint64_t max_payload_bytes);

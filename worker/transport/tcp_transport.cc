@@ -76,7 +76,7 @@ InboxKey KeyOf(int peer, const MessageTag& t) { return {peer, t.channel, t.stage
 
 struct OutFrame {
   HeaderBytes header;
-  std::vector<float> payload;
+  kernels::Tensor payload;  // host memory, held until written
 };
 
 // One TCP connection: while handshaking, then (once a peer's handshake picked it) that peer's
@@ -94,7 +94,7 @@ struct Conn {
   HeaderBytes out_control{};   // the handshake frame being written
   HeaderBytes in_header{};
   MessageTag in_tag;
-  std::vector<float> in_payload;
+  kernels::Tensor in_payload;  // u8[payload_bytes]
   // Guarded by Impl::mu_ (written on the strand).
   bool closed = false;
   int peer = -1;               // the rank, once the handshake assigned this link to it
@@ -125,8 +125,8 @@ class TcpTransport::Impl {
   std::string endpoint() const { return endpoint_; }
   Status Connect(int my_rank, const std::map<int, std::string>& peers, uint64_t session,
                  milliseconds timeout);
-  Status Send(int peer, const MessageTag& tag, std::vector<float> data);
-  Result<std::vector<float>> Recv(int peer, const MessageTag& tag, milliseconds timeout);
+  Status Send(int peer, const MessageTag& tag, kernels::Tensor data);
+  Result<kernels::Tensor> Recv(int peer, const MessageTag& tag, milliseconds timeout);
   Status Flush(milliseconds timeout);
   void Shutdown();
   std::vector<int> BrokenPeers() const;
@@ -191,7 +191,7 @@ class TcpTransport::Impl {
   std::map<int, PeerState> peers_;
   std::set<ConnPtr> conns_;     // every open connection, closed by Shutdown
   std::vector<ConnPtr> parked_; // hellos read before Connect, answered by Connect
-  std::map<InboxKey, std::deque<std::vector<float>>> inbox_;
+  std::map<InboxKey, std::deque<kernels::Tensor>> inbox_;  // u8 payloads
   uint64_t pending_sends_ = 0;  // queued or being written
   Status send_error_;           // the first send that failed
 };
@@ -679,12 +679,13 @@ void TcpTransport::Impl::OnHeader(const ConnPtr& conn, const error_code& ec) {
   }
   conn->in_tag = h.tag;
   const uint64_t bytes = h.payload_bytes;
-  try {
-    conn->in_payload = std::vector<float>(bytes / sizeof(float));
-  } catch (const std::bad_alloc&) {
+  auto payload = kernels::Tensor::Empty(kernels::HostAllocator(),
+                                        {kernels::DType::kU8, {static_cast<int64_t>(bytes)}});
+  if (!payload.ok()) {
     CloseConn(conn, "cannot allocate " + std::to_string(bytes) + " bytes for a frame's payload");
     return;
   }
+  conn->in_payload = std::move(payload).value();
   if (bytes == 0) {
     Deliver(conn, 0);
     ReadHeader(conn);
@@ -722,7 +723,7 @@ void TcpTransport::Impl::StartWrite(const ConnPtr& conn) {
     }
     size_t bytes = 0;
     while (!p.queue.empty() && batch->size() < kMaxBatchFrames && bytes < kMaxBatchBytes) {
-      bytes += kFrameHeaderBytes + p.queue.front().payload.size() * sizeof(float);
+      bytes += kFrameHeaderBytes + p.queue.front().payload.bytes();
       batch->push_back(std::move(p.queue.front()));
       p.queue.pop_front();
     }
@@ -731,9 +732,7 @@ void TcpTransport::Impl::StartWrite(const ConnPtr& conn) {
   buffers.reserve(2 * batch->size());
   for (const OutFrame& f : *batch) {
     buffers.push_back(asio::buffer(f.header));
-    if (!f.payload.empty()) {
-      buffers.push_back(asio::buffer(f.payload.data(), f.payload.size() * sizeof(float)));
-    }
+    if (f.payload.bytes() > 0) buffers.push_back(asio::buffer(f.payload.data(), f.payload.bytes()));
   }
   asio::async_write(conn->socket, buffers, LargeSteps,
                     [this, conn, batch](const error_code& ec, size_t written) {
@@ -832,8 +831,8 @@ Status TcpTransport::Impl::Connect(int my_rank, const std::map<int, std::string>
                      MsText(timeout) + " waiting for " + missing);
 }
 
-Status TcpTransport::Impl::Send(int peer, const MessageTag& tag, std::vector<float> data) {
-  const uint64_t bytes = data.size() * sizeof(float);
+Status TcpTransport::Impl::Send(int peer, const MessageTag& tag, kernels::Tensor data) {
+  const uint64_t bytes = data.bytes();
   ConnPtr post_to;
   {
     std::lock_guard lk(mu_);
@@ -841,6 +840,11 @@ Status TcpTransport::Impl::Send(int peer, const MessageTag& tag, std::vector<flo
     if (shutdown_) return Unavailable(where() + ": the transport was shut down");
     auto it = peers_.find(peer);
     if (it == peers_.end()) return NotFound(where() + ": unknown peer (" + KnownPeers() + ")");
+    if (!data.on_host()) {
+      return FailedPrecondition(where() + ": the TCP transport sends host tensors, this " +
+                                ToString(data.spec()) + " is on cuda:" + std::to_string(data.device()) +
+                                " (stage it through the host)");
+    }
     if (bytes > options_.max_payload_bytes) {
       return InvalidArgument(where() + ": payload of " + std::to_string(bytes) +
                              " bytes exceeds max_payload_bytes " +
@@ -863,8 +867,8 @@ Status TcpTransport::Impl::Send(int peer, const MessageTag& tag, std::vector<flo
   return Status::Ok();
 }
 
-Result<std::vector<float>> TcpTransport::Impl::Recv(int peer, const MessageTag& tag,
-                                                    milliseconds timeout) {
+Result<kernels::Tensor> TcpTransport::Impl::Recv(int peer, const MessageTag& tag,
+                                                 milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
   const InboxKey key = KeyOf(peer, tag);
   std::unique_lock lk(mu_);
@@ -876,7 +880,7 @@ Result<std::vector<float>> TcpTransport::Impl::Recv(int peer, const MessageTag& 
   for (;;) {
     if (shutdown_) return Unavailable(where() + ": the transport was shut down");
     if (auto it = inbox_.find(key); it != inbox_.end()) {
-      std::vector<float> data = std::move(it->second.front());
+      kernels::Tensor data = std::move(it->second.front());
       it->second.pop_front();
       if (it->second.empty()) inbox_.erase(it);
       return data;
@@ -946,12 +950,23 @@ Status TcpTransport::Connect(int my_rank, const std::map<int, std::string>& peer
   return impl_->Connect(my_rank, peers, impl_->options().session, timeout);
 }
 
-Status TcpTransport::Send(int peer, const MessageTag& tag, std::vector<float> data) {
+Status TcpTransport::Send(int peer, const MessageTag& tag, kernels::Tensor data) {
   return impl_->Send(peer, tag, std::move(data));
 }
 
-Result<std::vector<float>> TcpTransport::Recv(int peer, const MessageTag& tag,
-                                              milliseconds timeout) {
+Result<kernels::Tensor> TcpTransport::Recv(int peer, const MessageTag& tag,
+                                           const kernels::TensorSpec& expected, milliseconds timeout) {
+  auto bytes = impl_->Recv(peer, tag, timeout);
+  if (!bytes.ok()) return bytes.status();
+  auto t = bytes->Viewed(expected);
+  if (!t.ok()) {
+    return Internal("Recv from peer " + std::to_string(peer) + " tag " + ToString(tag) + ": " +
+                    t.status().message() + " (the ranks disagree on the tensor)");
+  }
+  return t;
+}
+
+Result<kernels::Tensor> TcpTransport::RecvBytes(int peer, const MessageTag& tag, milliseconds timeout) {
   return impl_->Recv(peer, tag, timeout);
 }
 

@@ -86,9 +86,13 @@ class TcpTransport final : public Transport {
 
   // Transport. Bytes are counted on the wire: DATA frame headers and payloads (the
   // handshake is not counted).
-  Status Send(int peer, const MessageTag& tag, std::vector<float> data) override;
-  Result<std::vector<float>> Recv(int peer, const MessageTag& tag,
-                                  std::chrono::milliseconds timeout) override;
+  // Sends host tensors only (FAILED_PRECONDITION for device memory: stage it through the host).
+  Status Send(int peer, const MessageTag& tag, kernels::Tensor data) override;
+  Result<kernels::Tensor> Recv(int peer, const MessageTag& tag, const kernels::TensorSpec& expected,
+                               std::chrono::milliseconds timeout) override;
+  // Recv of whatever arrived, as raw bytes (u8[n]), for tools and tests that do not know the
+  // size in advance.
+  Result<kernels::Tensor> RecvBytes(int peer, const MessageTag& tag, std::chrono::milliseconds timeout);
   Status Flush(std::chrono::milliseconds timeout) override;
   void Shutdown() override;
   std::vector<int> BrokenPeers() const override;

@@ -27,6 +27,7 @@ namespace asio = boost::asio;
 using std::chrono::milliseconds;
 using testing::ElapsedMs;
 using testing::MakeMesh;
+using testing::RecvAll;
 using ::testing::HasSubstr;
 
 constexpr milliseconds kLong(10000);  // never reached when things work
@@ -119,7 +120,7 @@ TEST(TcpTransportTest, TwoRanksExchangeManyMessagesInShuffledOrder) {
       std::vector<MessageTag> order = tags;
       std::shuffle(order.begin(), order.end(), std::mt19937(100 + me));
       for (const MessageTag& tag : order) {
-        auto got = t[me]->Recv(other, tag, kLong);
+        auto got = RecvAll(*t[me], other, tag, kLong);
         if (!got.ok() || *got != Payload(other, tag, SizeOf(tag))) {
           ADD_FAILURE() << "rank " << me << " " << ToString(tag) << ": "
                         << got.status().ToString();
@@ -135,7 +136,7 @@ TEST(TcpTransportTest, TwoRanksExchangeManyMessagesInShuffledOrder) {
       std::vector<MessageTag> order = tags;
       std::shuffle(order.begin(), order.end(), std::mt19937(200 + me));
       for (size_t i = 0; i < order.size(); ++i) {
-        Status s = t[me]->Send(other, order[i], Payload(me, order[i], SizeOf(order[i])));
+        Status s = t[me]->SendFloats(other, order[i], Payload(me, order[i], SizeOf(order[i])));
         if (!s.ok()) {
           ADD_FAILURE() << s.ToString();
           ++failures;
@@ -178,7 +179,7 @@ TEST(TcpTransportTest, FourRanksAllToAllFromSeveralThreads) {
         }
         std::shuffle(work.begin(), work.end(), std::mt19937(me * 10 + half));
         for (const auto& [peer, tag] : work) {
-          if (!t[me]->Send(peer, tag, Payload(me, tag, 1 + tag.mb * 100)).ok()) ++failures;
+          if (!t[me]->SendFloats(peer, tag, Payload(me, tag, 1 + tag.mb * 100)).ok()) ++failures;
         }
       });
     }
@@ -190,7 +191,7 @@ TEST(TcpTransportTest, FourRanksAllToAllFromSeveralThreads) {
       }
       std::shuffle(work.begin(), work.end(), std::mt19937(1000 + me));
       for (const auto& [peer, tag] : work) {
-        auto got = t[me]->Recv(peer, tag, kLong);
+        auto got = RecvAll(*t[me], peer, tag, kLong);
         if (!got.ok() || *got != Payload(peer, tag, 1 + tag.mb * 100)) {
           ADD_FAILURE() << "rank " << me << " from " << peer << " " << ToString(tag) << ": "
                         << got.status().ToString();
@@ -224,10 +225,10 @@ TEST(TcpTransportTest, LargePayloadsArriveIntactBothWays) {
     }
   }
   const MessageTag tag{0, 1, 2, 3};
-  ASSERT_TRUE(t[0]->Send(1, tag, big[0]).ok());
-  ASSERT_TRUE(t[1]->Send(0, tag, big[1]).ok());
+  ASSERT_TRUE(t[0]->SendFloats(1, tag, big[0]).ok());
+  ASSERT_TRUE(t[1]->SendFloats(0, tag, big[1]).ok());
   for (int r = 0; r < 2; ++r) {
-    auto got = t[r]->Recv(1 - r, tag, kLong);
+    auto got = RecvAll(*t[r], 1 - r, tag, kLong);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     ASSERT_EQ(got->size(), kFloats);
     EXPECT_EQ(std::memcmp(got->data(), big[1 - r].data(), kFloats * 4), 0);
@@ -244,13 +245,13 @@ TEST(TcpTransportTest, EmptyMessagesAndRepeatedTagsArriveFirstInFirstOut) {
   ASSERT_TRUE(mesh.ok()) << mesh.status().ToString();
   auto& t = *mesh;
   const MessageTag tag{1, 0, 0, 0};
-  ASSERT_TRUE(t[0]->Send(1, tag, {}).ok());
-  for (float v : {1.f, 2.f, 3.f}) ASSERT_TRUE(t[0]->Send(1, tag, {v, v}).ok());
-  auto got = t[1]->Recv(0, tag, kLong);
+  ASSERT_TRUE(t[0]->SendFloats(1, tag, {}).ok());
+  for (float v : {1.f, 2.f, 3.f}) ASSERT_TRUE(t[0]->SendFloats(1, tag, {v, v}).ok());
+  auto got = RecvAll(*t[1], 0, tag, kLong);
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(got->empty());
   for (float v : {1.f, 2.f, 3.f}) {
-    got = t[1]->Recv(0, tag, kLong);
+    got = RecvAll(*t[1], 0, tag, kLong);
     ASSERT_TRUE(got.ok());
     EXPECT_EQ(*got, (std::vector<float>{v, v}));
   }
@@ -262,20 +263,59 @@ TEST(TcpTransportTest, EmptyMessagesAndRepeatedTagsArriveFirstInFirstOut) {
 TEST(TcpTransportTest, UnknownPeerIsAnError) {
   auto mesh = MakeMesh(2);
   ASSERT_TRUE(mesh.ok()) << mesh.status().ToString();
-  Status s = (*mesh)[0]->Send(7, MessageTag{}, {1.f});
+  Status s = (*mesh)[0]->SendFloats(7, MessageTag{}, {1.f});
   EXPECT_EQ(s.code(), Code::kNotFound);
   EXPECT_THAT(s.message(), HasSubstr("peer 7"));
   EXPECT_THAT(s.message(), HasSubstr("unknown peer (this transport's peers: 1)"));
-  s = (*mesh)[0]->Send(0, MessageTag{}, {1.f});  // itself is no peer either
+  s = (*mesh)[0]->SendFloats(0, MessageTag{}, {1.f});  // itself is no peer either
   EXPECT_EQ(s.code(), Code::kNotFound);
-  auto r = (*mesh)[0]->Recv(7, MessageTag{}, milliseconds(1));
+  auto r = RecvAll(*(*mesh)[0], 7, MessageTag{}, milliseconds(1));
   EXPECT_EQ(r.status().code(), Code::kNotFound);
+}
+
+// Host memory that claims to be a device's: only to see Send refuse what it cannot send from.
+class DeviceLabelledAllocator final : public kernels::Allocator {
+ public:
+  kernels::MemoryKind kind() const override { return kernels::MemoryKind::kCuda; }
+  int device() const override { return 0; }
+  Result<void*> Allocate(size_t bytes) override { return kernels::HostAllocator().Allocate(bytes); }
+  void Deallocate(void* p, size_t bytes) override { kernels::HostAllocator().Deallocate(p, bytes); }
+};
+
+TEST(TcpTransportTest, TensorsArriveAsTheSpecTheReceiverNames) {
+  auto mesh = MakeMesh(2);
+  ASSERT_TRUE(mesh.ok()) << mesh.status().ToString();
+  auto& t = *mesh;
+  // Three bf16 values: 6 bytes, not a whole number of floats.
+  auto bf16 = kernels::Tensor::Empty(kernels::HostAllocator(), {kernels::DType::kBF16, {3}});
+  ASSERT_TRUE(bf16.ok());
+  const uint16_t bits[3] = {0x3f80, 0xc000, 0x4049};  // 1, -2, 3.140625
+  std::copy(bits, bits + 3, bf16->host_span<uint16_t>().begin());
+  ASSERT_TRUE(t[0]->Send(1, MessageTag{0, 1, 0, 0}, *bf16).ok());
+  auto got = t[1]->Recv(0, MessageTag{0, 1, 0, 0}, {kernels::DType::kBF16, {1, 3}}, kLong);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->shape(), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(std::vector<uint16_t>(got->host_span<uint16_t>().begin(), got->host_span<uint16_t>().end()),
+            (std::vector<uint16_t>{0x3f80, 0xc000, 0x4049}));
+
+  // A sender and a receiver that disagree on the size: an error naming both, never a misread.
+  ASSERT_TRUE(t[0]->SendFloats(1, MessageTag{0, 2, 0, 0}, {1.f, 2.f}).ok());
+  auto wrong = t[1]->Recv(0, MessageTag{0, 2, 0, 0}, {kernels::DType::kF32, {3}}, kLong);
+  EXPECT_EQ(wrong.status().code(), Code::kInternal);
+  EXPECT_THAT(wrong.status().message(), HasSubstr("expected f32[3] (12 bytes), got u8[8] (8 bytes)"));
+
+  DeviceLabelledAllocator device;
+  auto on_device = kernels::Tensor::Empty(device, {kernels::DType::kF32, {4}});
+  ASSERT_TRUE(on_device.ok());
+  Status s = t[0]->Send(1, MessageTag{}, *on_device);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("the TCP transport sends host tensors, this f32[4] is on cuda:0"));
 }
 
 TEST(TcpTransportTest, SendBeforeConnectNamesTheCause) {
   auto t = TcpTransport::Listen("127.0.0.1", 0);
   ASSERT_TRUE(t.ok());
-  Status s = (*t)->Send(1, MessageTag{}, {1.f});
+  Status s = (*t)->SendFloats(1, MessageTag{}, {1.f});
   EXPECT_EQ(s.code(), Code::kNotFound);
   EXPECT_THAT(s.message(), HasSubstr("Connect has not been called"));
 }
@@ -284,10 +324,10 @@ TEST(TcpTransportTest, RecvTimesOutWithAClearError) {
   auto mesh = MakeMesh(2);
   ASSERT_TRUE(mesh.ok()) << mesh.status().ToString();
   auto& t = *mesh;
-  ASSERT_TRUE(t[1]->Send(0, MessageTag{0, 1, 2, 4}, {1.f}).ok());  // a near miss
+  ASSERT_TRUE(t[1]->SendFloats(0, MessageTag{0, 1, 2, 4}, {1.f}).ok());  // a near miss
   ASSERT_TRUE(t[1]->Flush(kLong).ok());
   Result<std::vector<float>> r = Status();
-  const double ms = ElapsedMs([&] { r = t[0]->Recv(1, MessageTag{0, 1, 2, 3}, milliseconds(100)); });
+  const double ms = ElapsedMs([&] { r = RecvAll(*t[0], 1, MessageTag{0, 1, 2, 3}, milliseconds(100)); });
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnavailable);
   EXPECT_THAT(r.status().message(),
@@ -304,8 +344,8 @@ TEST(TcpTransportTest, SendRefusesPayloadsOverTheLimit) {
   options.max_payload_bytes = 1024;
   auto mesh = MakeMesh(2, options);
   ASSERT_TRUE(mesh.ok()) << mesh.status().ToString();
-  EXPECT_TRUE((*mesh)[0]->Send(1, MessageTag{}, std::vector<float>(256)).ok());
-  Status s = (*mesh)[0]->Send(1, MessageTag{}, std::vector<float>(257));
+  EXPECT_TRUE((*mesh)[0]->SendFloats(1, MessageTag{}, std::vector<float>(256)).ok());
+  Status s = (*mesh)[0]->SendFloats(1, MessageTag{}, std::vector<float>(257));
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("1028 bytes exceeds max_payload_bytes 1024"));
 }
@@ -319,7 +359,7 @@ TEST(TcpTransportTest, PeerShutdownWakesTheWaiterPromptly) {
   auto& t = *mesh;
   Result<std::vector<float>> r = Status();
   double waited_ms = 0;
-  std::thread waiter([&] { waited_ms = ElapsedMs([&] { r = t[0]->Recv(1, MessageTag{}, kLong); }); });
+  std::thread waiter([&] { waited_ms = ElapsedMs([&] { r = RecvAll(*t[0], 1, MessageTag{}, kLong); }); });
   std::this_thread::sleep_for(milliseconds(100));
   double shutdown_ms = ElapsedMs([&] { t[1]->Shutdown(); });
   waiter.join();
@@ -331,9 +371,9 @@ TEST(TcpTransportTest, PeerShutdownWakesTheWaiterPromptly) {
   EXPECT_LT(waited_ms, 100 + 2000);
   EXPECT_EQ(t[0]->BrokenPeers(), std::vector<int>{1});  // who to blame
   // The link stays broken: sends and receives fail at once.
-  Status s = t[0]->Send(1, MessageTag{}, {1.f});
+  Status s = t[0]->SendFloats(1, MessageTag{}, {1.f});
   EXPECT_EQ(s.code(), Code::kUnavailable);
-  EXPECT_LT(ElapsedMs([&] { r = t[0]->Recv(1, MessageTag{}, kLong); }), 1000);
+  EXPECT_LT(ElapsedMs([&] { r = RecvAll(*t[0], 1, MessageTag{}, kLong); }), 1000);
   EXPECT_FALSE(r.ok());
   t[0]->Shutdown();
 }
@@ -342,10 +382,10 @@ TEST(TcpTransportTest, MessagesSentBeforeAPeerLeavesAreStillReceived) {
   auto mesh = MakeMesh(2);
   ASSERT_TRUE(mesh.ok()) << mesh.status().ToString();
   auto& t = *mesh;
-  ASSERT_TRUE(t[1]->Send(0, MessageTag{1, 0, 0, 0}, {4.f, 5.f}).ok());
+  ASSERT_TRUE(t[1]->SendFloats(0, MessageTag{1, 0, 0, 0}, {4.f, 5.f}).ok());
   ASSERT_TRUE(t[1]->Flush(kLong).ok());
   t[1]->Shutdown();
-  auto r = t[0]->Recv(1, MessageTag{1, 0, 0, 0}, kLong);
+  auto r = RecvAll(*t[0], 1, MessageTag{1, 0, 0, 0}, kLong);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, (std::vector<float>{4.f, 5.f}));
 }
@@ -357,7 +397,7 @@ TEST(TcpTransportTest, LocalShutdownWakesEveryWaiterAndIsIdempotent) {
   std::vector<Status> results(4);
   std::vector<std::thread> waiters;
   for (int i = 0; i < 4; ++i) {
-    waiters.emplace_back([&, i] { results[i] = t[0]->Recv(1 + i % 2, MessageTag{0, i, 0, 0}, kLong).status(); });
+    waiters.emplace_back([&, i] { results[i] = RecvAll(*t[0], 1 + i % 2, MessageTag{0, i, 0, 0}, kLong).status(); });
   }
   std::this_thread::sleep_for(milliseconds(50));
   EXPECT_LT(ElapsedMs([&] { t[0]->Shutdown(); }), 1000);
@@ -368,7 +408,7 @@ TEST(TcpTransportTest, LocalShutdownWakesEveryWaiterAndIsIdempotent) {
   }
   t[0]->Shutdown();
   EXPECT_TRUE(t[0]->BrokenPeers().empty());  // closed by us, not by a peer
-  EXPECT_EQ(t[0]->Send(1, MessageTag{}, {}).code(), Code::kUnavailable);
+  EXPECT_EQ(t[0]->SendFloats(1, MessageTag{}, {}).code(), Code::kUnavailable);
   EXPECT_EQ(t[0]->Flush(kLong).code(), Code::kUnavailable);
 }
 
@@ -386,7 +426,7 @@ TEST(TcpTransportTest, FlushTimesOutAndShutdownIsPromptWhileAPeerDoesNotRead) {
   ASSERT_TRUE(answer.has_value());
   ASSERT_EQ(answer->kind, static_cast<uint16_t>(FrameKind::kAccept));
   ASSERT_TRUE(connected.ok()) << connected.ToString();
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE((*a)->Send(0, MessageTag{0, 0, i, 0}, std::vector<float>(16 << 20)).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE((*a)->SendFloats(0, MessageTag{0, 0, i, 0}, std::vector<float>(16 << 20)).ok());
   Status f;
   EXPECT_GE(ElapsedMs([&] { f = (*a)->Flush(milliseconds(200)); }), 190);
   EXPECT_EQ(f.code(), Code::kUnavailable);
@@ -425,10 +465,10 @@ MixedMesh MakeMixedMesh(const TcpTransportOptions& options = {}) {
 
 void ExpectHealthy(TcpTransport& a, TcpTransport& c) {
   const MessageTag tag{0, 5, 5, 5};
-  ASSERT_TRUE(a.Send(2, tag, {1.f, 2.f}).ok());
-  ASSERT_TRUE(c.Send(1, tag, {3.f}).ok());
-  auto x = c.Recv(1, tag, kLong);
-  auto y = a.Recv(2, tag, kLong);
+  ASSERT_TRUE(a.SendFloats(2, tag, {1.f, 2.f}).ok());
+  ASSERT_TRUE(c.SendFloats(1, tag, {3.f}).ok());
+  auto x = RecvAll(c, 1, tag, kLong);
+  auto y = RecvAll(a, 2, tag, kLong);
   ASSERT_TRUE(x.ok() && y.ok());
   EXPECT_EQ(*x, (std::vector<float>{1.f, 2.f}));
   EXPECT_EQ(*y, (std::vector<float>{3.f}));
@@ -454,10 +494,12 @@ TEST(TcpTransportTest, MalformedFramesCloseOnlyTheirLink) {
   FrameHeader magic = DataHeader(4);
   magic.magic = 0x12345678;
   cases.push_back({"bad magic", magic, 4, "bad magic 0x12345678"});
-  cases.push_back({"ragged payload", DataHeader(6), 6, "not a whole number of 4-byte floats"});
   FrameHeader version = DataHeader(0);
-  version.version = 2;
-  cases.push_back({"future version", version, 0, "unsupported frame version 2"});
+  version.version = kFrameVersion + 1;
+  cases.push_back({"future version", version, 0, "unsupported frame version 3"});
+  FrameHeader old = DataHeader(0);
+  old.version = 1;  // f32-only payloads, before tensors of any dtype
+  cases.push_back({"old version", old, 0, "unsupported frame version 1"});
   cases.push_back({"hello again", HelloFrame(0, 0, 1), 0, "a handshake frame (kind 2) after the handshake"});
   FrameHeader session = DataHeader(0);
   session.session = 99;
@@ -471,7 +513,7 @@ TEST(TcpTransportTest, MalformedFramesCloseOnlyTheirLink) {
     std::vector<char> extra(bad.extra_bytes, 0);
     if (!extra.empty()) m.raw->Write(extra.data(), extra.size());
     if (std::string(bad.name) == "truncated") m.raw.reset();  // hang up mid-frame
-    auto r = m.a->Recv(0, MessageTag{}, kLong);
+    auto r = RecvAll(*m.a, 0, MessageTag{}, kLong);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Code::kUnavailable);
     EXPECT_THAT(r.status().message(), HasSubstr("link to peer 0 (127.0.0.1:9) broke"));
@@ -479,7 +521,7 @@ TEST(TcpTransportTest, MalformedFramesCloseOnlyTheirLink) {
     if (m.raw) {
       EXPECT_TRUE(m.raw->ClosedWithin(kLong));
     }
-    EXPECT_EQ(m.a->Send(0, MessageTag{}, {1.f}).code(), Code::kUnavailable);
+    EXPECT_EQ(m.a->SendFloats(0, MessageTag{}, {1.f}).code(), Code::kUnavailable);
     ExpectHealthy(*m.a, *m.c);
   }
 }
@@ -490,7 +532,7 @@ TEST(TcpTransportTest, OversizedFrameAgainstASmallLimit) {
   MixedMesh m = MakeMixedMesh(options);
   ASSERT_TRUE(m.raw);
   m.raw->Write(EncodeHeader(DataHeader(1028)));
-  auto r = m.a->Recv(0, MessageTag{}, kLong);
+  auto r = RecvAll(*m.a, 0, MessageTag{}, kLong);
   EXPECT_THAT(r.status().message(), HasSubstr("payload of 1028 bytes exceeds the limit of 1024"));
   ExpectHealthy(*m.a, *m.c);
 }
@@ -514,8 +556,8 @@ TEST(TcpTransportTest, GarbageAndSilentConnectionsAreDroppedWithoutHarm) {
   ASSERT_TRUE(answer.has_value());
   EXPECT_EQ(answer->kind, static_cast<uint16_t>(FrameKind::kRefuse));
   EXPECT_EQ(answer->tag.channel, static_cast<uint32_t>(RefuseReason::kDuplicateRank));
-  ASSERT_TRUE(t[0]->Send(1, MessageTag{}, {9.f}).ok());
-  auto r = t[1]->Recv(0, MessageTag{}, kLong);
+  ASSERT_TRUE(t[0]->SendFloats(1, MessageTag{}, {9.f}).ok());
+  auto r = RecvAll(*t[1], 0, MessageTag{}, kLong);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, std::vector<float>{9.f});
 }
@@ -571,8 +613,8 @@ TEST(TcpTransportTest, DiallerWaitsForAPeerStillClosingAnOlderSession) {
   ta.join();
   ASSERT_TRUE(sa.ok()) << sa.ToString();
   ASSERT_TRUE(sb.ok()) << sb.ToString();
-  ASSERT_TRUE((*a)->Send(1, MessageTag{}, {3.f}).ok());
-  auto r = (*b)->Recv(0, MessageTag{}, kLong);
+  ASSERT_TRUE((*a)->SendFloats(1, MessageTag{}, {3.f}).ok());
+  auto r = RecvAll(*(*b), 0, MessageTag{}, kLong);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, std::vector<float>{3.f});
 }
@@ -610,8 +652,8 @@ TEST(TcpTransportTest, StaleConnectionIsRefusedWhileTheJobRuns) {
   EXPECT_EQ(answer->tag.channel, static_cast<uint32_t>(RefuseReason::kSessionMismatch));
   EXPECT_EQ(answer->session, 5u);
   EXPECT_TRUE(stale.ClosedWithin(kLong));
-  ASSERT_TRUE(t[0]->Send(1, MessageTag{}, {1.f}).ok());
-  EXPECT_TRUE(t[1]->Recv(0, MessageTag{}, kLong).ok());
+  ASSERT_TRUE(t[0]->SendFloats(1, MessageTag{}, {1.f}).ok());
+  EXPECT_TRUE(RecvAll(*t[1], 0, MessageTag{}, kLong).ok());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -634,8 +676,8 @@ TEST(TcpTransportTest, ConnectWaitsForAPeerThatStartsLateOnTheSamePort) {
   ta.join();
   ASSERT_TRUE(sa.ok()) << sa.ToString();
   ASSERT_TRUE(sb.ok()) << sb.ToString();
-  ASSERT_TRUE((*a)->Send(1, MessageTag{}, {2.f}).ok());
-  EXPECT_TRUE((*b)->Recv(0, MessageTag{}, kLong).ok());
+  ASSERT_TRUE((*a)->SendFloats(1, MessageTag{}, {2.f}).ok());
+  EXPECT_TRUE(RecvAll(*(*b), 0, MessageTag{}, kLong).ok());
 }
 
 TEST(TcpTransportTest, ConnectTimeoutNamesEveryMissingPeer) {

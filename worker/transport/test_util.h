@@ -39,6 +39,16 @@ inline Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(
   return mesh;
 }
 
+// Whatever arrived for `tag` from `peer`, as floats (the tests send f32 payloads).
+inline Result<std::vector<float>> RecvAll(TcpTransport& t, int peer, const MessageTag& tag,
+                                          std::chrono::milliseconds timeout) {
+  auto bytes = t.RecvBytes(peer, tag, timeout);
+  if (!bytes.ok()) return bytes.status();
+  auto floats = bytes->Viewed({kernels::DType::kF32, {bytes->numel() / 4}});
+  if (!floats.ok()) return floats.status();
+  return floats->ToFloats();
+}
+
 // The elapsed time of fn, in milliseconds.
 template <typename Fn>
 double ElapsedMs(Fn&& fn) {

@@ -1,9 +1,11 @@
 // Transport: point-to-point messages between the ranks of one job.
 //
 // Pipeline neighbours exchange activations (forward) and gradients (backward); data-parallel
-// replicas exchange gradient chunks for an all-reduce (allreduce.h). A message is a vector of
-// floats identified by its sender and a MessageTag. Sends are asynchronous so they overlap
-// compute; arrivals are buffered by (peer, tag), so a receive is in effect posted early and
+// replicas exchange gradient chunks for an all-reduce (allreduce.h). A message is one tensor
+// (kernels/tensor.h) identified by its sender and a MessageTag; the receiver names the spec
+// (dtype and shape) it expects, since a pipeline neighbour always knows it and NCCL needs it.
+// The TCP transport carries host tensors; the NCCL transport device tensors. Sends are
+// asynchronous so they overlap compute; a receive may be posted before its message arrives and
 // messages may be received in any order.
 //
 // Every method is thread-safe. Errors are values: a broken link, a timeout or a shutdown is
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/tensor.h"
 
 namespace pipecoord::worker {
 
@@ -40,18 +43,25 @@ class Transport {
  public:
   virtual ~Transport() = default;
 
-  // Queues `data` for `peer` and returns at once (asynchronous, so sends overlap compute).
-  // Messages to one peer are delivered in order. Fails if the peer is unknown (NOT_FOUND) or
-  // the link broke (UNAVAILABLE).
-  virtual Status Send(int peer, const MessageTag& tag, std::vector<float> data) = 0;
+  // Queues `data` for `peer` and returns at once (asynchronous, so sends overlap compute); the
+  // transport holds the tensor until it is sent. Messages to one peer are delivered in order.
+  // Fails if the peer is unknown (NOT_FOUND), the link broke (UNAVAILABLE) or the tensor lives
+  // where this transport cannot send from (FAILED_PRECONDITION naming both).
+  virtual Status Send(int peer, const MessageTag& tag, kernels::Tensor data) = 0;
 
-  // Waits until the message `tag` from `peer` has arrived and returns it. Arrivals are buffered
-  // by (peer, tag) (several with the same key are returned first in, first out), so a receive
-  // is effectively posted early. UNAVAILABLE naming the peer and tag after `timeout`, or at
-  // once if the link to that peer broke (a message that arrived before the break is still
-  // returned) or Shutdown() was called: never a hang.
-  virtual Result<std::vector<float>> Recv(int peer, const MessageTag& tag,
-                                          std::chrono::milliseconds timeout) = 0;
+  // Waits until the message `tag` from `peer` has arrived and returns it as a tensor of
+  // `expected` (INTERNAL naming both when the sender sent another size: the ranks disagree on
+  // the model). Several messages with the same key are returned first in, first out.
+  // UNAVAILABLE naming the peer and tag after `timeout`, or at once if the link to that peer
+  // broke (a message that arrived before the break is still returned) or Shutdown() was
+  // called: never a hang.
+  virtual Result<kernels::Tensor> Recv(int peer, const MessageTag& tag, const kernels::TensorSpec& expected,
+                                       std::chrono::milliseconds timeout) = 0;
+
+  // Host f32 conveniences over Send and Recv (the CPU backend's all-reduce, tests).
+  Status SendFloats(int peer, const MessageTag& tag, std::vector<float> data);
+  Result<std::vector<float>> RecvFloats(int peer, const MessageTag& tag, size_t count,
+                                        std::chrono::milliseconds timeout);
 
   // Blocks until every queued send has been written (or failed); used at step boundaries.
   // UNAVAILABLE when a send failed (the first failure is reported, and stays reported), on
