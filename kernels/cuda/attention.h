@@ -1,0 +1,66 @@
+// Causal multi-head self-attention on the GPU with the flash-attention algorithm: the twin of
+// kernels/cpu/attention.h (same layouts and scale) that never holds the seq x seq scores.
+//
+// Layouts (row-major): q, k, v, o, dout, dq, dk, dv [batch, seq, heads, head_dim] in T (float or
+// bf16); lse and delta [batch, heads, seq] in float. Scores are q_i . k_j / sqrt(head_dim) for
+// j <= i. All pointers are device pointers; no output may alias another buffer. Work is queued
+// on `stream`; an error names the failed launch or check.
+//
+// Algorithm. Forward: each block holds 64 query rows and walks the key tiles (64 keys) up to
+// the diagonal, keeping a running max and running sum per row (online softmax) and rescaling
+// its output accumulator when the max grows; it writes o and each row's log-sum-exp, lse_i =
+// log(sum_j<=i exp(score_ij)). Backward: delta_i = rowsum(dout_i * o_i) first; then one kernel
+// per key tile (64 keys, walking query tiles of 32 rows) recomputes P = exp(score - lse) tile by
+// tile and sums dv = P^T dout and dk = dS^T q, dS = P (dout v^T - delta); a second kernel per
+// query tile (32 rows, walking key tiles) sums dq = dS k. dq is not accumulated across key tiles
+// with atomics, so every output is deterministic: the same bits on every run.
+//
+// Precision: inputs are read into shared memory as float; every product, sum, exp and the
+// softmax statistics are fp32 (no tensor cores: plain shared-memory tiles, correctness first);
+// outputs are rounded to T once.
+#ifndef PIPECOORD_KERNELS_CUDA_ATTENTION_H_
+#define PIPECOORD_KERNELS_CUDA_ATTENTION_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "common/status.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cuda/bf16.h"  // __nv_bfloat16, declared for g++-built callers
+
+namespace pipecoord::kernels::cuda {
+
+// Limits (others are refused with INVALID_ARGUMENT before anything is queued): head_dim in
+// [1, 128] (tiles are sized for up to 128); batch and heads in [1, 65535] (grid dimensions);
+// seq in [1, 2^30].
+inline constexpr int64_t kFlashMaxHeadDim = 128;
+inline constexpr int64_t kFlashMaxBatch = 65535;
+inline constexpr int64_t kFlashMaxHeads = 65535;
+inline constexpr int64_t kFlashMaxSeq = int64_t{1} << 30;
+
+// OK when `d` is within the limits above; otherwise INVALID_ARGUMENT naming the dimension.
+Status CheckFlashAttentionDims(const cpu::AttentionDims& d);
+
+// F: writes o and lse (kept for backward).
+Status FlashAttentionForward(const float* q, const float* k, const float* v, float* o, float* lse,
+                             const cpu::AttentionDims& d, cudaStream_t stream);
+Status FlashAttentionForward(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                             __nv_bfloat16* o, float* lse, const cpu::AttentionDims& d,
+                             cudaStream_t stream);
+
+// B: overwrites dq, dk, dv from dout, the forward's inputs, its o and lse. `delta` is scratch
+// [batch, heads, seq] that receives rowsum(dout * o) (the caller owns it, so nothing here
+// allocates memory).
+Status FlashAttentionBackward(const float* dout, const float* q, const float* k, const float* v,
+                              const float* o, const float* lse, float* delta, float* dq, float* dk,
+                              float* dv, const cpu::AttentionDims& d, cudaStream_t stream);
+Status FlashAttentionBackward(const __nv_bfloat16* dout, const __nv_bfloat16* q,
+                              const __nv_bfloat16* k, const __nv_bfloat16* v,
+                              const __nv_bfloat16* o, const float* lse, float* delta,
+                              __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv,
+                              const cpu::AttentionDims& d, cudaStream_t stream);
+
+}  // namespace pipecoord::kernels::cuda
+
+#endif  // PIPECOORD_KERNELS_CUDA_ATTENTION_H_
