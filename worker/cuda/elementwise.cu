@@ -1,0 +1,89 @@
+// Elementwise kernels of the CUDA stage model: grid-stride loops, math in float.
+#include "worker/cuda/elementwise.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_math.h"
+
+namespace pipecoord::worker::cuda {
+namespace {
+
+using kernels::cuda::CheckPointer;
+using kernels::cuda::CheckSize;
+using kernels::cuda::LaunchStatus;
+using kernels::cuda::device::FromFloat;
+using kernels::cuda::device::GlobalThread;
+using kernels::cuda::device::GridBlocks;
+using kernels::cuda::device::GridThreads;
+using kernels::cuda::device::ToFloat;
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxElements = int64_t{1} << 50;
+
+template <typename T>
+__global__ void AddInPlaceKernel(T* __restrict__ acc, const T* __restrict__ x, int64_t n) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    acc[i] = FromFloat<T>(ToFloat(acc[i]) + ToFloat(x[i]));
+  }
+}
+
+__global__ void CastToBf16Kernel(const float* __restrict__ in, __nv_bfloat16* __restrict__ out,
+                                 int64_t n) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = __float2bfloat16_rn(in[i]);
+}
+
+template <typename V>
+__global__ void AccumulateScalarKernel(double* acc, const V* value) {
+  *acc += static_cast<double>(*value);
+}
+
+template <typename T>
+Status Add(T* acc, const T* x, int64_t n, cudaStream_t stream) {
+  constexpr const char* kFn = "AddInPlace";
+  PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "n", n, kMaxElements));
+  if (n == 0) return Status::Ok();
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "acc", acc));
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "x", x));
+  AddInPlaceKernel<T><<<GridBlocks(n, kThreads), kThreads, 0, stream>>>(acc, x, n);
+  return LaunchStatus("AddInPlaceKernel");
+}
+
+template <typename V>
+Status Accumulate(double* acc, const V* value, cudaStream_t stream) {
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer("AccumulateScalar", "acc", acc));
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer("AccumulateScalar", "value", value));
+  AccumulateScalarKernel<V><<<1, 1, 0, stream>>>(acc, value);
+  return LaunchStatus("AccumulateScalarKernel");
+}
+
+}  // namespace
+
+Status AddInPlace(float* acc, const float* x, int64_t n, cudaStream_t stream) {
+  return Add(acc, x, n, stream);
+}
+
+Status AddInPlace(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
+  return Add(acc, x, n, stream);
+}
+
+Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream) {
+  constexpr const char* kFn = "CastToBf16";
+  PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "n", n, kMaxElements));
+  if (n == 0) return Status::Ok();
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "in", in));
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "out", out));
+  CastToBf16Kernel<<<GridBlocks(n, kThreads), kThreads, 0, stream>>>(in, out, n);
+  return LaunchStatus("CastToBf16Kernel");
+}
+
+Status AccumulateScalar(double* acc, const double* value, cudaStream_t stream) {
+  return Accumulate(acc, value, stream);
+}
+
+Status AccumulateScalar(double* acc, const float* value, cudaStream_t stream) {
+  return Accumulate(acc, value, stream);
+}
+
+}  // namespace pipecoord::worker::cuda

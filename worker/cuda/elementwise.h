@@ -1,0 +1,33 @@
+// The few elementwise steps the CUDA stage model needs besides kernels/cuda's layers: the
+// residual additions of a transformer block, the bf16 copies of fp32 master weights, and the
+// step's loss sum kept on the device.
+//
+// All pointers are device pointers on the stream's device; work is queued on `stream`; an error
+// names the failed launch or argument. n = 0 queues nothing.
+#ifndef PIPECOORD_WORKER_CUDA_ELEMENTWISE_H_
+#define PIPECOORD_WORKER_CUDA_ELEMENTWISE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "common/status.h"
+#include "kernels/cuda/bf16.h"
+
+namespace pipecoord::worker::cuda {
+
+// acc[i] += x[i] (a residual connection), summed in float and rounded once to the storage type,
+// as the CPU model's float addition. acc and x must not overlap.
+Status AddInPlace(float* acc, const float* x, int64_t n, cudaStream_t stream);
+Status AddInPlace(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStream_t stream);
+
+// out[i] = in[i] rounded to bf16 (nearest even): the compute copy of an fp32 master weight.
+Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream);
+
+// *acc += *value: adds one micro-batch's loss to the step's sum without a host round trip.
+Status AccumulateScalar(double* acc, const double* value, cudaStream_t stream);
+Status AccumulateScalar(double* acc, const float* value, cudaStream_t stream);
+
+}  // namespace pipecoord::worker::cuda
+
+#endif  // PIPECOORD_WORKER_CUDA_ELEMENTWISE_H_
