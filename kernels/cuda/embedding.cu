@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.h"
+#include "kernels/cuda/stream_scratch.h"
 
 namespace pipecoord::kernels::cuda {
 namespace {
@@ -102,37 +103,6 @@ Status Forward(const T* table, const int32_t* ids, T* out, int64_t n, int64_t di
   return LaunchStatus("EmbeddingForwardKernel");
 }
 
-// Device memory from the stream-ordered allocator, given back (stream-ordered) on scope exit.
-class StreamScratch {
- public:
-  explicit StreamScratch(cudaStream_t stream) : stream_(stream) {}
-  ~StreamScratch() {
-    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
-  }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-
-  Status Allocate(size_t bytes) {
-    Status st = CudaStatus(cudaMallocAsync(&ptr_, bytes, stream_),
-                           "cudaMallocAsync(" + std::to_string(bytes) + " bytes)");
-    if (!st.ok()) ptr_ = nullptr;
-    return st;
-  }
-  char* get() const { return static_cast<char*>(ptr_); }
-  // Frees now and reports the result (the destructor cannot).
-  Status Free() {
-    void* p = ptr_;
-    ptr_ = nullptr;
-    return CudaStatus(cudaFreeAsync(p, stream_), "cudaFreeAsync");
-  }
-
- private:
-  cudaStream_t stream_;
-  void* ptr_ = nullptr;
-};
-
-size_t RoundUp256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 template <typename T>
 Status BackwardWeight(const T* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim,
                       int64_t vocab, cudaStream_t stream) {
@@ -152,7 +122,7 @@ Status BackwardWeight(const T* dout, const int32_t* ids, float* dtable, int64_t 
       nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
       static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr), items, 0, end_bit,
       stream));
-  const size_t array_bytes = RoundUp256(static_cast<size_t>(n) * sizeof(uint32_t));
+  const size_t array_bytes = StreamScratch::Aligned(static_cast<size_t>(n) * sizeof(uint32_t));
   StreamScratch scratch(stream);
   PIPECOORD_RETURN_IF_ERROR(scratch.Allocate(4 * array_bytes + sort_bytes));
   uint32_t* keys_in = reinterpret_cast<uint32_t*>(scratch.get());
