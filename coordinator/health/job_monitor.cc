@@ -126,7 +126,10 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
   }
   for (const v1::StepSummary& s : b.steps()) {
     last_peak_[g] = s.memory_peak_bytes();
-    if (sink_) sink_->Memory(job_id_, rank, dp, s.memory_peak_bytes(), rank < static_cast<int>(budgets_.size()) ? budgets_[rank] : 0);
+    if (sink_) {
+      sink_->Memory(job_id_, rank, dp, s.memory_peak_bytes(),
+                    rank < static_cast<int>(budgets_.size()) ? budgets_[rank] : 0, s.memory_reserved_bytes());
+    }
     if (memory_) {
       if (auto e = memory_->OnStep(g, s.step(), s.memory_peak_bytes())) events.push_back(*e);
     }

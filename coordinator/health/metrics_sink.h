@@ -25,7 +25,8 @@ class MetricsSink {
                          double calibrated_bubble) = 0;
   virtual void Straggler(const std::string& job, int rank, int dp, const std::string& op, double relative,
                          double individual) = 0;
-  virtual void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes) = 0;
+  virtual void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes,
+                      uint64_t reserved_bytes) = 0;
   // kind: "LIFECYCLE", "BUBBLE", "STRAGGLER", "HANG", "MEMORY", "SDC".
   virtual void Event(const std::string& job, const std::string& kind) = 0;
   // The job left the coordinator (dropped to make room, --max-jobs): its series go with it, so

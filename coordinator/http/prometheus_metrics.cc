@@ -76,6 +76,11 @@ PrometheusMetrics::PrometheusMetrics()
                   .Name("pipecoord_memory_budget_bytes")
                   .Help("The plan's memory budget for the rank")
                   .Register(*registry_)),
+      reserved_(prometheus::BuildGauge()
+                    .Name("pipecoord_memory_reserved_bytes")
+                    .Help("Memory a rank's backend holds, in use or cached for reuse, after its last step "
+                          "(the CUDA caching allocator's reserved bytes; the CPU backend's in-use bytes)")
+                    .Register(*registry_)),
       events_(prometheus::BuildCounter()
                   .Name("pipecoord_health_events_total")
                   .Help("Job events by kind (LIFECYCLE, BUBBLE, STRAGGLER, HANG, MEMORY, SDC)")
@@ -99,6 +104,7 @@ void PrometheusMetrics::ForgetJob(const std::string& job) {
   RemoveJob(idle_, job);
   RemoveJob(peak_, job);
   RemoveJob(budget_, job);
+  RemoveJob(reserved_, job);
   RemoveJob(events_, job);
   RemoveJob(steps_, job);
 }
@@ -145,10 +151,12 @@ void PrometheusMetrics::Straggler(const std::string& job, int rank, int dp, cons
   straggler_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"op", op}, {"score", "individual"}}).Set(individual);
 }
 
-void PrometheusMetrics::Memory(const std::string& job, int rank, int dp, uint64_t peak, uint64_t budget) {
+void PrometheusMetrics::Memory(const std::string& job, int rank, int dp, uint64_t peak, uint64_t budget,
+                               uint64_t reserved) {
   const std::string r = std::to_string(rank), d = std::to_string(dp);
   peak_.Add({{"job_id", job}, {"rank", r}, {"dp", d}}).Set(static_cast<double>(peak));
   budget_.Add({{"job_id", job}, {"rank", r}, {"dp", d}}).Set(static_cast<double>(budget));
+  reserved_.Add({{"job_id", job}, {"rank", r}, {"dp", d}}).Set(static_cast<double>(reserved));
 }
 
 void PrometheusMetrics::Event(const std::string& job, const std::string& kind) {

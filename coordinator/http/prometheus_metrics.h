@@ -9,7 +9,8 @@
 //   pipecoord_idle_seconds{job_id,rank,dp,cause="inherent"|"imbalance"|"variation"|"comm"}  gauge,
 //     the last step's idle split (jobplan/idle_breakdown.h; variation may be negative)
 //   pipecoord_straggler_score{job_id,rank,dp,op,score="relative"|"individual"}  gauge, 0..1
-//   pipecoord_memory_peak_bytes{job_id,rank,dp}, pipecoord_memory_budget_bytes{job_id,rank,dp}
+//   pipecoord_memory_peak_bytes{job_id,rank,dp}, pipecoord_memory_budget_bytes{job_id,rank,dp},
+//   pipecoord_memory_reserved_bytes{job_id,rank,dp}
 //   pipecoord_health_events_total{job_id,kind}, pipecoord_steps_total{job_id}   counters
 //   pipecoord_jobs{state}, pipecoord_workers{state="idle"|"busy"}          gauges
 // Thread-safe (prometheus-cpp's families lock).
@@ -43,7 +44,8 @@ class PrometheusMetrics final : public health::MetricsSink {
                  double calibrated_bubble) override;
   void Straggler(const std::string& job, int rank, int dp, const std::string& op, double relative,
                  double individual) override;
-  void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes) override;
+  void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes,
+              uint64_t reserved_bytes) override;
   void Event(const std::string& job, const std::string& kind) override;
   void ForgetJob(const std::string& job) override;
 
@@ -62,6 +64,7 @@ class PrometheusMetrics final : public health::MetricsSink {
   prometheus::Family<prometheus::Gauge>& idle_;
   prometheus::Family<prometheus::Gauge>& peak_;
   prometheus::Family<prometheus::Gauge>& budget_;
+  prometheus::Family<prometheus::Gauge>& reserved_;
   prometheus::Family<prometheus::Counter>& events_;
   prometheus::Family<prometheus::Counter>& steps_;
   prometheus::Family<prometheus::Gauge>& jobs_;

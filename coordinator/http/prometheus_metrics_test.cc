@@ -19,7 +19,7 @@ void Feed(PrometheusMetrics& m, const std::string& job) {
   m.Action(job, 1, 0, 1, "B", 0.002);
   m.Step(job, 0.5, 0.2, 0.1);
   m.Straggler(job, 1, 0, "B", 0.9, 1.0);
-  m.Memory(job, 0, 0, 1 << 20, 2 << 20);
+  m.Memory(job, 0, 0, 1 << 20, 2 << 20, 3 << 20);
   m.Event(job, "LIFECYCLE");
   m.Idle(job, 1, 0, 0.01, 0.02, -0.005, 0.003);
   m.Predicted(job, 0.4, 0.1, 0.45, 0.15);
@@ -37,6 +37,18 @@ TEST(PrometheusMetricsTest, IdleSplitAndPredictionsArePerCauseAndSource) {
   EXPECT_NE(text.find("pipecoord_predicted_step_seconds{job_id=\"job-000001\",source=\"calibrated\"} 0.45"),
             std::string::npos);
   EXPECT_NE(text.find("pipecoord_bubble_ratio{job_id=\"job-000001\",source=\"plan\"} 0.1"), std::string::npos);
+}
+
+TEST(PrometheusMetricsTest, MemoryHasPeakBudgetAndReservedPerRank) {
+  PrometheusMetrics m;
+  Feed(m, "job-000001");
+  const std::string text = m.Serialize();
+  EXPECT_NE(text.find("pipecoord_memory_peak_bytes{dp=\"0\",job_id=\"job-000001\",rank=\"0\"} 1048576"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("pipecoord_memory_budget_bytes{dp=\"0\",job_id=\"job-000001\",rank=\"0\"} 2097152"),
+            std::string::npos);
+  EXPECT_NE(text.find("pipecoord_memory_reserved_bytes{dp=\"0\",job_id=\"job-000001\",rank=\"0\"} 3145728"),
+            std::string::npos);
 }
 
 TEST(PrometheusMetricsTest, AForgottenJobLeavesNoSeriesAndOthersStay) {

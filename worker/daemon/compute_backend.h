@@ -43,6 +43,9 @@ class ComputeBackend {
   virtual bool StepLoss(double* loss) = 0;
   virtual uint64_t memory_in_use_bytes() const = 0;
   virtual uint64_t memory_peak_bytes() const = 0;
+  // What the backend holds from the system, in use or cached (a caching allocator's reserved
+  // bytes); a backend without a cache holds what it uses.
+  virtual uint64_t memory_reserved_bytes() const { return memory_in_use_bytes(); }
   // Starts a new peak window (at each step).
   virtual void ResetPeak() = 0;
 

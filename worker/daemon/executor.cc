@@ -198,6 +198,7 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
     const uint64_t extra = options_.hooks != nullptr ? options_.hooks->ExtraMemoryBytes(step) : 0;
     report.summary.set_memory_in_use_bytes(backend_->memory_in_use_bytes() + extra);
     report.summary.set_memory_peak_bytes(backend_->memory_peak_bytes() + extra);
+    report.summary.set_memory_reserved_bytes(backend_->memory_reserved_bytes() + extra);
     PIPECOORD_RETURN_IF_ERROR(on_step(std::move(report)));
     if (stopping) {
       transport_->Flush(options_.recv_timeout);  // what this step sent still reaches its peers

@@ -65,6 +65,9 @@ std::vector<uint64_t> RunAndCompare(const v1::JobSpec& raw) {
     for (const worker::StepReport& report : run->reports[g]) {
       const uint64_t p = report.summary.memory_peak_bytes();
       peak = std::max(peak, p);
+      // The CPU backend caches nothing: what it holds is what it uses.
+      EXPECT_EQ(report.summary.memory_reserved_bytes(), report.summary.memory_in_use_bytes());
+      EXPECT_GT(report.summary.memory_reserved_bytes(), 0u);
       EXPECT_LE(p, budget) << spec.schedule() << " rank " << r << " (dp " << g / spec.pp() << ") step "
                            << report.summary.step() << ": over the plan's budget";
       EXPECT_EQ(budget - std::min(p, budget), 0u)
