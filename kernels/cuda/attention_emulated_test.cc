@@ -1,0 +1,289 @@
+// The flash-attention kernels themselves (attention_kernels.h, the code nvcc builds) run on the
+// CPU: each CUDA thread of a block is a std::thread, __syncthreads and __syncwarp are barriers
+// over the block and the warp, __shfl_xor_sync exchanges through a per-warp array, and blocks
+// run one after another, each starting with its shared memory full of NaN. The launches mirror
+// attention.cu (grids, shared memory sizes, scales, the tile width for each head_dim).
+//
+// This checks the tiling, the masks, the online softmax, the backward's recomputation and the
+// index arithmetic on any machine, without a GPU; it cannot see GPU-only faults (a missing
+// barrier that the emulation's scheduling happens to hide, shared-memory limits, launch
+// errors): attention_test does, on a GPU. Metric as attention_test: max|got - cpu| / max|cpu|
+// below 1e-4 (float storage) and 2e-2 (bf16 storage) against kernels/cpu/attention in double.
+#include <gtest/gtest.h>
+#include <math.h>
+
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/rng.h"
+#include "kernels/cuda/bf16.h"
+#include "kernels/cuda/normwise_error.h"
+
+// ---- the CUDA built-ins the kernels use, emulated ----
+
+struct uint3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+using dim3 = uint3;
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+
+thread_local uint3 threadIdx, blockIdx;
+uint3 gridDim, blockDim;  // one launch at a time: the same for every thread
+
+namespace emulation {
+
+// One block's synchronisation: a barrier over all its threads, one per warp, shuffle slots.
+struct Block {
+  explicit Block(int threads) : all(threads), lanes(static_cast<size_t>(threads)) {
+    for (int w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
+  }
+  std::barrier<> all;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<float> lanes;
+};
+
+thread_local Block* current_block = nullptr;
+std::vector<float4> shared_memory;
+
+// Runs body() as every thread of every block of `grid`, blocks in order.
+template <typename Body>
+void Launch(dim3 grid, int threads, size_t shared_bytes, Body body) {
+  gridDim = grid;
+  blockDim = uint3{static_cast<unsigned>(threads), 1, 1};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (unsigned z = 0; z < grid.z; ++z) {
+    for (unsigned y = 0; y < grid.y; ++y) {
+      for (unsigned x = 0; x < grid.x; ++x) {
+        shared_memory.assign(shared_bytes / sizeof(float4) + 1, float4{nan, nan, nan, nan});
+        Block block(threads);
+        std::vector<std::thread> pool;
+        for (int t = 0; t < threads; ++t) {
+          pool.emplace_back([&, t] {
+            threadIdx = uint3{static_cast<unsigned>(t), 0, 0};
+            blockIdx = uint3{x, y, z};
+            current_block = &block;
+            body();
+          });
+        }
+        for (std::thread& th : pool) th.join();
+      }
+    }
+  }
+}
+
+}  // namespace emulation
+
+inline void __syncthreads() { emulation::current_block->all.arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  emulation::current_block->warps[threadIdx.x / 32]->arrive_and_wait();
+}
+inline float __shfl_xor_sync(unsigned, float value, int lane_mask) {
+  emulation::Block& b = *emulation::current_block;
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  b.lanes[threadIdx.x] = value;
+  b.warps[warp]->arrive_and_wait();
+  const float other = b.lanes[warp * 32 + (lane ^ static_cast<unsigned>(lane_mask))];
+  b.warps[warp]->arrive_and_wait();  // nobody overwrites a slot before every lane has read
+  return other;
+}
+inline int min(int a, int b) { return a < b ? a : b; }
+
+// bf16 storage for the emulated kernels: the bits, converted as the GPU converts them.
+struct Bf16 {
+  uint16_t bits;
+};
+
+namespace pipecoord::kernels::cuda::device {
+inline float ToFloat(float v) { return v; }
+inline float ToFloat(Bf16 v) { return Bf16BitsToFloat(v.bits); }
+template <typename T>
+T FromFloat(float v);
+template <>
+inline float FromFloat<float>(float v) {
+  return v;
+}
+template <>
+inline Bf16 FromFloat<Bf16>(float v) {
+  return Bf16{FloatToBf16Bits(v)};
+}
+inline int64_t GlobalThread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+inline int64_t GridThreads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+inline float* SharedFloats() { return reinterpret_cast<float*>(emulation::shared_memory.data()); }
+}  // namespace pipecoord::kernels::cuda::device
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(threads)
+#define PIPECOORD_ATTENTION_KERNELS_EMULATED
+#include "kernels/cuda/attention_kernels.h"
+
+namespace pipecoord::kernels::cuda {
+namespace {
+
+using namespace flash;  // NOLINT: the kernels under test
+
+template <typename T>
+T Store(float v) {
+  return device::FromFloat<T>(v);
+}
+template <typename T>
+std::vector<float> Load(const std::vector<T>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = device::ToFloat(v[i]);
+  return out;
+}
+
+template <typename T>
+struct Run {
+  std::vector<T> o, dq, dk, dv;
+  std::vector<float> lse, delta;
+};
+
+// attention.cu's FlashAttentionForward then FlashAttentionBackward, on emulated launches.
+template <typename T, int kD>
+Run<T> Emulate(const std::vector<T>& q, const std::vector<T>& k, const std::vector<T>& v,
+               const std::vector<T>& dout, const cpu::AttentionDims& d) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const size_t tokens = q.size(), stats = static_cast<size_t>(d.batch * d.heads * d.seq);
+  Run<T> r{std::vector<T>(tokens, Store<T>(nan)), std::vector<T>(tokens, Store<T>(nan)),
+           std::vector<T>(tokens, Store<T>(nan)), std::vector<T>(tokens, Store<T>(nan)),
+           std::vector<float>(stats, nan),        std::vector<float>(stats, nan)};
+  const int seq = static_cast<int>(d.seq), heads = static_cast<int>(d.heads);
+  const int head_dim = static_cast<int>(d.head_dim);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
+  const auto batch = static_cast<unsigned>(d.batch), h = static_cast<unsigned>(d.heads);
+
+  emulation::Launch(dim3{Tiles(d.seq, kForwardRows), h, batch}, kThreads,
+                    ForwardSmemFloats<kD>() * sizeof(float), [&] {
+                      FlashForwardKernel<T, kD>(q.data(), k.data(), v.data(), r.o.data(),
+                                                r.lse.data(), seq, heads, head_dim, scale * kLog2e);
+                    });
+  const int64_t rows = d.batch * d.seq * d.heads;
+  const auto row_blocks = static_cast<unsigned>(std::min<int64_t>((rows * 32 + 255) / 256, 65536));
+  emulation::Launch(dim3{row_blocks, 1, 1}, kThreads, 0, [&] {
+    RowDotKernel<T>(dout.data(), r.o.data(), r.delta.data(), rows, seq, heads, head_dim);
+  });
+  emulation::Launch(dim3{Tiles(d.seq, kKeyTile), h, batch}, kThreads,
+                    KeyValueSmemFloats<kD>() * sizeof(float), [&] {
+                      FlashBackwardKeyValueKernel<T, kD>(
+                          dout.data(), q.data(), k.data(), v.data(), r.lse.data(), r.delta.data(),
+                          r.dk.data(), r.dv.data(), seq, heads, head_dim, scale, scale * kLog2e);
+                    });
+  emulation::Launch(dim3{Tiles(d.seq, kBackwardRows), h, batch}, kThreads,
+                    QuerySmemFloats<kD>() * sizeof(float), [&] {
+                      FlashBackwardQueryKernel<T, kD>(dout.data(), q.data(), k.data(), v.data(),
+                                                      r.lse.data(), r.delta.data(), r.dq.data(),
+                                                      seq, heads, head_dim, scale, scale * kLog2e);
+                    });
+  return r;
+}
+
+template <typename T>
+Run<T> EmulateAnyHeadDim(const std::vector<T>& q, const std::vector<T>& k, const std::vector<T>& v,
+                         const std::vector<T>& dout, const cpu::AttentionDims& d) {
+  switch (PaddedHeadDim(d.head_dim)) {
+    case 32:
+      return Emulate<T, 32>(q, k, v, dout, d);
+    case 64:
+      return Emulate<T, 64>(q, k, v, dout, d);
+    default:
+      return Emulate<T, 128>(q, k, v, dout, d);
+  }
+}
+
+struct Shape {
+  cpu::AttentionDims d;
+  double qk_range;
+};
+
+std::string Name(const cpu::AttentionDims& d) {
+  return "batch " + std::to_string(d.batch) + " seq " + std::to_string(d.seq) + " heads " +
+         std::to_string(d.heads) + " head_dim " + std::to_string(d.head_dim);
+}
+
+template <typename T>
+void CheckAgainstCpu(const Shape& shape, double tolerance) {
+  const cpu::AttentionDims& d = shape.d;
+  SCOPED_TRACE(Name(d));
+  const int64_t n = d.batch * d.seq * d.hidden();
+  auto make = [&](uint64_t seed, double range) {
+    std::vector<float> f(static_cast<size_t>(n));
+    cpu::Rng(seed).FillUniform(f.data(), n, -range, range);
+    std::vector<T> stored(f.size());
+    for (size_t i = 0; i < f.size(); ++i) stored[i] = Store<T>(f[i]);
+    return stored;
+  };
+  const auto q = make(1 + d.seq, shape.qk_range), k = make(2 + d.seq, shape.qk_range);
+  const auto v = make(3 + d.seq, 1.0), dout = make(4 + d.seq, 1.0);
+  const Run<T> got = EmulateAnyHeadDim(q, k, v, dout, d);
+
+  auto doubles = [](const std::vector<T>& x) {
+    const std::vector<float> f = Load(x);
+    return std::vector<double>(f.begin(), f.end());
+  };
+  const auto qd = doubles(q), kd = doubles(k), vd = doubles(v), dod = doubles(dout);
+  std::vector<double> probs(static_cast<size_t>(d.probs_size())), o(qd.size());
+  cpu::AttentionForward(qd.data(), kd.data(), vd.data(), probs.data(), o.data(), d);
+  std::vector<double> dq(qd.size()), dk(qd.size()), dv(qd.size());
+  cpu::AttentionBackward(dod.data(), qd.data(), kd.data(), vd.data(), probs.data(), dq.data(),
+                         dk.data(), dv.data(), d);
+  // lse from the probabilities: p_i0 = exp(score_i0 - lse_i), so lse_i = score_i0 - log(p_i0).
+  std::vector<double> lse(got.lse.size());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d.head_dim));
+  for (int64_t b = 0; b < d.batch; ++b) {
+    for (int64_t h = 0; h < d.heads; ++h) {
+      for (int64_t i = 0; i < d.seq; ++i) {
+        const int64_t qi = (b * d.seq + i) * d.hidden() + h * d.head_dim;
+        const int64_t k0 = b * d.seq * d.hidden() + h * d.head_dim;
+        double dot = 0;
+        for (int64_t c = 0; c < d.head_dim; ++c) dot += qd[qi + c] * kd[k0 + c];
+        const double p0 = probs[((b * d.heads + h) * d.seq + i) * d.seq];
+        lse[(b * d.heads + h) * d.seq + i] = scale * dot - std::log(p0);
+      }
+    }
+  }
+
+  const NormwiseError eo = CompareNormwise(Load(got.o), o);
+  EXPECT_LT(eo.error, tolerance) << "o: " << eo.Describe();
+  const NormwiseError el = CompareNormwise(got.lse, lse);
+  EXPECT_LT(el.error, 1e-4) << "lse: " << el.Describe();
+  const NormwiseError eq = CompareNormwise(Load(got.dq), dq);
+  EXPECT_LT(eq.error, tolerance) << "dq: " << eq.Describe();
+  const NormwiseError ek = CompareNormwise(Load(got.dk), dk);
+  EXPECT_LT(ek.error, tolerance) << "dk: " << ek.Describe();
+  const NormwiseError ev = CompareNormwise(Load(got.dv), dv);
+  EXPECT_LT(ev.error, tolerance) << "dv: " << ev.Describe();
+}
+
+// Small shapes (the emulation runs 256 OS threads per block) that still cover: one token; seq
+// past one tile and not a multiple of 32 or 64; batch and heads > 1; each tile width (32, 64,
+// 128) with a head_dim below it; a peaky softmax whose running max grows across key tiles.
+const Shape kShapes[] = {
+    {{1, 1, 1, 8}, 2.0},
+    {{2, 67, 2, 40}, 2.0},
+    {{1, 70, 1, 128}, 2.0},
+    {{1, 131, 1, 17}, 6.0},
+};
+
+TEST(AttentionEmulatedTest, FloatKernelsMatchCpu) {
+  for (const Shape& shape : kShapes) CheckAgainstCpu<float>(shape, 1e-4);
+}
+
+TEST(AttentionEmulatedTest, Bf16KernelsMatchCpuOnRoundedInputs) {
+  for (const Shape& shape : kShapes) CheckAgainstCpu<Bf16>(shape, 2e-2);
+}
+
+}  // namespace
+}  // namespace pipecoord::kernels::cuda
