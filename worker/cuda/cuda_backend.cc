@@ -1,0 +1,221 @@
+#include "worker/cuda/cuda_backend.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "kernels/cpu/adamw.h"
+#include "worker/model/model_config.h"
+#include "worker/model/stage_shard.h"
+
+namespace pipecoord::worker::cuda {
+namespace {
+
+model::ModelConfig ConfigOf(const v1::ModelSpec& ms) {
+  model::ModelConfig config;
+  config.layers = ms.layers();
+  config.hidden = ms.hidden();
+  config.ffn_hidden = ms.ffn_hidden();
+  config.heads = ms.heads();
+  config.vocab = ms.vocab();
+  config.seq_len = ms.seq_len();
+  config.seed = ms.seed();
+  return config;
+}
+
+model::StageShard ShardOf(const v1::StageShard& s) {
+  return {s.stage(), s.first_layer(), s.num_layers(), s.has_embedding(), s.has_head()};
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const v1::Assignment& a, model::SyntheticData data, Precision precision,
+                         std::shared_ptr<CudaDevice> device)
+    : device_(std::move(device)), data_(std::move(data)), precision_(precision),
+      mbs_(a.spec().microbatches()), dp_rank_(a.dp_rank()),
+      mbs_size_(a.spec().micro_batch_size()), seq_(a.spec().model().seq_len()),
+      hidden_(a.spec().model().hidden()), lr_(a.spec().learning_rate()) {}
+
+kernels::TensorSpec CudaBackend::BoundarySpec() const {
+  return {ActivationDType(precision_), {mbs_size_, seq_, hidden_}};
+}
+
+CudaStageModel* CudaBackend::stage(int stage) {
+  auto it = stages_.find(stage);
+  return it == stages_.end() ? nullptr : it->second.get();
+}
+
+Result<CudaStageModel*> CudaBackend::Find(int s) {
+  PIPECOORD_RETURN_IF_ERROR(Deferred());
+  views_current_ = false;  // the device state may change from here on
+  CudaStageModel* m = stage(s);
+  if (m == nullptr) return FailedPrecondition("stage " + std::to_string(s) + " is not held by this rank");
+  return m;
+}
+
+Status CudaBackend::Deferred() {
+  Status st = std::move(deferred_);
+  deferred_ = Status::Ok();
+  return st;
+}
+
+Result<kernels::Tensor> CudaBackend::Forward(int s, int mb, int step, kernels::Tensor input) {
+  auto m = Find(s);
+  if (!m.ok()) return m.status();
+  const model::StageShard& shard = (*m)->shard();
+  CudaStageInput in;
+  if (shard.has_embedding || shard.has_head) {
+    // Replicas read disjoint micro-batches: replica d's mb is the step's d*m + mb.
+    model::TokenBatch batch = data_.Batch(step, dp_rank_ * mbs_ + mb);
+    if (shard.has_embedding) in.tokens = std::move(batch.inputs);
+    if (shard.has_head) in.targets = std::move(batch.targets);
+  }
+  if (!shard.has_embedding) in.activations = std::move(input);
+  auto out = (*m)->Forward(mb, std::move(in));
+  if (out.ok() && shard.has_head) has_loss_ = true;
+  return out;
+}
+
+Result<kernels::Tensor> CudaBackend::BackwardInput(int s, int mb, kernels::Tensor grad) {
+  auto m = Find(s);
+  if (!m.ok()) return m.status();
+  return (*m)->BackwardInput(mb, std::move(grad));
+}
+
+Status CudaBackend::BackwardWeight(int s, int mb) {
+  auto m = Find(s);
+  if (!m.ok()) return m.status();
+  return (*m)->BackwardWeight(mb);
+}
+
+Result<kernels::Tensor> CudaBackend::BackwardFull(int s, int mb, kernels::Tensor grad) {
+  auto m = Find(s);
+  if (!m.ok()) return m.status();
+  return (*m)->BackwardFull(mb, std::move(grad));
+}
+
+std::vector<std::span<float>> CudaBackend::Gradients() { return {}; }
+
+Status CudaBackend::OptimizerStep(int) {
+  PIPECOORD_RETURN_IF_ERROR(Deferred());
+  views_current_ = false;
+  kernels::cpu::AdamWOptions options;
+  options.lr = lr_;
+  for (auto& [k, m] : stages_) {
+    PIPECOORD_RETURN_IF_ERROR(m->OptimizerStep(options));
+    PIPECOORD_RETURN_IF_ERROR(m->ZeroGrad());
+  }
+  return Status::Ok();
+}
+
+bool CudaBackend::StepLoss(double* loss) {
+  if (!has_loss_) return false;
+  has_loss_ = false;
+  double sum = 0;
+  for (auto& [k, m] : stages_) {
+    auto s = m->TakeLossSum();
+    if (!s.ok()) {
+      // Reported by the next call; the step shows a NaN loss rather than none.
+      if (deferred_.ok()) deferred_ = s.status();
+      *loss = std::numeric_limits<double>::quiet_NaN();
+      return true;
+    }
+    sum += *s;
+  }
+  *loss = sum / mbs_;
+  return true;
+}
+
+uint64_t CudaBackend::memory_in_use_bytes() const { return device_->allocated_bytes(); }
+uint64_t CudaBackend::memory_peak_bytes() const { return device_->peak_allocated_bytes(); }
+uint64_t CudaBackend::memory_reserved_bytes() const {
+  return static_cast<uint64_t>(device_->allocator().stats().reserved_bytes_current);
+}
+void CudaBackend::ResetPeak() { device_->ResetPeak(); }
+
+std::vector<StateTensor> CudaBackend::CheckpointState() {
+  // The same names as the CPU backend's; "value" is the fp32 master in both precisions.
+  std::vector<std::string> names;
+  std::vector<kernels::Tensor> tensors;
+  for (auto& [k, m] : stages_) {
+    const std::string stage = "stage" + std::to_string(k) + "/";
+    for (DeviceParameter& p : m->parameters()) {
+      const std::string name = stage + p.name;
+      names.push_back(name + "/value");
+      tensors.push_back(p.master);
+      names.push_back(name + "/adam_m");
+      tensors.push_back(p.adam_m);
+      names.push_back(name + "/adam_v");
+      tensors.push_back(p.adam_v);
+    }
+  }
+  views_.resize(tensors.size());
+  Status st = device_->MakeCurrent();
+  for (size_t i = 0; i < tensors.size() && st.ok(); ++i) {
+    views_[i].first = tensors[i];
+    views_[i].second.resize(static_cast<size_t>(tensors[i].numel()));
+    st = device_->Download(tensors[i], views_[i].second.data());
+  }
+  if (!st.ok() && deferred_.ok()) deferred_ = st;
+  views_current_ = st.ok();
+  std::vector<StateTensor> out;
+  out.reserve(names.size());
+  for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], views_[i].second});
+  return out;
+}
+
+Status CudaBackend::UploadCheckpointViews() {
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  for (auto& [tensor, host] : views_) PIPECOORD_RETURN_IF_ERROR(device_->Upload(host.data(), tensor));
+  for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->RefreshComputeWeights());
+  // The host buffers must outlive nothing: pageable uploads are staged before they return.
+  return Status::Ok();
+}
+
+int64_t CudaBackend::optimizer_steps() const {
+  return stages_.empty() ? 0 : stages_.begin()->second->optimizer_steps();
+}
+
+void CudaBackend::set_optimizer_steps(int64_t steps) {
+  for (auto& [k, m] : stages_) m->set_optimizer_steps(steps);
+  if (!views_current_) return;
+  // A checkpoint was just read into CheckpointState's views: they become the device state.
+  views_current_ = false;
+  Status st = UploadCheckpointViews();
+  if (!st.ok() && deferred_.ok()) deferred_ = Status(st.code(), "restoring a checkpoint: " + st.message());
+}
+
+Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, const CudaBackendOptions& options) {
+  const v1::ModelSpec& ms = a.spec().model();
+  const model::ModelConfig config = ConfigOf(ms);
+  model::BatchShape batch;
+  batch.micro_batch_size = a.spec().micro_batch_size();
+  batch.microbatches = a.spec().microbatches();
+  PIPECOORD_RETURN_IF_ERROR(config.Validate());
+  PIPECOORD_RETURN_IF_ERROR(batch.Validate());
+  for (const v1::StageShard& s : a.shards()) PIPECOORD_RETURN_IF_ERROR(model::ValidateShard(config, ShardOf(s)));
+  if (a.spec().dp() > 1) {
+    return Unimplemented("device cuda with dp " + std::to_string(a.spec().dp()) +
+                         ": the gradients live on the device and the data-parallel all-reduce needs a "
+                         "device collective in the transport, which does not exist yet");
+  }
+  std::shared_ptr<CudaDevice> device = options.shared_device;
+  if (device == nullptr) {
+    auto opened = CudaDevice::Open(options.device);
+    if (!opened.ok()) return opened.status();
+    device = std::move(opened).value();
+  }
+  const uint64_t data_seed = a.spec().data_seed() != 0 ? a.spec().data_seed() : ms.seed();
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(
+      a, model::SyntheticData(data_seed, ms.vocab(), ms.seq_len(), batch.micro_batch_size),
+      options.precision, std::move(device)));
+  for (const v1::StageShard& s : a.shards()) {
+    auto stage = CudaStageModel::Create(config, ShardOf(s), batch, options.precision, backend->device_.get());
+    if (!stage.ok()) return stage.status();
+    backend->stages_[s.stage()] = std::move(stage).value();
+  }
+  return backend;
+}
+
+}  // namespace pipecoord::worker::cuda

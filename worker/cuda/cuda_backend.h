@@ -1,0 +1,109 @@
+// CudaBackend: the executor's ComputeBackend on one CUDA device: one CudaStageModel per virtual
+// stage the rank holds, fed by the same synthetic data stream as the CPU backend (every rank
+// regenerates it from the job's data seed; replica d's micro-batch mb is the step's d*m + mb).
+//
+// Device-resident: what passes between stages is a device tensor of BoundarySpec(); nothing on
+// the data path is copied to the host except the step's loss (StepLoss). All work is queued on
+// the CudaDevice's one compute stream (compute_stream()); a transport that reads a returned
+// tensor on another stream must first wait for the work queued on this one.
+//
+// Differences from the CPU backend a caller must know:
+// - Gradients() returns nothing: the gradients live on the device, and the executor's
+//   data-parallel all-reduce takes host spans. MakeCudaBackend therefore refuses dp > 1 until a
+//   device collective exists.
+// - CheckpointState() copies every tensor to host buffers the backend owns (the same names as
+//   the CPU backend's, so checkpoints move between backends) and returns views of them. A
+//   restore writes into those views and then calls set_optimizer_steps (checkpointing.cc's
+//   order): set_optimizer_steps called while the views are current (no compute since
+//   CheckpointState) uploads them to the device. A failure there, or in another call that
+//   cannot return a Status, is returned by the next call that can.
+#ifndef PIPECOORD_WORKER_CUDA_CUDA_BACKEND_H_
+#define PIPECOORD_WORKER_CUDA_CUDA_BACKEND_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/tensor.h"
+#include "proto/worker.pb.h"
+#include "worker/cuda/cuda_device.h"
+#include "worker/cuda/cuda_stage_model.h"
+#include "worker/cuda/precision.h"
+#include "worker/daemon/compute_backend.h"
+#include "worker/model/synthetic_data.h"
+
+namespace pipecoord::worker::cuda {
+
+struct CudaBackendOptions {
+  // proto JobSpec has no precision field yet: jobs run fp32; tests choose bf16 here.
+  Precision precision = Precision::kFp32;
+  int device = 0;  // the CUDA device index (CUDA_VISIBLE_DEVICES picks which GPU that is)
+  // Backends that share one device (tests running several ranks in one process) share its
+  // stream and pool, so tensors pass between them in stream order. Null: the backend opens
+  // `device` itself.
+  std::shared_ptr<CudaDevice> shared_device;
+};
+
+class CudaBackend final : public ComputeBackend {
+ public:
+  kernels::TensorSpec BoundarySpec() const override;
+  Result<kernels::Tensor> Forward(int stage, int mb, int step, kernels::Tensor input) override;
+  Result<kernels::Tensor> BackwardInput(int stage, int mb, kernels::Tensor grad_output) override;
+  Status BackwardWeight(int stage, int mb) override;
+  Result<kernels::Tensor> BackwardFull(int stage, int mb, kernels::Tensor grad_output) override;
+  std::vector<std::span<float>> Gradients() override;  // empty: see above
+  Status OptimizerStep(int step) override;
+  bool StepLoss(double* loss) override;
+  uint64_t memory_in_use_bytes() const override;    // the pool's allocated bytes
+  uint64_t memory_peak_bytes() const override;      // their peak since ResetPeak
+  uint64_t memory_reserved_bytes() const override;  // the pool's segments, in use or cached
+  void ResetPeak() override;
+  std::vector<StateTensor> CheckpointState() override;
+  int64_t optimizer_steps() const override;
+  void set_optimizer_steps(int64_t steps) override;
+
+  cudaStream_t compute_stream() const { return device_->stream(); }
+  CudaDevice& device() { return *device_; }
+  Precision precision() const { return precision_; }
+  // The stage's model; nullptr when this rank does not hold it.
+  CudaStageModel* stage(int stage);
+
+ private:
+  friend Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment&,
+                                                              const CudaBackendOptions&);
+  CudaBackend(const v1::Assignment& a, model::SyntheticData data, Precision precision,
+              std::shared_ptr<CudaDevice> device);
+  Result<CudaStageModel*> Find(int stage);
+  Status Deferred();  // takes the error kept by a call that could not return it
+  Status UploadCheckpointViews();
+
+  // Declared first, destroyed last: every tensor of the stages goes back to its pool first.
+  std::shared_ptr<CudaDevice> device_;
+  model::SyntheticData data_;
+  const Precision precision_;
+  const int mbs_, dp_rank_;
+  const int64_t mbs_size_, seq_, hidden_;
+  const double lr_;
+  std::map<int, std::unique_ptr<CudaStageModel>> stages_;
+  bool has_loss_ = false;
+  Status deferred_;
+  // CheckpointState's host copies, in its order: (device tensor, host buffer).
+  std::vector<std::pair<kernels::Tensor, std::vector<float>>> views_;
+  bool views_current_ = false;  // no compute since CheckpointState filled them
+};
+
+// The CUDA backend for the assignment's shards. INVALID_ARGUMENT for a model or shard the CPU
+// backend would refuse too; UNIMPLEMENTED for dp > 1 (no device all-reduce yet); UNAVAILABLE
+// "no CUDA device: ..." where there is no GPU (checked after the spec, so spec errors show
+// everywhere); INTERNAL naming the CUDA call for other device failures.
+Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& assignment,
+                                                     const CudaBackendOptions& options = {});
+
+}  // namespace pipecoord::worker::cuda
+
+#endif  // PIPECOORD_WORKER_CUDA_CUDA_BACKEND_H_

@@ -1,0 +1,653 @@
+#include "worker/cuda/cuda_stage_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "kernels/cpu/rotary.h"
+#include "kernels/cuda/adamw.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/rms_norm.h"
+#include "kernels/cuda/rotary.h"
+#include "kernels/cuda/swiglu.h"
+#include "worker/cuda/elementwise.h"
+#include "worker/model/weight_init.h"
+
+namespace pipecoord::worker::cuda {
+
+namespace kc = kernels::cuda;
+using kernels::DType;
+using kernels::Tensor;
+using kernels::TensorSpec;
+
+namespace {
+
+std::string Mb(int mb) { return "micro-batch " + std::to_string(mb); }
+
+// Typed views of a tensor's device storage.
+template <typename T>
+T* Ptr(Tensor& t) {
+  return static_cast<T*>(t.data());
+}
+template <typename T>
+const T* Ptr(const Tensor& t) {
+  return static_cast<const T*>(t.data());
+}
+
+// Assigns a Result's value to `lhs` or returns its error from the enclosing function.
+#define PIPECOORD_CUDA_STAGE_ASSIGN(lhs, expr) \
+  do {                                          \
+    auto _result = (expr);                      \
+    if (!_result.ok()) return _result.status(); \
+    lhs = std::move(_result).value();           \
+  } while (0)
+
+Status CheckIds(const char* field, const std::vector<int32_t>& ids, int64_t want, int vocab) {
+  if (static_cast<int64_t>(ids.size()) != want) {
+    return InvalidArgument(std::string(field) + ": expected " + std::to_string(want) +
+                           " ids (micro_batch_size x seq_len), got " + std::to_string(ids.size()));
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return InvalidArgument(std::string(field) + "[" + std::to_string(i) + "]: must be in [0, " +
+                             std::to_string(vocab) + "), got " + std::to_string(ids[i]));
+    }
+  }
+  return Status::Ok();
+}
+
+// A double's bytes on the device (kernels::DType has no f64): the loss scalars, the RoPE table.
+TensorSpec Doubles(int64_t count) {
+  return {DType::kU8, {count * static_cast<int64_t>(sizeof(double))}};
+}
+
+}  // namespace
+
+// What one block keeps for one micro-batch (TransformerBlock's BlockSaved, on the device; lse
+// replaces probs: flash attention recomputes the probabilities from the log-sum-exps).
+struct CudaStageModel::BlockState {
+  // From F. x, rstd1, a, o, x1, rstd2, c, z live until W; q, k, v, lse, gate, up until B.
+  Tensor x, rstd1, a, q, k, v, lse, o, x1, rstd2, c, gate, up, z;
+  // From B for W: the output gradients of each weight-carrying op.
+  Tensor dy, dgate, dup, dc, dx1, dq, dk, dv, da;
+};
+
+// LmHead's HeadSaved on the device: x, rstd, y live until W; logits and targets until B (B turns
+// the logits into their gradient in place); dlogits and dy from B for W.
+struct CudaStageModel::HeadState {
+  Tensor x, rstd, y, logits, targets, dlogits, dy;
+};
+
+struct CudaStageModel::MicroBatch {
+  Phase phase = Phase::kForwardDone;
+  Tensor tokens;      // embedding ids (device i32), until W
+  Tensor embed_grad;  // gradient of the embedding output, B to W
+  std::vector<BlockState> blocks;
+  HeadState head;
+};
+
+// Indices into params_ of one block's nine tensors.
+struct CudaStageModel::Layer {
+  int attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
+};
+
+Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::ModelConfig& config,
+                                                               const model::StageShard& shard,
+                                                               const model::BatchShape& batch,
+                                                               Precision precision,
+                                                               CudaDevice* device) {
+  PIPECOORD_RETURN_IF_ERROR(config.Validate());
+  PIPECOORD_RETURN_IF_ERROR(model::ValidateShard(config, shard));
+  PIPECOORD_RETURN_IF_ERROR(batch.Validate());
+  if (device == nullptr) return InvalidArgument("CudaStageModel: device is null");
+  const kernels::cpu::AttentionDims ad{batch.micro_batch_size, config.seq_len, config.heads,
+                                       config.HeadDim()};
+  if (shard.num_layers > 0) PIPECOORD_RETURN_IF_ERROR(kc::CheckFlashAttentionDims(ad));
+  std::unique_ptr<CudaStageModel> m(new CudaStageModel(config, shard, batch, precision, device));
+  PIPECOORD_RETURN_IF_ERROR(device->MakeCurrent());
+  PIPECOORD_RETURN_IF_ERROR(m->Build());
+  return m;
+}
+
+CudaStageModel::CudaStageModel(const model::ModelConfig& config, const model::StageShard& shard,
+                               const model::BatchShape& batch, Precision precision,
+                               CudaDevice* device)
+    : config_(config), shard_(shard), batch_(batch), precision_(precision), device_(device) {
+  tokens_ = static_cast<int64_t>(batch.micro_batch_size) * config.seq_len;
+  hidden_ = config.hidden;
+  ffn_ = config.FfnHidden();
+}
+
+CudaStageModel::~CudaStageModel() = default;
+
+TensorSpec CudaStageModel::ActivationSpec() const {
+  return {ActivationDType(precision_), {batch_.micro_batch_size, config_.seq_len, hidden_}};
+}
+
+Result<Tensor> CudaStageModel::Activation(int64_t features) {
+  return device_->Empty({ActivationDType(precision_), {tokens_, features}});
+}
+
+Result<Tensor> CudaStageModel::Floats(int64_t count) {
+  return device_->Empty({DType::kF32, {count}});
+}
+
+Status CudaStageModel::AddParameter(const std::string& name, std::vector<int64_t> shape,
+                                    double std, bool weight_decay) {
+  DeviceParameter p;
+  p.name = name;
+  p.shape = std::move(shape);
+  p.weight_decay = weight_decay;
+  const TensorSpec spec{DType::kF32, p.shape};
+  // The CPU model's initial values, made on the host and copied once.
+  std::vector<float> host(static_cast<size_t>(spec.numel()));
+  if (std < 0) {
+    std::fill(host.begin(), host.end(), 1.0f);  // norm gain
+  } else {
+    model::InitUniform(host, config_.seed, name, std);
+  }
+  PIPECOORD_CUDA_STAGE_ASSIGN(p.master, device_->Empty(spec));
+  PIPECOORD_RETURN_IF_ERROR(device_->Upload(host.data(), p.master));
+  PIPECOORD_CUDA_STAGE_ASSIGN(p.grad, device_->Zeros(spec));
+  PIPECOORD_CUDA_STAGE_ASSIGN(p.adam_m, device_->Zeros(spec));
+  PIPECOORD_CUDA_STAGE_ASSIGN(p.adam_v, device_->Zeros(spec));
+  if (precision_ == Precision::kBf16) {
+    PIPECOORD_CUDA_STAGE_ASSIGN(p.compute, device_->Empty({DType::kBF16, p.shape}));
+    PIPECOORD_RETURN_IF_ERROR(CastToBf16(Ptr<float>(p.master), Ptr<__nv_bfloat16>(p.compute),
+                                         p.numel(), device_->stream()));
+  } else {
+    p.compute = p.master;
+  }
+  params_.push_back(std::move(p));
+  return Status::Ok();
+}
+
+Status CudaStageModel::Build() {
+  const int64_t h = hidden_, f = ffn_, V = config_.vocab;
+  const double depth = std::sqrt(2.0 * config_.layers);
+  const double in_std = 1.0 / std::sqrt(static_cast<double>(h));
+  const double kOnes = -1;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, double std, bool decay,
+                 int* index) {
+    *index = static_cast<int>(params_.size());
+    return AddParameter(name, std::move(shape), std, decay);
+  };
+  // The CPU model's order, names and standard deviations (stage_model.cc's Build).
+  if (shard_.has_embedding) {
+    PIPECOORD_RETURN_IF_ERROR(add("tok_embeddings.weight", {V, h}, 1.0, true, &embedding_));
+  }
+  for (int l = shard_.first_layer; l < shard_.first_layer + shard_.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    Layer L{};
+    PIPECOORD_RETURN_IF_ERROR(add(p + "attention_norm.weight", {h}, kOnes, false, &L.attention_norm));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wq.weight", {h, h}, in_std, true, &L.wq));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wk.weight", {h, h}, in_std, true, &L.wk));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wv.weight", {h, h}, in_std, true, &L.wv));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wo.weight", {h, h}, in_std / depth, true, &L.wo));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "ffn_norm.weight", {h}, kOnes, false, &L.ffn_norm));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "feed_forward.w1.weight", {f, h}, in_std, true, &L.w1));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "feed_forward.w2.weight", {h, f},
+                                  1.0 / std::sqrt(static_cast<double>(f)) / depth, true, &L.w2));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "feed_forward.w3.weight", {f, h}, in_std, true, &L.w3));
+    layers_.push_back(L);
+  }
+  if (shard_.has_head) {
+    PIPECOORD_RETURN_IF_ERROR(add("norm.weight", {h}, kOnes, false, &norm_));
+    PIPECOORD_RETURN_IF_ERROR(add("output.weight", {V, h}, in_std, true, &output_));
+    PIPECOORD_CUDA_STAGE_ASSIGN(loss_sum_, device_->Zeros(Doubles(1)));
+  }
+  if (!layers_.empty()) {
+    // The CPU model's own table (double cos and sin), so both rotate by the same bits.
+    const kernels::cpu::RopeTable table =
+        kernels::cpu::MakeRopeTable(config_.seq_len, config_.HeadDim(), model::kRopeBase);
+    const auto count = static_cast<int64_t>(table.cos.size());
+    PIPECOORD_CUDA_STAGE_ASSIGN(rope_cos_, device_->Empty(Doubles(count)));
+    PIPECOORD_CUDA_STAGE_ASSIGN(rope_sin_, device_->Empty(Doubles(count)));
+    PIPECOORD_RETURN_IF_ERROR(device_->Upload(table.cos.data(), rope_cos_));
+    PIPECOORD_RETURN_IF_ERROR(device_->Upload(table.sin.data(), rope_sin_));
+  }
+  return Status::Ok();
+}
+
+const DeviceParameter* CudaStageModel::FindParameter(std::string_view name) const {
+  for (const DeviceParameter& p : params_) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+// ---- checks ----
+
+Status CudaStageModel::CheckInput(int mb, const CudaStageInput& in) const {
+  if (mb < 0) return InvalidArgument(Mb(mb) + ": ids must be >= 0");
+  if (in_flight_.count(mb)) {
+    return FailedPrecondition(Mb(mb) + ": forward already ran and its backward is pending");
+  }
+  if (shard_.has_embedding) {
+    PIPECOORD_RETURN_IF_ERROR(CheckIds("tokens", in.tokens, tokens_, config_.vocab));
+    if (!in.activations.empty()) {
+      return InvalidArgument("activations: the embedding stage reads tokens, got " +
+                             kernels::ToString(in.activations.spec()));
+    }
+  } else {
+    const TensorSpec want = ActivationSpec();
+    if (in.activations.spec() != want) {
+      return InvalidArgument("activations: expected " + kernels::ToString(want) + ", got " +
+                             kernels::ToString(in.activations.spec()));
+    }
+    if (in.activations.memory() != kernels::MemoryKind::kCuda ||
+        in.activations.device() != device_->index()) {
+      return InvalidArgument("activations: must be in the memory of CUDA device " +
+                             std::to_string(device_->index()));
+    }
+    if (!in.tokens.empty()) {
+      return InvalidArgument("tokens: only the embedding stage reads tokens, got " +
+                             std::to_string(in.tokens.size()));
+    }
+  }
+  if (shard_.has_head) {
+    PIPECOORD_RETURN_IF_ERROR(CheckIds("targets", in.targets, tokens_, config_.vocab));
+  } else if (!in.targets.empty()) {
+    return InvalidArgument("targets: only the head stage reads targets, got " +
+                           std::to_string(in.targets.size()));
+  }
+  return Status::Ok();
+}
+
+Status CudaStageModel::CheckGradient(const Tensor& g) const {
+  if (shard_.has_head) {
+    if (!g.empty()) {
+      return InvalidArgument("grad_output: the head stage starts from its loss; pass none, got " +
+                             kernels::ToString(g.spec()));
+    }
+    return Status::Ok();
+  }
+  const TensorSpec want = ActivationSpec();
+  if (g.spec() != want) {
+    return InvalidArgument("grad_output: expected " + kernels::ToString(want) + ", got " +
+                           kernels::ToString(g.spec()));
+  }
+  if (g.memory() != kernels::MemoryKind::kCuda || g.device() != device_->index()) {
+    return InvalidArgument("grad_output: must be in the memory of CUDA device " +
+                           std::to_string(device_->index()));
+  }
+  return Status::Ok();
+}
+
+Result<CudaStageModel::MicroBatch*> CudaStageModel::Find(int mb, Phase phase, const char* what) {
+  auto it = in_flight_.find(mb);
+  if (it == in_flight_.end()) {
+    return FailedPrecondition(Mb(mb) + ": " + what + " needs its forward first");
+  }
+  if (it->second.phase != phase) {
+    return FailedPrecondition(Mb(mb) + ": " + what +
+                              (phase == Phase::kForwardDone
+                                   ? " already ran; its weight gradient (W) is pending"
+                                   : " needs its input gradient (B) first"));
+  }
+  return &it->second;
+}
+
+// ---- F ----
+
+Result<Tensor> CudaStageModel::Forward(int mb, CudaStageInput input) {
+  PIPECOORD_RETURN_IF_ERROR(CheckInput(mb, input));
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  MicroBatch state;
+  auto out = precision_ == Precision::kBf16 ? ForwardAs<__nv_bfloat16>(state, input)
+                                            : ForwardAs<float>(state, input);
+  // On an error nothing is kept: the micro-batch is not in flight.
+  if (out.ok()) in_flight_.emplace(mb, std::move(state));
+  return out;
+}
+
+template <typename T>
+Result<Tensor> CudaStageModel::ForwardAs(MicroBatch& state, CudaStageInput& input) {
+  cudaStream_t stream = device_->stream();
+  const int64_t n = tokens_, h = hidden_, V = config_.vocab;
+  Tensor x;
+  if (shard_.has_embedding) {
+    PIPECOORD_CUDA_STAGE_ASSIGN(state.tokens, device_->Empty({DType::kI32, {n}}));
+    PIPECOORD_RETURN_IF_ERROR(device_->Upload(input.tokens.data(), state.tokens));
+    PIPECOORD_CUDA_STAGE_ASSIGN(x, Activation(h));
+    const DeviceParameter& e = params_[embedding_];
+    PIPECOORD_RETURN_IF_ERROR(kc::EmbeddingForward(Ptr<T>(e.compute), Ptr<int32_t>(state.tokens),
+                                                   Ptr<T>(x), n, h, V, stream));
+  } else {
+    x = std::move(input.activations);
+  }
+  state.blocks.resize(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Tensor y;
+    PIPECOORD_RETURN_IF_ERROR(BlockForward<T>(layers_[i], state.blocks[i], std::move(x), &y));
+    x = std::move(y);
+  }
+  if (!shard_.has_head) return x.Reshaped(ActivationSpec().shape);
+  // Final norm, LM head, cross-entropy; the loss goes to the device-side sum.
+  HeadState& s = state.head;
+  s.x = std::move(x);
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd, Floats(n));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.y, Activation(h));
+  PIPECOORD_RETURN_IF_ERROR(kc::RmsNormForward(Ptr<T>(s.x), Ptr<T>(params_[norm_].compute),
+                                               Ptr<T>(s.y), Ptr<float>(s.rstd), n, h,
+                                               model::kRmsNormEps, stream));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.logits, Activation(V));
+  PIPECOORD_RETURN_IF_ERROR(device_->gemm().Forward(
+      Ptr<T>(s.y), Ptr<T>(params_[output_].compute), Ptr<T>(s.logits), {n, h, V}));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.targets, device_->Empty({DType::kI32, {n}}));
+  PIPECOORD_RETURN_IF_ERROR(device_->Upload(input.targets.data(), s.targets));
+  Tensor loss;
+  PIPECOORD_CUDA_STAGE_ASSIGN(loss, device_->Empty(Doubles(1)));
+  PIPECOORD_RETURN_IF_ERROR(kc::CrossEntropyForward(Ptr<T>(s.logits), Ptr<int32_t>(s.targets), n,
+                                                    V, nullptr, Ptr<double>(loss), stream));
+  PIPECOORD_RETURN_IF_ERROR(AccumulateScalar(Ptr<double>(loss_sum_), Ptr<double>(loss), stream));
+  return Tensor();
+}
+
+template <typename T>
+Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Tensor* y) {
+  cudaStream_t stream = device_->stream();
+  kc::GemmContext& gemm = device_->gemm();
+  const int64_t n = tokens_, h = hidden_, f = ffn_;
+  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, config_.heads,
+                                       config_.HeadDim()};
+  const kc::DeviceRopeTable rope{Ptr<double>(rope_cos_), Ptr<double>(rope_sin_), config_.seq_len,
+                                 config_.HeadDim()};
+  auto w = [&](int index) { return Ptr<T>(params_[index].compute); };
+  // a = RMSNorm(x); q, k, v = a W^T with RoPE on q and k; o = attention; x1 = x + o Wo^T.
+  s.x = std::move(x);
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd1, Floats(n));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.a, Activation(h));
+  PIPECOORD_RETURN_IF_ERROR(kc::RmsNormForward(Ptr<T>(s.x), w(L.attention_norm), Ptr<T>(s.a),
+                                               Ptr<float>(s.rstd1), n, h, model::kRmsNormEps,
+                                               stream));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.q, Activation(h));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.k, Activation(h));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.v, Activation(h));
+  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wq), Ptr<T>(s.q), {n, h, h}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wk), Ptr<T>(s.k), {n, h, h}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wv), Ptr<T>(s.v), {n, h, h}));
+  PIPECOORD_RETURN_IF_ERROR(kc::RopeForward(Ptr<T>(s.q), Ptr<T>(s.q), rope, ad.batch, ad.heads, stream));
+  PIPECOORD_RETURN_IF_ERROR(kc::RopeForward(Ptr<T>(s.k), Ptr<T>(s.k), rope, ad.batch, ad.heads, stream));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.o, Activation(h));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.lse, Floats(ad.batch * ad.heads * ad.seq));
+  PIPECOORD_RETURN_IF_ERROR(kc::FlashAttentionForward(Ptr<T>(s.q), Ptr<T>(s.k), Ptr<T>(s.v),
+                                                      Ptr<T>(s.o), Ptr<float>(s.lse), ad, stream));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.x1, Activation(h));
+  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.o), w(L.wo), Ptr<T>(s.x1), {n, h, h}));
+  PIPECOORD_RETURN_IF_ERROR(AddInPlace(Ptr<T>(s.x1), Ptr<T>(s.x), n * h, stream));
+  // c = RMSNorm(x1); y = x1 + (silu(c W1^T) * (c W3^T)) W2^T.
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd2, Floats(n));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.c, Activation(h));
+  PIPECOORD_RETURN_IF_ERROR(kc::RmsNormForward(Ptr<T>(s.x1), w(L.ffn_norm), Ptr<T>(s.c),
+                                               Ptr<float>(s.rstd2), n, h, model::kRmsNormEps,
+                                               stream));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.gate, Activation(f));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.up, Activation(f));
+  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.c), w(L.w1), Ptr<T>(s.gate), {n, h, f}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.c), w(L.w3), Ptr<T>(s.up), {n, h, f}));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.z, Activation(f));
+  PIPECOORD_RETURN_IF_ERROR(kc::SwiGluForward(Ptr<T>(s.gate), Ptr<T>(s.up), Ptr<T>(s.z), n * f, stream));
+  Tensor out;
+  PIPECOORD_CUDA_STAGE_ASSIGN(out, Activation(h));
+  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.z), w(L.w2), Ptr<T>(out), {n, f, h}));
+  PIPECOORD_RETURN_IF_ERROR(AddInPlace(Ptr<T>(out), Ptr<T>(s.x1), n * h, stream));
+  *y = std::move(out);
+  return Status::Ok();
+}
+
+// ---- B ----
+
+Result<Tensor> CudaStageModel::BackwardInput(int mb, Tensor grad_output) {
+  auto found = Find(mb, Phase::kForwardDone, "input gradient (B)");
+  if (!found.ok()) return found.status();
+  PIPECOORD_RETURN_IF_ERROR(CheckGradient(grad_output));
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  MicroBatch* state = *found;
+  auto dx = precision_ == Precision::kBf16 ? BackwardInputAs<__nv_bfloat16>(*state, std::move(grad_output))
+                                           : BackwardInputAs<float>(*state, std::move(grad_output));
+  if (!dx.ok()) {
+    in_flight_.erase(mb);  // half-done state cannot be resumed; the caller gets the error
+    return dx;
+  }
+  state->phase = Phase::kInputGradDone;
+  return dx;
+}
+
+template <typename T>
+Result<Tensor> CudaStageModel::BackwardInputAs(MicroBatch& state, Tensor grad_output) {
+  cudaStream_t stream = device_->stream();
+  const int64_t n = tokens_, h = hidden_, V = config_.vocab;
+  Tensor g = std::move(grad_output);
+  if (shard_.has_head) {
+    HeadState& s = state.head;
+    // dlogits in place of the logits (they are not needed after B).
+    s.dlogits = std::move(s.logits);
+    const double dloss = 1.0 / batch_.microbatches;
+    PIPECOORD_RETURN_IF_ERROR(kc::CrossEntropyBackward(Ptr<T>(s.dlogits), Ptr<int32_t>(s.targets),
+                                                       n, V, dloss, Ptr<T>(s.dlogits), stream));
+    s.targets = Tensor();
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dy, Activation(h));
+    PIPECOORD_RETURN_IF_ERROR(device_->gemm().BackwardInput(
+        Ptr<T>(s.dlogits), Ptr<T>(params_[output_].compute), Ptr<T>(s.dy), {n, h, V}, false));
+    PIPECOORD_CUDA_STAGE_ASSIGN(g, Activation(h));
+    PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardInput(Ptr<T>(s.dy), Ptr<T>(s.x),
+                                                       Ptr<T>(params_[norm_].compute),
+                                                       Ptr<float>(s.rstd), Ptr<T>(g), n, h,
+                                                       false, stream));
+  }
+  for (size_t i = layers_.size(); i-- > 0;) {
+    Tensor dx;
+    PIPECOORD_RETURN_IF_ERROR(BlockBackwardInput<T>(layers_[i], state.blocks[i], std::move(g), &dx));
+    g = std::move(dx);
+  }
+  if (shard_.has_embedding) {
+    state.embed_grad = std::move(g);  // token ids take no gradient: B ends here
+    return Tensor();
+  }
+  return g.Reshaped(ActivationSpec().shape);
+}
+
+template <typename T>
+Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor dy, Tensor* dx) {
+  cudaStream_t stream = device_->stream();
+  kc::GemmContext& gemm = device_->gemm();
+  const int64_t n = tokens_, h = hidden_, f = ffn_;
+  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, config_.heads,
+                                       config_.HeadDim()};
+  const kc::DeviceRopeTable rope{Ptr<double>(rope_cos_), Ptr<double>(rope_sin_), config_.seq_len,
+                                 config_.HeadDim()};
+  auto w = [&](int index) { return Ptr<T>(params_[index].compute); };
+  // MLP: y = x1 + W2 swiglu(W1 c, W3 c), c = norm(x1).
+  {
+    Tensor dz;
+    PIPECOORD_CUDA_STAGE_ASSIGN(dz, Activation(f));
+    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(dy), w(L.w2), Ptr<T>(dz), {n, f, h}, false));
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dgate, Activation(f));
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dup, Activation(f));
+    PIPECOORD_RETURN_IF_ERROR(kc::SwiGluBackward(Ptr<T>(dz), Ptr<T>(s.gate), Ptr<T>(s.up),
+                                                 Ptr<T>(s.dgate), Ptr<T>(s.dup), n * f, stream));
+  }
+  s.gate = Tensor();
+  s.up = Tensor();
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.dc, Activation(h));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dgate), w(L.w1), Ptr<T>(s.dc), {n, h, f}, false));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dup), w(L.w3), Ptr<T>(s.dc), {n, h, f}, true));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.dx1, device_->Copy(dy));  // residual path
+  PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardInput(Ptr<T>(s.dc), Ptr<T>(s.x1), w(L.ffn_norm),
+                                                     Ptr<float>(s.rstd2), Ptr<T>(s.dx1), n, h,
+                                                     true, stream));
+  s.dy = std::move(dy);
+  // Attention: x1 = x + Wo attn(rope(Wq a), rope(Wk a), Wv a), a = norm(x).
+  {
+    Tensor dout, delta;
+    PIPECOORD_CUDA_STAGE_ASSIGN(dout, Activation(h));
+    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dx1), w(L.wo), Ptr<T>(dout), {n, h, h}, false));
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dq, Activation(h));
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dk, Activation(h));
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dv, Activation(h));
+    PIPECOORD_CUDA_STAGE_ASSIGN(delta, Floats(ad.batch * ad.heads * ad.seq));
+    PIPECOORD_RETURN_IF_ERROR(kc::FlashAttentionBackward(
+        Ptr<T>(dout), Ptr<T>(s.q), Ptr<T>(s.k), Ptr<T>(s.v), Ptr<T>(s.o), Ptr<float>(s.lse),
+        Ptr<float>(delta), Ptr<T>(s.dq), Ptr<T>(s.dk), Ptr<T>(s.dv), ad, stream));
+  }
+  s.q = Tensor();
+  s.k = Tensor();
+  s.v = Tensor();
+  s.lse = Tensor();
+  PIPECOORD_RETURN_IF_ERROR(kc::RopeBackward(Ptr<T>(s.dq), Ptr<T>(s.dq), rope, ad.batch, ad.heads, stream));
+  PIPECOORD_RETURN_IF_ERROR(kc::RopeBackward(Ptr<T>(s.dk), Ptr<T>(s.dk), rope, ad.batch, ad.heads, stream));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.da, Activation(h));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dq), w(L.wq), Ptr<T>(s.da), {n, h, h}, false));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dk), w(L.wk), Ptr<T>(s.da), {n, h, h}, true));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dv), w(L.wv), Ptr<T>(s.da), {n, h, h}, true));
+  Tensor out;
+  PIPECOORD_CUDA_STAGE_ASSIGN(out, device_->Copy(s.dx1));  // residual path
+  PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardInput(Ptr<T>(s.da), Ptr<T>(s.x), w(L.attention_norm),
+                                                     Ptr<float>(s.rstd1), Ptr<T>(out), n, h, true,
+                                                     stream));
+  *dx = std::move(out);
+  return Status::Ok();
+}
+
+// ---- W ----
+
+Status CudaStageModel::BackwardWeight(int mb) {
+  auto found = Find(mb, Phase::kInputGradDone, "weight gradient (W)");
+  if (!found.ok()) return found.status();
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  MicroBatch* state = *found;
+  Status st = precision_ == Precision::kBf16 ? BackwardWeightAs<__nv_bfloat16>(*state)
+                                             : BackwardWeightAs<float>(*state);
+  in_flight_.erase(mb);  // its memory goes back to the pool in stream order
+  return st;
+}
+
+template <typename T>
+Status CudaStageModel::BackwardWeightAs(MicroBatch& state) {
+  cudaStream_t stream = device_->stream();
+  const int64_t n = tokens_, h = hidden_, V = config_.vocab;
+  auto g = [&](int index) { return Ptr<float>(params_[index].grad); };
+  if (shard_.has_head) {
+    HeadState& s = state.head;
+    PIPECOORD_RETURN_IF_ERROR(device_->gemm().BackwardWeight(Ptr<T>(s.dlogits), Ptr<T>(s.y),
+                                                             g(output_), {n, h, V}));
+    PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardWeight(Ptr<T>(s.dy), Ptr<T>(s.x),
+                                                        Ptr<float>(s.rstd), g(norm_), n, h, stream));
+    s = HeadState();
+  }
+  for (size_t i = layers_.size(); i-- > 0;) {
+    PIPECOORD_RETURN_IF_ERROR(BlockBackwardWeight<T>(layers_[i], state.blocks[i]));
+  }
+  if (shard_.has_embedding) {
+    PIPECOORD_RETURN_IF_ERROR(kc::EmbeddingBackwardWeight(Ptr<T>(state.embed_grad),
+                                                          Ptr<int32_t>(state.tokens), g(embedding_),
+                                                          n, h, V, stream));
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status CudaStageModel::BlockBackwardWeight(const Layer& L, BlockState& s) {
+  cudaStream_t stream = device_->stream();
+  kc::GemmContext& gemm = device_->gemm();
+  const int64_t n = tokens_, h = hidden_, f = ffn_;
+  auto g = [&](int index) { return Ptr<float>(params_[index].grad); };
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dy), Ptr<T>(s.z), g(L.w2), {n, f, h}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dgate), Ptr<T>(s.c), g(L.w1), {n, h, f}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dup), Ptr<T>(s.c), g(L.w3), {n, h, f}));
+  PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardWeight(Ptr<T>(s.dc), Ptr<T>(s.x1), Ptr<float>(s.rstd2),
+                                                      g(L.ffn_norm), n, h, stream));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dx1), Ptr<T>(s.o), g(L.wo), {n, h, h}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dq), Ptr<T>(s.a), g(L.wq), {n, h, h}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dk), Ptr<T>(s.a), g(L.wk), {n, h, h}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dv), Ptr<T>(s.a), g(L.wv), {n, h, h}));
+  PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardWeight(Ptr<T>(s.da), Ptr<T>(s.x), Ptr<float>(s.rstd1),
+                                                      g(L.attention_norm), n, h, stream));
+  s = BlockState();
+  return Status::Ok();
+}
+
+Result<Tensor> CudaStageModel::BackwardFull(int mb, Tensor grad_output) {
+  auto dx = BackwardInput(mb, std::move(grad_output));
+  if (!dx.ok()) return dx;
+  PIPECOORD_RETURN_IF_ERROR(BackwardWeight(mb));
+  return dx;
+}
+
+// ---- optimizer, loss ----
+
+Status CudaStageModel::ZeroGrad() {
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  for (DeviceParameter& p : params_) PIPECOORD_RETURN_IF_ERROR(device_->SetZero(p.grad));
+  return Status::Ok();
+}
+
+Status CudaStageModel::OptimizerStep(const kernels::cpu::AdamWOptions& options) {
+  auto in_range = [](const char* field, double v, double lo, double hi) {
+    if (v >= lo && v < hi) return Status::Ok();
+    return InvalidArgument(std::string(field) + ": must be in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "), got " + std::to_string(v));
+  };
+  PIPECOORD_RETURN_IF_ERROR(in_range("lr", options.lr, 0.0, 1e30));
+  PIPECOORD_RETURN_IF_ERROR(in_range("beta1", options.beta1, 0.0, 1.0));
+  PIPECOORD_RETURN_IF_ERROR(in_range("beta2", options.beta2, 0.0, 1.0));
+  PIPECOORD_RETURN_IF_ERROR(in_range("eps", options.eps, 0.0, 1e30));
+  PIPECOORD_RETURN_IF_ERROR(in_range("weight_decay", options.weight_decay, 0.0, 1e30));
+  if (!in_flight_.empty()) {
+    return FailedPrecondition(std::to_string(in_flight_.size()) +
+                              " micro-batch(es) still in flight (first: " +
+                              Mb(in_flight_.begin()->first) +
+                              "); run their backward passes before the optimizer step");
+  }
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  std::vector<kc::AdamWTensor> tensors;
+  tensors.reserve(params_.size());
+  for (DeviceParameter& p : params_) {
+    kc::AdamWTensor t;
+    t.param = Ptr<float>(p.master);
+    t.grad = Ptr<float>(p.grad);
+    t.m = Ptr<float>(p.adam_m);
+    t.v = Ptr<float>(p.adam_v);
+    // The bf16 copy is re-rounded from the updated master in the same pass.
+    t.param_bf16 = precision_ == Precision::kBf16 ? Ptr<__nv_bfloat16>(p.compute) : nullptr;
+    t.n = p.numel();
+    t.weight_decay = p.weight_decay;
+    tensors.push_back(t);
+  }
+  kc::AdamWOptions o;
+  o.lr = options.lr;
+  o.beta1 = options.beta1;
+  o.beta2 = options.beta2;
+  o.eps = options.eps;
+  o.weight_decay = options.weight_decay;
+  PIPECOORD_RETURN_IF_ERROR(
+      kc::MultiTensorAdamWStep(tensors, o, optimizer_steps_ + 1, device_->stream()));
+  ++optimizer_steps_;
+  return Status::Ok();
+}
+
+Status CudaStageModel::RefreshComputeWeights() {
+  if (precision_ != Precision::kBf16) return Status::Ok();
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  for (DeviceParameter& p : params_) {
+    PIPECOORD_RETURN_IF_ERROR(CastToBf16(Ptr<float>(p.master), Ptr<__nv_bfloat16>(p.compute),
+                                         p.numel(), device_->stream()));
+  }
+  return Status::Ok();
+}
+
+Result<double> CudaStageModel::TakeLossSum() {
+  if (!shard_.has_head) return 0.0;
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  double sum = 0;
+  PIPECOORD_RETURN_IF_ERROR(device_->Download(loss_sum_, &sum));
+  PIPECOORD_RETURN_IF_ERROR(device_->SetZero(loss_sum_));
+  return sum;
+}
+
+}  // namespace pipecoord::worker::cuda

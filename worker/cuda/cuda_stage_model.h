@@ -1,0 +1,169 @@
+// CudaStageModel: one virtual stage of the Llama-style decoder on a CUDA device: the same model
+// as the CPU reference (worker/model/stage_model.h) with the same split of the backward pass
+// into B (input gradient) and W (weight gradients, accumulated) for zero-bubble schedules.
+//
+// Same as the CPU StageModel: the blocks [first_layer, first_layer + num_layers), the token
+// embedding on the stage with has_embedding, the final RMSNorm + LM head + cross-entropy on the
+// stage with has_head; the initial weights of weight_init.h (computed on the host with the same
+// names and standard deviations, copied to the device once); the head's B seeds dloss = 1/m
+// (m = BatchShape::microbatches), so a step's accumulated gradients are those of the mean of
+// its m micro-batch losses; AdamW decays matrices and the embedding, never norm gains.
+//
+// Per micro-batch, F keeps on the device what the backward needs; B computes the input
+// gradient, frees what only B needed (q, k, v, the attention log-sum-exps, the SwiGLU inputs,
+// the logits) and keeps what W needs (the layer inputs and the output gradients of each
+// weight-carrying op), as TransformerBlock's BlockSaved splits them; W adds the weight
+// gradients and frees the rest. Micro-batches are independent: any number in flight, in any
+// order that keeps F < B < W for each.
+//
+// Everything is queued on the CudaDevice's one stream and returns once queued: no call waits
+// for the GPU except TakeLossSum and the explicit downloads. Activations and their gradients are
+// device tensors of ActivationSpec() ([micro-batch, seq, hidden] in the precision's dtype); a
+// returned tensor may be read by the next stage as soon as its work is queued on this stream.
+//
+// Not thread-safe: one caller at a time.
+#ifndef PIPECOORD_WORKER_CUDA_CUDA_STAGE_MODEL_H_
+#define PIPECOORD_WORKER_CUDA_CUDA_STAGE_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/tensor.h"
+#include "worker/cuda/cuda_device.h"
+#include "worker/cuda/precision.h"
+#include "worker/model/model_config.h"
+#include "worker/model/stage_shard.h"
+
+namespace pipecoord::worker::cuda {
+
+// One trainable tensor on the device. master, grad, adam_m and adam_v are fp32; compute is what
+// the kernels read: master itself in fp32, its bf16 copy in bf16.
+struct DeviceParameter {
+  std::string name;  // Llama's, as the CPU model's ("layers.3.attention.wq.weight")
+  std::vector<int64_t> shape;
+  bool weight_decay = true;
+  kernels::Tensor master, grad, adam_m, adam_v, compute;
+
+  int64_t numel() const { return master.numel(); }
+};
+
+// What Forward reads. Fill the fields the stage uses; the others must stay empty.
+struct CudaStageInput {
+  std::vector<int32_t> tokens;   // host [b * s] ids in [0, vocab): the stage with the embedding
+  kernels::Tensor activations;   // device ActivationSpec(): every stage without the embedding
+  std::vector<int32_t> targets;  // host [b * s] next-token ids: the stage with the head
+};
+
+class CudaStageModel {
+ public:
+  // Builds the stage on `device` (which must outlive it) and uploads its initial weights.
+  // Errors name the config field or shard rule broken, or the CUDA call that failed.
+  static Result<std::unique_ptr<CudaStageModel>> Create(const model::ModelConfig& config,
+                                                        const model::StageShard& shard,
+                                                        const model::BatchShape& batch,
+                                                        Precision precision, CudaDevice* device);
+  ~CudaStageModel();
+  CudaStageModel(const CudaStageModel&) = delete;
+  CudaStageModel& operator=(const CudaStageModel&) = delete;
+
+  // [micro_batch_size, seq_len, hidden] in f32 or bf16: what enters and leaves the stage.
+  kernels::TensorSpec ActivationSpec() const;
+
+  // F of micro-batch mb (any id >= 0 not in flight). Returns the activations for the next stage,
+  // or on the head stage an empty tensor: its loss is added to the device-side sum that
+  // TakeLossSum reads.
+  Result<kernels::Tensor> Forward(int mb, CudaStageInput input);
+  // B: from grad_output (ActivationSpec(); empty on the head stage, which starts from its loss)
+  // returns the gradient w.r.t. the stage's input (empty on the embedding stage).
+  Result<kernels::Tensor> BackwardInput(int mb, kernels::Tensor grad_output);
+  // W: adds mb's weight gradients and frees everything mb still held. Needs mb's B first.
+  Status BackwardWeight(int mb);
+  // BW: BackwardInput then BackwardWeight.
+  Result<kernels::Tensor> BackwardFull(int mb, kernels::Tensor grad_output);
+
+  Status ZeroGrad();
+  // One AdamW step on every parameter (weight_decay on matrices and the embedding only), then
+  // the bf16 copies are refreshed from the masters. Refuses options out of range and refuses to
+  // run while a micro-batch is in flight, as the CPU model does.
+  Status OptimizerStep(const kernels::cpu::AdamWOptions& options);
+  int64_t optimizer_steps() const { return optimizer_steps_; }
+  void set_optimizer_steps(int64_t steps) { optimizer_steps_ = steps; }
+  // Re-rounds the bf16 compute copies from the fp32 masters (after the masters were written
+  // from outside, e.g. by a checkpoint load); nothing to do in fp32.
+  Status RefreshComputeWeights();
+
+  // Head stage: the sum of the micro-batch losses of every Forward since the last call, read
+  // from the device (waits for the stream), then zeroed. 0 on other stages.
+  Result<double> TakeLossSum();
+
+  // Every parameter in model order (the CPU model's order and names).
+  std::vector<DeviceParameter>& parameters() { return params_; }
+  const DeviceParameter* FindParameter(std::string_view name) const;
+
+  int MicroBatchesInFlight() const { return static_cast<int>(in_flight_.size()); }
+  const model::ModelConfig& config() const { return config_; }
+  const model::StageShard& shard() const { return shard_; }
+  const model::BatchShape& batch() const { return batch_; }
+  Precision precision() const { return precision_; }
+  CudaDevice& device() { return *device_; }
+
+ private:
+  struct BlockState;
+  struct HeadState;
+  struct MicroBatch;
+  struct Layer;
+  enum class Phase { kForwardDone, kInputGradDone };
+
+  CudaStageModel(const model::ModelConfig& config, const model::StageShard& shard,
+                 const model::BatchShape& batch, Precision precision, CudaDevice* device);
+  Status Build();
+  Status AddParameter(const std::string& name, std::vector<int64_t> shape, double std,
+                      bool weight_decay);
+  Status CheckInput(int mb, const CudaStageInput& input) const;
+  Status CheckGradient(const kernels::Tensor& grad_output) const;
+  Result<MicroBatch*> Find(int mb, Phase phase, const char* what);
+
+  // The work itself, for T = float or __nv_bfloat16 (the activation and compute-weight type).
+  template <typename T>
+  Result<kernels::Tensor> ForwardAs(MicroBatch& state, CudaStageInput& input);
+  template <typename T>
+  Status BlockForward(const Layer& layer, BlockState& s, kernels::Tensor x, kernels::Tensor* y);
+  template <typename T>
+  Result<kernels::Tensor> BackwardInputAs(MicroBatch& state, kernels::Tensor grad_output);
+  template <typename T>
+  Status BlockBackwardInput(const Layer& layer, BlockState& s, kernels::Tensor dy,
+                            kernels::Tensor* dx);
+  template <typename T>
+  Status BackwardWeightAs(MicroBatch& state);
+  template <typename T>
+  Status BlockBackwardWeight(const Layer& layer, BlockState& s);
+
+  Result<kernels::Tensor> Activation(int64_t features);  // [b * s, features] in T
+  Result<kernels::Tensor> Floats(int64_t count);         // f32 [count]
+
+  model::ModelConfig config_;
+  model::StageShard shard_;
+  model::BatchShape batch_;
+  Precision precision_;
+  CudaDevice* device_;
+  int64_t tokens_ = 0, hidden_ = 0, ffn_ = 0;  // b * s, h, SwiGLU width
+
+  std::vector<DeviceParameter> params_;
+  std::vector<Layer> layers_;  // parameter indices of each block
+  int embedding_ = -1, norm_ = -1, output_ = -1;  // parameter indices, -1 when not held
+  kernels::Tensor rope_cos_, rope_sin_;  // the CPU model's RoPE table, [seq, head_dim / 2] double
+  kernels::Tensor loss_sum_;             // one double: the head's losses since TakeLossSum
+
+  std::map<int, MicroBatch> in_flight_;
+  int64_t optimizer_steps_ = 0;
+};
+
+}  // namespace pipecoord::worker::cuda
+
+#endif  // PIPECOORD_WORKER_CUDA_CUDA_STAGE_MODEL_H_
