@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/adamw.h"
+#include "worker/cuda/cuda_backend.h"
 #include "worker/daemon/backend_factory.h"
 #include "worker/model/stage_model.h"
 #include "worker/model/synthetic_data.h"
@@ -180,7 +181,9 @@ class CpuBackend final : public ComputeBackend {
 
 Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a) {
   if (a.spec().device() == "cuda") {
-    return Unimplemented("device cuda: the CUDA backend is not built yet (issue 6)");
+    auto cuda_backend = cuda::MakeCudaBackend(a);
+    if (!cuda_backend.ok()) return cuda_backend.status();
+    return std::unique_ptr<ComputeBackend>(std::move(cuda_backend).value());
   }
   const v1::ModelSpec& ms = a.spec().model();
   model::ModelConfig config;
