@@ -2,6 +2,7 @@
 // The kernels are in attention_kernels.h.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -124,7 +125,10 @@ Status Backward(const T* dout, const T* q, const T* k, const T* v, const T* o, c
   PIPECOORD_RETURN_IF_ERROR(CheckPointer(kName, "dv", dv));
 
   const int64_t rows = d.batch * d.seq * d.heads;
-  RowDotKernel<T><<<device::GridBlocks(rows * 32, kThreads), kThreads, 0, stream>>>(
+  // A warp per row; GridBlocks caps the grid (the kernel strides over the rest), so the count
+  // it is given only needs to reach the cap without overflowing.
+  const int64_t row_threads = std::min<int64_t>(rows, int64_t{1} << 24) * 32;
+  RowDotKernel<T><<<device::GridBlocks(row_threads, kThreads), kThreads, 0, stream>>>(
       dout, o, delta, rows, static_cast<int>(d.seq), static_cast<int>(d.heads),
       static_cast<int>(d.head_dim));
   PIPECOORD_RETURN_IF_ERROR(LaunchStatus("RowDotKernel"));
