@@ -1,0 +1,212 @@
+// CudaStageModel against the CPU StageModel (worker/model/stage_model.h), the reference.
+//
+// Metrics (cuda_test_util.h): the loss by |gpu - cpu| / |cpu|; every tensor (each parameter's
+// gradient, boundary activations and gradients) by max|gpu - cpu| / max|cpu|. Thresholds: 1e-4
+// in fp32, 2e-2 in bf16 (where the CPU model gets the bf16-rounded weights the GPU kernels read,
+// so only the arithmetic differs). Gradient buffers start at zero, so a gradient W never wrote
+// stays zero and fails against the CPU's non-zero one (each test checks that they are non-zero).
+#include "worker/cuda/cuda_stage_model.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "worker/cuda/cuda_test_util.h"
+#include "worker/model/stage_model.h"
+#include "worker/model/synthetic_data.h"
+
+namespace pipecoord::worker::cuda {
+namespace {
+
+using kernels::cuda::CompareNormwise;
+
+class CudaStageModelTest : public CudaModelTest {
+ protected:
+  model::BatchShape Batch(int microbatches) const {
+    model::BatchShape b;
+    b.micro_batch_size = kTestMicroBatchSize;
+    b.microbatches = microbatches;
+    return b;
+  }
+  model::TokenBatch Data(int mb) const {
+    const model::ModelConfig c = TestConfig();
+    return model::SyntheticData(5, c.vocab, c.seq_len, kTestMicroBatchSize).Batch(0, mb);
+  }
+
+  // One micro-batch, F then BW, on a stage holding every layer in `precision`, against the CPU
+  // model: the loss and every parameter's gradient.
+  void CompareOneMicroBatch(Precision precision, double tolerance) {
+    const model::ModelConfig config = TestConfig();
+    const model::StageShard whole = model::WholeModel(config);
+    const model::BatchShape batch = Batch(2);  // dloss = 1/2: the scaling is part of the check
+    auto cpu = model::StageModel::Create(config, whole, batch);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    auto gpu = CudaStageModel::Create(config, whole, batch, precision, device_.get());
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    if (precision == Precision::kBf16) {
+      for (const model::ParameterRef& p : (*cpu)->Parameters()) RoundToBf16(p.value);
+    }
+    const model::TokenBatch data = Data(0);
+
+    model::StageInput cin;
+    cin.tokens = data.inputs;
+    cin.targets = data.targets;
+    auto cout = (*cpu)->Forward(0, std::move(cin));
+    ASSERT_TRUE(cout.ok()) << cout.status().ToString();
+    ASSERT_TRUE(cout->loss.has_value());
+    ASSERT_TRUE((*cpu)->BackwardFull(0, {}).ok());
+
+    CudaStageInput gin;
+    gin.tokens = data.inputs;
+    gin.targets = data.targets;
+    auto gout = (*gpu)->Forward(0, std::move(gin));
+    ASSERT_TRUE(gout.ok()) << gout.status().ToString();
+    EXPECT_TRUE(gout->empty());
+    auto dx = (*gpu)->BackwardFull(0, kernels::Tensor());
+    ASSERT_TRUE(dx.ok()) << dx.status().ToString();
+    EXPECT_TRUE(dx->empty());
+    EXPECT_EQ((*gpu)->MicroBatchesInFlight(), 0);
+    auto loss = (*gpu)->TakeLossSum();
+    ASSERT_TRUE(loss.ok()) << loss.status().ToString();
+    EXPECT_LE(RelativeError(*loss, *cout->loss), tolerance)
+        << "loss gpu " << *loss << ", cpu " << *cout->loss;
+
+    const std::vector<model::ParameterRef> cpu_params = (*cpu)->Parameters();
+    std::vector<DeviceParameter>& gpu_params = (*gpu)->parameters();
+    ASSERT_EQ(gpu_params.size(), cpu_params.size());
+    for (size_t i = 0; i < cpu_params.size(); ++i) {
+      SCOPED_TRACE(gpu_params[i].name);
+      EXPECT_EQ(gpu_params[i].name, cpu_params[i].name);
+      EXPECT_EQ(gpu_params[i].shape, std::vector<int64_t>(cpu_params[i].shape.begin(), cpu_params[i].shape.end()));
+      auto grad = device_->DownloadFloats(gpu_params[i].grad);
+      ASSERT_TRUE(grad.ok()) << grad.status().ToString();
+      const std::vector<float> want(cpu_params[i].grad.begin(), cpu_params[i].grad.end());
+      const kernels::cuda::NormwiseError e = CompareNormwise(*grad, want);
+      EXPECT_GT(e.cpu_max, 0.0) << "the CPU gradient is all zero: the check would be empty";
+      EXPECT_LE(e.error, tolerance) << e.Describe();
+    }
+  }
+};
+
+TEST_F(CudaStageModelTest, Fp32LossAndGradientsMatchTheCpuModel) {
+  CompareOneMicroBatch(Precision::kFp32, 1e-4);
+}
+
+TEST_F(CudaStageModelTest, Bf16LossAndGradientsMatchTheCpuModel) {
+  CompareOneMicroBatch(Precision::kBf16, 2e-2);
+}
+
+// The tensors that cross a stage boundary, fp32: stage 0's output activations and stage 1's
+// input gradient against the CPU stages', then stage 0's gradients from the GPU's own dx.
+TEST_F(CudaStageModelTest, BoundaryTensorsMatchTheCpuStages) {
+  const model::ModelConfig config = TestConfig();
+  auto shards = model::SplitModel(config, {1, 1});
+  ASSERT_TRUE(shards.ok()) << shards.status().ToString();
+  const model::BatchShape batch = Batch(1);
+  std::vector<std::unique_ptr<model::StageModel>> cpu;
+  std::vector<std::unique_ptr<CudaStageModel>> gpu;
+  for (const model::StageShard& s : *shards) {
+    auto c = model::StageModel::Create(config, s, batch);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    cpu.push_back(std::move(c).value());
+    auto g = CudaStageModel::Create(config, s, batch, Precision::kFp32, device_.get());
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    gpu.push_back(std::move(g).value());
+  }
+  const model::TokenBatch data = Data(0);
+
+  model::StageInput c0;
+  c0.tokens = data.inputs;
+  auto cact = cpu[0]->Forward(0, std::move(c0));
+  ASSERT_TRUE(cact.ok());
+  CudaStageInput g0;
+  g0.tokens = data.inputs;
+  auto gact = gpu[0]->Forward(0, std::move(g0));
+  ASSERT_TRUE(gact.ok()) << gact.status().ToString();
+  EXPECT_EQ(gact->spec(), gpu[0]->ActivationSpec());
+  auto act = ReadFloats(*device_, *gact);
+  ASSERT_TRUE(act.ok()) << act.status().ToString();
+  const kernels::cuda::NormwiseError eact = CompareNormwise(*act, cact->activations);
+  EXPECT_LE(eact.error, 1e-4) << "stage 0 output: " << eact.Describe();
+
+  model::StageInput c1;
+  c1.activations = cact->activations;
+  c1.targets = data.targets;
+  ASSERT_TRUE(cpu[1]->Forward(0, std::move(c1)).ok());
+  auto cdx = cpu[1]->BackwardInput(0, {});
+  ASSERT_TRUE(cdx.ok());
+  CudaStageInput g1;
+  g1.activations = *gact;
+  g1.targets = data.targets;
+  ASSERT_TRUE(gpu[1]->Forward(0, std::move(g1)).ok());
+  auto gdx = gpu[1]->BackwardInput(0, kernels::Tensor());
+  ASSERT_TRUE(gdx.ok()) << gdx.status().ToString();
+  EXPECT_EQ(gdx->spec(), gpu[1]->ActivationSpec());
+  auto dx = ReadFloats(*device_, *gdx);
+  ASSERT_TRUE(dx.ok()) << dx.status().ToString();
+  const kernels::cuda::NormwiseError edx = CompareNormwise(*dx, *cdx);
+  EXPECT_LE(edx.error, 1e-4) << "stage 1 input gradient: " << edx.Describe();
+
+  // W after B, in zero-bubble order: stage 0's B runs before stage 1's W.
+  ASSERT_TRUE(cpu[0]->BackwardFull(0, *cdx).ok());
+  auto g0dx = gpu[0]->BackwardFull(0, *gdx);
+  ASSERT_TRUE(g0dx.ok()) << g0dx.status().ToString();
+  EXPECT_TRUE(g0dx->empty());
+  ASSERT_TRUE(cpu[1]->BackwardWeight(0).ok());
+  ASSERT_TRUE(gpu[1]->BackwardWeight(0).ok());
+  for (size_t s = 0; s < 2; ++s) {
+    const std::vector<model::ParameterRef> cp = cpu[s]->Parameters();
+    ASSERT_EQ(gpu[s]->parameters().size(), cp.size());
+    for (size_t i = 0; i < cp.size(); ++i) {
+      SCOPED_TRACE(cp[i].name);
+      auto grad = device_->DownloadFloats(gpu[s]->parameters()[i].grad);
+      ASSERT_TRUE(grad.ok()) << grad.status().ToString();
+      const kernels::cuda::NormwiseError e =
+          CompareNormwise(*grad, std::vector<float>(cp[i].grad.begin(), cp[i].grad.end()));
+      EXPECT_GT(e.cpu_max, 0.0);
+      EXPECT_LE(e.error, 1e-4) << e.Describe();
+    }
+  }
+}
+
+// The order rules and input checks of the CPU model, and a host tensor refused as input.
+TEST_F(CudaStageModelTest, RefusesCallsOutOfOrderAndForeignInputs) {
+  const model::ModelConfig config = TestConfig();
+  auto shards = model::SplitModel(config, {1, 1});
+  ASSERT_TRUE(shards.ok());
+  auto head = CudaStageModel::Create(config, (*shards)[1], Batch(1), Precision::kFp32, device_.get());
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  EXPECT_EQ((*head)->BackwardInput(0, kernels::Tensor()).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ((*head)->BackwardWeight(0).code(), Code::kFailedPrecondition);
+
+  const model::TokenBatch data = Data(0);
+  const kernels::TensorSpec spec = (*head)->ActivationSpec();
+  CudaStageInput host_input;
+  host_input.activations = kernels::Tensor::FromVector(std::vector<float>(spec.numel(), 0.5f), spec.shape);
+  host_input.targets = data.targets;
+  auto refused = (*head)->Forward(0, std::move(host_input));
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << refused.status().ToString();
+
+  auto x = device_->Zeros(spec);
+  ASSERT_TRUE(x.ok());
+  CudaStageInput in;
+  in.activations = *x;
+  in.targets = data.targets;
+  in.targets[3] = config.vocab;  // out of range
+  auto bad = (*head)->Forward(0, in);
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument) << bad.status().ToString();
+  in.targets = data.targets;
+  ASSERT_TRUE((*head)->Forward(0, in).ok());
+  EXPECT_EQ((*head)->Forward(0, in).status().code(), Code::kFailedPrecondition);  // in flight
+  EXPECT_EQ((*head)->BackwardWeight(0).code(), Code::kFailedPrecondition);       // B first
+  EXPECT_EQ((*head)->OptimizerStep({}).code(), Code::kFailedPrecondition);        // in flight
+  ASSERT_TRUE((*head)->BackwardInput(0, kernels::Tensor()).ok());
+  ASSERT_TRUE((*head)->BackwardWeight(0).ok());
+  EXPECT_TRUE((*head)->OptimizerStep({}).ok());
+  EXPECT_EQ((*head)->optimizer_steps(), 1);
+}
+
+}  // namespace
+}  // namespace pipecoord::worker::cuda
