@@ -1,14 +1,16 @@
-// Device-side helpers shared by the .cu files of kernels/cuda (nvcc only): element loads and
-// stores for the two activation dtypes, and block-wide sums whose order is fixed by the launch
-// shape alone, so a kernel using them gives the same bits on every run.
+// Device-side helpers shared by the .cu files of kernels/cuda: element loads and stores for the
+// two activation dtypes, and block-wide sums whose order is fixed by the launch shape alone, so a
+// kernel using them gives the same bits on every run. nvcc builds it; so does g++ under the CPU
+// emulation of cuda_emulation.h (the *_emulated_test files), which defines the CUDA built-ins
+// used here first.
 #ifndef PIPECOORD_KERNELS_CUDA_DEVICE_MATH_H_
 #define PIPECOORD_KERNELS_CUDA_DEVICE_MATH_H_
 
-#ifndef __CUDACC__
-#error "kernels/cuda/device_math.h is device code: include it from .cu files only"
-#endif
-
+#if defined(__CUDACC__)
 #include <cuda_bf16.h>
+#elif !defined(PIPECOORD_CUDA_EMULATION)
+#error "kernels/cuda/device_math.h is device code: nvcc, or cuda_emulation.h's CPU emulation"
+#endif
 
 #include <cstdint>
 
