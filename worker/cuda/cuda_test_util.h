@@ -1,6 +1,10 @@
 // What the worker/cuda GPU tests share: the model they train, the device fixture (skipping by
 // kernels/cuda/gpu_test.h's rule), device tensors read back as floats, and the comparisons.
 //
+// Built two ways: against the real GPU code (gpu-tagged tests, which skip without a GPU), and
+// with PIPECOORD_CUDA_HOST_EMULATION against host_kernels_for_tests.cc, a CPU double of the GPU
+// (those tests run everywhere; see that file for what they prove and what they cannot).
+//
 // Metric for tensors (kernels/cuda/normwise_error.h): max|gpu - cpu| / max|cpu| over the
 // tensor, because every gradient element is a long sum whose rounding error scales with the
 // terms summed, not with a (possibly cancelled) result. For the loss: |gpu - cpu| / |cpu|.
@@ -12,11 +16,14 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/bf16.h"
+#ifndef PIPECOORD_CUDA_HOST_EMULATION
 #include "kernels/cuda/gpu_test.h"
+#endif
 #include "kernels/cuda/normwise_error.h"
 #include "kernels/tensor.h"
 #include "proto/worker.pb.h"
@@ -40,6 +47,15 @@ inline model::ModelConfig TestConfig() {
   return c;
 }
 inline constexpr int kTestMicroBatchSize = 2;
+
+// The fp32 threshold on both metrics: 1e-4 on a GPU (cuBLASLt sums in fp32, the CPU in double);
+// 0 on the host double, whose f32 launchers are the CPU twins themselves, so any difference
+// is a wiring error of the CUDA model.
+#ifdef PIPECOORD_CUDA_HOST_EMULATION
+inline constexpr double kFp32Tolerance = 0;
+#else
+inline constexpr double kFp32Tolerance = 1e-4;
+#endif
 
 // The assignment of one rank holding `shards` of TestConfig() (pp ranks, m micro-batches).
 inline v1::Assignment TestAssignment(const std::vector<model::StageShard>& shards, int pp, int rank,
@@ -75,11 +91,17 @@ inline v1::Assignment TestAssignment(const std::vector<model::StageShard>& shard
   return a;
 }
 
-// GpuTest (skips where there is no GPU to use) with a CudaDevice on device 0.
-class CudaModelTest : public kernels::cuda::GpuTest {
+#ifdef PIPECOORD_CUDA_HOST_EMULATION
+using CudaModelTestBase = ::testing::Test;  // the host double: nothing to skip
+#else
+using CudaModelTestBase = kernels::cuda::GpuTest;  // skips where there is no GPU to use
+#endif
+
+// The base above with a CudaDevice on device 0.
+class CudaModelTest : public CudaModelTestBase {
  protected:
   void SetUp() override {
-    GpuTest::SetUp();
+    CudaModelTestBase::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     auto device = CudaDevice::Open(0);
     ASSERT_TRUE(device.ok()) << device.status().ToString();
@@ -89,7 +111,7 @@ class CudaModelTest : public kernels::cuda::GpuTest {
     if (device_ != nullptr) {
       EXPECT_TRUE(device_->Synchronize().ok());
     }
-    GpuTest::TearDown();
+    CudaModelTestBase::TearDown();
   }
 
   std::shared_ptr<CudaDevice> device_;

@@ -1,0 +1,491 @@
+// A test double of the GPU for the host-emulated tests of worker/cuda (not a backend): every
+// launcher the CUDA stage model calls (kernels/cuda's layers, GemmContext, the AdamW step, this
+// package's elementwise kernels) and CudaDevice, implemented on the CPU. f32 calls run the CPU
+// twins themselves (kernels/cpu), so the fp32 model built on them must compute exactly what the
+// CPU StageModel computes: a bit-for-bit check of how cuda_stage_model.cc wires the layers
+// (which buffer feeds which call, dims, what B keeps for W, accumulation, loss scaling). bf16
+// calls convert to float, run the twin and round the outputs to bf16: they check the bf16
+// wiring (which buffers are bf16 and which fp32), not the GPU kernels' bf16 arithmetic.
+//
+// "Device" memory is host memory from a real CachingAllocator (kernels/caching_allocator.h,
+// which is CUDA-free) whose tensors say MemoryKind::kCuda, so the pool's accounting is the real
+// one. The stream is nullptr and every call runs at once.
+//
+// Link this file INSTEAD of //worker/cuda's and //kernels/cuda's libraries (it defines their
+// symbols); the gpu-tagged tests run the real ones on a GPU.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/caching_allocator.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cpu/rotary.h"
+#include "kernels/cpu/swiglu.h"
+#include "kernels/cuda/adamw.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/bf16.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/rms_norm.h"
+#include "kernels/cuda/rotary.h"
+#include "kernels/cuda/swiglu.h"
+#include "worker/cuda/cuda_device.h"
+#include "worker/cuda/elementwise.h"
+
+namespace pipecoord::kernels::cuda {
+namespace {
+
+using Bf = __nv_bfloat16;
+
+// bf16 buffers as floats and back (the bits of __nv_bfloat16 are a uint16_t).
+std::vector<float> In(const Bf* p, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  const auto* bits = reinterpret_cast<const uint16_t*>(p);
+  for (int64_t i = 0; i < n; ++i) out[i] = Bf16BitsToFloat(bits[i]);
+  return out;
+}
+void Out(const std::vector<float>& v, Bf* p) {
+  auto* bits = reinterpret_cast<uint16_t*>(p);
+  for (size_t i = 0; i < v.size(); ++i) bits[i] = FloatToBf16Bits(v[i]);
+}
+
+cpu::RopeTable Table(const DeviceRopeTable& t) {
+  cpu::RopeTable table;
+  table.seq = t.seq;
+  table.head_dim = t.head_dim;
+  const size_t count = static_cast<size_t>(t.seq * t.head_dim / 2);
+  table.cos.assign(t.cos, t.cos + count);
+  table.sin.assign(t.sin, t.sin + count);
+  return table;
+}
+
+// The per-row log-sum-exps the GPU forward saves (the model only carries them to B).
+void WriteLse(const float* q, const float* k, float* lse, const cpu::AttentionDims& d) {
+  const int64_t s = d.seq, hd = d.head_dim, stride = d.hidden();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  for (int64_t b = 0; b < d.batch; ++b) {
+    for (int64_t h = 0; h < d.heads; ++h) {
+      for (int64_t i = 0; i < s; ++i) {
+        double mx = -INFINITY;
+        std::vector<double> score(static_cast<size_t>(i + 1));
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < hd; ++c) {
+            dot += static_cast<double>(q[(b * s + i) * stride + h * hd + c]) * k[(b * s + j) * stride + h * hd + c];
+          }
+          score[j] = scale * dot;
+          mx = std::max(mx, score[j]);
+        }
+        double sum = 0;
+        for (double v : score) sum += std::exp(v - mx);
+        lse[(b * d.heads + h) * s + i] = static_cast<float>(mx + std::log(sum));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---- attention: the CPU twin (probs recomputed in B from q and k) ----
+
+Status CheckFlashAttentionDims(const cpu::AttentionDims& d) {
+  if (d.head_dim < 1 || d.head_dim > kFlashMaxHeadDim) return InvalidArgument("head_dim out of range");
+  return Status::Ok();
+}
+
+Status FlashAttentionForward(const float* q, const float* k, const float* v, float* o, float* lse,
+                             const cpu::AttentionDims& d, cudaStream_t) {
+  std::vector<float> probs(static_cast<size_t>(d.probs_size()));
+  cpu::AttentionForward(q, k, v, probs.data(), o, d);
+  WriteLse(q, k, lse, d);
+  return Status::Ok();
+}
+
+Status FlashAttentionForward(const Bf* q, const Bf* k, const Bf* v, Bf* o, float* lse,
+                             const cpu::AttentionDims& d, cudaStream_t stream) {
+  const int64_t n = d.batch * d.seq * d.hidden();
+  std::vector<float> qf = In(q, n), kf = In(k, n), vf = In(v, n), of(static_cast<size_t>(n));
+  PIPECOORD_RETURN_IF_ERROR(FlashAttentionForward(qf.data(), kf.data(), vf.data(), of.data(), lse, d, stream));
+  Out(of, o);
+  return Status::Ok();
+}
+
+Status FlashAttentionBackward(const float* dout, const float* q, const float* k, const float* v,
+                              const float*, const float*, float*, float* dq, float* dk, float* dv,
+                              const cpu::AttentionDims& d, cudaStream_t) {
+  const int64_t n = d.batch * d.seq * d.hidden();
+  std::vector<float> probs(static_cast<size_t>(d.probs_size())), o(static_cast<size_t>(n));
+  cpu::AttentionForward(q, k, v, probs.data(), o.data(), d);
+  cpu::AttentionBackward(dout, q, k, v, probs.data(), dq, dk, dv, d);
+  return Status::Ok();
+}
+
+Status FlashAttentionBackward(const Bf* dout, const Bf* q, const Bf* k, const Bf* v, const Bf* o,
+                              const float* lse, float* delta, Bf* dq, Bf* dk, Bf* dv,
+                              const cpu::AttentionDims& d, cudaStream_t stream) {
+  const int64_t n = d.batch * d.seq * d.hidden();
+  std::vector<float> df = In(dout, n), qf = In(q, n), kf = In(k, n), vf = In(v, n), of = In(o, n);
+  std::vector<float> dqf(static_cast<size_t>(n)), dkf(static_cast<size_t>(n)), dvf(static_cast<size_t>(n));
+  PIPECOORD_RETURN_IF_ERROR(FlashAttentionBackward(df.data(), qf.data(), kf.data(), vf.data(), of.data(),
+                                                   lse, delta, dqf.data(), dkf.data(), dvf.data(), d, stream));
+  Out(dqf, dq);
+  Out(dkf, dk);
+  Out(dvf, dv);
+  return Status::Ok();
+}
+
+// ---- cross-entropy ----
+
+Status CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n, int64_t vocab,
+                           float* loss_per_token, double* mean_loss, cudaStream_t) {
+  if (loss_per_token != nullptr) return Unimplemented("host double: loss_per_token");
+  if (mean_loss != nullptr) *mean_loss = cpu::CrossEntropyForward(logits, targets, n, vocab);
+  return Status::Ok();
+}
+
+Status CrossEntropyForward(const Bf* logits, const int32_t* targets, int64_t n, int64_t vocab,
+                           float* loss_per_token, double* mean_loss, cudaStream_t stream) {
+  const std::vector<float> l = In(logits, n * vocab);
+  return CrossEntropyForward(l.data(), targets, n, vocab, loss_per_token, mean_loss, stream);
+}
+
+Status CrossEntropyBackward(const float* logits, const int32_t* targets, int64_t n, int64_t vocab,
+                            double dloss, float* dlogits, cudaStream_t) {
+  // In place is allowed on the GPU: the twin reads a copy.
+  const std::vector<float> l(logits, logits + n * vocab);
+  cpu::CrossEntropyBackward(l.data(), targets, n, vocab, dloss, dlogits);
+  return Status::Ok();
+}
+
+Status CrossEntropyBackward(const Bf* logits, const int32_t* targets, int64_t n, int64_t vocab,
+                            double dloss, Bf* dlogits, cudaStream_t stream) {
+  const std::vector<float> l = In(logits, n * vocab);
+  std::vector<float> dl(l.size());
+  PIPECOORD_RETURN_IF_ERROR(CrossEntropyBackward(l.data(), targets, n, vocab, dloss, dl.data(), stream));
+  Out(dl, dlogits);
+  return Status::Ok();
+}
+
+// ---- embedding ----
+
+Status EmbeddingForward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim,
+                        int64_t, cudaStream_t) {
+  cpu::EmbeddingForward(table, ids, out, n, dim);
+  return Status::Ok();
+}
+
+Status EmbeddingForward(const Bf* table, const int32_t* ids, Bf* out, int64_t n, int64_t dim,
+                        int64_t vocab, cudaStream_t) {
+  const std::vector<float> t = In(table, vocab * dim);
+  std::vector<float> o(static_cast<size_t>(n * dim));
+  cpu::EmbeddingForward(t.data(), ids, o.data(), n, dim);
+  Out(o, out);
+  return Status::Ok();
+}
+
+Status EmbeddingBackwardWeight(const float* dout, const int32_t* ids, float* dtable, int64_t n,
+                               int64_t dim, int64_t, cudaStream_t) {
+  cpu::EmbeddingBackwardWeight(dout, ids, dtable, n, dim);
+  return Status::Ok();
+}
+
+Status EmbeddingBackwardWeight(const Bf* dout, const int32_t* ids, float* dtable, int64_t n,
+                               int64_t dim, int64_t, cudaStream_t) {
+  const std::vector<float> d = In(dout, n * dim);
+  cpu::EmbeddingBackwardWeight(d.data(), ids, dtable, n, dim);
+  return Status::Ok();
+}
+
+// ---- GEMMs ----
+
+struct GemmContext::Impl {};
+
+Result<std::unique_ptr<GemmContext>> GemmContext::Create(const GemmOptions&) {
+  return std::unique_ptr<GemmContext>(new GemmContext(std::make_unique<Impl>()));
+}
+GemmContext::GemmContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GemmContext::~GemmContext() = default;
+
+Status GemmContext::Forward(const float* x, const float* w, float* y, const cpu::LinearDims& d) {
+  cpu::LinearForward(x, w, y, d);
+  return Status::Ok();
+}
+Status GemmContext::Forward(const Bf* x, const Bf* w, Bf* y, const cpu::LinearDims& d) {
+  const std::vector<float> xf = In(x, d.n * d.in), wf = In(w, d.out * d.in);
+  std::vector<float> yf(static_cast<size_t>(d.n * d.out));
+  cpu::LinearForward(xf.data(), wf.data(), yf.data(), d);
+  Out(yf, y);
+  return Status::Ok();
+}
+Status GemmContext::BackwardInput(const float* dy, const float* w, float* dx, const cpu::LinearDims& d,
+                                  bool accumulate) {
+  cpu::LinearBackwardInput(dy, w, dx, d, accumulate);
+  return Status::Ok();
+}
+Status GemmContext::BackwardInput(const Bf* dy, const Bf* w, Bf* dx, const cpu::LinearDims& d, bool accumulate) {
+  const std::vector<float> dyf = In(dy, d.n * d.out), wf = In(w, d.out * d.in);
+  std::vector<float> dxf = accumulate ? In(dx, d.n * d.in) : std::vector<float>(static_cast<size_t>(d.n * d.in));
+  cpu::LinearBackwardInput(dyf.data(), wf.data(), dxf.data(), d, accumulate);
+  Out(dxf, dx);
+  return Status::Ok();
+}
+Status GemmContext::BackwardWeight(const float* dy, const float* x, float* dw, const cpu::LinearDims& d) {
+  cpu::LinearBackwardWeight(dy, x, dw, d);
+  return Status::Ok();
+}
+Status GemmContext::BackwardWeight(const Bf* dy, const Bf* x, float* dw, const cpu::LinearDims& d) {
+  const std::vector<float> dyf = In(dy, d.n * d.out), xf = In(x, d.n * d.in);
+  cpu::LinearBackwardWeight(dyf.data(), xf.data(), dw, d);
+  return Status::Ok();
+}
+
+// ---- RMSNorm ----
+
+Status RmsNormForward(const float* x, const float* g, float* y, float* rstd, int64_t n, int64_t h,
+                      double eps, cudaStream_t) {
+  cpu::RmsNormForward(x, g, y, rstd, n, h, eps);
+  return Status::Ok();
+}
+Status RmsNormForward(const Bf* x, const Bf* g, Bf* y, float* rstd, int64_t n, int64_t h, double eps,
+                      cudaStream_t) {
+  const std::vector<float> xf = In(x, n * h), gf = In(g, h);
+  std::vector<float> yf(static_cast<size_t>(n * h));
+  cpu::RmsNormForward(xf.data(), gf.data(), yf.data(), rstd, n, h, eps);
+  Out(yf, y);
+  return Status::Ok();
+}
+Status RmsNormBackwardInput(const float* dy, const float* x, const float* g, const float* rstd,
+                            float* dx, int64_t n, int64_t h, bool accumulate, cudaStream_t) {
+  cpu::RmsNormBackwardInput(dy, x, g, rstd, dx, n, h, accumulate);
+  return Status::Ok();
+}
+Status RmsNormBackwardInput(const Bf* dy, const Bf* x, const Bf* g, const float* rstd, Bf* dx,
+                            int64_t n, int64_t h, bool accumulate, cudaStream_t) {
+  const std::vector<float> dyf = In(dy, n * h), xf = In(x, n * h), gf = In(g, h);
+  std::vector<float> dxf = accumulate ? In(dx, n * h) : std::vector<float>(static_cast<size_t>(n * h));
+  cpu::RmsNormBackwardInput(dyf.data(), xf.data(), gf.data(), rstd, dxf.data(), n, h, accumulate);
+  Out(dxf, dx);
+  return Status::Ok();
+}
+Status RmsNormBackwardWeight(const float* dy, const float* x, const float* rstd, float* dg, int64_t n,
+                             int64_t h, cudaStream_t) {
+  cpu::RmsNormBackwardWeight(dy, x, rstd, dg, n, h);
+  return Status::Ok();
+}
+Status RmsNormBackwardWeight(const Bf* dy, const Bf* x, const float* rstd, float* dg, int64_t n,
+                             int64_t h, cudaStream_t) {
+  const std::vector<float> dyf = In(dy, n * h), xf = In(x, n * h);
+  cpu::RmsNormBackwardWeight(dyf.data(), xf.data(), rstd, dg, n, h);
+  return Status::Ok();
+}
+
+// ---- RoPE (in place when y == x) ----
+
+Status RopeForward(const float* x, float* y, const DeviceRopeTable& t, int64_t batch, int64_t heads,
+                   cudaStream_t) {
+  const int64_t n = batch * t.seq * heads * t.head_dim;
+  if (y != x) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
+  cpu::RopeForward(y, Table(t), batch, heads);
+  return Status::Ok();
+}
+Status RopeForward(const Bf* x, Bf* y, const DeviceRopeTable& t, int64_t batch, int64_t heads, cudaStream_t) {
+  std::vector<float> v = In(x, batch * t.seq * heads * t.head_dim);
+  cpu::RopeForward(v.data(), Table(t), batch, heads);
+  Out(v, y);
+  return Status::Ok();
+}
+Status RopeBackward(const float* dy, float* dx, const DeviceRopeTable& t, int64_t batch, int64_t heads,
+                    cudaStream_t) {
+  const int64_t n = batch * t.seq * heads * t.head_dim;
+  if (dx != dy) std::memcpy(dx, dy, static_cast<size_t>(n) * sizeof(float));
+  cpu::RopeBackward(dx, Table(t), batch, heads);
+  return Status::Ok();
+}
+Status RopeBackward(const Bf* dy, Bf* dx, const DeviceRopeTable& t, int64_t batch, int64_t heads, cudaStream_t) {
+  std::vector<float> v = In(dy, batch * t.seq * heads * t.head_dim);
+  cpu::RopeBackward(v.data(), Table(t), batch, heads);
+  Out(v, dx);
+  return Status::Ok();
+}
+
+// ---- SwiGLU ----
+
+Status SwiGluForward(const float* gate, const float* up, float* z, int64_t n, cudaStream_t) {
+  cpu::SwiGluForward(gate, up, z, n);
+  return Status::Ok();
+}
+Status SwiGluForward(const Bf* gate, const Bf* up, Bf* z, int64_t n, cudaStream_t) {
+  const std::vector<float> g = In(gate, n), u = In(up, n);
+  std::vector<float> zf(static_cast<size_t>(n));
+  cpu::SwiGluForward(g.data(), u.data(), zf.data(), n);
+  Out(zf, z);
+  return Status::Ok();
+}
+Status SwiGluBackward(const float* dz, const float* gate, const float* up, float* dgate, float* dup,
+                      int64_t n, cudaStream_t) {
+  cpu::SwiGluBackward(dz, gate, up, dgate, dup, n);
+  return Status::Ok();
+}
+Status SwiGluBackward(const Bf* dz, const Bf* gate, const Bf* up, Bf* dgate, Bf* dup, int64_t n, cudaStream_t) {
+  const std::vector<float> d = In(dz, n), g = In(gate, n), u = In(up, n);
+  std::vector<float> dg(static_cast<size_t>(n)), du(static_cast<size_t>(n));
+  cpu::SwiGluBackward(d.data(), g.data(), u.data(), dg.data(), du.data(), n);
+  Out(dg, dgate);
+  Out(du, dup);
+  return Status::Ok();
+}
+
+// ---- AdamW: the CPU step per tensor, then the bf16 copy ----
+
+Status MultiTensorAdamWStep(std::span<const AdamWTensor> tensors, const AdamWOptions& options,
+                            int64_t step, cudaStream_t) {
+  for (const AdamWTensor& t : tensors) {
+    cpu::AdamWOptions o;
+    o.lr = options.lr;
+    o.beta1 = options.beta1;
+    o.beta2 = options.beta2;
+    o.eps = options.eps;
+    o.weight_decay = t.weight_decay ? options.weight_decay : 0.0;
+    cpu::AdamWStep(t.param, t.grad, t.m, t.v, t.n, o, step);
+    if (t.param_bf16 != nullptr) Out(std::vector<float>(t.param, t.param + t.n), t.param_bf16);
+  }
+  return Status::Ok();
+}
+
+}  // namespace pipecoord::kernels::cuda
+
+namespace pipecoord::worker::cuda {
+
+// ---- elementwise.h ----
+
+Status AddInPlace(float* acc, const float* x, int64_t n, cudaStream_t) {
+  for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+  return Status::Ok();
+}
+Status AddInPlace(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStream_t) {
+  std::vector<float> a = kernels::cuda::In(acc, n);
+  const std::vector<float> b = kernels::cuda::In(x, n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  kernels::cuda::Out(a, acc);
+  return Status::Ok();
+}
+Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t) {
+  kernels::cuda::Out(std::vector<float>(in, in + n), out);
+  return Status::Ok();
+}
+Status AccumulateScalar(double* acc, const double* value, cudaStream_t) {
+  *acc += *value;
+  return Status::Ok();
+}
+Status AccumulateScalar(double* acc, const float* value, cudaStream_t) {
+  *acc += *value;
+  return Status::Ok();
+}
+
+// ---- CudaDevice on host memory ----
+
+namespace {
+
+class HostMemory final : public kernels::RawMemorySource {
+ public:
+  Result<void*> Allocate(size_t bytes) override {
+    void* p = std::aligned_alloc(512, (bytes + 511) / 512 * 512);
+    if (p == nullptr) return ResourceExhausted("host double: out of memory");
+    return p;
+  }
+  Status Free(void* ptr) override {
+    std::free(ptr);
+    return Status::Ok();
+  }
+};
+
+// One stream that runs everything at once: every event has completed.
+class NoEvents final : public kernels::StreamEvents {
+ public:
+  Result<Event> Record(kernels::StreamId) override { return Event{1}; }
+  Result<bool> IsComplete(Event) override { return true; }
+  Status Wait(Event) override { return Status::Ok(); }
+  void Release(Event) override {}
+};
+
+}  // namespace
+
+Result<std::unique_ptr<CudaDevice>> CudaDevice::Open(int index) {
+  std::unique_ptr<CudaDevice> d(new CudaDevice());
+  d->index_ = index;
+  d->name_ = "host double";
+  const kernels::CachingAllocator::Options options{kernels::MemoryKind::kCuda, index, 0};
+  d->allocator_ = std::make_unique<kernels::CachingAllocator>(std::make_unique<HostMemory>(),
+                                                              std::make_unique<NoEvents>(), options);
+  auto gemm = kernels::cuda::GemmContext::Create({});
+  if (!gemm.ok()) return gemm.status();
+  d->gemm_ = std::move(gemm).value();
+  return d;
+}
+
+CudaDevice::~CudaDevice() {
+  gemm_.reset();
+  allocator_.reset();
+}
+
+Status CudaDevice::MakeCurrent() const { return Status::Ok(); }
+Status CudaDevice::Synchronize() const { return Status::Ok(); }
+
+Result<kernels::Tensor> CudaDevice::Empty(const kernels::TensorSpec& spec) {
+  auto t = kernels::Tensor::Empty(*allocator_, spec);
+  // Uninitialised means anything: NaN bytes, so a read before a write shows.
+  if (t.ok() && t->bytes() > 0) std::memset(t->data(), 0xFF, t->bytes());
+  return t;
+}
+
+Result<kernels::Tensor> CudaDevice::Zeros(const kernels::TensorSpec& spec) {
+  auto t = Empty(spec);
+  if (t.ok()) PIPECOORD_RETURN_IF_ERROR(SetZero(*t));
+  return t;
+}
+
+Status CudaDevice::SetZero(kernels::Tensor& t) {
+  if (t.bytes() > 0) std::memset(t.data(), 0, t.bytes());
+  return Status::Ok();
+}
+
+Result<kernels::Tensor> CudaDevice::Copy(const kernels::Tensor& src) {
+  auto t = Empty(src.spec());
+  if (t.ok() && src.bytes() > 0) std::memcpy(t->data(), src.data(), src.bytes());
+  return t;
+}
+
+Status CudaDevice::Upload(const void* host, kernels::Tensor& t) {
+  if (t.bytes() > 0) std::memcpy(t.data(), host, t.bytes());
+  return Status::Ok();
+}
+
+Status CudaDevice::Download(const kernels::Tensor& t, void* host) {
+  if (t.bytes() > 0) std::memcpy(host, t.data(), t.bytes());
+  return Status::Ok();
+}
+
+Result<std::vector<float>> CudaDevice::DownloadFloats(const kernels::Tensor& t) {
+  if (t.dtype() != kernels::DType::kF32) return InvalidArgument("DownloadFloats: not f32");
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  PIPECOORD_RETURN_IF_ERROR(Download(t, out.data()));
+  return out;
+}
+
+uint64_t CudaDevice::allocated_bytes() const {
+  return static_cast<uint64_t>(allocator_->stats().allocated_bytes_current);
+}
+uint64_t CudaDevice::peak_allocated_bytes() const {
+  return static_cast<uint64_t>(allocator_->stats().allocated_bytes_peak);
+}
+void CudaDevice::ResetPeak() { allocator_->ResetPeakStats(); }
+
+}  // namespace pipecoord::worker::cuda
