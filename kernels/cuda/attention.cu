@@ -1,14 +1,16 @@
 // Flash attention's launchers: argument checks, shared-memory opt-in, grids and launch checks.
-// The kernels are in attention_kernels.h.
+// The kernels are in attention_kernels.h (float) and attention_tensor_core_kernels.h (bf16).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/attention_tensor_core_kernels.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.h"
 
@@ -39,18 +41,35 @@ float ScaleOf(const cpu::AttentionDims& d) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
 }
 
+// float storage runs the fp32 kernels of attention_kernels.h; bf16 the tensor-core kernels of
+// attention_tensor_core_kernels.h.
+template <typename T>
+constexpr bool kUsesTensorCores = std::is_same_v<T, __nv_bfloat16>;
+
 template <typename T, int kD>
 Status LaunchForward(const T* q, const T* k, const T* v, T* o, float* lse,
                      const cpu::AttentionDims& d, cudaStream_t stream) {
-  constexpr int kBytes = ForwardSmemFloats<kD>() * static_cast<int>(sizeof(float));
-  PIPECOORD_RETURN_IF_ERROR(
-      AllowSharedMemory(FlashForwardKernel<T, kD>, kBytes, "FlashForwardKernel"));
   const dim3 grid(Tiles(d.seq, kForwardRows), static_cast<unsigned>(d.heads),
                   static_cast<unsigned>(d.batch));
-  FlashForwardKernel<T, kD><<<grid, kThreads, kBytes, stream>>>(
-      q, k, v, o, lse, static_cast<int>(d.seq), static_cast<int>(d.heads),
-      static_cast<int>(d.head_dim), ScaleOf(d) * kLog2e);
-  return LaunchStatus("FlashForwardKernel");
+  const int seq = static_cast<int>(d.seq);
+  const int heads = static_cast<int>(d.heads);
+  const int head_dim = static_cast<int>(d.head_dim);
+  const float scale_log2 = ScaleOf(d) * kLog2e;
+  if constexpr (kUsesTensorCores<T>) {
+    constexpr int kBytes = ForwardTensorCoreLayout<kD>::kBytes;
+    PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashForwardTensorCoreKernel<kD>, kBytes,
+                                                "FlashForwardTensorCoreKernel"));
+    FlashForwardTensorCoreKernel<kD>
+        <<<grid, kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, head_dim, scale_log2);
+    return LaunchStatus("FlashForwardTensorCoreKernel");
+  } else {
+    constexpr int kBytes = ForwardSmemFloats<kD>() * static_cast<int>(sizeof(float));
+    PIPECOORD_RETURN_IF_ERROR(
+        AllowSharedMemory(FlashForwardKernel<T, kD>, kBytes, "FlashForwardKernel"));
+    FlashForwardKernel<T, kD>
+        <<<grid, kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, head_dim, scale_log2);
+    return LaunchStatus("FlashForwardKernel");
+  }
 }
 
 template <typename T, int kD>
@@ -61,24 +80,40 @@ Status LaunchBackward(const T* dout, const T* q, const T* k, const T* v, const f
   const int heads = static_cast<int>(d.heads);
   const int head_dim = static_cast<int>(d.head_dim);
   const float scale = ScaleOf(d);
-
-  constexpr int kKeyValueBytes = KeyValueSmemFloats<kD>() * static_cast<int>(sizeof(float));
-  PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardKeyValueKernel<T, kD>, kKeyValueBytes,
-                                              "FlashBackwardKeyValueKernel"));
   const dim3 key_grid(Tiles(d.seq, kKeyTile), static_cast<unsigned>(d.heads),
                       static_cast<unsigned>(d.batch));
-  FlashBackwardKeyValueKernel<T, kD><<<key_grid, kThreads, kKeyValueBytes, stream>>>(
-      dout, q, k, v, lse, delta, dk, dv, seq, heads, head_dim, scale, scale * kLog2e);
-  PIPECOORD_RETURN_IF_ERROR(LaunchStatus("FlashBackwardKeyValueKernel"));
-
-  constexpr int kQueryBytes = QuerySmemFloats<kD>() * static_cast<int>(sizeof(float));
-  PIPECOORD_RETURN_IF_ERROR(
-      AllowSharedMemory(FlashBackwardQueryKernel<T, kD>, kQueryBytes, "FlashBackwardQueryKernel"));
   const dim3 query_grid(Tiles(d.seq, kBackwardRows), static_cast<unsigned>(d.heads),
                         static_cast<unsigned>(d.batch));
-  FlashBackwardQueryKernel<T, kD><<<query_grid, kThreads, kQueryBytes, stream>>>(
-      dout, q, k, v, lse, delta, dq, seq, heads, head_dim, scale, scale * kLog2e);
-  return LaunchStatus("FlashBackwardQueryKernel");
+  if constexpr (kUsesTensorCores<T>) {
+    constexpr int kKeyValueBytes = KeyValueTensorCoreLayout<kD>::kBytes;
+    PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardKeyValueTensorCoreKernel<kD>,
+                                                kKeyValueBytes,
+                                                "FlashBackwardKeyValueTensorCoreKernel"));
+    FlashBackwardKeyValueTensorCoreKernel<kD><<<key_grid, kThreads, kKeyValueBytes, stream>>>(
+        dout, q, k, v, lse, delta, dk, dv, seq, heads, head_dim, scale, scale * kLog2e);
+    PIPECOORD_RETURN_IF_ERROR(LaunchStatus("FlashBackwardKeyValueTensorCoreKernel"));
+
+    constexpr int kQueryBytes = QueryTensorCoreLayout<kD>::kBytes;
+    PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardQueryTensorCoreKernel<kD>, kQueryBytes,
+                                                "FlashBackwardQueryTensorCoreKernel"));
+    FlashBackwardQueryTensorCoreKernel<kD><<<query_grid, kThreads, kQueryBytes, stream>>>(
+        dout, q, k, v, lse, delta, dq, seq, heads, head_dim, scale, scale * kLog2e);
+    return LaunchStatus("FlashBackwardQueryTensorCoreKernel");
+  } else {
+    constexpr int kKeyValueBytes = KeyValueSmemFloats<kD>() * static_cast<int>(sizeof(float));
+    PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardKeyValueKernel<T, kD>, kKeyValueBytes,
+                                                "FlashBackwardKeyValueKernel"));
+    FlashBackwardKeyValueKernel<T, kD><<<key_grid, kThreads, kKeyValueBytes, stream>>>(
+        dout, q, k, v, lse, delta, dk, dv, seq, heads, head_dim, scale, scale * kLog2e);
+    PIPECOORD_RETURN_IF_ERROR(LaunchStatus("FlashBackwardKeyValueKernel"));
+
+    constexpr int kQueryBytes = QuerySmemFloats<kD>() * static_cast<int>(sizeof(float));
+    PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardQueryKernel<T, kD>, kQueryBytes,
+                                                "FlashBackwardQueryKernel"));
+    FlashBackwardQueryKernel<T, kD><<<query_grid, kThreads, kQueryBytes, stream>>>(
+        dout, q, k, v, lse, delta, dq, seq, heads, head_dim, scale, scale * kLog2e);
+    return LaunchStatus("FlashBackwardQueryKernel");
+  }
 }
 
 Status CheckRange(const char* name, int64_t value, int64_t limit) {

@@ -15,9 +15,13 @@
 // query tile (32 rows, walking key tiles) sums dq = dS k. dq is not accumulated across key tiles
 // with atomics, so every output is deterministic: the same bits on every run.
 //
-// Precision: inputs are read into shared memory as float; every product, sum, exp and the
-// softmax statistics are fp32 (no tensor cores: plain shared-memory tiles, correctness first);
-// outputs are rounded to T once.
+// Precision: the softmax statistics, exp, masks and rescaling are fp32 for both dtypes, and
+// outputs are rounded to T once. float storage: every product and sum is fp32 too (shared-memory
+// tiles, no tensor cores; attention_kernels.h). bf16 storage: the matrix products run on tensor
+// cores (WMMA, bf16 x bf16 summed in fp32; attention_tensor_core_kernels.h), so the
+// probabilities P and the score gradients dS are rounded to bf16 before they multiply v, k, q
+// and dout, as in FlashAttention (about 2^-9 relative per element; the CPU twin in double on
+// the same bf16 inputs stays within 2e-2 of the largest value, see attention_test.cc).
 #ifndef PIPECOORD_KERNELS_CUDA_ATTENTION_H_
 #define PIPECOORD_KERNELS_CUDA_ATTENTION_H_
 

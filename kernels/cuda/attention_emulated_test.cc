@@ -1,8 +1,10 @@
-// The flash-attention kernels themselves (attention_kernels.h, the code nvcc builds) run on the
-// CPU: each CUDA thread of a block is a std::thread, __syncthreads and __syncwarp are barriers
-// over the block and the warp, __shfl_xor_sync exchanges through a per-warp array, and blocks
-// run one after another, each starting with its shared memory full of NaN. The launches mirror
-// attention.cu (grids, shared memory sizes, scales, the tile width for each head_dim).
+// The flash-attention kernels themselves (attention_kernels.h for float storage and
+// attention_tensor_core_kernels.h for bf16, the code nvcc builds) run on the CPU: each CUDA
+// thread of a block is a std::thread, __syncthreads and __syncwarp are barriers over the block
+// and the warp, __shfl_xor_sync exchanges through a per-warp array, WMMA fragments hold a whole
+// 16 x 16 tile per thread (loads and stores check WMMA's alignment and ldm rules), and blocks run
+// one after another, each starting with its shared memory full of NaN. The launches mirror
+// attention.cu (kernels per dtype, grids, shared memory sizes, scales, tile widths).
 //
 // This checks the tiling, the masks, the online softmax, the backward's recomputation and the
 // index arithmetic on any machine, without a GPU; it cannot see GPU-only faults (a missing
@@ -12,6 +14,8 @@
 #include <gtest/gtest.h>
 #include <math.h>
 
+#include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -19,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -52,7 +57,15 @@ struct Block {
 };
 
 thread_local Block* current_block = nullptr;
-std::vector<float4> shared_memory;
+
+// The block's shared memory, 128-byte aligned like the GPU's dynamic shared memory.
+struct alignas(128) SharedChunk {
+  float values[32];
+};
+std::vector<SharedChunk> shared_memory;
+
+// WMMA loads and stores that broke WMMA's rules (pointer not 32-byte aligned, bad ldm).
+std::atomic<int> wmma_rule_violations{0};
 
 // Runs body() as every thread of every block of `grid`, blocks in order.
 template <typename Body>
@@ -63,7 +76,9 @@ void Launch(dim3 grid, int threads, size_t shared_bytes, Body body) {
   for (unsigned z = 0; z < grid.z; ++z) {
     for (unsigned y = 0; y < grid.y; ++y) {
       for (unsigned x = 0; x < grid.x; ++x) {
-        shared_memory.assign(shared_bytes / sizeof(float4) + 1, float4{nan, nan, nan, nan});
+        SharedChunk poisoned;
+        std::fill(std::begin(poisoned.values), std::end(poisoned.values), nan);
+        shared_memory.assign(shared_bytes / sizeof(SharedChunk) + 1, poisoned);
         Block block(threads);
         std::vector<std::thread> pool;
         for (int t = 0; t < threads; ++t) {
@@ -82,6 +97,8 @@ void Launch(dim3 grid, int threads, size_t shared_bytes, Body body) {
 
 }  // namespace emulation
 
+inline void pipecoord_emulation_wmma_violation() { ++emulation::wmma_rule_violations; }
+
 inline void __syncthreads() { emulation::current_block->all.arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) {
   emulation::current_block->warps[threadIdx.x / 32]->arrive_and_wait();
@@ -98,13 +115,81 @@ inline float __shfl_xor_sync(unsigned, float value, int lane_mask) {
 inline int min(int a, int b) { return a < b ? a : b; }
 
 // bf16 storage for the emulated kernels: the bits, converted as the GPU converts them.
-struct Bf16 {
+struct __nv_bfloat16 {
   uint16_t bits;
 };
 
+// WMMA (nvcuda::wmma) for bf16 x bf16 -> fp32 16 x 16 x 16 products: every thread of the warp
+// holds the whole tile (the real fragments spread it over the lanes; the kernels never look
+// inside a fragment). Lane 0 alone stores, so the warp writes each element once.
+namespace nvcuda::wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+struct fragment {
+  float v[16][16];
+};
+
+template <typename F>
+void fill_fragment(F& f, float value) {
+  for (auto& row : f.v) std::fill(std::begin(row), std::end(row), value);
+}
+
+inline void CheckRules(const void* ptr, unsigned ldm, size_t element_bytes) {
+  if (reinterpret_cast<uintptr_t>(ptr) % 32 != 0 || (ldm * element_bytes) % 16 != 0) {
+    pipecoord_emulation_wmma_violation();
+  }
+}
+
+// a: element (i, k); b: element (k, j). row_major: (r, c) at ptr[r * ldm + c]; col_major: at
+// ptr[r + c * ldm].
+template <typename Use, typename Layout>
+void load_matrix_sync(fragment<Use, 16, 16, 16, __nv_bfloat16, Layout>& f, const __nv_bfloat16* p,
+                      unsigned ldm) {
+  CheckRules(p, ldm, sizeof(__nv_bfloat16));
+  for (int r = 0; r < 16; ++r) {
+    for (int c = 0; c < 16; ++c) {
+      const __nv_bfloat16 e = std::is_same_v<Layout, row_major> ? p[r * ldm + c] : p[r + c * ldm];
+      f.v[r][c] = pipecoord::kernels::cuda::Bf16BitsToFloat(e.bits);
+    }
+  }
+}
+
+template <typename LayoutA, typename LayoutB>
+void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
+              const fragment<matrix_a, 16, 16, 16, __nv_bfloat16, LayoutA>& a,
+              const fragment<matrix_b, 16, 16, 16, __nv_bfloat16, LayoutB>& b,
+              const fragment<accumulator, 16, 16, 16, float>& c) {
+  fragment<accumulator, 16, 16, 16, float> out;
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      float sum = c.v[i][j];
+      for (int k = 0; k < 16; ++k) sum += a.v[i][k] * b.v[k][j];
+      out.v[i][j] = sum;
+    }
+  }
+  d = out;
+}
+
+inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f,
+                              unsigned ldm, layout_t layout) {
+  CheckRules(p, ldm, sizeof(float));
+  if (threadIdx.x % 32 != 0) return;
+  for (int r = 0; r < 16; ++r) {
+    for (int c = 0; c < 16; ++c)
+      (layout == mem_row_major ? p[r * ldm + c] : p[r + c * ldm]) = f.v[r][c];
+  }
+}
+}  // namespace nvcuda::wmma
+
 namespace pipecoord::kernels::cuda::device {
 inline float ToFloat(float v) { return v; }
-inline float ToFloat(Bf16 v) { return Bf16BitsToFloat(v.bits); }
+inline float ToFloat(__nv_bfloat16 v) { return Bf16BitsToFloat(v.bits); }
 template <typename T>
 T FromFloat(float v);
 template <>
@@ -112,14 +197,17 @@ inline float FromFloat<float>(float v) {
   return v;
 }
 template <>
-inline Bf16 FromFloat<Bf16>(float v) {
-  return Bf16{FloatToBf16Bits(v)};
+inline __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
+  return __nv_bfloat16{FloatToBf16Bits(v)};
 }
 inline int64_t GlobalThread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 inline int64_t GridThreads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
-inline float* SharedFloats() { return reinterpret_cast<float*>(emulation::shared_memory.data()); }
+inline float* SharedFloats() { return emulation::shared_memory.data()->values; }
+inline unsigned char* SharedBytes() {
+  return reinterpret_cast<unsigned char*>(emulation::shared_memory.data());
+}
 }  // namespace pipecoord::kernels::cuda::device
 
 #define __global__
@@ -128,6 +216,7 @@ inline float* SharedFloats() { return reinterpret_cast<float*>(emulation::shared
 #define __launch_bounds__(threads)
 #define PIPECOORD_ATTENTION_KERNELS_EMULATED
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/attention_tensor_core_kernels.h"
 
 namespace pipecoord::kernels::cuda {
 namespace {
@@ -165,28 +254,50 @@ Run<T> Emulate(const std::vector<T>& q, const std::vector<T>& k, const std::vect
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
   const auto batch = static_cast<unsigned>(d.batch), h = static_cast<unsigned>(d.heads);
 
-  emulation::Launch(dim3{Tiles(d.seq, kForwardRows), h, batch}, kThreads,
-                    ForwardSmemFloats<kD>() * sizeof(float), [&] {
-                      FlashForwardKernel<T, kD>(q.data(), k.data(), v.data(), r.o.data(),
-                                                r.lse.data(), seq, heads, head_dim, scale * kLog2e);
-                    });
+  const dim3 forward_grid{Tiles(d.seq, kForwardRows), h, batch};
+  const dim3 key_grid{Tiles(d.seq, kKeyTile), h, batch};
+  const dim3 query_grid{Tiles(d.seq, kBackwardRows), h, batch};
   const int64_t rows = d.batch * d.seq * d.heads;
   const auto row_blocks = static_cast<unsigned>(std::min<int64_t>((rows * 32 + 255) / 256, 65536));
+  constexpr bool kTensorCores = std::is_same_v<T, __nv_bfloat16>;  // as attention.cu
+
+  if constexpr (kTensorCores) {
+    emulation::Launch(forward_grid, kThreads, ForwardTensorCoreLayout<kD>::kBytes, [&] {
+      FlashForwardTensorCoreKernel<kD>(q.data(), k.data(), v.data(), r.o.data(), r.lse.data(), seq,
+                                       heads, head_dim, scale * kLog2e);
+    });
+  } else {
+    emulation::Launch(forward_grid, kThreads, ForwardSmemFloats<kD>() * sizeof(float), [&] {
+      FlashForwardKernel<T, kD>(q.data(), k.data(), v.data(), r.o.data(), r.lse.data(), seq, heads,
+                                head_dim, scale * kLog2e);
+    });
+  }
   emulation::Launch(dim3{row_blocks, 1, 1}, kThreads, 0, [&] {
     RowDotKernel<T>(dout.data(), r.o.data(), r.delta.data(), rows, seq, heads, head_dim);
   });
-  emulation::Launch(dim3{Tiles(d.seq, kKeyTile), h, batch}, kThreads,
-                    KeyValueSmemFloats<kD>() * sizeof(float), [&] {
-                      FlashBackwardKeyValueKernel<T, kD>(
-                          dout.data(), q.data(), k.data(), v.data(), r.lse.data(), r.delta.data(),
-                          r.dk.data(), r.dv.data(), seq, heads, head_dim, scale, scale * kLog2e);
-                    });
-  emulation::Launch(dim3{Tiles(d.seq, kBackwardRows), h, batch}, kThreads,
-                    QuerySmemFloats<kD>() * sizeof(float), [&] {
-                      FlashBackwardQueryKernel<T, kD>(dout.data(), q.data(), k.data(), v.data(),
-                                                      r.lse.data(), r.delta.data(), r.dq.data(),
-                                                      seq, heads, head_dim, scale, scale * kLog2e);
-                    });
+  if constexpr (kTensorCores) {
+    emulation::Launch(key_grid, kThreads, KeyValueTensorCoreLayout<kD>::kBytes, [&] {
+      FlashBackwardKeyValueTensorCoreKernel<kD>(
+          dout.data(), q.data(), k.data(), v.data(), r.lse.data(), r.delta.data(), r.dk.data(),
+          r.dv.data(), seq, heads, head_dim, scale, scale * kLog2e);
+    });
+    emulation::Launch(query_grid, kThreads, QueryTensorCoreLayout<kD>::kBytes, [&] {
+      FlashBackwardQueryTensorCoreKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
+                                             r.lse.data(), r.delta.data(), r.dq.data(), seq, heads,
+                                             head_dim, scale, scale * kLog2e);
+    });
+  } else {
+    emulation::Launch(key_grid, kThreads, KeyValueSmemFloats<kD>() * sizeof(float), [&] {
+      FlashBackwardKeyValueKernel<T, kD>(dout.data(), q.data(), k.data(), v.data(), r.lse.data(),
+                                         r.delta.data(), r.dk.data(), r.dv.data(), seq, heads,
+                                         head_dim, scale, scale * kLog2e);
+    });
+    emulation::Launch(query_grid, kThreads, QuerySmemFloats<kD>() * sizeof(float), [&] {
+      FlashBackwardQueryKernel<T, kD>(dout.data(), q.data(), k.data(), v.data(), r.lse.data(),
+                                      r.delta.data(), r.dq.data(), seq, heads, head_dim, scale,
+                                      scale * kLog2e);
+    });
+  }
   return r;
 }
 
@@ -281,8 +392,12 @@ TEST(AttentionEmulatedTest, FloatKernelsMatchCpu) {
   for (const Shape& shape : kShapes) CheckAgainstCpu<float>(shape, 1e-4);
 }
 
-TEST(AttentionEmulatedTest, Bf16KernelsMatchCpuOnRoundedInputs) {
-  for (const Shape& shape : kShapes) CheckAgainstCpu<Bf16>(shape, 2e-2);
+TEST(AttentionEmulatedTest, Bf16TensorCoreKernelsMatchCpuOnRoundedInputs) {
+  emulation::wmma_rule_violations = 0;
+  for (const Shape& shape : kShapes) CheckAgainstCpu<__nv_bfloat16>(shape, 2e-2);
+  EXPECT_EQ(emulation::wmma_rule_violations.load(), 0)
+      << "WMMA loads/stores with a pointer not 32-byte aligned or an ldm not a multiple of 16 "
+         "bytes";
 }
 
 }  // namespace
