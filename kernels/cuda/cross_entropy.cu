@@ -1,5 +1,5 @@
-// Cross-entropy kernels: one block per row (max, sum of exps, outputs), then one block for the
-// mean over rows.
+// Cross-entropy launchers: argument checks, the per-row loss buffer, then the kernels of
+// cross_entropy_kernels.h.
 #include "kernels/cuda/cross_entropy.h"
 
 #include <cuda_runtime.h>
@@ -9,73 +9,16 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.h"
+#include "kernels/cuda/cross_entropy_kernels.h"
 #include "kernels/cuda/stream_scratch.h"
 
 namespace pipecoord::kernels::cuda {
 namespace {
 
-using device::BlockMax;
-using device::BlockSum;
-using device::FromFloat;
-using device::ToFloat;
-
-constexpr int kRowThreads = 256;
-constexpr int kMeanThreads = 1024;
-
-// Any of loss_per_token, row_loss and dlogits may be null (that output is not wanted).
-// logits and dlogits may be the same buffer: every thread reads the target's logit before the
-// block's first barrier, and afterwards each element is read and then written by one thread.
-template <typename T>
-__global__ void CrossEntropyRowKernel(const T* logits, const int32_t* __restrict__ targets,
-                                      int64_t vocab, double scale, float* loss_per_token,
-                                      double* row_loss, T* dlogits) {
-  __shared__ float max_scratch[32];
-  __shared__ double sum_scratch[32];
-  const int64_t row = blockIdx.x;
-  const T* x = logits + row * vocab;
-  const int32_t target = targets[row];
-  const bool valid = target >= 0 && target < vocab;
-  const float x_target = valid ? ToFloat(x[target]) : NAN;
-
-  float mx = -INFINITY;
-  for (int64_t c = threadIdx.x; c < vocab; c += blockDim.x) mx = fmaxf(mx, ToFloat(x[c]));
-  mx = BlockMax(mx, max_scratch, -INFINITY);
-
-  double sum = 0;
-  for (int64_t c = threadIdx.x; c < vocab; c += blockDim.x) sum += expf(ToFloat(x[c]) - mx);
-  sum = BlockSum(sum, sum_scratch);
-  // The target's exp exactly as it entered the sum, so sum - e_target is the other exps' sum.
-  const float e_target = expf(x_target - mx);
-
-  if (threadIdx.x == 0) {
-    // logsumexp - x_target = log(sum) - (x_target - max); the difference of two floats is
-    // exact in double.
-    const double loss = log(sum) - (static_cast<double>(x_target) - static_cast<double>(mx));
-    if (loss_per_token != nullptr) loss_per_token[row] = __double2float_rn(loss);
-    if (row_loss != nullptr) row_loss[row] = loss;
-  }
-  if (dlogits != nullptr) {
-    const double inv_sum = 1.0 / sum;
-    const float p_scale = __double2float_rn(scale * inv_sum);
-    // scale * (p_target - 1) = -scale * (sum - e_target) / sum.
-    const float target_grad =
-        valid ? __double2float_rn(-scale * (sum - static_cast<double>(e_target)) * inv_sum) : NAN;
-    T* d = dlogits + row * vocab;
-    for (int64_t c = threadIdx.x; c < vocab; c += blockDim.x) {
-      const float e = expf(ToFloat(x[c]) - mx);
-      d[c] = FromFloat<T>(c == target ? target_grad : (valid ? e * p_scale : NAN));
-    }
-  }
-}
-
-__global__ void MeanKernel(const double* __restrict__ row_loss, int64_t n,
-                           double* __restrict__ mean) {
-  __shared__ double scratch[32];
-  double s = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += row_loss[i];
-  s = BlockSum(s, scratch);
-  if (threadIdx.x == 0) *mean = s / static_cast<double>(n);
-}
+using cross_entropy::CrossEntropyRowKernel;
+using cross_entropy::kMeanThreads;
+using cross_entropy::kRowThreads;
+using cross_entropy::MeanKernel;
 
 template <typename T>
 Status Run(const char* fn, const T* logits, const int32_t* targets, int64_t n, int64_t vocab,

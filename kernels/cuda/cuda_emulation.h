@@ -33,7 +33,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/rng.h"
 #include "kernels/cuda/bf16.h"
+#include "kernels/cuda/compare.h"
 
 #define __global__
 #define __device__
@@ -136,6 +138,19 @@ std::vector<float> Floats(const std::vector<T>& values) {
 template <typename T>
 std::vector<float> RoundedTo(const std::vector<float>& values) {
   return Floats(Stored<T>(values));
+}
+
+// Uniform values in [lo, hi) from the CPU twins' RNG.
+inline std::vector<float> Random(uint64_t seed, int64_t n, double lo, double hi) {
+  std::vector<float> v(static_cast<size_t>(n));
+  cpu::Rng(seed).FillUniform(v.data(), n, lo, hi);
+  return v;
+}
+
+// compare.h's threshold for outputs stored as T.
+template <typename T>
+constexpr double ToleranceFor() {
+  return std::is_same_v<T, float> ? kFloatTolerance : kBf16Tolerance;
 }
 
 // A buffer of n NaNs in storage type T: what a kernel leaves unwritten stays NaN.

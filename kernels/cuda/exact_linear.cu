@@ -1,26 +1,16 @@
-// The exact linear kernel: a 2-D grid of 16 x 16 output tiles, one thread per output.
+// The exact linear launcher: argument checks, then the kernel of exact_linear_kernels.h.
 #include "kernels/cuda/exact_linear.h"
 
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/exact_linear_kernels.h"
 
 namespace pipecoord::kernels::cuda {
 namespace {
 
-constexpr int kTile = 16;
-
-__global__ void ExactLinearKernel(const float* __restrict__ x, const float* __restrict__ w,
-                                  float* __restrict__ y, int64_t n, int64_t in, int64_t out) {
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
-  const int64_t t = static_cast<int64_t>(blockIdx.y) * kTile + threadIdx.y;
-  if (o >= out || t >= n) return;
-  const float* xr = x + t * in;
-  const float* wr = w + o * in;
-  double acc = 0.0;
-  for (int64_t i = 0; i < in; ++i) acc += static_cast<double>(xr[i]) * static_cast<double>(wr[i]);
-  y[t * out + o] = __double2float_rn(acc);
-}
+using exact_linear::ExactLinearKernel;
+using exact_linear::kTile;
 
 }  // namespace
 

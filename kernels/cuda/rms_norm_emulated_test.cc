@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "kernels/cpu/rms_norm.h"
-#include "kernels/cpu/rng.h"
 #include "kernels/cuda/compare.h"
 
 namespace pipecoord::kernels::cuda {
@@ -24,22 +23,12 @@ namespace {
 using emulation::Floats;
 using emulation::Launch;
 using emulation::Poisoned;
+using emulation::Random;
 using emulation::RoundedTo;
 using emulation::Stored;
 using namespace rms_norm;  // NOLINT: the kernels under test
 
 constexpr double kEps = 1e-5;
-
-std::vector<float> Random(uint64_t seed, int64_t n, double lo, double hi) {
-  std::vector<float> v(static_cast<size_t>(n));
-  cpu::Rng(seed).FillUniform(v.data(), n, lo, hi);
-  return v;
-}
-
-template <typename T>
-double Tolerance() {
-  return std::is_same_v<T, float> ? kFloatTolerance : kBf16Tolerance;
-}
 
 template <typename T>
 class RmsNormEmulatedTest : public ::testing::Test {};
@@ -90,13 +79,13 @@ TYPED_TEST(RmsNormEmulatedTest, ForwardBackwardInputAndWeightMatchTheCpuTwin) {
     });
 
     const Comparison cy = CompareToCpu(Floats(y), y_cpu);
-    EXPECT_LT(cy.error, Tolerance<T>()) << "y: " << cy.Describe();
+    EXPECT_LT(cy.error, emulation::ToleranceFor<T>()) << "y: " << cy.Describe();
     const Comparison cr = CompareToCpu(rstd, rstd_cpu);
     EXPECT_LT(cr.error, kFloatTolerance) << "rstd: " << cr.Describe();
     const Comparison cdx = CompareToCpu(Floats(dx), dx_cpu);
-    EXPECT_LT(cdx.error, Tolerance<T>()) << "dx: " << cdx.Describe();
+    EXPECT_LT(cdx.error, emulation::ToleranceFor<T>()) << "dx: " << cdx.Describe();
     const Comparison cacc = CompareToCpu(Floats(dx_acc), dx_acc_cpu);
-    EXPECT_LT(cacc.error, Tolerance<T>()) << "dx accumulated: " << cacc.Describe();
+    EXPECT_LT(cacc.error, emulation::ToleranceFor<T>()) << "dx accumulated: " << cacc.Describe();
     const Comparison cdg = CompareToCpu(dg, dg_cpu);
     EXPECT_LT(cdg.error, kFloatTolerance) << "dg: " << cdg.Describe();
   }

@@ -1,57 +1,19 @@
-// SwiGLU kernels: elementwise, grid-stride.
+// SwiGLU launchers: argument checks, then the kernels of swiglu_kernels.h.
 #include "kernels/cuda/swiglu.h"
 
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.h"
+#include "kernels/cuda/swiglu_kernels.h"
 
 namespace pipecoord::kernels::cuda {
 namespace {
 
-using device::FromFloat;
-using device::GlobalThread;
 using device::GridBlocks;
-using device::GridThreads;
-using device::ToFloat;
-
-constexpr int kThreads = 256;
-
-// sigmoid(u) and 1 - sigmoid(u) = sigmoid(-u) from one exp(-|u|), which lies in (0, 1]: no
-// overflow for any u, and the smaller of the two never comes from a subtraction.
-struct Sigmoids {
-  float of_u;        // sigmoid(u)
-  float of_minus_u;  // 1 - sigmoid(u)
-};
-
-__device__ __forceinline__ Sigmoids SigmoidsOf(float u) {
-  const float e = expf(-fabsf(u));
-  const float inv = 1.0f / (1.0f + e);
-  return u >= 0.0f ? Sigmoids{inv, e * inv} : Sigmoids{e * inv, inv};
-}
-
-template <typename T>
-__global__ void SwiGluForwardKernel(const T* __restrict__ gate, const T* __restrict__ up,
-                                    T* __restrict__ z, int64_t n) {
-  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    const float u = ToFloat(gate[i]);
-    z[i] = FromFloat<T>(u * SigmoidsOf(u).of_u * ToFloat(up[i]));
-  }
-}
-
-// silu'(u) = sg (1 + u (1 - sg)); the bracket is one fused multiply-add.
-template <typename T>
-__global__ void SwiGluBackwardKernel(const T* __restrict__ dz, const T* __restrict__ gate,
-                                     const T* __restrict__ up, T* __restrict__ dgate,
-                                     T* __restrict__ dup, int64_t n) {
-  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    const float u = ToFloat(gate[i]);
-    const float g = ToFloat(dz[i]);
-    const Sigmoids s = SigmoidsOf(u);
-    dgate[i] = FromFloat<T>(g * ToFloat(up[i]) * s.of_u * fmaf(u, s.of_minus_u, 1.0f));
-    dup[i] = FromFloat<T>(g * u * s.of_u);
-  }
-}
+using swiglu::kThreads;
+using swiglu::SwiGluBackwardKernel;
+using swiglu::SwiGluForwardKernel;
 
 template <typename T>
 Status Forward(const T* gate, const T* up, T* z, int64_t n, cudaStream_t stream) {
