@@ -1,11 +1,11 @@
-// Elementwise kernels of the CUDA stage model: grid-stride loops, math in float.
+// Launchers of the elementwise kernels (elementwise_kernels.h).
 #include "worker/cuda/elementwise.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_math.h"
+#include "worker/cuda/elementwise_kernels.h"
 
 namespace pipecoord::worker::cuda {
 namespace {
@@ -13,31 +13,10 @@ namespace {
 using kernels::cuda::CheckPointer;
 using kernels::cuda::CheckSize;
 using kernels::cuda::LaunchStatus;
-using kernels::cuda::device::FromFloat;
-using kernels::cuda::device::GlobalThread;
 using kernels::cuda::device::GridBlocks;
-using kernels::cuda::device::GridThreads;
-using kernels::cuda::device::ToFloat;
+using namespace elementwise;  // NOLINT: the kernels this file launches
 
-constexpr int kThreads = 256;
 constexpr int64_t kMaxElements = int64_t{1} << 50;
-
-template <typename T>
-__global__ void AddInPlaceKernel(T* __restrict__ acc, const T* __restrict__ x, int64_t n) {
-  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    acc[i] = FromFloat<T>(ToFloat(acc[i]) + ToFloat(x[i]));
-  }
-}
-
-__global__ void CastToBf16Kernel(const float* __restrict__ in, __nv_bfloat16* __restrict__ out,
-                                 int64_t n) {
-  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = __float2bfloat16_rn(in[i]);
-}
-
-template <typename V>
-__global__ void AccumulateScalarKernel(double* acc, const V* value) {
-  *acc += static_cast<double>(*value);
-}
 
 template <typename T>
 Status Add(T* acc, const T* x, int64_t n, cudaStream_t stream) {
@@ -54,7 +33,7 @@ template <typename V>
 Status Accumulate(double* acc, const V* value, cudaStream_t stream) {
   PIPECOORD_RETURN_IF_ERROR(CheckPointer("AccumulateScalar", "acc", acc));
   PIPECOORD_RETURN_IF_ERROR(CheckPointer("AccumulateScalar", "value", value));
-  AccumulateScalarKernel<V><<<1, 1, 0, stream>>>(acc, value);
+  AccumulateScalarKernel<V><<<1, kScalarThreads, 0, stream>>>(acc, value);
   return LaunchStatus("AccumulateScalarKernel");
 }
 

@@ -1,0 +1,85 @@
+// The elementwise kernels themselves (elementwise_kernels.h, the code nvcc builds) run on the
+// CPU under kernels/cuda/cuda_emulation.h, launched with elementwise.cu's block size, against
+// plain host arithmetic, exactly (one float addition then one rounding to the storage type; one
+// rounding to bf16; one double addition). Outputs start as NaN, so an element a kernel leaves
+// unwritten fails. A grid of 2 blocks over 1000 elements takes the grid-stride loops twice
+// round. Runs everywhere.
+#include "kernels/cuda/cuda_emulation.h"
+// The emulation first, then the kernels it runs.
+#include "worker/cuda/elementwise_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/rng.h"
+
+namespace pipecoord::worker::cuda {
+namespace {
+
+namespace em = kernels::cuda::emulation;
+using namespace elementwise;  // NOLINT: the kernels under test
+
+constexpr int64_t kN = 1000;
+const dim3 kGrid{2, 1, 1};
+const dim3 kBlock{kThreads, 1, 1};
+
+std::vector<float> Random(uint64_t seed, int64_t n, double lo, double hi) {
+  std::vector<float> v(static_cast<size_t>(n));
+  kernels::cpu::Rng(seed).FillUniform(v.data(), n, lo, hi);
+  return v;
+}
+
+uint32_t Bits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+TEST(ElementwiseEmulatedTest, AddInPlaceAddsInFloatAndRoundsOnceToTheStorageType) {
+  const std::vector<float> a = Random(1, kN, -3, 3), x = Random(2, kN, -3, 3);
+  std::vector<float> acc = a;
+  em::Launch(kGrid, kBlock, [&] { AddInPlaceKernel<float>(acc.data(), x.data(), kN); });
+  for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(Bits(acc[i]), Bits(a[i] + x[i])) << i;
+
+  const std::vector<__nv_bfloat16> ab = em::Stored<__nv_bfloat16>(a), xb = em::Stored<__nv_bfloat16>(x);
+  std::vector<__nv_bfloat16> accb = ab;
+  em::Launch(kGrid, kBlock, [&] { AddInPlaceKernel<__nv_bfloat16>(accb.data(), xb.data(), kN); });
+  const std::vector<float> af = em::Floats(ab), xf = em::Floats(xb), got = em::Floats(accb);
+  for (int64_t i = 0; i < kN; ++i) {
+    const float want = kernels::cuda::Bf16BitsToFloat(kernels::cuda::FloatToBf16Bits(af[i] + xf[i]));
+    ASSERT_EQ(Bits(got[i]), Bits(want)) << i;
+  }
+}
+
+TEST(ElementwiseEmulatedTest, CastToBf16RoundsToNearestEvenAndWritesEveryElement) {
+  std::vector<float> in = Random(3, kN, -100, 100);
+  in[7] = 1.00390625f;  // exactly between two bf16 values: rounds to the even one (1.0)
+  in[8] = 1.01171875f;  // halfway between 1.0078125 and 1.015625: to the even 1.015625
+  in[9] = 3.4e38f;      // past bf16's largest finite value (about 3.39e38): infinity
+  std::vector<__nv_bfloat16> out = em::Poisoned<__nv_bfloat16>(kN);
+  em::Launch(kGrid, kBlock, [&] { CastToBf16Kernel(in.data(), out.data(), kN); });
+  const std::vector<float> got = em::Floats(out);
+  for (int64_t i = 0; i < kN; ++i) {
+    ASSERT_EQ(out[i].bits, kernels::cuda::FloatToBf16Bits(in[i])) << i;
+  }
+  EXPECT_EQ(got[7], 1.0f);
+  EXPECT_EQ(got[8], 1.015625f);
+  EXPECT_TRUE(std::isinf(got[9]));
+}
+
+TEST(ElementwiseEmulatedTest, AccumulateScalarAddsOnceFromOneThread) {
+  double acc = 1.5;
+  const double d = 0.25;
+  const float f = 0.125f;
+  em::Launch(dim3{1, 1, 1}, dim3{kScalarThreads, 1, 1}, [&] { AccumulateScalarKernel<double>(&acc, &d); });
+  EXPECT_EQ(acc, 1.75);  // 32 threads launched, one added
+  em::Launch(dim3{1, 1, 1}, dim3{kScalarThreads, 1, 1}, [&] { AccumulateScalarKernel<float>(&acc, &f); });
+  EXPECT_EQ(acc, 1.875);
+}
+
+}  // namespace
+}  // namespace pipecoord::worker::cuda
