@@ -1,7 +1,6 @@
 #include "worker/cuda/cuda_stage_model.h"
 
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -649,5 +648,7 @@ Result<double> CudaStageModel::TakeLossSum() {
   PIPECOORD_RETURN_IF_ERROR(device_->SetZero(loss_sum_));
   return sum;
 }
+
+#undef PIPECOORD_CUDA_STAGE_ASSIGN
 
 }  // namespace pipecoord::worker::cuda
