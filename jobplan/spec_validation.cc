@@ -124,6 +124,12 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   if (!s.device().empty() && s.device() != "cpu" && s.device() != "cuda") {
     return InvalidArgument("spec.device: must be \"cpu\" or \"cuda\", got \"" + s.device() + "\"");
   }
+  if (!s.precision().empty() && s.precision() != "fp32" && s.precision() != "bf16") {
+    return InvalidArgument("spec.precision: must be \"fp32\" or \"bf16\", got \"" + s.precision() + "\"");
+  }
+  if (s.precision() == "bf16" && s.device() != "cuda") {
+    return InvalidArgument("spec.precision: \"bf16\" needs device \"cuda\" (the CPU backend trains in fp32)");
+  }
   const long long world = static_cast<long long>(s.pp()) * std::max(1, s.dp());
   if (world > 4096) return InvalidArgument("spec.pp x spec.dp: must be at most 4096 workers, got " + std::to_string(world));
   if (s.has_costs()) {
@@ -176,6 +182,7 @@ v1::JobSpec WithDefaults(const v1::JobSpec& in) {
   v1::JobSpec s = in;
   if (s.dp() == 0 && !IsAuto(s)) s.set_dp(1);
   if (s.device().empty()) s.set_device("cpu");
+  if (s.precision().empty()) s.set_precision("fp32");
   if (s.model().ffn_hidden() == 0) {
     const int h = s.model().hidden();
     s.mutable_model()->set_ffn_hidden(((8 * h / 3) + 63) / 64 * 64);

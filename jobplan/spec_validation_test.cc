@@ -44,6 +44,13 @@ TEST(SpecValidationTest, EveryFieldNamesItsRule) {
   s = TinySpec();
   s.set_device("tpu");
   EXPECT_EQ(Error(s), "spec.device: must be \"cpu\" or \"cuda\", got \"tpu\"");
+  s.set_device("cpu");
+  s.set_precision("fp16");
+  EXPECT_EQ(Error(s), "spec.precision: must be \"fp32\" or \"bf16\", got \"fp16\"");
+  s.set_precision("bf16");
+  EXPECT_EQ(Error(s), "spec.precision: \"bf16\" needs device \"cuda\" (the CPU backend trains in fp32)");
+  s.set_device("cuda");
+  EXPECT_EQ(Error(s), "");
   s = TinySpec();
   s.add_stage_layers(3);
   s.add_stage_layers(2);
