@@ -200,6 +200,10 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
                          ": the gradients live on the device and the data-parallel all-reduce needs a "
                          "device collective in the transport, which does not exist yet");
   }
+  // JobSpec.precision ("" is fp32).
+  auto parsed = ParsePrecision(a.spec().precision());
+  if (!parsed.ok()) return Status(parsed.status().code(), "spec." + parsed.status().message());
+  const Precision precision = *parsed;
   std::shared_ptr<CudaDevice> device = options.shared_device;
   if (device == nullptr) {
     auto opened = CudaDevice::Open(options.device);
@@ -209,9 +213,9 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
   const uint64_t data_seed = a.spec().data_seed() != 0 ? a.spec().data_seed() : ms.seed();
   std::unique_ptr<CudaBackend> backend(new CudaBackend(
       a, model::SyntheticData(data_seed, ms.vocab(), ms.seq_len(), batch.micro_batch_size),
-      options.precision, std::move(device)));
+      precision, std::move(device)));
   for (const v1::StageShard& s : a.shards()) {
-    auto stage = CudaStageModel::Create(config, ShardOf(s), batch, options.precision, backend->device_.get());
+    auto stage = CudaStageModel::Create(config, ShardOf(s), batch, precision, backend->device_.get());
     if (!stage.ok()) return stage.status();
     backend->stages_[s.stage()] = std::move(stage).value();
   }

@@ -40,8 +40,6 @@
 namespace pipecoord::worker::cuda {
 
 struct CudaBackendOptions {
-  // proto JobSpec has no precision field yet: jobs run fp32; tests choose bf16 here.
-  Precision precision = Precision::kFp32;
   int device = 0;  // the CUDA device index (CUDA_VISIBLE_DEVICES picks which GPU that is)
   // Backends that share one device (tests running several ranks in one process) share its
   // stream and pool, so tensors pass between them in stream order. Null: the backend opens

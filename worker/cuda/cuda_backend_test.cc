@@ -72,9 +72,10 @@ class CudaBackendTest : public CudaModelTest {
 
   std::unique_ptr<CudaBackend> Make(const v1::Assignment& a, Precision precision) {
     CudaBackendOptions options;
-    options.precision = precision;
     options.shared_device = device_;
-    auto b = MakeCudaBackend(a, options);
+    v1::Assignment with = a;  // the backend copies what it needs
+    with.mutable_spec()->set_precision(PrecisionName(precision));
+    auto b = MakeCudaBackend(with, options);
     EXPECT_TRUE(b.ok()) << b.status().ToString();
     return b.ok() ? std::move(b).value() : nullptr;
   }

@@ -92,6 +92,12 @@ TEST(MakeBackendTest, SpecErrorsComeBeforeTheDevice) {
   backend = MakeCudaBackend(a);
   ASSERT_FALSE(backend.ok());
   EXPECT_EQ(backend.status().code(), Code::kInvalidArgument) << backend.status().ToString();
+
+  a = TinyCudaAssignment();
+  a.mutable_spec()->set_precision("fp16");
+  backend = MakeCudaBackend(a);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().message(), "spec.precision: must be \"fp32\" or \"bf16\", got \"fp16\"");
 }
 
 TEST(MakeBackendTest, DataParallelIsRefusedUntilADeviceAllReduceExists) {
