@@ -13,7 +13,7 @@
 #include "schedules/registry.h"
 #include "schedules/simulator.h"
 #include "schedules/validator.h"
-#include "schedules/zb_auto.h"
+#include "schedules/memory_search.h"
 
 namespace {
 
@@ -66,7 +66,7 @@ int main() {
     Schedule autos, zbh1;
     const double t_auto = BestOf(3, [&] { autos = Must(BuildSchedule("zb-auto", spec), "zb-auto"); });
     const double t_zbh1 = BestOf(3, [&] { zbh1 = Must(BuildSchedule("zbh1", spec), "zbh1"); });
-    const ZbAutoResult found = Must(SearchZbAuto(spec), "zb-auto search");
+    const SearchResult found = Must(SearchZbAuto(spec), "zb-auto search");
     char label[96], baseline[64];
     std::snprintf(label, sizeof label, "zb-auto p=%d m=%d mem-limit=%g", p, m, limit);
     std::snprintf(baseline, sizeof baseline, "zbh1 p=%d m=%d", p, m);

@@ -16,8 +16,8 @@ struct ScheduleSpec {
   int pp = 1;            // pipeline degree (ranks)
   int vpp = 0;           // chunks per rank; 0: the schedule's default
   int microbatches = 1;  // micro-batches per step
-  CostModel costs;       // read by cost-aware generators (zb-auto) and the comm pass
-  double mem_limit = 0;  // peak activations per rank, in CostModel's units; 0: the default
+  CostModel costs;       // read by the generators (each times its order with it) and the comm pass
+  double mem_limit = 0;  // zb-auto, v-auto: peak activations per rank, in CostModel's units; 0: 1F1B's
   std::string csv;       // the text of a PyTorch-format CSV, for the "csv" generator
 };
 
@@ -37,6 +37,7 @@ Result<Schedule> GenerateZbv(const ScheduleSpec& spec);
 Result<Schedule> GenerateVHalf(const ScheduleSpec& spec);
 Result<Schedule> GenerateVMin(const ScheduleSpec& spec);
 Result<Schedule> GenerateDualPipeV(const ScheduleSpec& spec);
+Result<Schedule> GenerateVAuto(const ScheduleSpec& spec);
 Result<Schedule> GenerateFromCsv(const ScheduleSpec& spec);
 
 }  // namespace pipecoord::schedules

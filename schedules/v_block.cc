@@ -4,6 +4,7 @@
 #include <deque>
 #include <limits>
 
+#include "schedules/cost_replay.h"
 #include "schedules/max_add_tree.h"
 #include "schedules/simulator.h"
 
@@ -238,18 +239,22 @@ Result<Schedule> ScheduleFromVBlock(const ScheduleSpec& spec, const std::string&
   if (WithinCaps(grid.Peaks(), caps)) candidates.push_back(grid);
 
   Schedule best;
-  double best_makespan = std::numeric_limits<double>::infinity();
+  std::vector<double> peaks(spec.pp, 0.0);  // per rank, the most any candidate holds
+  StepTime best_time{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
   for (const SlotGrid& c : candidates) {
     Schedule s = MakeSchedule(name, spec.pp, 2, spec.microbatches, VPlacement(spec.pp));
     s.ranks = c.Orders();
     auto sim = Simulate(s, spec.costs);
     if (!sim.ok()) return Internal("V building block: " + sim.status().message());
-    if (sim->makespan <= best_makespan + kEps) {  // ties go to the more squeezed candidate
-      best_makespan = sim->makespan;
+    for (int r = 0; r < spec.pp; ++r) peaks[r] = std::max(peaks[r], sim->ranks[r].peak_activations);
+    const StepTime t = MeasureStepTime(*sim);
+    if (!Shorter(best_time, t)) {  // ties go to the more squeezed candidate
+      best_time = t;
       best = std::move(s);
     }
   }
-  return best;
+  // The block's order timed with the real costs, within its own peaks (cost_replay.h).
+  return BestReplay(best, spec.costs, peaks);
 }
 
 }  // namespace pipecoord::schedules

@@ -10,8 +10,15 @@
 // peaks at 2p chunk activations: p rank shares, the same as 1F1B's first rank. The pattern
 // needs 2p-1 micro-batches to fill the V; with fewer, it runs on padded micro-batches and drops
 // them, which stays valid but leaves bubbles (any m >= 1 and p >= 1 is scheduled).
+//
+// That order assumes f = b = w; with other costs (or comm) it is replayed with the real ones
+// (cost_replay.h): the same F's and B's, the W's moved to where they fill idle time, never
+// above the order's own peak on any rank. In the Zero Bubble paper's setting (p = 8, m = 24,
+// f = 18522, b = 18086, w = 9337, comm = 601, w_share = 0.3664) that takes the longest rank
+// span from 1,189,271 to 1,186,022.5 (v_schedules_test.cc).
 #include <algorithm>
 
+#include "schedules/cost_replay.h"
 #include "schedules/generator.h"
 #include "schedules/v_rank_list.h"
 
@@ -55,7 +62,7 @@ Result<Schedule> GenerateZbv(const ScheduleSpec& spec) {
     while (v.Owed(0) > 0) v.Weight(0);
     s.ranks[r] = std::move(v).Take(m);
   }
-  return s;
+  return BestReplay(s, spec.costs, RankPeaks(s, spec.costs));
 }
 
 }  // namespace pipecoord::schedules

@@ -1,0 +1,66 @@
+#include "schedules/cost_replay.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "schedules/zb_list_scheduler.h"
+
+namespace pipecoord::schedules {
+
+StepTime MeasureStepTime(const Simulation& sim) {
+  StepTime t;
+  t.makespan = sim.makespan;
+  for (const RankStats& r : sim.ranks) t.span = std::max(t.span, r.last_end - r.first_start);
+  return t;
+}
+
+bool Shorter(const StepTime& a, const StepTime& b) {
+  auto below = [](double x, double y) {
+    if (std::isinf(y)) return x < y;
+    return x < y - 1e-9 * std::max(1.0, std::abs(y));
+  };
+  if (below(a.span, b.span)) return true;
+  if (below(b.span, a.span)) return false;
+  return below(a.makespan, b.makespan);
+}
+
+std::vector<double> RankPeaks(const Schedule& schedule, const CostModel& costs) {
+  return PeakActivations(schedule, ResolveCosts(costs, schedule));
+}
+
+Result<Schedule> BestReplay(const Schedule& order, const CostModel& costs, const std::vector<double>& rank_limits) {
+  auto sim = Simulate(order, costs);
+  if (!sim.ok()) return InvalidArgument("replay: the order does not run: " + sim.status().message());
+  Schedule best = order;
+  StepTime best_time = MeasureStepTime(*sim);
+  const StageCosts c = ResolveCosts(costs, order);
+  // The policies that paid off on the V schedules and zbh1 over even and uneven costs: W's
+  // only into gaps they fit, or into most gaps; F's kept behind the guide's B's, or let ahead.
+  for (double fill : {0.0, 0.25, 0.5, 1.0}) {
+    for (bool jump_forward : {false, true}) {
+      ListPolicy policy;
+      policy.fill_ratio = fill;
+      policy.reserve = false;
+      policy.guide = &order.ranks;
+      policy.jump_backward = false;
+      policy.jump_forward = jump_forward;
+      auto out = RunListScheduler(c, order.stage_to_rank, order.microbatches, rank_limits, policy);
+      if (!out.ok()) {
+        if (out.status().code() == Code::kFailedPrecondition) continue;  // stuck: not a candidate
+        return out.status();
+      }
+      Schedule candidate = order;
+      candidate.ranks = std::move(out->ranks);
+      auto timed = Simulate(candidate, costs);
+      if (!timed.ok()) return Internal("replay: " + timed.status().message());
+      const StepTime t = MeasureStepTime(*timed);
+      if (Shorter(t, best_time)) {
+        best_time = t;
+        best = std::move(candidate);
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace pipecoord::schedules

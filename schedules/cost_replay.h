@@ -1,0 +1,45 @@
+// Cost-aware replay: a handcrafted order (zbv, v-half, v-min, zbh1, ...) is written for even
+// costs; with the real F/B/W/comm costs the list scheduler (zb_list_scheduler.h) follows its
+// F's and B's as a guide and places the W's where the cost model says they fill idle time,
+// never above given per-rank activation limits. The shortest of the order itself and its
+// replays wins.
+//
+// "Shortest" everywhere in the schedule engine's searches: the longest rank span (first start
+// to last end on one rank, the Zero Bubble paper's measure), then the makespan; a later
+// candidate must win by more than 1e-9 relative to replace an earlier one.
+#ifndef PIPECOORD_SCHEDULES_COST_REPLAY_H_
+#define PIPECOORD_SCHEDULES_COST_REPLAY_H_
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "schedules/cost_model.h"
+#include "schedules/schedule.h"
+#include "schedules/simulator.h"
+
+namespace pipecoord::schedules {
+
+// What the searches compare: the longest rank span, then the makespan.
+struct StepTime {
+  double span = 0;
+  double makespan = 0;
+};
+
+StepTime MeasureStepTime(const Simulation& sim);
+
+// True when `a` is shorter than `b` by more than rounding (1e-9 relative), span first.
+bool Shorter(const StepTime& a, const StepTime& b);
+
+// Each rank's peak activations in `schedule` (PeakActivations with `costs`).
+std::vector<double> RankPeaks(const Schedule& schedule, const CostModel& costs);
+
+// `order` (compute actions only, each stage's F's and B's in micro-batch order) and its
+// replays under `rank_limits` (one per rank): the shortest with `costs`, as a schedule of the
+// same shape. `order` itself is kept on ties, and also when it is above the limits (the
+// replays never are). INVALID_ARGUMENT for a bad order or cost model.
+Result<Schedule> BestReplay(const Schedule& order, const CostModel& costs, const std::vector<double>& rank_limits);
+
+}  // namespace pipecoord::schedules
+
+#endif  // PIPECOORD_SCHEDULES_COST_REPLAY_H_
