@@ -21,12 +21,15 @@
 #include "kernels/tensor.h"
 #include "worker/transport/cuda_stream.h"
 
-// Fails the test (and returns from the calling function) unless the Status is OK.
+// Fails the test (and returns from the calling function) unless the Status is OK. (Also defined
+// by kernels/cuda/gpu_test.h; whichever comes first is used.)
+#ifndef PIPECOORD_ASSERT_OK
 #define PIPECOORD_ASSERT_OK(expr)                                     \
   do {                                                                \
     const ::pipecoord::Status _status = (expr);                       \
     ASSERT_TRUE(_status.ok()) << #expr << ": " << _status.ToString(); \
   } while (0)
+#endif
 
 namespace pipecoord::worker::gpu_testing {
 

@@ -75,6 +75,11 @@
 // header receive stays posted for the next Recv). Shutdown aborts every communicator.
 // NCCL calls of the whole process are made one at a time (NCCL is not thread-safe across
 // communicators of one device: NCCL User Guide, Thread Safety).
+// The design needs a send kernel and a receive kernel of different communicators to run at once
+// on a GPU, as CUDA does for kernels of different streams. Settings that serialise them
+// (NCCL_LAUNCH_ORDER_IMPLICIT=1, refused by Connect; CUDA_LAUNCH_BLOCKING=1; possibly
+// CUDA_DEVICE_MAX_CONNECTIONS=1, whose single hardware queue can order them) turn the crossing
+// schedule into a wait that ends in a Recv timeout instead of a transfer.
 //
 // Thread-safe. Refuses host tensors (FAILED_PRECONDITION: use the TCP transport, or stage).
 #ifndef PIPECOORD_WORKER_TRANSPORT_NCCL_TRANSPORT_H_
