@@ -1,5 +1,9 @@
 #include "worker/cuda/cuda_backend.h"
 
+#ifndef PIPECOORD_CUDA_HOST_EMULATION
+#include "worker/transport/staged_transport.h"
+#endif
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -36,6 +40,26 @@ CudaBackend::CudaBackend(const v1::Assignment& a, model::SyntheticData data, Pre
       mbs_(a.spec().microbatches()), dp_rank_(a.dp_rank()),
       mbs_size_(a.spec().micro_batch_size()), seq_(a.spec().model().seq_len()),
       hidden_(a.spec().model().hidden()), lr_(a.spec().learning_rate()) {}
+
+std::unique_ptr<Transport> CudaBackend::BoundaryTransport(Transport& host, std::string* how) {
+#ifdef PIPECOORD_CUDA_HOST_EMULATION
+  // The tests' host stand-in keeps "device" tensors in host memory: the TCP transport carries them.
+  (void)host;
+  *how = "host emulation: boundary tensors are host memory";
+  return nullptr;
+#else
+  // The workers of a one-GPU machine are separate processes sharing the device, where NCCL
+  // refuses two ranks (worker/transport/nccl_transport.h): the host path works everywhere.
+  // NcclTransport exists for ranks on distinct GPUs but the worker does not choose it yet.
+  *how = std::string("boundary tensors (") + kernels::ToString(BoundarySpec()) +
+         ") travel staged through pinned host memory over TCP (StagedTransport); the worker does not "
+         "choose the NCCL transport yet";
+  StagedTransportOptions options;
+  options.device_allocator = &device_->allocator();
+  options.compute_stream = device_->stream();
+  return std::make_unique<StagedTransport>(host, options);
+#endif
+}
 
 kernels::TensorSpec CudaBackend::BoundarySpec() const {
   return {ActivationDType(precision_), {mbs_size_, seq_, hidden_}};

@@ -50,6 +50,8 @@ struct CudaBackendOptions {
 class CudaBackend final : public ComputeBackend {
  public:
   kernels::TensorSpec BoundarySpec() const override;
+  // Device tensors staged through pinned host memory over the TCP transport (StagedTransport).
+  std::unique_ptr<Transport> BoundaryTransport(Transport& host, std::string* how) override;
   Result<kernels::Tensor> Forward(int stage, int mb, int step, kernels::Tensor input) override;
   Result<kernels::Tensor> BackwardInput(int stage, int mb, kernels::Tensor grad_output) override;
   Status BackwardWeight(int stage, int mb) override;

@@ -6,6 +6,7 @@
 #define PIPECOORD_WORKER_DAEMON_COMPUTE_BACKEND_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "common/status.h"
 #include "kernels/tensor.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/transport/transport.h"
 
 namespace pipecoord::worker {
 
@@ -23,6 +25,14 @@ class ComputeBackend {
   // What passes between two stages, forward (activations) and backward (their gradients):
   // the spec a receiver expects from its pipeline neighbour.
   virtual kernels::TensorSpec BoundarySpec() const = 0;
+
+  // The transport boundary tensors travel by, built over `host` (the rank's connected TCP
+  // transport, which carries host tensors). Null, the default: `host` itself. A device backend
+  // returns one that carries its tensors and says in `how` which path it took and why (the
+  // worker logs it).
+  virtual std::unique_ptr<Transport> BoundaryTransport(Transport& /*host*/, std::string* /*how*/) {
+    return nullptr;
+  }
 
   // F of (stage, mb) at `step`. `input` is the previous stage's output (empty for the first
   // stage, which reads its tokens itself). Returns the activations for the next stage (empty

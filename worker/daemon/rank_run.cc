@@ -1,6 +1,8 @@
 #include "worker/daemon/rank_run.h"
 
+#include <cstdio>
 #include <map>
+#include <string>
 
 #include "worker/daemon/backend_factory.h"
 #include "worker/daemon/checkpointing.h"
@@ -34,11 +36,14 @@ Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callb
     if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
   }
   PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, a.session(), options_.connect_timeout));
+  std::string how;
+  boundary_ = backend_->BoundaryTransport(*link, &how);
+  if (!how.empty()) std::fprintf(stderr, "worker: rank %d: %s\n", global, how.c_str());
   ExecutorOptions eopt;
   eopt.clock_ns = options_.clock_ns;
   eopt.hooks = options_.hooks;
   eopt.checkpoints = checkpoints_.get();
-  executor_ = std::make_unique<Executor>(a, backend_.get(), link, std::move(eopt));
+  executor_ = std::make_unique<Executor>(a, backend_.get(), boundary_ ? boundary_.get() : link, std::move(eopt));
   if (callbacks.on_start && !callbacks.on_start(executor_.get(), checkpoints_.get())) return stopped;
   return executor_->Run(callbacks.on_step);
 }

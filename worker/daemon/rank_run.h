@@ -88,6 +88,7 @@ class RankRun {
   RankRunOptions options_;
   std::unique_ptr<ComputeBackend> backend_;
   std::unique_ptr<AsyncCheckpointWriter> checkpoints_;
+  std::unique_ptr<Transport> boundary_;  // the backend's transport over the TCP one, if it has one
   std::unique_ptr<Executor> executor_;  // declared last: goes first
 };
 
