@@ -9,8 +9,28 @@
 # //tools:gpu_bundle_test's data (the test fails naming any label missing there).
 GPU_TESTS=(  # GoogleTest binaries; run_gpu_checks.sh runs each and reports PASS / FAIL / SKIP
   //kernels:device_test
+  //kernels/cuda:adamw_test
+  //kernels/cuda:attention_test
+  //kernels/cuda:checksum_test
+  //kernels/cuda:cross_entropy_test
+  //kernels/cuda:cuda_allocator_test
+  //kernels/cuda:embedding_test
+  //kernels/cuda:exact_linear_test
+  //kernels/cuda:gemm_test
+  //kernels/cuda:known_answer_gemm_test
+  //kernels/cuda:rms_norm_test
+  //kernels/cuda:rotary_test
+  //kernels/cuda:swiglu_test
+  //worker/cuda:cuda_stage_model_test
+  //worker/cuda:cuda_backend_test
+  //worker/cuda:make_backend_test
+  //worker/transport:staged_transport_gpu_test
+  //worker/transport:nccl_transport_test
 )
 GPU_BENCHMARKS=(  # their stdout is the figures in the results file
+  //kernels/cuda:gpu_gemm_bench
+  //kernels/cuda:attention_bench
+  //worker/transport:gpu_transport_bench
 )
 TOOLS=(  # run_gpu_checks.sh uses all four (device query, end-to-end run)
   //kernels:device_query
@@ -19,11 +39,8 @@ TOOLS=(  # run_gpu_checks.sh uses all four (device query, end-to-end run)
   //cli:pipectl
 )
 PLANNED=(  # issue 15's checks that do not exist yet: reported as SKIP "not built yet", never PASS
-  "cuda_kernel_tests|the CUDA forward/backward kernels (issue 15) are not written"
-  "allocator_test|the GPU caching allocator (issue 15) is not written"
-  "nccl_transport_test|the NCCL transport (issue 15) is not written"
-  "benchmarks|no GPU benchmark exists yet (issue 15)"
-  "e2e_cuda|workers with --device cuda cannot run jobs yet: the CUDA backend is not built (worker/daemon/cpu_backend.cc answers UNIMPLEMENTED)"
+  "e2e_cuda_dp2|data parallel on cuda: the CUDA backend refuses dp > 1 until a device all-reduce exists"
+  "nccl_in_worker|the worker stages boundary tensors through the host; it does not choose NcclTransport for ranks on distinct GPUs yet"
 )
 
 # label_path LABEL: the binary's path under bazel-bin (or a runfiles root).

@@ -74,9 +74,14 @@ if grep -q '^SKIP  device_query ' "$results"; then
 else
   expect '^PASS  device_query           [0-9]+ device\(s\), self-test kernel OK on each$'
 fi
-expect '^PASS  e2e_cpu                coordinator \+ 2 workers \(--device cpu\) on loopback: job-000001 SUCCEEDED, 3/3 steps, loss [0-9.]+ -> [0-9.]+'
-expect '^SKIP  e2e_cuda               not built yet: '
-! grep -qE '^PASS  (e2e_cuda|allocator_test|nccl_transport_test)' "$results" || fail "a check that does not exist passed"
+expect '^PASS  e2e_cpu                coordinator \+ 2 workers \(--device cpu, fp32\) on loopback: job-000001 SUCCEEDED, 3/3 steps, loss [0-9.]+ -> [0-9.]+'
+if grep -q '^SKIP  device_query ' "$results"; then
+  for check in e2e_cuda_fp32 e2e_cuda_bf16 torch_block_bench gemm_test nccl_transport_test gpu_gemm_bench; do
+    expect "^SKIP  $check +no CUDA device: .+"
+  done
+fi
+expect '^SKIP  nccl_in_worker         not built yet: '
+! grep -qE '^PASS  (nccl_in_worker|e2e_cuda_dp2)' "$results" || fail "a check that does not exist passed"
 expect '^[0-9]+ PASS, 0 FAIL, [0-9]+ SKIP$'
 
 # 4. A failing check fails the run: a worker that cannot start fails the end-to-end run.

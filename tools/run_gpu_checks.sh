@@ -138,10 +138,15 @@ for b in $(manifest_names bench); do
   fi
 done
 
-# --- End to end: a coordinator and 2 workers on loopback run the smoke job.
-e2e() {  # e2e DEVICE: sets e2e_verdict, e2e_reason
-  local device=$1 dir=$work/e2e-$1 addr job
+# --- End to end: a coordinator and 2 workers on loopback run the smoke job (pp 2, 1F1B), on the
+# CPU and then on the GPU (both workers share device 0: boundary tensors are staged through the
+# host), in fp32 and bf16; each GPU run's per-step losses are compared with the CPU run's.
+e2e() {  # e2e DEVICE PRECISION: sets e2e_verdict, e2e_reason, e2e_losses ("l0 l1 l2")
+  local device=$1 precision=$2 dir=$work/e2e-$1-$2 addr job
   mkdir -p "$dir"
+  e2e_losses=""
+  sed 's/"steps": 3,/"steps": 3, "device": "'"$device"'", "precision": "'"$precision"'",/' \
+    "$bundle/share/smoke_job.json" > "$dir/job.json"
   "$bin/coordinator" --listen 127.0.0.1:0 > "$dir/coordinator.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do grep -q "listening on" "$dir/coordinator.log" && break; sleep 0.1; done
@@ -164,15 +169,18 @@ e2e() {  # e2e DEVICE: sets e2e_verdict, e2e_reason
     sleep 0.1
   done
   [ "$("$bin/pipectl" workers | grep -c '^worker-')" -ge 2 ] || { e2e_verdict=FAIL; e2e_reason="the workers did not register in 10 s"; return; }
-  job=$("$bin/pipectl" submit "$bundle/share/smoke_job.json" 2> "$dir/submit.err" | sed -n 's/^\([^ ]*\) submitted.*/\1/p')
+  job=$("$bin/pipectl" submit "$dir/job.json" 2> "$dir/submit.err" | sed -n 's/^\([^ ]*\) submitted.*/\1/p')
   [ -n "$job" ] || { e2e_verdict=FAIL; e2e_reason="submit failed: $(cat "$dir/submit.err")"; return; }
   timeout -k 5 120 "$bin/pipectl" watch "$job" > "$dir/watch.log" 2>&1
   local rc=$?
   "$bin/pipectl" status "$job" > "$dir/status.log" 2>&1
+  "$bin/pipectl" status "$job" --format json > "$dir/status.json" 2>&1
   local steps loss step_time
   steps=$(sed -n 's/^steps  *//p' "$dir/status.log")
   loss=$(sed -n 's/^loss  *\([0-9.]*\) at step [0-9]* -> \([0-9.]*\) at step.*/\1 -> \2/p' "$dir/status.log")
   step_time=$(sed -n 's/^step time  *//p' "$dir/status.log")
+  # Every step's loss, in step order, with all the digits the JSON has.
+  e2e_losses=$(tr -d ' \n' < "$dir/status.json" | grep -o '"loss":[-0-9.eE+]*' | sed 's/"loss"://' | tr '\n' ' ')
   if [ "$rc" -ne 0 ] || ! grep -q "SUCCEEDED" "$dir/watch.log"; then
     e2e_verdict=FAIL; e2e_reason="job $job did not succeed (watch exit $rc): $(tail -1 "$dir/watch.log")"
   elif [ "$steps" != "3 of 3" ]; then
@@ -180,14 +188,58 @@ e2e() {  # e2e DEVICE: sets e2e_verdict, e2e_reason
   elif ! awk -v l="$loss" 'BEGIN { split(l, a, " -> "); exit !(a[2] < a[1]) }'; then
     e2e_verdict=FAIL; e2e_reason="job $job: the loss did not fall ($loss)"
   else
-    e2e_verdict=PASS; e2e_reason="coordinator + 2 workers (--device $device) on loopback: $job SUCCEEDED, 3/3 steps, loss $loss, step time $step_time"
+    e2e_verdict=PASS; e2e_reason="coordinator + 2 workers (--device $device, $precision) on loopback: $job SUCCEEDED, 3/3 steps, loss $loss, step time $step_time"
   fi
 }
-e2e cpu
-for f in "$work"/e2e-cpu/*.log; do log_section "e2e cpu: $(basename "$f")" "$f"; done
-record "$e2e_verdict" e2e_cpu "$e2e_reason" "$([ "$e2e_verdict" = PASS ] || tail_of "$work/e2e-cpu/watch.log")"
-for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-pids=()
+# max over steps of |a - b| / |b|, or "steps differ".
+loss_error() {
+  awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, " "); m = split(b, y, " "); if (n != m || n == 0) { print "steps differ (" n " vs " m ")"; exit }
+    e = 0; for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; r = d / (y[i] < 0 ? -y[i] : y[i]); if (r > e) e = r } printf "%.3g\n", e }'
+}
+stop_e2e() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; pids=(); }
+e2e cpu fp32
+cpu_losses=$e2e_losses
+# The GPU runs are judged against these: three numbers, or the CPU run fails here.
+if [ "$e2e_verdict" = PASS ] && [ "$(wc -w <<< "$cpu_losses")" -ne 3 ]; then
+  e2e_verdict=FAIL; e2e_reason="could not read 3 step losses from pipectl status --format json (got '$cpu_losses')"
+fi
+for f in "$work"/e2e-cpu-fp32/*.log; do log_section "e2e cpu: $(basename "$f")" "$f"; done
+record "$e2e_verdict" e2e_cpu "$e2e_reason" "$([ "$e2e_verdict" = PASS ] || tail_of "$work/e2e-cpu-fp32/watch.log")"
+stop_e2e
+# The GPU runs: fp32 must give the CPU's losses within 1e-4 (relative), bf16 within 2e-2.
+for precision in fp32 bf16; do
+  name=e2e_cuda_$precision
+  if [ "$gpus" -eq 0 ]; then record SKIP "$name" "${no_gpu_reason:-no CUDA device}"; continue; fi
+  e2e cuda "$precision"
+  for f in "$work/e2e-cuda-$precision"/*.log; do log_section "e2e cuda $precision: $(basename "$f")" "$f"; done
+  if [ "$e2e_verdict" = PASS ]; then
+    tolerance=$([ "$precision" = fp32 ] && echo 1e-4 || echo 2e-2)
+    err=$(loss_error "$e2e_losses" "$cpu_losses")
+    if awk -v e="$err" -v t="$tolerance" 'BEGIN { exit !(e ~ /^[0-9.eE+-]+$/ && e <= t) }'; then
+      e2e_reason="$e2e_reason; losses vs cpu: max relative error $err (<= $tolerance)"
+    else
+      e2e_verdict=FAIL
+      e2e_reason="$e2e_reason; losses vs cpu: max relative error $err (> $tolerance): cuda [$e2e_losses] cpu [$cpu_losses]"
+    fi
+  fi
+  record "$e2e_verdict" "$name" "$e2e_reason" "$([ "$e2e_verdict" = PASS ] || tail_of "$work/e2e-cuda-$precision/watch.log")"
+  stop_e2e
+done
+
+# --- PyTorch eager's timings of the same block (the baseline of the kernels' benchmarks), when
+# this machine's python3 has PyTorch with CUDA.
+if [ "$gpus" -eq 0 ]; then
+  record SKIP torch_block_bench "${no_gpu_reason:-no CUDA device}"
+elif ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' > /dev/null 2>&1; then
+  record SKIP torch_block_bench "python3 has no PyTorch with CUDA here"
+else
+  timeout -k 5 "$timeout_s" python3 "$bundle/share/torch_block_bench.py" --device cuda --dtype bf16 > "$work/torch.out" 2> "$work/torch.err"
+  rc=$?
+  cat "$work/torch.out" "$work/torch.err" > "$work/torch.log"
+  log_section "torch_block_bench (exit $rc)" "$work/torch.log"
+  if [ "$rc" -eq 0 ]; then record PASS torch_block_bench "figures below" "$work/torch.out"
+  else record FAIL torch_block_bench "exit $rc" "$(tail_of "$work/torch.log")"; fi
+fi
 
 # --- What issue 15 plans but the bundle does not hold yet: reported, never passed.
 while IFS=$'\t' read -r kind name why; do
