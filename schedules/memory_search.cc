@@ -25,7 +25,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // gets about a dozen.
 constexpr double kWorkBudget = 5e6;
 constexpr int kMinCandidates = 8;
-constexpr int kMaxListRuns = 600;
+constexpr int kMaxListRuns = 3000;
+// The random walk stops after this many moves in a row that found nothing shorter.
+constexpr int kWanderPatience = 400;
 
 using RankLists = std::vector<std::vector<Action>>;
 
@@ -72,6 +74,7 @@ class Search {
     TryListScheduler();
     TryReplays();
     DescendFromTheBest();
+    Wander();
     PolishBest();
     SearchResult result;
     result.mem_limit = limit_;
@@ -156,6 +159,49 @@ class Search {
     Offer(std::move(out->ranks), t.time, "list " + Describe(t.policy));
   }
 
+  // With budget left: a seeded random walk from the best descents (one to three ranks'
+  // depths or paces moved by one or two steps at a time, a move kept when it is no longer),
+  // which crosses the plateaus where single moves change nothing; it ends with the budget or
+  // after kWanderPatience moves without a shorter schedule.
+  void Wander() {
+    if (descents_.empty()) return;
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    auto next = [&seed](uint64_t n) {  // splitmix64: the same walk on every platform
+      seed += 0x9e3779b97f4a7c15ull;
+      uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      return (z ^ (z >> 31)) % n;
+    };
+    const double pace_step = pace_ / 12;
+    int stall = 0;  // moves since the best schedule last got shorter
+    for (size_t round = 0; stall < (v_ ? 3 : 1) * kWanderPatience; ++round) {
+      ListTry& cur = descents_[round % std::min<size_t>(descents_.size(), 3)];
+      if (cur.policy.max_in_flight.size() != static_cast<size_t>(p_)) cur.policy.max_in_flight = cur.in_flight;
+      if (v_) cur.policy.admit_gap.resize(p_, 0.0);
+      for (int i = 0; i < 50; ++i) {
+        ListTry t = cur;
+        for (int k = 0, moves = 1 + static_cast<int>(next(3)); k < moves; ++k) {
+          const int r = static_cast<int>(next(p_));
+          static constexpr int kDeltas[4] = {-2, -1, 1, 2};
+          const int delta = kDeltas[next(4)];
+          if (v_ && next(2)) {
+            t.policy.admit_gap[r] = std::max(0.0, t.policy.admit_gap[r] + delta * pace_step);
+          } else {
+            t.policy.max_in_flight[r] = std::clamp(t.policy.max_in_flight[r] + delta, 1, m_);
+          }
+        }
+        const StepTime before = best_time_;
+        if (!RunList(&t)) return;
+        stall = Shorter(best_time_, before) ? 0 : stall + 1;
+        if (!Shorter(cur.time, t.time)) {
+          t.policy.max_in_flight = t.in_flight;
+          cur = t;
+        }
+      }
+    }
+  }
+
   // The best schedule's own order replayed (its W's placed again, its F's let ahead where
   // memory allows), for as long as that shortens it.
   void PolishBest() {
@@ -238,7 +284,11 @@ class Search {
     }
     if (!p.reserve) out += " no-reserve";
     if (!p.later_backward_first) out += " earlier-B-first";
-    if (!p.admit_gap.empty() && p.admit_gap[0] > 0) out += " pace " + Num(p.admit_gap[0]);
+    if (std::any_of(p.admit_gap.begin(), p.admit_gap.end(), [](double g) { return g > 0; })) {
+      std::string paces;
+      for (double g : p.admit_gap) paces += (paces.empty() ? "" : ",") + Num(g);
+      out += " pace " + paces;
+    }
     return out + " warm-up " + Join(p.max_in_flight);
   }
 

@@ -238,23 +238,31 @@ Result<Schedule> ScheduleFromVBlock(const ScheduleSpec& spec, const std::string&
   grid.PlaceWeights();
   if (WithinCaps(grid.Peaks(), caps)) candidates.push_back(grid);
 
-  Schedule best;
+  std::vector<Schedule> orders;
   std::vector<double> peaks(spec.pp, 0.0);  // per rank, the most any candidate holds
-  StepTime best_time{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
   for (const SlotGrid& c : candidates) {
     Schedule s = MakeSchedule(name, spec.pp, 2, spec.microbatches, VPlacement(spec.pp));
     s.ranks = c.Orders();
-    auto sim = Simulate(s, spec.costs);
+    const std::vector<double> held = RankPeaks(s, spec.costs);
+    for (int r = 0; r < spec.pp; ++r) peaks[r] = std::max(peaks[r], held[r]);
+    orders.push_back(std::move(s));
+  }
+  // Each candidate's order timed with the real costs within the block's peaks (cost_replay.h):
+  // which one wins depends on the costs.
+  Schedule best;
+  StepTime best_time{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+  for (const Schedule& order : orders) {
+    auto replayed = BestReplay(order, spec.costs, peaks);
+    if (!replayed.ok()) return Internal("V building block: " + replayed.status().message());
+    auto sim = Simulate(*replayed, spec.costs);
     if (!sim.ok()) return Internal("V building block: " + sim.status().message());
-    for (int r = 0; r < spec.pp; ++r) peaks[r] = std::max(peaks[r], sim->ranks[r].peak_activations);
     const StepTime t = MeasureStepTime(*sim);
     if (!Shorter(best_time, t)) {  // ties go to the more squeezed candidate
       best_time = t;
-      best = std::move(s);
+      best = std::move(replayed).value();
     }
   }
-  // The block's order timed with the real costs, within its own peaks (cost_replay.h).
-  return BestReplay(best, spec.costs, peaks);
+  return best;
 }
 
 }  // namespace pipecoord::schedules
