@@ -96,6 +96,14 @@ TEST(SearchFiguresTest, ZbAutoUsesEveryBitOfMemory) {
   }
 }
 
+// The bound holds at every limit from 1F1B's memory (8) to ZB-H2's, one time unit per unit of
+// memory.
+TEST(SearchFiguresTest, ZbAutoReachesTheBoundAtEveryLimit) {
+  for (int limit = 8; limit <= 16; ++limit) {
+    EXPECT_NEAR(Span("zb-auto", kUnit8, limit), 72 + std::max(0, 15 - limit), kExact) << "limit " << limit;
+  }
+}
+
 // At 2p (ZB-H2's memory) zb-auto reaches ZB-H2's span, for even and uneven costs.
 TEST(SearchFiguresTest, ZbAutoAtTwoPReachesZbh2) {
   for (int p : {2, 3, 4, 6, 8}) {
