@@ -19,7 +19,8 @@ struct Shape {
 
 std::vector<Shape> Grid(const ScheduleInfo& info) {
   std::vector<Shape> grid;
-  const bool expensive = std::string(info.name) == "zb-auto";
+  // The searches: fewer shapes (each one is a search of up to a second).
+  const bool expensive = std::string(info.name) == "zb-auto" || std::string(info.name) == "v-auto";
   for (int p = 2; p <= 16; p += (expensive ? 3 : 1)) {
     std::vector<int> vs;
     if (info.required_vpp) vs = {info.required_vpp};
