@@ -6,6 +6,7 @@
 #define PIPECOORD_WORKER_DAEMON_COMPUTE_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -17,6 +18,12 @@
 #include "worker/transport/transport.h"
 
 namespace pipecoord::worker {
+
+// One timed bracket of device work, on the executor's clock (see ComputeBackend's device timing).
+struct DeviceSpan {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
 
 class ComputeBackend {
  public:
@@ -64,6 +71,27 @@ class ComputeBackend {
   virtual std::vector<StateTensor> CheckpointState() = 0;
   virtual int64_t optimizer_steps() const = 0;
   virtual void set_optimizer_steps(int64_t steps) = 0;
+
+  // ---- Device timing ----
+  // A backend whose calls return once their work is queued (a GPU stream) answers true: the
+  // host clock around such a call measures its launch, not its work, so the executor times the
+  // work on the device instead. Per step, on the executor's thread:
+  //   MarkBegin(i) before the first launch of the i-th timed action and MarkEnd(i) after its
+  //   last (i = 0, 1, ... in the order the step runs them; the timed actions are F, B, W, BW and
+  //   OPT); after the step's last action, ResolveMarks(n, clock_ns) once: the backend waits for
+  //   its device and returns the n brackets, in order, as spans on `clock_ns` (the executor's
+  //   clock). The next step numbers its marks from 0 again, so a backend can reuse what a mark
+  //   costs it. Marks left by a step that failed are overwritten by the next step's.
+  // The defaults are a synchronous backend's (the CPU one): no marks; the host times stand.
+  virtual bool TimesOnDevice() const { return false; }
+  virtual Status MarkBegin(int /*mark*/) { return Unimplemented("MarkBegin: this backend is timed by the host"); }
+  virtual Status MarkEnd(int /*mark*/) { return Unimplemented("MarkEnd: this backend is timed by the host"); }
+  // FAILED_PRECONDITION when a mark below `count` was not both begun and ended since the last
+  // resolve; a device failure as the backend's error.
+  virtual Result<std::vector<DeviceSpan>> ResolveMarks(int /*count*/,
+                                                       const std::function<int64_t()>& /*clock_ns*/) {
+    return Unimplemented("ResolveMarks: this backend is timed by the host");
+  }
 };
 
 }  // namespace pipecoord::worker

@@ -32,6 +32,7 @@ Executor::Executor(const v1::Assignment& a, ComputeBackend* backend, Transport* 
   local_grad_.resize(slots);
   out_act_.resize(slots);
   out_grad_.resize(slots);
+  device_timing_ = backend_->TimesOnDevice();
   if (!options_.clock_ns) {
     options_.clock_ns = [] {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -64,15 +65,21 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   const int64_t wait_start = start;
   RunHooks* hooks = options_.hooks;
   uint64_t probe_checksum = 0;
+  const bool compute = v1::IsCompute(a.op());
+  // Timed on the device: its mark brackets the hooks too (they are inside the measured time).
+  const bool on_device = device_timing_ && (compute || a.op() == v1::OPT);
+  const int mark = static_cast<int>(device_timed_.size());
   // Health hooks around a compute kernel: input there, injected faults before and after.
   auto begin = [&]() -> Status {
     start = options_.clock_ns();
+    if (on_device) PIPECOORD_RETURN_IF_ERROR(backend_->MarkBegin(mark));
     if (hooks == nullptr) return Status::Ok();
     hooks->OnInputReady();
     return hooks->BeforeCompute(step, a, cancelled_);
   };
-  auto end = [&] {
+  auto end = [&]() -> Status {
     if (hooks != nullptr) hooks->AfterCompute(step, a, options_.clock_ns() - start);
+    return on_device ? backend_->MarkEnd(mark) : Status::Ok();
   };
   // A compute action's clock starts once its input is there: waiting is idle, not busy.
   switch (a.op()) {
@@ -82,7 +89,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
       PIPECOORD_RETURN_IF_ERROR(begin());
       auto out = backend_->Forward(s, mb, step, std::move(in).value());
       if (!out.ok()) return out.status();
-      end();
+      PIPECOORD_RETURN_IF_ERROR(end());
       if (s + 1 < stages_) {
         (stage_to_rank_[s + 1] == rank_ ? local_act_[Key(s + 1, mb)] : out_act_[Key(s, mb)]) = std::move(out).value();
       }
@@ -96,7 +103,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
       auto out = a.op() == v1::B ? backend_->BackwardInput(s, mb, std::move(grad).value())
                                  : backend_->BackwardFull(s, mb, std::move(grad).value());
       if (!out.ok()) return out.status();
-      end();
+      PIPECOORD_RETURN_IF_ERROR(end());
       if (s > 0) {
         (stage_to_rank_[s - 1] == rank_ ? local_grad_[Key(s - 1, mb)] : out_grad_[Key(s, mb)]) = std::move(out).value();
       }
@@ -105,7 +112,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
     case v1::W:
       PIPECOORD_RETURN_IF_ERROR(begin());
       PIPECOORD_RETURN_IF_ERROR(backend_->BackwardWeight(s, mb));
-      end();
+      PIPECOORD_RETURN_IF_ERROR(end());
       break;
     case v1::SEND_F:
       PIPECOORD_RETURN_IF_ERROR(transport_->Send(Global(a.peer()), MessageTag{kActivations, s + 1, mb, step},
@@ -122,6 +129,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
       if (hooks != nullptr) probe_checksum = hooks->Probe(step);  // checked by the coordinator
       break;
     case v1::OPT: {
+      if (on_device) PIPECOORD_RETURN_IF_ERROR(backend_->MarkBegin(mark));
       if (dp_ > 1) {
         // Gradients were accumulated over the step's micro-batches; one all-reduce now.
         std::vector<std::span<float>> grads = backend_->Gradients();
@@ -140,6 +148,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
         }
       }
       PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(step));
+      if (on_device) PIPECOORD_RETURN_IF_ERROR(backend_->MarkEnd(mark));
       break;
     }
     default:
@@ -152,11 +161,39 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   // The clock is the wall clock plus the estimated offset: either may step back a little
   // (a better offset sample, a clock adjustment); a duration never goes negative.
   t->set_end_ns(std::max(start, options_.clock_ns()));
-  const bool compute = v1::IsCompute(a.op());
   t->set_wait_ns(compute ? std::max<int64_t>(0, start - wait_start) : 0);
   t->set_wait_peer(compute ? InputPeer(a) : -1);
+  // Host times until the step's end replaces them (ResolveDeviceTimes).
+  if (on_device) device_timed_.push_back({report->actions.size() - 1, wait_start, compute ? start : wait_start});
   if (a.op() == v1::PROBE) t->set_probe_checksum(probe_checksum);
   if (hooks != nullptr) hooks->OnActionDone();
+  return Status::Ok();
+}
+
+Status Executor::ResolveDeviceTimes(StepReport* report) {
+  const int count = static_cast<int>(device_timed_.size());
+  auto spans = backend_->ResolveMarks(count, options_.clock_ns);
+  if (!spans.ok()) return Status(spans.status().code(), "device timing: " + spans.status().message());
+  if (spans->size() != device_timed_.size()) {
+    return Internal("device timing: the backend resolved " + std::to_string(spans->size()) + " spans for " +
+                    std::to_string(count) + " marks");
+  }
+  for (size_t k = 0; k < device_timed_.size(); ++k) {
+    const DeviceTimed& d = device_timed_[k];
+    const DeviceSpan& span = (*spans)[k];
+    v1::ActionTiming& t = report->actions[d.entry];
+    t.set_start_ns(span.start_ns);
+    t.set_end_ns(std::max(span.start_ns, span.end_ns));
+    if (v1::IsCompute(t.action().op())) {
+      // The device idled over [device_free_since_, start]; the part of it spent waiting for
+      // the input, [wait_from, input_at], is the wait.
+      const int64_t idle_from = std::max(device_free_since_, d.wait_from);
+      const int64_t idle_to = std::min(span.start_ns, d.input_at);
+      t.set_wait_ns(std::max<int64_t>(0, idle_to - idle_from));
+    }
+    device_free_since_ = t.end_ns();
+  }
+  device_timed_.clear();
   return Status::Ok();
 }
 
@@ -166,6 +203,7 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
     StepReport report;
     report.actions.reserve(a_.jobs().actions_size());
     backend_->ResetPeak();
+    device_timed_.clear();  // what a failed step left
     for (int i = 0; i < a_.jobs().actions_size(); ++i) {
       if (cancelled_) return FailedPrecondition("cancelled");
       const v1::Action& act = a_.jobs().actions(i);
@@ -176,6 +214,10 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
         return Status(st.code(), "step " + std::to_string(step) + ", position " + std::to_string(i) + " (" +
                                      Describe(act) + "): " + st.message());
       }
+    }
+    if (!device_timed_.empty()) {
+      Status st = ResolveDeviceTimes(&report);
+      if (!st.ok()) return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
     }
     report.summary.set_step(step);
     double loss = 0;

@@ -1,12 +1,26 @@
 // Executor: runs one rank's job list for every step of a job. Receives are posted early (the
 // transport buffers arrivals), so a compute action waits only for its own input; sends are
-// asynchronous. Each action is timed (compute from when its input is there) for telemetry.
+// asynchronous.
+//
+// Each action is timed for telemetry (v1::ActionTiming) on options.clock_ns. By the host clock:
+// a compute action from when its input is there to when its call returned, wait_ns how long
+// the input took to come (wait_peer: from which rank). A backend that queues its work
+// asynchronously (ComputeBackend::TimesOnDevice) is timed on its device instead, since its calls
+// return once their kernels are queued: F, B, W, BW and OPT (its all-reduce and optimizer step)
+// report the device spans of their work, resolved after the step's last action, and a compute
+// action's wait_ns becomes the part of the device's idle gap before it (from the previous timed
+// action's device end, in this step or the one before, to its own device start) during which
+// the executor was waiting for its input: the time the device idled for want of that input. A
+// device that was still busy when the input came waited for nothing (0). Sends, receives and
+// PROBE keep host times in both cases, and RunHooks::AfterCompute gets the call's host time
+// (on a device backend, its launch: the device spans exist only once the step is over).
 #ifndef PIPECOORD_WORKER_DAEMON_EXECUTOR_H_
 #define PIPECOORD_WORKER_DAEMON_EXECUTOR_H_
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "common/status.h"
@@ -54,6 +68,8 @@ class Executor {
 
  private:
   Status RunAction(const v1::Action& a, int step, StepReport* report);
+  // Device timing: replaces the step's timed entries by their device spans and waits.
+  Status ResolveDeviceTimes(StepReport* report);
   int Global(int pp_rank) const { return dp_rank_ * pp_ + pp_rank; }
   size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
   Result<kernels::Tensor> Input(int producer_stage, int consumer_stage, int mb, int step, uint32_t channel);
@@ -68,6 +84,16 @@ class Executor {
   std::vector<int> stage_to_rank_;
   // Results waiting for a same-rank consumer (V turns, p = 1) or for their SEND, by (stage, mb).
   std::vector<kernels::Tensor> local_act_, local_grad_, out_act_, out_grad_;
+  // Device timing (backend_->TimesOnDevice()): this step's timed actions, in mark order.
+  struct DeviceTimed {
+    size_t entry;        // index in the step report's actions
+    int64_t wait_from;   // host clock: the action started waiting for its input
+    int64_t input_at;    // host clock: its input was there
+  };
+  bool device_timing_ = false;
+  std::vector<DeviceTimed> device_timed_;
+  // The last timed action's device end (this step or an earlier one); none yet: the minimum.
+  int64_t device_free_since_ = std::numeric_limits<int64_t>::min();
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> stop_after_step_{false};
 };
