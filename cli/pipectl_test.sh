@@ -106,7 +106,7 @@ expect_golden zb_text
 # --- errors: exit 2 and the exact message ---------------------------------------------------
 expect_error pp0 2 "pipectl schedule: --pp: must be >= 1, got 0" \
   schedule --schedule 1f1b --pp 0 --microbatches 2
-expect_error nope 2 "pipectl schedule: --schedule: unknown name \"nope\" (known: fthenb, 1f1b, eager-1f1b, interleaved, looped-bfs, zbh1, zbh2, zb-auto, zbv, v-half, v-min, dualpipev, csv)" \
+expect_error nope 2 "pipectl schedule: --schedule: unknown name \"nope\" (known: fthenb, 1f1b, eager-1f1b, interleaved, looped-bfs, zbh1, zbh2, zb-auto, zbv, v-half, v-min, dualpipev, v-auto, csv)" \
   schedule --schedule nope --pp 2 --microbatches 2
 expect_error mbx 2 "pipectl schedule: --microbatches: expected an integer, got \"x\"" \
   schedule --schedule 1f1b --pp 2 --microbatches x

@@ -60,7 +60,7 @@ void Declare(FlagSet& f, Options& o) {
   f.Double("w-share", &o.w_share, "share of a stage's activations that B keeps alive until W, 0..1; "
                                   "default 0.5");
   f.Double("mem-limit", &o.mem_limit, "peak activations allowed per rank, in micro-batches of one "
-                                      "rank's whole share; read by memory-aware schedules (zb-auto); "
+                                      "rank's whole share; read by the memory-aware searches (zb-auto, v-auto); "
                                       "default 0: the schedule's own");
   f.String("csv", &o.csv, "with --schedule csv: the PyTorch-format CSV file to import (I input-gradient "
                           "backward, B full backward, W weight gradient; a file with W and no I is "

@@ -125,7 +125,7 @@ TEST(AutoPlanTest, NothingFitsNamesTheSmallestShortfall) {
   EXPECT_EQ(memory::FormatBytes(b[0]), "377.4 KiB");
   EXPECT_EQ(r.status().message(),
             "spec.schedule: \"auto\" found no strategy that fits in memory: rank 0 needs 377.4 KiB, workers report "
-            "300.0 KiB (the leanest of 368 strategies for 4 cpu worker(s): 1f1b, pp 4, vpp 1, dp 1, 8 micro-batches "
+            "300.0 KiB (the leanest of 384 strategies for 4 cpu worker(s): 1f1b, pp 4, vpp 1, dp 1, 8 micro-batches "
             "of 1)");
 }
 

@@ -212,7 +212,7 @@ TEST(SpecValidationTest, GlobalBatchAndAuto) {
   s.set_csv_schedule("0F0");
   EXPECT_EQ(Error(s), "spec.csvSchedule: only allowed when spec.schedule is \"csv\"");
   s = TinySpec(2, "autox");
-  const std::string tail = "dualpipev, csv), or \"auto\" (the coordinator chooses)";
+  const std::string tail = "dualpipev, v-auto, csv), or \"auto\" (the coordinator chooses)";
   EXPECT_EQ(Error(s).substr(Error(s).size() - tail.size()), tail) << Error(s);
 }
 

@@ -206,7 +206,7 @@ class Search {
 
   // Schedules that search (zb-auto spends up to about a second per shape by design): they are
   // tried last, and only where they could still enter the top k.
-  static bool Costly(const std::string& schedule) { return schedule == "zb-auto"; }
+  static bool Costly(const std::string& schedule) { return schedule == "zb-auto" || schedule == "v-auto"; }
 
   Status EvaluateGroup(const Group& g) {
     const Variant& var = *g.var;

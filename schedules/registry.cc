@@ -32,6 +32,7 @@ const std::vector<ScheduleInfo>& AllSchedules() {
        GenerateVMin, 2, 2, true, true},
       {"dualpipev", "DualPipeV (DeepSeek): V placement, micro-batches fed from both ends",
        GenerateDualPipeV, 2, 2, true, true},
+      {"v-auto", "memory-limited search over V schedules (Qi et al. 2024b)", GenerateVAuto, 2, 2, true, true},
       {"csv", "a schedule imported from PyTorch pipelining's CSV format", GenerateFromCsv, 1, 0,
        false},
   };

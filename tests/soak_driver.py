@@ -31,8 +31,8 @@ LEASE_MS = 2000  # a loaded 2-core machine may delay a heartbeat (every lease/3)
 from pipecoord import Client, PipecoordError  # noqa: E402  (PYTHONPATH set by soak_test.sh)
 
 FAMILIES = ["fthenb", "1f1b", "eager-1f1b", "interleaved", "looped-bfs", "zbh1", "zbh2", "zb-auto",
-            "zbv", "v-half", "v-min", "dualpipev", "csv"]
-TWO_CHUNKS = {"interleaved", "looped-bfs", "zbv", "v-half", "v-min", "dualpipev"}
+            "zbv", "v-half", "v-min", "dualpipev", "v-auto", "csv"]
+TWO_CHUNKS = {"interleaved", "looped-bfs", "zbv", "v-half", "v-min", "dualpipev", "v-auto"}
 SHAPES = [(1, 1), (2, 1), (3, 1), (4, 1), (1, 2), (2, 2)]  # (pp, dp): at most 4 workers
 
 
