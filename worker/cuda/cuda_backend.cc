@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kernels/cpu/adamw.h"
+#include "kernels/cuda/cuda_check.h"
 #include "worker/model/model_config.h"
 #include "worker/model/stage_shard.h"
 
@@ -40,6 +41,109 @@ CudaBackend::CudaBackend(const v1::Assignment& a, model::SyntheticData data, Pre
       mbs_(a.spec().microbatches()), dp_rank_(a.dp_rank()),
       mbs_size_(a.spec().micro_batch_size()), seq_(a.spec().model().seq_len()),
       hidden_(a.spec().model().hidden()), lr_(a.spec().learning_rate()) {}
+
+CudaBackend::~CudaBackend() {
+  if (marks_.empty() && reference_ == nullptr) return;
+  // Nothing can be reported from here; a pending event is released once it completes.
+  (void)device_->MakeCurrent();
+  for (TimingMark& m : marks_) {
+    if (m.begin != nullptr) (void)cudaEventDestroy(m.begin);
+    if (m.end != nullptr) (void)cudaEventDestroy(m.end);
+  }
+  if (reference_ != nullptr) (void)cudaEventDestroy(reference_);
+}
+
+Result<cudaEvent_t> CudaBackend::NewTimingEvent() {
+  cudaEvent_t event = nullptr;
+  // cudaEventDefault: timing on (the transports' ordering events turn it off; these need it).
+  PIPECOORD_RETURN_IF_ERROR(kernels::cuda::CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDefault),
+                                                      "cudaEventCreateWithFlags(timing event)"));
+  return event;
+}
+
+Status CudaBackend::RecordMark(int mark, bool begin) {
+  if (mark < 0) return InvalidArgument("device timing: mark " + std::to_string(mark) + " is negative");
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  while (marks_.size() <= static_cast<size_t>(mark)) {
+    // Pushed once both exist, so the destructor finds every event created.
+    auto b = NewTimingEvent();
+    if (!b.ok()) return b.status();
+    auto e = NewTimingEvent();
+    if (!e.ok()) {
+      (void)cudaEventDestroy(*b);
+      return e.status();
+    }
+    marks_.push_back({*b, *e, false, false});
+  }
+  TimingMark& m = marks_[static_cast<size_t>(mark)];
+  if (begin) {
+    m.begun = true;
+    m.ended = false;  // a mark left by a failed step starts over
+  } else if (!m.begun) {
+    return FailedPrecondition("device timing: mark " + std::to_string(mark) + " ended before it began");
+  } else {
+    m.ended = true;
+  }
+  return kernels::cuda::CudaStatus(cudaEventRecord(begin ? m.begin : m.end, device_->stream()),
+                                   std::string("cudaEventRecord(timing mark ") + std::to_string(mark) +
+                                       (begin ? " begin)" : " end)"));
+}
+
+Status CudaBackend::MarkBegin(int mark) { return RecordMark(mark, true); }
+Status CudaBackend::MarkEnd(int mark) { return RecordMark(mark, false); }
+
+Result<std::vector<DeviceSpan>> CudaBackend::ResolveMarks(int count, const std::function<int64_t()>& clock_ns) {
+  if (count < 0 || static_cast<size_t>(count) > marks_.size()) {
+    return FailedPrecondition("device timing: " + std::to_string(count) + " marks to resolve, " +
+                              std::to_string(marks_.size()) + " were ever recorded");
+  }
+  for (int i = 0; i < count; ++i) {
+    const TimingMark& m = marks_[static_cast<size_t>(i)];
+    if (!m.begun || !m.ended) {
+      return FailedPrecondition("device timing: mark " + std::to_string(i) + " was not " +
+                                (m.begun ? "ended" : "begun") + " since the last resolve");
+    }
+  }
+  for (TimingMark& m : marks_) m.begun = m.ended = false;
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  // Every mark completes here; a kernel's fault surfaces here too.
+  PIPECOORD_RETURN_IF_ERROR(device_->Synchronize());
+  if (reference_ == nullptr) {
+    auto r = NewTimingEvent();
+    if (!r.ok()) return r.status();
+    reference_ = *r;
+  }
+  // The reference on an idle stream: the device stamps it after `before` and before the wait
+  // for it returns; its midpoint is the reference's time on the executor's clock.
+  const int64_t before = clock_ns();
+  PIPECOORD_RETURN_IF_ERROR(kernels::cuda::CudaStatus(cudaEventRecord(reference_, device_->stream()),
+                                                      "cudaEventRecord(timing reference)"));
+  PIPECOORD_RETURN_IF_ERROR(kernels::cuda::CudaStatus(cudaEventSynchronize(reference_),
+                                                      "cudaEventSynchronize(timing reference)"));
+  const int64_t after = clock_ns();
+  const int64_t reference_ns = before + (after - before) / 2;
+  // A mark's begin as its offset before the reference (recorded after every mark, so >= 0),
+  // its end as its duration after its begin (a float of milliseconds is finest for short spans).
+  auto elapsed_ns = [](cudaEvent_t from, cudaEvent_t to, const std::string& what) -> Result<int64_t> {
+    float ms = 0;
+    PIPECOORD_RETURN_IF_ERROR(kernels::cuda::CudaStatus(cudaEventElapsedTime(&ms, from, to),
+                                                        "cudaEventElapsedTime(" + what + ")"));
+    return std::llround(static_cast<double>(ms) * 1e6);
+  };
+  std::vector<DeviceSpan> spans;
+  spans.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    const TimingMark& m = marks_[static_cast<size_t>(i)];
+    const std::string name = "timing mark " + std::to_string(i);
+    auto before_reference = elapsed_ns(m.begin, reference_, name + " begin, reference");
+    if (!before_reference.ok()) return before_reference.status();
+    auto duration = elapsed_ns(m.begin, m.end, name + " begin, end");
+    if (!duration.ok()) return duration.status();
+    const int64_t start = reference_ns - *before_reference;
+    spans.push_back({start, start + std::max<int64_t>(0, *duration)});
+  }
+  return spans;
+}
 
 std::unique_ptr<Transport> CudaBackend::BoundaryTransport(Transport& host, std::string* how) {
 #ifdef PIPECOORD_CUDA_HOST_EMULATION

@@ -7,6 +7,15 @@
 // the CudaDevice's one compute stream (compute_stream()); a transport that reads a returned
 // tensor on another stream must first wait for the work queued on this one.
 //
+// Timed on the device (ComputeBackend's device timing): a mark is a pair of timing events
+// recorded on the compute stream around an action's launches; ResolveMarks synchronises the
+// stream once, records a reference event read against the executor's clock on both sides of
+// its completion, and places every mark by cudaEventElapsedTime from it (CUDA's event clock has
+// about 0.5 us resolution; a mark's offset from the reference is a float of milliseconds, about
+// 2 us coarse 30 s back, while its duration is measured from its own begin; the reference's
+// pairing error is half the few microseconds its record-and-wait takes). The events are created
+// on first use, the only timing-enabled events of the backend, and reused every step.
+//
 // Differences from the CPU backend a caller must know:
 // - Gradients() returns nothing: the gradients live on the device, and the executor's
 //   data-parallel all-reduce takes host spans. MakeCudaBackend therefore refuses dp > 1 until a
@@ -23,6 +32,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -67,6 +77,15 @@ class CudaBackend final : public ComputeBackend {
   int64_t optimizer_steps() const override;
   void set_optimizer_steps(int64_t steps) override;
 
+  bool TimesOnDevice() const override { return true; }
+  Status MarkBegin(int mark) override;
+  Status MarkEnd(int mark) override;
+  Result<std::vector<DeviceSpan>> ResolveMarks(int count, const std::function<int64_t()>& clock_ns) override;
+
+  ~CudaBackend() override;  // destroys the timing events
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
   cudaStream_t compute_stream() const { return device_->stream(); }
   CudaDevice& device() { return *device_; }
   Precision precision() const { return precision_; }
@@ -81,6 +100,9 @@ class CudaBackend final : public ComputeBackend {
   Result<CudaStageModel*> Find(int stage);
   Status Deferred();  // takes the error kept by a call that could not return it
   Status UploadCheckpointViews();
+  // Records mark `mark`'s begin or end event on the compute stream, creating events up to it.
+  Status RecordMark(int mark, bool begin);
+  Result<cudaEvent_t> NewTimingEvent();
 
   // Declared first, destroyed last: every tensor of the stages goes back to its pool first.
   std::shared_ptr<CudaDevice> device_;
@@ -95,6 +117,15 @@ class CudaBackend final : public ComputeBackend {
   // CheckpointState's host copies, in its order: (device tensor, host buffer).
   std::vector<std::pair<kernels::Tensor, std::vector<float>>> views_;
   bool views_current_ = false;  // no compute since CheckpointState filled them
+  // Device timing: one pair of events per mark and the reference, created once, reused.
+  struct TimingMark {
+    cudaEvent_t begin = nullptr;
+    cudaEvent_t end = nullptr;
+    bool begun = false;  // recorded since the last ResolveMarks
+    bool ended = false;
+  };
+  std::vector<TimingMark> marks_;
+  cudaEvent_t reference_ = nullptr;
 };
 
 // The CUDA backend for the assignment's shards. INVALID_ARGUMENT for a model or shard the CPU

@@ -11,12 +11,20 @@
 // which is CUDA-free) whose tensors say MemoryKind::kCuda, so the pool's accounting is the real
 // one. The stream is nullptr and every call runs at once.
 //
-// Link this file INSTEAD of //worker/cuda's and //kernels/cuda's libraries (it defines their
-// symbols); the gpu-tagged tests run the real ones on a GPU.
+// The CUDA runtime's event calls (CudaBackend's device timing) and error strings are stood in
+// too, at the bottom: an event completes when it is recorded (the stream runs every call at
+// once), stamped with the host's steady clock.
+//
+// Link this file INSTEAD of //worker/cuda's and //kernels/cuda's libraries and cudart (it
+// defines their symbols); the gpu-tagged tests run the real ones on a GPU.
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "kernels/caching_allocator.h"
@@ -489,3 +497,115 @@ uint64_t CudaDevice::peak_allocated_bytes() const {
 void CudaDevice::ResetPeak() { allocator_->ResetPeakStats(); }
 
 }  // namespace pipecoord::worker::cuda
+
+// ---- CUDA runtime events and errors ----
+//
+// What the real runtime does that the backend relies on, kept: cudaEventElapsedTime refuses an
+// event created with cudaEventDisableTiming or never recorded (cudaErrorInvalidResourceHandle)
+// and answers (end - start) in milliseconds as a float. What cannot be stood in: the GPU's own
+// clock and the lag between a launch and its execution (here every event completes when it is
+// recorded, so device time equals host time); the gpu-tagged tests check those.
+
+struct CUevent_st {
+  unsigned int flags = 0;
+  bool recorded = false;
+  std::chrono::steady_clock::time_point at;
+};
+
+namespace pipecoord::worker::cuda::host_double {
+namespace {
+
+std::atomic<int64_t> events_created{0};
+std::atomic<int64_t> events_live{0};
+std::mutex fail_mu;
+std::string fail_call;  // the next call of this name fails with fail_error
+cudaError_t fail_error = cudaSuccess;
+
+// cudaSuccess, or the failure FailNextCall set up for `call` (once).
+cudaError_t Injected(const char* call) {
+  std::lock_guard lock(fail_mu);
+  if (fail_call != call) return cudaSuccess;
+  fail_call.clear();
+  return fail_error;
+}
+
+}  // namespace
+
+// For the tests (declared where they use them): events created and not yet destroyed, and a
+// failure of the next call of one CUDA runtime function.
+int64_t EventsCreated() { return events_created.load(); }
+int64_t EventsLive() { return events_live.load(); }
+void FailNextCall(const std::string& call, cudaError_t error) {
+  std::lock_guard lock(fail_mu);
+  fail_call = call;
+  fail_error = error;
+}
+
+}  // namespace pipecoord::worker::cuda::host_double
+
+extern "C" {
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorLaunchFailure:
+      return "cudaErrorLaunchFailure";
+    default:
+      return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  return error == cudaSuccess ? "no error" : "error injected by the host double";
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  namespace hd = pipecoord::worker::cuda::host_double;
+  if (event == nullptr) return cudaErrorInvalidValue;
+  if (cudaError_t e = hd::Injected("cudaEventCreateWithFlags"); e != cudaSuccess) return e;
+  *event = new CUevent_st{flags, false, {}};
+  ++hd::events_created;
+  ++hd::events_live;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  delete event;
+  --pipecoord::worker::cuda::host_double::events_live;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  if (cudaError_t e = pipecoord::worker::cuda::host_double::Injected("cudaEventRecord"); e != cudaSuccess) return e;
+  event->recorded = true;
+  event->at = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  return pipecoord::worker::cuda::host_double::Injected("cudaEventSynchronize");
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (ms == nullptr) return cudaErrorInvalidValue;
+  if (start == nullptr || end == nullptr) return cudaErrorInvalidResourceHandle;
+  if ((start->flags & cudaEventDisableTiming) != 0 || (end->flags & cudaEventDisableTiming) != 0) {
+    return cudaErrorInvalidResourceHandle;
+  }
+  if (!start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;
+  if (cudaError_t e = pipecoord::worker::cuda::host_double::Injected("cudaEventElapsedTime"); e != cudaSuccess) return e;
+  *ms = static_cast<float>(std::chrono::duration<double, std::milli>(end->at - start->at).count());
+  return cudaSuccess;
+}
+
+}  // extern "C"
