@@ -5,7 +5,8 @@
 namespace pipecoord::memory {
 
 const std::vector<const Recipe*>& AllRecipes() {
-  static const std::vector<const Recipe*> kAll = {&MegatronRecipe(), &EagerRecipe(), &PipecoordCpuRecipe()};
+  static const std::vector<const Recipe*> kAll = {&MegatronRecipe(), &EagerRecipe(), &PipecoordCpuRecipe(),
+                                                   &PipecoordCudaRecipe()};
   return kAll;
 }
 

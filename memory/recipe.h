@@ -57,11 +57,13 @@ const std::vector<const Recipe*>& AllRecipes();
 Result<const Recipe*> FindRecipe(std::string_view name);
 
 // Megatron-LM with fused kernels (megatron_recipe.cc), framework eager ops as in Hugging
-// Face / PaddleNLP Llama (eager_recipe.cc), and pipecoord's own fp32 CPU StageModel
-// (pipecoord_cpu_recipe.cc; jobplan's per-rank memory budgets come from it).
+// Face / PaddleNLP Llama (eager_recipe.cc), pipecoord's own fp32 CPU StageModel
+// (pipecoord_cpu_recipe.cc) and its CUDA CudaStageModel in fp32 or bf16
+// (pipecoord_cuda_recipe.cc); jobplan's per-rank memory budgets come from the last two.
 const Recipe& MegatronRecipe();
 const Recipe& EagerRecipe();
 const Recipe& PipecoordCpuRecipe();
+const Recipe& PipecoordCudaRecipe();
 
 // Conditions a `when` may name: attention=eager|flash, mlp=swiglu|gelu,
 // norm=rmsnorm|layernorm, dropout, nodropout.

@@ -1,0 +1,319 @@
+#include "memory/pipecoord_cuda.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "memory/activations.h"
+#include "memory/param_states.h"
+#include "memory/recipe.h"
+
+namespace pipecoord::memory {
+namespace {
+
+// What the backend allocates besides the recipe's saved tensors, in the recipe's terms (the
+// names the timelines below use).
+const std::vector<RecipeTensor>& BackendTensors() {
+  static const std::vector<RecipeTensor> kTensors = {
+      {"stage.boundary", "boundary",
+       "an activation [b, s, h] between blocks or stages (the embedding's output, a block's "
+       "output, a stage's input or output) or its gradient",
+       {"s", "b", "h"}, ElemType::kAct, kSeqSplit, "", 0},
+      {"mlp.grad_z", "b_transient", "dz, gradient of the SwiGLU product, freed once dgate and dup exist",
+       {"s", "b", "f"}, ElemType::kAct, 2, "", 0},
+      {"attention.grad_output", "b_transient", "dout, gradient of flash attention's output",
+       {"s", "b", "h"}, ElemType::kAct, 2, "", 0},
+      {"attention.delta", "b_transient", "rowsum(dout * o) per query row (fp32), flash attention's backward",
+       {"b", "a", "s"}, ElemType::kFp32, 1, "", 0},
+      {"rope.table", "constant", "RoPE's cos (or sin) table: s x head_dim / 2 doubles, s x head_dim x 4 bytes",
+       {"s", "h/a", "4"}, ElemType::kU8, kSeqSplit, "", 0},
+      {"loss.sum", "constant", "the head's device-side sum of the step's losses (one double)",
+       {"8", "1"}, ElemType::kU8, 1, "", 0},
+  };
+  return kTensors;
+}
+
+// Sums that refuse to wrap around.
+class Bytes {
+ public:
+  void Add(int64_t v) { overflow_ = overflow_ || __builtin_add_overflow(value_, v, &value_); }
+  void AddTimes(int64_t n, int64_t v) {
+    int64_t product = 0;
+    overflow_ = overflow_ || __builtin_mul_overflow(n, v, &product);
+    Add(product);
+  }
+  void Fail() { overflow_ = true; }
+  int64_t value() const { return value_; }
+  bool overflow() const { return overflow_; }
+
+ private:
+  int64_t value_ = 0;
+  bool overflow_ = false;
+};
+
+// The pool bytes of every tensor by name, and the recipe's lists for the per-micro-batch sums.
+struct PoolSizes {
+  std::map<std::string, int64_t> by_name;
+  std::vector<ResolvedTensor> layer, w_grads, first, first_w, last, last_w;
+};
+
+Result<PoolSizes> Resolve(const ModelSpec& model, const TrainingSpec& training) {
+  const Recipe& r = PipecoordCudaRecipe();
+  PoolSizes p;
+  std::vector<ResolvedTensor> backend;
+  const std::pair<const std::vector<RecipeTensor>*, std::vector<ResolvedTensor>*> lists[] = {
+      {&r.layer, &p.layer},        {&r.w_grads, &p.w_grads},
+      {&r.first_stage, &p.first},  {&r.first_stage_w_grads, &p.first_w},
+      {&r.last_stage, &p.last},    {&r.last_stage_w_grads, &p.last_w},
+      {&r.last_stage_transient, &backend}, {&BackendTensors(), &backend}};
+  for (const auto& [from, to] : lists) {
+    auto resolved = ResolveTensors(*from, model, training);
+    if (!resolved.ok()) return resolved.status();
+    for (ResolvedTensor& t : *resolved) {
+      p.by_name[t.name] = CudaPoolBytes(t.bytes);
+      to->push_back(std::move(t));
+    }
+  }
+  return p;
+}
+
+// Pool bytes of the tensors (with all of `need_flags`) of one list.
+int64_t PoolSum(const std::vector<ResolvedTensor>& ts, Bytes* check, unsigned need_flags = 0) {
+  Bytes sum;
+  for (const ResolvedTensor& t : ts) {
+    if ((t.flags & need_flags) == need_flags) sum.Add(CudaPoolBytes(t.bytes));
+  }
+  if (sum.overflow()) check->Fail();
+  return sum.value();
+}
+
+// One op's allocations and frees in the backend's order: the level above the op's start and the
+// most it reached.
+class Timeline {
+ public:
+  explicit Timeline(const PoolSizes& sizes) : sizes_(sizes) {}
+  void Alloc(const char* name) { Step(name, +1); }
+  void Free(const char* name) { Step(name, -1); }
+  int64_t level() const { return level_.value(); }
+  int64_t peak() const { return peak_; }
+  bool overflow() const { return level_.overflow(); }
+  const std::string& unknown() const { return unknown_; }
+
+ private:
+  void Step(const char* name, int sign) {
+    auto it = sizes_.by_name.find(name);
+    if (it == sizes_.by_name.end()) {
+      if (unknown_.empty()) unknown_ = name;
+      return;
+    }
+    level_.Add(sign * it->second);
+    peak_ = std::max(peak_, level_.value());
+  }
+
+  const PoolSizes& sizes_;
+  Bytes level_;
+  int64_t peak_ = 0;
+  std::string unknown_;
+};
+
+// CudaStageModel::ForwardAs and BlockForward, allocation by allocation.
+void ForwardTimeline(Timeline& t, int64_t layers, bool has_embedding, bool has_head) {
+  if (has_embedding) {
+    t.Alloc("embedding.ids");   // the token ids uploaded
+    t.Alloc("stage.boundary");  // the embedding's output x
+  } else {
+    t.Alloc("stage.boundary");  // the activation received from the previous stage
+  }
+  for (int64_t l = 0; l < layers; ++l) {
+    // The block's input x is there (the previous tensor); it keeps it.
+    t.Alloc("attention_norm.rstd");
+    t.Alloc("attention.qkv_input");
+    t.Alloc("attention.q");
+    t.Alloc("attention.k");
+    t.Alloc("attention.v");
+    t.Alloc("attention.wo_input");
+    t.Alloc("attention.lse");
+    t.Alloc("ffn_norm.input");
+    t.Alloc("ffn_norm.rstd");
+    t.Alloc("mlp.w1_w3_input");
+    t.Alloc("mlp.gate");
+    t.Alloc("mlp.up");
+    t.Alloc("mlp.w2_input");
+    t.Alloc("stage.boundary");  // the block's output: the next block's x, the head's, or the stage's
+  }
+  if (has_head) {
+    t.Alloc("final_norm.rstd");
+    t.Alloc("output.input");
+    t.Alloc("loss.logits");
+    t.Alloc("loss.targets");
+    t.Alloc("loss.value");  // the micro-batch's loss, added to the step's sum, then dropped
+    t.Free("loss.value");
+  }
+}
+
+// CudaStageModel::BackwardInputAs and BlockBackwardInput, allocation by allocation.
+void BackwardTimeline(Timeline& t, int64_t layers, bool has_head) {
+  if (has_head) {
+    t.Free("loss.logits");  // the cross-entropy backward writes dlogits over the logits
+    t.Alloc("grad.logits");
+    t.Free("loss.targets");
+    t.Alloc("grad.final_norm_output");
+    t.Alloc("stage.boundary");  // the gradient of the head's input: the last block's dy
+  } else {
+    t.Alloc("stage.boundary");  // the gradient received from the next stage: the last block's dy
+  }
+  for (int64_t l = 0; l < layers; ++l) {
+    t.Alloc("mlp.grad_z");
+    t.Alloc("grad.w1_output");
+    t.Alloc("grad.w3_output");
+    t.Free("mlp.grad_z");
+    t.Free("mlp.gate");
+    t.Free("mlp.up");
+    t.Alloc("grad.ffn_norm_output");
+    t.Alloc("grad.wo_output");  // dy copied (residual path); dy itself stays for W
+    t.Alloc("attention.grad_output");
+    t.Alloc("grad.wq_output");
+    t.Alloc("grad.wk_output");
+    t.Alloc("grad.wv_output");
+    t.Alloc("attention.delta");
+    t.Free("attention.delta");
+    t.Free("attention.grad_output");
+    t.Free("attention.q");
+    t.Free("attention.k");
+    t.Free("attention.v");
+    t.Free("attention.lse");
+    t.Alloc("grad.attention_norm_output");
+    t.Alloc("stage.boundary");  // dx1 copied: the block input's gradient, the next block's dy
+  }
+  // With the embedding, the last gradient is the embedding output's (kept for W); without it,
+  // it is handed to the previous stage.
+}
+
+}  // namespace
+
+ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
+                             int64_t seq_len) {
+  ModelSpec m;
+  m.name = "pipecoord-cuda";
+  m.layers = layers;
+  m.hidden = hidden;
+  m.ffn = ffn;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.vocab = vocab;
+  m.seq_len = seq_len;
+  m.tied_embeddings = false;
+  m.norm = Norm::kRmsNorm;
+  m.mlp = Mlp::kSwiGlu;
+  m.attention = Attention::kFlash;
+  m.linear_bias = false;
+  m.dropout = false;
+  return m;
+}
+
+TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision) {
+  TrainingSpec t;
+  t.micro_batch = micro_batch;
+  t.dtype = precision;
+  t.optimizer = Optimizer::kAdamW;
+  t.fp32_grads = true;
+  t.zero = 0;
+  t.dp = 1;
+  t.tp = 1;
+  t.sp = false;
+  t.recompute = Recompute::kNone;
+  t.recipe = "pipecoord-cuda";
+  return t;
+}
+
+int64_t CudaPoolBytes(int64_t bytes) {
+  if (bytes <= 0) return 0;  // a 0-byte tensor takes no block
+  if (bytes > INT64_MAX - kCudaPoolUnit) return INT64_MAX / kCudaPoolUnit * kCudaPoolUnit;
+  return (bytes + kCudaPoolUnit - 1) / kCudaPoolUnit * kCudaPoolUnit;
+}
+
+std::vector<int64_t> PipecoordCudaWeightTensors(const ModelSpec& m, int64_t layers, bool has_embedding,
+                                                bool has_head) {
+  const int64_t h = m.hidden, f = m.ffn, v = m.vocab;
+  std::vector<int64_t> out;
+  if (has_embedding) out.push_back(v * h);
+  for (int64_t l = 0; l < layers; ++l) {
+    for (int64_t n : {h, h * h, h * h, h * h, h * h, h, f * h, h * f, f * h}) out.push_back(n);
+  }
+  if (has_head) {
+    out.push_back(h);
+    out.push_back(v * h);
+  }
+  return out;
+}
+
+Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const TrainingSpec& training,
+                                           int64_t layers, bool has_embedding, bool has_head) {
+  auto resolved = Resolve(model, training);
+  if (!resolved.ok()) return resolved.status();
+  const PoolSizes& p = *resolved;
+  Bytes check;  // collects every overflow
+  CudaStageMemory out;
+
+  // Parameters: four fp32 tensors each (master, grad, m, v), plus the bf16 copy in bf16.
+  const bool copy = training.dtype != DtypePolicy::kFp32;
+  Bytes count, params;
+  for (int64_t n : PipecoordCudaWeightTensors(model, layers, has_embedding, has_head)) {
+    count.Add(n);
+    int64_t fp32 = 0;
+    if (__builtin_mul_overflow(n, int64_t{4}, &fp32)) check.Fail();
+    params.AddTimes(4, CudaPoolBytes(fp32));
+    if (copy) params.Add(CudaPoolBytes(2 * n));
+  }
+  out.parameters = count.value();
+  out.parameter_bytes = params.value();
+  out.parameter_recipe_bytes = ParamStateBytes(out.parameters, training).total();
+  if (layers > 0) out.constant_bytes += 2 * p.by_name.at("rope.table");
+  if (has_head) out.constant_bytes += p.by_name.at("loss.sum");
+
+  // Per micro-batch, from the recipe.
+  Bytes stored, kept;
+  stored.AddTimes(layers, PoolSum(p.layer, &check));
+  kept.AddTimes(layers, PoolSum(p.layer, &check, kWeightInput) + PoolSum(p.w_grads, &check));
+  if (has_embedding) {
+    stored.Add(PoolSum(p.first, &check));
+    kept.Add(PoolSum(p.first, &check, kWeightInput) + PoolSum(p.first_w, &check));
+  }
+  if (has_head) {
+    stored.Add(PoolSum(p.last, &check));
+    kept.Add(PoolSum(p.last, &check, kWeightInput) + PoolSum(p.last_w, &check));
+  }
+  out.per_microbatch.stored = stored.value();
+  out.per_microbatch.kept_for_w = kept.value();
+  out.boundary_bytes = p.by_name.at("stage.boundary");
+
+  // The ops' peaks, from the backend's order.
+  Timeline f(p), b(p);
+  ForwardTimeline(f, layers, has_embedding, has_head);
+  BackwardTimeline(b, layers, has_head);
+  for (const Timeline* t : {&f, &b}) {
+    if (!t->unknown().empty()) {
+      return Internal("pipecoord-cuda timeline: tensor \"" + t->unknown() + "\" is not in the recipe");
+    }
+  }
+  if (check.overflow() || count.overflow() || params.overflow() || stored.overflow() || kept.overflow() ||
+      f.overflow() || b.overflow()) {
+    return InvalidArgument("pipecoord-cuda: the stage's sizes overflow 64-bit integers");
+  }
+  out.forward_peak = f.peak();
+  out.backward_peak = b.peak();
+  // What the ops leave must be what the recipe says F stores and B keeps, plus the output.
+  const int64_t f_out = has_head ? 0 : out.boundary_bytes;
+  const int64_t b_out = has_embedding ? 0 : out.boundary_bytes;
+  if (f.level() != out.per_microbatch.stored + f_out ||
+      b.level() != out.per_microbatch.kept_for_w - out.per_microbatch.stored + b_out) {
+    return Internal("pipecoord-cuda: the op timelines leave F " + std::to_string(f.level()) + " and B " +
+                    std::to_string(b.level()) + " bytes, the recipe " +
+                    std::to_string(out.per_microbatch.stored + f_out) + " and " +
+                    std::to_string(out.per_microbatch.kept_for_w - out.per_microbatch.stored + b_out));
+  }
+  return out;
+}
+
+}  // namespace pipecoord::memory
