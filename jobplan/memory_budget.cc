@@ -5,97 +5,163 @@
 
 #include "memory/activations.h"
 #include "memory/pipecoord_cpu.h"
+#include "memory/pipecoord_cuda.h"
 #include "proto/op_kinds.h"
 
 namespace pipecoord::jobplan {
 namespace {
 
-// The CPU backend's model and training settings for `spec`, and the recipe resolved on them.
-struct CpuModel {
-  memory::ModelSpec model;
-  memory::TrainingSpec training;
-  Result<memory::ActivationModel> activations = Internal("unresolved");
-};
-
-CpuModel Resolve(const v1::JobSpec& spec) {
-  const v1::ModelSpec& m = spec.model();
-  CpuModel c;
-  c.model = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(),
-                                      m.seq_len());
-  c.training = memory::PipecoordCpuTraining(spec.micro_batch_size());
-  c.activations = memory::ResolveActivations(c.model, c.training);
-  return c;
-}
-
 // Only sizes past 64-bit arithmetic (far beyond any machine) fail to resolve: such a stage
 // gets a budget no rank can reach rather than a wrapped-around one.
-constexpr uint64_t kUnresolvable = uint64_t{1} << 56;
+constexpr int64_t kUnresolvable = int64_t{1} << 56;
 
-memory::CpuStageMemory StageMemory(const CpuModel& c, const v1::StageShard& shard) {
-  if (!c.activations.ok()) {
-    memory::CpuStageMemory out;
-    out.parameter_bytes = out.per_microbatch.stored = out.per_microbatch.kept_for_w = kUnresolvable;
-    return out;
+// One stage as the walk needs it.
+struct StagePrice {
+  SavedBytes saved;
+  uint64_t parameter_bytes = 0;
+  uint64_t constant_bytes = 0;
+  // A tensor passed to or from a neighbour stage, where the backend counts it (cuda); the CPU
+  // backend's are host tensors it does not count: 0.
+  int64_t boundary = 0;
+  // The most an op holds at once above the level before it: F from nothing of its own (its
+  // input not yet counted), B from the level that holds what F stored. May be negative for B
+  // (the CPU's B frees more than it keeps).
+  int64_t forward_peak = 0;
+  int64_t backward_peak = 0;
+};
+
+StagePrice Unresolvable() {
+  StagePrice p;
+  p.saved.after_f = p.saved.after_b = kUnresolvable;
+  p.parameter_bytes = kUnresolvable;
+  p.forward_peak = kUnresolvable;
+  return p;
+}
+
+// The spec's backend in memory/'s terms, resolved once and priced per shard.
+class Pricer {
+ public:
+  explicit Pricer(const v1::JobSpec& spec) : cuda_(spec.device() == "cuda") {
+    const v1::ModelSpec& m = spec.model();
+    if (cuda_) {
+      model_ = memory::PipecoordCudaModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(),
+                                          m.seq_len());
+      const bool bf16 = spec.precision() == "bf16";  // WithDefaults made "" fp32
+      training_ = memory::PipecoordCudaTraining(spec.micro_batch_size(),
+                                                bf16 ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32);
+    } else {
+      model_ = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
+      training_ = memory::PipecoordCpuTraining(spec.micro_batch_size());
+      activations_ = memory::ResolveActivations(model_, training_);
+    }
   }
-  return memory::PipecoordCpuStage(c.model, c.training, *c.activations, shard.num_layers(),
-                                   shard.has_embedding(), shard.has_head());
-}
 
-SavedBytes ToSaved(const memory::CpuStageMemory& st) {
-  SavedBytes b;
-  b.after_f = static_cast<uint64_t>(st.per_microbatch.stored);
-  b.after_b = static_cast<uint64_t>(st.per_microbatch.kept_for_w);
-  return b;
-}
+  StagePrice Price(const v1::StageShard& shard) const {
+    return cuda_ ? PriceCuda(shard) : PriceCpu(shard);
+  }
+
+ private:
+  // The CPU backend notes its peak after each F and each B: an op's peak is where it ends.
+  StagePrice PriceCpu(const v1::StageShard& shard) const {
+    if (!activations_.ok()) return Unresolvable();
+    const memory::CpuStageMemory st = memory::PipecoordCpuStage(
+        model_, training_, *activations_, shard.num_layers(), shard.has_embedding(), shard.has_head());
+    StagePrice p;
+    p.saved.after_f = static_cast<uint64_t>(st.per_microbatch.stored);
+    p.saved.after_b = static_cast<uint64_t>(st.per_microbatch.kept_for_w);
+    p.parameter_bytes = static_cast<uint64_t>(st.parameter_bytes);
+    p.forward_peak = st.per_microbatch.stored;
+    p.backward_peak = st.per_microbatch.kept_for_w - st.per_microbatch.stored;
+    return p;
+  }
+
+  StagePrice PriceCuda(const v1::StageShard& shard) const {
+    auto st = memory::PipecoordCudaStage(model_, training_, shard.num_layers(), shard.has_embedding(),
+                                         shard.has_head());
+    if (!st.ok() || st->per_microbatch.stored > kUnresolvable || st->per_microbatch.kept_for_w > kUnresolvable ||
+        st->parameter_bytes > kUnresolvable || st->forward_peak > kUnresolvable ||
+        st->backward_peak > kUnresolvable) {
+      return Unresolvable();
+    }
+    StagePrice p;
+    p.saved.after_f = static_cast<uint64_t>(st->per_microbatch.stored);
+    p.saved.after_b = static_cast<uint64_t>(st->per_microbatch.kept_for_w);
+    p.parameter_bytes = static_cast<uint64_t>(st->parameter_bytes);
+    p.constant_bytes = static_cast<uint64_t>(st->constant_bytes);
+    p.boundary = st->boundary_bytes;
+    p.forward_peak = st->forward_peak;
+    p.backward_peak = st->backward_peak;
+    return p;
+  }
+
+  bool cuda_;
+  memory::ModelSpec model_;
+  memory::TrainingSpec training_;
+  Result<memory::ActivationModel> activations_ = Internal("unresolved");
+};
 
 }  // namespace
 
 SavedBytes StageSavedBytes(const v1::JobSpec& spec, const v1::StageShard& shard) {
-  return ToSaved(StageMemory(Resolve(spec), shard));
+  return Pricer(spec).Price(shard).saved;
 }
 
 std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, const v1::Plan& plan) {
-  const CpuModel cpu = Resolve(spec);
+  const Pricer pricer(spec);
   std::vector<RankMemoryEstimate> out(spec.pp());
-  std::map<int, SavedBytes> saved;  // by stage
+  std::map<int, StagePrice> price;  // by stage
   for (const v1::StageShard& shard : plan.shards()) {
     const int r = plan.stage_to_rank(shard.stage());
     if (r < 0 || r >= spec.pp()) continue;
-    const memory::CpuStageMemory st = StageMemory(cpu, shard);
-    out[r].parameter_bytes += static_cast<uint64_t>(st.parameter_bytes);
-    saved[shard.stage()] = ToSaved(st);
+    const StagePrice p = pricer.Price(shard);
+    out[r].parameter_bytes += p.parameter_bytes;
+    out[r].constant_bytes += p.constant_bytes;
+    price[shard.stage()] = p;
   }
+  const int stages = plan.stage_to_rank_size();
   for (const v1::RankJobs& jobs : plan.ranks()) {
     const int r = jobs.rank();
     if (r < 0 || r >= spec.pp()) continue;
-    // The bytes of the rank's micro-batches in flight now, and the most seen after an F or a B
-    // (where the backend notes its peak; W only frees).
-    uint64_t now = 0, peak = 0;
-    std::map<std::pair<int, int>, uint64_t> held;  // (stage, micro-batch) -> bytes
+    auto on_this_rank = [&](int stage) { return stage >= 0 && stage < stages && plan.stage_to_rank(stage) == r; };
+    // The bytes the rank holds now (micro-batches in flight and tensors waiting to be sent or
+    // read), and the most seen during any op.
+    int64_t now = 0, peak = 0;
+    std::map<std::pair<int, int>, int64_t> held;  // (stage, micro-batch) -> bytes
     for (const v1::Action& act : jobs.actions()) {
       const v1::Op op = act.op();
+      const int s = act.stage();
+      const auto it = price.find(s);
+      if (it == price.end()) continue;
+      const StagePrice& p = it->second;
+      if (op == v1::SEND_F || op == v1::SEND_B) {
+        now -= p.boundary;  // the transport has it now
+        continue;
+      }
       if (!v1::IsCompute(op)) continue;
-      const auto it = saved.find(act.stage());
-      if (it == saved.end()) continue;
-      const SavedBytes& per = it->second;
-      uint64_t& mine = held[{act.stage(), act.microbatch()}];
+      int64_t& mine = held[{s, act.microbatch()}];
       auto set = [&](uint64_t bytes) {
-        now = now - mine + bytes;
-        mine = bytes;
+        now = now - mine + static_cast<int64_t>(bytes);
+        mine = static_cast<int64_t>(bytes);
+      };
+      // An input made on this rank was counted since its producer ran; from here the op counts
+      // it (F's and B's peaks start with their input).
+      auto take_input = [&](int producer) {
+        if (on_this_rank(producer)) now -= p.boundary;
       };
       switch (op) {
         case v1::F:
-          set(per.after_f);
-          peak = std::max(peak, now);
+          if (s > 0) take_input(s - 1);
+          peak = std::max(peak, now + p.forward_peak);
+          set(p.saved.after_f);
+          if (s + 1 < stages) now += p.boundary;  // the output, until sent or read here
           break;
         case v1::B:
-          set(per.after_b);
-          peak = std::max(peak, now);
-          break;
-        case v1::BW:  // B, noted, then W
-          set(per.after_b);
-          peak = std::max(peak, now);
-          set(0);
+        case v1::BW:
+          if (s + 1 < stages) take_input(s + 1);
+          peak = std::max(peak, now + p.backward_peak);
+          set(p.saved.after_b);
+          if (s > 0) now += p.boundary;  // the input's gradient, until sent or read here
+          if (op == v1::BW) set(0);      // W only frees
           break;
         case v1::W:
           set(0);
@@ -104,9 +170,9 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
           break;
       }
     }
-    out[r].activation_bytes = peak;
+    out[r].activation_bytes = static_cast<uint64_t>(std::max<int64_t>(peak, 0));
   }
-  for (RankMemoryEstimate& e : out) e.budget_bytes = e.parameter_bytes + e.activation_bytes;
+  for (RankMemoryEstimate& e : out) e.budget_bytes = e.parameter_bytes + e.constant_bytes + e.activation_bytes;
   return out;
 }
 

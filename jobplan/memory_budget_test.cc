@@ -7,6 +7,7 @@
 #include "jobplan/plan_expectations.h"
 #include "jobplan/test_spec.h"
 #include "memory/live_peak.h"
+#include "memory/pipecoord_cuda.h"
 
 namespace pipecoord::jobplan {
 namespace {
@@ -99,6 +100,57 @@ TEST(MemoryBudget, TwoChunksPeakTogetherNotSummed) {
     if (std::string(schedule) == "v-min") {
       EXPECT_LT(e[0].activation_bytes, summed_rank0);
     }
+  }
+}
+
+// Device cuda: every stage priced by memory/'s pipecoord-cuda recipe with the spec's precision,
+// in the caching pool's bytes; the CPU's budget for the same job is another (fp32 CPU recipe).
+TEST(MemoryBudget, CudaJobsArePricedFromThePipecoordCudaRecipe) {
+  const v1::JobSpec cpu = TestSpec();
+  for (const char* precision : {"fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    v1::JobSpec raw = TestSpec();
+    raw.set_device("cuda");
+    raw.set_precision(precision);
+    const v1::JobSpec spec = WithDefaults(raw);
+    const v1::Plan plan = PlanJob(spec).value();
+    const memory::ModelSpec model = memory::PipecoordCudaModel(4, 32, 128, 4, 64, 8);
+    const memory::TrainingSpec training = memory::PipecoordCudaTraining(
+        2, std::string(precision) == "bf16" ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32);
+    const auto e = EstimateRankMemory(spec, plan);
+    ASSERT_EQ(e.size(), 2u);
+    std::vector<memory::CudaStageMemory> stages;
+    for (const v1::StageShard& shard : plan.shards()) {
+      auto st = memory::PipecoordCudaStage(model, training, shard.num_layers(), shard.has_embedding(),
+                                           shard.has_head());
+      ASSERT_TRUE(st.ok()) << st.status().ToString();
+      const SavedBytes b = StageSavedBytes(spec, shard);
+      EXPECT_EQ(b.after_f, static_cast<uint64_t>(st->per_microbatch.stored));
+      EXPECT_EQ(b.after_b, static_cast<uint64_t>(st->per_microbatch.kept_for_w));
+      EXPECT_NE(b.after_f, StageSavedBytes(cpu, shard).after_f);
+      const int r = plan.stage_to_rank(shard.stage());
+      EXPECT_EQ(e[r].parameter_bytes, static_cast<uint64_t>(st->parameter_bytes));
+      EXPECT_EQ(e[r].constant_bytes, static_cast<uint64_t>(st->constant_bytes));
+      stages.push_back(*st);
+    }
+    // Rank 1 (2 blocks and the head) runs F, BW, SEND_B for one micro-batch after the other: its
+    // most is F's peak (what F keeps and the loss scalar), or B's above what F stored (the
+    // gradient handed on included; it is sent before the next F).
+    const v1::RankJobs& last = plan.ranks(1);
+    int in_flight = 0;
+    for (const v1::Action& a : last.actions()) {
+      if (a.op() == v1::F) {
+        EXPECT_EQ(in_flight++, 0) << "rank 1 runs one micro-batch at a time";
+      }
+      if (a.op() == v1::SEND_B) --in_flight;
+    }
+    const memory::CudaStageMemory& head = stages[1];
+    EXPECT_EQ(e[1].activation_bytes, static_cast<uint64_t>(std::max(
+                                         head.forward_peak, head.per_microbatch.stored + head.backward_peak)));
+    for (const RankMemoryEstimate& x : e) {
+      EXPECT_EQ(x.budget_bytes, x.parameter_bytes + x.constant_bytes + x.activation_bytes);
+    }
+    EXPECT_EQ(plan.memory_budget_bytes(1), e[1].budget_bytes);
   }
 }
 
