@@ -1,0 +1,338 @@
+// The plan's memory budget for device "cuda" (jobplan/memory_budget.cc, from memory/'s
+// pipecoord-cuda recipe) against the peak the CUDA backend reports: the caching pool's
+// allocated bytes. Every schedule family runs in-process, one thread per rank, each rank's
+// executor (worker/daemon/executor.h, the worker's own) over a CudaBackend on its own CudaDevice
+// (its own pool, so each pool's peak is that rank's), in fp32 and in bf16. Each rank's peak of
+// every step must equal its budget to the byte: above it is memory the plan does not know
+// about, below it a budget that would hide that much over-allocation.
+//
+// Boundary tensors travel through PoolTransport below: Send copies the tensor to the host and
+// lets go of it at once (the sender's pool frees it); Recv allocates the received tensor from
+// the receiver's pool. This is the transport the budget is exact for (see memory_budget.h for
+// what the NCCL transport holds longer).
+//
+// Built twice: memory_budget_cuda_test_host on the host double of the GPU
+// (host_kernels_for_tests.cc: host memory from a real CachingAllocator behind CudaDevice, so
+// the counters are the pool's own, with its 512-byte rounding), which runs everywhere; and
+// memory_budget_cuda_test on a GPU (gpu-tagged, skips without one). The model's tensors are
+// all under 1 MiB, where the pool's block sizes are exactly the 512-rounded requests.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "jobplan/assignment.h"
+#include "jobplan/memory_budget.h"
+#include "jobplan/plan_job.h"
+#include "jobplan/spec_validation.h"
+#include "worker/cuda/cuda_backend.h"
+#include "worker/cuda/cuda_test_util.h"
+#include "worker/daemon/executor.h"
+#include "worker/transport/transport.h"
+
+namespace pipecoord::worker::cuda {
+namespace {
+
+// Messages between the ranks of one process, held as host bytes.
+class Mailbox {
+ public:
+  void Put(int from, int to, const MessageTag& tag, std::vector<char> bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      messages_[Key(from, to, tag)].push_back(std::move(bytes));
+    }
+    cv_.notify_all();
+  }
+
+  Result<std::vector<char>> Take(int from, int to, const MessageTag& tag, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto key = Key(from, to, tag);
+    const bool arrived = cv_.wait_for(lock, timeout, [&] {
+      auto it = messages_.find(key);
+      return shutdown_ || (it != messages_.end() && !it->second.empty());
+    });
+    auto it = messages_.find(key);
+    if (!arrived || it == messages_.end() || it->second.empty()) {
+      return Unavailable("PoolTransport: no message " + ToString(tag) + " from rank " + std::to_string(from) +
+                         (shutdown_ ? " (shut down)" : " (timed out)"));
+    }
+    std::vector<char> bytes = std::move(it->second.front());
+    it->second.pop_front();
+    return bytes;
+  }
+
+  void Shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  using MessageKey = std::tuple<int, int, uint32_t, int32_t, int32_t, int32_t>;
+  static MessageKey Key(int from, int to, const MessageTag& t) {
+    return {from, to, t.channel, t.stage, t.mb, t.step};
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<MessageKey, std::deque<std::vector<char>>> messages_;
+  bool shutdown_ = false;
+};
+
+// One rank's end: device tensors leave its pool at Send and arrive in its pool at Recv.
+class PoolTransport final : public Transport {
+ public:
+  PoolTransport(int rank, CudaDevice* device, Mailbox* mailbox) : rank_(rank), device_(device), mailbox_(mailbox) {}
+
+  Status Send(int peer, const MessageTag& tag, kernels::Tensor data) override {
+    if (data.memory() != kernels::MemoryKind::kCuda || data.device() != device_->index()) {
+      return FailedPrecondition("PoolTransport: sends tensors of CUDA device " + std::to_string(device_->index()) +
+                                " only, got " + kernels::ToString(data.spec()));
+    }
+    std::vector<char> bytes(data.bytes());
+    PIPECOORD_RETURN_IF_ERROR(device_->Download(data, bytes.data()));  // waits for the producer
+    sent_ += bytes.size();
+    mailbox_->Put(rank_, peer, tag, std::move(bytes));
+    return Status::Ok();  // `data` goes out of scope here: the sender's pool gets it back
+  }
+
+  Result<kernels::Tensor> Recv(int peer, const MessageTag& tag, const kernels::TensorSpec& expected,
+                               std::chrono::milliseconds timeout) override {
+    auto bytes = mailbox_->Take(peer, rank_, tag, timeout);
+    if (!bytes.ok()) return bytes.status();
+    if (bytes->size() != expected.bytes()) {
+      return Internal("PoolTransport: " + ToString(tag) + " from rank " + std::to_string(peer) + " has " +
+                      std::to_string(bytes->size()) + " bytes, expected " + kernels::ToString(expected));
+    }
+    received_ += bytes->size();
+    auto t = device_->Empty(expected);
+    if (!t.ok()) return t.status();
+    PIPECOORD_RETURN_IF_ERROR(device_->Upload(bytes->data(), *t));
+    return t;
+  }
+
+  Status Flush(std::chrono::milliseconds) override { return Status::Ok(); }  // Send delivered already
+  void Shutdown() override { mailbox_->Shutdown(); }
+  std::vector<int> BrokenPeers() const override { return {}; }
+  uint64_t bytes_sent() const override { return sent_; }
+  uint64_t bytes_received() const override { return received_; }
+
+ private:
+  const int rank_;
+  CudaDevice* device_;
+  Mailbox* mailbox_;
+  std::atomic<uint64_t> sent_{0}, received_{0};
+};
+
+struct Case {
+  std::string schedule;
+  int pp, vpp, microbatches, layers;
+  std::vector<int> stage_layers;
+  std::string precision;
+  int ffn = 0;  // 0: the default 192 (B's SwiGLU part peaks highest); 64: its attention part does
+};
+
+// worker/cuda's test model (h 64, 4 heads of 16, V 96, s 40, b 2), deeper. With f = 3h a block's
+// B peaks while dz, dgate and dup exist (3 [T, f]); with f = h, while dc, dx1, dout, dq, dk, dv
+// and flash attention's delta do (6 [T, h] and [b, a, s] floats): both paths are checked.
+v1::JobSpec Spec(const Case& c) {
+  v1::JobSpec s;
+  s.set_name(c.schedule);
+  s.set_schedule(c.schedule);
+  s.set_device("cuda");
+  s.set_precision(c.precision);
+  s.set_pp(c.pp);
+  s.set_vpp(c.vpp);
+  s.set_dp(1);
+  s.set_microbatches(c.microbatches);
+  s.set_micro_batch_size(2);
+  s.set_steps(2);
+  s.set_learning_rate(1e-3);
+  for (int n : c.stage_layers) s.add_stage_layers(n);
+  v1::ModelSpec* m = s.mutable_model();
+  m->set_layers(c.layers);
+  m->set_hidden(64);
+  m->set_ffn_hidden(c.ffn);
+  m->set_heads(4);
+  m->set_vocab(96);
+  m->set_seq_len(40);
+  m->set_seed(11);
+  return s;
+}
+
+struct RankResult {
+  Status status;
+  std::vector<StepReport> reports;
+  uint64_t weights_in_use = 0;  // the pool's allocated bytes once the backend was built
+};
+
+// Runs `spec` on one CudaBackend per rank and returns each rank's reports.
+std::vector<RankResult> RunRanks(const v1::JobSpec& spec, const v1::Plan& plan) {
+  const int pp = spec.pp();
+  Mailbox mailbox;
+  std::vector<RankResult> results(pp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < pp; ++r) {
+    threads.emplace_back([&, r] {
+      RankResult& out = results[r];
+      auto fail = [&](Status st) {
+        out.status = std::move(st);
+        mailbox.Shutdown();  // wake the other ranks: fail fast, never hang
+      };
+      const v1::Assignment a = jobplan::BuildAssignment("cuda-memory", spec, plan, r, {}, 1);
+      auto device = CudaDevice::Open(0);  // one pool per rank
+      if (!device.ok()) return fail(device.status());
+      std::shared_ptr<CudaDevice> shared = std::move(device).value();
+      CudaBackendOptions options;
+      options.shared_device = shared;
+      auto backend = MakeCudaBackend(a, options);
+      if (!backend.ok()) return fail(backend.status());
+      out.weights_in_use = (*backend)->memory_in_use_bytes();
+      PoolTransport transport(r, shared.get(), &mailbox);
+      ExecutorOptions eo;
+      eo.recv_timeout = std::chrono::milliseconds(120000);
+      Executor executor(a, backend->get(), &transport, eo);
+      Status st = executor.Run([&](StepReport&& report) {
+        out.reports.push_back(std::move(report));
+        return Status::Ok();
+      });
+      if (!st.ok()) fail(st);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+using MemoryBudgetCudaTestBase = CudaModelTestBase;  // skips without a GPU (not on the host double)
+
+class MemoryBudgetCudaTest : public MemoryBudgetCudaTestBase, public ::testing::WithParamInterface<Case> {};
+
+// The largest |peak - budget| seen by any test of this binary, and how many (rank, step) peaks
+// were compared, for the closing line.
+int64_t worst_error = 0;
+int64_t peaks_compared = 0;
+
+TEST_P(MemoryBudgetCudaTest, EveryRanksPeakIsItsBudget) {
+  const Case& c = GetParam();
+  const v1::JobSpec raw = Spec(c);
+  ASSERT_TRUE(jobplan::ValidateJobSpec(raw).ok()) << jobplan::ValidateJobSpec(raw).ToString();
+  const v1::JobSpec spec = jobplan::WithDefaults(raw);
+  auto plan = jobplan::PlanJob(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::vector<jobplan::RankMemoryEstimate> estimates = jobplan::EstimateRankMemory(spec, *plan);
+
+  const std::vector<RankResult> results = RunRanks(spec, *plan);
+  for (int r = 0; r < spec.pp(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const RankResult& rr = results[r];
+    ASSERT_TRUE(rr.status.ok()) << rr.status.ToString();
+    ASSERT_EQ(rr.reports.size(), static_cast<size_t>(spec.steps()));
+    const uint64_t budget = plan->memory_budget_bytes(r);
+    const jobplan::RankMemoryEstimate& e = estimates[r];
+    ASSERT_EQ(budget, e.budget_bytes);
+    // What the backend holds outside any step: every weight tensor's master, grad, m, v (and bf16
+    // copy), the RoPE tables and the loss accumulator, as the budget counts them.
+    EXPECT_EQ(rr.weights_in_use, e.parameter_bytes + e.constant_bytes);
+    uint64_t peak = 0;
+    for (const StepReport& report : rr.reports) {
+      SCOPED_TRACE("step " + std::to_string(report.summary.step()));
+      const uint64_t p = report.summary.memory_peak_bytes();
+      peak = std::max(peak, p);
+      worst_error = std::max<int64_t>(worst_error, p > budget ? p - budget : budget - p);
+      ++peaks_compared;
+      EXPECT_EQ(p, budget) << c.schedule << " " << c.precision << " rank " << r << ": peak " << p
+                           << " B, budget " << budget << " B ("
+                           << (p > budget ? "over: memory the plan does not know"
+                                          : "under: the budget counts more than the pool allocated")
+                           << ")";
+      // Every micro-batch's tensors are back in the pool at the end of the step.
+      EXPECT_EQ(report.summary.memory_in_use_bytes(), rr.weights_in_use);
+      EXPECT_GE(report.summary.memory_reserved_bytes(), p);
+    }
+    std::printf("%s %s pp %d vpp %d m %d layers %d ffn %d: rank %d: peak %llu B, budget %llu B (params %llu, "
+                "constants %llu, activations %llu)\n",
+                c.schedule.c_str(), c.precision.c_str(), spec.pp(), spec.vpp(), spec.microbatches(),
+                spec.model().layers(), spec.model().ffn_hidden(), r, static_cast<unsigned long long>(peak),
+                static_cast<unsigned long long>(budget), static_cast<unsigned long long>(e.parameter_bytes),
+                static_cast<unsigned long long>(e.constant_bytes),
+                static_cast<unsigned long long>(e.activation_bytes));
+  }
+}
+
+// The activations the budget adds on top of the weights are more than the recipe's saved
+// tensors alone: B's transients and the tensors between stages count (a budget without them
+// would be below what the pool reports, and every healthy cuda rank would raise MEMORY events).
+TEST_F(MemoryBudgetCudaTestBase, TheBudgetCountsMoreThanTheSavedTensors) {
+  const v1::JobSpec spec = jobplan::WithDefaults(Spec({"1f1b", 2, 0, 4, 4, {}, "bf16"}));
+  auto plan = jobplan::PlanJob(spec);
+  ASSERT_TRUE(plan.ok());
+  const auto e = jobplan::EstimateRankMemory(spec, *plan);
+  for (int r = 0; r < 2; ++r) {
+    const jobplan::SavedBytes saved = jobplan::StageSavedBytes(spec, plan->shards(r));
+    EXPECT_GT(e[r].activation_bytes, std::max(saved.after_f, saved.after_b));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EverySchedule, MemoryBudgetCudaTest,
+    ::testing::ValuesIn([] {
+      std::vector<Case> cases;
+      for (const char* precision : {"fp32", "bf16"}) {
+        for (Case c : std::vector<Case>{
+                 {"fthenb", 4, 0, 8, 8, {}, ""},      {"1f1b", 4, 0, 8, 8, {}, ""},
+                 {"eager-1f1b", 4, 0, 8, 8, {}, ""},  {"interleaved", 2, 2, 4, 8, {}, ""},
+                 {"looped-bfs", 2, 2, 4, 8, {}, ""},  {"zbh1", 4, 0, 8, 8, {}, ""},
+                 {"zbh2", 4, 0, 8, 8, {}, ""},        {"zb-auto", 4, 0, 8, 8, {}, ""},
+                 {"zbv", 2, 2, 4, 8, {}, ""},         {"v-half", 2, 2, 4, 8, {}, ""},
+                 {"v-min", 2, 2, 4, 8, {}, ""},       {"dualpipev", 2, 2, 4, 8, {}, ""},
+                 // Uneven layers and micro-batches; one rank holding the embedding and the head.
+                 {"interleaved", 2, 2, 5, 7, {}, ""}, {"zbh2", 3, 0, 5, 7, {1, 4, 2}, ""},
+                 {"1f1b", 1, 0, 3, 2, {}, ""},
+                 // B's attention transients at its peak.
+                 {"1f1b", 4, 0, 8, 8, {}, "", 64},    {"zbh1", 4, 0, 8, 8, {}, "", 64},
+                 {"zbv", 2, 2, 4, 8, {}, "", 64},     {"interleaved", 2, 2, 4, 8, {}, "", 64}}) {
+          c.precision = precision;
+          cases.push_back(c);
+        }
+      }
+      return cases;
+    }()),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      const Case& c = info.param;
+      std::string name = c.schedule + "_" + c.precision + "_pp" + std::to_string(c.pp) + "_vpp" +
+                         std::to_string(c.vpp) + "_m" + std::to_string(c.microbatches) + "_layers" +
+                         std::to_string(c.layers) + (c.ffn > 0 ? "_ffn" + std::to_string(c.ffn) : "");
+      for (char& ch : name) {
+        if (ch == '-') ch = '_';
+      }
+      return name;
+    });
+
+// The closing figure the report quotes.
+class WorstErrorPrinter : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (peaks_compared == 0) {
+      std::printf("no peak compared (skipped)\n");
+      return;
+    }
+    std::printf("worst |peak - budget| over %lld (rank, step) peaks: %lld B\n", static_cast<long long>(peaks_compared),
+                static_cast<long long>(worst_error));
+  }
+};
+const ::testing::Environment* const kPrinter = ::testing::AddGlobalTestEnvironment(new WorstErrorPrinter);
+
+}  // namespace
+}  // namespace pipecoord::worker::cuda
