@@ -24,6 +24,8 @@ GPU_TESTS=(  # GoogleTest binaries; run_gpu_checks.sh runs each and reports PASS
   //worker/cuda:cuda_stage_model_test
   //worker/cuda:cuda_backend_test
   //worker/cuda:make_backend_test
+  //worker/cuda:cuda_backend_timing_test
+  //worker/cuda:memory_budget_cuda_test
   //worker/transport:staged_transport_gpu_test
   //worker/transport:nccl_transport_test
 )
