@@ -78,9 +78,12 @@ planner::SearchSpace Space(const v1::JobSpec& spec) {
   if (spec.vpp() >= 2) s.vpps = {spec.vpp()};
   s.max_tp = 1;
   s.sequence_parallel = false;
-  s.dtype = memory::DtypePolicy::kFp32;
+  // What the workers' backend keeps: the CPU StageModel (fp32), or the CUDA one in the spec's
+  // precision (the chosen plan's budgets then come from the same recipe, jobplan/memory_budget).
+  const bool cuda = spec.device() == "cuda";
+  s.dtype = cuda && spec.precision() == "bf16" ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32;
   s.optimizer = memory::Optimizer::kAdamW;
-  s.recipe = "pipecoord-cpu";
+  s.recipe = cuda ? "pipecoord-cuda" : "pipecoord-cpu";
   s.pp = spec.pp() > 0 ? spec.pp() : spec.stage_layers_size();
   s.dp = spec.dp();
   s.microbatches = spec.microbatches();

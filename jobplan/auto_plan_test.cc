@@ -104,6 +104,32 @@ TEST(AutoPlanTest, MemoryDecides) {
   EXPECT_GE(r->report.chosen().predicted_step_s(), free_for_all->report.chosen().predicted_step_s());
 }
 
+// On cuda workers the budgets are the CUDA backend's (pipecoord-cuda, in the spec's precision):
+// the report's peak is the replanned job's tightest budget, not the CPU recipe's. (On this tiny
+// model bf16 does not need less than fp32: its 18 B per parameter outweigh the halved
+// activations.)
+TEST(AutoPlanTest, CudaJobsAreSizedWithTheCudaRecipe) {
+  for (const char* precision : {"fp32", "bf16"}) {
+    v1::JobSpec spec = AutoSpec(8);
+    spec.set_device("cuda");
+    spec.set_precision(precision);
+    auto r = PlanAuto(spec, {4, 0, "cuda"});
+    ASSERT_TRUE(r.ok()) << precision << ": " << r.status().ToString();
+    const v1::Plan plan = Replan(spec, r->report.chosen());
+    ExpectPeakIsTheTightestBudget(r->report.chosen(), plan);
+    v1::JobSpec cpu = spec;
+    cpu.set_device("cpu");
+    cpu.set_precision("fp32");
+    const v1::Plan cpu_plan = Replan(cpu, r->report.chosen());
+    EXPECT_NE(plan.memory_budget_bytes(0), cpu_plan.memory_budget_bytes(0)) << precision << ": the CPU recipe's budget";
+    // Workers with exactly the winner's peak still get the winner: the planner's estimate is the
+    // CUDA backend's too, so it does not prune what fits.
+    auto tight = PlanAuto(spec, {4, r->report.chosen().peak_bytes(), "cuda"});
+    ASSERT_TRUE(tight.ok()) << precision << ": " << tight.status().ToString();
+    EXPECT_EQ(tight->report.chosen().DebugString(), r->report.chosen().DebugString()) << precision;
+  }
+}
+
 TEST(AutoPlanTest, NothingFitsNamesTheSmallestShortfall) {
   const v1::JobSpec spec = AutoSpec(8);
   auto r = PlanAuto(spec, {4, 300 << 10, "cpu"});
