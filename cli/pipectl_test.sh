@@ -79,6 +79,25 @@ assert by["1f1b"] == {"name": "1f1b", "default_vpp": 1, "required_vpp": 1, "spli
 assert by["zbv"]["split_backward"] and by["zbv"]["required_vpp"] == 2 and "csv" in by
 PYEOF
 
+# --- schedule best: every schedule ranked, the shortest within --mem-limit printed -----------
+expect_ok best_text schedule --schedule best --pp 4 --microbatches 8 --mem-limit 3
+[ "$(head -4 "$TMP/best_text.out")" == "best: v-half, the shortest makespan of 4 schedule(s) within --mem-limit 3
+  schedule     vpp  makespan  rank span  bubble  peak activations
+  v-half       2    26.5      26.5       9.4%    3 (rank 0)
+  v-auto       2    26.5      26.5       9.4%    3 (rank 0)" ] || fail "best text: $(head -4 "$TMP/best_text.out")"
+grep -qx "  zbv          peak activations 4 on rank 0, above the memory limit 3" "$TMP/best_text.out" ||
+  fail "best text does not say why zbv was refused"
+grep -q "^v-half  p=4 v=2 m=8  makespan 26.5 " "$TMP/best_text.out" || fail "best text shows no v-half grid"
+expect_ok best_json schedule --schedule best --pp 4 --microbatches 8 --format json
+check best_json 'b = d["best"]; assert d["schedule"] == "zbv" and d["makespan"] == 25.5 and b["winner"] == "zbv" and b["measure"] == "makespan" and b["mem_limit"] == 0 and len(b["ranked"]) == 13 and b["refused"] == [] and b["ranked"][0] == {"schedule": "zbv", "vpp": 2, "makespan": 25.5, "rank_span": 24, "bubble_rate": b["ranked"][0]["bubble_rate"], "peak_activations": 4, "peak_rank": 0}, b'
+expect_ok best_csv schedule --schedule best --pp 4 --microbatches 8 --mem-limit 3 --format csv
+expect_ok vhalf_csv schedule --schedule v-half --pp 4 --microbatches 8 --format csv
+cmp -s "$TMP/best_csv.out" "$TMP/vhalf_csv.out" || fail "best --format csv is not the winner's CSV"
+"$PIPECTL" schedule --schedule best --pp 2 --microbatches 4 --mem-limit 0.5 >"$TMP/best_none.out" 2>"$TMP/best_none.err"
+[ $? -eq 1 ] || fail "best with nothing in the limit should exit 1"
+grep -q "^pipectl schedule: --schedule best: no schedule runs this shape within the memory limit 0.5: fthenb: peak activations 4 on rank 0, above the memory limit 0.5; " "$TMP/best_none.err" ||
+  fail "best with nothing in the limit: $(cat "$TMP/best_none.err")"
+
 # --- --out ----------------------------------------------------------------------------------
 expect_ok out schedule --schedule 1f1b --pp 2 --microbatches 3 --format json --out "$TMP/written.json"
 [ "$(cat "$TMP/out.out")" == "wrote json to $TMP/written.json" ] || fail "--out printed: $(cat "$TMP/out.out")"
@@ -106,7 +125,7 @@ expect_golden zb_text
 # --- errors: exit 2 and the exact message ---------------------------------------------------
 expect_error pp0 2 "pipectl schedule: --pp: must be >= 1, got 0" \
   schedule --schedule 1f1b --pp 0 --microbatches 2
-expect_error nope 2 "pipectl schedule: --schedule: unknown name \"nope\" (known: fthenb, 1f1b, eager-1f1b, interleaved, looped-bfs, zbh1, zbh2, zb-auto, zbv, v-half, v-min, dualpipev, v-auto, csv)" \
+expect_error nope 2 "pipectl schedule: --schedule: unknown name \"nope\" (known: fthenb, 1f1b, eager-1f1b, interleaved, looped-bfs, zbh1, zbh2, zb-auto, zbv, v-half, v-min, dualpipev, v-auto, csv), or best" \
   schedule --schedule nope --pp 2 --microbatches 2
 expect_error mbx 2 "pipectl schedule: --microbatches: expected an integer, got \"x\"" \
   schedule --schedule 1f1b --pp 2 --microbatches x

@@ -8,6 +8,7 @@
 #include "cli/cli_io.h"
 #include "cli/verbs.h"
 #include "common/flags.h"
+#include "schedules/best_schedule.h"
 #include "schedules/csv_format.h"
 #include "schedules/json_format.h"
 #include "schedules/partition.h"
@@ -35,8 +36,10 @@ struct Options {
 std::string KnownNames() {
   std::string names;
   for (const s::ScheduleInfo& info : s::AllSchedules()) names += (names.empty() ? "" : ", ") + std::string(info.name);
-  return names;
+  return names + ", or best (every schedule that fits the shape, the shortest within --mem-limit runs)";
 }
+
+bool IsBest(const std::string& name) { return name == s::kBestSchedule; }
 
 void Declare(FlagSet& f, Options& o) {
   f.String("schedule", &o.schedule, "schedule name, required: " + KnownNames() + " (see `pipectl schedules`)");
@@ -60,7 +63,8 @@ void Declare(FlagSet& f, Options& o) {
   f.Double("w-share", &o.w_share, "share of a stage's activations that B keeps alive until W, 0..1; "
                                   "default 0.5");
   f.Double("mem-limit", &o.mem_limit, "peak activations allowed per rank, in micro-batches of one "
-                                      "rank's whole share; read by the memory-aware searches (zb-auto, v-auto); "
+                                      "rank's whole share; read by the memory-aware searches (zb-auto, v-auto) "
+                                      "and by best (a schedule above it on any rank is refused); "
                                       "default 0: the schedule's own");
   f.String("csv", &o.csv, "with --schedule csv: the PyTorch-format CSV file to import (I input-gradient "
                           "backward, B full backward, W weight gradient; a file with W and no I is "
@@ -86,8 +90,10 @@ Status Flagged(const Status& st) { return Status(st.code(), WithFlag(st.message(
 
 Status CheckOptions(const FlagSet& f, const Options& o) {
   if (!f.Given("schedule")) return InvalidArgument("--schedule: required; one of " + KnownNames());
-  auto info = s::FindSchedule(o.schedule);
-  if (!info.ok()) return InvalidArgument(WithFlag(info.status().message()));
+  if (!IsBest(o.schedule)) {
+    auto info = s::FindSchedule(o.schedule);
+    if (!info.ok()) return InvalidArgument(WithFlag(info.status().message()) + ", or best");
+  }
   const bool csv = o.schedule == "csv";
   if (!csv && !f.Given("pp")) return InvalidArgument("--pp: required (pipeline ranks, >= 1)");
   if (!csv && !f.Given("microbatches")) return InvalidArgument("--microbatches: required (micro-batches per step, >= 1)");
@@ -109,9 +115,9 @@ Status CheckOptions(const FlagSet& f, const Options& o) {
   return Status::Ok();
 }
 
-// Blocks per virtual stage from --layers / --stage-layers for the schedule's placement.
-Result<std::vector<int>> StageLayers(const FlagSet& f, const Options& o, const s::Schedule& sched) {
-  if (!f.Given("stage-layers")) return s::PartitionLayers(o.layers, sched.pp, sched.stage_to_rank);
+// Blocks per virtual stage from --layers / --stage-layers for a placement (stage -> rank) of pp ranks.
+Result<std::vector<int>> StageLayers(const FlagSet& f, const Options& o, int pp, const std::vector<int>& stage_to_rank) {
+  if (!f.Given("stage-layers")) return s::PartitionLayers(o.layers, pp, stage_to_rank);
   const long long sum = std::accumulate(o.stage_layers.begin(), o.stage_layers.end(), 0LL);
   if (sum > kMaxLayers) {
     return InvalidArgument("--stage-layers: counts must sum to at most " + std::to_string(kMaxLayers) + ", got " +
@@ -119,17 +125,17 @@ Result<std::vector<int>> StageLayers(const FlagSet& f, const Options& o, const s
   }
   const int layers = f.Given("layers") ? o.layers : static_cast<int>(sum);
   const int n = static_cast<int>(o.stage_layers.size());
-  if (n == sched.pp) return s::PartitionLayers(layers, sched.pp, sched.stage_to_rank, o.stage_layers);
-  if (n == sched.num_stages()) {
+  const int stages = static_cast<int>(stage_to_rank.size());
+  if (n == pp) return s::PartitionLayers(layers, pp, stage_to_rank, o.stage_layers);
+  if (n == stages) {
     if (sum != layers) {
       return InvalidArgument("--stage-layers: counts must sum to --layers (" + std::to_string(layers) + "), got " +
                              std::to_string(sum));
     }
     return o.stage_layers;
   }
-  return InvalidArgument("--stage-layers: must have one count per rank (--pp = " + std::to_string(sched.pp) +
-                         ") or per virtual stage (" + std::to_string(sched.num_stages()) + "), got " +
-                         std::to_string(n));
+  return InvalidArgument("--stage-layers: must have one count per rank (--pp = " + std::to_string(pp) +
+                         ") or per virtual stage (" + std::to_string(stages) + "), got " + std::to_string(n));
 }
 
 // A CSV import must agree with the shape flags the user gave.
@@ -185,6 +191,62 @@ Result<s::Schedule> Build(const std::string& name, const s::ScheduleSpec& spec) 
   return Flagged(st);
 }
 
+std::string Padded(std::string text, size_t width) {
+  if (text.size() < width) text.resize(width, ' ');
+  return text;
+}
+
+// How best chose: the winner, every schedule that fits ranked, and the refused with the reason.
+std::string BestText(const s::BestResult& best, double mem_limit) {
+  const std::string limit = mem_limit > 0 ? "within --mem-limit " + Num(mem_limit)
+                                          : "with no --mem-limit (each schedule at its own memory)";
+  std::string out = "best: " + best.ranked.front().schedule + ", the shortest " + s::kBestMeasure + " of " +
+                    std::to_string(best.ranked.size()) + " schedule(s) " + limit + "\n";
+  out += "  schedule     vpp  makespan  rank span  bubble  peak activations\n";
+  for (const s::BestCandidate& c : best.ranked) {
+    char bubble[16];
+    std::snprintf(bubble, sizeof bubble, "%.1f%%", c.bubble_rate * 100);
+    out += "  " + Padded(c.schedule, 13) + Padded(std::to_string(c.vpp), 5) + Padded(Num(c.makespan), 10) +
+           Padded(Num(c.rank_span), 11) + Padded(bubble, 8) + Num(c.peak_activations) + " (rank " +
+           std::to_string(c.peak_rank) + ")\n";
+  }
+  if (!best.refused.empty()) out += "refused\n";
+  for (const s::BestRefusal& r : best.refused) out += "  " + Padded(r.schedule, 13) + WithFlag(r.reason) + "\n";
+  return out;
+}
+
+// --schedule best: every registered schedule (and the searches) built, simulated and ranked.
+int RunBest(const FlagSet& flags, const Options& o, const s::ScheduleSpec& spec) {
+  s::BestSpec best;
+  best.spec = spec;
+  if (flags.Given("layers") || flags.Given("stage-layers")) {
+    best.place_layers = [&](const std::vector<int>& stage_to_rank) -> Result<std::vector<int>> {
+      auto layers = StageLayers(flags, o, spec.pp, stage_to_rank);
+      if (!layers.ok()) return Flagged(layers.status());
+      return layers;
+    };
+  }
+  auto chosen = s::ChooseBestSchedule(best);
+  if (!chosen.ok()) return Fail(kVerb, Flagged(chosen.status()));
+  if (chosen->ranked.empty()) {
+    return Fail(kVerb, FailedPrecondition("--schedule best: " + s::BestFailure(*chosen, o.mem_limit, WithFlag)));
+  }
+  const std::vector<int>& stage_layers = chosen->stage_layers;
+  std::string text;
+  if (o.format == "json") {
+    text = s::ScheduleToJson(chosen->schedule, chosen->simulation, stage_layers,
+                             s::BestRankingToJson(*chosen, o.mem_limit));
+  } else if (o.format == "csv") {
+    text = s::ScheduleToCsv(chosen->schedule);
+  } else if (o.format == "perfetto") {
+    text = s::ScheduleToTrace(chosen->schedule, chosen->simulation);
+  } else {
+    text = BestText(*chosen, o.mem_limit) +
+           TextReport(chosen->schedule, chosen->simulation, chosen->costs, stage_layers, o.mem_limit);
+  }
+  return EmitOutput(kVerb, text, o.out, o.format);
+}
+
 }  // namespace
 
 int RunSchedule(int argc, char** argv) {
@@ -193,7 +255,9 @@ int RunSchedule(int argc, char** argv) {
                 "Computes a pipeline schedule, validates it, simulates it against the cost model and "
                 "prints it. Times are in time units of your choice (costs default to 1: one "
                 "micro-batch's forward through one rank's share); activations in micro-batches of "
-                "one rank's share. --schedule csv imports a PyTorch-format CSV file instead. Exit "
+                "one rank's share. --schedule csv imports a PyTorch-format CSV file instead; "
+                "--schedule best builds every schedule that accepts the shape and prints the one with "
+                "the shortest makespan within --mem-limit, after the ranking. Exit "
                 "codes: 0 done, 1 failed, 2 bad usage or input.");
   Declare(flags, o);
   if (int rc = ParseFlagsOrExit(flags, argc, argv, kVerb); rc >= 0) return rc;
@@ -215,6 +279,7 @@ int RunSchedule(int argc, char** argv) {
     if (!text.ok()) return Fail(kVerb, text.status());
     spec.csv = std::move(text).value();
   }
+  if (IsBest(o.schedule)) return RunBest(flags, o, spec);
 
   auto sched = Build(o.schedule, spec);
   if (!sched.ok()) {
@@ -231,7 +296,7 @@ int RunSchedule(int argc, char** argv) {
 
   std::vector<int> stage_layers;
   if (flags.Given("layers") || flags.Given("stage-layers")) {
-    auto layers = StageLayers(flags, o, *sched);
+    auto layers = StageLayers(flags, o, sched->pp, sched->stage_to_rank);
     if (!layers.ok()) return Fail(kVerb, Flagged(layers.status()));
     stage_layers = std::move(layers).value();
     spec.costs.stage_fraction = s::StageFractions(std::vector<double>(stage_layers.begin(), stage_layers.end()), sched->pp);

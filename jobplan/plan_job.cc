@@ -1,6 +1,7 @@
 #include "jobplan/plan_job.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "jobplan/spec_validation.h"
 #include "jobplan/plan_convert.h"
 #include "jobplan/probe_placement.h"
+#include "schedules/best_schedule.h"
 #include "schedules/partition.h"
 #include "schedules/registry.h"
 #include "schedules/simulator.h"
@@ -21,10 +23,8 @@ namespace {
 
 // The schedule engine names its inputs as pipectl's flags ("microbatches: dualpipev needs ...",
 // "mem-limit (--mem-limit): ...", "cost-f: ..."); a JobSpec's user wrote spec.microbatches,
-// spec.memLimit, spec.costs.f. A message without a field of its own is about the schedule the
-// spec names (spec.csvSchedule for an imported one). The code is kept.
-Status AsSpecField(const Status& st, const v1::JobSpec& spec) {
-  if (st.ok()) return st;
+// spec.memLimit, spec.costs.f. Returns false for a message without a field of its own.
+bool RenameEngineField(std::string* message) {
   static const std::pair<const char*, const char*> kFields[] = {
       {"mem-limit (--mem-limit):", "spec.memLimit:"},
       {"mem-limit:", "spec.memLimit:"},
@@ -40,18 +40,26 @@ Status AsSpecField(const Status& st, const v1::JobSpec& spec) {
       {"csv:", "spec.csvSchedule:"},
       {"csv ", "spec.csvSchedule: "},
   };
-  const std::string& m = st.message();
   for (const auto& [engine, field] : kFields) {
-    if (m.rfind(engine, 0) == 0) {
-      return Status(st.code(), field + m.substr(std::string(engine).size()));
+    if (message->rfind(engine, 0) == 0) {
+      *message = field + message->substr(std::string(engine).size());
+      return true;
     }
   }
+  return false;
+}
+
+// An engine error about the spec's field; a message without a field of its own is about the
+// schedule the spec names (spec.csvSchedule for an imported one). The code is kept.
+Status AsSpecField(const Status& st, const v1::JobSpec& spec) {
+  if (st.ok()) return st;
+  std::string m = st.message();
+  if (RenameEngineField(&m)) return Status(st.code(), m);
   return Status(st.code(), (spec.schedule() == "csv" ? "spec.csvSchedule: " : "spec.schedule: ") + m);
 }
 
-}  // namespace
-
-Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
+// What every schedule of the spec is built with, but the layer placement.
+sch::ScheduleSpec EngineSpec(const v1::JobSpec& spec) {
   sch::ScheduleSpec ss;
   ss.pp = spec.pp();
   ss.vpp = spec.vpp();
@@ -62,6 +70,55 @@ Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
   ss.costs.comm = spec.costs().comm();
   ss.mem_limit = spec.mem_limit();
   ss.csv = spec.csv_schedule();
+  return ss;
+}
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+Result<v1::JobSpec> ResolveBestSchedule(const v1::JobSpec& spec) {
+  sch::BestSpec best;
+  best.spec = EngineSpec(spec);
+  best.spec.csv.clear();
+  const std::vector<int> rank_layers(spec.stage_layers().begin(), spec.stage_layers().end());
+  best.place_layers = [&](const std::vector<int>& stage_to_rank) {
+    return sch::PartitionLayers(spec.model().layers(), spec.pp(), stage_to_rank, rank_layers, kSpecPartitionFields);
+  };
+  auto chosen = sch::ChooseBestSchedule(best);
+  if (!chosen.ok()) return AsSpecField(chosen.status(), spec);
+  if (chosen->ranked.empty()) {
+    const std::string limit = spec.mem_limit() > 0 ? "spec.memLimit " + Num(spec.mem_limit())
+                                                   : "its own memory (spec.memLimit 0)";
+    std::string why;
+    for (const sch::BestRefusal& r : chosen->refused) {
+      std::string reason = r.reason;
+      RenameEngineField(&reason);
+      why += (why.empty() ? "" : "; ") + r.schedule + ": " + reason;
+    }
+    return FailedPrecondition("spec.schedule: \"best\" found no registered schedule for spec.pp " +
+                              std::to_string(spec.pp()) + ", spec.vpp " + std::to_string(spec.vpp()) +
+                              ", spec.microbatches " + std::to_string(spec.microbatches()) +
+                              " and spec.model.layers " + std::to_string(spec.model().layers()) + " within " + limit +
+                              ": " + why);
+  }
+  v1::JobSpec out = spec;
+  out.set_schedule(chosen->schedule.name);
+  out.set_vpp(chosen->schedule.vpp);
+  return out;
+}
+
+Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
+  if (IsBest(spec)) {
+    auto resolved = ResolveBestSchedule(spec);
+    if (!resolved.ok()) return resolved.status();
+    return PlanJob(*resolved);
+  }
+  sch::ScheduleSpec ss = EngineSpec(spec);
 
   // Placement first (it depends only on the schedule's shape), then the costs that follow the
   // layers, then the schedule, generated once with them (zb-auto's search runs once).

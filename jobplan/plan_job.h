@@ -10,7 +10,16 @@ namespace pipecoord::jobplan {
 // `spec` must have passed ValidateJobSpec and WithDefaults. Each rank's list is one step:
 // the schedule's actions with communication, then OPT (the optimizer step after gradient
 // accumulation). Errors from the schedule engine come back as INVALID_ARGUMENT.
+// Schedule "best" (WithDefaults has usually resolved it already) is resolved first.
 Result<v1::Plan> PlanJob(const v1::JobSpec& spec);
+
+// Schedule "best" for a validated spec (costs set): every registered schedule that accepts
+// spec.pp, spec.vpp (0: each schedule's own), spec.microbatches and the layers (model.layers,
+// stageLayers), built with the spec's costs as PlanJob would plan it, the shortest predicted
+// makespan within spec.memLimit (0: each schedule's own memory) wins
+// (schedules::ChooseBestSchedule). Returns the spec with schedule and vpp set to the winner's.
+// FAILED_PRECONDITION naming spec.schedule when none fits, with every schedule's reason.
+Result<v1::JobSpec> ResolveBestSchedule(const v1::JobSpec& spec);
 
 }  // namespace pipecoord::jobplan
 

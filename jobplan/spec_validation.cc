@@ -8,6 +8,7 @@
 #include <string>
 
 #include "jobplan/health_settings.h"
+#include "jobplan/plan_job.h"
 #include "schedules/partition.h"
 #include "schedules/registry.h"
 
@@ -102,9 +103,13 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
 
   const bool is_auto = IsAuto(s);
   const schedules::ScheduleInfo* sched = nullptr;
-  if (!is_auto) {
+  if (!is_auto && !IsBest(s)) {
     auto info = schedules::FindSchedule(s.schedule());
-    if (!info.ok()) return InvalidArgument("spec." + info.status().message() + ", or \"auto\" (the coordinator chooses)");
+    if (!info.ok()) {
+      return InvalidArgument("spec." + info.status().message() +
+                             ", \"auto\" (the coordinator chooses) or \"best\" (the registered schedule with the "
+                             "shortest predicted step within spec.memLimit)");
+    }
     sched = *info;
   }
   // Under "auto" a 0 leaves the degree to the coordinator.
@@ -196,6 +201,10 @@ v1::JobSpec WithDefaults(const v1::JobSpec& in) {
   if (s.vpp() == 0 && !IsAuto(s)) {
     auto info = schedules::FindSchedule(s.schedule());
     if (info.ok()) s.set_vpp((*info)->default_vpp);
+  }
+  if (IsBest(s)) {
+    auto resolved = ResolveBestSchedule(s);
+    if (resolved.ok()) s = std::move(resolved).value();
   }
   return s;
 }

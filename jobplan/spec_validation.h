@@ -4,6 +4,7 @@
 
 #include "common/status.h"
 #include "proto/job.pb.h"
+#include "schedules/best_schedule.h"
 #include "schedules/partition.h"
 
 namespace pipecoord::jobplan {
@@ -11,6 +12,9 @@ namespace pipecoord::jobplan {
 // schedule "auto": the coordinator chooses the strategy for the free workers (jobplan/auto_plan.h).
 inline constexpr char kAutoSchedule[] = "auto";
 inline bool IsAuto(const v1::JobSpec& spec) { return spec.schedule() == kAutoSchedule; }
+// schedule "best": the registered schedule with the shortest predicted step within spec.memLimit
+// (schedules/best_schedule.h); WithDefaults puts the winner in its place (ResolveBestSchedule).
+inline bool IsBest(const v1::JobSpec& spec) { return spec.schedule() == schedules::kBestSchedule; }
 
 // INVALID_ARGUMENT naming the field as the user wrote it (protobuf's JSON name under "spec.",
 // e.g. spec.learningRate, spec.stageLayers[1]) with the rule and the value, e.g.
@@ -25,7 +29,9 @@ inline const schedules::PartitionFields kSpecPartitionFields{"spec.stageLayers",
 
 // The spec with defaults applied (dp 0 -> 1, device "" -> "cpu", ffn_hidden 0 -> the SwiGLU
 // default, data_seed 0 -> model.seed, unset costs -> 1/1/1/0). Call after ValidateJobSpec.
-// Under schedule "auto" dp and vpp stay 0: they are the coordinator's to choose.
+// Under schedule "auto" dp and vpp stay 0: they are the coordinator's to choose. Schedule "best"
+// is resolved here (its winner and that schedule's vpp), so the spec the coordinator stores and
+// shows names the schedule that runs; when no schedule fits, "best" stays and PlanJob says why.
 v1::JobSpec WithDefaults(const v1::JobSpec& spec);
 
 }  // namespace pipecoord::jobplan

@@ -212,7 +212,9 @@ TEST(SpecValidationTest, GlobalBatchAndAuto) {
   s.set_csv_schedule("0F0");
   EXPECT_EQ(Error(s), "spec.csvSchedule: only allowed when spec.schedule is \"csv\"");
   s = TinySpec(2, "autox");
-  const std::string tail = "dualpipev, v-auto, csv), or \"auto\" (the coordinator chooses)";
+  const std::string tail =
+      "dualpipev, v-auto, csv), \"auto\" (the coordinator chooses) or \"best\" (the registered schedule with the "
+      "shortest predicted step within spec.memLimit)";
   EXPECT_EQ(Error(s).substr(Error(s).size() - tail.size()), tail) << Error(s);
 }
 

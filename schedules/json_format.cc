@@ -27,7 +27,7 @@ void IntArray(JsonWriter* w, const std::vector<int>& values) {
 }  // namespace
 
 std::string ScheduleToJson(const Schedule& s, const Simulation& sim,
-                           const std::vector<int>& stage_layers) {
+                           const std::vector<int>& stage_layers, std::string_view best_json) {
   JsonWriter w;
   w.BeginObject();
   w.Break("\n  ").Key("schedule").String(s.name);
@@ -46,6 +46,7 @@ std::string ScheduleToJson(const Schedule& s, const Simulation& sim,
   w.Break("\n  ").Key("peak_activations").BeginArray();
   for (const RankStats& st : sim.ranks) w.Number(st.peak_activations);
   w.EndArray();
+  if (!best_json.empty()) w.Break("\n  ").Key("best").Raw(best_json);
   w.Break("\n  ").Key("ranks").BeginArray();
   for (int r = 0; r < s.pp; ++r) {
     const bool have_stats = static_cast<size_t>(r) < sim.ranks.size();

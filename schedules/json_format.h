@@ -5,6 +5,7 @@
 //    "stage_layers": [4, 4],                       (only when the caller passes layer counts)
 //    "makespan": 9, "bubble_rate": 0.1666..., "rank_span_bubble_rate": 0.1666...,
 //    "peak_activations": [2, 1],                   (per rank)
+//    "best": {"measure": "makespan", ...},         (only for schedule best: best_schedule.h)
 //    "ranks": [{"rank": 0, "busy": 6, "idle": [[2, 3], [4, 5], [8, 9]],
 //               "jobs": [{"op": "F", "stage": 0, "mb": 0, "start": 0, "end": 1},
 //                        {"op": "SEND_F", "stage": 0, "mb": 0, "start": 1, "end": 1, "peer": 1},
@@ -18,6 +19,7 @@
 #define PIPECOORD_SCHEDULES_JSON_FORMAT_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schedules/schedule.h"
@@ -26,9 +28,10 @@
 namespace pipecoord::schedules {
 
 // The document above, ending in a newline. `sim` must come from Simulate(schedule, ...).
-// `stage_layers` (blocks per virtual stage), when not empty, is written as "stage_layers".
+// `stage_layers` (blocks per virtual stage), when not empty, is written as "stage_layers";
+// `best_json` (BestRankingToJson: how schedule best chose this one), when not empty, as "best".
 std::string ScheduleToJson(const Schedule& schedule, const Simulation& sim,
-                           const std::vector<int>& stage_layers = {});
+                           const std::vector<int>& stage_layers = {}, std::string_view best_json = {});
 
 }  // namespace pipecoord::schedules
 
