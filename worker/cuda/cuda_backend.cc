@@ -1,6 +1,7 @@
 #include "worker/cuda/cuda_backend.h"
 
 #ifndef PIPECOORD_CUDA_HOST_EMULATION
+#include "worker/transport/nccl_transport.h"
 #include "worker/transport/staged_transport.h"
 #endif
 
@@ -13,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "worker/model/model_config.h"
 #include "worker/model/stage_shard.h"
+#include "worker/transport/transport_choice.h"
 
 namespace pipecoord::worker::cuda {
 namespace {
@@ -145,23 +147,69 @@ Result<std::vector<DeviceSpan>> CudaBackend::ResolveMarks(int count, const std::
   return spans;
 }
 
-std::unique_ptr<Transport> CudaBackend::BoundaryTransport(Transport& host, std::string* how) {
+Result<nccl_wire::DeviceIdentity> CudaBackend::DeviceIdentity() const {
 #ifdef PIPECOORD_CUDA_HOST_EMULATION
-  // The tests' host stand-in keeps "device" tensors in host memory: the TCP transport carries them.
-  (void)host;
-  *how = "host emulation: boundary tensors are host memory";
-  return nullptr;
+  // The host double's devices: one "GPU" per index, on one host.
+  const int index = device_->index();
+  nccl_wire::DeviceIdentity id;
+  id.host = "host double";
+  id.pci_bus_id = "0000:" + std::to_string(index) + ":00.0";
+  id.uuid = std::string(16, static_cast<char>('A' + index % 26));
+  id.device = index;
+  return id;
 #else
-  // The workers of a one-GPU machine are separate processes sharing the device, where NCCL
-  // refuses two ranks (worker/transport/nccl_transport.h): the host path works everywhere.
-  // NcclTransport exists for ranks on distinct GPUs but the worker does not choose it yet.
-  *how = std::string("boundary tensors (") + kernels::ToString(BoundarySpec()) +
-         ") travel staged through pinned host memory over TCP (StagedTransport); the worker does not "
-         "choose the NCCL transport yet";
-  StagedTransportOptions options;
-  options.device_allocator = &device_->allocator();
-  options.compute_stream = device_->stream();
-  return std::make_unique<StagedTransport>(host, options);
+  return LocalDeviceIdentity(device_->index());
+#endif
+}
+
+Result<std::unique_ptr<Transport>> CudaBackend::BoundaryTransport(Transport& host,
+                                                                  const BoundaryTransportContext& context,
+                                                                  std::string* how) {
+  // Every rank publishes its card and reads everyone's, so all take the same path: a rank on
+  // NCCL would wait in Connect for a peer that staged.
+  RankCard card;
+  card.rank = context.rank;
+  card.peers = context.peers;
+  auto identity = DeviceIdentity();
+  if (identity.ok()) {
+    card.device = *identity;
+  } else {
+    card.problem = identity.status().ToString();
+  }
+  TransportChoice choice;
+  if (!context.rendezvous) {
+    choice.why = "no rendezvous to agree on a transport with the other ranks: boundary tensors staged through the host";
+  } else {
+    auto cards = ExchangeRankCards(card, context.world, context.session, context.rendezvous, context.timeout);
+    if (!cards.ok()) {
+      return Status(cards.status().code(), "exchanging transport cards with the other ranks: " + cards.status().message());
+    }
+    choice = ChooseTransport(*cards);
+  }
+  *how = choice.why + " (" + kernels::ToString(BoundarySpec()) + ")";
+#ifdef PIPECOORD_CUDA_HOST_EMULATION
+  // The host double keeps "device" tensors in host memory: its callers pass them themselves.
+  (void)host;
+  *how += "; host emulation: no transport built";
+  return std::unique_ptr<Transport>();
+#else
+  if (!choice.nccl) {
+    // Processes sharing one GPU (NCCL refuses them): pinned host memory over the TCP links.
+    StagedTransportOptions options;
+    options.device_allocator = &device_->allocator();
+    options.compute_stream = device_->stream();
+    return std::unique_ptr<Transport>(std::make_unique<StagedTransport>(host, options));
+  }
+  // Received tensors come from the pool, stream-ordered on the compute stream (the default
+  // recv_waits_for_compute).
+  auto nccl = NcclTransport::Create(device_->index(), device_->stream(), device_->allocator());
+  if (!nccl.ok()) return Status(nccl.status().code(), "NcclTransport::Create: " + nccl.status().message());
+  Status st = (*nccl)->Connect(context.rank, context.peers, context.session, context.rendezvous, context.timeout);
+  if (!st.ok()) {
+    (*nccl)->Shutdown();
+    return Status(st.code(), "NcclTransport::Connect: " + st.message());
+  }
+  return std::unique_ptr<Transport>(std::move(nccl).value());
 #endif
 }
 

@@ -5,7 +5,10 @@
 // Device-resident: what passes between stages is a device tensor of BoundarySpec(); nothing on
 // the data path is copied to the host except the step's loss (StepLoss). All work is queued on
 // the CudaDevice's one compute stream (compute_stream()); a transport that reads a returned
-// tensor on another stream must first wait for the work queued on this one.
+// tensor on another stream must first wait for the work queued on this one. Those tensors
+// travel by the transport the job's ranks choose together (BoundaryTransport): NCCL between
+// ranks on distinct GPUs, staged through pinned host memory when two ranks that exchange
+// tensors share one.
 //
 // Timed on the device (ComputeBackend's device timing): a mark is a pair of timing events
 // recorded on the compute stream around an action's launches; ResolveMarks synchronises the
@@ -46,6 +49,7 @@
 #include "worker/cuda/precision.h"
 #include "worker/daemon/compute_backend.h"
 #include "worker/model/synthetic_data.h"
+#include "worker/transport/nccl_wire.h"
 
 namespace pipecoord::worker::cuda {
 
@@ -60,8 +64,13 @@ struct CudaBackendOptions {
 class CudaBackend final : public ComputeBackend {
  public:
   kernels::TensorSpec BoundarySpec() const override;
-  // Device tensors staged through pinned host memory over the TCP transport (StagedTransport).
-  std::unique_ptr<Transport> BoundaryTransport(Transport& host, std::string* how) override;
+  // The job's choice (worker/transport/transport_choice.h), made with every other rank through
+  // context.rendezvous: NcclTransport (connected to context.peers) when no two ranks that
+  // exchange tensors share a GPU, else StagedTransport over `host` (pinned host memory over TCP);
+  // staged without a rendezvous. On the host double: the same exchange and choice over stand-in
+  // GPU identities (one per device index), and no transport (null: `host` carries its tensors).
+  Result<std::unique_ptr<Transport>> BoundaryTransport(Transport& host, const BoundaryTransportContext& context,
+                                                       std::string* how) override;
   Result<kernels::Tensor> Forward(int stage, int mb, int step, kernels::Tensor input) override;
   Result<kernels::Tensor> BackwardInput(int stage, int mb, kernels::Tensor grad_output) override;
   Status BackwardWeight(int stage, int mb) override;
@@ -98,6 +107,8 @@ class CudaBackend final : public ComputeBackend {
   CudaBackend(const v1::Assignment& a, model::SyntheticData data, Precision precision,
               std::shared_ptr<CudaDevice> device);
   Result<CudaStageModel*> Find(int stage);
+  // The GPU as NCCL tells GPUs apart (nccl_transport.h's LocalDeviceIdentity).
+  Result<nccl_wire::DeviceIdentity> DeviceIdentity() const;
   Status Deferred();  // takes the error kept by a call that could not return it
   Status UploadCheckpointViews();
   // Records mark `mark`'s begin or end event on the compute stream, creating events up to it.

@@ -5,6 +5,7 @@
 #ifndef PIPECOORD_WORKER_DAEMON_COMPUTE_BACKEND_H_
 #define PIPECOORD_WORKER_DAEMON_COMPUTE_BACKEND_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "common/status.h"
 #include "kernels/tensor.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/transport/rendezvous.h"
 #include "worker/transport/transport.h"
 
 namespace pipecoord::worker {
@@ -25,6 +27,22 @@ struct DeviceSpan {
   int64_t end_ns = 0;
 };
 
+// What a device backend needs to choose the transport its tensors travel by, the same way on
+// every rank of the job (worker/transport/transport_choice.h): filled by RankRun from the
+// assignment once the rank's TCP links are up.
+struct BoundaryTransportContext {
+  int rank = -1;   // this rank's global rank (dp_rank * pp + rank)
+  int world = 0;   // the job's ranks are 0 .. world - 1
+  // The global ranks this rank exchanges device tensors with: its pipeline neighbours on other
+  // ranks and, with dp > 1, its all-reduce ring neighbours.
+  std::vector<int> peers;
+  uint64_t session = 0;  // the job's session: rendezvous keys of an older attempt never match
+  // The job's rendezvous; empty when there is none (a backend then takes a path that needs none).
+  RendezvousFn rendezvous;
+  // Bounds the exchange with the other ranks and the connection of the chosen transport.
+  std::chrono::milliseconds timeout{30000};
+};
+
 class ComputeBackend {
  public:
   virtual ~ComputeBackend() = default;
@@ -33,12 +51,16 @@ class ComputeBackend {
   // the spec a receiver expects from its pipeline neighbour.
   virtual kernels::TensorSpec BoundarySpec() const = 0;
 
-  // The transport boundary tensors travel by, built over `host` (the rank's connected TCP
-  // transport, which carries host tensors). Null, the default: `host` itself. A device backend
-  // returns one that carries its tensors and says in `how` which path it took and why (the
-  // worker logs it).
-  virtual std::unique_ptr<Transport> BoundaryTransport(Transport& /*host*/, std::string* /*how*/) {
-    return nullptr;
+  // The transport boundary tensors (and device all-reduce chunks) travel by, built over `host`
+  // (the rank's connected TCP transport, which carries host tensors). Null, the default: `host`
+  // itself. A device backend returns one that carries its tensors, chosen with the other ranks
+  // through `context` (every rank of the job must call it: the choice is a collective), and says
+  // in `how` which path it took and why (the worker logs it). An error fails the rank: once the
+  // ranks agreed, no rank can fall back alone.
+  virtual Result<std::unique_ptr<Transport>> BoundaryTransport(Transport& /*host*/,
+                                                               const BoundaryTransportContext& /*context*/,
+                                                               std::string* /*how*/) {
+    return std::unique_ptr<Transport>();
   }
 
   // F of (stage, mb) at `step`. `input` is the previous stage's output (empty for the first

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "worker/daemon/coordinator_rendezvous.h"
 #include "worker/daemon/rank_run.h"
 #include "worker/transport/endpoint.h"
 
@@ -304,6 +305,14 @@ void Daemon::RunJob(HeldJob& job) {
   ropt.connect_timeout = options_.connect_timeout;
   ropt.clock_ns = [this] { return WallNs() + clock_.offset_ns(); };
   ropt.hooks = &hooks;
+  // The ranks agree on their transport (and NCCL's ids) through the coordinator; a cancel or a
+  // stop ends a wait there within a second.
+  CoordinatorRendezvousOptions rendezvous;
+  rendezvous.job_id = a.job_id();
+  rendezvous.worker_id = [this] { return WorkerId(); };
+  rendezvous.timeout = options_.connect_timeout;
+  rendezvous.stopped = [&job] { return job.cancelled(); };
+  ropt.rendezvous = CoordinatorRendezvous(stub_.get(), std::move(rendezvous));
   RankRun rank(a, std::move(ropt));  // its executor and checkpoint writer outlive the code below
   grpc::ClientContext tctx;
   v1::TelemetryAck ack;

@@ -8,6 +8,7 @@
 #include "jobplan/plan_job.h"
 #include "jobplan/spec_validation.h"
 #include "worker/daemon/rank_run.h"
+#include "worker/transport/local_rendezvous.h"
 #include "worker/transport/tcp_transport.h"
 
 namespace pipecoord::worker {
@@ -28,6 +29,8 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<vo
     endpoints.push_back((*t)->endpoint());
     transports.push_back(std::move(t).value());
   }
+  // The ranks' rendezvous (their transport choice on cuda), as the coordinator's for daemons.
+  LocalRendezvous rendezvous;
   LocalRunResult result;
   result.reports.resize(world);
   std::vector<Status> status(world);
@@ -49,6 +52,7 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<vo
       a.set_start_step(checkpoints.start_step);
       RankRunOptions options;
       options.checkpoint_dir = checkpoints.dir;
+      options.rendezvous = rendezvous.Fn();
       RankRun rank(a, std::move(options));
       RankRunCallbacks callbacks;
       callbacks.on_step = [&](StepReport&& r) {

@@ -1,5 +1,6 @@
-// LocalRun: a whole job in one process: one thread per global rank, TCP on loopback, the CPU
-// backend. What the pipelined-equivalence test and the pipeline benchmarks drive. Each rank runs
+// LocalRun: a whole job in one process: one thread per global rank, TCP on loopback, the
+// spec's backend (the CPU one unless spec.device says "cuda"), the ranks' rendezvous in memory
+// (LocalRendezvous). What the pipelined-equivalence test and the pipeline benchmarks drive. Each rank runs
 // through RankRun (rank_run.h), the path the worker daemons run across processes.
 #ifndef PIPECOORD_WORKER_DAEMON_LOCAL_RUN_H_
 #define PIPECOORD_WORKER_DAEMON_LOCAL_RUN_H_

@@ -1,7 +1,9 @@
 #include "worker/daemon/rank_run.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 
 #include "worker/daemon/backend_factory.h"
@@ -15,6 +17,24 @@ RankRun::RankRun(const v1::Assignment& assignment, RankRunOptions options)
 RankRun::~RankRun() = default;
 
 int RankRun::GlobalRank(const v1::Assignment& a) { return a.dp_rank() * a.spec().pp() + a.rank(); }
+
+std::vector<int> RankRun::TensorPeers(const v1::Assignment& a) {
+  const int pp = a.spec().pp(), dp = std::max(1, a.spec().dp());
+  const int stages = a.stage_to_rank_size();
+  std::set<int> peers;
+  for (int s = 0; s < stages; ++s) {
+    if (a.stage_to_rank(s) != a.rank()) continue;
+    for (int next : {s - 1, s + 1}) {
+      if (next >= 0 && next < stages && a.stage_to_rank(next) != a.rank()) {
+        peers.insert(a.dp_rank() * pp + a.stage_to_rank(next));
+      }
+    }
+  }
+  if (dp > 1) {
+    for (int d : {a.dp_rank() - 1, a.dp_rank() + 1}) peers.insert(((d + dp) % dp) * pp + a.rank());
+  }
+  return {peers.begin(), peers.end()};
+}
 
 Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callbacks) {
   const v1::Assignment& a = assignment_;
@@ -36,9 +56,21 @@ Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callb
     if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
   }
   PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, a.session(), options_.connect_timeout));
+  BoundaryTransportContext context;
+  context.rank = global;
+  context.world = a.spec().pp() * std::max(1, a.spec().dp());
+  context.peers = TensorPeers(a);
+  context.session = a.session();
+  context.rendezvous = options_.rendezvous;
+  context.timeout = options_.connect_timeout;
   std::string how;
-  boundary_ = backend_->BoundaryTransport(*link, &how);
+  auto boundary = backend_->BoundaryTransport(*link, context, &how);
   if (!how.empty()) std::fprintf(stderr, "worker: rank %d: %s\n", global, how.c_str());
+  if (!boundary.ok()) {
+    return Status(boundary.status().code(), "choosing the transport of boundary tensors: " + boundary.status().message());
+  }
+  boundary_ = std::move(boundary).value();
+  if (boundary_ != nullptr && callbacks.on_transport && !callbacks.on_transport(boundary_.get())) return stopped;
   ExecutorOptions eopt;
   eopt.clock_ns = options_.clock_ns;
   eopt.hooks = options_.hooks;

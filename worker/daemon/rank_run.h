@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "proto/worker.pb.h"
@@ -27,6 +28,7 @@
 #include "worker/daemon/compute_backend.h"
 #include "worker/daemon/executor.h"
 #include "worker/daemon/run_hooks.h"
+#include "worker/transport/rendezvous.h"
 #include "worker/transport/tcp_transport.h"
 
 namespace pipecoord::worker {
@@ -44,6 +46,11 @@ struct RankRunOptions {
   std::function<int64_t()> clock_ns;
   // Progress, probes and injected faults (HealthHooks). Null: none. Not owned; outlives Run.
   RunHooks* hooks = nullptr;
+  // The job's key-value rendezvous (a daemon's goes through the coordinator, an in-process run's
+  // stays in memory), through which the ranks of a device backend agree on the transport their
+  // tensors take (ComputeBackend::BoundaryTransport; bounded by connect_timeout). Empty: none;
+  // the CUDA backend then stages its tensors through the host.
+  RendezvousFn rendezvous;
 };
 
 // Gives the rank its transport once the backend and checkpoints are ready: listening (on the
@@ -56,6 +63,8 @@ using TransportSource = std::function<Result<TcpTransport*>(const v1::Assignment
 struct RankRunCallbacks {
   // The transport exists (listening, before Connect): the moment to make it reachable by a stop
   // from another thread (HeldJob::AttachTransport). Returning false stops the rank there.
+  // Called again, after Connect, with the backend's boundary transport when it built one (the
+  // one the executor then waits on; a staged one shuts the TCP one down with it).
   std::function<bool(Transport* transport)> on_transport;
   // Connected; the executor is about to run the first step. `checkpoints` is the job's writer (null
   // when it saves none), alive as long as the RankRun. The moment to attach the executor
@@ -75,13 +84,18 @@ class RankRun {
 
   // Builds the backend (MakeBackend), prepares the checkpoints (PrepareCheckpoints: resumes from
   // step start_step - 1 when start_step > 0), takes the transport from `source`, connects it to
-  // every peer of the assignment (session assignment.session()), and runs steps start_step ..
-  // spec.steps - 1. Returns the first error; FAILED_PRECONDITION "stopped before it ran" when a
+  // every peer of the assignment (session assignment.session()), asks the backend for its
+  // boundary transport (with the other ranks, through options.rendezvous), and runs steps
+  // start_step .. spec.steps - 1. Returns the first error; FAILED_PRECONDITION "stopped before it ran" when a
   // callback said stop. The transport is left open: the caller reports first, then shuts it down.
   Status Run(const TransportSource& source, const RankRunCallbacks& callbacks);
 
   // dp_rank * pp + rank: the rank's index among all members of the job.
   static int GlobalRank(const v1::Assignment& assignment);
+  // The global ranks this rank exchanges tensors with, ascending: the ranks of its replica holding
+  // a stage next to one of its own (stage_to_rank), and with dp > 1 its neighbours on the
+  // all-reduce ring (replicas dp_rank - 1 and dp_rank + 1, mod dp, same pipeline rank).
+  static std::vector<int> TensorPeers(const v1::Assignment& assignment);
 
  private:
   const v1::Assignment& assignment_;

@@ -196,7 +196,11 @@ std::string HostIdentity() {
   return std::string(name) + boot;
 }
 
-Result<wire::DeviceIdentity> LocalIdentity(int device) {
+}  // namespace
+
+Result<wire::DeviceIdentity> LocalDeviceIdentity(int device) {
+  auto devices = kernels::QueryDevices();  // "no CUDA device: ..." where there is none
+  if (!devices.ok()) return devices.status();
   wire::DeviceIdentity id;
   id.device = device;
   id.host = HostIdentity();
@@ -210,8 +214,6 @@ Result<wire::DeviceIdentity> LocalIdentity(int device) {
   id.pci_bus_id = bus;
   return id;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 
@@ -401,7 +403,7 @@ Status NcclTransport::Impl::Connect(int my_rank, const std::vector<int>& peers, 
 
 Status NcclTransport::Impl::ExchangeDevices(int my_rank, const std::vector<int>& peers, uint64_t session,
                                             const RendezvousFn& rendezvous, Clock::time_point deadline) {
-  auto identity = LocalIdentity(device_);
+  auto identity = LocalDeviceIdentity(device_);
   if (!identity.ok()) return identity.status();
   // Publish every card first, then read: no rank waits before it published.
   wire::PairCard card;

@@ -96,15 +96,20 @@
 
 #include "common/status.h"
 #include "kernels/tensor.h"
+#include "worker/transport/nccl_wire.h"
+#include "worker/transport/rendezvous.h"
 #include "worker/transport/transport.h"
 
 namespace pipecoord::worker {
 
-// The job's key-value rendezvous (the worker wires it to the coordinator's Rendezvous RPC).
-// rendezvous(key, value) with a non-empty value publishes it under key (its answer is not
-// used); with an empty value it waits until key has a value and returns it. The function
-// bounds its own waits; its errors fail Connect with their code.
-using RendezvousFn = std::function<Result<std::string>(const std::string& key, const std::string& value)>;
+// Connect takes the job's rendezvous (rendezvous.h's RendezvousFn; the worker wires it to the
+// coordinator's Rendezvous RPC); its errors fail Connect with their code.
+
+// The identity NCCL tells `device` by (this host, the GPU's UUID and PCI bus id): what Connect
+// publishes in its cards, and what the worker publishes to choose the job's transport
+// (transport_choice.h). UNAVAILABLE "no CUDA device: ..." without a GPU; INTERNAL naming the
+// CUDA call for other failures.
+Result<nccl_wire::DeviceIdentity> LocalDeviceIdentity(int device);
 
 struct NcclTransportOptions {
   // Whether a receive waits for the compute stream's work queued when its tensor was allocated.
