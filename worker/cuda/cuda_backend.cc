@@ -273,6 +273,24 @@ Result<kernels::Tensor> CudaBackend::BackwardFull(int s, int mb, kernels::Tensor
 
 std::vector<std::span<float>> CudaBackend::Gradients() { return {}; }
 
+DeviceFloatBuffer* CudaBackend::DeviceGradients() {
+  views_current_ = false;  // the all-reduce writes the device state
+  if (gradients_ == nullptr) {
+    std::vector<kernels::Tensor> grads;
+    for (auto& [k, m] : stages_) {
+      for (DeviceParameter& p : m->parameters()) grads.push_back(p.grad);  // handles: the same storage
+    }
+    auto buffer = DeviceTensorFloats::Create(device_.get(), std::move(grads));
+    if (!buffer.ok()) {
+      // The stage model makes every gradient f32 on this device: reported by the next call.
+      if (deferred_.ok()) deferred_ = Internal("DeviceGradients: " + buffer.status().message());
+      return nullptr;
+    }
+    gradients_ = std::move(buffer).value();
+  }
+  return gradients_.get();
+}
+
 Status CudaBackend::OptimizerStep(int) {
   PIPECOORD_RETURN_IF_ERROR(Deferred());
   views_current_ = false;
@@ -371,11 +389,6 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
   PIPECOORD_RETURN_IF_ERROR(config.Validate());
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
   for (const v1::StageShard& s : a.shards()) PIPECOORD_RETURN_IF_ERROR(model::ValidateShard(config, ShardOf(s)));
-  if (a.spec().dp() > 1) {
-    return Unimplemented("device cuda with dp " + std::to_string(a.spec().dp()) +
-                         ": the gradients live on the device and the data-parallel all-reduce needs a "
-                         "device collective in the transport, which does not exist yet");
-  }
   // JobSpec.precision ("" is fp32).
   auto parsed = ParsePrecision(a.spec().precision());
   if (!parsed.ok()) return Status(parsed.status().code(), "spec." + parsed.status().message());

@@ -20,9 +20,10 @@
 // on first use, the only timing-enabled events of the backend, and reused every step.
 //
 // Differences from the CPU backend a caller must know:
-// - Gradients() returns nothing: the gradients live on the device, and the executor's
-//   data-parallel all-reduce takes host spans. MakeCudaBackend therefore refuses dp > 1 until a
-//   device collective exists.
+// - Gradients() returns nothing: the gradients live on the device. DeviceGradients() gives them
+//   (every parameter's f32 gradient of every stage held, stages in order, parameters in model
+//   order: the same on every replica) to the executor's data-parallel all-reduce, which sums
+//   them on the device over the boundary transport (DeviceAllReduceSum, device_gradients.h).
 // - CheckpointState() copies every tensor to host buffers the backend owns (the same names as
 //   the CPU backend's, so checkpoints move between backends) and returns views of them. A
 //   restore writes into those views and then calls set_optimizer_steps (checkpointing.cc's
@@ -46,6 +47,7 @@
 #include "proto/worker.pb.h"
 #include "worker/cuda/cuda_device.h"
 #include "worker/cuda/cuda_stage_model.h"
+#include "worker/cuda/device_gradients.h"
 #include "worker/cuda/precision.h"
 #include "worker/daemon/compute_backend.h"
 #include "worker/model/synthetic_data.h"
@@ -76,6 +78,7 @@ class CudaBackend final : public ComputeBackend {
   Status BackwardWeight(int stage, int mb) override;
   Result<kernels::Tensor> BackwardFull(int stage, int mb, kernels::Tensor grad_output) override;
   std::vector<std::span<float>> Gradients() override;  // empty: see above
+  DeviceFloatBuffer* DeviceGradients() override;
   Status OptimizerStep(int step) override;
   bool StepLoss(double* loss) override;
   uint64_t memory_in_use_bytes() const override;    // the pool's allocated bytes
@@ -123,6 +126,7 @@ class CudaBackend final : public ComputeBackend {
   const int64_t mbs_size_, seq_, hidden_;
   const double lr_;
   std::map<int, std::unique_ptr<CudaStageModel>> stages_;
+  std::unique_ptr<DeviceTensorFloats> gradients_;  // DeviceGradients(), built on first use
   bool has_loss_ = false;
   Status deferred_;
   // CheckpointState's host copies, in its order: (device tensor, host buffer).
@@ -139,10 +143,10 @@ class CudaBackend final : public ComputeBackend {
   cudaEvent_t reference_ = nullptr;
 };
 
-// The CUDA backend for the assignment's shards. INVALID_ARGUMENT for a model or shard the CPU
-// backend would refuse too; UNIMPLEMENTED for dp > 1 (no device all-reduce yet); UNAVAILABLE
-// "no CUDA device: ..." where there is no GPU (checked after the spec, so spec errors show
-// everywhere); INTERNAL naming the CUDA call for other device failures.
+// The CUDA backend for the assignment's shards (any dp: replica d reads the step's micro-batches
+// d*m .. d*m + m - 1). INVALID_ARGUMENT for a model or shard the CPU backend would refuse too;
+// UNAVAILABLE "no CUDA device: ..." where there is no GPU (checked after the spec, so spec errors
+// show everywhere); INTERNAL naming the CUDA call for other device failures.
 Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& assignment,
                                                      const CudaBackendOptions& options = {});
 

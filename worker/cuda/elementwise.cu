@@ -47,6 +47,15 @@ Status AddInPlace(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStr
   return Add(acc, x, n, stream);
 }
 
+Status ScaleInPlace(float* x, float factor, int64_t n, cudaStream_t stream) {
+  constexpr const char* kFn = "ScaleInPlace";
+  PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "n", n, kMaxElements));
+  if (n == 0) return Status::Ok();
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "x", x));
+  ScaleInPlaceKernel<<<GridBlocks(n, kThreads), kThreads, 0, stream>>>(x, factor, n);
+  return LaunchStatus("ScaleInPlaceKernel");
+}
+
 Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream) {
   constexpr const char* kFn = "CastToBf16";
   PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "n", n, kMaxElements));

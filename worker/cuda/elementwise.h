@@ -1,6 +1,7 @@
 // The few elementwise steps the CUDA stage model needs besides kernels/cuda's layers: the
 // residual additions of a transformer block, the bf16 copies of fp32 master weights, and the
-// step's loss sum kept on the device.
+// step's loss sum kept on the device; and the data-parallel all-reduce's (device_gradients.h):
+// received chunks added into the gradients (AddInPlace), the mean taken (ScaleInPlace).
 //
 // All pointers are device pointers on the stream's device; work is queued on `stream`; an error
 // names the failed launch or argument. n = 0 queues nothing.
@@ -20,6 +21,10 @@ namespace pipecoord::worker::cuda {
 // as the CPU model's float addition. acc and x must not overlap.
 Status AddInPlace(float* acc, const float* x, int64_t n, cudaStream_t stream);
 Status AddInPlace(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStream_t stream);
+
+// x[i] = x[i] * factor, one f32 multiplication (the all-reduce's sum to mean, as the host
+// all-reduce's x * (1/dp)).
+Status ScaleInPlace(float* x, float factor, int64_t n, cudaStream_t stream);
 
 // out[i] = in[i] rounded to bf16 (nearest even): the compute copy of an fp32 master weight.
 Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream);

@@ -55,6 +55,14 @@ TEST(ElementwiseEmulatedTest, AddInPlaceAddsInFloatAndRoundsOnceToTheStorageType
   }
 }
 
+TEST(ElementwiseEmulatedTest, ScaleInPlaceMultipliesOnceInFloat) {
+  const std::vector<float> a = Random(4, kN, -300, 300);
+  std::vector<float> x = a;
+  const float factor = 1.0f / 3.0f;
+  em::Launch(kGrid, kBlock, [&] { ScaleInPlaceKernel(x.data(), factor, kN); });
+  for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(Bits(x[i]), Bits(a[i] * factor)) << i;
+}
+
 TEST(ElementwiseEmulatedTest, CastToBf16RoundsToNearestEvenAndWritesEveryElement) {
   std::vector<float> in = Random(3, kN, -100, 100);
   in[7] = 1.00390625f;  // exactly between two bf16 values: rounds to the even one (1.0)

@@ -27,6 +27,10 @@ __global__ void AddInPlaceKernel(T* __restrict__ acc, const T* __restrict__ x, i
   }
 }
 
+__global__ void ScaleInPlaceKernel(float* __restrict__ x, float factor, int64_t n) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) x[i] = x[i] * factor;
+}
+
 __global__ void CastToBf16Kernel(const float* __restrict__ in, __nv_bfloat16* __restrict__ out,
                                  int64_t n) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = __float2bfloat16_rn(in[i]);

@@ -11,9 +11,10 @@
 // which is CUDA-free) whose tensors say MemoryKind::kCuda, so the pool's accounting is the real
 // one. The stream is nullptr and every call runs at once.
 //
-// The CUDA runtime's event calls (CudaBackend's device timing) and error strings are stood in
-// too, at the bottom: an event completes when it is recorded (the stream runs every call at
-// once), stamped with the host's steady clock.
+// The CUDA runtime's event calls (CudaBackend's device timing), device-to-device copies (the
+// all-reduce's chunks, device_gradients.cc) and error strings are stood in too, at the bottom:
+// an event completes when it is recorded and a copy when it is queued (the stream runs every
+// call at once), events stamped with the host's steady clock.
 //
 // Link this file INSTEAD of //worker/cuda's and //kernels/cuda's libraries and cudart (it
 // defines their symbols); the gpu-tagged tests run the real ones on a GPU.
@@ -385,6 +386,10 @@ Status AddInPlace(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStr
   kernels::cuda::Out(a, acc);
   return Status::Ok();
 }
+Status ScaleInPlace(float* x, float factor, int64_t n, cudaStream_t) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * factor;
+  return Status::Ok();
+}
 Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t) {
   kernels::cuda::Out(std::vector<float>(in, in + n), out);
   return Status::Ok();
@@ -564,6 +569,14 @@ const char* cudaGetErrorName(cudaError_t error) {
 
 const char* cudaGetErrorString(cudaError_t error) {
   return error == cudaSuccess ? "no error" : "error injected by the host double";
+}
+
+// The stream runs every call at once: a copy is done when it returns (device memory is host memory).
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind, cudaStream_t) {
+  if (count > 0 && (dst == nullptr || src == nullptr)) return cudaErrorInvalidValue;
+  if (cudaError_t e = pipecoord::worker::cuda::host_double::Injected("cudaMemcpyAsync"); e != cudaSuccess) return e;
+  if (count > 0) std::memmove(dst, src, count);
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {

@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "kernels/tensor.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/transport/device_allreduce.h"
 #include "worker/transport/rendezvous.h"
 #include "worker/transport/transport.h"
 
@@ -74,8 +75,14 @@ class ComputeBackend {
   virtual Status BackwardWeight(int stage, int mb) = 0;
   // BW: B then W.
   virtual Result<kernels::Tensor> BackwardFull(int stage, int mb, kernels::Tensor grad_output) = 0;
-  // Every gradient buffer of every stage held, for the data-parallel all-reduce.
+  // Every gradient buffer of every stage held, for the data-parallel all-reduce (host memory).
   virtual std::vector<std::span<float>> Gradients() = 0;
+  // A backend whose gradients live on a device returns them here instead: every f32 gradient of
+  // every stage held as one buffer (the same order on every replica), which the executor's OPT
+  // sums over the replicas with DeviceAllReduceSum and scales to their mean, on the device, over
+  // the boundary transport. Null, the default: the gradients are Gradients()'s host spans. Owned
+  // by the backend, valid while it lives; the gradients it reaches are zeroed by OptimizerStep.
+  virtual DeviceFloatBuffer* DeviceGradients() { return nullptr; }
   // The optimizer step after all micro-batches (and the all-reduce), then gradients are zeroed.
   virtual Status OptimizerStep(int step) = 0;
   // Mean loss over this step's micro-batches; false if this rank holds no loss.

@@ -6,6 +6,7 @@
 
 #include "proto/op_kinds.h"
 #include "worker/transport/allreduce.h"
+#include "worker/transport/device_allreduce.h"
 
 namespace pipecoord::worker {
 namespace {
@@ -130,7 +131,14 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
       break;
     case v1::OPT: {
       if (on_device) PIPECOORD_RETURN_IF_ERROR(backend_->MarkBegin(mark));
-      if (dp_ > 1) {
+      if (dp_ > 1 && backend_->DeviceGradients() != nullptr) {
+        // The same ring on the device: chunks read out and added in by the backend's kernels.
+        std::vector<int> group;
+        for (int d = 0; d < dp_; ++d) group.push_back(d * pp_ + rank_);
+        DeviceFloatBuffer& grads = *backend_->DeviceGradients();
+        PIPECOORD_RETURN_IF_ERROR(DeviceAllReduceSum(*transport_, dp_rank_, group, step, grads, options_.recv_timeout));
+        PIPECOORD_RETURN_IF_ERROR(grads.Scale(1.0f / static_cast<float>(dp_)));
+      } else if (dp_ > 1) {
         // Gradients were accumulated over the step's micro-batches; one all-reduce now.
         std::vector<std::span<float>> grads = backend_->Gradients();
         size_t total = 0;
@@ -151,6 +159,14 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
       if (on_device) PIPECOORD_RETURN_IF_ERROR(backend_->MarkEnd(mark));
       break;
     }
+    case v1::OVERLAP_F_B:
+    case v1::UNSHARD:
+    case v1::RESHARD:
+    case v1::REDUCE_GRAD:
+      // PyTorch's newer actions travel on the wire (an imported CSV's) but no backend runs them;
+      // the coordinator refuses such plans (jobplan::CheckWorkersRun), so this is a bad plan.
+      return Unimplemented("action " + Describe(a) + ": this worker does not run " + v1::Op_Name(a.op()) +
+                           " (it runs F, B, W, BW, SEND/RECV, PROBE and OPT)");
     default:
       return InvalidArgument("unknown op " + std::to_string(a.op()));
   }

@@ -1,6 +1,8 @@
 // Executor: runs one rank's job list for every step of a job. Receives are posted early (the
 // transport buffers arrivals), so a compute action waits only for its own input; sends are
-// asynchronous.
+// asynchronous. With dp > 1, OPT first takes the mean of the replicas' gradients with a ring
+// all-reduce over the transport: on the host over Gradients()'s spans (allreduce.h), or on the
+// device when the backend's gradients live there (DeviceGradients, device_allreduce.h).
 //
 // Each action is timed for telemetry (v1::ActionTiming) on options.clock_ns. By the host clock:
 // a compute action from when its input is there to when its call returned, wait_ns how long

@@ -1,0 +1,118 @@
+#include "worker/cuda/device_gradients.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/cuda_check.h"
+#include "worker/cuda/elementwise.h"
+
+namespace pipecoord::worker::cuda {
+
+using kernels::cuda::CudaStatus;
+
+DeviceTensorFloats::DeviceTensorFloats(CudaDevice* device, std::vector<kernels::Tensor> tensors)
+    : device_(device), tensors_(std::move(tensors)) {
+  starts_.reserve(tensors_.size() + 1);
+  size_t at = 0;
+  for (const kernels::Tensor& t : tensors_) {
+    starts_.push_back(at);
+    at += static_cast<size_t>(t.numel());
+  }
+  starts_.push_back(at);
+}
+
+Result<std::unique_ptr<DeviceTensorFloats>> DeviceTensorFloats::Create(CudaDevice* device,
+                                                                        std::vector<kernels::Tensor> tensors) {
+  if (device == nullptr) return InvalidArgument("DeviceTensorFloats: no device");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const kernels::Tensor& t = tensors[i];
+    if (t.dtype() != kernels::DType::kF32 || t.memory() != kernels::MemoryKind::kCuda ||
+        t.device() != device->index()) {
+      return InvalidArgument("DeviceTensorFloats: tensor " + std::to_string(i) + " is " + kernels::ToString(t.spec()) +
+                             (t.on_host() ? " on the host" : " on cuda:" + std::to_string(t.device())) +
+                             ", expected f32 on cuda:" + std::to_string(device->index()));
+    }
+  }
+  return std::unique_ptr<DeviceTensorFloats>(new DeviceTensorFloats(device, std::move(tensors)));
+}
+
+Status DeviceTensorFloats::CheckRange(const char* what, size_t begin, size_t count) const {
+  if (begin <= size() && count <= size() - begin) return Status::Ok();
+  return InvalidArgument(std::string("DeviceTensorFloats::") + what + ": elements [" + std::to_string(begin) + ", " +
+                         std::to_string(begin + count) + ") are outside the buffer's " + std::to_string(size()));
+}
+
+Status DeviceTensorFloats::CheckChunk(const char* what, const kernels::Tensor& chunk) const {
+  if (chunk.dtype() == kernels::DType::kF32 && chunk.memory() == kernels::MemoryKind::kCuda &&
+      chunk.device() == device_->index()) {
+    return Status::Ok();
+  }
+  return InvalidArgument(std::string("DeviceTensorFloats::") + what + ": the chunk is " +
+                         kernels::ToString(chunk.spec()) +
+                         (chunk.on_host() ? " on the host" : " on cuda:" + std::to_string(chunk.device())) +
+                         ", expected f32 on cuda:" + std::to_string(device_->index()));
+}
+
+Status DeviceTensorFloats::ForEachPiece(size_t begin, size_t count,
+                                        const std::function<Status(float*, size_t, size_t)>& fn) {
+  const size_t end = begin + count;
+  // The first tensor whose elements reach past `begin`.
+  size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end() - 1, begin) - starts_.begin());
+  i = i == 0 ? 0 : i - 1;
+  for (; i < tensors_.size() && starts_[i] < end; ++i) {
+    const size_t from = std::max(begin, starts_[i]), to = std::min(end, starts_[i + 1]);
+    if (from >= to) continue;  // an empty tensor, or one before the range
+    float* elements = static_cast<float*>(tensors_[i].data()) + (from - starts_[i]);
+    PIPECOORD_RETURN_IF_ERROR(fn(elements, from - begin, to - from));
+  }
+  return Status::Ok();
+}
+
+Result<kernels::Tensor> DeviceTensorFloats::Read(size_t begin, size_t count) {
+  PIPECOORD_RETURN_IF_ERROR(CheckRange("Read", begin, count));
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  auto out = device_->Empty({kernels::DType::kF32, {static_cast<int64_t>(count)}});
+  if (!out.ok()) return out.status();
+  float* dst = static_cast<float*>(out->data());
+  PIPECOORD_RETURN_IF_ERROR(ForEachPiece(begin, count, [&](float* piece, size_t at, size_t n) {
+    return CudaStatus(cudaMemcpyAsync(dst + at, piece, n * sizeof(float), cudaMemcpyDeviceToDevice, device_->stream()),
+                      "cudaMemcpyAsync(gradient chunk, device to device, " + std::to_string(n * sizeof(float)) +
+                          " bytes)");
+  }));
+  return out;
+}
+
+Status DeviceTensorFloats::Add(size_t begin, const kernels::Tensor& chunk) {
+  PIPECOORD_RETURN_IF_ERROR(CheckChunk("Add", chunk));
+  const size_t count = static_cast<size_t>(chunk.numel());
+  PIPECOORD_RETURN_IF_ERROR(CheckRange("Add", begin, count));
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  const float* src = static_cast<const float*>(chunk.data());
+  return ForEachPiece(begin, count, [&](float* piece, size_t at, size_t n) {
+    return AddInPlace(piece, src + at, static_cast<int64_t>(n), device_->stream());
+  });
+}
+
+Status DeviceTensorFloats::Write(size_t begin, const kernels::Tensor& chunk) {
+  PIPECOORD_RETURN_IF_ERROR(CheckChunk("Write", chunk));
+  const size_t count = static_cast<size_t>(chunk.numel());
+  PIPECOORD_RETURN_IF_ERROR(CheckRange("Write", begin, count));
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  const float* src = static_cast<const float*>(chunk.data());
+  return ForEachPiece(begin, count, [&](float* piece, size_t at, size_t n) {
+    return CudaStatus(cudaMemcpyAsync(piece, src + at, n * sizeof(float), cudaMemcpyDeviceToDevice, device_->stream()),
+                      "cudaMemcpyAsync(received gradient chunk, device to device, " +
+                          std::to_string(n * sizeof(float)) + " bytes)");
+  });
+}
+
+Status DeviceTensorFloats::Scale(float factor) {
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  for (kernels::Tensor& t : tensors_) {
+    PIPECOORD_RETURN_IF_ERROR(ScaleInPlace(static_cast<float*>(t.data()), factor, t.numel(), device_->stream()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace pipecoord::worker::cuda
