@@ -6,7 +6,8 @@ source cli/cli_test_lib.sh
 # --- help -----------------------------------------------------------------------------------
 expect_ok help schedule --help
 for flag in --schedule --pp --vpp --microbatches --layers --stage-layers --cost-f --cost-b --cost-w \
-            --cost-comm --w-share --mem-limit --csv --format --out --help; do
+            --cost-comm --cost-unshard --cost-reshard --cost-reduce-grad --overlap --w-share --mem-limit \
+            --csv --format --out --help; do
   grep -qE -- "^ *(-h, )?$flag " "$TMP/help.out" || fail "schedule --help does not explain $flag"
 done
 expect_golden help
@@ -122,6 +123,20 @@ printf '0F0,0F1,,0I0,0W0,0I1,0W1\n,1F0,1I0,1F1,1I1,1W0,1W1\n' >"$TMP/zb.csv"
 expect_ok zb_text schedule --schedule csv --csv "$TMP/zb.csv" --pp 2 --microbatches 2
 expect_golden zb_text
 
+# PyTorch's newer actions: read, validated, simulated and written back cell for cell.
+printf '0UNSHARD,0F0,0F1,0B0,0B1,0REDUCE_GRAD,0RESHARD\n1UNSHARD,1F0,(1F1;1B0)OVERLAP_F_B,1B1,1REDUCE_GRAD,1RESHARD\n' \
+  >"$TMP/torch.csv"
+expect_ok torch_csv schedule --schedule csv --csv "$TMP/torch.csv" --format csv --out "$TMP/torch_back.csv"
+expect_ok torch_back schedule --schedule csv --csv "$TMP/torch_back.csv" --format csv
+cmp -s "$TMP/torch_back.csv" "$TMP/torch_back.out" || fail "PyTorch actions: export -> import -> export differs"
+grep -q "^1UNSHARD,1RECV_F0,1RECV_F1,1F0,(1F1;1B0)OVERLAP_F_B,1SEND_B0,1B1,1SEND_B1,1REDUCE_GRAD,1RESHARD$" \
+  "$TMP/torch_back.out" || fail "PyTorch actions: rank 1 exported as $(tail -1 "$TMP/torch_back.out")"
+expect_ok torch_json schedule --schedule csv --csv "$TMP/torch.csv" --overlap 1 --cost-reduce-grad 1 --format json
+check torch_json 'assert [j["op"] for j in d["ranks"][1]["jobs"]][:7] == ["UNSHARD", "RECV_F", "RECV_F", "F", "OVERLAP_F_B", "F", "BW"], d["ranks"][1]["jobs"]'
+printf '0F0,0OVERLAP_F_B1\n' >"$TMP/torch_bad.csv"
+expect_error torch_bad 2 "pipectl schedule: --csv \"$TMP/torch_bad.csv\": csv row 0 (rank 0), column 1 (\"0OVERLAP_F_B1\"): OVERLAP_F_B holds its two sub-actions: expected (<forward>;<backward>)OVERLAP_F_B, a forward then an I or B of this rank, e.g. \"(0F3;1B2)OVERLAP_F_B\"" \
+  schedule --schedule csv --csv "$TMP/torch_bad.csv"
+
 # --- errors: exit 2 and the exact message ---------------------------------------------------
 expect_error pp0 2 "pipectl schedule: --pp: must be >= 1, got 0" \
   schedule --schedule 1f1b --pp 0 --microbatches 2
@@ -154,7 +169,7 @@ expect_error nocsv 2 "pipectl schedule: --csv: required with --schedule csv (the
 expect_error missing_csv 2 "pipectl schedule: --csv: cannot open $TMP/none.csv: No such file or directory" \
   schedule --schedule csv --csv "$TMP/none.csv"
 printf '0F0,0X0\n' >"$TMP/bad.csv"
-expect_error bad_csv 2 "pipectl schedule: --csv \"$TMP/bad.csv\": csv row 0 (rank 0), column 1 (\"0X0\"): unknown op \"X\" (expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B, RECV_B, PROBE or OPT)" \
+expect_error bad_csv 2 "pipectl schedule: --csv \"$TMP/bad.csv\": csv row 0 (rank 0), column 1 (\"0X0\"): unknown op \"X\" (expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B, RECV_B, PROBE, OPT, OVERLAP_F_B, UNSHARD, RESHARD or REDUCE_GRAD)" \
   schedule --schedule csv --csv "$TMP/bad.csv"
 printf '0F0,0F1,0B0\n' >"$TMP/incomplete.csv"
 expect_error incomplete_csv 2 "pipectl schedule: --csv \"$TMP/incomplete.csv\": schedule csv is invalid: stage 0 micro-batch 1 has no B or BW" \

@@ -31,6 +31,7 @@ struct Options {
   int pp = 0, vpp = 0, microbatches = 0, layers = 0;
   std::vector<int> stage_layers;
   double cost_f = 1, cost_b = 1, cost_w = 1, cost_comm = 0, w_share = 0.5, mem_limit = 0;
+  double cost_unshard = 0, cost_reshard = 0, cost_reduce_grad = 0, overlap = 0;
 };
 
 std::string KnownNames() {
@@ -60,6 +61,15 @@ void Declare(FlagSet& f, Options& o) {
                                 "BW takes cost-b + cost-w)");
   f.Double("cost-w", &o.cost_w, "weight-gradient backward time, same units; default 1");
   f.Double("cost-comm", &o.cost_comm, "one point-to-point transfer between ranks, same units; default 0");
+  f.Double("cost-unshard", &o.cost_unshard, "UNSHARD (gathering a stage's FSDP-sharded parameters, in an "
+                                            "imported CSV) per rank's whole share, same units; holds the rank, "
+                                            "counts as idle; default 0");
+  f.Double("cost-reshard", &o.cost_reshard, "RESHARD (freeing them), the same way; default 0");
+  f.Double("cost-reduce-grad", &o.cost_reduce_grad, "REDUCE_GRAD (a stage's gradient reduction across replicas), "
+                                                    "the same way; default 0");
+  f.Double("overlap", &o.overlap, "OVERLAP_F_B (an imported CSV's overlapped forward and backward): the share of the "
+                                  "shorter half hidden under the longer, 0..1; the slot lasts F + B - overlap x "
+                                  "min(F, B); default 0: one after the other, as PyTorch's runtime runs them");
   f.Double("w-share", &o.w_share, "share of a stage's activations that B keeps alive until W, 0..1; "
                                   "default 0.5");
   f.Double("mem-limit", &o.mem_limit, "peak activations allowed per rank, in micro-batches of one "
@@ -68,7 +78,8 @@ void Declare(FlagSet& f, Options& o) {
                                       "default 0: the schedule's own");
   f.String("csv", &o.csv, "with --schedule csv: the PyTorch-format CSV file to import (I input-gradient "
                           "backward, B full backward, W weight gradient; a file with W and no I is "
-                          "read with B as the input gradient)");
+                          "read with B as the input gradient; PyTorch's (F;B)OVERLAP_F_B, UNSHARD, RESHARD "
+                          "and REDUCE_GRAD too)");
   f.Format(&o.format, {"text", "json", "csv", "perfetto"}, "output: text (a time grid per rank), json, csv (PyTorch format, with "
                                 "sends and receives) or perfetto (Chrome trace JSON, 1 time unit = "
                                 "1 ms); default text");
@@ -77,8 +88,10 @@ void Declare(FlagSet& f, Options& o) {
 
 // Names the flag in a library message: "pp: must be >= 1" -> "--pp: must be >= 1".
 std::string WithFlag(const std::string& message) {
-  static const char* const kFlags[] = {"schedule", "pp", "vpp", "microbatches", "layers", "stage-layers",
-                                       "cost-f", "cost-b", "cost-w", "cost-comm", "w-share", "mem-limit"};
+  static const char* const kFlags[] = {"schedule",     "pp",           "vpp",         "microbatches",
+                                       "layers",       "stage-layers", "cost-f",      "cost-b",
+                                       "cost-w",       "cost-comm",    "cost-unshard", "cost-reshard",
+                                       "cost-reduce-grad", "overlap",  "w-share",     "mem-limit"};
   for (const char* flag : kFlags) {
     const std::string prefix = std::string(flag) + ":";
     if (message.rfind(prefix, 0) == 0) return "--" + message;
@@ -162,7 +175,12 @@ std::string TextReport(const s::Schedule& sched, const s::Simulation& sim, const
                        const std::vector<int>& stage_layers, double mem_limit) {
   std::string out = s::ScheduleToTextGrid(sched, sim);
   out += "costs (time units, one rank's whole share): f=" + Num(c.f) + " b=" + Num(c.b) + " w=" + Num(c.w) +
-         " comm=" + Num(c.comm) + "\n";
+         " comm=" + Num(c.comm);
+  if (c.unshard > 0) out += " unshard=" + Num(c.unshard);
+  if (c.reshard > 0) out += " reshard=" + Num(c.reshard);
+  if (c.reduce_grad > 0) out += " reduce-grad=" + Num(c.reduce_grad);
+  if (c.overlap > 0) out += " overlap=" + Num(c.overlap);
+  out += "\n";
   out += "peak activations per rank (micro-batches of one rank's mean share):";
   for (size_t r = 0; r < sim.ranks.size(); ++r) out += (r == 0 ? " " : ", ") + Num(sim.ranks[r].peak_activations);
   out += "\n";
@@ -274,6 +292,10 @@ int RunSchedule(int argc, char** argv) {
   spec.costs.w = o.cost_w;
   spec.costs.comm = o.cost_comm;
   spec.costs.w_share = o.w_share;
+  spec.costs.unshard = o.cost_unshard;
+  spec.costs.reshard = o.cost_reshard;
+  spec.costs.reduce_grad = o.cost_reduce_grad;
+  spec.costs.overlap = o.overlap;
   if (o.schedule == "csv") {
     auto text = ReadInputFile("--csv", o.csv, kMaxCsvBytes);
     if (!text.ok()) return Fail(kVerb, text.status());

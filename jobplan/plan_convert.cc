@@ -1,6 +1,7 @@
 #include "jobplan/plan_convert.h"
 
 #include <algorithm>
+#include <string>
 
 namespace pipecoord::jobplan {
 
@@ -44,6 +45,20 @@ sch::Schedule PlanToSchedule(const v1::JobSpec& spec, const v1::Plan& plan) {
     for (const v1::Action& a : plan.ranks(r).actions()) s.ranks[r].push_back(FromProto(a));
   }
   return s;
+}
+
+Status CheckWorkersRun(const sch::Schedule& s) {
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    for (size_t i = 0; i < s.ranks[r].size(); ++i) {
+      const sch::Action& a = s.ranks[r][i];
+      if (a.op == sch::Op::kOverlapFB || sch::IsPerStage(a.op)) {
+        return InvalidArgument("rank " + std::to_string(r) + ", position " + std::to_string(i) + " (" + sch::ToString(a) +
+                               "): the workers do not run " + sch::OpName(a.op) +
+                               " (they run F, B, W, BW, SEND/RECV, PROBE and OPT)");
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace pipecoord::jobplan

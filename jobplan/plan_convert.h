@@ -4,6 +4,7 @@
 #ifndef PIPECOORD_JOBPLAN_PLAN_CONVERT_H_
 #define PIPECOORD_JOBPLAN_PLAN_CONVERT_H_
 
+#include "common/status.h"
 #include "proto/job.pb.h"
 #include "schedules/schedule.h"
 
@@ -18,6 +19,12 @@ void ScheduleToPlan(const schedules::Schedule& schedule, v1::Plan* plan);
 
 // The plan's job lists as a schedule named and shaped by `spec`, every action kept.
 schedules::Schedule PlanToSchedule(const v1::JobSpec& spec, const v1::Plan& plan);
+
+// What a worker's executor runs: F, B, W, BW, SEND/RECV, PROBE and OPT. PyTorch's OVERLAP_F_B,
+// UNSHARD, RESHARD and REDUCE_GRAD (an imported CSV's) are carried by ToProto and FromProto
+// like any op, but no plan may hold them: INVALID_ARGUMENT naming the first one's rank,
+// position and op (PlanJob refuses the job with it).
+Status CheckWorkersRun(const schedules::Schedule& schedule);
 
 }  // namespace pipecoord::jobplan
 

@@ -149,6 +149,7 @@ Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
 
   auto schedule = sch::BuildSchedule(spec.schedule(), ss);
   if (!schedule.ok()) return AsSpecField(schedule.status(), spec);
+  PIPECOORD_RETURN_IF_ERROR(AsSpecField(CheckWorkersRun(*schedule), spec));
   auto sim = sch::Simulate(*schedule, ss.costs);  // the one simulation of the plan
   if (!sim.ok()) return AsSpecField(InvalidArgument(sim.status().message()), spec);
 

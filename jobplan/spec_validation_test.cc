@@ -156,7 +156,7 @@ TEST(JobPlanTest, EngineErrorsNameTheSpecField) {
   s.set_csv_schedule("0F0,0X0\n");
   EXPECT_EQ(PlanJob(WithDefaults(s)).status().message(),
             "spec.csvSchedule: row 0 (rank 0), column 1 (\"0X0\"): unknown op \"X\" (expected F, I, B, W, BW, SEND_F, "
-            "RECV_F, SEND_B, RECV_B, PROBE or OPT)");
+            "RECV_F, SEND_B, RECV_B, PROBE, OPT, OVERLAP_F_B, UNSHARD, RESHARD or REDUCE_GRAD)");
   s.set_csv_schedule("0F0,0F1,0B0\n");
   s.set_pp(1);
   s.set_microbatches(2);

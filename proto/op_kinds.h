@@ -10,7 +10,8 @@
 namespace pipecoord::v1 {
 
 // F, B, W and BW: the actions that run the model's layers. Their time is a rank's busy time in
-// every bubble figure; SEND/RECV, PROBE and OPT (and OP_UNSPECIFIED) are not compute.
+// every bubble figure; SEND/RECV, PROBE, OPT, OVERLAP_F_B (its two halves are), UNSHARD, RESHARD,
+// REDUCE_GRAD (and OP_UNSPECIFIED) are not compute.
 constexpr bool IsCompute(Op op) { return op == F || op == B || op == W || op == BW; }
 
 }  // namespace pipecoord::v1

@@ -41,6 +41,14 @@ Result<Schedule> AddCommunication(const Schedule& in, const CostModel& costs) {
     return produced[(slot == kFwd ? 0 : 1) * static_cast<size_t>(stages) * mbs +
                     static_cast<size_t>(stage) * mbs + mb];
   };
+  // When each action's results leave its rank: its end, or for the two halves of an
+  // OVERLAP_F_B the slot's end (both are sent after the whole slot).
+  auto leaves = [&](int r, size_t i) {
+    const auto& list = in.ranks[r];
+    if (i >= 1 && list[i - 1].op == Op::kOverlapFB) return sim->timing[r][i + 1].end;
+    if (i >= 2 && list[i - 2].op == Op::kOverlapFB) return sim->timing[r][i].end;
+    return sim->timing[r][i].end;
+  };
   for (int r = 0; r < in.pp; ++r) {
     for (size_t i = 0; i < in.ranks[r].size(); ++i) {
       const Action& a = in.ranks[r][i];
@@ -48,7 +56,7 @@ Result<Schedule> AddCommunication(const Schedule& in, const CostModel& costs) {
       int n = Fills(a, filled);
       for (int k = 0; k < n; ++k) {
         if (filled[k] != kWeight) {
-          slot_key(filled[k], a.stage, a.mb) = Key{sim->timing[r][i].end, r, static_cast<int>(i)};
+          slot_key(filled[k], a.stage, a.mb) = Key{leaves(r, i), r, static_cast<int>(i)};
         }
       }
     }
@@ -75,16 +83,29 @@ Result<Schedule> AddCommunication(const Schedule& in, const CostModel& costs) {
     result.clear();
     result.reserve(list.size() + 2 * recvs.size());
     size_t next = 0;
-    for (size_t i = 0; i < list.size(); ++i) {
-      const Action& a = list[i];
-      const Key mine{sim->timing[r][i].end, r, static_cast<int>(i)};
-      while (next < recvs.size() && recvs[next].key < mine) result.push_back(recvs[next++].action);
-      result.push_back(a);
+    auto send_of = [&](const Action& a) {
       const int target = SendTarget(a, stages);
       if (target >= 0 && in.stage_to_rank[target] != r) {
         result.push_back(Action{a.op == Op::kF ? Op::kSendF : Op::kSendB, a.stage, a.mb,
                                 in.stage_to_rank[target]});
       }
+    };
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      // An OVERLAP_F_B slot is one unit: its receives before it, its two sends after it.
+      const bool slot = a.op == Op::kOverlapFB;
+      const size_t key_at = slot ? i + 1 : i;
+      const Key mine{leaves(r, key_at), r, static_cast<int>(key_at)};
+      while (next < recvs.size() && recvs[next].key < mine) result.push_back(recvs[next++].action);
+      if (slot) {
+        result.insert(result.end(), {a, list[i + 1], list[i + 2]});
+        send_of(list[i + 1]);
+        send_of(list[i + 2]);
+        i += 2;
+        continue;
+      }
+      result.push_back(a);
+      send_of(a);
     }
     while (next < recvs.size()) result.push_back(recvs[next++].action);
   }

@@ -13,8 +13,10 @@ namespace pipecoord::schedules {
 // transfers are ordered by the time the cost model says their producer ends (ties by rank and
 // position), and every rank meets its transfers in that one global order, so the result runs
 // even if every send blocks until its receive is posted. The cost model only shapes the order;
-// the result is valid for any real timing. Fails if `compute_only` already communicates or
-// cannot finish.
+// the result is valid for any real timing. An OVERLAP_F_B slot is one unit: the receives its two
+// halves need come before it and their sends after it (as PyTorch's _add_send_recv places them).
+// UNSHARD, RESHARD and REDUCE_GRAD stay where they are. Fails if `compute_only` already
+// communicates or cannot finish.
 Result<Schedule> AddCommunication(const Schedule& compute_only, const CostModel& costs);
 
 }  // namespace pipecoord::schedules

@@ -1,5 +1,6 @@
 #include "schedules/cost_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -27,6 +28,12 @@ Status ValidateCostModel(const CostModel& c, int pp, int num_stages) {
   PIPECOORD_RETURN_IF_ERROR(CheckNonNegative("cost-b", c.b));
   PIPECOORD_RETURN_IF_ERROR(CheckNonNegative("cost-w", c.w));
   PIPECOORD_RETURN_IF_ERROR(CheckNonNegative("cost-comm", c.comm));
+  PIPECOORD_RETURN_IF_ERROR(CheckNonNegative("cost-unshard", c.unshard));
+  PIPECOORD_RETURN_IF_ERROR(CheckNonNegative("cost-reshard", c.reshard));
+  PIPECOORD_RETURN_IF_ERROR(CheckNonNegative("cost-reduce-grad", c.reduce_grad));
+  if (!(c.overlap >= 0 && c.overlap <= 1)) {
+    return InvalidArgument("overlap: must be in [0, 1], got " + Num(c.overlap));
+  }
   if (c.f + c.b + c.w <= 0) return InvalidArgument("cost-f + cost-b + cost-w: must be > 0");
   if (!(c.w_share >= 0 && c.w_share <= 1)) {
     return InvalidArgument("w-share: must be in [0, 1], got " + Num(c.w_share));
@@ -59,8 +66,15 @@ double StageCosts::Duration(const Action& a) const {
     case Op::kB: return b[a.stage];
     case Op::kW: return w[a.stage];
     case Op::kBW: return b[a.stage] + w[a.stage];
+    case Op::kUnshard: return unshard[a.stage];
+    case Op::kReshard: return reshard[a.stage];
+    case Op::kReduceGrad: return reduce_grad[a.stage];
     default: return 0.0;
   }
+}
+
+double StageCosts::SlotDuration(double f_time, double b_time) const {
+  return f_time + b_time - overlap * std::min(f_time, b_time);
 }
 
 StageCosts ResolveCosts(const CostModel& c, const Schedule& s) {
@@ -70,8 +84,12 @@ StageCosts ResolveCosts(const CostModel& c, const Schedule& s) {
   r.b.resize(n);
   r.w.resize(n);
   r.activation.resize(n);
+  r.unshard.resize(n);
+  r.reshard.resize(n);
+  r.reduce_grad.resize(n);
   r.comm = c.comm;
   r.w_share = c.w_share;
+  r.overlap = c.overlap;
   for (int k = 0; k < n; ++k) {
     double frac = c.stage_fraction.empty() ? 1.0 / s.vpp : c.stage_fraction[k];
     double slow = c.rank_slowdown.empty() ? 1.0 : c.rank_slowdown[s.stage_to_rank[k]];
@@ -79,6 +97,9 @@ StageCosts ResolveCosts(const CostModel& c, const Schedule& s) {
     r.b[k] = c.b * frac * slow;
     r.w[k] = c.w * frac * slow;
     r.activation[k] = frac;
+    r.unshard[k] = c.unshard * frac;
+    r.reshard[k] = c.reshard * frac;
+    r.reduce_grad[k] = c.reduce_grad * frac;
   }
   return r;
 }

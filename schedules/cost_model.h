@@ -25,6 +25,16 @@ struct CostModel {
   std::vector<double> rank_slowdown;
   // Share of a stage's activations that B keeps alive until W (the rest B frees).
   double w_share = 0.5;
+  // PyTorch's non-compute actions, in the same units (one rank's whole share; a stage takes its
+  // fraction, as F does): each holds its rank that long, and counts as idle in every bubble
+  // figure (it runs no layer). 0: free, the default.
+  double unshard = 0.0;      // UNSHARD: gathering a stage's FSDP-sharded parameters
+  double reshard = 0.0;      // RESHARD: freeing them again
+  double reduce_grad = 0.0;  // REDUCE_GRAD: reducing a stage's gradients across replicas
+  // OVERLAP_F_B: how much of the shorter half hides under the longer one, 0..1. The slot lasts
+  // F + B - overlap x min(F, B): 0 (the default) is F + B, PyTorch's runtime running the two
+  // sub-actions one after the other; 1 is max(F, B), a perfect overlap as DualPipe aims for.
+  double overlap = 0.0;
 };
 
 // Checks a cost model against a schedule's shape; errors name the field and the rule.
@@ -34,10 +44,15 @@ Status ValidateCostModel(const CostModel& costs, int pp, int num_stages);
 struct StageCosts {
   std::vector<double> f, b, w;     // time of one micro-batch's F, B, W on that stage
   std::vector<double> activation;  // activation units one F on that stage adds
+  std::vector<double> unshard, reshard, reduce_grad;
   double comm = 0.0;
   double w_share = 0.5;
+  double overlap = 0.0;
 
-  double Duration(const Action& a) const;  // 0 for communication, probes and OPT
+  // 0 for communication, probes, OPT and OVERLAP_F_B (the slot it opens: SlotDuration).
+  double Duration(const Action& a) const;
+  // An OVERLAP_F_B slot whose forward half takes `f` and backward half `b`.
+  double SlotDuration(double f, double b) const;
 };
 
 StageCosts ResolveCosts(const CostModel& costs, const Schedule& schedule);

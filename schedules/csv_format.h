@@ -14,6 +14,13 @@
 // micro-batch: "0OPT"). A SEND/RECV's stage is its own rank's stage, as in PyTorch: SEND_F on
 // the producer, RECV_F on the consumer; the peer is not written and import infers it from the
 // placement. Cells may be wrapped in double quotes and surrounded by spaces.
+//
+// PyTorch's newer actions (torch/distributed/pipelining/schedules.py, _ComputationType and
+// _Action.__repr__): "1UNSHARD", "1RESHARD" and "1REDUCE_GRAD" name a stage and no micro-batch
+// (one written is refused); OVERLAP_F_B is written with its sub-actions,
+// "(0F3;1B2)OVERLAP_F_B": a forward, then a backward (I, or B under the rule above), which
+// import reads as three actions of the IR (Op::kOverlapFB with the F's stage and micro-batch,
+// the F, the backward) and export writes back as one cell. Other sub-action shapes are refused.
 #ifndef PIPECOORD_SCHEDULES_CSV_FORMAT_H_
 #define PIPECOORD_SCHEDULES_CSV_FORMAT_H_
 

@@ -315,7 +315,7 @@ TEST(CsvTest, CommunicationPeersComeFromThePlacement) {
 TEST(CsvErrorTest, CellsNameRowColumnAndText) {
   EXPECT_EQ(CsvError("0F0,,0X0\n"),
             "csv row 0 (rank 0), column 2 (\"0X0\"): unknown op \"X\" (expected F, I, B, W, BW, "
-            "SEND_F, RECV_F, SEND_B, RECV_B, PROBE or OPT)");
+            "SEND_F, RECV_F, SEND_B, RECV_B, PROBE, OPT, OVERLAP_F_B, UNSHARD, RESHARD or REDUCE_GRAD)");
   EXPECT_EQ(CsvError("0F0\n1F0,F1\n"),
             "csv row 1 (rank 1), column 1 (\"F1\"): expected <stage><op><micro-batch>, e.g. "
             "\"2F0\" or \"1SEND_B3\"");

@@ -12,7 +12,9 @@
 //                        ...]}, ...]}
 //
 // "op" is one of F, B (input-gradient backward), W, BW (full backward), SEND_F, RECV_F, SEND_B,
-// RECV_B, PROBE, OPT; "peer" appears on the four communication ops only. Times are in cost
+// RECV_B, PROBE, OPT, and for an imported PyTorch schedule OVERLAP_F_B (the start of the slot
+// the next two jobs share), UNSHARD, RESHARD, REDUCE_GRAD (mb -1); "peer" appears on the four
+// communication ops only. Times are in cost
 // units (see cost_model.h); peak activations in units of one micro-batch of a rank's whole
 // share. Numbers are printed in their shortest round-trip form; the text is deterministic.
 #ifndef PIPECOORD_SCHEDULES_JSON_FORMAT_H_

@@ -32,7 +32,8 @@ std::vector<double> PeakActivations(const Schedule& s, const StageCosts& c) {
 namespace {
 
 // The event simulation shared by both entry points: `duration(r, i)` is the time of rank r's
-// i-th action, `comm` the transfer time, `c` gives the activation sizes.
+// i-th action, `comm` the transfer time, `c` gives the activation sizes and the OVERLAP_F_B
+// slot's length. CheckShape has run: an OVERLAP_F_B is followed by its F and a B or BW.
 template <typename Duration>
 Result<Simulation> Run(const Schedule& s, const Duration& duration, double comm, const StageCosts& c) {
   const int stages = s.num_stages();
@@ -57,6 +58,27 @@ Result<Simulation> Run(const Schedule& s, const Duration& duration, double comm,
       work.push_back(r);
     }
   };
+  // Whether compute action `a` on rank r has its inputs; if so, moves *start past their arrival.
+  auto inputs_ready = [&](const Action& a, int r, double* start) {
+    SlotRef deps[2];
+    const int n = Producers(a, stages, deps);
+    for (int i = 0; i < n; ++i) {
+      double e = slot_end[deps[i].slot * plane + static_cast<size_t>(deps[i].stage) * mbs + a.mb];
+      if (e < 0) return false;
+      if (s.stage_to_rank[deps[i].stage] != r) e += comm;
+      *start = std::max(*start, e);
+    }
+    return true;
+  };
+  auto produce = [&](const Action& a, double end) {
+    Slot filled[2];
+    const int n = Fills(a, filled);
+    for (int i = 0; i < n; ++i) slot_end[filled[i] * plane + static_cast<size_t>(a.stage) * mbs + a.mb] = end;
+    if (n > 0) {  // the consumers' ranks may be waiting for this
+      wake(a.stage + 1);
+      wake(a.stage - 1);
+    }
+  };
 
   while (!work.empty()) {
     const int r = work.back();
@@ -64,35 +86,32 @@ Result<Simulation> Run(const Schedule& s, const Duration& duration, double comm,
     queued[r] = 0;
     const auto& list = s.ranks[r];
     while (pos[r] < list.size()) {
-      const Action& a = list[pos[r]];
+      const size_t i = pos[r];
+      const Action& a = list[i];
       double start = clock[r];
-      bool ready = true;
-      if (IsCompute(a.op)) {
-        SlotRef deps[2];
-        int n = Producers(a, stages, deps);
-        for (int i = 0; i < n && ready; ++i) {
-          double e = slot_end[deps[i].slot * plane + static_cast<size_t>(deps[i].stage) * mbs + a.mb];
-          if (e < 0) {
-            ready = false;
-          } else {
-            if (s.stage_to_rank[deps[i].stage] != r) e += comm;
-            start = std::max(start, e);
-          }
-        }
+      if (a.op == Op::kOverlapFB) {
+        // One slot: both halves start together once both have their inputs, and both results
+        // are there when the slot ends (PyTorch sends them after the whole action). The slot is
+        // shown split in proportion to the halves, so busy time and idle windows stay exact.
+        const Action &fa = list[i + 1], &ba = list[i + 2];
+        if (!inputs_ready(fa, r, &start) || !inputs_ready(ba, r, &start)) break;
+        const double tf = duration(r, i + 1), tb = duration(r, i + 2);
+        const double end = start + duration(r, i) + c.SlotDuration(tf, tb);
+        const double split = tf + tb > 0 ? start + (end - start) * tf / (tf + tb) : start;
+        sim.timing[r][i] = {start, start};
+        sim.timing[r][i + 1] = {start, split};
+        sim.timing[r][i + 2] = {split, end};
+        clock[r] = end;
+        produce(fa, end);
+        produce(ba, end);
+        pos[r] += 3;
+        continue;
       }
-      if (!ready) break;  // woken again when the missing result is produced
-      const double end = start + duration(r, pos[r]);
-      sim.timing[r][pos[r]] = {start, end};
+      if (IsCompute(a.op) && !inputs_ready(a, r, &start)) break;  // woken again when it is produced
+      const double end = start + duration(r, i);
+      sim.timing[r][i] = {start, end};
       clock[r] = end;
-      Slot filled[2];
-      int n = Fills(a, filled);
-      for (int i = 0; i < n; ++i) {
-        slot_end[filled[i] * plane + static_cast<size_t>(a.stage) * mbs + a.mb] = end;
-      }
-      if (n > 0) {  // the consumers' ranks may be waiting for this
-        wake(a.stage + 1);
-        wake(a.stage - 1);
-      }
+      produce(a, end);
       ++pos[r];
     }
   }

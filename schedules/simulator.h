@@ -3,7 +3,13 @@
 // Each rank runs its list in order; a compute action starts when the rank is free and its
 // inputs are there. Communication is asynchronous: sends and receives are posted early, so a
 // transfer between ranks adds `comm` after its producer ends and occupies neither rank.
-// SEND/RECV/PROBE/OPT take no time here.
+// SEND/RECV/PROBE/OPT take no time here. UNSHARD, RESHARD and REDUCE_GRAD hold their rank for
+// the cost model's unshard/reshard/reduce_grad (0 by default) and are not compute: their time
+// is idle in the bubble figures. An OVERLAP_F_B and the F and B (or BW) after it are one slot:
+// it starts when the rank is free and both halves' inputs are there, lasts
+// CostModel::overlap's F + B - overlap x min(F, B), and both results are ready at its end; the
+// two halves' timings split the slot in proportion to their costs (the OVERLAP_F_B itself gets
+// an empty interval at the slot's start).
 #ifndef PIPECOORD_SCHEDULES_SIMULATOR_H_
 #define PIPECOORD_SCHEDULES_SIMULATOR_H_
 
@@ -53,7 +59,8 @@ struct ActionDurations {
 
 // As Simulate, with the durations given. INVALID_ARGUMENT when `durations` does not have one
 // finite value >= 0 per action (naming the rank and position) or comm is not one.
-// Peak activations count 1/v per F, as an unset CostModel.
+// Peak activations count 1/v per F, as an unset CostModel. An OVERLAP_F_B slot lasts its own
+// duration plus its two halves' (overlap 0).
 Result<Simulation> SimulateDurations(const Schedule& schedule, const ActionDurations& durations);
 
 // Peak live activations of each rank walking its list in order (no timing needed).

@@ -32,7 +32,8 @@ std::string ScheduleToTrace(const Schedule& s, const Simulation& sim) {
       ev.tid = r;
       ev.ts_us = t.start * kMicrosPerUnit;
       ev.dur_us = (t.end - t.start) * kMicrosPerUnit;
-      ev.instant = IsComm(a.op);  // communication takes no time in the simulation
+      // Communication takes no time in the simulation; an OVERLAP_F_B only marks its slot's start.
+      ev.instant = IsComm(a.op) || a.op == Op::kOverlapFB;
       trace.Action(ev);
     }
     if (static_cast<size_t>(r) < sim.ranks.size()) {

@@ -44,6 +44,9 @@ class Checker {
     PIPECOORD_RETURN_IF_ERROR(IndexComputeActions());
     PIPECOORD_RETURN_IF_ERROR(CheckComplete());
     PIPECOORD_RETURN_IF_ERROR(CheckSameRankOrder());
+    PIPECOORD_RETURN_IF_ERROR(CheckOverlaps());
+    PIPECOORD_RETURN_IF_ERROR(CheckReduceGrad());
+    PIPECOORD_RETURN_IF_ERROR(CheckSharding());
     if (s_.HasCommunication()) {
       PIPECOORD_RETURN_IF_ERROR(CheckCommunication());
       return CheckRendezvous();
@@ -62,11 +65,12 @@ class Checker {
       const auto& list = s_.ranks[r];
       for (size_t i = 0; i < list.size(); ++i) {
         const Action& a = list[i];
-        if (!IsCompute(a.op)) continue;
+        if (!IsCompute(a.op) && !IsPerStage(a.op)) continue;
         if (s_.stage_to_rank[a.stage] != r) {
           return InvalidArgument(Where(r, i, a) + ": stage " + std::to_string(a.stage) +
                                  " is placed on rank " + std::to_string(s_.stage_to_rank[a.stage]));
         }
+        if (!IsCompute(a.op)) continue;
         std::vector<Place>& table = a.op == Op::kF ? f_ : a.op == Op::kB ? b_ : a.op == Op::kW ? w_ : bw_;
         Place& p = table[Index(a.stage, a.mb)];
         if (p.rank >= 0) {
@@ -119,6 +123,123 @@ class Checker {
                                    ToString(s_.ranks[r][p.pos]) + " it needs, at position " +
                                    std::to_string(p.pos));
           }
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // The two halves of an OVERLAP_F_B start together: the backward half cannot be the one that
+  // needs the forward half (B(s, m) needs F(s, m)); longer chains through other ranks or stages
+  // are cycles the deadlock checks find.
+  Status CheckOverlaps() const {
+    for (int r = 0; r < s_.pp; ++r) {
+      const auto& list = s_.ranks[r];
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (list[i].op != Op::kOverlapFB) continue;
+        const Action &f = list[i + 1], &b = list[i + 2];  // CheckShape placed them
+        if (f.stage == b.stage && f.mb == b.mb) {
+          return InvalidArgument(Where(r, i, list[i]) + ": its backward half " + ToString(b) + " needs its forward half " +
+                                 ToString(f) + ", and the two run at once");
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // REDUCE_GRAD (PyTorch's _add_reduce_grad): once per stage, after the stage's last weight
+  // gradient (W or BW) on its rank, and then on every stage: a replica that reduces some stages'
+  // gradients and not others' trains on unreduced ones.
+  Status CheckReduceGrad() const {
+    std::vector<Place> reduce(stages_);
+    Place first;
+    for (int r = 0; r < s_.pp; ++r) {
+      const auto& list = s_.ranks[r];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
+        if (a.op != Op::kReduceGrad) continue;
+        Place& p = reduce[a.stage];
+        if (p.rank >= 0) {
+          return InvalidArgument(Where(r, i, a) + ": a second REDUCE_GRAD of stage " + std::to_string(a.stage) +
+                                 " (the first is at " + Where(p.rank, p.pos, s_.ranks[p.rank][p.pos]) +
+                                 "); a stage's gradients are reduced once, after its last W");
+        }
+        p = {r, static_cast<int>(i)};
+        if (first.rank < 0) first = p;
+        Place last;  // the stage's last weight gradient: the latest W or BW of any micro-batch
+        for (int mb = 0; mb < mbs_; ++mb) {
+          const Place w = Producer(kWeight, a.stage, mb);
+          if (w.pos > last.pos) last = w;
+        }
+        if (last.pos > p.pos) {
+          return InvalidArgument(Where(r, i, a) + ": runs before " + ToString(list[last.pos]) +
+                                 ", the last weight gradient of stage " + std::to_string(a.stage) + ", at position " +
+                                 std::to_string(last.pos) + "; REDUCE_GRAD comes after a stage's last W");
+        }
+      }
+    }
+    if (first.rank < 0) return Status::Ok();
+    for (int st = 0; st < stages_; ++st) {
+      if (reduce[st].rank < 0) {
+        return InvalidArgument("stage " + std::to_string(st) + " has no REDUCE_GRAD, but stage " +
+                               std::to_string(s_.ranks[first.rank][first.pos].stage) + " has one at " +
+                               Where(first.rank, first.pos, s_.ranks[first.rank][first.pos]) +
+                               "; with REDUCE_GRAD every stage reduces its gradients once, after its last W");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // UNSHARD / RESHARD (PyTorch's FSDP lowering, _add_unshard_reshard and the runtime's checks),
+  // for each stage that has either: they alternate on the stage's rank starting with UNSHARD,
+  // every compute action of the stage runs between an UNSHARD and its RESHARD, a RESHARD follows
+  // at least one compute since its UNSHARD (the runtime waits for the gather at the first
+  // compute), and the stage ends resharded. A stage with neither is not sharded.
+  Status CheckSharding() const {
+    std::vector<char> sharded_stage(stages_, 0);
+    for (const auto& list : s_.ranks) {
+      for (const Action& a : list) {
+        if (a.op == Op::kUnshard || a.op == Op::kReshard) sharded_stage[a.stage] = 1;
+      }
+    }
+    for (int r = 0; r < s_.pp; ++r) {
+      const auto& list = s_.ranks[r];
+      std::vector<int> unsharded_at(stages_, -1);  // position of the open UNSHARD, -1: sharded
+      std::vector<char> computed(stages_, 0);      // a compute since that UNSHARD
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
+        if (a.op == Op::kUnshard) {
+          if (unsharded_at[a.stage] >= 0) {
+            return InvalidArgument(Where(r, i, a) + ": a second UNSHARD of stage " + std::to_string(a.stage) +
+                                   ", unsharded since position " + std::to_string(unsharded_at[a.stage]) +
+                                   " with no RESHARD between");
+          }
+          unsharded_at[a.stage] = static_cast<int>(i);
+          computed[a.stage] = 0;
+        } else if (a.op == Op::kReshard) {
+          if (unsharded_at[a.stage] < 0) {
+            return InvalidArgument(Where(r, i, a) + ": RESHARD of stage " + std::to_string(a.stage) +
+                                   ", which no UNSHARD before it gathered");
+          }
+          if (!computed[a.stage]) {
+            return InvalidArgument(Where(r, i, a) + ": RESHARD of stage " + std::to_string(a.stage) +
+                                   " with no compute of the stage since its UNSHARD at position " +
+                                   std::to_string(unsharded_at[a.stage]) +
+                                   " (the gather is waited for at the stage's first compute)");
+          }
+          unsharded_at[a.stage] = -1;
+        } else if (IsCompute(a.op) && sharded_stage[a.stage]) {
+          if (unsharded_at[a.stage] < 0) {
+            return InvalidArgument(Where(r, i, a) + ": runs while stage " + std::to_string(a.stage) +
+                                   " is sharded; an UNSHARD of the stage must come before it (and its RESHARD after)");
+          }
+          computed[a.stage] = 1;
+        }
+      }
+      for (int st = 0; st < stages_; ++st) {
+        if (unsharded_at[st] >= 0) {
+          return InvalidArgument(Where(r, unsharded_at[st], list[unsharded_at[st]]) + ": stage " + std::to_string(st) +
+                                 " is left unsharded, no RESHARD after this UNSHARD");
         }
       }
     }
@@ -267,8 +388,23 @@ Status CheckShape(const Schedule& s) {
       if (a.stage < 0 || a.stage >= s.num_stages()) {
         return InvalidArgument(Where(r, i, a) + ": stage must be in 0.." + std::to_string(s.num_stages() - 1));
       }
-      if (a.op != Op::kOpt && (a.mb < 0 || a.mb >= s.microbatches)) {
+      if (TakesMicroBatch(a.op) && (a.mb < 0 || a.mb >= s.microbatches)) {
         return InvalidArgument(Where(r, i, a) + ": micro-batch must be in 0.." + std::to_string(s.microbatches - 1));
+      }
+      if (IsPerStage(a.op) && a.mb != -1) {
+        return InvalidArgument(Where(r, i, a) + ": " + OpName(a.op) + " takes no micro-batch (mb -1), got " +
+                               std::to_string(a.mb));
+      }
+      if (a.op == Op::kOverlapFB) {
+        const auto& list = s.ranks[r];
+        const bool f_next = i + 1 < list.size() && list[i + 1].op == Op::kF && list[i + 1].stage == a.stage &&
+                            list[i + 1].mb == a.mb;
+        const bool b_after = i + 2 < list.size() && (list[i + 2].op == Op::kB || list[i + 2].op == Op::kBW);
+        if (!f_next || !b_after) {
+          return InvalidArgument(Where(r, i, a) + ": OVERLAP_F_B must be followed by the F it overlaps (" +
+                                 ToString(Action{Op::kF, a.stage, a.mb, -1}) +
+                                 ") and then the B or BW that runs with it, nothing in between");
+        }
       }
       if (IsComm(a.op) && (a.peer < 0 || a.peer >= s.pp || a.peer == r)) {
         return InvalidArgument(Where(r, i, a) + ": peer must be another rank in 0.." +
