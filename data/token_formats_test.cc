@@ -51,7 +51,8 @@ TEST(TokenStream, DecodesEveryDtypeLittleEndianAndSignExtends) {
 }
 
 TEST(TokenStream, CopiesARangeAsInt32) {
-  for (TokenDtype dtype : {TokenDtype::kUint16, TokenDtype::kInt32, TokenDtype::kUint8, TokenDtype::kInt64}) {
+  for (TokenDtype dtype : {TokenDtype::kUint16, TokenDtype::kInt32, TokenDtype::kUint32, TokenDtype::kUint8,
+                           TokenDtype::kInt16, TokenDtype::kInt64}) {
     std::vector<uint64_t> ids;
     for (uint64_t i = 0; i < 20; ++i) ids.push_back((i * 13 + 5) % 200);
     const std::string bytes = Packed(ids, TokenDtypeSize(dtype));
@@ -68,6 +69,10 @@ TEST(TokenStream, CheckTokenIdsNamesTheFileTheIdAndItsOffset) {
   EXPECT_TRUE(CheckTokenIds(s, 257, "d/train.bin", "x").ok());
   EXPECT_EQ(CheckTokenIds(s, 256, "d/train.bin", "d/train.json's vocab_size").message(),
             "d/train.bin: token 256 at offset 2 (byte 4) is >= the vocabulary size 256 (d/train.json's vocab_size)");
+  const std::string big = Packed({5, 0xFFFFFFFF}, 4);
+  EXPECT_EQ(CheckTokenIds(TokenStream(Bytes(big), TokenDtype::kUint32), int64_t{1} << 31, "u.bin", "v").message(),
+            "u.bin: token 4294967295 at offset 1 (byte 4) is >= the vocabulary size 2147483648 (v)");
+  EXPECT_TRUE(CheckTokenIds(TokenStream(Bytes(big), TokenDtype::kUint8), 256, "u.bin", "v").ok());
   const std::string neg = Packed({1, 0xFFFFFFFD}, 4);
   EXPECT_EQ(CheckTokenIds(TokenStream(Bytes(neg), TokenDtype::kInt32), 10, "c.bin", "v").message(),
             "c.bin: token -3 at offset 1 (byte 4) is negative");

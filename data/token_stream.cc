@@ -54,6 +54,11 @@ void TokenStream::CopyTo(uint64_t begin, std::span<int32_t> out) const {
     for (size_t i = 0; i < out.size(); ++i, p += 2) out[i] = static_cast<int32_t>(p[0] | (p[1] << 8));
     return;
   }
+  if (dtype_ == TokenDtype::kInt32 || dtype_ == TokenDtype::kUint32) {  // Megatron-LM's large vocabularies
+    const uint8_t* p = data_ + 4 * begin;
+    for (size_t i = 0; i < out.size(); ++i, p += 4) out[i] = LoadI32(p);
+    return;
+  }
   for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int32_t>(At(begin + i));
 }
 
@@ -62,6 +67,15 @@ std::optional<uint64_t> TokenStream::FirstOutside(int64_t vocab_size) const {
     if (vocab_size >= 65536) return std::nullopt;
     for (uint64_t i = 0; i < size_; ++i) {
       if (static_cast<int64_t>(LoadU16(data_ + 2 * i)) >= vocab_size) return i;
+    }
+    return std::nullopt;
+  }
+  if (dtype_ == TokenDtype::kInt32 || dtype_ == TokenDtype::kUint32) {
+    const bool is_signed = dtype_ == TokenDtype::kInt32;
+    for (uint64_t i = 0; i < size_; ++i) {
+      const uint32_t raw = LoadU32(data_ + 4 * i);
+      const int64_t id = is_signed ? static_cast<int64_t>(static_cast<int32_t>(raw)) : static_cast<int64_t>(raw);
+      if (id < 0 || id >= vocab_size) return i;
     }
     return std::nullopt;
   }
