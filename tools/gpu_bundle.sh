@@ -26,6 +26,8 @@ GPU_TESTS=(  # GoogleTest binaries; run_gpu_checks.sh runs each and reports PASS
   //worker/cuda:make_backend_test
   //worker/cuda:cuda_backend_timing_test
   //worker/cuda:memory_budget_cuda_test
+  //worker/cuda:cuda_transport_choice_test
+  //worker/cuda:cuda_data_parallel_test
   //worker/transport:staged_transport_gpu_test
   //worker/transport:nccl_transport_test
 )
@@ -41,8 +43,6 @@ TOOLS=(  # run_gpu_checks.sh uses all four (device query, end-to-end run)
   //cli:pipectl
 )
 PLANNED=(  # issue 15's checks that do not exist yet: reported as SKIP "not built yet", never PASS
-  "e2e_cuda_dp2|data parallel on cuda: the CUDA backend refuses dp > 1 until a device all-reduce exists"
-  "nccl_in_worker|the worker stages boundary tensors through the host; it does not choose NcclTransport for ranks on distinct GPUs yet"
 )
 
 # label_path LABEL: the binary's path under bazel-bin (or a runfiles root).

@@ -139,14 +139,19 @@ for b in $(manifest_names bench); do
 done
 
 # --- End to end: a coordinator and 2 workers on loopback run the smoke job (pp 2, 1F1B), on the
-# CPU and then on the GPU (both workers share device 0: boundary tensors are staged through the
-# host), in fp32 and bf16; each GPU run's per-step losses are compared with the CPU run's.
-e2e() {  # e2e DEVICE PRECISION: sets e2e_verdict, e2e_reason, e2e_losses ("l0 l1 l2")
-  local device=$1 precision=$2 dir=$work/e2e-$1-$2 addr job
+# CPU and then on the GPU (both workers share device 0: the workers choose to stage boundary
+# tensors through the host), in fp32 and bf16; each GPU run's per-step losses are compared with
+# the CPU run's. Then data parallel: the same job as pp 1 x dp 2 on the GPU (the replicas'
+# gradients summed by the device all-reduce, staged) against pp 1 x dp 2 on the CPU.
+e2e() {  # e2e DEVICE PRECISION [dp2]: sets e2e_verdict, e2e_reason, e2e_losses ("l0 l1 l2")
+  local device=$1 precision=$2 shape=${3:-} dir=$work/e2e-$1-$2${3:+-$3} addr job
+  local layout=""
+  [ "$shape" = dp2 ] && layout=", pp 1 x dp 2"
   mkdir -p "$dir"
   e2e_losses=""
   sed 's/"steps": 3,/"steps": 3, "device": "'"$device"'", "precision": "'"$precision"'",/' \
     "$bundle/share/smoke_job.json" > "$dir/job.json"
+  if [ "$shape" = dp2 ]; then sed -i 's/"pp": 2,/"pp": 1, "dp": 2,/' "$dir/job.json"; fi
   "$bin/coordinator" --listen 127.0.0.1:0 > "$dir/coordinator.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do grep -q "listening on" "$dir/coordinator.log" && break; sleep 0.1; done
@@ -188,7 +193,7 @@ e2e() {  # e2e DEVICE PRECISION: sets e2e_verdict, e2e_reason, e2e_losses ("l0 l
   elif ! awk -v l="$loss" 'BEGIN { split(l, a, " -> "); exit !(a[2] < a[1]) }'; then
     e2e_verdict=FAIL; e2e_reason="job $job: the loss did not fall ($loss)"
   else
-    e2e_verdict=PASS; e2e_reason="coordinator + 2 workers (--device $device, $precision) on loopback: $job SUCCEEDED, 3/3 steps, loss $loss, step time $step_time"
+    e2e_verdict=PASS; e2e_reason="coordinator + 2 workers (--device $device, $precision$layout) on loopback: $job SUCCEEDED, 3/3 steps, loss $loss, step time $step_time"
   fi
 }
 # max over steps of |a - b| / |b|, or "steps differ".
@@ -225,6 +230,33 @@ for precision in fp32 bf16; do
   record "$e2e_verdict" "$name" "$e2e_reason" "$([ "$e2e_verdict" = PASS ] || tail_of "$work/e2e-cuda-$precision/watch.log")"
   stop_e2e
 done
+
+# Data parallel on the GPU, fp32: its losses against the same pp 1 x dp 2 job on the CPU (1e-4).
+if [ "$gpus" -eq 0 ]; then
+  record SKIP e2e_cuda_dp2 "${no_gpu_reason:-no CUDA device}"
+else
+  e2e cpu fp32 dp2
+  cpu_dp2_verdict=$e2e_verdict cpu_dp2_reason=$e2e_reason cpu_dp2_losses=$e2e_losses
+  for f in "$work"/e2e-cpu-fp32-dp2/*.log; do log_section "e2e cpu dp2: $(basename "$f")" "$f"; done
+  stop_e2e
+  if [ "$cpu_dp2_verdict" != PASS ]; then
+    record FAIL e2e_cuda_dp2 "the CPU reference run (pp 1 x dp 2) failed: $cpu_dp2_reason" "$(tail_of "$work/e2e-cpu-fp32-dp2/watch.log")"
+  else
+    e2e cuda fp32 dp2
+    for f in "$work"/e2e-cuda-fp32-dp2/*.log; do log_section "e2e cuda dp2: $(basename "$f")" "$f"; done
+    if [ "$e2e_verdict" = PASS ]; then
+      err=$(loss_error "$e2e_losses" "$cpu_dp2_losses")
+      if awk -v e="$err" 'BEGIN { exit !(e ~ /^[0-9.eE+-]+$/ && e <= 1e-4) }'; then
+        e2e_reason="$e2e_reason; losses vs cpu dp 2: max relative error $err (<= 1e-4)"
+      else
+        e2e_verdict=FAIL
+        e2e_reason="$e2e_reason; losses vs cpu dp 2: max relative error $err (> 1e-4): cuda [$e2e_losses] cpu [$cpu_dp2_losses]"
+      fi
+    fi
+    record "$e2e_verdict" e2e_cuda_dp2 "$e2e_reason" "$([ "$e2e_verdict" = PASS ] || tail_of "$work/e2e-cuda-fp32-dp2/watch.log")"
+    stop_e2e
+  fi
+fi
 
 # --- PyTorch eager's timings of the same block (the baseline of the kernels' benchmarks), when
 # this machine's python3 has PyTorch with CUDA.
