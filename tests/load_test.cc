@@ -206,6 +206,10 @@ struct Stream {
   void Run(v1::WorkerService::Stub& stub, const std::string& job, double steps_per_s, int64_t base_ns,
            const std::atomic<bool>& stop) {
     grpc::ClientContext ctx;
+    // A connect attempt that fails on a loaded machine (seen once in CI: "failed to connect to all
+    // addresses ... No such file or directory") is retried, as a worker's reconnect would, instead
+    // of ending the rank's stream before it sent anything.
+    ctx.set_wait_for_ready(true);
     v1::TelemetryAck ack;
     auto writer = stub.Telemetry(&ctx, &ack);
     const auto start = Clock::now();
