@@ -70,6 +70,7 @@ assert any(e["name"] == "F mb3 s2" for e in x)
 PYEOF
 expect_ok schedules_text schedules
 grep -q "^1f1b " "$TMP/schedules_text.out" && grep -q "^csv " "$TMP/schedules_text.out" || fail "schedules lists no 1f1b/csv"
+grep -q "^Not schedules but choices: best (--schedule best" "$TMP/schedules_text.out" || fail "schedules does not say best exists"
 expect_ok schedules_json schedules --format json
 $PY - "$TMP/schedules_json.out" <<'PYEOF' || fail "schedules --format json"
 import json, sys

@@ -30,7 +30,10 @@ std::string Text() {
     out += line;
   }
   out += "\nVPP: model chunks per rank when --vpp is not given (fixed: the only one allowed).\n"
-         "SPLIT: yes if the backward is split into B (input gradient) and W (weight gradient).\n";
+         "SPLIT: yes if the backward is split into B (input gradient) and W (weight gradient).\n"
+         "Not schedules but choices: best (--schedule best, or a JobSpec's \"schedule\": \"best\") builds every\n"
+         "schedule above that accepts the shape, zb-auto and v-auto included, and keeps the shortest within the\n"
+         "memory limit; a JobSpec's \"schedule\": \"auto\" leaves the whole strategy to the coordinator.\n";
   return out;
 }
 
