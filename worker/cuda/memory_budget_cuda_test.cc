@@ -6,7 +6,7 @@
 // every step must equal its budget to the byte: above it is memory the plan does not know
 // about, below it a budget that would hide that much over-allocation.
 //
-// Boundary tensors travel through PoolTransport below: Send copies the tensor to the host and
+// Boundary tensors travel through PoolTransport (pool_transport_for_tests.h): Send copies the tensor to the host and
 // lets go of it at once (the sender's pool frees it); Recv allocates the received tensor from
 // the receiver's pool. This is the transport the budget is exact for (see memory_budget.h for
 // what the NCCL transport holds longer).
@@ -19,16 +19,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstdio>
-#include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "jobplan/assignment.h"
@@ -37,104 +32,12 @@
 #include "jobplan/spec_validation.h"
 #include "worker/cuda/cuda_backend.h"
 #include "worker/cuda/cuda_test_util.h"
+#include "worker/cuda/pool_transport_for_tests.h"
 #include "worker/daemon/executor.h"
 #include "worker/transport/transport.h"
 
 namespace pipecoord::worker::cuda {
 namespace {
-
-// Messages between the ranks of one process, held as host bytes.
-class Mailbox {
- public:
-  void Put(int from, int to, const MessageTag& tag, std::vector<char> bytes) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      messages_[Key(from, to, tag)].push_back(std::move(bytes));
-    }
-    cv_.notify_all();
-  }
-
-  Result<std::vector<char>> Take(int from, int to, const MessageTag& tag, std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    const auto key = Key(from, to, tag);
-    const bool arrived = cv_.wait_for(lock, timeout, [&] {
-      auto it = messages_.find(key);
-      return shutdown_ || (it != messages_.end() && !it->second.empty());
-    });
-    auto it = messages_.find(key);
-    if (!arrived || it == messages_.end() || it->second.empty()) {
-      return Unavailable("PoolTransport: no message " + ToString(tag) + " from rank " + std::to_string(from) +
-                         (shutdown_ ? " (shut down)" : " (timed out)"));
-    }
-    std::vector<char> bytes = std::move(it->second.front());
-    it->second.pop_front();
-    return bytes;
-  }
-
-  void Shutdown() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      shutdown_ = true;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  using MessageKey = std::tuple<int, int, uint32_t, int32_t, int32_t, int32_t>;
-  static MessageKey Key(int from, int to, const MessageTag& t) {
-    return {from, to, t.channel, t.stage, t.mb, t.step};
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<MessageKey, std::deque<std::vector<char>>> messages_;
-  bool shutdown_ = false;
-};
-
-// One rank's end: device tensors leave its pool at Send and arrive in its pool at Recv.
-class PoolTransport final : public Transport {
- public:
-  PoolTransport(int rank, CudaDevice* device, Mailbox* mailbox) : rank_(rank), device_(device), mailbox_(mailbox) {}
-
-  Status Send(int peer, const MessageTag& tag, kernels::Tensor data) override {
-    if (data.memory() != kernels::MemoryKind::kCuda || data.device() != device_->index()) {
-      return FailedPrecondition("PoolTransport: sends tensors of CUDA device " + std::to_string(device_->index()) +
-                                " only, got " + kernels::ToString(data.spec()));
-    }
-    std::vector<char> bytes(data.bytes());
-    PIPECOORD_RETURN_IF_ERROR(device_->Download(data, bytes.data()));  // waits for the producer
-    sent_ += bytes.size();
-    mailbox_->Put(rank_, peer, tag, std::move(bytes));
-    return Status::Ok();  // `data` goes out of scope here: the sender's pool gets it back
-  }
-
-  Result<kernels::Tensor> Recv(int peer, const MessageTag& tag, const kernels::TensorSpec& expected,
-                               std::chrono::milliseconds timeout) override {
-    auto bytes = mailbox_->Take(peer, rank_, tag, timeout);
-    if (!bytes.ok()) return bytes.status();
-    if (bytes->size() != expected.bytes()) {
-      return Internal("PoolTransport: " + ToString(tag) + " from rank " + std::to_string(peer) + " has " +
-                      std::to_string(bytes->size()) + " bytes, expected " + kernels::ToString(expected));
-    }
-    received_ += bytes->size();
-    auto t = device_->Empty(expected);
-    if (!t.ok()) return t.status();
-    PIPECOORD_RETURN_IF_ERROR(device_->Upload(bytes->data(), *t));
-    return t;
-  }
-
-  Status Flush(std::chrono::milliseconds) override { return Status::Ok(); }  // Send delivered already
-  void Shutdown() override { mailbox_->Shutdown(); }
-  std::vector<int> BrokenPeers() const override { return {}; }
-  uint64_t bytes_sent() const override { return sent_; }
-  uint64_t bytes_received() const override { return received_; }
-
- private:
-  const int rank_;
-  CudaDevice* device_;
-  Mailbox* mailbox_;
-  std::atomic<uint64_t> sent_{0}, received_{0};
-};
 
 struct Case {
   std::string schedule;
