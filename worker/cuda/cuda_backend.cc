@@ -12,30 +12,12 @@
 
 #include "kernels/cpu/adamw.h"
 #include "kernels/cuda/cuda_check.h"
+#include "worker/daemon/assignment_model.h"
 #include "worker/model/model_config.h"
 #include "worker/model/stage_shard.h"
 #include "worker/transport/transport_choice.h"
 
 namespace pipecoord::worker::cuda {
-namespace {
-
-model::ModelConfig ConfigOf(const v1::ModelSpec& ms) {
-  model::ModelConfig config;
-  config.layers = ms.layers();
-  config.hidden = ms.hidden();
-  config.ffn_hidden = ms.ffn_hidden();
-  config.heads = ms.heads();
-  config.vocab = ms.vocab();
-  config.seq_len = ms.seq_len();
-  config.seed = ms.seed();
-  return config;
-}
-
-model::StageShard ShardOf(const v1::StageShard& s) {
-  return {s.stage(), s.first_layer(), s.num_layers(), s.has_embedding(), s.has_head()};
-}
-
-}  // namespace
 
 CudaBackend::CudaBackend(const v1::Assignment& a, model::SyntheticData data, Precision precision,
                          std::shared_ptr<CudaDevice> device)
@@ -382,13 +364,11 @@ void CudaBackend::set_optimizer_steps(int64_t steps) {
 
 Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, const CudaBackendOptions& options) {
   const v1::ModelSpec& ms = a.spec().model();
-  const model::ModelConfig config = ConfigOf(ms);
-  model::BatchShape batch;
-  batch.micro_batch_size = a.spec().micro_batch_size();
-  batch.microbatches = a.spec().microbatches();
+  const model::ModelConfig config = ModelConfigOf(ms);
+  const model::BatchShape batch = BatchShapeOf(a.spec());
   PIPECOORD_RETURN_IF_ERROR(config.Validate());
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
-  for (const v1::StageShard& s : a.shards()) PIPECOORD_RETURN_IF_ERROR(model::ValidateShard(config, ShardOf(s)));
+  for (const v1::StageShard& s : a.shards()) PIPECOORD_RETURN_IF_ERROR(model::ValidateShard(config, StageShardOf(s)));
   // JobSpec.precision ("" is fp32).
   auto parsed = ParsePrecision(a.spec().precision());
   if (!parsed.ok()) return Status(parsed.status().code(), "spec." + parsed.status().message());
@@ -399,12 +379,11 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
     if (!opened.ok()) return opened.status();
     device = std::move(opened).value();
   }
-  const uint64_t data_seed = a.spec().data_seed() != 0 ? a.spec().data_seed() : ms.seed();
   std::unique_ptr<CudaBackend> backend(new CudaBackend(
-      a, model::SyntheticData(data_seed, ms.vocab(), ms.seq_len(), batch.micro_batch_size),
+      a, SyntheticDataOf(a.spec()),
       precision, std::move(device)));
   for (const v1::StageShard& s : a.shards()) {
-    auto stage = CudaStageModel::Create(config, ShardOf(s), batch, precision, backend->device_.get());
+    auto stage = CudaStageModel::Create(config, StageShardOf(s), batch, precision, backend->device_.get());
     if (!stage.ok()) return stage.status();
     backend->stages_[s.stage()] = std::move(stage).value();
   }

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/adamw.h"
 #include "worker/cuda/cuda_backend.h"
+#include "worker/daemon/assignment_model.h"
 #include "worker/daemon/backend_factory.h"
 #include "worker/model/stage_model.h"
 #include "worker/model/synthetic_data.h"
@@ -23,8 +24,7 @@ class CpuBackend final : public ComputeBackend {
         hidden_(a.spec().model().hidden()), lr_(a.spec().learning_rate()) {}
 
   Status AddStage(const model::ModelConfig& config, const model::BatchShape& batch, const v1::StageShard& s) {
-    model::StageShard shard{s.stage(), s.first_layer(), s.num_layers(), s.has_embedding(), s.has_head()};
-    auto stage = model::StageModel::Create(config, shard, batch);
+    auto stage = model::StageModel::Create(config, StageShardOf(s), batch);
     if (!stage.ok()) return stage.status();
     stages_[s.stage()] = std::move(stage).value();
     return Status::Ok();
@@ -185,21 +185,9 @@ Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a) {
     if (!cuda_backend.ok()) return cuda_backend.status();
     return std::unique_ptr<ComputeBackend>(std::move(cuda_backend).value());
   }
-  const v1::ModelSpec& ms = a.spec().model();
-  model::ModelConfig config;
-  config.layers = ms.layers();
-  config.hidden = ms.hidden();
-  config.ffn_hidden = ms.ffn_hidden();
-  config.heads = ms.heads();
-  config.vocab = ms.vocab();
-  config.seq_len = ms.seq_len();
-  config.seed = ms.seed();
-  model::BatchShape batch;
-  batch.micro_batch_size = a.spec().micro_batch_size();
-  batch.microbatches = a.spec().microbatches();
-  const uint64_t data_seed = a.spec().data_seed() != 0 ? a.spec().data_seed() : ms.seed();
-  auto backend = std::make_unique<CpuBackend>(
-      a, model::SyntheticData(data_seed, ms.vocab(), ms.seq_len(), batch.micro_batch_size));
+  const model::ModelConfig config = ModelConfigOf(a.spec().model());
+  const model::BatchShape batch = BatchShapeOf(a.spec());
+  auto backend = std::make_unique<CpuBackend>(a, SyntheticDataOf(a.spec()));
   for (const v1::StageShard& s : a.shards()) PIPECOORD_RETURN_IF_ERROR(backend->AddStage(config, batch, s));
   return std::unique_ptr<ComputeBackend>(std::move(backend));
 }
