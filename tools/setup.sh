@@ -10,6 +10,7 @@ packages=(
   libboost-dev libboost-system-dev
   prometheus-cpp-dev libsqlite3-dev libssl-dev zlib1g-dev
   python3 python3-grpcio python3-protobuf
+  python3-torch              # PyTorch 1.13 (CPU, gloo): python/pipecoord reference model and torch workers
   openssl                    # certificates for the TLS tests and the local launcher (deploy/local/pki.sh)
   prometheus chromium chromium-driver python3-selenium  # /metrics and dashboard tests
   kubectl nodejs             # deploy/ tests: kubectl kustomize (v1.32), Node.js for the validators
