@@ -15,6 +15,7 @@ packages=(
   prometheus chromium chromium-driver python3-selenium  # /metrics and dashboard tests
   kubectl nodejs             # deploy/ tests: kubectl kustomize (v1.32), Node.js for the validators
   clang-14 libclang-rt-14-dev  # fuzz/: libFuzzer targets with ASan and UBSan
+  python3-torch              # python/pipecoord/reference_model.py: the independent reference (tests/torch_reference)
 )
 
 missing=()
