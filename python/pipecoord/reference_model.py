@@ -5,8 +5,9 @@ The model (worker/model/stage_model.h, transformer_block.h, lm_head.h):
 
     x   = tok_embeddings[tokens]                                  (embedding stage only)
     per block l:
-      a  = RMSNorm(x; attention_norm)                             eps 1e-5
+      a  = RMSNorm(x; attention_norm)                             eps 1e-5 unless set
       q, k, v = a Wq^T, a Wk^T, a Wv^T;  RoPE on q and k          interleaved pairs, base 10000
+                                                                  unless set (rope_theta)
       x1 = x + softmax(q k^T / sqrt(head_dim), causal) v  Wo^T
       c  = RMSNorm(x1; ffn_norm)
       x  = x1 + (silu(c W1^T) * (c W3^T)) W2^T
@@ -49,6 +50,8 @@ class ModelShape:
     vocab: int
     seq_len: int
     ffn_hidden: int = 0  # 0: ceil(8h / 3) rounded up to a multiple of 64
+    rms_norm_eps: float = 0.0  # 0: 1e-5 (Llama's)
+    rope_theta: float = 0.0  # 0: 10000 (Llama's)
 
     @property
     def ffn(self):
@@ -58,6 +61,14 @@ class ModelShape:
         return (third + 63) // 64 * 64
 
     @property
+    def eps(self):
+        return self.rms_norm_eps if self.rms_norm_eps > 0 else RMS_NORM_EPS
+
+    @property
+    def rope_base(self):
+        return self.rope_theta if self.rope_theta > 0 else ROPE_BASE
+
+    @property
     def head_dim(self):
         return self.hidden // self.heads
 
@@ -65,23 +76,26 @@ class ModelShape:
     def from_spec(spec):
         """From a proto ModelSpec (or anything with its field names)."""
         return ModelShape(layers=spec.layers, hidden=spec.hidden, heads=spec.heads, vocab=spec.vocab,
-                          seq_len=spec.seq_len, ffn_hidden=getattr(spec, "ffn_hidden", 0))
+                          seq_len=spec.seq_len, ffn_hidden=getattr(spec, "ffn_hidden", 0),
+                          rms_norm_eps=getattr(spec, "rms_norm_eps", 0.0),
+                          rope_theta=getattr(spec, "rope_theta", 0.0))
 
 
 class RMSNorm(torch.nn.Module):
-    def __init__(self, dim, dtype):
+    def __init__(self, dim, dtype, eps=RMS_NORM_EPS):
         super().__init__()
+        self.eps = eps
         self.weight = torch.nn.Parameter(torch.ones(dim, dtype=dtype))
 
     def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_NORM_EPS) * self.weight
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rope_tables(seq, head_dim, dtype):
+def rope_tables(seq, head_dim, dtype, base=ROPE_BASE):
     """cos and sin [seq, head_dim / 2] of the angle pos * base^(-2i / head_dim), computed in
     float64 (as kernels/cpu/rotary.cc does) and then cast."""
     i = torch.arange(0, head_dim // 2, dtype=torch.float64)
-    inv = ROPE_BASE ** (-2.0 * i / head_dim)
+    inv = base ** (-2.0 * i / head_dim)
     angle = torch.outer(torch.arange(seq, dtype=torch.float64), inv)
     return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
 
@@ -102,7 +116,7 @@ class Attention(torch.nn.Module):
         self.wk = torch.nn.Linear(h, h, bias=False, dtype=dtype)
         self.wv = torch.nn.Linear(h, h, bias=False, dtype=dtype)
         self.wo = torch.nn.Linear(h, h, bias=False, dtype=dtype)
-        cos, sin = rope_tables(shape.seq_len, shape.head_dim, dtype)
+        cos, sin = rope_tables(shape.seq_len, shape.head_dim, dtype, shape.rope_base)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
@@ -135,9 +149,9 @@ class FeedForward(torch.nn.Module):
 class Block(torch.nn.Module):
     def __init__(self, shape, dtype):
         super().__init__()
-        self.attention_norm = RMSNorm(shape.hidden, dtype)
+        self.attention_norm = RMSNorm(shape.hidden, dtype, shape.eps)
         self.attention = Attention(shape, dtype)
-        self.ffn_norm = RMSNorm(shape.hidden, dtype)
+        self.ffn_norm = RMSNorm(shape.hidden, dtype, shape.eps)
         self.feed_forward = FeedForward(shape, dtype)
 
     def forward(self, x):
@@ -169,7 +183,7 @@ class Stage(torch.nn.Module):
         self.layers = torch.nn.ModuleDict(
             {str(l): Block(shape, dtype) for l in range(first_layer, first_layer + num_layers)})
         if has_head:
-            self.norm = RMSNorm(shape.hidden, dtype)
+            self.norm = RMSNorm(shape.hidden, dtype, shape.eps)
             self.output = torch.nn.Linear(shape.hidden, shape.vocab, bias=False, dtype=dtype)
 
     @staticmethod
