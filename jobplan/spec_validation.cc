@@ -8,6 +8,7 @@
 #include <string>
 
 #include "jobplan/health_settings.h"
+#include "jobplan/hf_config.h"
 #include "jobplan/plan_job.h"
 #include "schedules/partition.h"
 #include "schedules/registry.h"
@@ -81,7 +82,12 @@ Status ValidateGlobalBatch(const v1::JobSpec& s) {
 
 }  // namespace
 
-Status ValidateJobSpec(const v1::JobSpec& s) {
+Status ValidateJobSpec(const v1::JobSpec& spec) {
+  // spec.model.hfConfig gives the model's shape: the spec is checked as it expands.
+  auto expanded = ApplyHfConfig(spec);
+  if (!expanded.ok()) return expanded.status();
+  const v1::JobSpec& s = *expanded;
+  PIPECOORD_RETURN_IF_ERROR(ValidateWeightFields(s));
   if (s.name().size() > 200) {
     return InvalidArgument("spec.name: must be at most 200 characters, got " + std::to_string(s.name().size()));
   }
@@ -184,7 +190,8 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
 }
 
 v1::JobSpec WithDefaults(const v1::JobSpec& in) {
-  v1::JobSpec s = in;
+  auto expanded = ApplyHfConfig(in);  // the model's shape from spec.model.hfConfig
+  v1::JobSpec s = expanded.ok() ? std::move(expanded).value() : in;
   if (s.dp() == 0 && !IsAuto(s)) s.set_dp(1);
   if (s.device().empty()) s.set_device("cpu");
   if (s.precision().empty()) s.set_precision("fp32");

@@ -1,0 +1,254 @@
+#include "jobplan/hf_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <utility>
+
+#include "common/json_writer.h"
+#include "memory/json.h"
+
+namespace pipecoord::jobplan {
+namespace {
+
+using memory::JsonValue;
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// The value as its JSON text, for messages.
+std::string Shown(const JsonValue& v) {
+  switch (v.type) {
+    case JsonValue::Type::kNull: return "null";
+    case JsonValue::Type::kBool: return v.boolean ? "true" : "false";
+    case JsonValue::Type::kNumber: return v.is_integer ? std::to_string(v.integer) : Num(v.number);
+    case JsonValue::Type::kString: return JsonString(v.string);
+    default: return memory::JsonTypeName(v.type);
+  }
+}
+
+Status Bad(std::string_view key, const std::string& rule, const JsonValue& v) {
+  return InvalidArgument(std::string(key) + ": " + rule + ", got " + Shown(v));
+}
+
+// A required (or, with `fallback`, optional) integer in [1, 1 << 30].
+Status ReadInt(const JsonValue& root, const char* key, int* out, bool required) {
+  const JsonValue* v = root.Find(key);
+  if (v == nullptr || (!required && v->type == JsonValue::Type::kNull)) {
+    if (required) return InvalidArgument(std::string(key) + ": required (a Llama config.json has it)");
+    return Status::Ok();
+  }
+  if (v->type != JsonValue::Type::kNumber || !v->is_integer || v->integer < 1 || v->integer > (1 << 30)) {
+    return Bad(key, "must be an integer in 1..1073741824", *v);
+  }
+  *out = static_cast<int>(v->integer);
+  return Status::Ok();
+}
+
+Status ReadPositive(const JsonValue& root, const char* key, double* out) {
+  const JsonValue* v = root.Find(key);
+  if (v == nullptr || v->type == JsonValue::Type::kNull) return Status::Ok();
+  if (v->type != JsonValue::Type::kNumber || !(v->number > 0) || !std::isfinite(v->number)) {
+    return Bad(key, "must be a finite number > 0", *v);
+  }
+  *out = v->number;
+  return Status::Ok();
+}
+
+// An optional flag that must be false (absent counts as false).
+Status MustBeFalse(const JsonValue& root, const char* key, const char* why) {
+  const JsonValue* v = root.Find(key);
+  if (v == nullptr || v->type == JsonValue::Type::kNull) return Status::Ok();
+  if (v->type != JsonValue::Type::kBool) return Bad(key, "must be true or false", *v);
+  if (v->boolean) return Bad(key, std::string("must be false: ") + why, *v);
+  return Status::Ok();
+}
+
+// The keys ParseHfConfig reads and HfConfigJson writes itself.
+const std::set<std::string, std::less<>>& InterpretedKeys() {
+  static const std::set<std::string, std::less<>> keys = {
+      "architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
+      "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "rms_norm_eps",
+      "rope_theta", "max_position_embeddings", "tie_word_embeddings", "hidden_act", "rope_scaling",
+      "attention_bias", "mlp_bias", "attention_dropout", "torch_dtype"};
+  return keys;
+}
+
+Status Agree(const char* field, long long given, const char* key, long long from_config) {
+  if (given == 0 || given == from_config) return Status::Ok();
+  return InvalidArgument(std::string("spec.model.") + field + ": " + std::to_string(given) +
+                         " disagrees with spec.model.hfConfig's " + key + " (" + std::to_string(from_config) +
+                         "); give one of them or make them agree");
+}
+
+Status AgreeNum(const char* field, double given, const char* key, double from_config) {
+  if (given == 0 || given == from_config) return Status::Ok();
+  return InvalidArgument(std::string("spec.model.") + field + ": " + Num(given) +
+                         " disagrees with spec.model.hfConfig's " + key + " (" + Num(from_config) +
+                         "); give one of them or make them agree");
+}
+
+}  // namespace
+
+Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
+  auto parsed = memory::ParseJson(json);
+  if (!parsed.ok()) return InvalidArgument("not JSON: " + parsed.status().message());
+  const JsonValue& root = *parsed;
+  if (!root.is_object()) {
+    return InvalidArgument(std::string("must be a JSON object (a config.json), got ") + memory::JsonTypeName(root.type));
+  }
+  if (const JsonValue* t = root.Find("model_type"); t != nullptr && t->type != JsonValue::Type::kNull) {
+    if (t->type != JsonValue::Type::kString || t->string != "llama") {
+      return Bad("model_type", "must be \"llama\" (the Llama architecture is the one the workers run)", *t);
+    }
+  }
+  HfLlamaConfig c;
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "num_hidden_layers", &c.layers, true));
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "hidden_size", &c.hidden, true));
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "intermediate_size", &c.ffn_hidden, true));
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "num_attention_heads", &c.heads, true));
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "vocab_size", &c.vocab, true));
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "max_position_embeddings", &c.max_positions, false));
+  if (c.hidden % c.heads != 0) {
+    return InvalidArgument("num_attention_heads: must divide hidden_size (" + std::to_string(c.hidden) + "), got " +
+                           std::to_string(c.heads));
+  }
+  if ((c.hidden / c.heads) % 2 != 0) {
+    return InvalidArgument("num_attention_heads: hidden_size / num_attention_heads must be even (rotary embeddings "
+                           "rotate pairs), got " + std::to_string(c.hidden) + " / " + std::to_string(c.heads));
+  }
+  int kv_heads = c.heads;
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "num_key_value_heads", &kv_heads, false));
+  if (kv_heads != c.heads) {
+    return InvalidArgument("num_key_value_heads: must equal num_attention_heads (" + std::to_string(c.heads) +
+                           "): grouped-query attention is not supported by the workers' model, got " +
+                           std::to_string(kv_heads));
+  }
+  int head_dim = c.hidden / c.heads;
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "head_dim", &head_dim, false));
+  if (head_dim != c.hidden / c.heads) {
+    return InvalidArgument("head_dim: must be hidden_size / num_attention_heads (" +
+                           std::to_string(c.hidden / c.heads) + "), got " + std::to_string(head_dim));
+  }
+  PIPECOORD_RETURN_IF_ERROR(ReadPositive(root, "rms_norm_eps", &c.rms_norm_eps));
+  PIPECOORD_RETURN_IF_ERROR(ReadPositive(root, "rope_theta", &c.rope_theta));
+  if (const JsonValue* act = root.Find("hidden_act"); act != nullptr && act->type != JsonValue::Type::kNull) {
+    if (act->type != JsonValue::Type::kString || act->string != "silu") {
+      return Bad("hidden_act", "must be \"silu\" (the MLP is SwiGLU)", *act);
+    }
+  }
+  PIPECOORD_RETURN_IF_ERROR(
+      MustBeFalse(root, "tie_word_embeddings", "the LM head is its own matrix (untied) in the workers' model"));
+  PIPECOORD_RETURN_IF_ERROR(MustBeFalse(root, "attention_bias", "the attention projections have no bias"));
+  PIPECOORD_RETURN_IF_ERROR(MustBeFalse(root, "mlp_bias", "the MLP projections have no bias"));
+  if (const JsonValue* s = root.Find("rope_scaling"); s != nullptr && s->type != JsonValue::Type::kNull) {
+    return Bad("rope_scaling", "must be null or absent: scaled rotary embeddings are not supported", *s);
+  }
+  if (const JsonValue* d = root.Find("attention_dropout"); d != nullptr && d->type != JsonValue::Type::kNull) {
+    if (d->type != JsonValue::Type::kNumber || d->number != 0) {
+      return Bad("attention_dropout", "must be 0: the workers' model has no dropout", *d);
+    }
+  }
+  return c;
+}
+
+Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
+  if (spec.model().hf_config().empty()) return spec;
+  auto c = ParseHfConfig(spec.model().hf_config());
+  if (!c.ok()) return InvalidArgument("spec.model.hfConfig: " + c.status().message());
+  const v1::ModelSpec& m = spec.model();
+  PIPECOORD_RETURN_IF_ERROR(Agree("layers", m.layers(), "num_hidden_layers", c->layers));
+  PIPECOORD_RETURN_IF_ERROR(Agree("hidden", m.hidden(), "hidden_size", c->hidden));
+  PIPECOORD_RETURN_IF_ERROR(Agree("ffnHidden", m.ffn_hidden(), "intermediate_size", c->ffn_hidden));
+  PIPECOORD_RETURN_IF_ERROR(Agree("heads", m.heads(), "num_attention_heads", c->heads));
+  PIPECOORD_RETURN_IF_ERROR(Agree("vocab", m.vocab(), "vocab_size", c->vocab));
+  PIPECOORD_RETURN_IF_ERROR(AgreeNum("rmsNormEps", m.rms_norm_eps(), "rms_norm_eps", c->rms_norm_eps));
+  PIPECOORD_RETURN_IF_ERROR(AgreeNum("ropeTheta", m.rope_theta(), "rope_theta", c->rope_theta));
+  if (m.seq_len() > c->max_positions) {
+    return InvalidArgument("spec.model.seqLen: must be at most spec.model.hfConfig's max_position_embeddings (" +
+                           std::to_string(c->max_positions) + "), got " + std::to_string(m.seq_len()));
+  }
+  v1::JobSpec out = spec;
+  v1::ModelSpec* o = out.mutable_model();
+  o->set_layers(c->layers);
+  o->set_hidden(c->hidden);
+  o->set_ffn_hidden(c->ffn_hidden);
+  o->set_heads(c->heads);
+  o->set_vocab(c->vocab);
+  o->set_rms_norm_eps(c->rms_norm_eps);
+  o->set_rope_theta(c->rope_theta);
+  return out;
+}
+
+Status ValidateWeightFields(const v1::JobSpec& spec) {
+  for (const auto& [field, v] : {std::pair<const char*, double>{"rmsNormEps", spec.model().rms_norm_eps()},
+                                 {"ropeTheta", spec.model().rope_theta()}}) {
+    if (!std::isfinite(v) || v < 0) {
+      return InvalidArgument(std::string("spec.model.") + field + ": must be a finite number >= 0 (0: Llama's "
+                             "default), got " + Num(v));
+    }
+  }
+  if (spec.init().size() > 4096) {
+    return InvalidArgument("spec.init: must be at most 4096 bytes, got " + std::to_string(spec.init().size()));
+  }
+  for (unsigned char c : spec.init()) {
+    if (c < 0x20 || c == 0x7f) return InvalidArgument("spec.init: must not contain control characters");
+  }
+  return Status::Ok();
+}
+
+std::string HfConfigJson(const v1::ModelSpec& m) {
+  int max_positions = m.seq_len();
+  JsonValue original;
+  if (!m.hf_config().empty()) {
+    if (auto c = ParseHfConfig(m.hf_config()); c.ok()) max_positions = std::max(max_positions, c->max_positions);
+    if (auto parsed = memory::ParseJson(m.hf_config()); parsed.ok() && parsed->is_object()) original = *parsed;
+  }
+  const int ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
+  JsonWriter w;
+  w.BeginObject();
+  w.Break("\n  ").Key("architectures").BeginArray().String("LlamaForCausalLM").EndArray();
+  w.Break("\n  ").Key("model_type").String("llama");
+  w.Break("\n  ").Key("hidden_size").Int(m.hidden());
+  w.Break("\n  ").Key("intermediate_size").Int(ffn);
+  w.Break("\n  ").Key("num_hidden_layers").Int(m.layers());
+  w.Break("\n  ").Key("num_attention_heads").Int(m.heads());
+  w.Break("\n  ").Key("num_key_value_heads").Int(m.heads());
+  w.Break("\n  ").Key("head_dim").Int(m.heads() > 0 ? m.hidden() / m.heads() : 0);
+  w.Break("\n  ").Key("vocab_size").Int(m.vocab());
+  w.Break("\n  ").Key("max_position_embeddings").Int(max_positions);
+  w.Break("\n  ").Key("rms_norm_eps").Number(m.rms_norm_eps() != 0 ? m.rms_norm_eps() : 1e-5);
+  w.Break("\n  ").Key("rope_theta").Number(m.rope_theta() != 0 ? m.rope_theta() : 10000.0);
+  w.Break("\n  ").Key("rope_scaling").Null();
+  w.Break("\n  ").Key("hidden_act").String("silu");
+  w.Break("\n  ").Key("tie_word_embeddings").Bool(false);
+  w.Break("\n  ").Key("attention_bias").Bool(false);
+  w.Break("\n  ").Key("mlp_bias").Bool(false);
+  w.Break("\n  ").Key("attention_dropout").Number(0);
+  w.Break("\n  ").Key("torch_dtype").String("float32");
+  std::set<std::string, std::less<>> written;
+  for (const auto& [key, v] : original.members) {
+    if (InterpretedKeys().count(key) || !written.insert(key).second) continue;
+    switch (v.type) {
+      case JsonValue::Type::kNull: w.Break("\n  ").Key(key).Null(); break;
+      case JsonValue::Type::kBool: w.Break("\n  ").Key(key).Bool(v.boolean); break;
+      case JsonValue::Type::kString: w.Break("\n  ").Key(key).String(v.string); break;
+      case JsonValue::Type::kNumber:
+        if (v.is_integer) {
+          w.Break("\n  ").Key(key).Int(v.integer);
+        } else {
+          w.Break("\n  ").Key(key).Number(v.number);
+        }
+        break;
+      default: break;  // objects and arrays pipecoord does not interpret are left out
+    }
+  }
+  w.Break("\n").EndObject();
+  return w.text() + "\n";
+}
+
+}  // namespace pipecoord::jobplan

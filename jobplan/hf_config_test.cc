@@ -1,0 +1,170 @@
+// spec.model.hfConfig: a Hugging Face Llama config.json becomes the model's shape; what the model
+// cannot run is refused by its key with the rule; export writes a config that reads back the same.
+#include "jobplan/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "jobplan/spec_validation.h"
+#include "jobplan/tiny_spec_for_tests.h"
+
+namespace pipecoord::jobplan {
+namespace {
+
+// TinyLlama-style keys, shrunk (hidden 32, 4 heads, 2 layers).
+std::string Config(const std::string& extra = "") {
+  return R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32,
+    "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 4, "vocab_size": 64, "rms_norm_eps": 1e-06, "rope_theta": 500000.0,
+    "max_position_embeddings": 16, "tie_word_embeddings": false, "hidden_act": "silu",
+    "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16")" +
+         extra + "}";
+}
+
+v1::JobSpec HfSpec(const std::string& config) {
+  v1::JobSpec s = TinySpec();
+  v1::ModelSpec* m = s.mutable_model();
+  m->clear_layers();
+  m->clear_hidden();
+  m->clear_heads();
+  m->clear_vocab();
+  m->set_hf_config(config);
+  return s;
+}
+
+TEST(HfConfigTest, ConfigGivesTheModelShape) {
+  auto c = ParseHfConfig(Config());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->layers, 2);
+  EXPECT_EQ(c->hidden, 32);
+  EXPECT_EQ(c->ffn_hidden, 96);
+  EXPECT_EQ(c->heads, 4);
+  EXPECT_EQ(c->vocab, 64);
+  EXPECT_EQ(c->max_positions, 16);
+  EXPECT_EQ(c->rms_norm_eps, 1e-6);
+  EXPECT_EQ(c->rope_theta, 500000.0);
+
+  const v1::JobSpec spec = HfSpec(Config());
+  ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec).ToString();
+  const v1::JobSpec full = WithDefaults(spec);
+  EXPECT_EQ(full.model().layers(), 2);
+  EXPECT_EQ(full.model().hidden(), 32);
+  EXPECT_EQ(full.model().ffn_hidden(), 96);
+  EXPECT_EQ(full.model().heads(), 4);
+  EXPECT_EQ(full.model().vocab(), 64);
+  EXPECT_EQ(full.model().rms_norm_eps(), 1e-6);
+  EXPECT_EQ(full.model().rope_theta(), 500000.0);
+  EXPECT_EQ(full.model().hf_config(), Config());  // kept for the record and export
+}
+
+TEST(HfConfigTest, AbsentOptionalKeysTakeTransformersLlamaDefaults) {
+  auto c = ParseHfConfig(R"({"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                             "num_attention_heads": 2, "vocab_size": 10})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rms_norm_eps, 1e-6);  // LlamaConfig's default, not Llama-2's 1e-5
+  EXPECT_EQ(c->rope_theta, 10000.0);
+  EXPECT_EQ(c->max_positions, 2048);
+}
+
+TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
+  auto error = [](const std::string& extra) { return ParseHfConfig(Config(extra)).status().message(); };
+  // Config()'s own keys come first; a repeated key's last value wins (memory::JsonValue::Find).
+  EXPECT_EQ(error(R"(, "num_key_value_heads": 2)"),
+            "num_key_value_heads: must equal num_attention_heads (4): grouped-query attention is not supported "
+            "by the workers' model, got 2");
+  EXPECT_EQ(error(R"(, "tie_word_embeddings": true)"),
+            "tie_word_embeddings: must be false: the LM head is its own matrix (untied) in the workers' model, "
+            "got true");
+  EXPECT_EQ(error(R"(, "hidden_act": "gelu")"), "hidden_act: must be \"silu\" (the MLP is SwiGLU), got \"gelu\"");
+  EXPECT_EQ(error(R"(, "model_type": "mistral")"),
+            "model_type: must be \"llama\" (the Llama architecture is the one the workers run), got \"mistral\"");
+  EXPECT_EQ(error(R"(, "rope_scaling": {"type": "linear", "factor": 2.0})"),
+            "rope_scaling: must be null or absent: scaled rotary embeddings are not supported, got object");
+  EXPECT_EQ(error(R"(, "attention_bias": true)"),
+            "attention_bias: must be false: the attention projections have no bias, got true");
+  EXPECT_EQ(error(R"(, "mlp_bias": true)"), "mlp_bias: must be false: the MLP projections have no bias, got true");
+  EXPECT_EQ(error(R"(, "attention_dropout": 0.1)"),
+            "attention_dropout: must be 0: the workers' model has no dropout, got 0.1");
+  EXPECT_EQ(error(R"(, "head_dim": 16)"), "head_dim: must be hidden_size / num_attention_heads (8), got 16");
+  EXPECT_EQ(error(R"(, "rms_norm_eps": 0)"), "rms_norm_eps: must be a finite number > 0, got 0");
+  EXPECT_EQ(error(R"(, "rope_theta": "big")"), "rope_theta: must be a finite number > 0, got \"big\"");
+  EXPECT_EQ(error(R"(, "hidden_size": 32.5)"), "hidden_size: must be an integer in 1..1073741824, got 32.5");
+  EXPECT_EQ(error(R"(, "num_attention_heads": 5)"), "num_attention_heads: must divide hidden_size (32), got 5");
+  EXPECT_EQ(error(R"(, "num_attention_heads": 32)"),
+            "num_attention_heads: hidden_size / num_attention_heads must be even (rotary embeddings rotate "
+            "pairs), got 32 / 32");
+  EXPECT_EQ(ParseHfConfig(R"({"hidden_size": 32})").status().message(),
+            "num_hidden_layers: required (a Llama config.json has it)");
+  EXPECT_EQ(ParseHfConfig("[1]").status().message(), "must be a JSON object (a config.json), got array");
+  EXPECT_EQ(ParseHfConfig("{").status().message().rfind("not JSON: line 1", 0), 0u);
+}
+
+TEST(HfConfigTest, TheSpecNamesHfConfigAndDisagreements) {
+  EXPECT_EQ(ValidateJobSpec(HfSpec(Config(R"(, "num_key_value_heads": 1)"))).message(),
+            "spec.model.hfConfig: num_key_value_heads: must equal num_attention_heads (4): grouped-query "
+            "attention is not supported by the workers' model, got 1");
+  v1::JobSpec s = HfSpec(Config());
+  s.mutable_model()->set_layers(4);
+  EXPECT_EQ(ValidateJobSpec(s).message(),
+            "spec.model.layers: 4 disagrees with spec.model.hfConfig's num_hidden_layers (2); give one of them or "
+            "make them agree");
+  s = HfSpec(Config());
+  s.mutable_model()->set_layers(2);  // agreeing is fine
+  s.mutable_model()->set_rms_norm_eps(1e-6);
+  EXPECT_TRUE(ValidateJobSpec(s).ok());
+  s.mutable_model()->set_rope_theta(10000);
+  EXPECT_EQ(ValidateJobSpec(s).message(),
+            "spec.model.ropeTheta: 10000 disagrees with spec.model.hfConfig's rope_theta (500000); give one of "
+            "them or make them agree");
+  s = HfSpec(Config());
+  s.mutable_model()->set_seq_len(17);
+  EXPECT_EQ(ValidateJobSpec(s).message(),
+            "spec.model.seqLen: must be at most spec.model.hfConfig's max_position_embeddings (16), got 17");
+  s = HfSpec(Config());
+  s.set_pp(3);  // the expanded spec is checked as any other: 2 layers cannot fill 3 ranks
+  EXPECT_EQ(ValidateJobSpec(s).message(),
+            "spec.model.layers: must be >= spec.pp x spec.vpp = 3 (a layer for each stage), got 2");
+}
+
+TEST(HfConfigTest, WeightFieldsHaveTheirRules) {
+  v1::JobSpec s = TinySpec();
+  s.mutable_model()->set_rms_norm_eps(-1);
+  EXPECT_EQ(ValidateJobSpec(s).message(),
+            "spec.model.rmsNormEps: must be a finite number >= 0 (0: Llama's default), got -1");
+  s = TinySpec();
+  s.set_init(std::string("w\n"));
+  EXPECT_EQ(ValidateJobSpec(s).message(), "spec.init: must not contain control characters");
+  s.set_init(std::string(4097, 'a'));
+  EXPECT_EQ(ValidateJobSpec(s).message(), "spec.init: must be at most 4096 bytes, got 4097");
+}
+
+TEST(HfConfigTest, ExportedConfigReadsBackAsTheSameModelAndKeepsOtherKeys) {
+  const v1::JobSpec full = WithDefaults(HfSpec(Config()));
+  const std::string json = HfConfigJson(full.model());
+  auto back = ParseHfConfig(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << json;
+  EXPECT_EQ(back->layers, 2);
+  EXPECT_EQ(back->hidden, 32);
+  EXPECT_EQ(back->ffn_hidden, 96);
+  EXPECT_EQ(back->heads, 4);
+  EXPECT_EQ(back->vocab, 64);
+  EXPECT_EQ(back->rms_norm_eps, 1e-6);
+  EXPECT_EQ(back->rope_theta, 500000.0);
+  EXPECT_EQ(back->max_positions, 16);
+  EXPECT_NE(json.find("\"bos_token_id\": 1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"torch_dtype\": \"float32\""), std::string::npos) << json;  // what export writes
+  EXPECT_EQ(json.find("bfloat16"), std::string::npos) << json;
+
+  // A model without hfConfig: Llama's defaults written out, seq_len as the positions.
+  const std::string plain = HfConfigJson(WithDefaults(TinySpec()).model());
+  auto p = ParseHfConfig(plain);
+  ASSERT_TRUE(p.ok()) << p.status().ToString() << "\n" << plain;
+  EXPECT_EQ(p->rms_norm_eps, 1e-5);
+  EXPECT_EQ(p->rope_theta, 10000.0);
+  EXPECT_EQ(p->max_positions, 8);
+  EXPECT_EQ(p->layers, 4);
+}
+
+}  // namespace
+}  // namespace pipecoord::jobplan
