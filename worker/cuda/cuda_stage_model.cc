@@ -202,7 +202,7 @@ Status CudaStageModel::Build() {
   if (!layers_.empty()) {
     // The CPU model's own table (double cos and sin), so both rotate by the same bits.
     const kernels::cpu::RopeTable table =
-        kernels::cpu::MakeRopeTable(config_.seq_len, config_.HeadDim(), model::kRopeBase);
+        kernels::cpu::MakeRopeTable(config_.seq_len, config_.HeadDim(), config_.rope_theta);
     const auto count = static_cast<int64_t>(table.cos.size());
     PIPECOORD_CUDA_STAGE_ASSIGN(rope_cos_, device_->Empty(Doubles(count)));
     PIPECOORD_CUDA_STAGE_ASSIGN(rope_sin_, device_->Empty(Doubles(count)));
@@ -333,7 +333,7 @@ Result<Tensor> CudaStageModel::ForwardAs(MicroBatch& state, CudaStageInput& inpu
   PIPECOORD_CUDA_STAGE_ASSIGN(s.y, Activation(h));
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormForward(Ptr<T>(s.x), Ptr<T>(params_[norm_].compute),
                                                Ptr<T>(s.y), Ptr<float>(s.rstd), n, h,
-                                               model::kRmsNormEps, stream));
+                                               config_.rms_norm_eps, stream));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.logits, Activation(V));
   PIPECOORD_RETURN_IF_ERROR(device_->gemm().Forward(
       Ptr<T>(s.y), Ptr<T>(params_[output_].compute), Ptr<T>(s.logits), {n, h, V}));
@@ -362,7 +362,7 @@ Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Ten
   PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd1, Floats(n));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.a, Activation(h));
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormForward(Ptr<T>(s.x), w(L.attention_norm), Ptr<T>(s.a),
-                                               Ptr<float>(s.rstd1), n, h, model::kRmsNormEps,
+                                               Ptr<float>(s.rstd1), n, h, config_.rms_norm_eps,
                                                stream));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.q, Activation(h));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.k, Activation(h));
@@ -383,7 +383,7 @@ Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Ten
   PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd2, Floats(n));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.c, Activation(h));
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormForward(Ptr<T>(s.x1), w(L.ffn_norm), Ptr<T>(s.c),
-                                               Ptr<float>(s.rstd2), n, h, model::kRmsNormEps,
+                                               Ptr<float>(s.rstd2), n, h, config_.rms_norm_eps,
                                                stream));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.gate, Activation(f));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.up, Activation(f));

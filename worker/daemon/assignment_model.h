@@ -21,6 +21,8 @@ inline model::ModelConfig ModelConfigOf(const v1::ModelSpec& ms) {
   config.vocab = ms.vocab();
   config.seq_len = ms.seq_len();
   config.seed = ms.seed();
+  if (ms.rms_norm_eps() != 0) config.rms_norm_eps = ms.rms_norm_eps();  // 0: Llama's default
+  if (ms.rope_theta() != 0) config.rope_theta = ms.rope_theta();
   return config;
 }
 

@@ -28,7 +28,7 @@ double LmHead<T>::Forward(std::vector<T> x, std::span<const int32_t> targets,
   s->x = std::move(x);
   s->rstd.resize(n);
   s->y.resize(n * h);
-  RmsNormForward(s->x.data(), w_.norm, s->y.data(), s->rstd.data(), n, h, kRmsNormEps);
+  RmsNormForward(s->x.data(), w_.norm, s->y.data(), s->rstd.data(), n, h, d_.norm_eps);
   s->logits.resize(n * V);
   LinearForward(s->y.data(), w_.output, s->logits.data(), {n, h, V});
   s->targets.assign(targets.begin(), targets.end());

@@ -19,6 +19,7 @@ struct HeadDims {
   int64_t tokens = 0;
   int64_t hidden = 0;
   int64_t vocab = 0;
+  double norm_eps = 1e-5;  // the final RMSNorm's epsilon (ModelConfig::rms_norm_eps)
 };
 
 template <typename P>

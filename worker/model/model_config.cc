@@ -1,5 +1,6 @@
 #include "worker/model/model_config.h"
 
+#include <cmath>
 #include <string>
 
 namespace pipecoord::model {
@@ -36,6 +37,12 @@ Status ModelConfig::Validate() const {
     return InvalidArgument("heads: hidden / heads must be even for rotary embeddings, got " +
                            std::to_string(hidden) + " / " + std::to_string(heads) + " = " +
                            std::to_string(HeadDim()));
+  }
+  if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps)) {
+    return InvalidArgument("rms_norm_eps: must be a finite number > 0, got " + std::to_string(rms_norm_eps));
+  }
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta)) {
+    return InvalidArgument("rope_theta: must be a finite number > 0, got " + std::to_string(rope_theta));
   }
   return Status::Ok();
 }

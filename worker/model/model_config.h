@@ -9,7 +9,8 @@
 
 namespace pipecoord::model {
 
-// RMSNorm's epsilon and RoPE's base, fixed for every model (Llama's values).
+// RMSNorm's epsilon and RoPE's base by default (Llama's values); a Hugging Face config may set
+// others (ModelConfig::rms_norm_eps, rope_theta).
 inline constexpr double kRmsNormEps = 1e-5;
 inline constexpr double kRopeBase = 10000.0;
 
@@ -21,6 +22,8 @@ struct ModelConfig {
   int vocab = 0;       // vocabulary size, > 0
   int seq_len = 0;     // tokens per sample s, > 0
   uint64_t seed = 0;   // initial weights (and the synthetic data) come from this seed
+  double rms_norm_eps = kRmsNormEps;  // > 0
+  double rope_theta = kRopeBase;      // > 0
 
   // ffn_hidden if set, else ceil(8h/3) rounded up to a multiple of 64 (as proto/job.proto says).
   int FfnHidden() const;

@@ -41,6 +41,17 @@ TEST(ModelConfigTest, ValidateNamesTheField) {
   EXPECT_EQ((BatchShape{2, 0}).Validate().message(), "microbatches: must be > 0, got 0");
 }
 
+TEST(ModelConfigTest, NormEpsilonAndRopeBaseDefaultToLlamasAndMustBePositive) {
+  ModelConfig c = Tiny();
+  EXPECT_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  c.rms_norm_eps = 0;
+  EXPECT_EQ(c.Validate().message(), "rms_norm_eps: must be a finite number > 0, got 0.000000");
+  c = Tiny();
+  c.rope_theta = -1;
+  EXPECT_EQ(c.Validate().message(), "rope_theta: must be a finite number > 0, got -1.000000");
+}
+
 TEST(StageShardTest, SplitModelPlacesEmbeddingFirstAndHeadLast) {
   auto shards = SplitModel(Tiny(), {1, 3, 2});
   ASSERT_TRUE(shards.ok()) << shards.status().ToString();

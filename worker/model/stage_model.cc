@@ -56,6 +56,7 @@ StageModel::StageModel(const ModelConfig& config, const StageShard& shard,
   dims_.hidden = config.hidden;
   dims_.heads = config.heads;
   dims_.ffn = config.FfnHidden();
+  dims_.norm_eps = config.rms_norm_eps;
 }
 
 void StageModel::Build() {
@@ -73,7 +74,7 @@ void StageModel::Build() {
   const double kOnes = -1;
   if (shard_.has_embedding) embedding_ = add("tok_embeddings.weight", {V, h}, 1.0, true);
   auto rope = std::make_shared<const kernels::cpu::RopeTable>(
-      kernels::cpu::MakeRopeTable(dims_.seq, h / dims_.heads, kRopeBase));
+      kernels::cpu::MakeRopeTable(dims_.seq, h / dims_.heads, config_.rope_theta));
   blocks_.reserve(static_cast<size_t>(shard_.num_layers));
   for (int l = shard_.first_layer; l < shard_.first_layer + shard_.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
@@ -101,7 +102,7 @@ void StageModel::Build() {
   if (shard_.has_head) {
     Parameter* norm = add("norm.weight", {h}, kOnes, false);
     Parameter* out = add("output.weight", {V, h}, 1.0 / std::sqrt(static_cast<double>(h)), true);
-    head_.emplace(HeadDims{dims_.tokens(), h, V},
+    head_.emplace(HeadDims{dims_.tokens(), h, V, config_.rms_norm_eps},
                   HeadTensors<const float>{norm->value.data(), out->value.data()},
                   HeadTensors<float>{norm->grad.data(), out->grad.data()});
   }

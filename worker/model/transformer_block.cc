@@ -48,7 +48,7 @@ std::vector<T> TransformerBlock<T>::Forward(std::vector<T> x, BlockSaved<T>* s) 
   s->x = std::move(x);
   s->rstd1.resize(n);
   s->a.resize(n * h);
-  RmsNormForward(s->x.data(), w_.attention_norm, s->a.data(), s->rstd1.data(), n, h, kRmsNormEps);
+  RmsNormForward(s->x.data(), w_.attention_norm, s->a.data(), s->rstd1.data(), n, h, d_.norm_eps);
   s->q.resize(n * h);
   s->k.resize(n * h);
   s->v.resize(n * h);
@@ -65,7 +65,7 @@ std::vector<T> TransformerBlock<T>::Forward(std::vector<T> x, BlockSaved<T>* s) 
   AddInPlace(s->x1, s->x);
   s->rstd2.resize(n);
   s->c.resize(n * h);
-  RmsNormForward(s->x1.data(), w_.ffn_norm, s->c.data(), s->rstd2.data(), n, h, kRmsNormEps);
+  RmsNormForward(s->x1.data(), w_.ffn_norm, s->c.data(), s->rstd2.data(), n, h, d_.norm_eps);
   s->gate.resize(n * f);
   s->up.resize(n * f);
   LinearForward(s->c.data(), w_.w1, s->gate.data(), {n, h, f});

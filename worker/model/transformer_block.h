@@ -32,6 +32,7 @@ struct BlockDims {
   int64_t hidden = 0;  // model width h
   int64_t heads = 0;   // attention heads (head_dim = hidden / heads)
   int64_t ffn = 0;     // SwiGLU inner width
+  double norm_eps = 1e-5;  // both RMSNorms' epsilon (ModelConfig::rms_norm_eps)
 
   int64_t tokens() const { return batch * seq; }
 };
