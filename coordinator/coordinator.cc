@@ -9,6 +9,7 @@
 #include "coordinator/job_record.h"
 #include "coordinator/run_trace.h"
 #include "jobplan/spec_validation.h"
+#include "proto/worker_kinds.h"
 
 namespace pipecoord::coordinator {
 
@@ -330,7 +331,7 @@ void Coordinator::TryDispatchLocked() {
   for (auto& jp : jobs_) {
     JobRecord& j = *jp;
     if (j.job.state() != v1::PENDING) continue;
-    std::vector<RegisteredWorker*> free = workers_.Available(j.job.spec().device());
+    std::vector<RegisteredWorker*> free = workers_.Available(j.job.spec().device(), j.job.spec().worker().kind());
     if (static_cast<int>(free.size()) < j.world()) continue;  // FIFO per device kind is not strict: later jobs may fit
     // A restart: each rank's previous worker first, where it is free.
     for (int g = 0; g < static_cast<int>(j.previous_workers.size()) && g < j.world(); ++g) {
@@ -397,6 +398,9 @@ Result<health::HealthSnapshot> Coordinator::JobHealth(const std::string& id) con
 Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r, bool id_from_credentials) {
   if (r.device_kind() != "cpu" && r.device_kind() != "cuda") {
     return InvalidArgument("device_kind: must be \"cpu\" or \"cuda\", got \"" + r.device_kind() + "\"");
+  }
+  if (!v1::KnownWorkerKind(r.worker_kind())) {
+    return InvalidArgument("worker_kind: must be \"builtin\" or \"torch\", got \"" + r.worker_kind() + "\"");
   }
   if (r.data_endpoint().empty() || r.data_endpoint().size() > 256 || r.data_endpoint().find(':') == std::string::npos) {
     return InvalidArgument("data_endpoint: must be HOST:PORT, got \"" + r.data_endpoint() + "\"");

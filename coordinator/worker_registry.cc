@@ -19,6 +19,7 @@ RegisteredWorker& WorkerRegistry::Add(const std::string& id, const v1::RegisterR
   w->info.set_worker_id(id);
   w->info.set_host(r.host());
   w->info.set_device_kind(r.device_kind());
+  w->info.set_worker_kind(r.worker_kind());
   w->info.set_device_memory_bytes(r.device_memory_bytes());
   w->info.set_data_endpoint(r.data_endpoint());
   w->info.set_rank(-1);
@@ -72,10 +73,15 @@ std::vector<v1::WorkerInfo> WorkerRegistry::List(Clock::time_point now) const {
   return out;
 }
 
-std::vector<RegisteredWorker*> WorkerRegistry::Available(const std::string& device_kind) const {
+std::vector<RegisteredWorker*> WorkerRegistry::Available(const std::string& device_kind,
+                                                         const std::string& worker_kind) const {
+  const std::string wanted = v1::NormalWorkerKind(worker_kind);
   std::vector<RegisteredWorker*> out;
   for (const auto& [id, w] : workers_) {
-    if (w->free() && !w->suspect && w->info.device_kind() == device_kind) out.push_back(w.get());
+    if (w->free() && !w->suspect && w->info.device_kind() == device_kind &&
+        v1::NormalWorkerKind(w->info.worker_kind()) == wanted) {
+      out.push_back(w.get());
+    }
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "proto/worker.pb.h"
+#include "proto/worker_kinds.h"
 
 namespace pipecoord::coordinator {
 
@@ -69,10 +70,12 @@ class WorkerRegistry {
   std::vector<v1::WorkerInfo> List(Clock::time_point now) const;
 
   // --- Holding jobs ---
-  // Free workers of the device kind that are not suspect, in id order.
-  std::vector<RegisteredWorker*> Available(const std::string& device_kind) const;
-  // What Available(device_kind) offers a schedule "auto" job: how many, and the smallest device
-  // memory among those that reported one (0: none did).
+  // Free workers of the device kind and worker program (proto/worker_kinds.h; "" is "builtin")
+  // that are not suspect, in id order.
+  std::vector<RegisteredWorker*> Available(const std::string& device_kind,
+                                           const std::string& worker_kind = v1::kBuiltinWorker) const;
+  // What Available(device_kind) offers a schedule "auto" job (built-in workers: only they run
+  // "auto"): how many, and the smallest device memory among those that reported one (0: none did).
   struct Capacity {
     int count = 0;
     uint64_t smallest_memory_bytes = 0;

@@ -78,6 +78,27 @@ TEST(WorkerRegistryTest, AWorkerHoldsItsJobUntilItReleasesIt) {
   EXPECT_TRUE(a.commands.empty());
 }
 
+// A job runs on its spec's worker program only: "" and "builtin" are the C++ daemon.
+TEST(WorkerRegistryTest, WorkersAreOfferedByTheirKind) {
+  WorkerRegistry reg(milliseconds(100));
+  reg.Add("cpp", Request(), Clock::now());
+  v1::RegisterRequest r = Request();
+  r.set_worker_kind("torch");
+  reg.Add("py", r, Clock::now());
+  r.set_worker_kind("builtin");
+  reg.Add("named", r, Clock::now());
+  r = Request("cuda");
+  r.set_worker_kind("torch");
+  reg.Add("pygpu", r, Clock::now());
+  EXPECT_EQ(Ids(reg.Available("cpu")), (std::vector<std::string>{"cpp", "named"}));
+  EXPECT_EQ(Ids(reg.Available("cpu", "")), (std::vector<std::string>{"cpp", "named"}));
+  EXPECT_EQ(Ids(reg.Available("cpu", "builtin")), (std::vector<std::string>{"cpp", "named"}));
+  EXPECT_EQ(Ids(reg.Available("cpu", "torch")), std::vector<std::string>{"py"});
+  EXPECT_EQ(Ids(reg.Available("cuda", "torch")), std::vector<std::string>{"pygpu"});
+  EXPECT_EQ(reg.FreeCapacity("cpu").count, 2);  // "auto" plans for built-in workers only
+  EXPECT_EQ(reg.Find("py")->info.worker_kind(), "torch");
+}
+
 TEST(WorkerRegistryTest, AWorkerRegisteringWithAHeldJobIsClosingIt) {
   WorkerRegistry reg(milliseconds(100));
   v1::RegisterRequest r = Request();

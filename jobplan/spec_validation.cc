@@ -6,10 +6,13 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <string_view>
 
+#include "jobplan/data_spec.h"
 #include "jobplan/health_settings.h"
 #include "jobplan/hf_config.h"
 #include "jobplan/plan_job.h"
+#include "proto/worker_kinds.h"
 #include "schedules/partition.h"
 #include "schedules/registry.h"
 
@@ -28,6 +31,65 @@ Status Range(const char* field, long long v, long long lo, long long hi) {
   if (v < lo || v > hi) {
     return InvalidArgument(std::string("spec.") + field + ": must be in " + std::to_string(lo) + ".." +
                            std::to_string(hi) + ", got " + std::to_string(v));
+  }
+  return Status::Ok();
+}
+
+// "package.module:function": dotted Python identifiers, a colon, an identifier.
+bool IsImportPath(const std::string& s) {
+  auto ident_char = [](char c, bool first) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9');
+  };
+  const size_t colon = s.find(':');
+  if (colon == std::string::npos || s.find(':', colon + 1) != std::string::npos) return false;
+  auto dotted = [&](std::string_view part, bool allow_dots) {
+    bool first = true;
+    for (char c : part) {
+      if (c == '.' && allow_dots && !first) {
+        first = true;
+        continue;
+      }
+      if (!ident_char(c, first)) return false;
+      first = false;
+    }
+    return !first;  // not empty, not ending in a dot
+  };
+  return dotted(std::string_view(s).substr(0, colon), true) && dotted(std::string_view(s).substr(colon + 1), false);
+}
+
+// spec.worker: which program runs the job, and what PyTorch workers do not do (yet).
+Status ValidateWorkerSpec(const v1::JobSpec& s) {
+  const v1::WorkerSpec& w = s.worker();
+  if (!v1::KnownWorkerKind(w.kind())) {
+    return InvalidArgument("spec.worker.kind: must be \"builtin\" or \"torch\", got \"" + w.kind() + "\"");
+  }
+  if (w.kind() != v1::kTorchWorker) {
+    if (!w.module().empty()) return InvalidArgument("spec.worker.module: only for spec.worker.kind \"torch\"");
+    return Status::Ok();
+  }
+  if (!IsImportPath(w.module())) {
+    return InvalidArgument("spec.worker.module: must be \"package.module:function\" (a function (StageShard, "
+                           "ModelSpec) -> torch.nn.Module), got \"" + w.module() + "\"");
+  }
+  if (s.dp() > 1) {
+    return InvalidArgument("spec.dp: torch workers run one replica (dp 1); data parallelism on them is not "
+                           "implemented, got " + std::to_string(s.dp()));
+  }
+  if (s.checkpoint_every() > 0) {
+    return InvalidArgument("spec.checkpointEvery: torch workers do not write checkpoints (not implemented), got " +
+                           std::to_string(s.checkpoint_every()));
+  }
+  if (IsAuto(s)) {
+    return InvalidArgument("spec.schedule: \"auto\" plans the built-in model's memory; name a schedule (or "
+                           "\"best\") for torch workers");
+  }
+  if (s.precision() == "bf16") {
+    return InvalidArgument("spec.precision: torch workers train in \"fp32\" (bf16 on them is not implemented)");
+  }
+  if (s.has_data() || s.eval_every() > 0) {
+    return InvalidArgument(std::string(s.has_data() ? "spec.data" : "spec.evalEvery") +
+                           ": torch workers read the synthetic token stream only (datasets and validation on "
+                           "them are not implemented)");
   }
   return Status::Ok();
 }
@@ -141,6 +203,7 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (s.precision() == "bf16" && s.device() != "cuda") {
     return InvalidArgument("spec.precision: \"bf16\" needs device \"cuda\" (the CPU backend trains in fp32)");
   }
+  PIPECOORD_RETURN_IF_ERROR(ValidateWorkerSpec(s));
   const long long world = static_cast<long long>(s.pp()) * std::max(1, s.dp());
   if (world > 4096) return InvalidArgument("spec.pp x spec.dp: must be at most 4096 workers, got " + std::to_string(world));
   if (s.has_costs()) {
@@ -179,6 +242,7 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
                            " (a layer for each stage), got " + std::to_string(m.layers()));
   }
   PIPECOORD_RETURN_IF_ERROR(ValidateHealthConfig(s.health()));
+  PIPECOORD_RETURN_IF_ERROR(ValidateDataSpec(s));  // spec.data, evalEvery, evalBatches (jobplan/data_spec.h)
   if (s.stage_layers_size() > 0) {
     std::vector<int> rank_layers(s.stage_layers().begin(), s.stage_layers().end());
     // The placement's shape is all that matters here: every schedule keeps vpp chunks per rank.

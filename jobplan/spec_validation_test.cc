@@ -15,6 +15,45 @@ namespace {
 
 std::string Error(const v1::JobSpec& s) { return ValidateJobSpec(s).message(); }
 
+// spec.worker: the program that runs the job; what torch workers do not do is refused by name.
+TEST(SpecValidationTest, WorkerKindAndModule) {
+  auto s = TinySpec();
+  s.mutable_worker()->set_kind("builtin");
+  EXPECT_EQ(Error(s), "");
+  s.mutable_worker()->set_kind("jax");
+  EXPECT_EQ(Error(s), "spec.worker.kind: must be \"builtin\" or \"torch\", got \"jax\"");
+  s.mutable_worker()->set_kind("");
+  s.mutable_worker()->set_module("m:f");
+  EXPECT_EQ(Error(s), "spec.worker.module: only for spec.worker.kind \"torch\"");
+  s.mutable_worker()->set_kind("torch");
+  EXPECT_EQ(Error(s), "");
+  s.mutable_worker()->set_module("pkg.sub_2.mod:build_stage");
+  EXPECT_EQ(Error(s), "");
+  for (const char* bad : {"", "pkg.mod", "pkg.mod:", ":f", "pkg..mod:f", ".pkg:f", "pkg.:f", "pkg:f.g", "p-k:f",
+                          "pkg:f:g", "1pkg:f"}) {
+    s.mutable_worker()->set_module(bad);
+    EXPECT_EQ(Error(s), std::string("spec.worker.module: must be \"package.module:function\" (a function "
+                                    "(StageShard, ModelSpec) -> torch.nn.Module), got \"") + bad + "\"")
+        << bad;
+  }
+  s.mutable_worker()->set_module("pkg.mod:f");
+  s.set_dp(2);
+  EXPECT_EQ(Error(s), "spec.dp: torch workers run one replica (dp 1); data parallelism on them is not implemented, got 2");
+  s.set_dp(1);
+  s.set_checkpoint_every(2);
+  EXPECT_EQ(Error(s), "spec.checkpointEvery: torch workers do not write checkpoints (not implemented), got 2");
+  s.set_checkpoint_every(0);
+  s.set_eval_every(1);
+  EXPECT_EQ(Error(s), "spec.evalEvery: torch workers read the synthetic token stream only (datasets and validation on "
+                      "them are not implemented)");
+  s.set_eval_every(0);
+  s.set_device("cuda");
+  s.set_precision("bf16");
+  EXPECT_EQ(Error(s), "spec.precision: torch workers train in \"fp32\" (bf16 on them is not implemented)");
+  s.set_precision("fp32");
+  EXPECT_EQ(Error(s), "");
+}
+
 TEST(SpecValidationTest, EveryFieldNamesItsRule) {
   EXPECT_TRUE(ValidateJobSpec(TinySpec()).ok());
   auto s = TinySpec();
