@@ -49,16 +49,7 @@ Result<SequenceSampler> Sampler(TokenRange range, const SamplingSpec& spec, Sequ
 }  // namespace
 
 Result<JobData> JobData::Open(const JobDataSpec& spec) {
-  if (spec.path.empty()) return InvalidArgument("spec.data.path: required (a dataset PREFIX or a prepared folder)");
-  if (!spec.format.empty() && spec.format != "flat" && spec.format != "megatron") {
-    return InvalidArgument("spec.data.format: must be \"flat\", \"megatron\" or empty, got \"" + spec.format + "\"");
-  }
-  if (!(spec.val_fraction >= 0 && spec.val_fraction < 1)) {
-    return InvalidArgument("spec.data.valFraction: must be in [0, 1), got " + Num(spec.val_fraction));
-  }
-  if (!spec.val_path.empty() && spec.val_fraction > 0) {
-    return InvalidArgument("spec.data.valPath: give valPath or valFraction, not both");
-  }
+  PIPECOORD_RETURN_IF_ERROR(ValidateJobDataFields(spec));
   // A prepared folder: its train split, and its val split unless validation comes from elsewhere.
   std::string train_prefix = spec.path, val_prefix = spec.val_path;
   if (IsDirectory(spec.path)) {

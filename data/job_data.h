@@ -18,23 +18,12 @@
 #include <string>
 
 #include "common/status.h"
+#include "data/job_data_spec.h"
 #include "data/sequence_sampler.h"
 #include "data/token_dataset.h"
 
 namespace pipecoord::data {
 
-// What a JobSpec says about its data, in plain values (data/ does not read protos:
-// jobplan::JobDataSpecOf fills it from a spec).
-struct JobDataSpec {
-  std::string path;
-  std::string format;        // "flat", "megatron" or "" (told by the file beside PREFIX.bin)
-  std::string val_path;      // empty: none
-  double val_fraction = 0;   // in [0, 1)
-  int64_t vocab_size = 0;    // the model's: every id must be below it
-  SamplingSpec sampling;     // seed, sequence length, micro-batch size, micro-batches, dp
-  int eval_batches = 0;      // > 0: validation is required, eval_batches micro-batches per replica
-  bool check_tokens = true;  // scan every id at open
-};
 
 class JobData {
  public:

@@ -22,10 +22,13 @@ ALLOWED = {
     "kernels": {"common", "kernels"},
     # Not pure: reads and writes dataset and weight files (memory for its JSON reader).
     "data": {"common", "data", "memory"},
-    "jobplan": {"common", "jobplan", "memory", "planner", "proto", "schedules"},
+    # data: only its pure :formats (data/job_data_spec.h, spec.data in plain values).
+    "jobplan": {"common", "data", "jobplan", "memory", "planner", "proto", "schedules"},
     "cli": {"cli", "common", "data", "jobplan", "memory", "planner", "proto", "schedules"},
-    "coordinator": {"common", "coordinator", "jobplan", "kernels", "memory", "planner", "proto", "schedules"},
-    "worker": {"common", "jobplan", "kernels", "memory", "proto", "schedules", "worker"},
+    # data: it checks a job's datasets at submit, before any worker starts.
+    "coordinator": {"common", "coordinator", "data", "jobplan", "kernels", "memory", "planner", "proto", "schedules"},
+    # data: token datasets and safetensors weights (init, checkpoints) read memory-mapped.
+    "worker": {"common", "data", "jobplan", "kernels", "memory", "proto", "schedules", "worker"},
 }
 TEST_RULES = ("cc_test", "sh_test", "py_test")
 
