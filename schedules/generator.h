@@ -19,6 +19,9 @@ struct ScheduleSpec {
   CostModel costs;       // read by the generators (each times its order with it) and the comm pass
   double mem_limit = 0;  // zb-auto, v-auto: peak activations per rank, in CostModel's units; 0: 1F1B's
   std::string csv;       // the text of a PyTorch-format CSV, for the "csv" generator
+  // Data parallel (dp > 1): BuildSchedule adds one REDUCE_GRAD per stage after its last W
+  // (reduce_grads.h), whose cost is costs.reduce_grad.
+  bool reduce_grads = false;
 };
 
 using Generator = Result<Schedule> (*)(const ScheduleSpec& spec);

@@ -1,8 +1,10 @@
 #include "schedules/registry.h"
 
 #include <string>
+#include <utility>
 
 #include "schedules/comm_pass.h"
+#include "schedules/reduce_grads.h"
 #include "schedules/validator.h"
 
 namespace pipecoord::schedules {
@@ -95,6 +97,7 @@ Result<std::vector<int>> PlaceStages(std::string_view name, const ScheduleSpec& 
 Result<Schedule> BuildSchedule(std::string_view name, const ScheduleSpec& spec) {
   auto compute = GenerateComputeOrder(name, spec);
   if (!compute.ok()) return compute.status();
+  if (spec.reduce_grads) *compute = AddReduceGrads(std::move(compute).value());
   Schedule full;
   if (compute->HasCommunication()) {
     full = std::move(compute).value();  // an imported schedule that brings its own

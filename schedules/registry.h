@@ -33,7 +33,8 @@ Result<Schedule> GenerateComputeOrder(std::string_view name, ScheduleSpec spec);
 // So a caller can place layers, derive the stages' costs and generate once with them.
 Result<std::vector<int>> PlaceStages(std::string_view name, const ScheduleSpec& spec);
 
-// GenerateComputeOrder, then the communication pass, then the validator: what a worker runs.
+// GenerateComputeOrder, then (spec.reduce_grads) AddReduceGrads, then the communication pass,
+// then the validator: what a worker runs.
 Result<Schedule> BuildSchedule(std::string_view name, const ScheduleSpec& spec);
 
 }  // namespace pipecoord::schedules

@@ -46,6 +46,8 @@ Result<Simulation> Run(const Schedule& s, const Duration& duration, double comm,
   for (int r = 0; r < s.pp; ++r) sim.timing[r].resize(s.ranks[r].size());
   std::vector<size_t> pos(s.pp, 0);
   std::vector<double> clock(s.pp, 0.0);
+  // Each rank's gradient-reduction lane: when its last REDUCE_GRAD launched so far is done.
+  std::vector<double> reduced(s.pp, 0.0);
   std::vector<char> queued(s.pp, 1);
   std::vector<int> work(s.pp);
   for (int r = 0; r < s.pp; ++r) work[r] = s.pp - 1 - r;
@@ -107,6 +109,16 @@ Result<Simulation> Run(const Schedule& s, const Duration& duration, double comm,
         pos[r] += 3;
         continue;
       }
+      if (a.op == Op::kReduceGrad) {
+        // Launched here, run in the background after the rank's earlier reductions; the rank
+        // goes on at once.
+        const double begin = std::max(clock[r], reduced[r]);
+        reduced[r] = begin + duration(r, i);
+        sim.timing[r][i] = {begin, reduced[r]};
+        ++pos[r];
+        continue;
+      }
+      if (a.op == Op::kOpt) start = std::max(start, reduced[r]);  // steps reduced gradients only
       if (IsCompute(a.op) && !inputs_ready(a, r, &start)) break;  // woken again when it is produced
       const double end = start + duration(r, i);
       sim.timing[r][i] = {start, end};
@@ -130,7 +142,7 @@ Result<Simulation> Run(const Schedule& s, const Duration& duration, double comm,
 
   const std::vector<double> peaks = PeakActivations(s, c);
   sim.ranks.resize(s.pp);
-  for (int r = 0; r < s.pp; ++r) sim.makespan = std::max(sim.makespan, clock[r]);
+  for (int r = 0; r < s.pp; ++r) sim.makespan = std::max({sim.makespan, clock[r], reduced[r]});
   double busy_total = 0, longest_span = 0;
   const double eps = 1e-9 * std::max(1.0, sim.makespan);
   for (int r = 0; r < s.pp; ++r) {

@@ -3,9 +3,16 @@
 // Each rank runs its list in order; a compute action starts when the rank is free and its
 // inputs are there. Communication is asynchronous: sends and receives are posted early, so a
 // transfer between ranks adds `comm` after its producer ends and occupies neither rank.
-// SEND/RECV/PROBE/OPT take no time here. UNSHARD, RESHARD and REDUCE_GRAD hold their rank for
-// the cost model's unshard/reshard/reduce_grad (0 by default) and are not compute: their time
-// is idle in the bubble figures. An OVERLAP_F_B and the F and B (or BW) after it are one slot:
+// SEND/RECV/PROBE/OPT take no time here. UNSHARD and RESHARD hold their rank for the cost
+// model's unshard/reshard (0 by default) and are not compute: their time is idle in the bubble
+// figures. REDUCE_GRAD (a stage's data-parallel gradient all-reduce) is launched where it stands
+// and runs in the background for the cost model's reduce_grad, one at a time per rank (the
+// rank's reduction lane starts it at max(launch, the previous one's end)); the rank goes on with
+// its list at once, an OPT waits until every reduction launched before it has ended, and the
+// rank's step ends when both its list and its lane are done (the makespan covers the lane). So
+// a stage reduced right after its last W overlaps the rest of the rank's cool-down, while
+// reductions placed just before OPT (the all-reduce after the step) add their whole time.
+// An OVERLAP_F_B and the F and B (or BW) after it are one slot:
 // it starts when the rank is free and both halves' inputs are there, lasts
 // CostModel::overlap's F + B - overlap x min(F, B), and both results are ready at its end; the
 // two halves' timings split the slot in proportion to their costs (the OVERLAP_F_B itself gets

@@ -149,7 +149,8 @@ class Checker {
 
   // REDUCE_GRAD (PyTorch's _add_reduce_grad): once per stage, after the stage's last weight
   // gradient (W or BW) on its rank, and then on every stage: a replica that reduces some stages'
-  // gradients and not others' trains on unreduced ones.
+  // gradients and not others' trains on unreduced ones. An OPT (which steps every stage of its
+  // rank) comes after the REDUCE_GRAD of each stage its rank holds.
   Status CheckReduceGrad() const {
     std::vector<Place> reduce(stages_);
     Place first;
@@ -179,6 +180,20 @@ class Checker {
       }
     }
     if (first.rank < 0) return Status::Ok();
+    // An OPT steps every stage of its rank, so it comes after each of their reductions.
+    for (int r = 0; r < s_.pp; ++r) {
+      const auto& list = s_.ranks[r];
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (list[i].op != Op::kOpt) continue;
+        for (int st = 0; st < stages_; ++st) {
+          const Place& p = reduce[st];
+          if (p.rank == r && p.pos > static_cast<int>(i)) {
+            return InvalidArgument(Where(r, i, list[i]) + ": runs before " + ToString(list[p.pos]) + " at position " +
+                                   std::to_string(p.pos) + "; the optimizer step of a stage follows its REDUCE_GRAD");
+          }
+        }
+      }
+    }
     for (int st = 0; st < stages_; ++st) {
       if (reduce[st].rank < 0) {
         return InvalidArgument("stage " + std::to_string(st) + " has no REDUCE_GRAD, but stage " +

@@ -20,7 +20,8 @@ Status CheckShape(const Schedule& schedule);
 // right); and the schedule finishes: with communication, under blocking (rendezvous) send/recv;
 // without, under data dependencies alone. PyTorch's newer actions, when present: an
 // OVERLAP_F_B's backward half does not need its forward half; REDUCE_GRAD once per stage, on
-// its rank, after the stage's last W (or BW), and on every stage if on any; for a stage with
+// its rank, after the stage's last W (or BW), and on every stage if on any, and an OPT after
+// the REDUCE_GRAD of every stage its rank holds; for a stage with
 // UNSHARD/RESHARD, the two alternate starting with UNSHARD, each of the stage's compute actions
 // runs between an UNSHARD and its RESHARD, a RESHARD follows some compute, and the stage ends
 // resharded. Errors are INVALID_ARGUMENT and name the rank, the position and the rule.
