@@ -101,6 +101,17 @@ class ComputeBackend {
   virtual int64_t optimizer_steps() const = 0;
   virtual void set_optimizer_steps(int64_t steps) = 0;
 
+  // ---- Validation (spec.evalEvery), between steps ----
+  // F of validation micro-batch `batch` on `stage`: nothing kept for a backward, no weight or
+  // gradient touched. `input` as for Forward; the head stage adds the batch's loss to the
+  // pending validation loss and returns an empty tensor.
+  virtual Result<kernels::Tensor> Evaluate(int /*stage*/, int /*batch*/, kernels::Tensor /*input*/) {
+    return Unimplemented("validation: this backend does not evaluate (the CPU backend does)");
+  }
+  // The mean loss over the validation batches evaluated since the last call, then forgotten;
+  // false if this rank holds no loss.
+  virtual bool TakeValidationLoss(double* /*loss*/) { return false; }
+
   // ---- Device timing ----
   // A backend whose calls return once their work is queued (a GPU stream) answers true: the
   // host clock around such a call measures its launch, not its work, so the executor times the

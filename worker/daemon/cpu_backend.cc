@@ -1,5 +1,5 @@
-// The CPU backend: one StageModel per virtual stage this rank holds, fed by the synthetic data
-// stream every rank regenerates from the job's data seed.
+// The CPU backend: one StageModel per virtual stage this rank holds, fed by the job's training
+// data (worker/daemon/training_data.h: the synthetic stream or the job's datasets).
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -11,15 +11,15 @@
 #include "worker/daemon/assignment_model.h"
 #include "worker/daemon/backend_factory.h"
 #include "worker/model/stage_model.h"
-#include "worker/model/synthetic_data.h"
+#include "worker/daemon/training_data.h"
 
 namespace pipecoord::worker {
 namespace {
 
 class CpuBackend final : public ComputeBackend {
  public:
-  CpuBackend(const v1::Assignment& a, model::SyntheticData data)
-      : data_(std::move(data)), mbs_(a.spec().microbatches()), dp_rank_(a.dp_rank()),
+  CpuBackend(const v1::Assignment& a, std::shared_ptr<const TrainingData> data)
+      : data_(std::move(data)), mbs_(a.spec().microbatches()),
         mbs_size_(a.spec().micro_batch_size()), seq_(a.spec().model().seq_len()),
         hidden_(a.spec().model().hidden()), lr_(a.spec().learning_rate()) {}
 
@@ -39,10 +39,10 @@ class CpuBackend final : public ComputeBackend {
     if (m == nullptr) return NoStage(stage);
     model::StageInput in;
     if (m->shard().has_embedding || m->shard().has_head) {
-      // Replicas read disjoint micro-batches: replica d's mb is the step's d*m + mb.
-      model::TokenBatch batch = data_.Batch(step, dp_rank_ * mbs_ + mb);
-      if (m->shard().has_embedding) in.tokens = std::move(batch.inputs);
-      if (m->shard().has_head) in.targets = std::move(batch.targets);
+      auto batch = data_->Train(step, mb);  // this replica's own sequences
+      if (!batch.ok()) return batch.status();
+      if (m->shard().has_embedding) in.tokens = std::move(batch->inputs);
+      if (m->shard().has_head) in.targets = std::move(batch->targets);
     }
     if (!m->shard().has_embedding) in.activations = input.TakeFloats();
     auto out = Tracked(m, [&] { return m->Forward(mb, std::move(in)); });
@@ -52,6 +52,34 @@ class CpuBackend final : public ComputeBackend {
       has_loss_ = true;
     }
     return Boundary(std::move(out->activations));
+  }
+
+  Result<kernels::Tensor> Evaluate(int stage, int batch, kernels::Tensor input) override {
+    auto* m = Stage(stage);
+    if (m == nullptr) return NoStage(stage);
+    model::StageInput in;
+    if (m->shard().has_embedding || m->shard().has_head) {
+      auto tokens = data_->Validation(batch);
+      if (!tokens.ok()) return tokens.status();
+      if (m->shard().has_embedding) in.tokens = std::move(tokens->inputs);
+      if (m->shard().has_head) in.targets = std::move(tokens->targets);
+    }
+    if (!m->shard().has_embedding) in.activations = input.TakeFloats();
+    auto out = m->ForwardOnly(std::move(in));
+    if (!out.ok()) return out.status();
+    if (out->loss) {
+      val_loss_sum_ += *out->loss;
+      ++val_batches_;
+    }
+    return Boundary(std::move(out->activations));
+  }
+
+  bool TakeValidationLoss(double* loss) override {
+    if (val_batches_ == 0) return false;
+    *loss = val_loss_sum_ / val_batches_;
+    val_loss_sum_ = 0;
+    val_batches_ = 0;
+    return true;
   }
 
   Result<kernels::Tensor> BackwardInput(int stage, int mb, kernels::Tensor grad) override {
@@ -167,14 +195,16 @@ class CpuBackend final : public ComputeBackend {
     return kernels::Tensor::FromVector(std::move(values), BoundarySpec().shape);
   }
 
-  model::SyntheticData data_;
-  const int mbs_, dp_rank_;
+  std::shared_ptr<const TrainingData> data_;
+  const int mbs_;
   const int64_t mbs_size_, seq_, hidden_;  // the boundary tensor [micro-batch, seq, hidden]
   const double lr_;
   std::map<int, std::unique_ptr<model::StageModel>> stages_;
   double loss_sum_ = 0;
   int64_t peak_activation_bytes_ = 0;  // the rank's, since ResetPeak (see Tracked)
   bool has_loss_ = false;
+  double val_loss_sum_ = 0;  // validation batches' losses since TakeValidationLoss
+  int val_batches_ = 0;
 };
 
 }  // namespace
@@ -187,7 +217,9 @@ Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a) {
   }
   const model::ModelConfig config = ModelConfigOf(a.spec().model());
   const model::BatchShape batch = BatchShapeOf(a.spec());
-  auto backend = std::make_unique<CpuBackend>(a, SyntheticDataOf(a.spec()));
+  auto data = TrainingData::Open(a.spec(), a.dp_rank());
+  if (!data.ok()) return data.status();
+  auto backend = std::make_unique<CpuBackend>(a, std::move(data).value());
   for (const v1::StageShard& s : a.shards()) PIPECOORD_RETURN_IF_ERROR(backend->AddStage(config, batch, s));
   return std::unique_ptr<ComputeBackend>(std::move(backend));
 }

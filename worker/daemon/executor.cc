@@ -4,6 +4,7 @@
 #include <span>
 #include <string>
 
+#include "jobplan/data_spec.h"
 #include "proto/op_kinds.h"
 #include "worker/transport/allreduce.h"
 #include "worker/transport/device_allreduce.h"
@@ -12,6 +13,9 @@ namespace pipecoord::worker {
 namespace {
 
 constexpr uint32_t kActivations = 0, kGradients = 1;
+// Validation activations: between pipeline neighbours of one replica, never the all-reduce's
+// peers, on a channel of their own so they cannot be taken for a step's.
+constexpr uint32_t kValidationActivations = 64;
 
 std::string Describe(const v1::Action& a) {
   return std::to_string(a.stage()) + v1::Op_Name(a.op()) + std::to_string(a.microbatch());
@@ -186,6 +190,41 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   return Status::Ok();
 }
 
+Result<std::optional<double>> Executor::RunValidation(int step) {
+  const int batches = std::max(1, a_.spec().eval_batches());
+  for (int k = 0; k < batches; ++k) {
+    kernels::Tensor local;  // the previous stage's output when that stage is on this rank too
+    for (int s = 0; s < stages_; ++s) {
+      if (stage_to_rank_[s] != rank_) continue;
+      if (cancelled_) return FailedPrecondition("cancelled");
+      kernels::Tensor in;
+      if (s > 0 && stage_to_rank_[s - 1] == rank_) {
+        in = std::move(local);
+      } else if (s > 0) {
+        auto r = transport_->Recv(Global(stage_to_rank_[s - 1]), MessageTag{kValidationActivations, s, k, step},
+                                  backend_->BoundarySpec(), options_.recv_timeout);
+        if (!r.ok()) return Status(r.status().code(), "validation batch " + std::to_string(k) + ", stage " +
+                                                          std::to_string(s) + ": " + r.status().message());
+        in = std::move(r).value();
+      }
+      auto out = backend_->Evaluate(s, k, std::move(in));
+      if (!out.ok()) return Status(out.status().code(), "validation batch " + std::to_string(k) + ", stage " +
+                                                            std::to_string(s) + ": " + out.status().message());
+      if (s + 1 >= stages_) continue;
+      if (stage_to_rank_[s + 1] == rank_) {
+        local = std::move(out).value();
+      } else {
+        PIPECOORD_RETURN_IF_ERROR(transport_->Send(Global(stage_to_rank_[s + 1]),
+                                                   MessageTag{kValidationActivations, s + 1, k, step},
+                                                   std::move(out).value()));
+      }
+    }
+  }
+  double loss = 0;
+  if (backend_->TakeValidationLoss(&loss)) return std::optional<double>(loss);
+  return std::optional<double>();
+}
+
 Status Executor::ResolveDeviceTimes(StepReport* report) {
   const int count = static_cast<int>(device_timed_.size());
   auto spans = backend_->ResolveMarks(count, options_.clock_ns);
@@ -257,6 +296,18 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
     report.summary.set_memory_in_use_bytes(backend_->memory_in_use_bytes() + extra);
     report.summary.set_memory_peak_bytes(backend_->memory_peak_bytes() + extra);
     report.summary.set_memory_reserved_bytes(backend_->memory_reserved_bytes() + extra);
+    // After the memory figures: validation's activations are not the step's.
+    if (jobplan::EvaluatesAfter(a_.spec(), step)) {
+      auto val = RunValidation(step);
+      if (!val.ok()) {
+        if (cancelled_) return FailedPrecondition("cancelled");
+        return Status(val.status().code(), "step " + std::to_string(step) + ": " + val.status().message());
+      }
+      if (val->has_value()) {
+        report.summary.set_val_loss(**val);
+        report.summary.set_has_val_loss(true);
+      }
+    }
     PIPECOORD_RETURN_IF_ERROR(on_step(std::move(report)));
     if (stopping) {
       transport_->Flush(options_.recv_timeout);  // what this step sent still reaches its peers

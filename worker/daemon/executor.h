@@ -23,6 +23,7 @@
 #include <chrono>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "common/status.h"
@@ -70,6 +71,10 @@ class Executor {
 
  private:
   Status RunAction(const v1::Action& a, int step, StepReport* report);
+  // Validation after `step` (jobplan::EvaluatesAfter): evalBatches micro-batches forward through
+  // the pipeline, each rank running its stages in model order (activations to the next stage's
+  // rank on their own channel), no weight touched. The loss when this rank holds the head.
+  Result<std::optional<double>> RunValidation(int step);
   // Device timing: replaces the step's timed entries by their device spans and waits.
   Status ResolveDeviceTimes(StepReport* report);
   int Global(int pp_rank) const { return dp_rank_ * pp_ + pp_rank; }

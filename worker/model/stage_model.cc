@@ -166,6 +166,14 @@ Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
   return out;
 }
 
+Result<StageOutput> StageModel::ForwardOnly(StageInput input) {
+  // A slot no schedule uses (ids are >= 0), retired at once: what F saved is dropped.
+  const int slot = in_flight_.empty() ? 0 : in_flight_.rbegin()->first + 1;
+  auto out = Forward(slot, std::move(input));
+  in_flight_.erase(slot);
+  return out;
+}
+
 Result<StageModel::MicroBatch*> StageModel::Find(int mb, Phase phase, const char* what) {
   auto it = in_flight_.find(mb);
   if (it == in_flight_.end()) {

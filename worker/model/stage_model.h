@@ -67,6 +67,9 @@ class StageModel {
   // F of micro-batch mb (any id >= 0 not in flight). Returns the activations for the next
   // stage or, on the head stage, the loss.
   Result<StageOutput> Forward(int mb, StageInput input);
+  // F with nothing kept for a backward (validation): the same outputs as Forward, bit for bit,
+  // and no micro-batch left in flight.
+  Result<StageOutput> ForwardOnly(StageInput input);
   // B: from grad_output ([b * s * h]; empty on the head stage, which starts from its loss)
   // returns the gradient w.r.t. this stage's input activations (empty on the embedding stage).
   Result<std::vector<float>> BackwardInput(int mb, std::vector<float> grad_output);
