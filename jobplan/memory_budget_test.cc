@@ -47,6 +47,16 @@ TEST(MemoryBudget, TinyModelByHand) {
 // last rank holds several micro-batches after B, each more than after F (the probabilities a s
 // are under 4h floats a token). The schedule's activation count (B frees all but W's share)
 // undercounted this and raised false alarms.
+// A torch job runs the user's module, which the recipes do not describe: no budget (the memory
+// check then reads the device's memory only).
+TEST(MemoryBudget, TorchJobsHaveNone) {
+  v1::JobSpec spec = TestSpec("1f1b", 2);
+  ASSERT_EQ(PlanJob(spec).value().memory_budget_bytes_size(), 2);
+  spec.mutable_worker()->set_kind("torch");
+  spec.mutable_worker()->set_module("pkg.mod:f");
+  EXPECT_EQ(PlanJob(spec).value().memory_budget_bytes_size(), 0);
+}
+
 TEST(MemoryBudget, MicroBatchesWaitingForTheirWCountInFull) {
   const v1::JobSpec spec = TestSpec("zbh2");
   const v1::Plan plan = PlanJob(spec).value();

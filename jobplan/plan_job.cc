@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "jobplan/memory_budget.h"
+#include "proto/worker_kinds.h"
 #include "jobplan/spec_validation.h"
 #include "jobplan/plan_convert.h"
 #include "jobplan/probe_placement.h"
@@ -190,7 +191,9 @@ Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
   }
   plan.set_predicted_makespan(sim->makespan);
   plan.set_predicted_bubble_rate(sim->bubble_rate);
-  FillMemoryBudgets(spec, &plan);
+  // The budget recipes model the built-in model: a torch job runs the user's own module, so its
+  // ranks are checked against their device memory only (a 0 budget is no budget).
+  if (spec.worker().kind() != v1::kTorchWorker) FillMemoryBudgets(spec, &plan);
   return plan;
 }
 
