@@ -47,18 +47,27 @@ sch::Schedule PlanToSchedule(const v1::JobSpec& spec, const v1::Plan& plan) {
   return s;
 }
 
-Status CheckWorkersRun(const sch::Schedule& s) {
+Status CheckWorkersRun(const sch::Schedule& s, std::string_view device) {
+  const bool cuda = device == "cuda";
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     for (size_t i = 0; i < s.ranks[r].size(); ++i) {
       const sch::Action& a = s.ranks[r][i];
+      if (a.op == sch::Op::kReduceGrad && !cuda) continue;
       if (a.op == sch::Op::kOverlapFB || sch::IsPerStage(a.op)) {
-        return InvalidArgument("rank " + std::to_string(r) + ", position " + std::to_string(i) + " (" + sch::ToString(a) +
-                               "): the workers do not run " + sch::OpName(a.op) +
-                               " (they run F, B, W, BW, SEND/RECV, PROBE and OPT)");
+        const std::string where =
+            "rank " + std::to_string(r) + ", position " + std::to_string(i) + " (" + sch::ToString(a) + "): ";
+        if (a.op == sch::Op::kReduceGrad) {
+          return InvalidArgument(where + "cuda workers do not run REDUCE_GRAD (they all-reduce every gradient at OPT); "
+                                         "CPU workers do");
+        }
+        return InvalidArgument(where + "the workers do not run " + sch::OpName(a.op) +
+                               " (they run F, B, W, BW, SEND/RECV, PROBE, OPT and, on the CPU, REDUCE_GRAD)");
       }
     }
   }
   return Status::Ok();
 }
+
+bool ReducesGradientsPerStage(const v1::JobSpec& spec) { return spec.dp() > 1 && spec.device() != "cuda"; }
 
 }  // namespace pipecoord::jobplan

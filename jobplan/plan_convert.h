@@ -4,6 +4,8 @@
 #ifndef PIPECOORD_JOBPLAN_PLAN_CONVERT_H_
 #define PIPECOORD_JOBPLAN_PLAN_CONVERT_H_
 
+#include <string_view>
+
 #include "common/status.h"
 #include "proto/job.pb.h"
 #include "schedules/schedule.h"
@@ -20,11 +22,18 @@ void ScheduleToPlan(const schedules::Schedule& schedule, v1::Plan* plan);
 // The plan's job lists as a schedule named and shaped by `spec`, every action kept.
 schedules::Schedule PlanToSchedule(const v1::JobSpec& spec, const v1::Plan& plan);
 
-// What a worker's executor runs: F, B, W, BW, SEND/RECV, PROBE and OPT. PyTorch's OVERLAP_F_B,
-// UNSHARD, RESHARD and REDUCE_GRAD (an imported CSV's) are carried by ToProto and FromProto
-// like any op, but no plan may hold them: INVALID_ARGUMENT naming the first one's rank,
-// position and op (PlanJob refuses the job with it).
-Status CheckWorkersRun(const schedules::Schedule& schedule);
+// What a worker's executor runs on `device` ("cpu" or "", "cuda"): F, B, W, BW, SEND/RECV, PROBE
+// and OPT, and on the CPU REDUCE_GRAD (a stage's data-parallel gradient all-reduce, in the
+// background until OPT). PyTorch's OVERLAP_F_B, UNSHARD and RESHARD (an imported CSV's), and
+// REDUCE_GRAD on cuda, are carried by ToProto and FromProto like any op, but no plan may hold
+// them: INVALID_ARGUMENT naming the first one's rank, position and op (PlanJob refuses the job).
+Status CheckWorkersRun(const schedules::Schedule& schedule, std::string_view device);
+
+// Whether a job's plan reduces each stage's gradients on its own (one REDUCE_GRAD per stage after
+// its last W, schedules/reduce_grads.h) rather than all of them after the step: dp > 1 on CPU
+// workers. The CUDA backend keeps the one device all-reduce at OPT (its gradients are one device
+// buffer for every stage the rank holds).
+bool ReducesGradientsPerStage(const v1::JobSpec& spec);
 
 }  // namespace pipecoord::jobplan
 

@@ -34,6 +34,7 @@ bool RenameEngineField(std::string* message) {
       {"cost-b:", "spec.costs.b:"},
       {"cost-w:", "spec.costs.w:"},
       {"cost-comm:", "spec.costs.comm:"},
+      {"cost-reduce-grad:", "spec.costs.reduceGrad:"},
       {"pp x vpp x microbatches:", "spec.pp x spec.vpp x spec.microbatches:"},
       {"microbatches:", "spec.microbatches:"},
       {"vpp:", "spec.vpp:"},
@@ -69,6 +70,8 @@ sch::ScheduleSpec EngineSpec(const v1::JobSpec& spec) {
   ss.costs.b = spec.costs().b();
   ss.costs.w = spec.costs().w();
   ss.costs.comm = spec.costs().comm();
+  ss.costs.reduce_grad = spec.costs().reduce_grad();
+  ss.reduce_grads = ReducesGradientsPerStage(spec);
   ss.mem_limit = spec.mem_limit();
   ss.csv = spec.csv_schedule();
   return ss;
@@ -150,7 +153,7 @@ Result<v1::Plan> PlanJob(const v1::JobSpec& spec) {
 
   auto schedule = sch::BuildSchedule(spec.schedule(), ss);
   if (!schedule.ok()) return AsSpecField(schedule.status(), spec);
-  PIPECOORD_RETURN_IF_ERROR(AsSpecField(CheckWorkersRun(*schedule), spec));
+  PIPECOORD_RETURN_IF_ERROR(AsSpecField(CheckWorkersRun(*schedule, spec.device()), spec));
   auto sim = sch::Simulate(*schedule, ss.costs);  // the one simulation of the plan
   if (!sim.ok()) return AsSpecField(InvalidArgument(sim.status().message()), spec);
 

@@ -211,6 +211,7 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
     PIPECOORD_RETURN_IF_ERROR(NonNegative("costs.b", s.costs().b()));
     PIPECOORD_RETURN_IF_ERROR(NonNegative("costs.w", s.costs().w()));
     PIPECOORD_RETURN_IF_ERROR(NonNegative("costs.comm", s.costs().comm()));
+    PIPECOORD_RETURN_IF_ERROR(NonNegative("costs.reduceGrad", s.costs().reduce_grad()));
     const double sum = s.costs().f() + s.costs().b() + s.costs().w();
     if (sum <= 0) return InvalidArgument("spec.costs: f + b + w must be > 0, got " + Num(sum));
   }
