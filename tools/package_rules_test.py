@@ -82,7 +82,7 @@ def self_check():
             f.write('cc_library(\n    name = "run",\n    deps = ["//coordinator:core", "//jobplan"],\n)\n'
                     'cc_test(\n    name = "run_test",\n    deps = ["//coordinator:core"],\n)\n')
         got = violations(root)
-    allowed = "common, jobplan, kernels, memory, proto, schedules, worker"
+    allowed = "common, data, jobplan, kernels, memory, proto, schedules, worker"
     want = ['worker/daemon/BUILD: a cc_library depends on //coordinator: worker may use only ' + allowed,
             'worker/daemon/run.cc:2: includes "coordinator/...": worker may use only ' + allowed]
     assert sorted(got) == sorted(want), got
