@@ -8,6 +8,8 @@
 #include "jobplan/plan_job.h"
 #include "coordinator/job_record.h"
 #include "coordinator/run_trace.h"
+#include "data/job_data.h"
+#include "jobplan/data_spec.h"
 #include "jobplan/spec_validation.h"
 #include "proto/worker_kinds.h"
 
@@ -186,6 +188,12 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
     planned.plan = std::move(plan).value();
   }
   const v1::JobSpec& spec = planned.spec;
+  if (spec.has_data()) {
+    // Bad data is refused here, before any worker starts: the coordinator opens the datasets as
+    // the workers will (it runs beside them; on Kubernetes it mounts what the pods mount).
+    auto opened = data::JobData::Open(jobplan::JobDataSpecOf(spec));
+    if (!opened.ok()) return opened.status();
+  }
   v1::SubmitJobResponse response;
   response.set_predicted_bubble_rate(planned.plan.predicted_bubble_rate());
   response.set_predicted_makespan(planned.plan.predicted_makespan());
@@ -524,6 +532,10 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
   PublishLocked(j, j.StepUpdate(rec));
   if (options_.metrics != nullptr) {
     options_.metrics->Step(j.job.id(), rec.step_time_s(), rec.measured_bubble_rate(), rec.predicted_bubble_rate());
+    if (rec.has_val_loss()) {
+      options_.metrics->Validation(j.job.id(), rec.val_loss(),
+                                   jobplan::ByteLevel(j.job.spec()) ? jobplan::BitsPerByte(rec.val_loss()) : -1);
+    }
   }
   for (v1::HealthEvent& e : j.monitor->OnStepDone(rec)) RecordHealthEventLocked(j, std::move(e));
 }

@@ -54,6 +54,10 @@ v1::JobUpdate JobRecord::StepUpdate(const v1::StepRecord& rec) const {
   u.set_loss(rec.loss());
   u.set_step_time_s(rec.step_time_s());
   u.set_measured_bubble_rate(rec.measured_bubble_rate());
+  if (rec.has_val_loss()) {
+    u.set_val_loss(rec.val_loss());
+    u.set_has_val_loss(true);
+  }
   // The record's own prediction (calibrated once the job is); older records carry none.
   u.set_predicted_bubble_rate(rec.predicted_step_s() > 0 ? rec.predicted_bubble_rate() : job.plan().predicted_bubble_rate());
   return u;

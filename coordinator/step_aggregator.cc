@@ -25,11 +25,19 @@ std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch&
       acc.loss_sum += s.loss();
       ++acc.loss_count;
     }
+    if (s.has_val_loss()) {
+      acc.val_loss_sum += s.val_loss();
+      ++acc.val_loss_count;
+    }
     if (++acc.reports < world_) continue;
     // Every rank has reported this step: measure it.
     v1::StepRecord& rec = done.emplace_back();
     rec.set_step(s.step());
     rec.set_loss(acc.loss_count ? acc.loss_sum / acc.loss_count : 0);
+    if (acc.val_loss_count > 0) {
+      rec.set_val_loss(acc.val_loss_sum / acc.val_loss_count);
+      rec.set_has_val_loss(true);
+    }
     const double span = acc.max_end > acc.min_start ? (acc.max_end - acc.min_start) * 1e-9 : 0;
     rec.set_step_time_s(span);
     rec.set_measured_bubble_rate(span > 0 ? 1.0 - acc.busy_ns * 1e-9 / (world_ * span) : 0);

@@ -4,6 +4,7 @@
 //   step time    = the latest action end - the earliest action start, over all ranks (s)
 //   bubble rate  = 1 - compute busy time / (ranks x step time)    (0 when the step time is 0)
 //   loss         = the mean of the losses reported (0 when no rank reported one)
+//   val loss     = the mean of the validation losses reported (each replica's head rank), when any
 //   peak memory  = each rank's reported peak, by global rank (bytes)
 // and, for the calibration and the idle split (jobplan/calibration.h), each rank's actions of
 // the step as reported (in list order).
@@ -39,6 +40,8 @@ class StepAggregator {
     int reports = 0;
     double loss_sum = 0;
     int loss_count = 0;
+    double val_loss_sum = 0;
+    int val_loss_count = 0;
     int64_t min_start = INT64_MAX, max_end = INT64_MIN;
     double busy_ns = 0;           // a sum of int64 durations could overflow
     std::vector<uint64_t> peaks;  // by global rank

@@ -151,5 +151,24 @@ TEST(StepAggregatorTest, HandsBackEachCompletedStepsActionsByGlobalRank) {
   EXPECT_EQ(actions[0][1][1].end_ns(), 600);
 }
 
+TEST(StepAggregatorTest, TheValidationLossIsTheMeanOverReplicasWhenAnyReportedOne) {
+  StepAggregator agg(2);  // pp 1 x dp 2: each replica's rank holds the head
+  v1::TelemetryBatch a, b;
+  v1::StepSummary* sa = AddSummary(&a, 3, 1);
+  sa->set_val_loss(2.0);
+  sa->set_has_val_loss(true);
+  v1::StepSummary* sb = AddSummary(&b, 3, 1);
+  sb->set_val_loss(3.0);
+  sb->set_has_val_loss(true);
+  AddSummary(&a, 4, 1);  // a step without validation
+  AddSummary(&b, 4, 1);
+  EXPECT_TRUE(agg.Add(0, a).empty());
+  std::vector<v1::StepRecord> done = agg.Add(1, b);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_TRUE(done[0].has_val_loss());
+  EXPECT_EQ(done[0].val_loss(), 2.5);
+  EXPECT_FALSE(done[1].has_val_loss());
+}
+
 }  // namespace
 }  // namespace pipecoord::coordinator

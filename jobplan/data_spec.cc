@@ -1,6 +1,7 @@
 #include "jobplan/data_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace pipecoord::jobplan {
@@ -51,5 +52,9 @@ bool EvaluatesAfter(const v1::JobSpec& spec, int step) {
   if (spec.eval_every() <= 0) return false;
   return (step + 1) % spec.eval_every() == 0 || step + 1 == spec.steps();
 }
+
+bool ByteLevel(const v1::JobSpec& spec) { return spec.has_data() && spec.model().vocab() == 256; }
+
+double BitsPerByte(double loss_nats) { return loss_nats / std::log(2.0); }
 
 }  // namespace pipecoord::jobplan

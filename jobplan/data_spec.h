@@ -25,6 +25,12 @@ Status ValidateDataSpec(const v1::JobSpec& spec);
 // Whether validation runs after `step` (0-based): every evalEvery-th step and the last one.
 bool EvaluatesAfter(const v1::JobSpec& spec, int step);
 
+// A job that trains on data with the byte-level vocabulary (spec.data set, model.vocab 256, as
+// `pipectl data prepare` writes): its losses are also shown in bits per byte.
+bool ByteLevel(const v1::JobSpec& spec);
+// A per-token loss in nats as bits per byte, for byte-level data (one token = one byte): / ln 2.
+double BitsPerByte(double loss_nats);
+
 }  // namespace pipecoord::jobplan
 
 #endif  // PIPECOORD_JOBPLAN_DATA_SPEC_H_

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "coordinator/health/job_monitor.h"
+#include "jobplan/data_spec.h"
 
 namespace pipecoord::coordinator::health {
 namespace {
@@ -29,6 +30,10 @@ void ReplayJobMetrics(const v1::Job& job, const std::vector<std::string>& events
     // Records from before calibration existed carry no prediction: the plan's, as shown then.
     const double predicted = rec.predicted_step_s() > 0 ? rec.predicted_bubble_rate() : job.plan().predicted_bubble_rate();
     sink->Step(id, rec.step_time_s(), rec.measured_bubble_rate(), predicted);
+    if (rec.has_val_loss()) {
+      sink->Validation(id, rec.val_loss(),
+                       jobplan::ByteLevel(job.spec()) ? jobplan::BitsPerByte(rec.val_loss()) : -1);
+    }
     for (const v1::RankIdle& r : rec.idle()) {
       const v1::IdleSplit& s = r.split();
       sink->Idle(id, r.rank(), r.dp_rank(), s.inherent_s(), s.imbalance_s(), s.variation_s(), s.comm_s());

@@ -27,6 +27,9 @@ class MetricsSink {
                          double individual) = 0;
   virtual void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes,
                       uint64_t reserved_bytes) = 0;
+  // The validation loss measured after a step (spec.evalEvery), in nats, and in bits per byte
+  // for byte-level data (jobplan::ByteLevel; negative: not byte-level).
+  virtual void Validation(const std::string& /*job*/, double /*loss_nats*/, double /*bits_per_byte*/) {}
   // kind: "LIFECYCLE", "BUBBLE", "STRAGGLER", "HANG", "MEMORY", "SDC".
   virtual void Event(const std::string& job, const std::string& kind) = 0;
   // The job left the coordinator (dropped to make room, --max-jobs): its series go with it, so

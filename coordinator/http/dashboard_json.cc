@@ -5,6 +5,7 @@
 #include <map>
 
 #include "common/json_writer.h"
+#include "jobplan/data_spec.h"
 
 namespace pipecoord::coordinator::http {
 namespace {
@@ -40,6 +41,18 @@ void StepSeries(JsonWriter* w, const v1::Job& j, int world) {
   w->EndArray();
   w->Key("loss");
   NumberArray(w, n, [&](int i) { return steps[i].loss(); });
+  // Validation (spec.evalEvery), only in jobs that have it: nats, and bits per byte for
+  // byte-level data; null on the steps without a validation pass.
+  if (std::any_of(steps.begin(), steps.end(), [](const v1::StepRecord& s) { return s.has_val_loss(); })) {
+    w->Key("val_loss");
+    NumberArray(w, n, [&](int i) { return steps[i].has_val_loss() ? steps[i].val_loss() : kNoValue; });
+    if (jobplan::ByteLevel(j.spec())) {
+      w->Key("val_bits_per_byte");
+      NumberArray(w, n, [&](int i) {
+        return steps[i].has_val_loss() ? jobplan::BitsPerByte(steps[i].val_loss()) : kNoValue;
+      });
+    }
+  }
   w->Key("step_time_s");
   NumberArray(w, n, [&](int i) { return steps[i].step_time_s(); });
   w->Key("bubble");

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <limits>
 
 namespace pipecoord::coordinator::http {
@@ -189,6 +191,33 @@ TEST(DashboardJsonTest, JobCurvesExact) {
             "\"plan_step_s\":0.5,\"comm_s\":0.001,\"stage_f_s\":[0.01,0.02],\"stage_b_s\":[0.03],\"stage_w_s\":[]},"
             "\"rebalance\":{\"current_stage_layers\":[5,3],\"stage_layers\":[4,4],\"schedule\":\"1f1b\","
             "\"current_step_s\":0.5,\"proposed_step_s\":0.4,\"gain\":0.2,\"reason\":\"rank 0 \\u003cslow\\u003e\"}}");
+}
+
+// A job with validation (spec.evalEvery) on byte-level data: the validation curve in nats and
+// bits per byte, null on the steps without a validation pass.
+TEST(DashboardJsonTest, ValidationCurveOnlyWhenTheJobHasOne) {
+  v1::Job j;
+  j.set_id("job-000003");
+  j.mutable_spec()->set_pp(1);
+  j.mutable_spec()->mutable_model()->set_vocab(256);
+  j.mutable_spec()->mutable_data()->set_path("/d");
+  for (int step = 0; step < 3; ++step) {
+    v1::StepRecord* s = j.add_steps();
+    s->set_step(step);
+    s->set_loss(3);
+    if (step != 1) {
+      s->set_val_loss(step == 0 ? std::log(4.0) : std::log(2.0));
+      s->set_has_val_loss(true);
+    }
+  }
+  const std::string json = JobDetailJson(j, health::HealthSnapshot{});
+  EXPECT_NE(json.find("\"loss\":[3,3,3],\"val_loss\":[1.3862943611198906,null,0.6931471805599453],"
+                      "\"val_bits_per_byte\":[2,null,1],\"step_time_s\""),
+            std::string::npos)
+      << json;
+  // Not byte-level: nats only. No validation at all: no key (the other curves' tests above).
+  j.mutable_spec()->mutable_model()->set_vocab(300);
+  EXPECT_EQ(JobDetailJson(j, health::HealthSnapshot{}).find("val_bits_per_byte"), std::string::npos);
 }
 
 }  // namespace

@@ -273,9 +273,18 @@ function showCurves(job) {
   const s = job.series, cal = job.calibration;
   const note = (id, text) => { document.getElementById(id).textContent = text; };
   const any = ys => ys.some(y => y !== null);
-  lineChart(document.getElementById('chart-loss'), s.step, 'loss', 1,
-            [{name: 'loss', color: '#1f77b4', ys: s.loss}], [], {fromZero: false});
-  note('note-loss', s.step.length ? '' : 'no step measured yet');
+  const lossSeries = [{name: 'loss', color: '#1f77b4', ys: s.loss}];
+  if (s.val_loss) lossSeries.push({name: 'validation loss', color: '#d62728', ys: s.val_loss});
+  lineChart(document.getElementById('chart-loss'), s.step, 'loss', 1, lossSeries, [], {fromZero: false});
+  let lossNote = s.step.length ? '' : 'no step measured yet';
+  if (s.val_loss) {
+    const at = s.val_loss.map((v, i) => [s.step[i], v, s.val_bits_per_byte ? s.val_bits_per_byte[i] : null])
+                         .filter(p => p[1] !== null);
+    const last = at[at.length - 1];
+    lossNote = 'validation loss ' + last[1].toFixed(4) + ' nats' +
+               (last[2] !== null ? ' (' + last[2].toFixed(4) + ' bits per byte)' : '') + ' at step ' + last[0];
+  }
+  note('note-loss', lossNote);
   // The records' predictions are the calibrated ones once the job is calibrated, the plan's before.
   const predicted = cal ? 'predicted (calibrated)' : 'predicted (plan)';
   const calNote = cal ? 'calibrated on ' + cal.steps_measured + ' measured steps; steps before it show the plan\'s prediction'

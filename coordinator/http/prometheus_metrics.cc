@@ -81,6 +81,11 @@ PrometheusMetrics::PrometheusMetrics()
                     .Help("Memory a rank's backend holds, in use or cached for reuse, after its last step "
                           "(the CUDA caching allocator's reserved bytes; the CPU backend's in-use bytes)")
                     .Register(*registry_)),
+      validation_(prometheus::BuildGauge()
+                      .Name("pipecoord_validation_loss")
+                      .Help("The last validation loss (spec.evalEvery): mean next-token loss over the validation "
+                            "batches, in nats, and in bits per byte for byte-level data")
+                      .Register(*registry_)),
       events_(prometheus::BuildCounter()
                   .Name("pipecoord_health_events_total")
                   .Help("Job events by kind (LIFECYCLE, BUBBLE, STRAGGLER, HANG, MEMORY, SDC)")
@@ -105,6 +110,7 @@ void PrometheusMetrics::ForgetJob(const std::string& job) {
   RemoveJob(peak_, job);
   RemoveJob(budget_, job);
   RemoveJob(reserved_, job);
+  RemoveJob(validation_, job);
   RemoveJob(events_, job);
   RemoveJob(steps_, job);
 }
@@ -132,6 +138,11 @@ void PrometheusMetrics::Idle(const std::string& job, int rank, int dp, double in
   idle_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"cause", "imbalance"}}).Set(imbalance);
   idle_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"cause", "variation"}}).Set(variation);
   idle_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"cause", "comm"}}).Set(comm);
+}
+
+void PrometheusMetrics::Validation(const std::string& job, double loss_nats, double bits_per_byte) {
+  validation_.Add({{"job_id", job}, {"unit", "nats"}}).Set(loss_nats);
+  if (bits_per_byte >= 0) validation_.Add({{"job_id", job}, {"unit", "bits_per_byte"}}).Set(bits_per_byte);
 }
 
 void PrometheusMetrics::Predicted(const std::string& job, double plan_step_s, double plan_bubble,

@@ -11,6 +11,8 @@
 //   pipecoord_straggler_score{job_id,rank,dp,op,score="relative"|"individual"}  gauge, 0..1
 //   pipecoord_memory_peak_bytes{job_id,rank,dp}, pipecoord_memory_budget_bytes{job_id,rank,dp},
 //   pipecoord_memory_reserved_bytes{job_id,rank,dp}
+//   pipecoord_validation_loss{job_id,unit="nats"|"bits_per_byte"}  gauge, the last validation
+//     (spec.evalEvery); bits_per_byte only for byte-level data (vocabulary 256)
 //   pipecoord_health_events_total{job_id,kind}, pipecoord_steps_total{job_id}   counters
 //   pipecoord_jobs{state}, pipecoord_workers{state="idle"|"busy"}          gauges
 // Thread-safe (prometheus-cpp's families lock).
@@ -46,6 +48,7 @@ class PrometheusMetrics final : public health::MetricsSink {
                  double individual) override;
   void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes,
               uint64_t reserved_bytes) override;
+  void Validation(const std::string& job, double loss_nats, double bits_per_byte) override;
   void Event(const std::string& job, const std::string& kind) override;
   void ForgetJob(const std::string& job) override;
 
@@ -65,6 +68,7 @@ class PrometheusMetrics final : public health::MetricsSink {
   prometheus::Family<prometheus::Gauge>& peak_;
   prometheus::Family<prometheus::Gauge>& budget_;
   prometheus::Family<prometheus::Gauge>& reserved_;
+  prometheus::Family<prometheus::Gauge>& validation_;
   prometheus::Family<prometheus::Counter>& events_;
   prometheus::Family<prometheus::Counter>& steps_;
   prometheus::Family<prometheus::Gauge>& jobs_;

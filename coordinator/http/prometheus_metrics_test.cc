@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "coordinator/coordinator.h"
 
 namespace pipecoord::coordinator::http {
@@ -49,6 +51,20 @@ TEST(PrometheusMetricsTest, MemoryHasPeakBudgetAndReservedPerRank) {
             std::string::npos);
   EXPECT_NE(text.find("pipecoord_memory_reserved_bytes{dp=\"0\",job_id=\"job-000001\",rank=\"0\"} 3145728"),
             std::string::npos);
+}
+
+TEST(PrometheusMetricsTest, ValidationLossInNatsAndBitsPerByte) {
+  PrometheusMetrics m;
+  m.Validation("job-000001", 1.5, 1.5 / std::log(2.0));
+  m.Validation("job-000002", 2.25, -1);  // not byte-level: nats only
+  const std::string text = m.Serialize();
+  EXPECT_NE(text.find("pipecoord_validation_loss{job_id=\"job-000001\",unit=\"nats\"} 1.5"), std::string::npos) << text;
+  EXPECT_NE(text.find("pipecoord_validation_loss{job_id=\"job-000001\",unit=\"bits_per_byte\"} 2.16404"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("pipecoord_validation_loss{job_id=\"job-000002\",unit=\"nats\"} 2.25"), std::string::npos);
+  EXPECT_EQ(text.find("pipecoord_validation_loss{job_id=\"job-000002\",unit=\"bits_per_byte\"}"), std::string::npos);
+  m.ForgetJob("job-000001");
+  EXPECT_EQ(m.Serialize().find("job-000001"), std::string::npos);
 }
 
 TEST(PrometheusMetricsTest, AForgottenJobLeavesNoSeriesAndOthersStay) {
