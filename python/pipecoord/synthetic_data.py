@@ -1,0 +1,131 @@
+"""The C++ worker's deterministic numbers, bit for bit, so a PyTorch worker trains on the same
+token stream and answers the same numerical probes as the C++ daemon.
+
+- Rng, mix64, split_mix64, hash_string, combine_seeds: kernels/cpu/rng.h (SplitMix64, FNV-1a,
+  xoshiro256** seeded from SplitMix64, Lemire's multiply-shift for below()).
+- SyntheticData: worker/model/synthetic_data.h (a random successor permutation; each next token
+  is the successor with probability 1 - noise, else uniform).
+- probe_checksum: kernels/cpu/known_answer_gemm.h and checksum.h's HashFloats (Y = X W^T of
+  seeded n x n inputs, sums in double in order, one rounding per element).
+"""
+import struct
+
+import torch
+
+_M64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def hash_string(s):
+    h = 0xCBF29CE484222325
+    for c in s.encode("utf-8"):
+        h ^= c
+        h = (h * 0x100000001B3) & _M64
+    return h
+
+
+def combine_seeds(a, b):
+    return mix64((mix64(a & _M64) + _GOLDEN * ((b + 1) & _M64)) & _M64)
+
+
+def _rotl(x, k):
+    return ((x << k) | (x >> (64 - k))) & _M64
+
+
+class Rng:
+    """xoshiro256**; a copy continues the stream."""
+
+    def __init__(self, seed):
+        st = seed & _M64
+        self.s = []
+        for _ in range(4):
+            st = (st + _GOLDEN) & _M64
+            self.s.append(mix64(st))
+
+    def next(self):
+        s = self.s
+        result = (_rotl((s[1] * 5) & _M64, 7) * 9) & _M64
+        t = (s[1] << 17) & _M64
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = _rotl(s[3], 45)
+        return result
+
+    def uniform_double(self):
+        """Uniform in [0, 1) with 53 random bits."""
+        return (self.next() >> 11) * (2.0 ** -53)
+
+    def below(self, n):
+        """Uniform integer in [0, n)."""
+        return ((self.next() >> 32) * n) >> 32
+
+
+class SyntheticData:
+    """worker/model/synthetic_data.h: batch(step, mb) is a pure function of (seed, step, mb)."""
+
+    def __init__(self, seed, vocab, seq_len, micro_batch_size, noise=0.1):
+        self.seed = combine_seeds(seed, hash_string("synthetic-data"))
+        self.vocab, self.seq_len, self.micro_batch_size, self.noise = vocab, seq_len, micro_batch_size, noise
+        successor = list(range(vocab))
+        rng = Rng(combine_seeds(self.seed, hash_string("successor")))
+        for i in range(vocab - 1, 0, -1):  # Fisher-Yates
+            j = rng.below(i + 1)
+            successor[i], successor[j] = successor[j], successor[i]
+        self.successor = successor
+
+    def batch(self, step, mb):
+        """(inputs, targets): int64 tensors [micro_batch_size, seq_len]; targets are the inputs
+        shifted by one."""
+        inputs, targets = [], []
+        mb_seed = combine_seeds(combine_seeds(self.seed, step), mb)
+        for r in range(self.micro_batch_size):
+            rng = Rng(combine_seeds(mb_seed, r))
+            tok = rng.below(self.vocab)
+            for _ in range(self.seq_len):
+                nxt = rng.below(self.vocab) if rng.uniform_double() < self.noise else self.successor[tok]
+                inputs.append(tok)
+                targets.append(nxt)
+                tok = nxt
+        shape = (self.micro_batch_size, self.seq_len)
+        return (torch.tensor(inputs, dtype=torch.int64).view(shape),
+                torch.tensor(targets, dtype=torch.int64).view(shape))
+
+
+def probe_seed(job_seed, step):
+    return combine_seeds(combine_seeds(job_seed, 0x70726F6265), step)
+
+
+def hash_floats(values):
+    """checksum.h HashFloats over float32 values."""
+    h = 0
+    raw = struct.pack("<%df" % len(values), *values)
+    for i, (bits,) in enumerate(struct.iter_unpack("<I", raw)):
+        h = (h + mix64((bits + (i + 1) * _GOLDEN) & _M64)) & _M64
+    return h
+
+
+def known_answer_gemm(seed, n):
+    """Y = X W^T (float32 [n, n]) for X then W drawn from Rng(seed) uniform in [-1, 1)."""
+    rng = Rng(seed)
+    draw = lambda: torch.tensor([-1.0 + 2.0 * rng.uniform_double() for _ in range(n * n)],
+                                dtype=torch.float64).to(torch.float32).view(n, n)
+    x, w = draw(), draw()
+    x64, w64 = x.to(torch.float64), w.to(torch.float64)
+    acc = torch.zeros(n, n, dtype=torch.float64)
+    for i in range(n):  # y[t, o] += x[t, i] w[o, i], i = 0, 1, ... as LinearForward adds them
+        acc += x64[:, i:i + 1] * w64[:, i][None, :]
+    return acc.to(torch.float32)
+
+
+def probe_checksum(job_seed, step, n):
+    """What a healthy rank reports for its PROBE at `step` (probe size n)."""
+    return hash_floats(known_answer_gemm(probe_seed(job_seed, step), n).flatten().tolist())

@@ -1,0 +1,285 @@
+"""Walks one rank's job list step after step on a PyTorch worker, as the C++ Executor does
+(worker/daemon/executor.cc): F, B, W, BW on the rank's StageRunner; SEND_F/SEND_B as
+torch.distributed.isend and RECV_F/RECV_B as irecv posted at their place in the list (the compute
+action that needs the tensor waits for it, and that wait is idle, not busy); PROBE (the known-answer
+GEMM the coordinator checks); OPT. Every action is timed on the coordinator's clock and reported
+in the step's TelemetryBatch with the step's loss and memory.
+
+Tensors between ranks: float32 [micro_batch_size, seq_len, hidden] on the job's device (gloo on the
+CPU, NCCL on CUDA), tagged by (step, activations or gradients, the consuming stage, micro-batch).
+"""
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from proto import schedule_pb2, telemetry_pb2
+
+from pipecoord.synthetic_data import probe_checksum
+
+ACTIVATIONS, GRADIENTS = 0, 1
+COMPUTE = (schedule_pb2.F, schedule_pb2.B, schedule_pb2.W, schedule_pb2.BW)
+
+
+def describe(a):
+    return f"{a.stage}{schedule_pb2.Op.Name(a.op)}{a.microbatch}"
+
+
+class Cancelled(Exception):
+    pass
+
+
+class Faults:
+    """--inject RULE[,RULE...] as the C++ worker reads it (worker/daemon/fault_injection.h), for the
+    rules a PyTorch worker runs: slow:RANK:FACTOR[:STEP], hang:RANK:STEP, corrupt:RANK:STEP (RANK
+    is the global rank)."""
+
+    def __init__(self, text=""):
+        self.rules = []
+        for rule in filter(None, (text or "").split(",")):
+            parts = rule.split(":")
+            kind = parts[0]
+            bad = lambda why: ValueError(f"--inject {rule}: {why}")
+            if kind not in ("slow", "hang", "corrupt"):
+                raise bad(f'KIND must be slow, hang or corrupt on a torch worker, got "{kind}"')
+            if len(parts) != 3 and not (kind == "slow" and len(parts) == 4):
+                raise bad("must be slow:RANK:FACTOR[:STEP], hang:RANK:STEP or corrupt:RANK:STEP")
+            try:
+                rank = int(parts[1])
+                value = float(parts[2]) if kind == "slow" else int(parts[2])
+                step = int(parts[3]) if len(parts) == 4 else (0 if kind == "slow" else value)
+            except ValueError:
+                raise bad("RANK, STEP must be integers and FACTOR a number") from None
+            if kind == "slow" and not 1 <= value <= 1000:
+                raise bad(f"FACTOR must be a number in [1, 1000], got {parts[2]!r}")
+            self.rules.append((kind, rank, value, step))
+
+    def for_rank(self, global_rank):
+        return [r for r in self.rules if r[1] == global_rank]
+
+
+class Progress:
+    """Where the rank is inside its step, for the heartbeat (the coordinator's hang check)."""
+
+    def __init__(self, a):
+        self._lock = threading.Lock()
+        self._p = telemetry_pb2.Progress(job_id=a.job_id, rank=a.rank, dp_rank=a.dp_rank, step=0, action_index=-1,
+                                         wait_peer=-1)
+
+    def start(self, step, index, action, input_peer):
+        with self._lock:
+            self._p.step, self._p.action_index = step, index
+            self._p.action.CopyFrom(action)
+            self._p.waiting, self._p.wait_peer = input_peer >= 0, input_peer
+
+    def input_ready(self):
+        with self._lock:
+            self._p.waiting, self._p.wait_peer = False, -1
+
+    def done(self):
+        with self._lock:
+            self._p.actions_done += 1
+
+    def snapshot(self):
+        with self._lock:
+            p = telemetry_pb2.Progress()
+            p.CopyFrom(self._p)
+            return p
+
+
+class RankExecutor:
+    """`a`: the Assignment; `runner`: its StageRunner; `data`: the SyntheticData stream;
+    `clock_ns`: the coordinator's clock; `cancelled`: a threading.Event."""
+
+    def __init__(self, a, runner, data, clock_ns, faults, progress, cancelled, device):
+        self.a, self.runner, self.data, self.clock_ns = a, runner, data, clock_ns
+        self.faults, self.progress, self.cancelled = faults, progress, cancelled
+        self.device = torch.device(device)
+        spec = a.spec
+        self.pp, self.rank, self.dp_rank = spec.pp, a.rank, a.dp_rank
+        self.m = spec.microbatches
+        self.stage_to_rank = list(a.stage_to_rank)
+        self.stages = len(self.stage_to_rank)
+        self.boundary = (spec.micro_batch_size, spec.model.seq_len, spec.model.hidden)
+        self.probe_size = spec.health.probe_size or 32
+        self.seed = spec.model.seed
+        self.local = {}     # (channel, consumer stage, mb) -> tensor handed between stages of this rank
+        self.outbox = {}    # (channel, producer stage, mb) -> tensor waiting for its SEND
+        self.recvs = {}     # (channel, consumer stage, mb) -> (work, buffer)
+        self.sends = []     # (work, tensor, peer) of this step
+        self.failed_peers = []  # global ranks whose transfer failed (their link broke)
+        self.hung = False
+
+    def global_rank(self, rank):
+        return self.dp_rank * self.pp + rank
+
+    def tag(self, step, channel, consumer, mb):
+        return ((step % 512) * 2 + channel) * (self.stages * self.m) + consumer * self.m + mb
+
+    def input_peer(self, a):
+        producer = -1
+        if a.op == schedule_pb2.F:
+            producer = a.stage - 1
+        elif a.op in (schedule_pb2.B, schedule_pb2.BW):
+            producer = a.stage + 1 if a.stage + 1 < self.stages else -1
+        if producer < 0 or producer >= self.stages or self.stage_to_rank[producer] == self.rank:
+            return -1
+        return self.stage_to_rank[producer]
+
+    # --- tensors between stages ---
+    def post_recv(self, step, channel, consumer, mb, peer):
+        key = (channel, consumer, mb)
+        if key not in self.recvs:
+            buf = torch.empty(self.boundary, dtype=torch.float32, device=self.device)
+            work = dist.irecv(buf, src=self.global_rank(peer), tag=self.tag(step, channel, consumer, mb))
+            self.recvs[key] = (work, buf)
+
+    def take_input(self, step, channel, producer, consumer, mb):
+        """The tensor `consumer` needs from `producer` (None: model input or loss)."""
+        if producer < 0 or producer >= self.stages:
+            return None
+        if self.stage_to_rank[producer] == self.rank:
+            return self.local.pop((channel, consumer, mb))
+        self.post_recv(step, channel, consumer, mb, self.stage_to_rank[producer])
+        work, buf = self.recvs.pop((channel, consumer, mb))
+        self.wait(work, self.stage_to_rank[producer])
+        return buf
+
+    def wait(self, work, peer):
+        try:
+            work.wait()
+        except Exception:
+            self.failed_peers.append(self.global_rank(peer))
+            raise
+
+    def hand_on(self, channel, producer, consumer, mb, tensor):
+        if self.stage_to_rank[consumer] == self.rank:
+            self.local[(channel, consumer, mb)] = tensor
+        else:
+            self.outbox[(channel, producer, mb)] = tensor
+
+    # --- health hooks (worker/daemon/health_hooks.cc) ---
+    def before_compute(self, step):
+        for kind, _, _, at in self.faults:
+            if kind == "hang" and at == step and not self.hung:
+                self.hung = True
+                self.cancelled.wait()
+                raise Cancelled()
+
+    def after_compute(self, step, elapsed_ns):
+        for kind, _, factor, from_step in self.faults:
+            if kind == "slow" and factor > 1 and step >= from_step:
+                time.sleep((factor - 1) * elapsed_ns / 1e9)
+
+    def probe(self, step):
+        checksum = probe_checksum(self.seed, step, self.probe_size)
+        if any(kind == "corrupt" and at == step for kind, _, _, at in self.faults):
+            checksum ^= 1  # a different answer, as one flipped bit of the product gives
+        return checksum
+
+    # --- one action ---
+    def run_action(self, a, step, timings):
+        """Runs `a` and appends its ActionTiming to `timings`."""
+        s, mb = a.stage, a.microbatch
+        start = wait_start = self.clock_ns()
+        checksum = 0
+        compute = a.op in COMPUTE
+
+        def begin():
+            nonlocal start
+            start = self.clock_ns()
+            self.progress.input_ready()
+            self.before_compute(step)
+            return time.perf_counter_ns()
+
+        def end(t0):
+            self.after_compute(step, time.perf_counter_ns() - t0)
+
+        op = a.op
+        if op == schedule_pb2.F:
+            shard = self.runner.shards[s]
+            x = targets = None
+            if shard.has_embedding or shard.has_head:  # replicas read disjoint micro-batches
+                tokens, targets = self.data.batch(step, self.dp_rank * self.m + mb)
+                x = tokens.to(self.device) if shard.has_embedding else None
+                targets = targets.to(self.device) if shard.has_head else None
+            if not shard.has_embedding:
+                x = self.take_input(step, ACTIVATIONS, s - 1, s, mb)
+            t0 = begin()
+            out = self.runner.forward(s, mb, x, targets)
+            end(t0)
+            if s + 1 < self.stages:
+                self.hand_on(ACTIVATIONS, s, s + 1, mb, out)
+        elif op in (schedule_pb2.B, schedule_pb2.BW):
+            grad = self.take_input(step, GRADIENTS, s + 1 if s + 1 < self.stages else -1, s, mb)
+            t0 = begin()
+            dx = self.runner.backward_input(s, mb, grad) if op == schedule_pb2.B else \
+                self.runner.backward_full(s, mb, grad)
+            end(t0)
+            if s > 0:
+                self.hand_on(GRADIENTS, s, s - 1, mb, dx.detach().contiguous())
+        elif op == schedule_pb2.W:
+            t0 = begin()
+            self.runner.backward_weight(s, mb)
+            end(t0)
+        elif op == schedule_pb2.SEND_F:
+            t = self.outbox.pop((ACTIVATIONS, s, mb))
+            self.sends.append((dist.isend(t, dst=self.global_rank(a.peer), tag=self.tag(step, ACTIVATIONS, s + 1, mb)), t,
+                               a.peer))
+        elif op == schedule_pb2.SEND_B:
+            t = self.outbox.pop((GRADIENTS, s, mb))
+            self.sends.append((dist.isend(t, dst=self.global_rank(a.peer), tag=self.tag(step, GRADIENTS, s - 1, mb)), t,
+                               a.peer))
+        elif op == schedule_pb2.RECV_F:
+            self.post_recv(step, ACTIVATIONS, s, mb, a.peer)
+        elif op == schedule_pb2.RECV_B:
+            self.post_recv(step, GRADIENTS, s, mb, a.peer)
+        elif op == schedule_pb2.PROBE:
+            checksum = self.probe(step)
+        elif op == schedule_pb2.OPT:
+            self.runner.optimizer_step()
+        else:
+            raise NotImplementedError(f"action {describe(a)}: a torch worker runs F, B, W, BW, SEND/RECV, PROBE "
+                                      f"and OPT, not {schedule_pb2.Op.Name(op)}")
+        t = timings.add()
+        t.action.CopyFrom(a)
+        t.step = step
+        t.start_ns = start
+        t.end_ns = max(start, self.clock_ns())
+        t.wait_ns = max(0, start - wait_start) if compute else 0
+        t.wait_peer = self.input_peer(a) if compute else -1
+        if op == schedule_pb2.PROBE:
+            t.probe_checksum = checksum
+        self.progress.done()
+
+    def run(self, on_step):
+        """Runs steps start_step..steps-1, calling on_step(TelemetryBatch) with each step's action
+        timings and summary (the caller fills in who sends it)."""
+        jobs = self.a.jobs.actions
+        for step in range(self.a.start_step, self.a.spec.steps):
+            batch = telemetry_pb2.TelemetryBatch()
+            self.runner.reset_peak()
+            for i, act in enumerate(jobs):
+                if self.cancelled.is_set():
+                    raise Cancelled()
+                self.progress.start(step, i, act, self.input_peer(act))
+                try:
+                    self.run_action(act, step, batch.actions)
+                except Cancelled:
+                    raise
+                except Exception as e:
+                    if self.cancelled.is_set():
+                        raise Cancelled() from e
+                    raise RuntimeError(f"step {step}, position {i} ({describe(act)}): {type(e).__name__}: {e}") from e
+            for work, _, peer in self.sends:  # what this step sent is received before its buffers go
+                self.wait(work, peer)
+            self.sends.clear()
+            summary = batch.steps.add()
+            summary.step = step
+            loss = self.runner.step_loss()
+            if loss is not None:
+                summary.loss, summary.has_loss = loss, True
+            in_use, peak, reserved = self.runner.memory()
+            summary.memory_in_use_bytes, summary.memory_peak_bytes, summary.memory_reserved_bytes = in_use, peak, reserved
+            on_step(batch)

@@ -1,0 +1,146 @@
+"""The compute half of a PyTorch worker: a rank's stages (the user's modules) and the F, B, W,
+BW and OPT steps on them, as the C++ worker's ComputeBackend does them (worker/daemon/
+compute_backend.h); no communication here (torch_executor.py moves the tensors).
+
+- F keeps the micro-batch's graph: the input (a leaf that requires grad, except the token ids of
+  the first stage) and the output (on the head stage the loss, divided by the micro-batches of
+  the step: gradients accumulate over them, as the C++ model's dloss = 1/m).
+- B: the input gradient only, torch.autograd.grad(output, input, grad, retain_graph=True); the
+  graph stays for W. The first stage has no input gradient: its B only keeps the gradient.
+- W: the parameters' gradients, torch.autograd.grad(output, params, grad), added to .grad; the
+  graph is freed. W walks the graph from the output again (PyTorch 1.13 cannot start from the
+  intermediate gradients B computed), so B + W cost more than BW here.
+- BW: both at once, torch.autograd.backward.
+- OPT: torch.optim.AdamW (betas 0.9, 0.95, eps 1e-8, no weight decay: the C++ worker's
+  kernels/cpu/adamw.h defaults) over every stage of the rank, then the gradients are zeroed.
+
+Memory (what the rank's StepSummary reports): on CUDA, torch.cuda's allocated/peak/reserved
+bytes; on the CPU, parameters, their gradients and AdamW's states plus the bytes the kept graphs
+hold (counted by saved_tensors_hooks while F runs).
+"""
+import torch
+import torch.nn.functional as F
+
+ADAMW_BETAS = (0.9, 0.95)
+ADAMW_EPS = 1e-8
+
+
+class _Saved:
+    """One micro-batch's graph on one stage."""
+
+    __slots__ = ("input", "output", "grad", "bytes")
+
+    def __init__(self):
+        self.input = self.output = self.grad = None
+        self.bytes = 0
+
+
+class StageRunner:
+    """The stages of one rank. `modules`: {stage: torch.nn.Module}, `shards`: {stage: StageShard}."""
+
+    def __init__(self, modules, shards, microbatches, lr, device):
+        self.modules, self.shards, self.m, self.device = modules, shards, microbatches, torch.device(device)
+        params = [p for s in sorted(modules) for p in modules[s].parameters() if p.requires_grad]
+        self.params = params
+        self.optimizer = torch.optim.AdamW(params, lr=lr, betas=ADAMW_BETAS, eps=ADAMW_EPS, weight_decay=0.0) \
+            if params else None
+        self.saved = {}  # (stage, mb) -> _Saved
+        self.loss_sum, self.has_loss = 0.0, False
+        self.graph_bytes = 0
+        self.peak_graph_bytes = 0
+
+    # --- the actions ---
+    def forward(self, stage, mb, x, targets=None):
+        """x: token ids (first stage) or the previous stage's activations. Returns the output to
+        send on (detached), or None on the head stage."""
+        module, shard = self.modules[stage], self.shards[stage]
+        saved = _Saved()
+        if not shard.has_embedding:
+            x = x.detach().requires_grad_(True)
+            saved.input = x
+
+        def pack(t):
+            saved.bytes += t.numel() * t.element_size()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = module(x)
+            if shard.has_head:
+                loss_fn = getattr(module, "loss", None)
+                loss = loss_fn(out, targets) if callable(loss_fn) else \
+                    F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), targets.reshape(-1))
+                self.loss_sum += float(loss.detach())
+                self.has_loss = True
+                out = loss / self.m
+        saved.output = out
+        self._keep((stage, mb), saved)
+        return None if shard.has_head else out.detach()
+
+    def backward_input(self, stage, mb, grad):
+        """B: the gradient for the previous stage (None on the first stage)."""
+        saved = self.saved[(stage, mb)]
+        saved.grad = grad
+        if saved.input is None:
+            return None
+        (dx,) = torch.autograd.grad(saved.output, saved.input, grad_outputs=grad, retain_graph=True)
+        return dx
+
+    def backward_weight(self, stage, mb):
+        saved = self._take((stage, mb))
+        params = [p for p in self.modules[stage].parameters() if p.requires_grad]
+        grads = torch.autograd.grad(saved.output, params, grad_outputs=saved.grad, allow_unused=True)
+        for p, g in zip(params, grads):
+            if g is None:
+                continue
+            if p.grad is None:
+                p.grad = g.detach().clone()
+            else:
+                p.grad.add_(g)
+
+    def backward_full(self, stage, mb, grad):
+        saved = self._take((stage, mb))
+        torch.autograd.backward(saved.output, grad_tensors=grad)
+        return None if saved.input is None else saved.input.grad
+
+    def optimizer_step(self):
+        if self.optimizer is not None:
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=False)
+
+    def step_loss(self):
+        """The mean loss over the step's micro-batches (head stage), or None; resets it."""
+        if not self.has_loss:
+            return None
+        loss = self.loss_sum / self.m
+        self.loss_sum, self.has_loss = 0.0, False
+        return loss
+
+    # --- memory ---
+    def reset_peak(self):
+        self.peak_graph_bytes = self.graph_bytes
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def memory(self):
+        """(in use, peak, reserved) bytes."""
+        if self.device.type == "cuda":
+            return (torch.cuda.memory_allocated(self.device), torch.cuda.max_memory_allocated(self.device),
+                    torch.cuda.memory_reserved(self.device))
+        state = sum(t.numel() * t.element_size() for s in self.optimizer.state.values() for t in s.values()
+                    if torch.is_tensor(t)) if self.optimizer is not None else 0
+        fixed = sum(2 * p.numel() * p.element_size() for p in self.params) + state
+        return fixed + self.graph_bytes, fixed + self.peak_graph_bytes, fixed + self.peak_graph_bytes
+
+    def _keep(self, key, saved):
+        if key in self.saved:
+            raise RuntimeError(f"F of stage {key[0]} micro-batch {key[1]} ran twice before its backward")
+        self.saved[key] = saved
+        self.graph_bytes += saved.bytes
+        self.peak_graph_bytes = max(self.peak_graph_bytes, self.graph_bytes)
+
+    def _take(self, key):
+        saved = self.saved.pop(key, None)
+        if saved is None:
+            raise RuntimeError(f"stage {key[0]} micro-batch {key[1]}: no forward graph to run the backward on")
+        self.graph_bytes -= saved.bytes
+        return saved

@@ -1,0 +1,430 @@
+"""pipecoord's PyTorch worker: runs the user's own torch.nn.Module under pipecoord's plans and
+health checks (docs/pytorch.md).
+
+    /usr/bin/python3 -m pipecoord.torch_worker --coordinator HOST:PORT [--import-path DIR]...
+        [--device cpu|cuda] [--threads N] [--inject RULES]
+
+It speaks the C++ worker daemon's protocol (proto/worker.proto; worker/daemon/daemon.h): it
+registers with worker_kind "torch" (so it is handed only jobs whose spec.worker.kind is "torch"),
+keeps its lease with heartbeats that also carry its progress and sync its clock to the
+coordinator's, takes its assignments from its command stream, builds each stage it holds by
+calling the job's spec.worker.module with (StageShard, ModelSpec), agrees on a torch.distributed
+process group with its peers through the coordinator's rendezvous, walks its job list
+(torch_executor.py) streaming every action's timing, each step's loss and memory as telemetry,
+reports how its part ended (naming the peers whose links broke), releases the job and waits for
+the next. SIGTERM/SIGINT: a running job finishes its current step and fails naming it, then the
+worker deregisters and exits.
+"""
+import argparse
+import datetime
+import os
+import queue
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+
+import grpc
+import torch
+import torch.distributed as dist
+
+from proto import worker_pb2, worker_pb2_grpc
+
+from pipecoord.stage_api import ModelSpec, StageShard, load_builder
+from pipecoord.synthetic_data import SyntheticData
+from pipecoord.torch_executor import Cancelled, Faults, Progress, RankExecutor
+from pipecoord.torch_stages import StageRunner
+
+WORKER_KIND = "torch"
+SHUTDOWN_GRACE_S = 25.0
+
+
+def log(message):
+    print(f"torch worker: {message}", file=sys.stderr, flush=True)
+
+
+def wall_ns():
+    return time.time_ns()
+
+
+def free_port(host):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class ClockSync:
+    """NTP-style offset to the coordinator's clock from the heartbeat with the smallest round
+    trip (worker/daemon/clock_sync.h)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.offset_ns, self._rtt = 0, -1
+
+    def add(self, t0, t1, t2, t3):
+        rtt = (t3 - t0) - (t2 - t1)
+        offset = ((t1 - t0) + (t2 - t3)) // 2
+        with self._lock:
+            if self._rtt < 0 or rtt <= self._rtt:
+                self._rtt, self.offset_ns = max(rtt, 0), offset
+
+    def now_ns(self):
+        with self._lock:
+            return wall_ns() + self.offset_ns
+
+
+class HeldJob:
+    """An assignment from the moment it arrives until the coordinator heard its release."""
+
+    def __init__(self, assignment):
+        self.a = assignment
+        self.cancelled = threading.Event()
+        self.cancel_reason = ""
+        self.stop_after_step = False
+        self.progress = Progress(assignment)
+        self.running = False
+
+    def cancel(self, reason):
+        if not self.cancelled.is_set():
+            self.cancel_reason = reason
+            self.cancelled.set()
+
+
+class StopAfterStep(Exception):
+    pass
+
+
+class TorchWorker:
+    def __init__(self, args, stop):
+        self.args, self.stop = args, stop
+        self.channel = grpc.insecure_channel(args.coordinator)
+        self.stub = worker_pb2_grpc.WorkerServiceStub(self.channel)
+        self.clock = ClockSync()
+        self.lock = threading.Lock()
+        self.worker_id, self.lease_ms = "", 5000
+        self.held = None
+        self.job_thread = None
+        self.commands_call = None
+        self.draining = True
+        self.faults = Faults(args.inject)
+        self.endpoint = ""
+
+    # --- registration, lease, commands ---
+    def register(self):
+        attempt = 0
+        while not self.stop.is_set():
+            req = worker_pb2.RegisterRequest(device_kind=self.args.device, device_memory_bytes=self.args.memory,
+                                             host=self.args.host, data_endpoint=self.endpoint,
+                                             worker_id=self.worker_id, worker_kind=WORKER_KIND)
+            held = self.held
+            if held is not None:
+                req.held_job_id, req.held_session = held.a.job_id, held.a.session
+            try:
+                resp = self.stub.Register(req, timeout=5)
+            except grpc.RpcError as e:
+                if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED,
+                                grpc.StatusCode.PERMISSION_DENIED):
+                    raise SystemExit(f"torch worker: registration refused: {e.details()}")
+                if attempt % 10 == 0:
+                    log(f"coordinator not reachable yet ({e.details()}), retrying")
+                attempt += 1
+                time.sleep(0.5)
+                continue
+            with self.lock:
+                self.worker_id, self.lease_ms = resp.worker_id, resp.lease_ms
+            log(f"registered as {resp.worker_id}, peers reach it at {self.endpoint}")
+            return True
+        return False
+
+    def heartbeat_loop(self):
+        last_heard = time.monotonic()
+        while not self.stop.is_set() or self.draining:
+            lease_ms = self.lease_ms
+            held = self.held
+            req = worker_pb2.HeartbeatRequest(worker_id=self.worker_id)
+            if held is not None and held.running:
+                req.progress.CopyFrom(held.progress.snapshot())
+            t0 = wall_ns()
+            req.worker_send_ns = t0
+            try:
+                resp = self.stub.Heartbeat(req, timeout=lease_ms / 1000)
+                self.clock.add(t0, resp.coordinator_recv_ns, resp.coordinator_send_ns, wall_ns())
+                last_heard = time.monotonic()
+            except grpc.RpcError:
+                if time.monotonic() - last_heard > lease_ms / 1000 and held is not None and not held.cancelled.is_set():
+                    log(f"{held.a.job_id}: no answer from the coordinator for a lease ({lease_ms} ms): stopping the job")
+                    held.cancel("no answer from the coordinator for a lease")
+            for _ in range(10):
+                if self.stop.is_set() and not self.draining:
+                    break
+                time.sleep(lease_ms / 30000)
+
+    def commands_loop(self):
+        while not self.stop.is_set():
+            call = self.stub.Commands(worker_pb2.CommandsRequest(worker_id=self.worker_id))
+            with self.lock:
+                self.commands_call = call
+            if self.stop.is_set():
+                call.cancel()
+            try:
+                for cmd in call:
+                    if self.stop.is_set():
+                        break
+                    self.handle(cmd)
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.NOT_FOUND and not self.stop.is_set():
+                    self.register()  # the lease was lost
+            with self.lock:
+                self.commands_call = None
+            time.sleep(0.2)
+
+    def handle(self, cmd):
+        which = cmd.WhichOneof("command")
+        if which == "assign":
+            if self.stop.is_set():
+                log(f"{cmd.assign.job_id}: not started, the worker is shutting down")
+                return
+            old = self.held
+            if old is not None:
+                log(f"{cmd.assign.job_id}: assigned while {old.a.job_id} is still held: stopping that one first")
+                old.cancel("superseded by " + cmd.assign.job_id)
+            if self.job_thread is not None:
+                self.job_thread.join()
+            job = HeldJob(cmd.assign)
+            self.held = job
+            self.job_thread = threading.Thread(target=self.hold_job, args=(job,), daemon=True)
+            self.job_thread.start()
+        elif which == "cancel_job_id":
+            job = self.held
+            if job is not None and job.a.job_id == cmd.cancel_job_id:
+                log(f"{cmd.cancel_job_id}: cancelled by the coordinator")
+                job.cancel("cancelled by the coordinator")
+
+    # --- one job ---
+    def hold_job(self, job):
+        a = job.a
+        log(f"{a.job_id}: running rank {a.rank} (dp {a.dp_rank})")
+        try:
+            self.run_job(job)
+        finally:
+            self.release(a)
+            if self.held is job:
+                self.held = None
+
+    def rendezvous(self, job, key, value):
+        """Publishes (value) or waits for (no value) `key` at the coordinator, in 1 s slices so a
+        cancel ends the wait (worker/daemon/coordinator_rendezvous.cc)."""
+        deadline = time.monotonic() + self.args.connect_timeout
+        req = worker_pb2.RendezvousRequest(job_id=job.a.job_id, key=key, value=value.encode(), expected=1)
+        while True:
+            if job.cancelled.is_set():
+                raise Cancelled()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f'rendezvous "{key}" at the coordinator (job {job.a.job_id}): nothing within '
+                                   f'{self.args.connect_timeout} s')
+            try:
+                resp = self.stub.Rendezvous(req, timeout=min(1.0, left), metadata=(("worker-id", self.worker_id),))
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    continue
+                raise RuntimeError(f'rendezvous "{key}": {e.code().name}: {e.details()}') from None
+            if value:
+                return value
+            if len(resp.values) != 1:
+                raise RuntimeError(f'rendezvous "{key}": {len(resp.values)} values, one was expected')
+            return next(iter(resp.values.values())).decode()
+
+    def run_job(self, job):
+        a = job.a
+        spec = a.spec
+        world = spec.pp * max(1, spec.dp)
+        g = a.dp_rank * spec.pp + a.rank
+        telemetry = None
+        failed_peers = []
+        ok, message = True, ""
+        group = False
+        try:
+            device = "cuda" if spec.device == "cuda" else "cpu"
+            if device == "cuda":
+                torch.cuda.set_device(self.args.gpu)
+                device = f"cuda:{self.args.gpu}"
+            build = load_builder(spec.worker.module)
+            model = ModelSpec.from_proto(spec.model)
+            modules, shards = {}, {}
+            for s in a.shards:
+                shard = StageShard.from_proto(s)
+                module = build(shard, model)
+                if not isinstance(module, torch.nn.Module):
+                    raise TypeError(f"spec.worker.module {spec.worker.module!r} returned {type(module).__name__} "
+                                    f"for stage {shard.stage}, not a torch.nn.Module")
+                modules[shard.stage], shards[shard.stage] = module.to(device), shard
+            runner = StageRunner(modules, shards, spec.microbatches, spec.learning_rate, device)
+            data = SyntheticData(spec.data_seed or spec.model.seed, spec.model.vocab, spec.model.seq_len,
+                                 spec.micro_batch_size)
+            # The process group: global rank 0 hosts its store and says where through the coordinator.
+            key = f"torch-store-{a.session}"
+            if g == 0:
+                store = self.rendezvous(job, key, f"{self.args.host}:{free_port(self.args.host)}")
+            else:
+                store = self.rendezvous(job, key, "")
+            dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", init_method=f"tcp://{store}",
+                                    rank=g, world_size=world,
+                                    timeout=datetime.timedelta(seconds=self.args.peer_timeout))
+            group = True
+            if a.start_step > 0:
+                log(f"{a.job_id}: starts at step {a.start_step} from fresh weights (torch workers keep no checkpoints)")
+            outbox = queue.Queue()
+
+            def batches():
+                while True:
+                    b = outbox.get()
+                    if b is None:
+                        return
+                    yield b
+
+            telemetry = self.stub.Telemetry.future(batches())
+            executor = RankExecutor(a, runner, data, self.clock.now_ns, [r for r in self.faults.for_rank(g)],
+                                    job.progress, job.cancelled, device)
+            job.running = True
+
+            def on_step(batch):
+                if telemetry.done():
+                    raise RuntimeError(f"telemetry refused: {telemetry.exception()}")
+                batch.worker_id, batch.job_id, batch.rank = self.worker_id, a.job_id, a.rank
+                batch.dp_rank, batch.session = a.dp_rank, a.session
+                outbox.put(batch)
+                step = batch.steps[0].step
+                if job.stop_after_step and step + 1 < spec.steps:
+                    raise StopAfterStep(f"shutting down: stopped after step {step} of {spec.steps}")
+
+            try:
+                executor.run(on_step)
+            finally:
+                failed_peers = executor.failed_peers
+                job.running = False
+                outbox.put(None)
+            telemetry.result(timeout=30)
+        except Cancelled:
+            ok, message = False, f"stopped: {job.cancel_reason}"
+        except StopAfterStep as e:
+            ok, message = False, str(e)
+        except Exception as e:  # noqa: BLE001 (every failure is reported to the coordinator)
+            ok, message = False, f"{type(e).__name__}: {e}" if not isinstance(e, RuntimeError) else str(e)
+            if job.cancelled.is_set():
+                message = f"stopped: {job.cancel_reason}"
+            elif self.args.verbose:
+                traceback.print_exc()
+        if telemetry is not None and not telemetry.done():
+            try:
+                telemetry.result(timeout=10)
+            except Exception:  # noqa: BLE001 (the job's result is what is reported)
+                pass
+        self.report(a, ok, message, failed_peers if not ok else [])
+        if group:
+            try:
+                dist.destroy_process_group()
+            except Exception as e:  # noqa: BLE001
+                log(f"{a.job_id}: closing the process group: {e}")
+
+    def report(self, a, ok, message, unreachable):
+        req = worker_pb2.ReportResultRequest(worker_id=self.worker_id, job_id=a.job_id, rank=a.rank, ok=ok,
+                                             message=message, session=a.session, unreachable_peers=unreachable)
+        try:
+            self.stub.ReportResult(req, timeout=10)
+        except grpc.RpcError as e:
+            log(f"{a.job_id}: result not heard: {e.details()}")
+        log(f"{a.job_id}: {'done' if ok else message}")
+
+    def release(self, a):
+        attempt = 0
+        while not self.stop.is_set() or self.draining:
+            try:
+                self.stub.ReleaseJob(worker_pb2.ReleaseJobRequest(worker_id=self.worker_id, job_id=a.job_id,
+                                                                  session=a.session), timeout=5)
+                return
+            except grpc.RpcError as e:
+                if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED,
+                                grpc.StatusCode.INVALID_ARGUMENT):
+                    return
+                if attempt % 20 == 0:
+                    log(f"{a.job_id}: release not heard yet ({e.details()}), retrying")
+                attempt += 1
+                time.sleep(0.25)
+
+    # --- the whole life ---
+    def run(self):
+        self.endpoint = f"{self.args.host}:{free_port(self.args.host)}"
+        if not self.register():
+            return 1
+        heartbeat = threading.Thread(target=self.heartbeat_loop, daemon=True)
+        heartbeat.start()
+        commands = threading.Thread(target=self.commands_loop, daemon=True)
+        commands.start()
+        while not self.stop.wait(0.1):
+            pass
+        with self.lock:
+            if self.commands_call is not None:
+                self.commands_call.cancel()
+        job = self.held
+        if job is not None:
+            if job.running:
+                log(f"shutting down: finishing the current step of {job.a.job_id}")
+                job.stop_after_step = True
+            else:
+                job.cancel("the worker is shutting down")
+        end = time.monotonic() + self.args.shutdown_grace
+        while self.held is not None and time.monotonic() < end:
+            time.sleep(0.02)
+        if self.held is not None:
+            self.held.cancel("the worker's shutdown grace period ran out")
+            if self.job_thread is not None:
+                self.job_thread.join(timeout=5)
+        self.draining = False
+        try:
+            self.stub.Deregister(worker_pb2.DeregisterRequest(worker_id=self.worker_id), timeout=5)
+            log(f"deregistered {self.worker_id}")
+        except grpc.RpcError as e:
+            log(f"deregister not heard: {e.details()}")
+        return 0
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python3 -m pipecoord.torch_worker", description=__doc__.split("\n\n")[0])
+    p.add_argument("--coordinator", required=True, help="HOST:PORT of the coordinator")
+    p.add_argument("--import-path", action="append", default=[],
+                   help="a directory put first on sys.path, where the jobs' modules are found (repeatable)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--gpu", type=int, default=0, help="the CUDA device index (--device cuda)")
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    p.add_argument("--host", default="127.0.0.1", help="the address peers reach this worker at")
+    p.add_argument("--memory", type=int, default=0, help="memory offered to jobs, bytes (0: not reported)")
+    p.add_argument("--inject", default="", help="faults: slow:RANK:FACTOR[:STEP], hang:RANK:STEP, corrupt:RANK:STEP")
+    p.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to wait for the job's peers")
+    p.add_argument("--peer-timeout", type=float, default=300.0, help="seconds a transfer may wait for its peer")
+    p.add_argument("--shutdown-grace", type=float, default=SHUTDOWN_GRACE_S)
+    p.add_argument("--verbose", action="store_true", help="print the traceback of a failed job")
+    args = p.parse_args(argv)
+    try:
+        Faults(args.inject)
+    except ValueError as e:
+        p.error(str(e))
+    if args.threads < 1:
+        p.error("--threads must be >= 1")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    sys.path[:0] = [os.path.abspath(d) for d in args.import_path]
+    torch.set_num_threads(args.threads)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return TorchWorker(args, stop).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
