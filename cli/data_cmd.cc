@@ -12,6 +12,7 @@
 #include "common/json_writer.h"
 #include "data/byte_dataset_writer.h"
 #include "data/token_dataset.h"
+#include "data/token_stats.h"
 
 namespace pipecoord::cli {
 namespace {
@@ -24,7 +25,7 @@ constexpr uint64_t kProgressFromBytes = uint64_t{32} << 20;
 void PrintDataHelp(FILE* out) {
   std::fprintf(out,
                "usage: pipectl data prepare TEXT... --out DIR [--val-fraction F] [--format text|json]\n"
-               "       pipectl data check PREFIX... [--vocab N] [--format text|json]\n"
+               "       pipectl data check PREFIX... [--vocab N] [--entropy] [--format text|json]\n"
                "       (pipectl data SUBCOMMAND --help for its options)\n\n"
                "Training data on disk.\n\n"
                "subcommands:\n"
@@ -114,14 +115,17 @@ int RunPrepare(int argc, char** argv) {
 }
 
 int RunCheck(int argc, char** argv) {
-  FlagSet flags("pipectl data check PREFIX... [--vocab N] [--format text|json]",
+  FlagSet flags("pipectl data check PREFIX... [--vocab N] [--entropy] [--format text|json]",
                 "Opens each token dataset as a job's workers would: PREFIX.bin with PREFIX.json (the flat format) or "
                 "PREFIX.idx (Megatron-LM's indexed dataset). Checks the layout and every token id, and prints the "
                 "format, dtype, tokens, documents and vocabulary, or the first rule a file breaks (exit 2).");
   int vocab = 0;
+  bool entropy = false;
   std::string format = "text";
   flags.Int("vocab", &vocab, "the model's vocabulary: every id must be below it; required for Megatron-LM datasets "
                              "(their index records none); default: the flat sidecar's vocab_size");
+  flags.Bool("entropy", &entropy, "also the unigram entropy of each dataset's tokens in bits per token (bits per "
+                                  "byte for byte-level data): the loss of the best model that ignores context");
   flags.Format(&format, {"text", "json"}, "text or json (an array with one object per dataset); default text");
   std::vector<std::string> prefixes;
   if (int rc = ParseFlagsOrExit(flags, argc, argv, "data check", &prefixes); rc >= 0) return rc;
@@ -140,10 +144,18 @@ int RunCheck(int argc, char** argv) {
     w.Break("\n  ").BeginObject().Key("prefix").String(prefix).Key("format").String(ds->format_name());
     w.Key("dtype").String(dtype).Key("tokens").Uint(ds->tokens().size());
     w.Key("documents").Uint(ds->document_starts().size()).Key("vocab_size").Int(ds->vocab_size());
-    w.Key("bin").String(ds->bin_path()).Key("layout").String(ds->layout_path()).EndObject();
+    w.Key("bin").String(ds->bin_path()).Key("layout").String(ds->layout_path());
     text += prefix + ": " + ds->format_name() + ", " + dtype + ", " + Plural(ds->tokens().size(), "token") + ", " +
-            Plural(ds->document_starts().size(), "document") + ", every id below " + std::to_string(ds->vocab_size()) +
-            "\n";
+            Plural(ds->document_starts().size(), "document") + ", every id below " + std::to_string(ds->vocab_size());
+    if (entropy) {
+      const double bits = data::UnigramEntropyBits(ds->tokens(), ds->vocab_size());
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "; unigram entropy %.4f bits per token", bits);
+      text += buf;
+      w.Key("unigram_entropy_bits").Number(bits);
+    }
+    w.EndObject();
+    text += "\n";
   }
   w.Break("\n").EndArray();
   return EmitOutput("data check", format == "json" ? w.Take() + "\n" : text, "", format);

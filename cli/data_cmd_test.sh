@@ -67,6 +67,20 @@ expect_ok check_text data check "$TMP/ds/train" "$TMP/ds/val.bin"
 want="$TMP/ds/train: flat, uint16, 47 tokens, 1 document, every id below 256
 $TMP/ds/val.bin: flat, uint16, 16 tokens, 2 documents, every id below 256"
 [ "$(cat "$TMP/check_text.out")" == "$want" ] || fail "check printed [$(cat "$TMP/check_text.out")], want [$want]"
+# --entropy: the unigram entropy, computed here again from the bytes by Python.
+expect_ok check_entropy data check "$TMP/ds/train" --entropy --format json
+/usr/bin/python3 - "$TMP" <<'PYEOF' || fail "check --entropy: wrong unigram entropy"
+import collections, json, math, sys
+tmp = sys.argv[1]
+raw = open(tmp + "/ds/train.bin", "rb").read()[::2]
+n = len(raw)
+h = -sum(c / n * math.log2(c / n) for c in collections.Counter(raw).values())
+d = json.load(open(tmp + "/check_entropy.out"))
+assert abs(d[0]["unigram_entropy_bits"] - h) < 1e-12, (d, h)
+PYEOF
+expect_ok check_entropy_text data check "$TMP/ds/train" --entropy
+grep -qE "^$TMP/ds/train: flat, uint16, 47 tokens, 1 document, every id below 256; unigram entropy [0-9]+\.[0-9]{4} bits per token\$" \
+  "$TMP/check_entropy_text.out" || fail "check --entropy printed [$(cat "$TMP/check_entropy_text.out")]"
 expect_ok check_megatron data check "$PYW/megatron_u16" "$PYW/megatron_i32" --vocab 70000 --format json
 check check_megatron "assert [(x['format'], x['dtype'], x['tokens'], x['documents'], x['vocab_size']) for x in d] == \
 [('megatron', 'uint16', 53, 4, 70000), ('megatron', 'int32', 53, 4, 70000)]; assert d[0]['layout'] == '$PYW/megatron_u16.idx'"
@@ -85,7 +99,7 @@ expect_error out_is_file 2 "pipectl data prepare: $TMP/b.txt: exists and is not 
 expect_error sub 2 "pipectl data: unknown subcommand \"convert\" (there: prepare, check)
 
 usage: pipectl data prepare TEXT... --out DIR [--val-fraction F] [--format text|json]
-       pipectl data check PREFIX... [--vocab N] [--format text|json]
+       pipectl data check PREFIX... [--vocab N] [--entropy] [--format text|json]
        (pipectl data SUBCOMMAND --help for its options)
 
 Training data on disk.

@@ -15,6 +15,7 @@
 #include "cli/json_keys.h"
 #include "cli/verbs.h"
 #include "common/flags.h"
+#include "jobplan/data_spec.h"
 #include "memory/units.h"
 
 namespace pipecoord::cli {
@@ -65,6 +66,17 @@ const char* State(v1::JobState s) {
   }
 }
 
+// A loss in nats, and in bits per byte for byte-level data: "1.2345 (1.781 bpb)".
+std::string LossText(double nats, bool byte_level) {
+  char buf[64];
+  if (byte_level) {
+    std::snprintf(buf, sizeof buf, "%.4f (%.3f bpb)", nats, jobplan::BitsPerByte(nats));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.4f", nats);
+  }
+  return buf;
+}
+
 // Follows a job until it ends: a line per step (a live line on a terminal), events, the end;
 // with `json`, each JobUpdate as one line of JSON.
 int Watch(Connection conn, const std::string& job, const char* verb, bool json) {
@@ -79,12 +91,16 @@ int Watch(Connection conn, const std::string& job, const char* verb, bool json) 
   v1::JobState last = v1::JOB_STATE_UNSPECIFIED;
   const bool tty = isatty(STDOUT_FILENO);
   int steps = 0;
+  bool byte_level = false;  // losses also in bits per byte
   {
     auto info = Deadline(10);
     v1::GetJobRequest g;
     g.set_job_id(job);
     v1::Job j;
-    if (stub->GetJob(info.get(), g, &j).ok()) steps = j.spec().steps();
+    if (stub->GetJob(info.get(), g, &j).ok()) {
+      steps = j.spec().steps();
+      byte_level = jobplan::ByteLevel(j.spec());
+    }
   }
   while (reader->Read(&u)) {
     last = u.state();
@@ -93,8 +109,10 @@ int Watch(Connection conn, const std::string& job, const char* verb, bool json) 
     } else if (!u.event().empty()) {
       std::printf("%s%s: %s\n", tty ? "\r\033[K" : "", job.c_str(), u.event().c_str());
     } else {
-      std::printf("%s%s step %d/%d  loss %.4f  step %.3f s  bubble measured %.3f predicted %.3f%s",
-                  tty ? "\r\033[K" : "", job.c_str(), u.step() + 1, steps, u.loss(), u.step_time_s(),
+      std::string losses = LossText(u.loss(), byte_level);
+      if (u.has_val_loss()) losses += "  val " + LossText(u.val_loss(), byte_level);
+      std::printf("%s%s step %d/%d  loss %s  step %.3f s  bubble measured %.3f predicted %.3f%s",
+                  tty ? "\r\033[K" : "", job.c_str(), u.step() + 1, steps, losses.c_str(), u.step_time_s(),
                   u.measured_bubble_rate(), u.predicted_bubble_rate(), tty ? "" : "\n");
     }
     std::fflush(stdout);
@@ -247,6 +265,10 @@ int RunStatus(int argc, char** argv) {
   }
   std::printf("schedule  %s, pp %d, vpp %d, dp %d, %d micro-batches of %d\n", j.spec().schedule().c_str(),
               j.spec().pp(), j.spec().vpp(), j.spec().dp(), j.spec().microbatches(), j.spec().micro_batch_size());
+  if (j.spec().has_data()) {
+    std::printf("data      %s%s\n", j.spec().data().path().c_str(),
+                jobplan::ByteLevel(j.spec()) ? " (byte-level: losses also in bits per byte, loss / ln 2)" : "");
+  }
   if (j.has_auto_plan()) std::printf("%s", AutoPlanText(j.auto_plan()).c_str());
   std::printf("steps     %d of %d\npredicted bubble rate %.4f\n", j.steps_done(), j.spec().steps(),
               j.plan().predicted_bubble_rate());
@@ -264,7 +286,23 @@ int RunStatus(int argc, char** argv) {
       bubble += s.measured_bubble_rate();
     }
     const int n = j.steps_size();
-    std::printf("loss      %.4f at step %d -> %.4f at step %d\n", first.loss(), first.step(), last.loss(), last.step());
+    const bool byte_level = jobplan::ByteLevel(j.spec());
+    std::printf("loss      %s at step %d -> %s at step %d\n", LossText(first.loss(), byte_level).c_str(), first.step(),
+                LossText(last.loss(), byte_level).c_str(), last.step());
+    // Validation (spec.evalEvery): the first and the last measured, in nats (and bits per byte).
+    const v1::StepRecord* first_val = nullptr;
+    const v1::StepRecord* last_val = nullptr;
+    for (const v1::StepRecord& s : j.steps()) {
+      if (!s.has_val_loss()) continue;
+      if (first_val == nullptr) first_val = &s;
+      last_val = &s;
+    }
+    if (last_val != nullptr) {
+      std::printf("val loss  %s at step %d -> %s at step %d (%d batch(es) per replica every %d step(s))\n",
+                  LossText(first_val->val_loss(), byte_level).c_str(), first_val->step(),
+                  LossText(last_val->val_loss(), byte_level).c_str(), last_val->step(),
+                  std::max(1, j.spec().eval_batches()), j.spec().eval_every());
+    }
     std::printf("step time %.4f s mean over %d step(s)\n", time / n, n);
     std::printf("bubble    measured %.4f mean, predicted %.4f\n", bubble / n, j.plan().predicted_bubble_rate());
     // The measured peak of the last step beside the plan's budget (memory/'s prediction).
