@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# PyTorch workers (python -m pipecoord.torch_worker) under a real coordinator, gloo on loopback:
+#  1. jobs of the reference model (python/examples/reference_stages.py) on pp 2 and pp 4, each of
+#     1f1b, interleaved, zbh1 and zbv, train to the losses of a single-process PyTorch run of the
+#     same model on the same token stream (relative 1e-5 every step); a built-in job is not handed
+#     to torch workers (it waits), and a torch job not to C++ workers; SIGTERM deregisters them;
+#  2. a slow torch worker (--inject slow:1:4) is reported by the straggler check, naming rank 1;
+#  3. a torch worker killed mid-job: the job FAILED naming the dead rank.
+source tests/lib.sh
+gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
+export PYTHONPATH="$gen:$PWD/python"
+TORCH_LOGS=()
+
+# start_torch_workers N [flags...]: waits until N workers are registered.
+start_torch_workers() {
+  local n=$1 log
+  shift
+  for i in $(seq "$n"); do
+    log="$WORK/torch-$i-$RANDOM.log"
+    /usr/bin/python3 -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples "$@" > "$log" 2>&1 &
+    PIDS+=($!)
+    TORCH_LOGS+=("$log")
+  done
+  for _ in $(seq 600); do
+    [ "$(free_torch_workers)" -ge "$n" ] && return
+    sleep 0.05
+  done
+  fail "torch workers did not register"
+}
+free_torch_workers() {
+  "$PIPECTL" workers --format json | /usr/bin/python3 -c '
+import json, sys
+print(sum(1 for w in json.load(sys.stdin).get("workers", []) if w.get("workerKind") == "torch" and not w.get("jobId")))'
+}
+stop_all() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PIDS=()
+  TORCH_LOGS=()
+}
+submit() { "$PIPECTL" submit "$1" --format json | json_field '["jobId"]'; }
+torch_job() {
+  local out=$1
+  shift
+  job_json "$out" microbatches=8 steps=4 learningRate=0.01 \
+    'model={"layers": 8, "hidden": 32, "heads": 4, "vocab": 64, "seqLen": 8, "seed": "11"}' \
+    'worker={"kind": "torch", "module": "reference_stages:build_stage"}' "$@"
+}
+
+# --- 1. Losses against one process ---
+start_coordinator
+start_torch_workers 4
+torch_job "$WORK/ref.json"
+/usr/bin/python3 - "$WORK/ref.json" > "$WORK/reference.json" <<'PY' || fail "the single-process run failed"
+# The whole model in one process, plain PyTorch: m micro-batches, loss / m backward, AdamW.
+import json, sys
+import torch
+import torch.nn.functional as F
+sys.path.insert(0, "python/examples")
+from reference_stages import build_stage
+from pipecoord.stage_api import ModelSpec, StageShard
+from pipecoord.synthetic_data import SyntheticData
+torch.set_num_threads(1)
+spec = json.load(open(sys.argv[1]))
+m, b, ms = spec["microbatches"], spec["microBatchSize"], spec["model"]
+model_spec = ModelSpec(layers=ms["layers"], hidden=ms["hidden"], heads=ms["heads"], vocab=ms["vocab"],
+                       seq_len=ms["seqLen"], seed=int(ms["seed"]))
+model = build_stage(StageShard(0, 0, ms["layers"], True, True), model_spec)
+opt = torch.optim.AdamW(model.parameters(), lr=spec["learningRate"], betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
+data = SyntheticData(int(ms["seed"]), ms["vocab"], ms["seqLen"], b)
+losses = []
+for step in range(spec["steps"]):
+    total = 0.0
+    for mb in range(m):
+        tokens, targets = data.batch(step, mb)
+        logits = model(tokens)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        (loss / m).backward()
+        total += loss.item()
+    opt.step()
+    opt.zero_grad()
+    losses.append(total / m)
+print(json.dumps(losses))
+PY
+echo "single process: $(cat "$WORK/reference.json")"
+
+# A built-in job waits for C++ workers: the torch workers are not handed it.
+job_json "$WORK/builtin.json" steps=1
+builtin=$(submit "$WORK/builtin.json")
+for pp in 2 4; do
+  for schedule in 1f1b interleaved zbh1 zbv; do
+    torch_job "$WORK/job.json" pp=$pp "schedule=\"$schedule\""
+    job=$(submit "$WORK/job.json")
+    timeout 120 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "pp $pp $schedule: $(tail -3 "$WORK/watch.out")"
+    "$PIPECTL" status "$job" --format json > "$WORK/status.json"
+    /usr/bin/python3 - "$WORK/status.json" "$WORK/reference.json" "$pp $schedule" <<'PY' || fail "pp $pp $schedule: losses differ"
+import json, sys
+job, ref, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+assert job["state"] == "SUCCEEDED", job.get("failureCause")
+# The plan's numerical probes ran and answered the coordinator's known answer (no SDC event).
+ops = [a.get("op") for r in job["plan"]["ranks"] for a in r["actions"]]
+assert "PROBE" in ops and ("W" in ops) == (name.split()[1] in ("zbh1", "zbv")), sorted(set(ops))
+sdc = [e for e in job.get("events", []) if e.get("kind") == "SDC"]
+assert not sdc, sdc
+got = [s["loss"] for s in job["steps"]]
+assert len(got) == len(ref), (got, ref)
+worst = max(abs(g - r) / abs(r) for g, r in zip(got, ref))
+print(f"pp {name}: losses {' '.join('%.6f' % g for g in got)}, worst relative difference {worst:.2e}")
+assert worst <= 1e-5, (got, ref)
+assert ref[-1] < ref[0], ref  # it learns
+PY
+  done
+done
+[ "$("$PIPECTL" status "$builtin" --format json | json_field '["state"]')" = PENDING ] || fail "a built-in job ran on torch workers"
+"$PIPECTL" cancel "$builtin" > /dev/null
+# SIGTERM: every torch worker deregisters.
+stop_all
+for log in "$WORK"/torch-*.log; do grep -q "deregistered worker-" "$log" || fail "no deregistration in $log"; done
+
+# --- 2. A slow torch worker: the straggler check names it ---
+start_coordinator
+start_torch_workers 2 --inject slow:1:4
+torch_job "$WORK/slow.json" steps=12 'health={"bubbleMinS": 0.001, "bubbleSlack": 0.3, "stragglerMinDeltaS": 0.0001}'
+job=$(submit "$WORK/slow.json")
+timeout 180 "$PIPECTL" watch "$job" > /dev/null || fail "the slow job failed"
+"$PIPECTL" events "$job" --kind health --format json > "$WORK/events.json"
+/usr/bin/python3 - "$WORK/events.json" <<'PY' || fail "no straggler event for rank 1: $(cat "$WORK/events.json")"
+import json, sys
+text = open(sys.argv[1]).read()
+events = json.loads(text)["events"] if text.lstrip().startswith("{") else [json.loads(l) for l in text.splitlines() if l.strip()]
+stragglers = [e for e in events if e.get("kind") == "STRAGGLER"]
+assert stragglers, events
+assert all(e.get("rank", 0) == 1 for e in stragglers), stragglers
+print("straggler:", stragglers[0]["message"])
+PY
+stop_all
+
+# --- 3. A torch worker killed mid-job: the job fails naming its rank ---
+start_coordinator --lease-ms 2000
+start_torch_workers 2
+torch_job "$WORK/long.json" steps=100000
+job=$(submit "$WORK/long.json")
+for _ in $(seq 600); do
+  [ "$("$PIPECTL" status "$job" --format json | json_field '.get("stepsDone", 0)')" -ge 2 ] && break
+  sleep 0.05
+done
+read -r victim_id rank < <("$PIPECTL" workers --format json | /usr/bin/python3 -c '
+import json, sys
+w = [w for w in json.load(sys.stdin)["workers"] if w.get("rank", 0) == 1][0]
+print(w["workerId"], w["rank"])')
+victim_pid=""
+for i in "${!TORCH_LOGS[@]}"; do
+  grep -q "registered as $victim_id," "${TORCH_LOGS[$i]}" && victim_pid=${PIDS[$((i + 1))]}
+done
+[ -n "$victim_pid" ] || fail "no process for $victim_id"
+kill -KILL "$victim_pid"
+for _ in $(seq 600); do
+  [ "$("$PIPECTL" status "$job" --format json | json_field '["state"]')" = FAILED ] && break
+  sleep 0.05
+done
+"$PIPECTL" status "$job" --format json > "$WORK/status.json"
+[ "$(json_field '["state"]' < "$WORK/status.json")" = FAILED ] || fail "the job did not fail after the kill"
+cause=$(json_field '["failureCause"]' < "$WORK/status.json")
+[[ "$cause" == *"$victim_id (rank $rank) lost its lease"* ||
+   "$cause" == "rank $rank ($victim_id, global rank $rank) stopped answering its peers: "* ]] ||
+  fail "the cause does not name the dead rank $rank ($victim_id): $cause"
+echo "killed: $cause"
+echo "e2e torch workers: ok"
