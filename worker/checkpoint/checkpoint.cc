@@ -11,6 +11,9 @@
 #include <functional>
 #include <map>
 
+#include "data/rank_checkpoint.h"
+#include "data/safetensors_format.h"
+
 namespace pipecoord::worker {
 namespace {
 
@@ -25,32 +28,6 @@ uint64_t Fnv1a(std::string_view bytes, uint64_t h = kFnvOffset) {
     h *= 0x100000001b3ull;
   }
   return h;
-}
-
-// Produces a checkpoint's bytes in order, piece by piece, hashing as it goes: the one encoder
-// behind EncodeCheckpoint (a string) and WriteCheckpointFile (a file, with no copy of the
-// tensors in memory). `emit` returns false to stop.
-bool Encode(const CheckpointInfo& info, const std::vector<StateTensor>& tensors,
-            const std::function<bool(std::string_view)>& emit) {
-  uint64_t hash = kFnvOffset;
-  auto piece = [&](std::string_view bytes) {
-    hash = Fnv1a(bytes, hash);
-    return emit(bytes);
-  };
-  auto number = [&](auto v) {
-    char b[sizeof v];
-    std::memcpy(b, &v, sizeof v);  // the hosts we build for are little-endian
-    return piece(std::string_view(b, sizeof v));
-  };
-  bool ok = piece(std::string_view(kMagic, sizeof kMagic)) && number(static_cast<uint64_t>(info.step)) &&
-            number(static_cast<uint64_t>(info.optimizer_steps)) && number(static_cast<uint32_t>(tensors.size()));
-  for (const StateTensor& t : tensors) {
-    ok = ok && number(static_cast<uint32_t>(t.name.size())) && piece(t.name) && number(static_cast<uint64_t>(t.data.size())) &&
-         piece(std::string_view(reinterpret_cast<const char*>(t.data.data()), t.data.size_bytes()));
-  }
-  char b[sizeof hash];
-  std::memcpy(b, &hash, sizeof hash);
-  return ok && emit(std::string_view(b, sizeof hash));
 }
 
 // Reads fixed-size fields off the front of a buffer; every read is bounds-checked.
@@ -80,19 +57,7 @@ std::string Errno() { return std::strerror(errno); }
 
 }  // namespace
 
-std::string EncodeCheckpoint(const CheckpointInfo& info, const std::vector<StateTensor>& tensors) {
-  size_t size = sizeof kMagic + 8 + 8 + 4 + 8;
-  for (const StateTensor& t : tensors) size += 4 + t.name.size() + 8 + t.data.size_bytes();
-  std::string out;
-  out.reserve(size);
-  Encode(info, tensors, [&](std::string_view bytes) {
-    out.append(bytes);
-    return true;
-  });
-  return out;
-}
-
-Result<CheckpointInfo> DecodeCheckpointInto(std::string_view bytes, const std::vector<StateTensor>& tensors) {
+static Result<CheckpointInfo> DecodeLegacyInto(std::string_view bytes, const std::vector<StateTensor>& tensors) {
   if (bytes.size() < sizeof kMagic + 8 + 8 + 4 + 8 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
     return InvalidArgument("not a pipecoord checkpoint (bad magic or too short: " + std::to_string(bytes.size()) + " bytes)");
   }
@@ -135,8 +100,83 @@ Result<CheckpointInfo> DecodeCheckpointInto(std::string_view bytes, const std::v
   return info;
 }
 
+namespace {
+
+// The tensors as safetensors entries (F32; the given shape, else [elements]), the data buffer's
+// FNV-1a in the writer's order, and the file's plan with the metadata that carries it.
+struct Planned {
+  std::vector<data::TensorToWrite> entries;
+  data::SafetensorsPlan plan;
+};
+
+Result<Planned> PlanCheckpoint(const CheckpointInfo& info, const std::vector<StateTensor>& tensors) {
+  Planned p;
+  for (const StateTensor& t : tensors) {
+    std::vector<uint64_t> shape;
+    uint64_t n = 1;
+    for (int64_t d : t.shape) {
+      shape.push_back(static_cast<uint64_t>(d));
+      n *= static_cast<uint64_t>(d);
+    }
+    if (t.shape.empty() || n != t.data.size()) shape = {t.data.size()};
+    p.entries.push_back({t.name, data::SafetensorsDtype::kF32, std::move(shape),
+                         std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(t.data.data()), t.data.size_bytes())});
+  }
+  auto order = data::PlanSafetensors(p.entries, {});  // the data's order does not depend on metadata
+  if (!order.ok()) return order.status();
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (size_t i : order->order) hash = data::Fnv1a64(p.entries[i].bytes, hash);
+  auto plan = data::PlanSafetensors(p.entries, data::RankCheckpointMetadata({info.step, info.optimizer_steps}, hash));
+  if (!plan.ok()) return plan.status();
+  p.plan = std::move(plan).value();
+  return p;
+}
+
+}  // namespace
+
+std::string EncodeCheckpoint(const CheckpointInfo& info, const std::vector<StateTensor>& tensors) {
+  auto p = PlanCheckpoint(info, tensors);
+  if (!p.ok()) return "";
+  std::string out = p->plan.head;
+  out.reserve(out.size() + p->plan.data_size);
+  for (size_t i : p->plan.order) out.append(reinterpret_cast<const char*>(p->entries[i].bytes.data()), p->entries[i].bytes.size());
+  return out;
+}
+
+Result<CheckpointInfo> DecodeCheckpointInto(std::string_view bytes, const std::vector<StateTensor>& tensors) {
+  if (bytes.size() >= sizeof kMagic && std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0) {
+    return DecodeLegacyInto(bytes, tensors);  // a step-N.ckpt of the format before safetensors
+  }
+  const std::span<const uint8_t> file(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  auto layout = data::ParseSafetensors(file, "checkpoint");
+  if (!layout.ok()) return InvalidArgument("not a pipecoord checkpoint: " + layout.status().message());
+  auto info = data::CheckRankCheckpoint(*layout, file);
+  if (!info.ok()) return info.status();
+  if (layout->tensors.size() != tensors.size()) {
+    return InvalidArgument("holds " + std::to_string(layout->tensors.size()) + " tensors, this rank has " +
+                           std::to_string(tensors.size()) + " (another model or partition?)");
+  }
+  std::map<std::string_view, const StateTensor*> want;
+  for (const StateTensor& t : tensors) want[t.name] = &t;
+  for (const data::SafetensorsTensor& st : layout->tensors) {
+    auto it = want.find(st.name);
+    if (it == want.end()) return InvalidArgument("tensor \"" + st.name + "\": not held by this rank");
+    const StateTensor& t = *it->second;
+    if (st.dtype != data::SafetensorsDtype::kF32) {
+      return InvalidArgument("tensor \"" + st.name + "\": " + data::DtypeName(st.dtype) + ", a checkpoint holds F32");
+    }
+    if (st.elements() != t.data.size()) {
+      return InvalidArgument("tensor \"" + st.name + "\": has " + std::to_string(st.elements()) +
+                             " elements, this rank's has " + std::to_string(t.data.size()));
+    }
+    std::memcpy(t.data.data(), bytes.data() + layout->data_start + st.begin, st.bytes());
+    want.erase(it);
+  }
+  return CheckpointInfo{info->step, info->optimizer_steps};
+}
+
 std::string CheckpointPath(const std::string& dir, const std::string& job_id, int global_rank, int64_t step) {
-  return dir + "/" + job_id + "/rank-" + std::to_string(global_rank) + "/step-" + std::to_string(step) + ".ckpt";
+  return data::RankCheckpointPath(dir, job_id, global_rank, step);
 }
 
 Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, int global_rank, const CheckpointInfo& info,
@@ -151,7 +191,6 @@ Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, in
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Unavailable("checkpoint: cannot write " + tmp + ": " + Errno());
   // Small pieces (header fields, names) are gathered; tensor data goes straight from its buffer.
-  std::string pending;
   std::string why;
   auto write_all = [&](std::string_view bytes) {
     while (!bytes.empty()) {
@@ -165,16 +204,16 @@ Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, in
     }
     return true;
   };
-  const bool written = Encode(info, tensors, [&](std::string_view bytes) {
-    if (bytes.size() < 4096) {
-      pending.append(bytes);
-      if (pending.size() < (1 << 16)) return true;
-      bytes = {};
-    }
-    if (!write_all(pending)) return false;
-    pending.clear();
-    return write_all(bytes);
-  }) && write_all(pending);
+  auto planned = PlanCheckpoint(info, tensors);
+  if (!planned.ok()) {
+    ::close(fd);
+    return InvalidArgument("checkpoint " + path + ": " + planned.status().message());
+  }
+  bool written = write_all(planned->plan.head);
+  for (size_t i : planned->plan.order) {
+    const auto& b = planned->entries[i].bytes;
+    written = written && write_all(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
+  }
   if (!written) {
     ::close(fd);
     return Unavailable("checkpoint: writing " + tmp + ": " + why);
@@ -190,22 +229,31 @@ Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, in
   std::vector<int64_t> steps;
   for (const auto& e : fs::directory_iterator(rank_dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || e.path().extension() != ".ckpt") continue;
+    if (name.rfind("step-", 0) != 0 || (e.path().extension() != ".safetensors" && e.path().extension() != ".ckpt")) continue;
     try {
       steps.push_back(std::stoll(name.substr(5)));
     } catch (...) {
     }
   }
   std::sort(steps.rbegin(), steps.rend());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());  // a step in both formats
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < steps.size(); ++i) {
-    if (steps[i] < keep_from) fs::remove(CheckpointPath(dir, job_id, global_rank, steps[i]), ec);
+    if (steps[i] < keep_from) {
+      fs::remove(CheckpointPath(dir, job_id, global_rank, steps[i]), ec);
+      fs::remove(data::LegacyRankCheckpointPath(dir, job_id, global_rank, steps[i]), ec);  // the older format's
+    }
   }
   return Status::Ok();
 }
 
 Result<CheckpointInfo> ReadCheckpointFile(const std::string& dir, const std::string& job_id, int global_rank, int64_t step,
                                           const std::vector<StateTensor>& tensors) {
-  const std::string path = CheckpointPath(dir, job_id, global_rank, step);
+  std::string path = CheckpointPath(dir, job_id, global_rank, step);
+  // A step-N.ckpt of the format before safetensors, when that is what the rank left.
+  if (const std::string legacy = data::LegacyRankCheckpointPath(dir, job_id, global_rank, step);
+      !std::filesystem::exists(path) && std::filesystem::exists(legacy)) {
+    path = legacy;
+  }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return NotFound("checkpoint " + path + ": not found (is --checkpoint-dir shared with the failed worker?)");
   std::string bytes(static_cast<size_t>(in.tellg()), '\0');  // read once, in place

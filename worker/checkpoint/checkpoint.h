@@ -1,14 +1,15 @@
 // Checkpoints of one rank's training state at a step boundary: every tensor the rank holds
-// (weights and optimizer moments, by name) and the optimizer's step count. Gradients are not
+// (weights and AdamW moments, by name) and the optimizer's step count. Gradients are not
 // saved: they are zero at a step boundary.
 //
-// File format (little-endian), one file per rank per step:
-//   "PCCKPT01"                      magic and version
-//   u64 step, u64 optimizer_steps, u32 tensor count
-//   per tensor: u32 name length, name bytes, u64 element count, f32 elements
-//   u64 FNV-1a hash of every byte before it (truncation and bit flips are caught)
-// Files are written to a temporary name, flushed to disk and renamed, so a reader sees a whole
-// checkpoint or none.
+// File format: safetensors, DIR/JOB/rank-G/step-N.safetensors, one file per rank per step; the
+// names, metadata (step, optimizer steps, an FNV-1a hash of the data, so truncation and bit flips
+// are caught) and layout are data/rank_checkpoint.h's, which pipectl export reads too. The
+// format before it (step-N.ckpt: "PCCKPT01", u64 step, u64 optimizer_steps, u32 count, per
+// tensor u32 name length, name, u64 elements, f32 elements, then a u64 FNV-1a of it all) is
+// still read: a job restarted by a newer worker resumes from an older worker's files, and saves
+// safetensors from then on. Files are written to a temporary name, flushed to disk and renamed,
+// so a reader sees a whole checkpoint or none.
 #ifndef PIPECOORD_WORKER_CHECKPOINT_CHECKPOINT_H_
 #define PIPECOORD_WORKER_CHECKPOINT_CHECKPOINT_H_
 
@@ -26,6 +27,7 @@ namespace pipecoord::worker {
 struct StateTensor {
   std::string name;  // unique within a rank, e.g. "stage1/layers.3.attention.wq/adam_m"
   std::span<float> data;
+  std::vector<int64_t> shape = {};  // the tensor's shape in the file; empty: [elements]
 };
 
 // The header fields of a checkpoint.
@@ -41,7 +43,7 @@ std::string EncodeCheckpoint(const CheckpointInfo& info, const std::vector<State
 // partially written.
 Result<CheckpointInfo> DecodeCheckpointInto(std::string_view bytes, const std::vector<StateTensor>& tensors);
 
-// DIR/JOB/rank-G/step-N.ckpt
+// DIR/JOB/rank-G/step-N.safetensors
 std::string CheckpointPath(const std::string& dir, const std::string& job_id, int global_rank, int64_t step);
 
 // Writes atomically (temporary file, fsync, rename), creating directories as needed, then deletes

@@ -127,7 +127,7 @@ TEST(CheckpointResumeTest, MissingOrForeignCheckpointsAreClearErrors) {
   auto missing = RunLocally(spec, {}, ck);
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr("resuming at step 3: checkpoint " + ck.dir + "/local/rank-"));
-  EXPECT_THAT(missing.status().message(), HasSubstr("/step-2.ckpt: not found"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("/step-2.safetensors: not found"));
   // Another model's checkpoint (wider layers) does not load into this one.
   v1::JobSpec wider = spec;
   wider.mutable_model()->set_hidden(32);

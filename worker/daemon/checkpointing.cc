@@ -1,6 +1,7 @@
 #include "worker/daemon/checkpointing.h"
 
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/daemon/init_weights.h"
 
 namespace pipecoord::worker {
 
@@ -16,6 +17,8 @@ Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assi
       return Status(info.status().code(), "resuming at step " + std::to_string(a.start_step()) + ": " + info.status().message());
     }
     backend->set_optimizer_steps(info->optimizer_steps);
+  } else if (!a.spec().init().empty()) {
+    PIPECOORD_RETURN_IF_ERROR(LoadInitialWeights(a, backend));  // the first attempt starts from spec.init
   }
   if (!saves) return std::unique_ptr<AsyncCheckpointWriter>();
   auto writer = std::make_unique<AsyncCheckpointWriter>(dir, a.job_id(), global, kCheckpointsKept);

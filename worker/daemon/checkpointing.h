@@ -21,7 +21,8 @@ namespace pipecoord::worker {
 inline constexpr int kCheckpointsKept = 1;
 
 // When assignment.start_step > 0, loads global rank `global`'s checkpoint of step start_step - 1
-// from `dir` into `backend`. Returns the writer for the executor (ExecutorOptions::checkpoints),
+// from `dir` into `backend`; otherwise, with spec.init, the initial weights from it
+// (init_weights.h). Returns the writer for the executor (ExecutorOptions::checkpoints),
 // keeping every file from the resumed one on (KeepFrom), null when the job saves none. FAILED_PRECONDITION when the job needs `dir` and it is empty;
 // the checkpoint's own errors name its path.
 Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assignment& assignment, int global,

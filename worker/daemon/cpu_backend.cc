@@ -149,9 +149,10 @@ class CpuBackend final : public ComputeBackend {
       const std::string stage = "stage" + std::to_string(k) + "/";
       for (const model::ParameterRef& p : m->Parameters()) {
         const std::string name = stage + std::string(p.name);
-        out.push_back({name + "/value", p.value});
-        out.push_back({name + "/adam_m", p.adam_m});
-        out.push_back({name + "/adam_v", p.adam_v});
+        const std::vector<int64_t> shape(p.shape.begin(), p.shape.end());
+        out.push_back({name + "/value", p.value, shape});
+        out.push_back({name + "/adam_m", p.adam_m, shape});
+        out.push_back({name + "/adam_v", p.adam_v, shape});
       }
     }
     return out;
