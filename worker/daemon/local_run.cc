@@ -14,7 +14,7 @@
 namespace pipecoord::worker {
 
 Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<void(int, const StepReport&)>& on_step,
-                                  const LocalCheckpoints& checkpoints) {
+                                  const LocalCheckpoints& checkpoints, bool keep_final_state) {
   PIPECOORD_RETURN_IF_ERROR(jobplan::ValidateJobSpec(raw));
   const v1::JobSpec spec = jobplan::WithDefaults(raw);
   auto plan = jobplan::PlanJob(spec);
@@ -33,6 +33,7 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<vo
   LocalRendezvous rendezvous;
   LocalRunResult result;
   result.reports.resize(world);
+  if (keep_final_state) result.final_state.resize(world);
   std::vector<Status> status(world);
   std::mutex mu;
   int first_failed = -1;
@@ -62,7 +63,13 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<vo
       };
       // Every rank listened before any started (the assignments list their endpoints).
       Status st = rank.Run([&](const v1::Assignment&) -> Result<TcpTransport*> { return transports[g].get(); }, callbacks);
-      if (!st.ok()) fail(st);
+      if (!st.ok()) {
+        fail(st);
+      } else if (keep_final_state && rank.backend() != nullptr) {
+        for (const StateTensor& t : rank.backend()->CheckpointState()) {
+          result.final_state[g][t.name].assign(t.data.begin(), t.data.end());
+        }
+      }
     });
   }
   for (auto& t : threads) t.join();

@@ -6,6 +6,7 @@
 #define PIPECOORD_WORKER_DAEMON_LOCAL_RUN_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ namespace pipecoord::worker {
 struct LocalRunResult {
   std::vector<std::vector<StepReport>> reports;  // [global rank][step]
   double wall_seconds = 0;                       // all steps, all ranks
+  // With keep_final_state: what each rank's backend holds after its last step
+  // (ComputeBackend::CheckpointState copied: "stage<k>/<parameter>/value", ".../adam_m", ...),
+  // [global rank] name -> values. What tests compare final weights with.
+  std::vector<std::map<std::string, std::vector<float>>> final_state;
 };
 
 // Where a run keeps and finds checkpoints (spec.checkpoint_every), as a daemon's
@@ -33,7 +38,8 @@ struct LocalCheckpoints {
 // returned, naming its global rank (the others are woken so nothing hangs).
 Result<LocalRunResult> RunLocally(const v1::JobSpec& spec,
                                   const std::function<void(int global, const StepReport&)>& on_step = {},
-                                  const LocalCheckpoints& checkpoints = {});
+                                  const LocalCheckpoints& checkpoints = {},
+                                  bool keep_final_state = false);
 
 // Mean loss per step over the data-parallel replicas, from the ranks that hold the loss.
 std::vector<double> StepLosses(const LocalRunResult& result);

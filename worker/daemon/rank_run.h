@@ -89,6 +89,8 @@ class RankRun {
   // start_step .. spec.steps - 1. Returns the first error; FAILED_PRECONDITION "stopped before it ran" when a
   // callback said stop. The transport is left open: the caller reports first, then shuts it down.
   Status Run(const TransportSource& source, const RankRunCallbacks& callbacks);
+  // The backend Run built (null before): after Run, it holds the state of the last step.
+  ComputeBackend* backend() const { return backend_.get(); }
 
   // dp_rank * pp + rank: the rank's index among all members of the job.
   static int GlobalRank(const v1::Assignment& assignment);

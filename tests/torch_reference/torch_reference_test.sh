@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Our C++ model against PyTorch (python/pipecoord/reference_model.py, Debian's python3-torch):
+# 1. one micro-batch: logits, loss and every parameter's gradient within 1e-5 (relative to each
+#    tensor's largest element), with PyTorch in float64 and in float32, at two shapes; then three
+#    AdamW steps with weight decay: the weights against PyTorch in float64 (compare.py says which
+#    elements AdamW's conditioning leaves out, and why);
+# 2. a pipelined job of every schedule family (worker/daemon/local_run: one thread and executor
+#    per rank, TCP on loopback), 3 AdamW steps: step losses, weights and AdamW moments against
+#    PyTorch running the same steps in one process;
+# 3. and that it can fail: a gradient off by 1e-4 in one element, and PyTorch's RoPE with another
+#    base, are both refused.
+set -euo pipefail
+dump=tests/torch_reference/model_dump
+gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
+export PYTHONPATH="$gen:python"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+compare() { /usr/bin/python3 tests/torch_reference/compare.py "$@"; }
+
+echo "== one micro-batch"
+$dump microbatch --out "$work/mb_small.st"
+$dump microbatch --layers 3 --hidden 64 --heads 4 --vocab 96 --seq 32 --batch 2 --seed 3 --out "$work/mb_wide.st"
+compare --dtype float64 "$work/mb_small.st" "$work/mb_wide.st"
+compare --dtype float32 --no-steps "$work/mb_small.st" "$work/mb_wide.st"
+
+echo "== pipelined, every schedule family"
+# lr 1e-3: AdamW moves an ill-conditioned element (compare.py) by lr x (gradient difference) /
+# sqrt(v), and the weights it moved change every later step's gradients a little; at lr 1e-2 that
+# alone reaches 2.6e-5 in the AdamW moments of 8-layer jobs after 3 steps (the errors scale with
+# lr: 1e-2 2.6e-5, 3e-3 6.7e-6, 1e-3 2.3e-6 on dualpipev).
+run() {  # name, then model_dump flags
+  local name=$1
+  shift
+  $dump pipelined --out "$work/pl_$name.st" --hidden 16 --heads 2 --vocab 32 --seq 8 --batch 2 --seed 11 \
+    --lr 0.001 "$@"
+  pipelined+=("$work/pl_$name.st")
+}
+pipelined=()
+run fthenb --schedule fthenb --pp 2 --microbatches 4 --layers 4
+run 1f1b --schedule 1f1b --pp 3 --microbatches 5 --layers 6 --stage-layers 1,3,2
+run eager-1f1b --schedule eager-1f1b --pp 2 --microbatches 4 --layers 4
+run interleaved --schedule interleaved --pp 2 --vpp 2 --microbatches 5 --layers 7
+run looped-bfs --schedule looped-bfs --pp 2 --vpp 2 --microbatches 3 --layers 4
+run zbh1 --schedule zbh1 --pp 3 --microbatches 6 --layers 6
+run zbh2 --schedule zbh2 --pp 3 --microbatches 6 --layers 6
+run zb-auto --schedule zb-auto --pp 3 --microbatches 6 --layers 6
+run zbv --schedule zbv --pp 2 --vpp 2 --microbatches 4 --layers 8
+run v-half --schedule v-half --pp 2 --vpp 2 --microbatches 4 --layers 4
+run v-min --schedule v-min --pp 3 --vpp 2 --microbatches 6 --layers 6
+run dualpipev --schedule dualpipev --pp 2 --vpp 2 --microbatches 4 --layers 8
+compare --dtype float64 "${pipelined[@]}"
+
+echo "== it can fail"
+/usr/bin/python3 - "$work/mb_small.st" "$work/mb_bad.st" <<'PY'
+import sys
+from pipecoord.safetensors_io import read_metadata, read_safetensors, write_safetensors
+t = read_safetensors(sys.argv[1])
+g = t["grad/layers.0.attention.wq.weight"]
+g.view(-1)[int(g.abs().argmax())] *= 1 + 1e-4
+write_safetensors(sys.argv[2], t, read_metadata(sys.argv[1]))
+PY
+if compare "$work/mb_bad.st" > "$work/bad.out"; then
+  cat "$work/bad.out"; echo "FAIL: a gradient off by 1e-4 passed"; exit 1
+fi
+grep -q "^FAIL gradients (one micro-batch) .*(layers.0.attention.wq.weight)" "$work/bad.out" \
+  || { cat "$work/bad.out"; echo "FAIL: the wrong gradient is not the one named"; exit 1; }
+if compare --rope-theta 500000 "$work/mb_small.st" > "$work/rope.out"; then
+  cat "$work/rope.out"; echo "FAIL: PyTorch with another RoPE base passed"; exit 1
+fi
+grep -q "^FAIL logits" "$work/rope.out" || { cat "$work/rope.out"; echo "FAIL: logits not refused"; exit 1; }
+echo "PASS"
