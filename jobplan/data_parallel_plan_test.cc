@@ -76,6 +76,14 @@ TEST(DataParallelPlanTest, OnlyDataParallelCpuJobs) {
   EXPECT_TRUE(ReducesGradientsPerStage(Dp2("1f1b")));
   EXPECT_EQ(Count(MustPlan(Dp2("interleaved")), v1::REDUCE_GRAD), 4);  // one per virtual stage
   EXPECT_EQ(Count(MustPlan(Dp2("zbv")), v1::REDUCE_GRAD), 4);
+  // An imported CSV runs as written: without REDUCE_GRAD, the one all-reduce at OPT.
+  v1::JobSpec csv = Dp2("csv");
+  csv.set_microbatches(1);
+  csv.set_csv_schedule("0F0,0B0\n1F0,1B0\n");
+  EXPECT_FALSE(ReducesGradientsPerStage(csv));
+  EXPECT_EQ(Count(MustPlan(csv), v1::REDUCE_GRAD), 0);
+  csv.set_csv_schedule("0F0,0B0,0REDUCE_GRAD\n1F0,1B0,1REDUCE_GRAD\n");
+  EXPECT_EQ(Count(MustPlan(csv), v1::REDUCE_GRAD), 2);
 }
 
 // spec.costs.reduceGrad 2 (1 per stage of two): 1F1B's one stage per rank is reduced after the

@@ -68,6 +68,8 @@ Status CheckWorkersRun(const sch::Schedule& s, std::string_view device) {
   return Status::Ok();
 }
 
-bool ReducesGradientsPerStage(const v1::JobSpec& spec) { return spec.dp() > 1 && spec.device() != "cuda"; }
+bool ReducesGradientsPerStage(const v1::JobSpec& spec) {
+  return spec.dp() > 1 && spec.device() != "cuda" && spec.schedule() != "csv";
+}
 
 }  // namespace pipecoord::jobplan

@@ -29,10 +29,11 @@ schedules::Schedule PlanToSchedule(const v1::JobSpec& spec, const v1::Plan& plan
 // them: INVALID_ARGUMENT naming the first one's rank, position and op (PlanJob refuses the job).
 Status CheckWorkersRun(const schedules::Schedule& schedule, std::string_view device);
 
-// Whether a job's plan reduces each stage's gradients on its own (one REDUCE_GRAD per stage after
-// its last W, schedules/reduce_grads.h) rather than all of them after the step: dp > 1 on CPU
-// workers. The CUDA backend keeps the one device all-reduce at OPT (its gradients are one device
-// buffer for every stage the rank holds).
+// Whether a job's plan gets one REDUCE_GRAD per stage after its last W (schedules/reduce_grads.h),
+// reducing each stage's gradients on its own rather than all of them after the step: dp > 1 on
+// CPU workers for a generated schedule. The CUDA backend keeps the one device all-reduce at OPT
+// (its gradients are one device buffer for every stage the rank holds); an imported CSV runs as
+// written: its own REDUCE_GRADs, or without any, the one all-reduce at OPT.
 bool ReducesGradientsPerStage(const v1::JobSpec& spec);
 
 }  // namespace pipecoord::jobplan

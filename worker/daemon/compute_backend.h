@@ -83,6 +83,15 @@ class ComputeBackend {
   // the boundary transport. Null, the default: the gradients are Gradients()'s host spans. Owned
   // by the backend, valid while it lives; the gradients it reaches are zeroed by OptimizerStep.
   virtual DeviceFloatBuffer* DeviceGradients() { return nullptr; }
+  // The gradient buffers of one stage held (host memory), in Gradients()'s order: what its
+  // REDUCE_GRAD all-reduces, on a background thread while the executor runs other stages' actions
+  // (so the backend must not touch them until OptimizerStep). UNIMPLEMENTED by default: a
+  // backend without it runs jobs whose gradients are reduced after the step only.
+  virtual Result<std::vector<std::span<float>>> StageGradients(int stage) {
+    return Unimplemented("stage " + std::to_string(stage) +
+                         ": this backend does not give one stage's gradients (REDUCE_GRAD); its gradients are "
+                         "all-reduced at OPT");
+  }
   // The optimizer step after all micro-batches (and the all-reduce), then gradients are zeroed.
   virtual Status OptimizerStep(int step) = 0;
   // Mean loss over this step's micro-batches; false if this rank holds no loss.

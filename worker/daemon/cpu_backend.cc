@@ -112,6 +112,14 @@ class CpuBackend final : public ComputeBackend {
     return out;
   }
 
+  Result<std::vector<std::span<float>>> StageGradients(int stage) override {
+    auto* m = Stage(stage);
+    if (m == nullptr) return NoStage(stage);
+    std::vector<std::span<float>> out;
+    for (const model::ParameterRef& p : m->Parameters()) out.push_back(p.grad);
+    return out;
+  }
+
   Status OptimizerStep(int) override {
     kernels::cpu::AdamWOptions options;
     options.lr = lr_;

@@ -16,6 +16,28 @@ constexpr uint32_t kActivations = 0, kGradients = 1;
 // Validation activations: between pipeline neighbours of one replica, never the all-reduce's
 // peers, on a channel of their own so they cannot be taken for a step's.
 constexpr uint32_t kValidationActivations = 64;
+// REDUCE_GRAD's all-reduce of stage s on channel kStageGradientChannel + s: each stage's on its
+// own, so two in flight between the same replicas never share a tag.
+constexpr uint32_t kStageGradientChannel = 1u << 16;
+
+// The mean over the dp replicas `group` of `grads`, in place: one ring all-reduce of their
+// concatenation, then x (1/dp) (the same arithmetic for a stage's gradients and for all).
+Status AllReduceMean(Transport& transport, int my_index, const std::vector<int>& group, int step,
+                     const std::vector<std::span<float>>& grads, std::chrono::milliseconds timeout,
+                     uint32_t channel) {
+  size_t total = 0;
+  for (auto g : grads) total += g.size();
+  std::vector<float> flat;
+  flat.reserve(total);
+  for (auto g : grads) flat.insert(flat.end(), g.begin(), g.end());
+  PIPECOORD_RETURN_IF_ERROR(AllReduceSum(transport, my_index, group, step, flat, timeout, channel));
+  const float inv = 1.0f / static_cast<float>(group.size());
+  size_t at = 0;
+  for (auto g : grads) {
+    for (float& x : g) x = flat[at++] * inv;
+  }
+  return Status::Ok();
+}
 
 std::string Describe(const v1::Action& a) {
   return std::to_string(a.stage()) + v1::Op_Name(a.op()) + std::to_string(a.microbatch());
@@ -38,12 +60,64 @@ Executor::Executor(const v1::Assignment& a, ComputeBackend* backend, Transport* 
   out_act_.resize(slots);
   out_grad_.resize(slots);
   device_timing_ = backend_->TimesOnDevice();
+  for (const v1::Action& act : a.jobs().actions()) reduces_by_stage_ = reduces_by_stage_ || act.op() == v1::REDUCE_GRAD;
   if (!options_.clock_ns) {
     options_.clock_ns = [] {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(
                  std::chrono::system_clock::now().time_since_epoch()).count();
     };
   }
+}
+
+Executor::~Executor() {
+  for (const StageReduce& r : stage_reduces_) r.done.wait();
+}
+
+Status Executor::LaunchStageReduce(int stage, int step, size_t entry) {
+  auto grads = backend_->StageGradients(stage);
+  if (!grads.ok()) return grads.status();
+  std::vector<int> group;
+  for (int d = 0; d < dp_; ++d) group.push_back(d * pp_ + rank_);
+  std::shared_future<StageReduce::Done> before;
+  if (!stage_reduces_.empty()) before = stage_reduces_.back().done;
+  StageReduce r;
+  r.stage = stage;
+  r.entry = entry;
+  r.launched_ns = options_.clock_ns();
+  r.launched = std::chrono::steady_clock::now();
+  r.done = std::async(std::launch::async,
+                      [transport = transport_, me = dp_rank_, group = std::move(group), step, stage,
+                       grads = std::move(grads).value(), timeout = options_.recv_timeout, before] {
+                        if (before.valid()) before.wait();  // one at a time, in list order
+                        StageReduce::Done d;
+                        d.start = std::chrono::steady_clock::now();
+                        d.status = AllReduceMean(*transport, me, group, step, grads, timeout,
+                                                 kStageGradientChannel + static_cast<uint32_t>(stage));
+                        d.end = std::chrono::steady_clock::now();
+                        return d;
+                      })
+               .share();
+  stage_reduces_.push_back(std::move(r));
+  return Status::Ok();
+}
+
+Status Executor::FinishStageReduces(StepReport* report) {
+  Status first;
+  for (const StageReduce& r : stage_reduces_) {
+    const StageReduce::Done& d = r.done.get();
+    auto on_clock = [&](std::chrono::steady_clock::time_point t) {
+      return r.launched_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(t - r.launched).count();
+    };
+    v1::ActionTiming& t = report->actions[r.entry];
+    t.set_start_ns(on_clock(d.start));
+    t.set_end_ns(std::max(t.start_ns(), on_clock(d.end)));
+    if (!d.status.ok() && first.ok()) {
+      first = Status(d.status.code(), "the gradient all-reduce of stage " + std::to_string(r.stage) + " (its REDUCE_GRAD, " +
+                                          std::to_string(r.stage) + "REDUCE_GRAD): " + d.status.message());
+    }
+  }
+  stage_reduces_.clear();
+  return first;
 }
 
 Result<kernels::Tensor> Executor::Input(int producer, int consumer, int mb, int step, uint32_t channel) {
@@ -134,8 +208,13 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
       if (hooks != nullptr) probe_checksum = hooks->Probe(step);  // checked by the coordinator
       break;
     case v1::OPT: {
+      // Stage by stage: the reductions ran in the background; waiting for them is idle time.
+      PIPECOORD_RETURN_IF_ERROR(FinishStageReduces(report));
+      start = options_.clock_ns();
       if (on_device) PIPECOORD_RETURN_IF_ERROR(backend_->MarkBegin(mark));
-      if (dp_ > 1 && backend_->DeviceGradients() != nullptr) {
+      if (reduces_by_stage_) {
+        // every stage's REDUCE_GRAD averaged its gradients already
+      } else if (dp_ > 1 && backend_->DeviceGradients() != nullptr) {
         // The same ring on the device: chunks read out and added in by the backend's kernels.
         std::vector<int> group;
         for (int d = 0; d < dp_; ++d) group.push_back(d * pp_ + rank_);
@@ -144,33 +223,30 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
         PIPECOORD_RETURN_IF_ERROR(grads.Scale(1.0f / static_cast<float>(dp_)));
       } else if (dp_ > 1) {
         // Gradients were accumulated over the step's micro-batches; one all-reduce now.
-        std::vector<std::span<float>> grads = backend_->Gradients();
-        size_t total = 0;
-        for (auto g : grads) total += g.size();
-        std::vector<float> flat;
-        flat.reserve(total);
-        for (auto g : grads) flat.insert(flat.end(), g.begin(), g.end());
         std::vector<int> group;
         for (int d = 0; d < dp_; ++d) group.push_back(d * pp_ + rank_);
-        PIPECOORD_RETURN_IF_ERROR(AllReduceSum(*transport_, dp_rank_, group, step, flat, options_.recv_timeout));
-        const float inv = 1.0f / static_cast<float>(dp_);
-        size_t at = 0;
-        for (auto g : grads) {
-          for (float& x : g) x = flat[at++] * inv;
-        }
+        PIPECOORD_RETURN_IF_ERROR(AllReduceMean(*transport_, dp_rank_, group, step, backend_->Gradients(),
+                                                options_.recv_timeout, kFirstCollectiveChannel));
       }
       PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(step));
       if (on_device) PIPECOORD_RETURN_IF_ERROR(backend_->MarkEnd(mark));
       break;
     }
+    case v1::REDUCE_GRAD:
+      if (backend_->DeviceGradients() != nullptr) {
+        return Unimplemented("action " + Describe(a) + ": this backend's gradients live on its device and are "
+                             "all-reduced at OPT; it does not run REDUCE_GRAD (jobplan plans none for cuda jobs)");
+      }
+      // Timed by the background all-reduce (FinishStageReduces); a group of one has none.
+      if (dp_ > 1) PIPECOORD_RETURN_IF_ERROR(LaunchStageReduce(s, step, report->actions.size()));
+      break;
     case v1::OVERLAP_F_B:
     case v1::UNSHARD:
     case v1::RESHARD:
-    case v1::REDUCE_GRAD:
       // PyTorch's newer actions travel on the wire (an imported CSV's) but no backend runs them;
       // the coordinator refuses such plans (jobplan::CheckWorkersRun), so this is a bad plan.
       return Unimplemented("action " + Describe(a) + ": this worker does not run " + v1::Op_Name(a.op()) +
-                           " (it runs F, B, W, BW, SEND/RECV, PROBE and OPT)");
+                           " (it runs F, B, W, BW, SEND/RECV, PROBE, OPT and REDUCE_GRAD)");
     default:
       return InvalidArgument("unknown op " + std::to_string(a.op()));
   }
@@ -269,6 +345,10 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
         return Status(st.code(), "step " + std::to_string(step) + ", position " + std::to_string(i) + " (" +
                                      Describe(act) + "): " + st.message());
       }
+    }
+    if (!stage_reduces_.empty()) {  // a list with REDUCE_GRAD and no OPT after them
+      Status st = FinishStageReduces(&report);
+      if (!st.ok()) return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
     }
     if (!device_timed_.empty()) {
       Status st = ResolveDeviceTimes(&report);

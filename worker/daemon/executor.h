@@ -1,8 +1,19 @@
 // Executor: runs one rank's job list for every step of a job. Receives are posted early (the
 // transport buffers arrivals), so a compute action waits only for its own input; sends are
-// asynchronous. With dp > 1, OPT first takes the mean of the replicas' gradients with a ring
-// all-reduce over the transport: on the host over Gradients()'s spans (allreduce.h), or on the
-// device when the backend's gradients live there (DeviceGradients, device_allreduce.h).
+// asynchronous. With dp > 1, the replicas' gradients are averaged with a ring all-reduce over
+// the transport (allreduce.h), one of two ways:
+// - stage by stage (the plan has REDUCE_GRAD, CPU jobs: jobplan::ReducesGradientsPerStage): a
+//   REDUCE_GRAD launches its stage's all-reduce (ComputeBackend::StageGradients, channel
+//   kStageGradientChannel + stage) on a background thread and returns at once, so it overlaps
+//   the rest of the rank's cool-down; the rank's reductions run one at a time in list order, and
+//   OPT (or the step's end) waits for them all before the optimizer step. A REDUCE_GRAD's timing
+//   is its all-reduce's span on that thread (from its start to its end; it overlaps the actions
+//   after it), OPT's is the optimizer step after the wait. For dp 2 the result is bit for bit the
+//   one all-reduce's (a + b is b + a); for dp > 2 the order of additions of an element depends on
+//   its ring chunk, which differs, so the last bits may differ (each way is deterministic).
+// - after the step: OPT first all-reduces every gradient, on the host over Gradients()'s spans,
+//   or on the device when the backend's gradients live there (DeviceGradients,
+//   device_allreduce.h; the CUDA backend, which answers REDUCE_GRAD with UNIMPLEMENTED).
 //
 // Each action is timed for telemetry (v1::ActionTiming) on options.clock_ns. By the host clock:
 // a compute action from when its input is there to when its call returned, wait_ns how long
@@ -22,6 +33,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -57,6 +69,9 @@ class Executor {
   // rank (dp_rank * pp + rank). Neither is owned.
   Executor(const v1::Assignment& assignment, ComputeBackend* backend, Transport* transport,
            ExecutorOptions options);
+  // Waits for the gradient all-reduces still running in the background (a step that failed
+  // left them; a shut-down transport ends them at once).
+  ~Executor();
 
   // Runs steps assignment.start_step .. spec.steps - 1, calling `on_step` after each (a non-OK
   // return stops the run); a due checkpoint is saved before its step is reported. Returns the
@@ -77,6 +92,11 @@ class Executor {
   Result<std::optional<double>> RunValidation(int step);
   // Device timing: replaces the step's timed entries by their device spans and waits.
   Status ResolveDeviceTimes(StepReport* report);
+  // REDUCE_GRAD: launches stage `stage`'s all-reduce behind the ones launched before it.
+  Status LaunchStageReduce(int stage, int step, size_t entry);
+  // Waits for every launched all-reduce; sets their timings in `report`; the first error names
+  // the stage and its REDUCE_GRAD.
+  Status FinishStageReduces(StepReport* report);
   int Global(int pp_rank) const { return dp_rank_ * pp_ + pp_rank; }
   size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
   Result<kernels::Tensor> Input(int producer_stage, int consumer_stage, int mb, int step, uint32_t channel);
@@ -98,6 +118,21 @@ class Executor {
     int64_t input_at;    // host clock: its input was there
   };
   bool device_timing_ = false;
+  // Stage-by-stage gradient reduction (the job list has REDUCE_GRAD): this step's launched
+  // all-reduces, in launch order; each waits for the one before it.
+  struct StageReduce {
+    int stage;
+    size_t entry;            // its REDUCE_GRAD's timing in the step report
+    int64_t launched_ns;     // options.clock_ns at the launch
+    std::chrono::steady_clock::time_point launched;
+    struct Done {
+      Status status;
+      std::chrono::steady_clock::time_point start, end;
+    };
+    std::shared_future<Done> done;
+  };
+  bool reduces_by_stage_ = false;
+  std::vector<StageReduce> stage_reduces_;
   std::vector<DeviceTimed> device_timed_;
   // The last timed action's device end (this step or an earlier one); none yet: the minimum.
   int64_t device_free_since_ = std::numeric_limits<int64_t>::min();
