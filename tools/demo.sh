@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The local demo: a coordinator and four CPU workers on loopback, the default job
-# (examples/job.json: a tiny Llama-style model, pp 4, zbh1, 8 micro-batches, 40 steps), live
+# (examples/job.json: a tiny Llama-style model, pp 4, zbh1, 8 micro-batches, 40 steps; or
+# examples/text_job.json: the same pipeline trained on English text, byte-level, with validation
+# loss and bits per byte against the text's unigram entropy), live
 # progress, a summary (the calibrated predictions beside the measured step time and bubble rate,
 # and where the idle time went), the rebalance proposal, and the run's Perfetto trace in
 # run-trace.json. Stops what it starts.
@@ -29,6 +31,19 @@ PIPECOORD_TOKEN=$(cat "$(dirname "$PIPECOORD_TLS_CA")/token")
 export PIPECOORD_TLS_CA PIPECOORD_TOKEN
 echo "demo: coordinator at $addr, starting $workers worker(s) (logs in $logs)"
 
+# A job with spec.data trains on text: its folder is prepared byte by byte (vocabulary 256) from
+# the English text of Debian's fortunes package (tools/setup.sh installs it), and the unigram
+# entropy of that text is the mark to beat: the loss of the best model that ignores context.
+data_dir=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("data", {}).get("path", ""))' "$job_file")
+if [ -n "$data_dir" ]; then
+  mapfile -t texts < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' | sort)
+  [ ${#texts[@]} -gt 0 ] || { echo "demo: no text in /usr/share/games/fortunes: run tools/setup.sh (Debian's fortunes)"; exit 1; }
+  "$bin/cli/pipectl" data prepare "${texts[@]}" --out "$data_dir"
+  entropy=$("$bin/cli/pipectl" data check "$data_dir/train" --entropy --format json |
+            /usr/bin/python3 -c 'import json,sys; print("%.4f" % json.load(sys.stdin)[0]["unigram_entropy_bits"])')
+  echo "demo: unigram entropy of the training text: $entropy bits per byte"
+fi
+
 job=$("$bin/cli/pipectl" submit "$job_file" --format json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["jobId"])')
 rc=0
 "$bin/cli/pipectl" watch "$job" || rc=$?
@@ -37,4 +52,15 @@ echo
 echo
 "$bin/cli/pipectl" rebalance "$job" || true  # exit 1 only when the job never got calibrated
 "$bin/cli/pipectl" trace "$job" --out run-trace.json
+if [ -n "$data_dir" ]; then
+  # The last step's training loss and the last validation loss in bits per byte (loss / ln 2).
+  "$bin/cli/pipectl" status "$job" --format json | /usr/bin/python3 -c '
+import json, math, sys
+steps, h = json.load(sys.stdin).get("steps", []), float(sys.argv[1])
+val = [s for s in steps if s.get("hasValLoss")]
+if not steps or not val: sys.exit("demo: no training or validation loss measured")
+t, v = steps[-1].get("loss", 0) / math.log(2), val[-1].get("valLoss", 0) / math.log(2)
+print("demo: bits per byte at step %d: training %.3f, validation %.3f; unigram entropy of the text %.3f: %s" % (
+    steps[-1]["step"], t, v, h, "both below it" if max(t, v) < h else "NOT below it"))' "$entropy" || rc=1
+fi
 exit $rc
