@@ -14,6 +14,7 @@
 #include "cli/job_client.h"
 #include "cli/json_keys.h"
 #include "cli/verbs.h"
+#include "cli/weights_submit.h"
 #include "common/flags.h"
 #include "jobplan/data_spec.h"
 #include "memory/units.h"
@@ -192,6 +193,7 @@ int RunSubmit(int argc, char** argv) {
   v1::JobSpec spec;
   auto parsed = google::protobuf::util::JsonStringToMessage(*text, &spec);
   if (!parsed.ok()) return Fail("submit", InvalidArgument(file + ": not a JobSpec: " + std::string(parsed.message())));
+  if (Status weights = ResolveWeightFields(file, &spec); !weights.ok()) return Fail("submit", weights);
   return SubmitAndReport(conn, spec, format, watch, "submit", "", dry_run);
 }
 

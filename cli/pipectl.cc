@@ -32,6 +32,7 @@ constexpr Verb kVerbs[] = {
     {"trace", "write a job's measured run as a Perfetto trace", pipecoord::cli::RunTrace},
     {"events", "list a job's events: lifecycle and health checks", pipecoord::cli::RunEvents},
     {"rebalance", "propose layers per rank from a job's measured stage costs", pipecoord::cli::RunRebalance},
+    {"export", "write a job's trained model as a Hugging Face Llama folder", pipecoord::cli::RunExport},
     {"data", "training data: text to a byte-level token dataset; check a dataset", pipecoord::cli::RunData},
 };
 

@@ -28,6 +28,8 @@ int RunTrace(int argc, char** argv);
 int RunEvents(int argc, char** argv);
 // A layer placement from a job's measured stage costs (rebalance_cmd.cc).
 int RunRebalance(int argc, char** argv);
+// A job's trained model as a Hugging Face Llama folder (export_cmd.cc).
+int RunExport(int argc, char** argv);
 // Training data on disk: prepare, check (data_cmd.cc).
 int RunData(int argc, char** argv);
 
