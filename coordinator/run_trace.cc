@@ -25,6 +25,17 @@ std::string MeasuredRunTrace(const v1::Job& job, const std::vector<v1::ActionTim
     trace.ThreadName(1, r, "rank " + std::to_string(r) + " predicted idle");
     trace.ThreadSortIndex(1, r, r);
   }
+  // A REDUCE_GRAD runs in the background beside the rank's next actions: on a track of its own
+  // (tid world + g) below the ranks, named only when the run has one.
+  const bool reduces = std::any_of(actions.begin(), actions.end(),
+                                   [](const v1::ActionTiming& a) { return a.action().op() == v1::REDUCE_GRAD; });
+  if (reduces) {
+    for (int g = 0; g < world; ++g) {
+      trace.ThreadName(0, world + g, "rank " + std::to_string(g % pp) + " dp " + std::to_string(g / pp) +
+                                         " gradient all-reduce");
+      trace.ThreadSortIndex(0, world + g, world + g);
+    }
+  }
   if (actions.empty()) return trace.Text();
 
   int64_t t0 = INT64_MAX;
@@ -47,7 +58,7 @@ std::string MeasuredRunTrace(const v1::Job& job, const std::vector<v1::ActionTim
     ev.mb = act.microbatch();
     ev.peer = act.peer();
     ev.pid = 0;
-    ev.tid = i < ranks.size() ? ranks[i] : 0;
+    ev.tid = (i < ranks.size() ? ranks[i] : 0) + (act.op() == v1::REDUCE_GRAD ? world : 0);
     ev.ts_us = (a.start_ns() - t0) / 1e3;
     ev.dur_us = (a.end_ns() - a.start_ns()) / 1e3;
     ev.extra_args = {TraceArg("step", int64_t{a.step()})};

@@ -3,7 +3,8 @@
 // each measured step, so unexpected bubbles stand out. Written with the one trace writer
 // (common/perfetto_trace.h): the same event names, categories and colours as a schedule's
 // simulated trace (`pipectl schedule --format perfetto`); measured SEND/RECV take time here, so
-// they are complete events, not instants.
+// they are complete events, not instants. A REDUCE_GRAD (a stage's gradient all-reduce, running in
+// the background beside the rank's next actions) goes on a track of its own per rank.
 #ifndef PIPECOORD_COORDINATOR_RUN_TRACE_H_
 #define PIPECOORD_COORDINATOR_RUN_TRACE_H_
 

@@ -86,5 +86,30 @@ TEST(RunTraceTest, ExactText) {
                 " ]}\n");
 }
 
+// A REDUCE_GRAD overlaps the rank's next actions, so it is drawn on the rank's all-reduce track
+// (tid world + rank), named only when the run has one.
+TEST(RunTraceTest, ReduceGradOnATrackOfItsOwn) {
+  const std::vector<v1::ActionTiming> actions = {
+      Timing(v1::W, 1, 0, -1, 1000, 2000),
+      Timing(v1::REDUCE_GRAD, 1, -1, -1, 2000, 6000),
+      Timing(v1::BW, 0, 0, -1, 2000, 4000),
+  };
+  const std::string text = MeasuredRunTrace(TwoRankJob(), actions, {1, 1, 1});
+  EXPECT_NE(text.find("  {\"ph\": \"M\", \"pid\": 0, \"tid\": 3, \"name\": \"thread_name\", \"args\": {\"name\": "
+                      "\"rank 1 dp 0 gradient all-reduce\"}},\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("{\"name\": \"REDUCE_GRAD mb-1 s1\", \"cat\": \"other\", \"ph\": \"X\", \"ts\": 1, \"dur\": 4, "
+                      "\"pid\": 0, \"tid\": 3,"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("{\"name\": \"BW mb0 s0\", \"cat\": \"compute\", \"ph\": \"X\", \"ts\": 1, \"dur\": 2, "
+                      "\"pid\": 0, \"tid\": 1,"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(MeasuredRunTrace(TwoRankJob(), {actions[0], actions[2]}, {1, 1}).find("gradient all-reduce"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace pipecoord::coordinator

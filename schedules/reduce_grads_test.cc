@@ -10,6 +10,7 @@
 #include "schedules/registry.h"
 #include "schedules/simulator.h"
 #include "schedules/test_util.h"
+#include "schedules/trace_format.h"
 #include "schedules/validator.h"
 
 namespace pipecoord::schedules {
@@ -144,6 +145,24 @@ TEST(ReduceGradSimulatorTest, AStagesReductionOverlapsTheRestOfTheCoolDown) {
   // Free reductions (the default) change nothing.
   EXPECT_EQ(testing::MustSimulate(by_stage, CostModel{}).makespan, 5);
   EXPECT_EQ(testing::MustSimulate(after_step, CostModel{}).makespan, 5);
+}
+
+// The simulated trace draws each rank's reductions on a track of their own (they overlap the
+// rank's next actions): tid pp + rank.
+TEST(ReduceGradSimulatorTest, TraceTrack) {
+  CostModel c;
+  c.reduce_grad = 2;
+  const Schedule s = VByHand(true);
+  const std::string text = ScheduleToTrace(s, testing::MustSimulate(s, c));
+  EXPECT_NE(text.find("{\"ph\": \"M\", \"pid\": 0, \"tid\": 2, \"name\": \"thread_name\", \"args\": {\"name\": "
+                      "\"rank 0 gradient all-reduce\"}}"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("{\"name\": \"REDUCE_GRAD mb-1 s3\", \"cat\": \"other\", \"ph\": \"X\", \"ts\": 3000, "
+                      "\"dur\": 1000, \"pid\": 0, \"tid\": 2,"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(ScheduleToTrace(VByHand(false), testing::MustSimulate(VByHand(false), c)).find("tid\": 4"), std::string::npos);
 }
 
 // Reductions on one rank run one at a time: two launched back to back queue on the lane, and a

@@ -19,6 +19,18 @@ std::string ScheduleToTrace(const Schedule& s, const Simulation& sim) {
     trace.ThreadName(0, r, "rank " + std::to_string(r));
     trace.ThreadSortIndex(0, r, r);
   }
+  // REDUCE_GRAD runs in the background beside the rank's next actions (the simulator's lane): on
+  // a track of its own per rank (tid pp + rank), named only when the schedule has one.
+  bool reduces = false;
+  for (const auto& list : s.ranks) {
+    for (const Action& a : list) reduces = reduces || a.op == Op::kReduceGrad;
+  }
+  if (reduces) {
+    for (int r = 0; r < s.pp; ++r) {
+      trace.ThreadName(0, s.pp + r, "rank " + std::to_string(r) + " gradient all-reduce");
+      trace.ThreadSortIndex(0, s.pp + r, s.pp + r);
+    }
+  }
   for (int r = 0; r < s.pp; ++r) {
     for (size_t i = 0; i < s.ranks[r].size(); ++i) {
       const Action& a = s.ranks[r][i];
@@ -29,7 +41,7 @@ std::string ScheduleToTrace(const Schedule& s, const Simulation& sim) {
       ev.stage = a.stage;
       ev.mb = a.mb;
       ev.peer = a.peer;
-      ev.tid = r;
+      ev.tid = a.op == Op::kReduceGrad ? s.pp + r : r;
       ev.ts_us = t.start * kMicrosPerUnit;
       ev.dur_us = (t.end - t.start) * kMicrosPerUnit;
       // Communication takes no time in the simulation; an OVERLAP_F_B only marks its slot's start.
