@@ -3,9 +3,12 @@
 #  1. jobs of the reference model (python/examples/reference_stages.py) on pp 2 and pp 4, each of
 #     1f1b, interleaved, zbh1 and zbv, train to the losses of a single-process PyTorch run of the
 #     same model on the same token stream (relative 1e-5 every step); a built-in job is not handed
-#     to torch workers (it waits), and a torch job not to C++ workers; SIGTERM deregisters them;
+#     to torch workers (it waits); SIGTERM deregisters them;
 #  2. a slow torch worker (--inject slow:1:4) is reported by the straggler check, naming rank 1;
-#  3. a torch worker killed mid-job: the job FAILED naming the dead rank.
+#  3. a torch worker killed mid-job: the job FAILED naming the dead rank;
+#  4. docs/pytorch.md's complete example (its module and job as written) prints what the docs show,
+#     digits and timing-dependent health events aside.
+# (That a torch job is never handed to C++ workers is coordinator/worker_registry_test's.)
 source tests/lib.sh
 gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
 export PYTHONPATH="$gen:$PWD/python"
@@ -165,4 +168,30 @@ cause=$(json_field '["failureCause"]' < "$WORK/status.json")
    "$cause" == "rank $rank ($victim_id, global rank $rank) stopped answering its peers: "* ]] ||
   fail "the cause does not name the dead rank $rank ($victim_id): $cause"
 echo "killed: $cause"
+stop_all
+
+# --- 4. docs/pytorch.md's example ---
+mkdir -p "$WORK/example"
+/usr/bin/python3 - docs/pytorch.md "$WORK/example" <<'PY' || fail "docs/pytorch.md: example blocks not found"
+import os, re, sys
+text, out = open(sys.argv[1]).read(), sys.argv[2]
+for name in ("tiny_lm.py", "job.json", "output"):
+    m = re.search(r"<!-- example: " + re.escape(name) + r" -->\n```\w+\n(.*?)```", text, re.S)
+    open(os.path.join(out, name), "w").write(m.group(1))
+PY
+start_coordinator
+start_torch_workers 2 --import-path "$WORK/example"
+{ "$PIPECTL" submit "$WORK/example/job.json" && timeout 120 "$PIPECTL" watch job-000001; } > "$WORK/example.out" 2>&1 ||
+  fail "the docs example failed: $(tail -3 "$WORK/example.out")"
+/usr/bin/python3 - "$WORK/example.out" "$WORK/example/output" <<'PY' || fail "docs/pytorch.md's example prints something else"
+import re, sys
+health = re.compile(r"^job-\d+: (bubble|straggler|hang|memory|sdc): .*\n", re.M)
+norm = lambda s: re.sub(r"\d+", "N", health.sub("", s))
+got, shown = (open(p).read() for p in sys.argv[1:3])
+if norm(got) != norm(shown):
+    sys.exit(f"--- docs show\n{shown}--- it printed\n{got}")
+losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", got)]
+assert len(losses) == 20 and losses[-1] < 0.5 * losses[0], losses  # it learns
+print(f"docs example: loss {losses[0]} -> {losses[-1]}")
+PY
 echo "e2e torch workers: ok"
