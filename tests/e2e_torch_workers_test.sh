@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # PyTorch workers (python -m pipecoord.torch_worker) under a real coordinator, gloo on loopback:
+#  0. the Python token stream equals the C++ one (values the C++ printed), fault rules parse;
 #  1. jobs of the reference model (python/examples/reference_stages.py) on pp 2 and pp 4, each of
 #     1f1b, interleaved, zbh1 and zbv, train to the losses of a single-process PyTorch run of the
 #     same model on the same token stream (relative 1e-5 every step); a built-in job is not handed
@@ -49,6 +50,27 @@ torch_job() {
     'model={"layers": 8, "hidden": 32, "heads": 4, "vocab": 64, "seqLen": 8, "seed": "11"}' \
     'worker={"kind": "torch", "module": "reference_stages:build_stage"}' "$@"
 }
+
+# --- 0. The C++ worker's token stream, bit for bit: worker/model/synthetic_data.cc's
+#        SyntheticData(3, 64, 8, 2).Batch(5, 3) as the C++ prints it; the --inject rules' errors. ---
+/usr/bin/python3 - <<'PY' || fail "python/pipecoord/synthetic_data.py differs from the C++ stream"
+from pipecoord.synthetic_data import SyntheticData
+from pipecoord.torch_executor import Faults
+inputs, targets = SyntheticData(3, 64, 8, 2).batch(5, 3)
+assert inputs.flatten().tolist() == [43, 57, 32, 61, 56, 7, 19, 55, 0, 47, 28, 15, 25, 9, 33, 59], inputs
+assert targets.flatten().tolist() == [57, 32, 61, 56, 7, 19, 55, 45, 47, 28, 15, 25, 9, 33, 59, 46], targets
+assert Faults("slow:1:4,hang:2:6,corrupt:0:3,slow:3:2:8").rules == [
+    ("slow", 1, 4.0, 0), ("hang", 2, 6, 6), ("corrupt", 0, 3, 3), ("slow", 3, 2.0, 8)]
+for bad, why in [("oom:1:5", 'KIND must be slow, hang or corrupt on a torch worker, got "oom"'),
+                 ("slow:1:0.5", "FACTOR must be a number in [1, 1000], got '0.5'"),
+                 ("hang:x:1", "RANK, STEP must be integers and FACTOR a number"),
+                 ("hang:1", "must be slow:RANK:FACTOR[:STEP], hang:RANK:STEP or corrupt:RANK:STEP")]:
+    try:
+        Faults(bad)
+        raise SystemExit(f"{bad} accepted")
+    except ValueError as e:
+        assert str(e) == f"--inject {bad}: {why}", e
+PY
 
 # --- 1. Losses against one process ---
 start_coordinator
