@@ -1,0 +1,148 @@
+// Train, export, load the export into a fresh job: the fresh job's loss at step 0 equals the
+// trained model's loss on the same batch, bit for bit; and PyTorch code that knows only
+// transformers' Llama (rotate_half, the folder's config.json) computes that loss from the
+// exported folder (tests/hf_weights/hf_llama_torch_loss.py).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "cli/export_job.h"
+#include "jobplan/spec_validation.h"
+#include "worker/daemon/assignment_model.h"
+#include "worker/daemon/local_run.h"
+#include "worker/model/stage_model.h"
+
+namespace pipecoord {
+namespace {
+
+// Non-default epsilon and rotary base, so the export and PyTorch must carry them.
+const char kConfig[] = R"({"model_type": "llama", "hidden_size": 16, "intermediate_size": 40,
+  "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 32,
+  "rms_norm_eps": 1e-06, "rope_theta": 500000.0, "max_position_embeddings": 64, "bos_token_id": 1})";
+
+std::string Dir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+v1::JobSpec Spec(const std::string& hf_config, int pp, int steps) {
+  v1::JobSpec s;
+  s.set_schedule("1f1b");
+  s.set_pp(pp);
+  s.set_microbatches(4);
+  s.set_micro_batch_size(2);
+  s.set_steps(steps);
+  s.set_learning_rate(0.01);
+  s.mutable_model()->set_hf_config(hf_config);
+  s.mutable_model()->set_seq_len(8);
+  s.mutable_model()->set_seed(11);
+  EXPECT_TRUE(jobplan::ValidateJobSpec(s).ok()) << jobplan::ValidateJobSpec(s).ToString();
+  return jobplan::WithDefaults(s);
+}
+
+TEST(HfRoundTripTest, TheExportLoadedIntoAFreshJobGivesTheTrainedModelsLoss) {
+  const std::string dir = Dir("hf_round_trip");
+  // Train: pp 2, 3 steps, checkpointed after the last.
+  v1::JobSpec trained = Spec(kConfig, 2, 3);
+  trained.set_checkpoint_every(3);
+  auto run = worker::RunLocally(trained, {}, {dir + "/ckpt", "job-a", 0}, true);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::vector<double> losses = worker::StepLosses(*run);
+  ASSERT_EQ(losses.size(), 3u);
+  EXPECT_LT(losses[2], losses[0]);  // it trained
+
+  // Export step 2, as pipectl export does, in shards.
+  cli::ExportOptions o;
+  o.checkpoint_dir = dir + "/ckpt";
+  o.job_id = "job-a";
+  o.step = 2;
+  o.out_dir = dir + "/export";
+  o.max_shard_bytes = 20000;
+  auto exported = cli::ExportJob(trained, o);
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_EQ(exported->tensors, 2 + 4 * 9 + 1);
+  EXPECT_TRUE(std::filesystem::exists(o.out_dir + "/model.safetensors.index.json"));
+
+  // The trained model's loss on step 0's batch: one stage holding every layer, its weights the
+  // ranks' final state, fed what the job's step 0 fed.
+  const model::ModelConfig config = worker::ModelConfigOf(trained.model());
+  auto whole = model::StageModel::Create(config, model::WholeModel(config), worker::BatchShapeOf(trained));
+  ASSERT_TRUE(whole.ok());
+  for (const auto& rank : run->final_state) {
+    for (const auto& [name, values] : rank) {
+      if (name.size() < 6 || name.substr(name.size() - 6) != "/value") continue;
+      const std::string param = name.substr(name.find('/') + 1, name.size() - 6 - name.find('/') - 1);
+      auto p = (*whole)->FindParameter(param);
+      ASSERT_TRUE(p.ok()) << param;
+      std::copy(values.begin(), values.end(), p->value.begin());
+    }
+  }
+  const model::SyntheticData data = worker::SyntheticDataOf(trained);
+  double sum = 0;
+  std::string batch_json = "{\"microbatches\": [";
+  for (int mb = 0; mb < trained.microbatches(); ++mb) {
+    model::TokenBatch b = data.Batch(0, mb);
+    std::string inputs, targets;
+    for (int i = 0; i < trained.micro_batch_size(); ++i) {
+      inputs += i ? ", [" : "[";
+      targets += i ? ", [" : "[";
+      for (int t = 0; t < config.seq_len; ++t) {
+        inputs += (t ? ", " : "") + std::to_string(b.inputs[i * config.seq_len + t]);
+        targets += (t ? ", " : "") + std::to_string(b.targets[i * config.seq_len + t]);
+      }
+      inputs += "]";
+      targets += "]";
+    }
+    batch_json += std::string(mb ? ", " : "") + "{\"inputs\": [" + inputs + "], \"targets\": [" + targets + "]}";
+    auto out = (*whole)->Forward(mb, {std::move(b.inputs), {}, std::move(b.targets)});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    sum += *out->loss;
+  }
+  batch_json += "]}";
+  const double trained_loss = sum / trained.microbatches();
+
+  // A fresh job from the export: hfConfig is the exported config.json, init the folder; pp 1
+  // and pp 2 (another partition reads its own layers).
+  for (int pp : {1, 2}) {
+    v1::JobSpec fresh = Spec(Read(o.out_dir + "/config.json"), pp, 1);
+    fresh.set_init(o.out_dir);
+    auto again = worker::RunLocally(fresh);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(worker::StepLosses(*again)[0], trained_loss) << "pp " << pp;
+  }
+
+  // PyTorch, knowing only transformers' Llama, computes the same loss from the folder.
+  std::ofstream(dir + "/batch.json") << batch_json;
+  const std::string cmd = "/usr/bin/python3 tests/hf_weights/hf_llama_torch_loss.py " + o.out_dir + " " + dir +
+                          "/batch.json > " + dir + "/torch_loss.txt";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const double torch_loss = std::stod(Read(dir + "/torch_loss.txt"));
+  EXPECT_LT(std::fabs(torch_loss - trained_loss) / trained_loss, 1e-5) << torch_loss << " vs " << trained_loss;
+  std::printf("trained model's loss on step 0's batch %.10f; PyTorch from the export %.10f\n", trained_loss, torch_loss);
+}
+
+TEST(HfRoundTripTest, BadInitIsRefusedNamingTheTensor) {
+  const std::string dir = Dir("hf_bad_init");
+  v1::JobSpec s = Spec(kConfig, 1, 1);
+  s.set_init(dir + "/nothing-here");
+  auto run = worker::RunLocally(s);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("spec.init: "), std::string::npos) << run.status().message();
+}
+
+}  // namespace
+}  // namespace pipecoord
