@@ -24,7 +24,7 @@ namespace pipecoord::worker {
 
 class AsyncCheckpointWriter {
  public:
-  // Writes DIR/JOB/rank-G/step-N.ckpt files, keeping the newest `keep` (and, once KeepFrom was
+  // Writes DIR/JOB/rank-G/step-N.safetensors files, keeping the newest `keep` (and, once KeepFrom was
   // called, every file of a step at or after the step it gave).
   AsyncCheckpointWriter(std::string dir, std::string job_id, int global_rank, int keep = 2);
   ~AsyncCheckpointWriter();  // waits for the write in flight

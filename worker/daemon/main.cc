@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
                "machine's MemTotal; cuda: not reported)");
   std::string checkpoint_dir;
   flags.String("checkpoint-dir", &checkpoint_dir,
-               "directory for the checkpoints of jobs with checkpointEvery (DIR/JOB/rank-G/step-N.ckpt); a "
+               "directory for the checkpoints of jobs with checkpointEvery (DIR/JOB/rank-G/step-N.safetensors); a "
                "replacement worker resumes from it: give it the failed worker's volume (a StatefulSet does) "
                "or one folder shared by all workers");
   std::string inject;
