@@ -16,6 +16,7 @@ packages=(
   kubectl nodejs             # deploy/ tests: kubectl kustomize (v1.32), Node.js for the validators
   clang-14 libclang-rt-14-dev  # fuzz/: libFuzzer targets with ASan and UBSan
   python3-torch              # python/pipecoord/reference_model.py: the independent reference (tests/torch_reference)
+  libopenblas-dev            # the CPU backend's fp32 GEMMs (kernels/cpu/linear.cc)
   fortunes                   # 2.5 MB of English text (/usr/share/games/fortunes): tools/demo.sh trains on it byte by byte
 )
 

@@ -1,7 +1,7 @@
 #include "kernels/cpu/known_answer_gemm.h"
 
 #include "kernels/cpu/checksum.h"
-#include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_reference.h"
 #include "kernels/cpu/rng.h"
 
 namespace pipecoord::kernels::cpu {
@@ -16,7 +16,7 @@ std::vector<float> KnownAnswerGemm(uint64_t seed, int n) {
   Rng rng(seed);
   rng.FillUniform(x.data(), nn, -1.0, 1.0);
   rng.FillUniform(w.data(), nn, -1.0, 1.0);
-  LinearForward(x.data(), w.data(), y.data(), LinearDims{n, n, n});
+  LinearForwardReference(x.data(), w.data(), y.data(), LinearDims{n, n, n});
   return y;
 }
 

@@ -3,7 +3,8 @@
 // compare it bit for bit (kernels/cpu/checksum.h's HashFloats of the output).
 //
 // Inputs: X [n, n] then W [n, n] drawn from Rng(seed), uniform in [-1, 1); output Y = X W^T by
-// LinearForward (sums in double, one rounding per element), so every build of this file on
+// LinearForwardReference (sums in double, one rounding per element; not the BLAS GEMM, whose
+// bits depend on the library and the machine), so every build of this file on
 // every machine gives the same bits.
 #ifndef PIPECOORD_KERNELS_CPU_KNOWN_ANSWER_GEMM_H_
 #define PIPECOORD_KERNELS_CPU_KNOWN_ANSWER_GEMM_H_

@@ -2,8 +2,13 @@
 // forward (F), input gradient (B) and weight gradient (W) are separate functions.
 //
 // Layouts (row-major): X [n, in], W [out, in] (PyTorch's nn.Linear layout), Y [n, out].
-// Sums run in double and are rounded to T once per output element. T is float (the model)
-// or double (finite-difference tests). Callers own every buffer; no buffer may alias another.
+// T = float runs OpenBLAS's sgemm (fp32 sums in the library's blocked order) on GemmThreads()
+// threads; the result is a pure function of the inputs, the shape and that thread count (OpenBLAS
+// splits rows and columns among threads, never a sum), so reruns and resumed runs are bit-exact.
+// T = double (finite-difference tests) runs the reference loops of linear_reference.h, whose
+// sums run in double. PIPECOORD_CPU_GEMM=reference in the environment sends T = float to those
+// loops too (what the GEMMs were before; for before/after measurements). Callers own every buffer;
+// no buffer may alias another.
 #ifndef PIPECOORD_KERNELS_CPU_LINEAR_H_
 #define PIPECOORD_KERNELS_CPU_LINEAR_H_
 
@@ -28,6 +33,12 @@ void LinearBackwardInput(const T* dy, const T* w, T* dx, const LinearDims& d, bo
 // W: dw += dy^T x. dw [out, in]: accumulates, so micro-batches add up. Needs no weights.
 template <typename T>
 void LinearBackwardWeight(const T* dy, const T* x, T* dw, const LinearDims& d);
+
+// Threads each fp32 GEMM uses: 1 unless the environment's PIPECOORD_CPU_THREADS says otherwise
+// (read once, at the first GEMM) or SetGemmThreads changed it. One worker rank per core is the
+// usual layout, so one thread is the default. Process-wide.
+int GemmThreads();
+void SetGemmThreads(int threads);
 
 }  // namespace pipecoord::kernels::cpu
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_reference.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -7,7 +7,7 @@
 namespace pipecoord::kernels::cpu {
 
 template <typename T>
-void LinearForward(const T* x, const T* w, T* y, const LinearDims& d) {
+void LinearForwardReference(const T* x, const T* w, T* y, const LinearDims& d) {
   // y[t, o] = sum over i = 0, 1, ... of x[t, i] w[o, i], in double. With w transposed once,
   // the sums for all o of a row advance together (a vectorisable axpy over o) while each one
   // still adds its terms in order i = 0, 1, ...: the same arithmetic as one dot product per o.
@@ -30,7 +30,7 @@ void LinearForward(const T* x, const T* w, T* y, const LinearDims& d) {
 }
 
 template <typename T>
-void LinearBackwardInput(const T* dy, const T* w, T* dx, const LinearDims& d, bool accumulate) {
+void LinearBackwardInputReference(const T* dy, const T* w, T* dx, const LinearDims& d, bool accumulate) {
   std::vector<double> acc(static_cast<size_t>(d.in));
   for (int64_t t = 0; t < d.n; ++t) {
     T* dxr = dx + t * d.in;
@@ -46,7 +46,7 @@ void LinearBackwardInput(const T* dy, const T* w, T* dx, const LinearDims& d, bo
 }
 
 template <typename T>
-void LinearBackwardWeight(const T* dy, const T* x, T* dw, const LinearDims& d) {
+void LinearBackwardWeightReference(const T* dy, const T* x, T* dw, const LinearDims& d) {
   std::vector<double> acc(static_cast<size_t>(d.in));
   for (int64_t o = 0; o < d.out; ++o) {
     T* dwr = dw + o * d.in;
@@ -60,14 +60,14 @@ void LinearBackwardWeight(const T* dy, const T* x, T* dw, const LinearDims& d) {
   }
 }
 
-template void LinearForward<float>(const float*, const float*, float*, const LinearDims&);
-template void LinearForward<double>(const double*, const double*, double*, const LinearDims&);
-template void LinearBackwardInput<float>(const float*, const float*, float*, const LinearDims&,
+template void LinearForwardReference<float>(const float*, const float*, float*, const LinearDims&);
+template void LinearForwardReference<double>(const double*, const double*, double*, const LinearDims&);
+template void LinearBackwardInputReference<float>(const float*, const float*, float*, const LinearDims&,
                                          bool);
-template void LinearBackwardInput<double>(const double*, const double*, double*,
+template void LinearBackwardInputReference<double>(const double*, const double*, double*,
                                           const LinearDims&, bool);
-template void LinearBackwardWeight<float>(const float*, const float*, float*, const LinearDims&);
-template void LinearBackwardWeight<double>(const double*, const double*, double*,
+template void LinearBackwardWeightReference<float>(const float*, const float*, float*, const LinearDims&);
+template void LinearBackwardWeightReference<double>(const double*, const double*, double*,
                                            const LinearDims&);
 
 }  // namespace pipecoord::kernels::cpu

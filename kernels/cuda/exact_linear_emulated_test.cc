@@ -1,5 +1,5 @@
 // The exact linear kernel itself (exact_linear_kernels.h, the code nvcc builds) runs on the CPU
-// under cuda_emulation.h, on exact_linear.cu's grid of 16 x 16 tiles, against cpu::LinearForward.
+// under cuda_emulation.h, on exact_linear.cu's grid of 16 x 16 tiles, against cpu::LinearForwardReference.
 // Metric: exact (every output's bits). Shapes are not multiples of the tile; outputs start NaN.
 #include "kernels/cuda/cuda_emulation.h"
 // The emulation first, then the kernels it runs.
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_reference.h"
 
 namespace pipecoord::kernels::cuda {
 namespace {
@@ -28,7 +28,7 @@ TEST(ExactLinearEmulatedTest, EqualsCpuLinearForwardBitForBit) {
     const std::vector<float> x = Random(21 + d.in, d.n * d.in, -3, 3);
     const std::vector<float> w = Random(22 + d.in, d.out * d.in, -1, 1);
     std::vector<float> want(d.n * d.out), got(d.n * d.out, NAN);
-    cpu::LinearForward(x.data(), w.data(), want.data(), d);
+    cpu::LinearForwardReference(x.data(), w.data(), want.data(), d);
     const dim3 grid{static_cast<unsigned>((d.out + kTile - 1) / kTile),
                     static_cast<unsigned>((d.n + kTile - 1) / kTile), 1};
     Launch(grid, dim3{kTile, kTile, 1},

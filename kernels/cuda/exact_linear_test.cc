@@ -1,4 +1,4 @@
-// kernels/cuda/exact_linear against cpu::LinearForward (kernels/cpu/linear.h): bit-exact.
+// kernels/cuda/exact_linear against cpu::LinearForwardReference (kernels/cpu/linear_reference.h): bit-exact.
 //
 // Metric: exact; every output's 32 bits must equal the CPU's. Shapes are rectangular and odd
 // (not multiples of the 16 x 16 tile); outputs are poisoned with NaN before the kernel.
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_reference.h"
 #include "kernels/cuda/gpu_test.h"
 
 namespace pipecoord::kernels::cuda {
@@ -25,7 +25,7 @@ TEST_F(ExactLinearTest, EqualsCpuLinearForwardBitForBit) {
     const std::vector<float> x = RandomFloats(151 + d.in, d.n * d.in, -3, 3);
     const std::vector<float> w = RandomFloats(152 + d.in, d.out * d.in, -1, 1);
     std::vector<float> want(d.n * d.out);
-    cpu::LinearForward(x.data(), w.data(), want.data(), d);
+    cpu::LinearForwardReference(x.data(), w.data(), want.data(), d);
 
     DeviceBuffer<float> d_x(d.n * d.in), d_w(d.out * d.in), d_y(d.n * d.out);
     for (const Status* st : {&d_x.status(), &d_w.status(), &d_y.status()}) {

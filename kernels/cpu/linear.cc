@@ -1,0 +1,119 @@
+#include "kernels/cpu/linear.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "kernels/cpu/linear_reference.h"
+
+// OpenBLAS's own entry point (not in every cblas.h: declared here so any OpenBLAS flavour's
+// header serves).
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace pipecoord::kernels::cpu {
+namespace {
+
+std::atomic<int> g_threads{0};  // 0: not yet set
+std::mutex g_threads_mu;
+
+// PIPECOORD_CPU_GEMM=reference: the fp32 GEMMs run the reference loops (linear_reference.h), as
+// before the move to OpenBLAS: what before/after comparisons (the demo's step time) switch.
+bool UseReference() {
+  static const bool reference = [] {
+    const char* env = std::getenv("PIPECOORD_CPU_GEMM");
+    return env != nullptr && std::string(env) == "reference";
+  }();
+  return reference;
+}
+
+// Sets OpenBLAS's thread count once before the first GEMM (and on every change).
+void EnsureThreads() {
+  if (g_threads.load(std::memory_order_acquire) > 0) return;
+  std::lock_guard<std::mutex> lock(g_threads_mu);
+  if (g_threads.load(std::memory_order_relaxed) > 0) return;
+  int n = 1;
+  if (const char* env = std::getenv("PIPECOORD_CPU_THREADS")) {
+    const int v = std::atoi(env);
+    if (v > 0) n = v;
+  }
+  openblas_set_num_threads(n);
+  g_threads.store(n, std::memory_order_release);
+}
+
+int Int(int64_t v) { return static_cast<int>(v); }
+
+}  // namespace
+
+int GemmThreads() {
+  EnsureThreads();
+  return g_threads.load(std::memory_order_acquire);
+}
+
+void SetGemmThreads(int threads) {
+  std::lock_guard<std::mutex> lock(g_threads_mu);
+  const int n = threads > 0 ? threads : 1;
+  openblas_set_num_threads(n);
+  g_threads.store(n, std::memory_order_release);
+}
+
+template <>
+void LinearForward<float>(const float* x, const float* w, float* y, const LinearDims& d) {
+  if (UseReference()) return LinearForwardReference(x, w, y, d);
+  if (d.n == 0 || d.out == 0) return;
+  if (d.in == 0) {
+    std::fill(y, y + d.n * d.out, 0.0f);
+    return;
+  }
+  EnsureThreads();
+  // y [n, out] = x [n, in] . w [out, in]^T
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int(d.n), Int(d.out), Int(d.in), 1.0f, x,
+              Int(d.in), w, Int(d.in), 0.0f, y, Int(d.out));
+}
+
+template <>
+void LinearBackwardInput<float>(const float* dy, const float* w, float* dx, const LinearDims& d,
+                                bool accumulate) {
+  if (UseReference()) return LinearBackwardInputReference(dy, w, dx, d, accumulate);
+  if (d.n == 0 || d.in == 0) return;
+  if (d.out == 0) {
+    if (!accumulate) std::fill(dx, dx + d.n * d.in, 0.0f);
+    return;
+  }
+  EnsureThreads();
+  // dx [n, in] (+)= dy [n, out] . w [out, in]
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int(d.n), Int(d.in), Int(d.out), 1.0f, dy,
+              Int(d.out), w, Int(d.in), accumulate ? 1.0f : 0.0f, dx, Int(d.in));
+}
+
+template <>
+void LinearBackwardWeight<float>(const float* dy, const float* x, float* dw, const LinearDims& d) {
+  if (UseReference()) return LinearBackwardWeightReference(dy, x, dw, d);
+  if (d.out == 0 || d.in == 0 || d.n == 0) return;
+  EnsureThreads();
+  // dw [out, in] += dy [n, out]^T . x [n, in]
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Int(d.out), Int(d.in), Int(d.n), 1.0f, dy,
+              Int(d.out), x, Int(d.in), 1.0f, dw, Int(d.in));
+}
+
+template <>
+void LinearForward<double>(const double* x, const double* w, double* y, const LinearDims& d) {
+  LinearForwardReference(x, w, y, d);
+}
+
+template <>
+void LinearBackwardInput<double>(const double* dy, const double* w, double* dx, const LinearDims& d,
+                                 bool accumulate) {
+  LinearBackwardInputReference(dy, w, dx, d, accumulate);
+}
+
+template <>
+void LinearBackwardWeight<double>(const double* dy, const double* x, double* dw,
+                                  const LinearDims& d) {
+  LinearBackwardWeightReference(dy, x, dw, d);
+}
+
+}  // namespace pipecoord::kernels::cpu
