@@ -4,6 +4,7 @@ with the standard library and torch alone: the files pipecoord's workers and too
 (data/safetensors_file.h) and the ones PyTorch-side code hands them.
 
     tensors = read_safetensors("weights.safetensors")     # {name: torch.Tensor}, in file order
+    meta = read_metadata("weights.safetensors")           # {key: value}, {} when there is none
     write_safetensors("out.safetensors", {"w": torch.zeros(2, 3)})
 """
 import json
@@ -47,6 +48,13 @@ def read_safetensors(path):
                              (path, name, t.numel(), shape))
         out[name] = t.reshape(shape)
     return out
+
+
+def read_metadata(path):
+    """The header's __metadata__ ({str: str}), {} when absent."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(n).decode("utf-8")).get("__metadata__", {})
 
 
 def write_safetensors(path, tensors, metadata=None):
