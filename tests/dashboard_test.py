@@ -123,6 +123,16 @@ try:
     loss = lines("chart-loss")["loss"]
     assert points(loss) == n and same(loss.get_attribute("data-last"), steps[-1].get("loss", 0)), \
         (points(loss), loss.get_attribute("data-last"), steps[-1])
+    # Validation (spec.evalEvery): a point for each step that has one, the last one in the note.
+    validated = [s for s in steps if s.get("hasValLoss")]
+    if j["spec"].get("evalEvery", 0) > 0:
+        assert len(validated) >= 2, [s.get("step", 0) for s in validated]
+        val = lines("chart-loss")["validation loss"]
+        assert points(val) == len(validated) and same(val.get_attribute("data-last"), validated[-1]["valLoss"]), \
+            (points(val), val.get_attribute("data-last"), validated[-1])
+        note = driver.find_element(By.ID, "note-loss").text
+        assert note.startswith("validation loss %.4f nats (" % validated[-1]["valLoss"]), note
+        print(f"validation curve: {points(val)} points, {note}")
     name = "predicted (calibrated)" if calibrated else "predicted (plan)"
     for chart, measured_key in (("chart-step-time", "stepTimeS"), ("chart-bubble", "measuredBubbleRate")):
         got = lines(chart)

@@ -15,7 +15,11 @@ start_workers_with 2 --inject corrupt:0:3
 # A job nobody runs (device cuda: no such worker), named with markup.
 job_json "$WORK/marked.json" 'name="<b id=\"x\">bold</b><img src=x onerror=alert(1)>"' 'device="cuda"'
 submit "$WORK/marked.json" > /dev/null
-job_json "$WORK/job.json" steps=100000 'name="dashboard demo"' 'schedule="interleaved"' vpp=2 model.layers=8
+# The running job trains on a byte-level dataset with a validation loss every 5 steps (its curve).
+/usr/bin/python3 -c 'import sys; open(sys.argv[1], "w").write("a pipeline of ranks passes micro-batches along.\n" * 2000)' "$WORK/text.txt"
+"$PIPECTL" data prepare "$WORK/text.txt" --out "$WORK/data" > /dev/null || fail "data prepare"
+job_json "$WORK/job.json" steps=100000 'name="dashboard demo"' 'schedule="interleaved"' vpp=2 model.layers=8 \
+  model.vocab=256 "data={\"path\": \"$WORK/data\"}" evalEvery=5
 job=$(submit "$WORK/job.json")
 wait_event "$job" SDC 20 > /dev/null || fail "no SDC event: $("$PIPECTL" events "$job")"
 
