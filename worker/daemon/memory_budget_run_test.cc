@@ -103,7 +103,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"v-min", 2, 2, 1, 4, 8, {}}, Case{"dualpipev", 2, 2, 1, 4, 8, {}},
                       // Uneven layers and micro-batches, and data parallelism.
                       Case{"interleaved", 2, 2, 1, 5, 7, {}}, Case{"zbh2", 3, 0, 1, 5, 7, {1, 4, 2}},
-                      Case{"1f1b", 2, 0, 2, 4, 8, {}}),
+                      Case{"1f1b", 2, 0, 2, 4, 8, {}},
+                      // dp 2 with two stages per rank: a stage's REDUCE_GRAD runs beside the other's backwards.
+                      Case{"zbv", 2, 2, 2, 4, 8, {}}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string name = c.schedule + "_pp" + std::to_string(c.pp) + "_vpp" + std::to_string(c.vpp) + "_dp" +
