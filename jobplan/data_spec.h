@@ -18,8 +18,8 @@ data::JobDataSpec JobDataSpecOf(const v1::JobSpec& spec);
 
 // INVALID_ARGUMENT naming the field: spec.data's own rules (data::ValidateJobDataFields),
 // spec.evalEvery in 0..10000000 and only with spec.data, spec.evalBatches in 0..65536 and only
-// with spec.evalEvery > 0, spec.data only on device "cpu" (the CUDA backend reads the
-// synthetic stream only, for now).
+// with spec.evalEvery > 0, spec.evalEvery only on device "cpu" (the CUDA backend trains on a
+// dataset but does not evaluate, for now).
 Status ValidateDataSpec(const v1::JobSpec& spec);
 
 // Whether validation runs after `step` (0-based): every evalEvery-th step and the last one.

@@ -96,9 +96,11 @@ TEST(DataSpec, EachRuleNamesItsField) {
   EXPECT_EQ(Error(s), "spec.evalBatches: must be in 0..65536, got 70000");
   s = WithData();
   s.set_device("cuda");
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s).message();  // cuda trains on datasets too
+  s.set_eval_every(4);
   EXPECT_EQ(Error(s),
-            "spec.data: device \"cuda\" trains on the synthetic stream only (not implemented yet); the CPU backend "
-            "reads datasets");
+            "spec.evalEvery: device \"cuda\" does not run validation yet (not implemented; the CPU backend does), "
+            "got 4");
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 
 namespace pipecoord::worker::cuda {
 
-CudaBackend::CudaBackend(const v1::Assignment& a, model::SyntheticData data, Precision precision,
+CudaBackend::CudaBackend(const v1::Assignment& a, std::shared_ptr<const TrainingData> data, Precision precision,
                          std::shared_ptr<CudaDevice> device)
     : device_(std::move(device)), data_(std::move(data)), precision_(precision),
       mbs_(a.spec().microbatches()), dp_rank_(a.dp_rank()),
@@ -224,10 +224,10 @@ Result<kernels::Tensor> CudaBackend::Forward(int s, int mb, int step, kernels::T
   const model::StageShard& shard = (*m)->shard();
   CudaStageInput in;
   if (shard.has_embedding || shard.has_head) {
-    // Replicas read disjoint micro-batches: replica d's mb is the step's d*m + mb.
-    model::TokenBatch batch = data_.Batch(step, dp_rank_ * mbs_ + mb);
-    if (shard.has_embedding) in.tokens = std::move(batch.inputs);
-    if (shard.has_head) in.targets = std::move(batch.targets);
+    auto batch = data_->Train(step, mb);  // this replica's own sequences
+    if (!batch.ok()) return batch.status();
+    if (shard.has_embedding) in.tokens = std::move(batch->inputs);
+    if (shard.has_head) in.targets = std::move(batch->targets);
   }
   if (!shard.has_embedding) in.activations = std::move(input);
   auto out = (*m)->Forward(mb, std::move(in));
@@ -379,8 +379,10 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
     if (!opened.ok()) return opened.status();
     device = std::move(opened).value();
   }
+  auto data = TrainingData::Open(a.spec(), a.dp_rank());
+  if (!data.ok()) return data.status();
   std::unique_ptr<CudaBackend> backend(new CudaBackend(
-      a, SyntheticDataOf(a.spec()),
+      a, std::move(data).value(),
       precision, std::move(device)));
   for (const v1::StageShard& s : a.shards()) {
     auto stage = CudaStageModel::Create(config, StageShardOf(s), batch, precision, backend->device_.get());

@@ -1,6 +1,7 @@
 // CudaBackend: the executor's ComputeBackend on one CUDA device: one CudaStageModel per virtual
-// stage the rank holds, fed by the same synthetic data stream as the CPU backend (every rank
-// regenerates it from the job's data seed; replica d's micro-batch mb is the step's d*m + mb).
+// stage the rank holds, fed by the same tokens as the CPU backend (worker/daemon/training_data.h:
+// the synthetic stream every rank regenerates from the job's data seed, or the job's datasets;
+// each replica its own sequences). Validation (spec.evalEvery) is the CPU backend's only, for now.
 //
 // Device-resident: what passes between stages is a device tensor of BoundarySpec(); nothing on
 // the data path is copied to the host except the step's loss (StepLoss). All work is queued on
@@ -50,7 +51,7 @@
 #include "worker/cuda/device_gradients.h"
 #include "worker/cuda/precision.h"
 #include "worker/daemon/compute_backend.h"
-#include "worker/model/synthetic_data.h"
+#include "worker/daemon/training_data.h"
 #include "worker/transport/nccl_wire.h"
 
 namespace pipecoord::worker::cuda {
@@ -107,7 +108,7 @@ class CudaBackend final : public ComputeBackend {
  private:
   friend Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment&,
                                                               const CudaBackendOptions&);
-  CudaBackend(const v1::Assignment& a, model::SyntheticData data, Precision precision,
+  CudaBackend(const v1::Assignment& a, std::shared_ptr<const TrainingData> data, Precision precision,
               std::shared_ptr<CudaDevice> device);
   Result<CudaStageModel*> Find(int stage);
   // The GPU as NCCL tells GPUs apart (nccl_transport.h's LocalDeviceIdentity).
@@ -120,7 +121,7 @@ class CudaBackend final : public ComputeBackend {
 
   // Declared first, destroyed last: every tensor of the stages goes back to its pool first.
   std::shared_ptr<CudaDevice> device_;
-  model::SyntheticData data_;
+  std::shared_ptr<const TrainingData> data_;  // the job's tokens (training_data.h)
   const Precision precision_;
   const int mbs_, dp_rank_;
   const int64_t mbs_size_, seq_, hidden_;

@@ -19,7 +19,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -227,6 +229,50 @@ TEST_F(CudaBackendTest, ThreeAdamWStepsMatchTheCpuBackend) {
       const kernels::cuda::NormwiseError moved = CompareNormwise(got.at(name), initial.at(name));
       EXPECT_GT(moved.error * moved.cpu_max, 1e-3) << "weights did not move: " << moved.Describe();
     }
+  }
+}
+
+// spec.data: the CUDA backend reads the job's dataset as the CPU backend does (the same
+// sequences for the same step), so their losses agree, and differ from the synthetic stream's.
+TEST_F(CudaBackendTest, TrainsOnADatasetLikeTheCpuBackend) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string prefix = std::string(tmp ? tmp : "/tmp") + "/cuda_backend_data";
+  std::string bin;
+  for (int i = 0; i < 4000; ++i) {
+    const int id = (i * i + 7 * i) % 96;  // below TestConfig's vocabulary
+    bin.push_back(static_cast<char>(id));
+    bin.push_back(0);
+  }
+  std::ofstream(prefix + ".bin", std::ios::binary) << bin;
+  std::ofstream(prefix + ".json") << "{\"dtype\": \"uint16\", \"vocab_size\": 96}";
+  const model::ModelConfig config = TestConfig();
+  std::vector<double> losses[3];  // cpu on data, cuda on data, cuda synthetic
+  for (int run = 0; run < 3; ++run) {
+    v1::Assignment a = TestAssignment({model::WholeModel(config)}, 1, 0, 2, run == 0 ? "cpu" : "cuda");
+    if (run < 2) a.mutable_spec()->mutable_data()->set_path(prefix);
+    std::unique_ptr<ComputeBackend> b;
+    if (run == 0) {
+      auto cpu = MakeBackend(a);
+      ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+      b = std::move(cpu).value();
+    } else {
+      b = Make(a, Precision::kFp32);
+      ASSERT_TRUE(b);
+    }
+    for (int step = 0; step < 2; ++step) {
+      for (int mb = 0; mb < 2; ++mb) {
+        ASSERT_TRUE(b->Forward(0, mb, step, kernels::Tensor()).ok());
+        ASSERT_TRUE(b->BackwardFull(0, mb, kernels::Tensor()).ok());
+      }
+      ASSERT_TRUE(b->OptimizerStep(step).ok());
+      double loss = 0;
+      ASSERT_TRUE(b->StepLoss(&loss));
+      losses[run].push_back(loss);
+    }
+  }
+  for (int step = 0; step < 2; ++step) {
+    EXPECT_LE(RelativeError(losses[1][step], losses[0][step]), kFp32Tolerance) << "step " << step;
+    EXPECT_NE(losses[1][step], losses[2][step]) << "step " << step << ": the dataset was not read";
   }
 }
 
