@@ -277,7 +277,7 @@ class Search {
   };
 
   static std::string Describe(const ListPolicy& p) {
-    std::string out = "fill " + Num(p.fill_ratio);
+    std::string out = p.balance_idle ? std::string("balanced idle") : "fill " + Num(p.fill_ratio);
     if (p.alternate) out += " alternate";
     if (p.guide != nullptr) {
       return out + (p.jump_forward ? " forwards ahead" : "") + (p.fill_warmup ? " full warm-up" : "");
@@ -357,6 +357,9 @@ class Search {
         p.alternate = alternate;
         out.push_back(p);
       }
+      ListPolicy balanced;  // W's into the gaps of the ranks that idled most
+      balanced.balance_idle = true;
+      out.push_back(balanced);
       return out;
     }
     for (bool reserve : {false, true}) {

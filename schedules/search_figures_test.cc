@@ -119,9 +119,12 @@ TEST(SearchFiguresTest, ZbAutoAtTwoPReachesZbh2) {
 }
 
 // The Zero Bubble paper's setting at limit 16: ZB-2P (their heuristic at 2p) takes 1,152,599;
-// we take 1,152,751, 152 (0.013%) more; before this search, 1,182,130.
+// so do we since the list scheduler balances idle time across ranks (balance_idle); 1,152,751
+// before that, 1,182,130 before this search.
 TEST(SearchFiguresTest, ZbAutoPaperSetting) {
-  EXPECT_NEAR(Span("zb-auto", kPaper, 16), 1152751, kExact);
+  const double span = Span("zb-auto", kPaper, 16);
+  EXPECT_NEAR(span, 1152599, kExact);
+  EXPECT_LE(span, 1152599 + kExact);
 }
 
 // Below 1F1B's memory the search trades time for memory: at limit 4 (p 8) 115 against the
@@ -146,18 +149,23 @@ TEST(SearchFiguresTest, VAutoMatchesPublishedVAuto) {
 }
 
 // zbv and v-half time their orders with the real costs (cost_replay.h). p 16, m 64, f 1,
-// b 1.2, w 0.8: v-half 224.3 before, 219 now (published 218.8); zbv 198 (published 197.8).
+// b 1.2, w 0.8: zbv 198 before, 197.8 with the idle-balancing replay (published 197.8: met,
+// equal); v-half 224.3 before, 219 now against the published 218.8 (missed by 0.2: the
+// published V-Half reorders its building block's warm-up and cool-down, which a variant of
+// ours did not reproduce; see docs/schedules.md).
 TEST(SearchFiguresTest, VSchedulesWithUnevenCosts) {
   EXPECT_NEAR(Span("v-half", kUneven16), 219, kExact);
-  EXPECT_NEAR(Span("zbv", kUneven16), 198, kExact);
+  const double zbv = Span("zbv", kUneven16);
+  EXPECT_NEAR(zbv, 197.8, kExact);
+  EXPECT_LE(zbv, 197.8 + kExact);
 }
 
-// The paper's setting: zbv 1,189,271 before, 1,186,022.5 now (published 1,186,022.5); v-half
-// 1,357,200 before, 1,331,529 now (published 1,328,771.5).
+// The paper's setting: zbv 1,189,271 before, 1,186,022.5 now (published 1,186,022.5: met,
+// equal); v-half 1,357,200 before, 1,331,529 now (published 1,328,771.5: missed by 0.21%).
 TEST(SearchFiguresTest, VSchedulesPaperSetting) {
   const double zbv = Span("zbv", kPaper);
   EXPECT_NEAR(zbv, 1186022.5, kExact);
-  EXPECT_LE(zbv, 1186022.5);
+  EXPECT_LE(zbv, 1186022.5 + kExact);
   EXPECT_NEAR(Span("v-half", kPaper), 1331529, kExact);
 }
 

@@ -141,9 +141,11 @@ class ListScheduler {
     ListSchedule out;
     out.ranks.resize(p_);
     out.in_flight.resize(p_);
+    out.idle.resize(p_);
     for (int r = 0; r < p_; ++r) {
       RankState& st = ranks_[r];
       out.in_flight[r] = st.most_in_flight;
+      out.idle[r] = st.idle;
       if (!st.list.empty()) out.span = std::max(out.span, st.clock - st.first_start);
       out.ranks[r] = std::move(st.list);
     }
@@ -165,6 +167,7 @@ class ListScheduler {
     bool blocked = false;
     int version = 0;
     double first_start = 0;
+    double idle = 0;        // idle time since the first action
     double last_admit = 0;  // when the latest micro-batch entered
     int most_in_flight = 0;
     std::vector<Action> list;
@@ -327,7 +330,8 @@ class ListScheduler {
       }
       if (known <= unknown) {
         const bool f_blocked = first_known->op == Op::kF && !first_known->fits_now;
-        if (known - now >= policy_.fill_ratio * w || f_blocked) {
+        const bool fill = policy_.balance_idle ? known - now > IdleAllowance(r) : known - now >= policy_.fill_ratio * w;
+        if (fill || f_blocked) {
           Put(r, Op::kW, -1, now);
         } else {
           Put(r, first_known->op, first_known->stage, known);
@@ -345,6 +349,13 @@ class ListScheduler {
       return Step::kActed;
     }
     return known < kInf ? Step::kWaitCanForce : Step::kWaitCannot;
+  }
+
+  // balance_idle: the idle time rank r may still take on before it fills a gap with a W.
+  double IdleAllowance(int r) const {
+    double allowed = most_idle_ - ranks_[r].idle;
+    if (r < static_cast<int>(policy_.idle_allowance.size())) allowed = std::max(allowed, policy_.idle_allowance[r]);
+    return allowed;
   }
 
   // Runs `op` on `stage` (a W: the oldest owed one) at `start`.
@@ -392,7 +403,12 @@ class ListScheduler {
         ++st.done_w;
         break;
     }
-    if (st.list.empty()) st.first_start = start;
+    if (st.list.empty()) {
+      st.first_start = start;
+    } else if (start > st.clock) {
+      st.idle += start - st.clock;
+      most_idle_ = std::max(most_idle_, st.idle);
+    }
     st.list.push_back({op, stage, mb});
     st.clock = end;
     makespan_ = std::max(makespan_, end);
@@ -409,6 +425,7 @@ class ListScheduler {
   std::vector<Candidate> buffer_;
   bool multi_stage_ = false;
   double makespan_ = 0;
+  double most_idle_ = 0;  // the most idle time any rank has had so far
   // (-clock, rank, version): a max-heap on -clock is a min-heap on clock, later rank first.
   std::priority_queue<std::tuple<double, int, int>> heap_;
   // Blocked ranks that could act if forced, earliest clock first, later rank first on a tie.

@@ -28,6 +28,16 @@ struct ListPolicy {
   // A W goes into an idle gap of at least fill_ratio * w even when it delays the F or B that
   // ends the gap (1: only W's that fit; 0: any gap).
   double fill_ratio = 1.0;
+  // Balances idle time across ranks (the published ZB-V scheduler's rule, Qi et al., ICLR
+  // 2024): a W that does not fit a gap goes into it, delaying what ends the gap, only when the
+  // gap is longer than the idle time the rank may still take on: the most idle time any rank
+  // has had so far minus its own, or the allowance below if larger. A rank that has idled
+  // less than the others keeps its W's for later; one that has idled most fills its gaps.
+  // Replaces fill_ratio. Idle time counts from the rank's first action.
+  bool balance_idle = false;
+  // Per rank, optional (with balance_idle): the idle time the rank may take on, typically the
+  // worst rank's idle time minus this rank's in an earlier run.
+  std::vector<double> idle_allowance;
   // With both F and B ready, take the kind not run last (the 1F1B rhythm) rather than B first.
   bool alternate = false;
   // A rank with several stages (V, interleaved) admits a micro-batch only with room left for
@@ -63,6 +73,8 @@ struct ListSchedule {
   double span = 0;  // longest rank span (first start to last end on one rank), as Simulate's
   // Per rank: the most micro-batches that were in it at once (see max_in_flight).
   std::vector<int> in_flight;
+  // Per rank: idle time between its first action and its last.
+  std::vector<double> idle;
 };
 
 // `costs` resolved for a schedule placed by `stage_to_rank`; `rank_limits` one activation
