@@ -12,8 +12,8 @@ struct HealthSettings {
   double bubble_slack = 0.5;          // of the predicted step time
   double bubble_min_s = 0.05;
   double straggler_threshold = 0.75;  // nvidia-resiliency-ext's default
-  int straggler_window = 20;          // steps
-  double straggler_min_delta_s = 0.001;  // per action, below which a low score is jitter
+  int straggler_window = 3;           // steps a rank's current pace is taken over
+  double straggler_min_delta_s = 0.0001;  // per action, below which a slowdown is not worth an alarm
   int warmup_steps = 1;
   double hang_step_factor = 5;
   double hang_floor_s = 10;

@@ -10,7 +10,7 @@ TEST(HealthSettings, UnsetFieldsTakeTheDefaults) {
   EXPECT_TRUE(s.enabled);
   EXPECT_TRUE(s.probes);
   EXPECT_EQ(s.straggler_threshold, 0.75);
-  EXPECT_EQ(s.straggler_window, 20);
+  EXPECT_EQ(s.straggler_window, 3);
   EXPECT_EQ(s.hang_floor_s, 10);
   EXPECT_EQ(s.probe_size, 32);
   EXPECT_EQ(s.calibration_steps, 3);

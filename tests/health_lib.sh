@@ -1,13 +1,17 @@
 # Shared by the health tests (after tests/lib.sh): workers with injected faults, one scenario
 # after another on fresh processes, and the health events of a job.
 
-# start_workers_with N [worker flags...]
+# start_workers_with N [worker flags...]: WORKER_LOGS gets their logs, in the order of PIDS.
+WORKER_LOGS=()
 start_workers_with() {
   local n=$1
   shift
+  local log
   for i in $(seq "$n"); do
-    "$WORKER" --coordinator "$PIPECOORD_ADDR" "$@" > "$WORK/worker-$i-$RANDOM.log" 2>&1 &
+    log="$WORK/worker-$i-$RANDOM.log"
+    "$WORKER" --coordinator "$PIPECOORD_ADDR" "$@" > "$log" 2>&1 &
     PIDS+=($!)
+    WORKER_LOGS+=("$log")
   done
   for _ in $(seq 200); do
     [ "$("$PIPECTL" workers --format json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("workers", [])))')" -ge "$n" ] && return
@@ -21,6 +25,7 @@ stop_all() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   PIDS=()
+  WORKER_LOGS=()
 }
 
 # submit FILE: prints the job id.

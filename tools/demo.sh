@@ -5,10 +5,17 @@
 # loss and bits per byte against the text's unigram entropy), live
 # progress, a summary (the calibrated predictions beside the measured step time and bubble rate,
 # and where the idle time went), the rebalance proposal, and the run's Perfetto trace in
-# run-trace.json. Stops what it starts.
-#   tools/demo.sh [JOB.json]
+# run-trace.json. Stops what it starts. --inject passes a fault to the workers (worker --inject,
+# docs/monitoring.md), e.g. --inject slow:1:2 (rank 1 computes 2x slower) to see the straggler
+# check name it.
+#   tools/demo.sh [--inject RULE[,RULE...]] [JOB.json]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+inject=()
+if [ "${1:-}" = --inject ]; then
+  inject=(--inject "${2:?--inject needs a rule, e.g. slow:1:2}")
+  shift 2
+fi
 job_file=${1:-examples/job.json}
 workers=$(/usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s.get("pp",1)*max(1,s.get("dp",1)))' "$job_file")
 
@@ -17,7 +24,7 @@ bin=$(bazel info bazel-bin 2>/dev/null)  # not the bazel-bin symlink: another co
 logs=$(mktemp -d)
 # The processes come from the local launcher, with the configuration the Kubernetes pods get
 # (deploy/base/pipecoord.env); stopping it stops them.
-deploy/local/launch.sh --workers "$workers" --bin "$bin" --logs "$logs" > "$logs/launch.log" 2>&1 &
+deploy/local/launch.sh --workers "$workers" --bin "$bin" --logs "$logs" "${inject[@]}" > "$logs/launch.log" 2>&1 &
 launcher=$!
 cleanup() { kill "$launcher" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT

@@ -15,7 +15,7 @@ bool Same(const v1::Action& a, const v1::Action& b) {
 }  // namespace
 
 BubbleCheck::BubbleCheck(const jobplan::HealthSettings& settings, const jobplan::PlanExpectations& plan, int pp, int world)
-    : settings_(settings), plan_(plan), pp_(pp), flagged_(world, false) {}
+    : settings_(settings), plan_(plan), pp_(pp), flagged_(world, false), over_(world, 0) {}
 
 double BubbleCheck::Limit(double scale) const {
   return std::max(settings_.bubble_min_s, settings_.bubble_slack * plan_.makespan * scale);
@@ -59,7 +59,8 @@ std::optional<v1::HealthEvent> BubbleCheck::OnRankStep(int g, int step, const st
   const int rank = g % pp_;
   const std::vector<MeasuredWindow> windows = Windows(rank, actions, scale);
   const double limit = Limit(scale);
-  const bool over = !windows.empty() && windows.front().excess_s > limit;
+  over_[g] = !windows.empty() && windows.front().excess_s > limit ? over_[g] + 1 : 0;
+  const bool over = over_[g] >= kBubblePersistence;
   const bool was = flagged_[g];
   flagged_[g] = over;
   if (!over || was) return std::nullopt;

@@ -5,8 +5,12 @@
 // seconds per cost unit and T the predicted step time (makespan x scale), a window is flagged
 // when
 //   measured - predicted x scale > max(bubble_min_s, bubble_slack x T).
-// The event names the rank, the step, the window (which action it ends at, where in the step,
-// how long, the prediction) and the peer the action waited on; one event per episode.
+// A rank is flagged when its step has such a window kBubblePersistence steps in a row: one late
+// input (a peer descheduled for a moment) is noise, a peer that keeps its neighbours waiting is
+// not. The event names the rank, the step, the window (which action it ends at, where in the
+// step, how long, the prediction) and the peer the action waited on; one event per episode.
+// Only calibrated timelines are checked (JobMonitor): the plan's cost model scaled by one number
+// does not predict a CPU's idle windows well enough to call 50 ms of idle a fault.
 #ifndef PIPECOORD_COORDINATOR_HEALTH_BUBBLE_CHECK_H_
 #define PIPECOORD_COORDINATOR_HEALTH_BUBBLE_CHECK_H_
 
@@ -30,6 +34,9 @@ struct MeasuredWindow {
   int wait_peer = -1;        // pipeline rank
 };
 
+// Consecutive steps of a rank over the limit before it is flagged.
+inline constexpr int kBubblePersistence = 2;
+
 class BubbleCheck {
  public:
   BubbleCheck(const jobplan::HealthSettings& settings, const jobplan::PlanExpectations& plan, int pp, int world);
@@ -48,6 +55,7 @@ class BubbleCheck {
   const jobplan::PlanExpectations& plan_;
   int pp_;
   std::vector<bool> flagged_;
+  std::vector<int> over_;  // consecutive steps over the limit
 };
 
 }  // namespace pipecoord::coordinator::health

@@ -120,8 +120,8 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
         if (auto e = probe_->OnProbe(g, step, t.probe_checksum())) events.push_back(*e);
       }
     }
-    if (bubble_ && straggler_) {
-      if (auto e = bubble_->OnRankStep(g, step, actions, calibrated_ ? 1.0 : Scale())) events.push_back(*e);
+    if (bubble_ && calibrated_) {  // the calibrated timeline, in seconds (bubble_check.h)
+      if (auto e = bubble_->OnRankStep(g, step, actions, 1.0)) events.push_back(*e);
     }
   }
   for (const v1::StepSummary& s : b.steps()) {

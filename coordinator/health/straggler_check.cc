@@ -1,16 +1,28 @@
 #include "coordinator/health/straggler_check.h"
 
 #include <algorithm>
-#include <set>
+#include <bit>
+#include <string>
 
 #include "common/median.h"
 #include "coordinator/health/event_text.h"
 
 namespace pipecoord::coordinator::health {
+namespace {
+
+// The median of the other ranks' values of one kind (nullopt-like 0 when there are none).
+double PeersMedian(const std::map<int, double>& by_rank, int self) {
+  std::vector<double> v;
+  for (const auto& [g, x] : by_rank) {
+    if (g != self) v.push_back(x);
+  }
+  return v.empty() ? 0 : Median(std::move(v));
+}
+
+}  // namespace
 
 StragglerCheck::StragglerCheck(const jobplan::HealthSettings& settings, int pp, int world)
-    : settings_(settings), pp_(pp), world_(world), flagged_(world, false), relative_low_(world, 0),
-      individual_low_(world, 0) {}
+    : settings_(settings), pp_(pp), world_(world), flagged_(world, false), slow_bits_(world, 0), fine_(world, 0) {}
 
 void StragglerCheck::Prune(Series& s, int step) const {
   while (!s.values.empty() && s.values.front().first <= step - settings_.straggler_window) s.values.pop_front();
@@ -20,6 +32,7 @@ void StragglerCheck::Add(int g, int step, v1::Op op, double v, double cost) {
   if (step < settings_.warmup_steps || g < 0 || g >= world_ || !(v > 0)) return;
   Series& s = series_[{g, static_cast<int>(op)}];
   s.values.emplace_back(step, v);
+  s.best = s.best == 0 ? v : std::min(s.best, v);
   s.cost_sum += cost;
   ++s.cost_count;
   latest_step_ = std::max(latest_step_, step);
@@ -43,87 +56,91 @@ std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
   scores_.clear();
   std::vector<v1::HealthEvent> events;
   if (step < settings_.warmup_steps) return events;
-  // Medians first, then the fastest per kind.
-  std::map<int, double> fastest;        // op -> lowest median
-  std::map<int, int> fastest_rank;      // op -> its rank
+  // Per kind: each rank's best and drift, for the peers' medians.
+  std::map<int, std::map<int, double>> best, drift;  // op -> rank -> value
   for (auto& [key, s] : series_) {
     Prune(s, step);
     if (s.values.empty()) continue;
-    std::vector<double> v;
-    std::set<int> steps;
-    for (const auto& [st, x] : s.values) {
-      v.push_back(x);
-      steps.insert(st);
-    }
     StragglerScore sc;
     sc.global_rank = key.first;
     sc.op = static_cast<v1::Op>(key.second);
-    sc.median = Median(std::move(v));
-    if (static_cast<int>(steps.size()) >= settings_.straggler_window &&
-        (s.best_at < 0 || step - s.best_at >= settings_.straggler_window)) {
-      s.best = s.best == 0 ? sc.median : std::min(s.best, sc.median);
-      s.best_at = step;
+    std::vector<double> v;
+    sc.recent = s.values.front().second;
+    for (const auto& [st, x] : s.values) {
+      v.push_back(x);
+      sc.recent = std::min(sc.recent, x);
     }
-    sc.individual = s.best > 0 ? std::min(1.0, s.best / sc.median) : 1.0;
+    sc.median = Median(std::move(v));
     sc.best = s.best;
     sc.mean_cost = s.mean_cost();
-    auto it = fastest.find(key.second);
-    if (it == fastest.end() || sc.median < it->second) {
-      fastest[key.second] = sc.median;
-      fastest_rank[key.second] = key.first;
-    }
+    best[key.second][key.first] = sc.best;
+    drift[key.second][key.first] = sc.recent / sc.best;
     scores_.push_back(sc);
   }
-  // Per rank, its lowest relative and lowest individual score over the kinds.
-  std::vector<const StragglerScore*> worst_rel(world_, nullptr), worst_ind(world_, nullptr);
+  // Per rank and kind, the two scores, and whether the kind is slow beyond the absolute floor.
+  const double thr = settings_.straggler_threshold;
+  struct RankView {
+    bool any = false;                       // a kind with peers to compare with
+    bool rel_slow = true, ind_slow = true;  // every such kind under the threshold
+    double relative = 0, individual = 0;    // the highest over the kinds
+    std::vector<const StragglerScore*> kinds;
+    std::vector<double> peers_best, peers_drift;
+  };
+  std::vector<RankView> ranks(world_);
   for (StragglerScore& sc : scores_) {
-    sc.relative = fastest[static_cast<int>(sc.op)] / sc.median;
-    const int g = sc.global_rank;
-    if (worst_rel[g] == nullptr || sc.relative < worst_rel[g]->relative) worst_rel[g] = &sc;
-    if (worst_ind[g] == nullptr || sc.individual < worst_ind[g]->individual) worst_ind[g] = &sc;
-  }
-  std::vector<const StragglerScore*> worst(world_, nullptr);
-  std::vector<bool> relative_worst(world_, false);
-  for (int g = 0; g < world_; ++g) {
-    if (worst_rel[g] == nullptr) continue;
-    const double thr = settings_.straggler_threshold;
-    const StragglerScore& r = *worst_rel[g];
-    const StragglerScore& i = *worst_ind[g];
+    const int op = static_cast<int>(sc.op);
+    const double pb = PeersMedian(best[op], sc.global_rank);
+    const double pd = PeersMedian(drift[op], sc.global_rank);
+    if (pb <= 0) continue;  // no other rank runs this kind
+    const double d = drift[op][sc.global_rank];
+    sc.relative = std::min(1.0, pb / sc.best);
+    sc.individual = std::min(1.0, pd / d);
+    RankView& r = ranks[sc.global_rank];
+    r.any = true;
     const double min_delta = settings_.straggler_min_delta_s;
-    const bool rel_low = r.relative < thr && (r.median - fastest[static_cast<int>(r.op)]) * r.mean_cost >= min_delta;
-    const bool ind_low = i.individual < thr && (i.median - i.best) * i.mean_cost >= min_delta;
-    relative_low_[g] = rel_low ? relative_low_[g] + 1 : 0;
-    individual_low_[g] = ind_low ? individual_low_[g] + 1 : 0;
-    const bool rel = relative_low_[g] >= kRelativePersistence;
-    const bool ind = individual_low_[g] >= settings_.straggler_window;
-    if (rel) {
-      worst[g] = worst_rel[g];
-      relative_worst[g] = true;
-    } else if (ind) {
-      worst[g] = worst_ind[g];
-    }
+    r.rel_slow = r.rel_slow && sc.relative < thr && (sc.best - pb) * sc.mean_cost >= min_delta;
+    r.ind_slow = r.ind_slow && sc.individual < thr && (sc.recent - sc.best * pd) * sc.mean_cost >= min_delta;
+    r.relative = std::max(r.relative, sc.relative);
+    r.individual = std::max(r.individual, sc.individual);
+    r.kinds.push_back(&sc);
+    r.peers_best.push_back(pb);
+    r.peers_drift.push_back(pd);
   }
+  if (step < FirstScoredStep()) return events;
   for (int g = 0; g < world_; ++g) {
-    if (worst_rel[g] == nullptr) continue;
-    const bool under = worst[g] != nullptr;
-    if (under && !flagged_[g]) {
-      const StragglerScore& sc = *worst[g];
-      const std::string op = v1::Op_Name(sc.op);
-      std::string msg;
-      if (relative_worst[g]) {
-        const int f = fastest_rank[static_cast<int>(sc.op)];
-        msg = Format("straggler: %s at step %d: %s relative score %.3f < %g (median %.3f ms per cost unit, the fastest %s %.3f ms)",
-                     RankName(g, pp_).c_str(), step, op.c_str(), sc.relative, settings_.straggler_threshold,
-                     sc.median * 1e3, RankName(f, pp_).c_str(), fastest[static_cast<int>(sc.op)] * 1e3);
-      } else {
-        const Series& s = series_[{g, static_cast<int>(sc.op)}];
-        msg = Format("straggler: %s at step %d: %s individual score %.3f < %g (median %.3f ms per cost unit, its best %.3f ms)",
-                     RankName(g, pp_).c_str(), step, op.c_str(), sc.individual, settings_.straggler_threshold,
-                     sc.median * 1e3, s.best * 1e3);
-      }
-      events.push_back(MakeEvent(v1::STRAGGLER, g, pp_, step, msg));
+    const RankView& r = ranks[g];
+    const bool slow = r.any && (r.rel_slow || r.ind_slow);
+    slow_bits_[g] = ((slow_bits_[g] << 1) | (slow ? 1u : 0u)) & ((1u << kStragglerLookback) - 1);
+    fine_[g] = slow ? 0 : fine_[g] + 1;
+    const int slow_steps = std::popcount(slow_bits_[g]);
+    if (flagged_[g]) {
+      if (fine_[g] > settings_.straggler_window) flagged_[g] = false;  // the episode is over
+      continue;
     }
-    flagged_[g] = under;
+    if (slow && slow_steps >= kStragglerPersistence) {
+      std::string detail;
+      for (size_t k = 0; k < r.kinds.size(); ++k) {
+        const StragglerScore& sc = *r.kinds[k];
+        const std::string op = v1::Op_Name(sc.op);
+        detail += k ? ", " : "";
+        detail += r.rel_slow ? Format("%s %.3f vs %.3f ms", op.c_str(), sc.best * 1e3, r.peers_best[k] * 1e3)
+                             : Format("%s %.3f vs its best %.3f ms, the others x%.2f", op.c_str(), sc.recent * 1e3,
+                                      sc.best * 1e3, r.peers_drift[k]);
+      }
+      const std::string msg =
+          r.rel_slow
+              ? Format("straggler: %s at step %d: slower than the other ranks in every kind of action in %d of "
+                       "the last %d steps: relative score %.3f < %g (fastest action per cost unit: %s, the others' "
+                       "median)",
+                       RankName(g, pp_).c_str(), step, slow_steps, kStragglerLookback, r.relative, thr, detail.c_str())
+              : Format("straggler: %s at step %d: slower than its own baseline in every kind of action in %d of the "
+                       "last %d steps while the other ranks are not: individual score %.3f < %g (fastest action per "
+                       "cost unit in the last %d steps: %s)",
+                       RankName(g, pp_).c_str(), step, slow_steps, kStragglerLookback, r.individual, thr,
+                       settings_.straggler_window, detail.c_str());
+      events.push_back(MakeEvent(v1::STRAGGLER, g, pp_, step, msg));
+      flagged_[g] = true;
+    }
   }
   return events;
 }

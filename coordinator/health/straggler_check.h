@@ -1,23 +1,35 @@
-// Straggler check: per-rank performance scores in [0, 1] for each compute kind (F, B, W, BW),
-// as NVIDIA's nvidia-resiliency-ext straggler detector defines them (docs/monitoring.md):
-//   relative   = fastest rank's median / this rank's median
-//   individual = this rank's best median / its current median
-// A median is taken over the rank's actions of that kind in the last `straggler_window` steps,
-// each action's duration divided by its predicted cost (so ranks holding different amounts of
-// the model compare fairly); "best" is the lowest median of the non-overlapping full windows
-// seen so far (one candidate every `straggler_window` steps: the minimum of fewer, independent
-// medians is not dragged down by noise the way a sliding minimum is). A rank is flagged when a
-// score stays under the threshold for kRelativePersistence consecutive steps (relative) or a
-// whole window (individual: a rank's own pace drifts with the machine for a few steps at a
-// time; a window-long drop is a slowdown), and only when the rank's median action is at least
-// straggler_min_delta_s slower than the reference (below that, scheduler jitter on a shared CPU
-// moves sub-millisecond actions by tens of percent); one event per episode.
+// Straggler check: tells a persistently slow rank from scheduler noise (docs/monitoring.md,
+// "Straggler check", has the measurements behind each choice).
+//
+// Every compute action's duration is divided by its predicted cost (seconds per cost unit, so
+// ranks holding different amounts of the model compare). Noise on a shared machine only ever
+// adds time (an action that waits for a core or a cache runs longer, never shorter), so a rank's
+// pace is its FASTEST action, not its median:
+//   best(g, op)   the fastest `op` action of rank g since the warm-up: its baseline
+//   recent(g, op) the fastest in the last `straggler_window` steps
+//   drift(g, op)  = recent / best (1: as fast as it ever was)
+// and, per rank and kind, two scores in [0, 1] named as nvidia-resiliency-ext's:
+//   relative   = median over the other ranks of best(g', op) / best(g, op)
+//                (slower than its peers from the start: a slow device)
+//   individual = median over the other ranks of drift(g', op) / drift(g, op)
+//                (slower than its own baseline while its peers are not: a rank that slowed
+//                down; a machine-wide slowdown moves every rank's drift alike and scores 1)
+// A persistently slow rank is slow in every kind of action it runs, while contention hits one
+// kind at a time (a rank's forwards may overlap its neighbours' work for several steps while its
+// backwards do not). So a rank's score is its HIGHEST over its kinds, and a rank is slow in a
+// step when its relative or its individual score is under `straggler_threshold` and its actions
+// are at least `straggler_min_delta_s` slower than the reference (below that, the slowdown is not
+// worth an alarm). It is flagged when it is slow in kStragglerPersistence of the last
+// kStragglerLookback scored steps (one step of noise neither raises nor delays the event), and
+// the episode ends once it has not been slow for straggler_window + 1 scored steps in a row (as
+// long as a slowdown must last to be flagged): one event per episode. Scores are evaluated from
+// step warmup_steps + calibration_steps on (the baseline steps, as the calibration uses). A job
+// with one rank has no peers and is never flagged.
 #ifndef PIPECOORD_COORDINATOR_HEALTH_STRAGGLER_CHECK_H_
 #define PIPECOORD_COORDINATOR_HEALTH_STRAGGLER_CHECK_H_
 
 #include <deque>
 #include <map>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -30,14 +42,17 @@ namespace pipecoord::coordinator::health {
 struct StragglerScore {
   int global_rank = 0;
   v1::Op op = v1::F;
-  double median = 0;       // seconds per cost unit
-  double mean_cost = 0;    // the kind's mean predicted cost on this rank (cost units)
-  double best = 0;         // the individual score's reference (0: none yet)
+  double recent = 0;      // seconds per cost unit: the fastest action in the window
+  double best = 0;        // seconds per cost unit: the fastest since the warm-up
+  double median = 0;      // seconds per cost unit: the window's median (the scale, not a score)
+  double mean_cost = 0;   // the kind's mean predicted cost on this rank (cost units)
   double relative = 1;
   double individual = 1;
 };
 
-inline constexpr int kRelativePersistence = 2;
+// A rank is flagged when slow in kStragglerPersistence of its last kStragglerLookback scored steps.
+inline constexpr int kStragglerPersistence = 2;
+inline constexpr int kStragglerLookback = 3;
 
 class StragglerCheck {
  public:
@@ -45,19 +60,20 @@ class StragglerCheck {
 
   // One measured compute action: its seconds per predicted cost unit, and that cost.
   void Add(int global_rank, int step, v1::Op op, double seconds_per_cost, double cost);
-  // Scores every rank after `step` completed; events for ranks newly under the threshold.
+  // Scores every rank after `step` completed; events for ranks newly flagged.
   std::vector<v1::HealthEvent> Evaluate(int step);
   // The scores of the last Evaluate.
   const std::vector<StragglerScore>& scores() const { return scores_; }
   // The fastest rank's median over all its compute kinds in the window (seconds per cost
   // unit), the scale that turns the plan's cost units into seconds; 0 before any data.
   double FastestMedian() const;
+  // The first step scored.
+  int FirstScoredStep() const { return settings_.warmup_steps + settings_.calibration_steps; }
 
  private:
   struct Series {
-    std::deque<std::pair<int, double>> values;  // (step, seconds per cost), oldest first
-    double best = 0;                            // lowest full-window median; 0: none yet
-    int best_at = -1;                           // the step that window ended at
+    std::deque<std::pair<int, double>> values;  // (step, seconds per cost) in the window, oldest first
+    double best = 0;                            // 0: nothing yet
     double cost_sum = 0;                        // predicted costs added, for the mean action
     int64_t cost_count = 0;
     double mean_cost() const { return cost_count ? cost_sum / cost_count : 0; }
@@ -69,7 +85,8 @@ class StragglerCheck {
   int latest_step_ = -1;
   std::map<std::pair<int, int>, Series> series_;  // (global rank, op) -> values
   std::vector<bool> flagged_;
-  std::vector<int> relative_low_, individual_low_;  // consecutive steps under the threshold
+  std::vector<unsigned> slow_bits_;  // bit k: slow k scored steps ago
+  std::vector<int> fine_;             // consecutive scored steps not slow
   std::vector<StragglerScore> scores_;
 };
 

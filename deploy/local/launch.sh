@@ -8,22 +8,24 @@
 # machine; the Secrets' files (TLS certificates, the token) are a throwaway set made with openssl
 # in the log folder (deploy/local/pki.sh), worker N's certificate naming it pipecoord-worker-N as
 # the pods' names do.
-#   deploy/local/launch.sh [--workers N] [--overlay cpu|gpu] [--bin DIR] [--logs DIR] [--dry-run]
+#   deploy/local/launch.sh [--workers N] [--overlay cpu|gpu] [--bin DIR] [--logs DIR] [--inject RULES] [--dry-run]
 # --bin: a folder laid out like bazel-bin (coordinator/coordinator, worker/daemon/worker); by
 # default the launcher builds them. Prints "launch: coordinator at HOST:PORT" (and its HTTP
 # address for /metrics and the dashboard, and "launch: pipectl: PIPECOORD_TLS_CA=FILE
 # PIPECOORD_TOKEN=$(cat FILE)", what clients need), then "launch: N worker(s) registered, ready",
 # and runs until SIGINT/SIGTERM or until one of its processes exits; it always stops everything it
-# started. --dry-run prints the commands only.
+# started. --dry-run prints the commands only. --inject passes worker --inject RULES (fault
+# injection for demos, docs/monitoring.md) to every worker.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-workers=4 overlay=cpu bin="" logs="" dry_run=0
+workers=4 overlay=cpu bin="" logs="" dry_run=0 inject=""
 while [ $# -gt 0 ]; do
   case $1 in
     --workers) workers=$2; shift 2 ;;
     --overlay) overlay=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --logs) logs=$2; shift 2 ;;
+    --inject) inject=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "launch: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -56,7 +58,8 @@ worker_args() {  # worker_args N: worker N (0-based), pipecoord-worker-N as in t
   echo "--coordinator=$PIPECOORD_ADDR" "--device=$PIPECOORD_DEVICE" \
        "--data-listen=127.0.0.1:$PIPECOORD_DATA_PORT" "--advertise=$POD_IP" \
        "--tls-ca=$tls/ca.crt" "--tls-cert=$tls/pipecoord-worker-$1.crt" "--tls-key=$tls/pipecoord-worker-$1.key" \
-       "--checkpoint-dir=$logs/checkpoints"  # one folder on this host: every worker's 'own disk'
+       "--checkpoint-dir=$logs/checkpoints" \
+       ${inject:+"--inject=$inject"}  # checkpoints: one folder on this host, every worker's 'own disk'
 }
 if [ "$dry_run" = 1 ]; then
   PIPECOORD_ADDR=COORDINATOR_ADDRESS

@@ -26,8 +26,9 @@ Result<FaultRule> ParseFaultRule(std::string_view text) {
     if (colon == std::string_view::npos) break;
     from = colon + 1;
   }
-  if (parts.size() != 3 && !(parts.size() == 4 && parts[0] == "oom")) {
-    return Bad(text, "must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (oom:RANK:BYTES[:STEP])");
+  if (parts.size() != 3 && !(parts.size() == 4 && (parts[0] == "oom" || parts[0] == "slow"))) {
+    return Bad(text, "must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (slow:RANK:FACTOR[:STEP], "
+                     "oom:RANK:BYTES[:STEP])");
   }
   FaultRule r;
   r.text = std::string(text);
@@ -51,7 +52,7 @@ Result<FaultRule> ParseFaultRule(std::string_view text) {
         return Bad(text, "FACTOR must be a number in [1, 1000], got \"" + std::string(value) + "\"");
       }
       r.factor = f;
-      break;
+      break;  // STEP below
     }
     case FaultRule::Kind::kHang:
     case FaultRule::Kind::kCorrupt:
@@ -65,13 +66,13 @@ Result<FaultRule> ParseFaultRule(std::string_view text) {
         return Bad(text, "BYTES must be an integer in [1, 2^40], got \"" + std::string(value) + "\"");
       }
       r.bytes = static_cast<uint64_t>(n);
-      if (parts.size() == 4) {
-        if (!ParseInt(parts[3], &n) || n < 0 || n > 10'000'000) {
-          return Bad(text, "STEP must be an integer in [0, 10000000], got \"" + std::string(parts[3]) + "\"");
-        }
-        r.step = static_cast<int>(n);
-      }
       break;
+  }
+  if (parts.size() == 4) {  // slow and oom: the first step the fault applies to (default 0)
+    if (!ParseInt(parts[3], &n) || n < 0 || n > 10'000'000) {
+      return Bad(text, "STEP must be an integer in [0, 10000000], got \"" + std::string(parts[3]) + "\"");
+    }
+    r.step = static_cast<int>(n);
   }
   return r;
 }

@@ -1,6 +1,7 @@
 // Fault injection for tests and demos (worker --inject RULE[,RULE...]). RANK is the global rank
 // (dp_rank * pp + rank; the pipeline rank when dp = 1):
-//   slow:RANK:FACTOR   every compute action of RANK takes FACTOR times as long (sleeps after it)
+//   slow:RANK:FACTOR[:STEP]  every compute action of RANK takes FACTOR times as long (sleeps
+//                      after it), from STEP on (default 0)
 //   hang:RANK:STEP     RANK stops at its first compute action of STEP until the job is cancelled
 //   corrupt:RANK:STEP  RANK's numerical probe at STEP returns a result with one bit flipped
 //   oom:RANK:BYTES[:STEP]  RANK allocates and holds BYTES more from STEP on (default 0)
@@ -21,7 +22,7 @@ struct FaultRule {
   Kind kind = Kind::kSlow;
   int rank = 0;        // global rank
   double factor = 1;   // slow
-  int step = 0;        // hang, corrupt; oom: the first step holding the bytes
+  int step = 0;        // hang, corrupt; slow, oom: the first step the fault applies to
   uint64_t bytes = 0;  // oom
   std::string text;    // as given
 };

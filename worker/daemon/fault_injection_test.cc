@@ -31,9 +31,19 @@ TEST(FaultInjection, OomMayStartAtALaterStep) {
   EXPECT_EQ(rule->step, 3);
 }
 
+TEST(FaultInjection, SlowMayStartAtALaterStep) {
+  auto rule = ParseFaultRule("slow:2:1.5:10");
+  ASSERT_TRUE(rule.ok()) << rule.status().ToString();
+  EXPECT_EQ(rule->kind, FaultRule::Kind::kSlow);
+  EXPECT_EQ(rule->factor, 1.5);
+  EXPECT_EQ(rule->step, 10);
+  EXPECT_EQ(ParseFaultRule("slow:2:1.5")->step, 0);  // from the first step
+}
+
 TEST(FaultInjection, ErrorsNameTheRuleAndTheRule) {
   EXPECT_EQ(ParseFaultRule("slow:1").status().message(),
-            "--inject slow:1: must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (oom:RANK:BYTES[:STEP])");
+            "--inject slow:1: must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (slow:RANK:FACTOR[:STEP], "
+            "oom:RANK:BYTES[:STEP])");
   EXPECT_EQ(ParseFaultRule("fast:1:2").status().message(),
             "--inject fast:1:2: KIND must be slow, hang, corrupt or oom, got \"fast\"");
   EXPECT_EQ(ParseFaultRule("slow:x:2").status().message(),
@@ -46,10 +56,14 @@ TEST(FaultInjection, ErrorsNameTheRuleAndTheRule) {
             "--inject oom:1:0: BYTES must be an integer in [1, 2^40], got \"0\"");
   EXPECT_EQ(ParseFaultRule("oom:1:64:x").status().message(),
             "--inject oom:1:64:x: STEP must be an integer in [0, 10000000], got \"x\"");
-  EXPECT_EQ(ParseFaultRule("slow:1:2:3").status().message(),
-            "--inject slow:1:2:3: must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (oom:RANK:BYTES[:STEP])");
+  EXPECT_EQ(ParseFaultRule("slow:1:2:x").status().message(),
+            "--inject slow:1:2:x: STEP must be an integer in [0, 10000000], got \"x\"");
+  EXPECT_EQ(ParseFaultRule("hang:1:2:3").status().message(),
+            "--inject hang:1:2:3: must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (slow:RANK:FACTOR[:STEP], "
+            "oom:RANK:BYTES[:STEP])");
   EXPECT_EQ(ParseFaultRules("slow:1:2,,").status().message(),
-            "--inject : must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (oom:RANK:BYTES[:STEP])");
+            "--inject : must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (slow:RANK:FACTOR[:STEP], "
+            "oom:RANK:BYTES[:STEP])");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "worker/daemon/health_hooks.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -50,15 +51,20 @@ Status HealthHooks::BeforeCompute(int step, const v1::Action&, const std::atomic
   for (const FaultRule& f : faults_) {
     if (f.kind != FaultRule::Kind::kHang || f.step != step || hung_) continue;
     hung_ = true;  // once: the first compute action of that step
+    // When the fault began, for tests that measure its detection end to end.
+    const int64_t unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch()).count();
+    std::fprintf(stderr, "worker: --inject %s: stopped at step %d, unix ms %lld\n", f.text.c_str(), step,
+                 static_cast<long long>(unix_ms));
     while (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return FailedPrecondition("cancelled");
   }
   return Status::Ok();
 }
 
-void HealthHooks::AfterCompute(int, const v1::Action&, int64_t elapsed_ns) {
+void HealthHooks::AfterCompute(int step, const v1::Action&, int64_t elapsed_ns) {
   for (const FaultRule& f : faults_) {
-    if (f.kind == FaultRule::Kind::kSlow && f.factor > 1) {
+    if (f.kind == FaultRule::Kind::kSlow && f.factor > 1 && step >= f.step) {
       std::this_thread::sleep_for(std::chrono::nanoseconds(static_cast<int64_t>((f.factor - 1) * elapsed_ns)));
     }
   }

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
                "or one folder shared by all workers");
   std::string inject;
   flags.String("inject", &inject,
-               "faults to inject, for tests and demos: RULE[,RULE...] with RULE slow:RANK:FACTOR, "
+               "faults to inject, for tests and demos: RULE[,RULE...] with RULE slow:RANK:FACTOR[:STEP], "
                "hang:RANK:STEP, corrupt:RANK:STEP or oom:RANK:BYTES[:STEP] (RANK: global rank)");
   flags.String("data-listen", &data_listen, "address peers send activations to (default 127.0.0.1:0: any free port)");
   flags.String("advertise", &advertise,
