@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "cli/auto_plan_text.h"
+#include "cli/best_text.h"
 #include "cli/cli_io.h"
 #include "cli/idle_text.h"
 #include "cli/job_client.h"
@@ -137,6 +138,7 @@ int ReportDryRun(const v1::SubmitJobResponse& resp, const std::string& format) {
   } else {
     std::printf("schedule  %s, pp %d, vpp %d, dp %d, %d micro-batches of %d\n", s.schedule().c_str(), s.pp(), s.vpp(),
                 s.dp(), s.microbatches(), s.micro_batch_size());
+    std::printf("%s", BestScheduleText(resp.best()).c_str());  // "" unless schedule "best" chose it
   }
   std::printf("predicted bubble rate %.4f, makespan %.4g cost units\n", resp.predicted_bubble_rate(),
               resp.predicted_makespan());
@@ -272,6 +274,7 @@ int RunStatus(int argc, char** argv) {
                 jobplan::ByteLevel(j.spec()) ? " (byte-level: losses also in bits per byte, loss / ln 2)" : "");
   }
   if (j.has_auto_plan()) std::printf("%s", AutoPlanText(j.auto_plan()).c_str());
+  std::printf("%s", BestScheduleText(j.best()).c_str());  // "" unless schedule "best" chose it
   std::printf("steps     %d of %d\npredicted bubble rate %.4f\n", j.steps_done(), j.spec().steps(),
               j.plan().predicted_bubble_rate());
   if (j.spec().max_restarts() > 0 || j.spec().checkpoint_every() > 0) {

@@ -8,6 +8,7 @@
 #include "jobplan/plan_job.h"
 #include "coordinator/job_record.h"
 #include "coordinator/run_trace.h"
+#include "data/hf_llama_weights.h"
 #include "data/job_data.h"
 #include "jobplan/data_spec.h"
 #include "jobplan/spec_validation.h"
@@ -169,6 +170,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
   // under it first).
   jobplan::AutoPlan planned;
   const bool is_auto = jobplan::IsAuto(raw);
+  v1::BestScheduleReport best;  // schedule "best": its ranking, kept beside the job
   if (is_auto) {
     jobplan::FreeWorkers free;
     free.device_kind = raw.device().empty() ? "cpu" : raw.device();
@@ -182,7 +184,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
     if (!a.ok()) return a.status();
     planned = std::move(a).value();
   } else {
-    planned.spec = jobplan::WithDefaults(raw);
+    planned.spec = jobplan::WithDefaults(raw, &best);
     auto plan = jobplan::PlanJob(planned.spec);
     if (!plan.ok()) return plan.status();
     planned.plan = std::move(plan).value();
@@ -199,6 +201,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
   response.set_predicted_makespan(planned.plan.predicted_makespan());
   *response.mutable_spec() = spec;
   if (is_auto) *response.mutable_auto_plan() = planned.report;
+  if (best.ranked_size() > 0) *response.mutable_best() = best;
   if (dry_run) return response;
 
   std::lock_guard<std::mutex> lock(mu_);
@@ -210,6 +213,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
   *record->job.mutable_spec() = spec;
   *record->job.mutable_plan() = std::move(planned.plan);
   if (is_auto) *record->job.mutable_auto_plan() = planned.report;
+  if (best.ranked_size() > 0) *record->job.mutable_best() = std::move(best);
   record->job.set_state(v1::PENDING);
   record->job.set_failed_rank(-1);
   record->job.set_created_unix_ms(NowNs() / 1'000'000);

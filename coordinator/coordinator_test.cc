@@ -743,5 +743,24 @@ TEST(CalibrationCoordinatorTest, ACleanEvenJobIsMostlyTheSchedulesOwnBubble) {
   EXPECT_NEAR(t.inherent_s(), 4 * 3 * 6 * kMs, 1e-9);
 }
 
+// Schedule "best": the stored spec names the winner, and the job keeps that "best" chose it, with
+// the runners-up (pipectl status shows them); a named schedule has none.
+TEST(CoordinatorTest, BestKeepsItsRankingBesideTheJob) {
+  Coordinator c;
+  auto job = c.SubmitJob(jobplan::TinySpec(2, "best"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_GT(job->best().ranked_size(), 1);
+  EXPECT_EQ(job->best().ranked(0).schedule(), job->spec().schedule());
+  EXPECT_EQ(job->best().ranked(0).vpp(), job->spec().vpp());
+  EXPECT_EQ(job->best().ranked(0).predicted_makespan(), job->predicted_makespan());
+  auto stored = c.GetJob(job->job_id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->best().SerializeAsString(), job->best().SerializeAsString());
+  auto named = c.SubmitJob(jobplan::TinySpec(2, "1f1b"));
+  ASSERT_TRUE(named.ok());
+  EXPECT_FALSE(named->has_best());
+  EXPECT_FALSE(c.GetJob(named->job_id())->has_best());
+}
+
 }  // namespace
 }  // namespace pipecoord::coordinator

@@ -45,6 +45,32 @@ TEST(BestScheduleJobTest, ResolvedIntoTheWinnerAndPlannedLikeIt) {
   EXPECT_EQ(direct->SerializeAsString(), plan->SerializeAsString());
 }
 
+// WithDefaults leaves the ranking for the coordinator to store (pipectl status shows it): the
+// winner first, then the runners-up, shortest first, and the refusals.
+TEST(BestScheduleJobTest, TheRankingIsKept) {
+  v1::BestScheduleReport report;
+  const v1::JobSpec spec = WithDefaults(BestSpec(3), &report);
+  EXPECT_EQ(spec.schedule(), "v-half");
+  ASSERT_GE(report.ranked_size(), 2);
+  EXPECT_EQ(report.ranked(0).schedule(), "v-half");
+  EXPECT_EQ(report.ranked(0).vpp(), 2);
+  EXPECT_EQ(report.ranked(0).predicted_makespan(), 26.5);
+  EXPECT_LE(report.ranked(0).peak_activations(), 3);
+  for (int k = 1; k < report.ranked_size(); ++k) {
+    EXPECT_GE(report.ranked(k).predicted_makespan(), report.ranked(k - 1).predicted_makespan());
+    EXPECT_LE(report.ranked(k).peak_activations(), 3);
+  }
+  EXPECT_EQ(report.mem_limit(), 3);
+  ASSERT_GT(report.refused_size(), 0);
+  EXPECT_EQ(report.refused(0).rfind("fthenb: ", 0), 0u) << report.refused(0);
+  // A named schedule leaves none (and clears what was there).
+  v1::JobSpec named = BestSpec();
+  named.set_schedule("zbv");
+  WithDefaults(named, &report);
+  EXPECT_EQ(report.ranked_size(), 0);
+  EXPECT_EQ(report.refused_size(), 0);
+}
+
 // spec.memLimit 3 refuses the schedules at 1F1B's memory and above: V-Half runs (26.5).
 TEST(BestScheduleJobTest, MemLimitChoosesAnother) {
   const v1::JobSpec spec = WithDefaults(BestSpec(3));

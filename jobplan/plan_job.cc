@@ -85,7 +85,7 @@ std::string Num(double v) {
 
 }  // namespace
 
-Result<v1::JobSpec> ResolveBestSchedule(const v1::JobSpec& spec) {
+Result<v1::JobSpec> ResolveBestSchedule(const v1::JobSpec& spec, v1::BestScheduleReport* report) {
   sch::BestSpec best;
   best.spec = EngineSpec(spec);
   best.spec.csv.clear();
@@ -109,6 +109,23 @@ Result<v1::JobSpec> ResolveBestSchedule(const v1::JobSpec& spec) {
                               ", spec.microbatches " + std::to_string(spec.microbatches()) +
                               " and spec.model.layers " + std::to_string(spec.model().layers()) + " within " + limit +
                               ": " + why);
+  }
+  if (report != nullptr) {
+    report->Clear();
+    for (const sch::BestCandidate& c : chosen->ranked) {
+      v1::BestScheduleChoice* choice = report->add_ranked();
+      choice->set_schedule(c.schedule);
+      choice->set_vpp(c.vpp);
+      choice->set_predicted_makespan(c.makespan);
+      choice->set_predicted_bubble_rate(c.bubble_rate);
+      choice->set_peak_activations(c.peak_activations);
+    }
+    for (const sch::BestRefusal& r : chosen->refused) {
+      std::string reason = r.reason;
+      RenameEngineField(&reason);
+      report->add_refused(r.schedule + ": " + reason);
+    }
+    report->set_mem_limit(spec.mem_limit());
   }
   v1::JobSpec out = spec;
   out.set_schedule(chosen->schedule.name);

@@ -19,7 +19,8 @@ Result<v1::Plan> PlanJob(const v1::JobSpec& spec);
 // makespan within spec.memLimit (0: each schedule's own memory) wins
 // (schedules::ChooseBestSchedule). Returns the spec with schedule and vpp set to the winner's.
 // FAILED_PRECONDITION naming spec.schedule when none fits, with every schedule's reason.
-Result<v1::JobSpec> ResolveBestSchedule(const v1::JobSpec& spec);
+// `report` (optional) gets the ranking: the winner first, then the runners-up, and the refusals.
+Result<v1::JobSpec> ResolveBestSchedule(const v1::JobSpec& spec, v1::BestScheduleReport* report = nullptr);
 
 }  // namespace pipecoord::jobplan
 

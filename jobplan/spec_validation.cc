@@ -254,7 +254,8 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   return Status::Ok();
 }
 
-v1::JobSpec WithDefaults(const v1::JobSpec& in) {
+v1::JobSpec WithDefaults(const v1::JobSpec& in, v1::BestScheduleReport* best) {
+  if (best != nullptr) best->Clear();
   auto expanded = ApplyHfConfig(in);  // the model's shape from spec.model.hfConfig
   v1::JobSpec s = expanded.ok() ? std::move(expanded).value() : in;
   if (s.dp() == 0 && !IsAuto(s)) s.set_dp(1);
@@ -275,7 +276,7 @@ v1::JobSpec WithDefaults(const v1::JobSpec& in) {
     if (info.ok()) s.set_vpp((*info)->default_vpp);
   }
   if (IsBest(s)) {
-    auto resolved = ResolveBestSchedule(s);
+    auto resolved = ResolveBestSchedule(s, best);
     if (resolved.ok()) s = std::move(resolved).value();
   }
   return s;

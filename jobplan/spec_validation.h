@@ -32,7 +32,9 @@ inline const schedules::PartitionFields kSpecPartitionFields{"spec.stageLayers",
 // Under schedule "auto" dp and vpp stay 0: they are the coordinator's to choose. Schedule "best"
 // is resolved here (its winner and that schedule's vpp), so the spec the coordinator stores and
 // shows names the schedule that runs; when no schedule fits, "best" stays and PlanJob says why.
-v1::JobSpec WithDefaults(const v1::JobSpec& spec);
+// With `best` given, a resolved "best" also leaves its ranking there (the winner and the
+// runners-up, what it refused), for the coordinator to store beside the job; else it is cleared.
+v1::JobSpec WithDefaults(const v1::JobSpec& spec, v1::BestScheduleReport* best = nullptr);
 
 }  // namespace pipecoord::jobplan
 
