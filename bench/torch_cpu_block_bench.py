@@ -12,7 +12,8 @@ model, fp32, torch.set_num_threads(--threads), timed as a zero-bubble pipeline r
       without keeping a second graph; bench/torch_block_bench.py does the same).
 Each figure is the best of --reps after one warm-up. PyTorch's GEMMs go to the BLAS behind
 Debian's libblas.so.3 (printed: OpenBLAS once libopenblas-dev is installed, else the netlib
-reference BLAS the issue's 0.094 s baseline ran on).
+reference BLAS the issue's 0.094 s baseline ran on; LD_PRELOAD=/usr/lib/x86_64-linux-gnu/blas/
+libblas.so.3 gives PyTorch that one again, and is taken out of our binary's environment).
 
   bazel build -c opt //bench:cpu_block_bench
   /usr/bin/python3 bench/torch_cpu_block_bench.py --ours bazel-bin/bench/cpu_block_bench \\
@@ -104,6 +105,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     env = dict(os.environ, PIPECOORD_CPU_THREADS=str(args.threads))
+    env.pop("LD_PRELOAD", None)  # a preloaded BLAS is for PyTorch (e.g. netlib's, the baseline)
     print("PyTorch %s eager, %d thread(s); its BLAS: %s" % (torch.__version__, torch.get_num_threads(),
                                                           blas_library()))
     results = []
