@@ -196,6 +196,13 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
     auto opened = data::JobData::Open(jobplan::JobDataSpecOf(spec));
     if (!opened.ok()) return opened.status();
   }
+  if (!spec.init().empty()) {
+    // Initial weights too: pipectl checks them where it can read them, a client of the API may
+    // not have; every missing, extra or misshapen tensor is refused here by name.
+    const v1::ModelSpec& m = spec.model();
+    auto weights = data::HfLlamaWeights::Open(spec.init(), {m.layers(), m.hidden(), m.heads(), m.ffn_hidden(), m.vocab()});
+    if (!weights.ok()) return InvalidArgument("spec.init: " + weights.status().message());
+  }
   v1::SubmitJobResponse response;
   response.set_predicted_bubble_rate(planned.plan.predicted_bubble_rate());
   response.set_predicted_makespan(planned.plan.predicted_makespan());

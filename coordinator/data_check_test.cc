@@ -9,6 +9,7 @@
 #include <string>
 
 #include "coordinator/coordinator.h"
+#include "data/hf_llama_weights.h"
 #include "jobplan/tiny_spec_for_tests.h"
 
 namespace pipecoord::coordinator {
@@ -110,6 +111,43 @@ TEST(DataCheckTest, BadDataIsRefusedAtSubmitBeforeAnyWorkerStarts) {
   ASSERT_EQ(cmds.size(), 1u);
   EXPECT_EQ(cmds[0].assign().spec().data().path(), dir + "/good");
   EXPECT_EQ(cmds[0].assign().spec().eval_every(), 1);
+}
+
+// spec.init is checked at submit as well (a client other than pipectl may send it): weights of
+// another shape or a missing folder are refused naming spec.init and the tensor; matching ones
+// pass.
+TEST(DataCheckTest, InitialWeightsAreCheckedAtSubmit) {
+  const std::string dir = FreshDir("init");
+  auto write = [&](const std::string& name, int64_t vocab) {
+    const data::LlamaShape shape{4, 32, 4, 128, vocab};  // TinySpec's model; ffn: 8h/3 rounded up to 64
+    std::vector<std::vector<float>> values;
+    std::vector<data::ModelTensor> tensors;
+    for (const data::HfTensorInfo& t : data::HfLlamaTensors(shape)) {
+      uint64_t n = 1;
+      for (uint64_t d : t.shape) n *= d;
+      values.emplace_back(n, 0.5f);
+    }
+    size_t i = 0;
+    for (const data::HfTensorInfo& t : data::HfLlamaTensors(shape)) tensors.push_back({t.our_name, values[i++]});
+    ASSERT_TRUE(data::WriteHfLlamaFolder(dir + "/" + name, "{}", shape, tensors, 0).ok());
+  };
+  write("good", 64);
+  write("other_vocab", 65);
+  Coordinator c;
+  ASSERT_TRUE(c.Register(Worker(7200)).ok());
+  ASSERT_TRUE(c.Register(Worker(7201)).ok());
+  v1::JobSpec spec = jobplan::TinySpec();
+  spec.set_init(dir + "/other_vocab");
+  auto bad = c.SubmitJob(spec);
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(bad.status().message().rfind("spec.init: ", 0), 0u) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("model.embed_tokens.weight"), std::string::npos) << bad.status().message();
+  spec.set_init(dir + "/missing");
+  EXPECT_EQ(c.SubmitJob(spec).status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(c.ListJobs().empty());
+  spec.set_init(dir + "/good");
+  auto job = c.SubmitJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
 }
 
 }  // namespace
