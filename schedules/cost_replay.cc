@@ -10,7 +10,7 @@ namespace {
 
 // Runs of the idle-balancing replay: enough for the allowances to settle on the cases timed
 // (issue 16's zbv figure is reached by the third).
-constexpr int kBalanceRounds = 4;
+constexpr int kBalanceRounds = 3;
 
 }  // namespace
 

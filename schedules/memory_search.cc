@@ -135,7 +135,7 @@ class Search {
     for (auto [generate, name] : v_ ? vee : flat) {
       auto s = generate(spec);
       if (!s.ok()) continue;  // dualpipev refuses m < 2p
-      Charge(v_ ? 8 : 1);     // the V generators replay their orders (cost_replay.h)
+      Charge(v_ ? 11 : 1);    // the V generators replay their orders (cost_replay.h: 11 runs)
       guides_.push_back({s->ranks, name});
       if (!Fits(s->ranks)) continue;
       const StepTime t = Time(s->ranks);
