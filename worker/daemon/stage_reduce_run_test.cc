@@ -6,10 +6,13 @@
 // OPT starts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "jobplan/plan_job.h"
+#include "jobplan/spec_validation.h"
 #include "schedules/csv_format.h"
 #include "schedules/registry.h"
 #include "worker/daemon/local_run.h"
@@ -76,6 +79,22 @@ int CountOp(const LocalRunResult& run, v1::Op op) {
 }
 
 class StageReduceRunTest : public ::testing::TestWithParam<Case> {};
+
+// The baseline is the same plan but for the REDUCE_GRADs (what bench/stage_reduce_bench compares).
+TEST_P(StageReduceRunTest, TheBaselineIsTheSamePlanWithoutReduceGrad) {
+  const v1::JobSpec spec = jobplan::WithDefaults(Spec(GetParam()));
+  auto by_stage = jobplan::PlanJob(spec);
+  auto after_step = jobplan::PlanJob(jobplan::WithDefaults(AfterTheStep(spec)));
+  ASSERT_TRUE(by_stage.ok()) << by_stage.status().ToString();
+  ASSERT_TRUE(after_step.ok()) << after_step.status().ToString();
+  for (v1::RankJobs& r : *by_stage->mutable_ranks()) {
+    auto* actions = r.mutable_actions();
+    actions->erase(std::remove_if(actions->begin(), actions->end(),
+                                  [](const v1::Action& a) { return a.op() == v1::REDUCE_GRAD; }),
+                   actions->end());
+  }
+  EXPECT_EQ(by_stage->SerializeAsString(), after_step->SerializeAsString());
+}
 
 TEST_P(StageReduceRunTest, TrainsBitForBitAsTheAllReduceAfterTheStep) {
   const v1::JobSpec spec = Spec(GetParam());
