@@ -18,8 +18,14 @@ for l in "${TOOLS[@]}"; do add tool "$l"; done
 for l in "${GPU_TESTS[@]}"; do add test "$l"; done
 for l in "${GPU_BENCHMARKS[@]}"; do add bench "$l"; done
 for p in "${PLANNED[@]}"; do args+=(--planned "$p"); done
-bundle=$TEST_TMPDIR/gpubundle
-tools/gpu_bundle_assemble.sh "$bundle" "${args[@]}"
+packed=$TEST_TMPDIR/gpubundle
+tools/gpu_bundle_assemble.sh "$packed" "${args[@]}"
+[ -f "$packed/payload.tar.xz" ] && [ ! -e "$packed/bin" ] || fail "the bundle's binaries are not packed in payload.tar.xz"
+# The checks below look inside: the same bundle unpacked by hand (run_gpu_checks.sh runs both forms).
+bundle=$TEST_TMPDIR/unpacked
+cp -r "$packed" "$bundle"
+tar -C "$bundle" -xJf "$bundle/payload.tar.xz"
+rm "$bundle/payload.tar.xz"
 
 # 1. Libraries: with the bundle's lib folder alone on LD_LIBRARY_PATH, nothing is missing and
 # nothing resolves outside the bundle but glibc and the CUDA libraries the machine provides.
@@ -51,13 +57,13 @@ done
 [ ! -e "$bundle/lib/libnccl.so.2" ] || fail "libnccl.so.2 is in the bundle (the machine provides it)"
 
 # 2. Size: what the device tool carries.
-bytes=$(du -sb "$bundle" | cut -f1)
+bytes=$(du -sb "$packed" | cut -f1)
 [ "$bytes" -le $((64 * 1024 * 1024)) ] || fail "the bundle is $bytes bytes, over 64 MiB"
 echo "bundle: $bytes bytes"
 
 # 3. The checks, here: no GPU, so the device checks SKIP with the reason; the CPU run PASSes.
 mkdir -p "$TEST_TMPDIR/out"
-OUT=$TEST_TMPDIR/out "$bundle/run_gpu_checks.sh" > "$TEST_TMPDIR/checks.log" 2>&1 \
+OUT=$TEST_TMPDIR/out "$packed/run_gpu_checks.sh" > "$TEST_TMPDIR/checks.log" 2>&1 \
   || { cat "$TEST_TMPDIR/checks.log"; fail "run_gpu_checks.sh exited non-zero"; }
 results=$TEST_TMPDIR/out/results.txt
 [ -f "$results" ] || fail "no results.txt in \$OUT"

@@ -33,8 +33,20 @@ log_section() { { echo "===== $1"; cat "$2"; echo; } >> "$logs"; }
 tail_of() { tail -n "${2:-15}" "$1" > "$1.tail"; echo "$1.tail"; }
 
 : > "$logs"
-bin=$bundle/bin
-export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The binaries and libraries come packed (payload.tar.xz, unpacked into the work folder: tar's xz,
+# else Python's lzma) or, in a bundle unpacked by hand, as bin/ and lib/ beside this script.
+files=$bundle
+if [ -f "$bundle/payload.tar.xz" ]; then
+  files=$work/payload
+  mkdir -p "$files"
+  if ! { command -v xz > /dev/null && tar -C "$files" -xJf "$bundle/payload.tar.xz"; } 2> "$work/unpack.err"; then
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$bundle/payload.tar.xz" "$files" 2>> "$work/unpack.err" \
+      || { echo "run_gpu_checks: cannot unpack $bundle/payload.tar.xz: $(cat "$work/unpack.err")" >&2; exit 1; }
+  fi
+fi
+bin=$files/bin
+export LD_LIBRARY_PATH="$files/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # --- CUDA libraries the bundle leaves to the machine (NCCL, cuBLAS): the toolkit's folder, or the
 # nvidia-* Python wheels' folders, where the loader does not find them already.
