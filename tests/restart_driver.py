@@ -74,8 +74,13 @@ def main():
     kills = [0]
 
     def killer():
+        # Each start serves 0.2-0.9 s once it listens, then dies: on a loaded machine a start can
+        # take longer than that, and killing it before it listened would prove nothing.
         rng = random.Random(7)
-        while not stop.wait(rng.uniform(0.2, 0.9)):
+        while not stop.is_set():
+            coord.wait_listening()
+            if stop.wait(rng.uniform(0.2, 0.9)):
+                break
             coord.kill()
             kills[0] += 1
             coord.start()
@@ -88,9 +93,15 @@ def main():
     errors = 0
     thread = threading.Thread(target=killer)
     thread.start()
-    deadline = time.time() + seconds
+    # `seconds` at least, and on until enough happened to prove something (a loaded machine does
+    # less in the same time), at most 10 x `seconds`.
+    start = time.time()
+
+    def enough():
+        return (kills[0] >= 5 and sum(len(v) for v in acked_steps.values()) >= 20 and len(acked_jobs) >= 3)
+
     worker_id, job_id, step = "", "", 0
-    while time.time() < deadline:
+    while time.time() < start + seconds or (not enough() and time.time() < start + 10 * seconds):
         try:
             if not job_id:
                 job_id = jobs.SubmitJob(job_pb2.SubmitJobRequest(spec=spec(1000)), timeout=2).job_id
@@ -123,6 +134,7 @@ def main():
                 job_id = ""  # the job failed at a restart (or we lost the rank): start another
             else:
                 time.sleep(0.02)  # the coordinator is down or restarting
+    ran_s = time.time() - start
     stop.set()
     thread.join()
     # A last clean restart, then every acknowledged record must be there.
@@ -167,7 +179,7 @@ def main():
             checked_actions[0] += len(acked_steps[jid])
     coord.kill()
     total_steps = sum(len(v) for v in acked_steps.values())
-    print(f"{kills[0]} SIGKILLs and restarts in {seconds:.0f} s; acknowledged {len(acked_jobs)} jobs and "
+    print(f"{kills[0]} SIGKILLs and restarts in {ran_s:.0f} s; acknowledged {len(acked_jobs)} jobs and "
           f"{total_steps} telemetry steps, {checked_actions[0]} actions in traces, "
           f"{sum(len(v) for v in shown_events.values())} events shown ({errors} calls failed while it was down); "
           f"the last restart (reload "
