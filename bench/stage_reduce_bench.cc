@@ -7,7 +7,7 @@
 // of the same ratio from the measured costs (it assumes a core per rank).
 // A model with many parameters per FLOP (hidden 256, short sequences), so the all-reduce is a
 // visible part of the step; pp 2 x dp 2 = 4 ranks, one thread each, TCP on loopback.
-//   bazel run -c opt //bench:stage_reduce_bench [-- ROUNDS]
+//   bazel run -c opt //bench:stage_reduce_bench [-- ROUNDS [SCHEDULE]]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -161,16 +161,19 @@ void Compare(const std::string& schedule, int rounds) {
   };
   const double pa = predict(true), pb = predict(false);
   std::printf("%-12s pp 2 vpp %d dp 2: REDUCE_GRAD per stage %.4f s vs baseline all-reduce after the step %.4f s: "
-              "ratio %.3f (%s); one stage's all-reduce %.4f s, F %.4f s; simulator with these costs: %.4f vs %.4f s, "
-              "ratio %.3f (%zu steps each)\n",
+              "ratio %.3f (%s); one stage's all-reduce %.4f s, F %.4f s (baseline's F %.4f s, OPT with its "
+              "all-reduce %.4f s); simulator with these costs: %.4f vs %.4f s, ratio %.3f (%zu steps each)\n",
               schedule.c_str(), v, ta, tb, ta / tb, ta < tb ? "faster" : "not faster", ca.Mean(v1::REDUCE_GRAD),
-              ca.Mean(v1::F), pa, pb, pa / pb, a.size());
+              ca.Mean(v1::F), cb.Mean(v1::F), cb.Mean(v1::OPT), pa, pb, pa / pb, a.size());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-  for (const char* schedule : {"interleaved", "zbv", "1f1b"}) Compare(schedule, rounds);
+  const char* only = argc > 2 ? argv[2] : nullptr;  // one schedule, e.g. 1f1b
+  for (const char* schedule : {"interleaved", "zbv", "1f1b"}) {
+    if (only == nullptr || std::string(only) == schedule) Compare(schedule, rounds);
+  }
   return 0;
 }
