@@ -65,8 +65,10 @@ void Declare(FlagSet& f, Options& o) {
                                             "imported CSV) per rank's whole share, same units; holds the rank, "
                                             "counts as idle; default 0");
   f.Double("cost-reshard", &o.cost_reshard, "RESHARD (freeing them), the same way; default 0");
-  f.Double("cost-reduce-grad", &o.cost_reduce_grad, "REDUCE_GRAD (a stage's gradient reduction across replicas), "
-                                                    "the same way; default 0");
+  f.Double("cost-reduce-grad", &o.cost_reduce_grad, "REDUCE_GRAD (a stage's gradient all-reduce across "
+                                                    "data-parallel replicas) per rank's whole share, same units; "
+                                                    "runs in the background on the rank's reduction lane, OPT and "
+                                                    "the rank's step end wait for it; default 0");
   f.Double("overlap", &o.overlap, "OVERLAP_F_B (an imported CSV's overlapped forward and backward): the share of the "
                                   "shorter half hidden under the longer, 0..1; the slot lasts F + B - overlap x "
                                   "min(F, B); default 0: one after the other, as PyTorch's runtime runs them");
