@@ -7,6 +7,7 @@
 #include "schedules/cost_replay.h"
 #include "schedules/max_add_tree.h"
 #include "schedules/simulator.h"
+#include "schedules/v_block_greedy.h"
 
 namespace pipecoord::schedules {
 namespace {
@@ -247,6 +248,13 @@ Result<Schedule> ScheduleFromVBlock(const ScheduleSpec& spec, const std::string&
     for (int r = 0; r < spec.pp; ++r) peaks[r] = std::max(peaks[r], held[r]);
     orders.push_back(std::move(s));
   }
+  // The published construction (v_block_greedy.h) counts memory its own way, so its order is a
+  // candidate only where it stays within those peaks on every rank; first, so ties go to ours.
+  auto greedy = GreedyVBlockOrders(spec.microbatches, block);
+  if (!greedy.ok()) return greedy.status();
+  Schedule published = MakeSchedule(name, spec.pp, 2, spec.microbatches, VPlacement(spec.pp));
+  published.ranks = std::move(greedy).value();
+  if (WithinCaps(RankPeaks(published, spec.costs), peaks)) orders.insert(orders.begin(), std::move(published));
   // Each candidate's order timed with the real costs within the block's peaks (cost_replay.h):
   // which one wins depends on the costs.
   Schedule best;

@@ -12,8 +12,9 @@
 // Building a schedule, as in the paper: repeat the block; give each B's W the first free slot
 // after it (oldest B first); squeeze (move each pass into the earliest free slot its inputs
 // allow, a forward only where it does not raise the rank's peak); and reorder once more moving
-// only B's, with the W's placed again afterwards. The candidate that the cost model runs
-// fastest, among those whose peaks stay at the block's, is returned (compute order only).
+// only B's, with the W's placed again afterwards. The published construction of the same block
+// (v_block_greedy.h) is one more candidate. The candidate that the cost model runs fastest,
+// among those whose peaks stay at the block's, is returned (compute order only).
 #ifndef PIPECOORD_SCHEDULES_V_BLOCK_H_
 #define PIPECOORD_SCHEDULES_V_BLOCK_H_
 
