@@ -2,9 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <vector>
 
+#include "kernels/cpu/attention_reference.h"
 #include "kernels/cpu/gradient_check.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/rng.h"
 
 namespace pipecoord::kernels::cpu {
 namespace {
@@ -41,6 +47,220 @@ TEST(AttentionTest, CausalRowsSumToOneAndFirstTokenCopiesItsValue) {
   }
   // Token 0 attends only to itself: o_0 = v_0 exactly (probability 1).
   for (int64_t c = 0; c < d.hidden(); ++c) EXPECT_EQ(o[c], v[c]);
+}
+
+// The fp32 path (per-head sgemm, float softmax) against the double reference,
+// element by element, within a first-order error bound built from the textbook
+// one for a K-term fp32 sum of products (Higham, Accuracy and Stability of
+// Numerical Algorithms, 2nd ed., eq. 3.5: |computed - exact| <= gamma_K sum_k
+// |a_k b_k|, gamma_K = K u / (1 - K u), u = 2^-24) carried through each step of
+// the float path, all terms computed here in double:
+//   scores  s_ij = scale q_i . k_j: error <= E_i = gamma_{d+2} scale max_j
+//   sum_c |q_ic k_jc|
+//           (d products, sgemm's alpha multiply, scale rounded to float);
+//   exp     e_ij = exp(s_ij - m_i): relative error <= 2 E_i (both s_ij and the
+//   row maximum m_i
+//           move) + u (L_i + 2) (the subtraction's rounding, L_i = max_j (m_i -
+//           s_ij), and glibc's expf, under 1 ulp);
+//   probs   p_ij = e_ij / sum_j e_ij: relative error <= theta_i = 2 (2 E_i + u
+//   (L_i + 2)) +
+//           gamma_{i+1} (the i + 1 term positive sum) + u (the division);
+//   output  o_ic = sum_j p_ij v_jc: error <= (theta_i + gamma_s) sum_j p_ij
+//   |v_jc| (theta from
+//           the probabilities, gamma_s from sgemm's s-term sum);
+// plus u |reference| for the reference's own rounding to float. Backward, given
+// the same saved probabilities: dP_ij = do_i . v_j within gamma_d B_ij (B_ij =
+// sum_c |do_ic v_jc|); the row sum r_i = sum_j p_ij dP_ij within R_i = sum_j
+// p_ij gamma_d B_ij + gamma_{i+1} sum_j p_ij |dP_ij|; dS_ij = p_ij (dP_ij -
+// r_i) within D_ij = p_ij (gamma_d B_ij + R_i + 2u (|dP_ij| + |r_i|)) (the
+// subtraction and the product); dq_i = scale sum_j dS_ij k_j within scale
+// (sum_j D_ij |k_jc| + gamma_{s+1} sum_j |dS_ij k_jc|) + u |dq| (scale in
+// float), dk the same with q and the transpose, dv_j = sum_i p_ij do_i within
+// gamma_s sum_i p_ij |do_ic|. The test prints the worst error as a fraction of
+// its bound.
+struct BoundCheck {
+  const char* what;
+  double worst = 0;  // max error / bound
+  void Expect(double got, double want, double bound, int64_t at) {
+    const double err = std::abs(got - want);
+    ASSERT_LE(err, bound) << what << " element " << at << ": " << got << " vs " << want;
+    if (bound > 0) worst = std::max(worst, err / bound);
+  }
+  void Print() const { std::printf("%s: worst |error| / bound = %.3g\n", what, worst); }
+};
+
+double Gamma(int64_t n) {
+  const double u = std::ldexp(1.0, -24);
+  return n * u / (1 - n * u);
+}
+
+// Past OpenBLAS's register tiles in every dimension, ragged edges, several
+// samples and heads.
+constexpr AttentionDims kBig{2, 150, 3, 24};
+
+std::vector<float> Uniform(int64_t n, uint64_t seed, float range) {
+  std::vector<float> v(static_cast<size_t>(n));
+  Rng(seed).FillUniform(v.data(), n, -range, range);
+  return v;
+}
+
+TEST(AttentionTest, Fp32ForwardWithinItsErrorBoundOfTheReference) {
+  const AttentionDims d = kBig;
+  const int64_t size = d.batch * d.seq * d.hidden(), s = d.seq, hd = d.head_dim;
+  // Scores of a few units, so the softmax is neither flat nor one-hot.
+  const std::vector<float> q = Uniform(size, 41, 2), k = Uniform(size, 42, 2),
+                           v = Uniform(size, 43, 1);
+  std::vector<float> probs(d.probs_size()), o(size), want_probs(d.probs_size()), want_o(size);
+  AttentionForward(q.data(), k.data(), v.data(), probs.data(), o.data(), d);
+  AttentionForwardReference(q.data(), k.data(), v.data(), want_probs.data(), want_o.data(), d);
+  const double u = std::ldexp(1.0, -24), scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  BoundCheck check_p{"attention probs (F)"}, check_o{"attention o (F)"};
+  for (int64_t b = 0; b < d.batch; ++b) {
+    for (int64_t h = 0; h < d.heads; ++h) {
+      const int64_t base = b * s * d.hidden() + h * hd;
+      const int64_t pbase = (b * d.heads + h) * s * s;
+      for (int64_t i = 0; i < s; ++i) {
+        std::vector<double> score(i + 1);
+        double abs_max = 0, mx = -INFINITY, mn = INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0, abs = 0;
+          for (int64_t c = 0; c < hd; ++c) {
+            const double a = q[base + i * d.hidden() + c], bb = k[base + j * d.hidden() + c];
+            dot += a * bb;
+            abs += std::abs(a * bb);
+          }
+          score[j] = scale * dot;
+          abs_max = std::max(abs_max, abs);
+          mx = std::max(mx, score[j]);
+          mn = std::min(mn, score[j]);
+        }
+        const double e = Gamma(hd + 2) * scale * abs_max;
+        const double theta = 2 * (2 * e + u * (mx - mn + 2)) + Gamma(i + 1) + u;
+        for (int64_t j = 0; j < s; ++j) {
+          const double p = want_probs[pbase + i * s + j];
+          check_p.Expect(probs[pbase + i * s + j], p, (theta + u) * p, pbase + i * s + j);
+        }
+        for (int64_t c = 0; c < hd; ++c) {
+          double w = 0;
+          for (int64_t j = 0; j <= i; ++j) {
+            w += double{want_probs[pbase + i * s + j]} * std::abs(v[base + j * d.hidden() + c]);
+          }
+          const int64_t at = base + i * d.hidden() + c;
+          check_o.Expect(o[at], want_o[at], (theta + Gamma(s)) * w + u * std::abs(want_o[at]), at);
+        }
+      }
+    }
+  }
+  check_p.Print();
+  check_o.Print();
+}
+
+TEST(AttentionTest, Fp32BackwardWithinItsErrorBoundOfTheReference) {
+  const AttentionDims d = kBig;
+  const int64_t size = d.batch * d.seq * d.hidden(), s = d.seq, hd = d.head_dim;
+  const int64_t ld = d.hidden();
+  const std::vector<float> q = Uniform(size, 44, 2), k = Uniform(size, 45, 2),
+                           v = Uniform(size, 46, 1), dout = Uniform(size, 47, 1);
+  std::vector<float> probs(d.probs_size()), o(size);
+  AttentionForwardReference(q.data(), k.data(), v.data(), probs.data(), o.data(), d);
+  std::vector<float> dq(size), dk(size), dv(size), want_dq(size), want_dk(size), want_dv(size);
+  AttentionBackward(dout.data(), q.data(), k.data(), v.data(), probs.data(), dq.data(), dk.data(),
+                    dv.data(), d);
+  AttentionBackwardReference(dout.data(), q.data(), k.data(), v.data(), probs.data(),
+                             want_dq.data(), want_dk.data(), want_dv.data(), d);
+  const double u = std::ldexp(1.0, -24), scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  BoundCheck check_dq{"attention dq (B)"}, check_dk{"attention dk (B)"},
+      check_dv{"attention dv (B)"};
+  for (int64_t b = 0; b < d.batch; ++b) {
+    for (int64_t h = 0; h < d.heads; ++h) {
+      const int64_t base = b * s * ld + h * hd;
+      const float* p = probs.data() + (b * d.heads + h) * s * s;
+      // dS (exact, in double) and its error bound D, row by row.
+      std::vector<double> ds(s * s, 0.0), bound_ds(s * s, 0.0);
+      for (int64_t i = 0; i < s; ++i) {
+        std::vector<double> dp(i + 1), bnd(i + 1);
+        double row = 0, row_bound = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0, abs = 0;
+          for (int64_t c = 0; c < hd; ++c) {
+            const double a = dout[base + i * ld + c], bb = v[base + j * ld + c];
+            dot += a * bb;
+            abs += std::abs(a * bb);
+          }
+          dp[j] = dot;
+          bnd[j] = Gamma(hd) * abs;
+          row += p[i * s + j] * dot;
+          row_bound += p[i * s + j] * (bnd[j] + Gamma(i + 1) * std::abs(dot));
+        }
+        for (int64_t j = 0; j <= i; ++j) {
+          ds[i * s + j] = p[i * s + j] * (dp[j] - row);
+          bound_ds[i * s + j] =
+              p[i * s + j] * (bnd[j] + row_bound + 2 * u * (std::abs(dp[j]) + std::abs(row)));
+        }
+      }
+      for (int64_t r = 0; r < s; ++r) {
+        for (int64_t c = 0; c < hd; ++c) {
+          double bq = 0, aq = 0, bk = 0, ak = 0, av = 0;
+          for (int64_t j = 0; j < s; ++j) {
+            // dq row r: sum over j of dS_rj k_j; dk row r: sum over i of dS_ir
+            // q_i; dv row r: sum over i of P_ir do_i.
+            bq += bound_ds[r * s + j] * std::abs(k[base + j * ld + c]);
+            aq += std::abs(ds[r * s + j] * k[base + j * ld + c]);
+            bk += bound_ds[j * s + r] * std::abs(q[base + j * ld + c]);
+            ak += std::abs(ds[j * s + r] * q[base + j * ld + c]);
+            av += p[j * s + r] * std::abs(dout[base + j * ld + c]);
+          }
+          const int64_t at = base + r * ld + c;
+          check_dq.Expect(dq[at], want_dq[at],
+                          scale * (bq + Gamma(s + 1) * aq) + 2 * u * std::abs(want_dq[at]), at);
+          check_dk.Expect(dk[at], want_dk[at],
+                          scale * (bk + Gamma(s + 1) * ak) + 2 * u * std::abs(want_dk[at]), at);
+          check_dv.Expect(dv[at], want_dv[at], Gamma(s) * av + u * std::abs(want_dv[at]), at);
+        }
+      }
+    }
+  }
+  check_dq.Print();
+  check_dk.Print();
+  check_dv.Print();
+}
+
+// Bit-exact checkpoint resume needs the same bits from the same inputs every
+// time, whatever the buffers' addresses, at one thread and at several.
+TEST(AttentionTest, Fp32PathIsBitExactOnRerunsAtAFixedThreadCount) {
+  const AttentionDims d = kBig;
+  const int64_t size = d.batch * d.seq * d.hidden();
+  const std::vector<float> q = Uniform(size, 48, 2), k = Uniform(size, 49, 2),
+                           v = Uniform(size, 50, 1), dout = Uniform(size, 51, 1);
+  auto run = [&](int offset) {  // every buffer shifted by `offset` floats
+    auto shifted = [&](const std::vector<float>& x) {
+      std::vector<float> y(x.size() + offset);
+      std::copy(x.begin(), x.end(), y.begin() + offset);
+      return y;
+    };
+    std::vector<float> qs = shifted(q), ks = shifted(k), vs = shifted(v), ds = shifted(dout);
+    std::vector<float> probs(d.probs_size() + offset), o(size + offset), dq(size + offset),
+        dk(size + offset), dv(size + offset);
+    AttentionForward(qs.data() + offset, ks.data() + offset, vs.data() + offset,
+                     probs.data() + offset, o.data() + offset, d);
+    AttentionBackward(ds.data() + offset, qs.data() + offset, ks.data() + offset,
+                      vs.data() + offset, probs.data() + offset, dq.data() + offset,
+                      dk.data() + offset, dv.data() + offset, d);
+    std::vector<float> out(probs.begin() + offset, probs.end());
+    for (const std::vector<float>* t : {&o, &dq, &dk, &dv}) {
+      out.insert(out.end(), t->begin() + offset, t->end());
+    }
+    return out;
+  };
+  const int before = GemmThreads();
+  for (int threads : {1, 2}) {
+    SetGemmThreads(threads);
+    const std::vector<float> first = run(0);
+    for (int offset : {0, 1, 3, 16}) {
+      EXPECT_TRUE(run(offset) == first) << threads << " thread(s), offset " << offset;
+    }
+  }
+  SetGemmThreads(before);
 }
 
 TEST(AttentionTest, BackwardMatchesFiniteDifferences) {

@@ -20,16 +20,6 @@ namespace {
 std::atomic<int> g_threads{0};  // 0: not yet set
 std::mutex g_threads_mu;
 
-// PIPECOORD_CPU_GEMM=reference: the fp32 GEMMs run the reference loops (linear_reference.h), as
-// before the move to OpenBLAS: what before/after comparisons (the demo's step time) switch.
-bool UseReference() {
-  static const bool reference = [] {
-    const char* env = std::getenv("PIPECOORD_CPU_GEMM");
-    return env != nullptr && std::string(env) == "reference";
-  }();
-  return reference;
-}
-
 // Sets OpenBLAS's thread count once before the first GEMM (and on every change).
 void EnsureThreads() {
   if (g_threads.load(std::memory_order_acquire) > 0) return;
@@ -46,7 +36,17 @@ void EnsureThreads() {
 
 int Int(int64_t v) { return static_cast<int>(v); }
 
+bool UseReference() { return ReferenceKernelsRequested(); }
+
 }  // namespace
+
+bool ReferenceKernelsRequested() {
+  static const bool reference = [] {
+    const char* env = std::getenv("PIPECOORD_CPU_GEMM");
+    return env != nullptr && std::string(env) == "reference";
+  }();
+  return reference;
+}
 
 int GemmThreads() {
   EnsureThreads();

@@ -20,6 +20,11 @@ void LinearBackwardInputReference(const T* dy, const T* w, T* dx, const LinearDi
 template <typename T>
 void LinearBackwardWeightReference(const T* dy, const T* x, T* dw, const LinearDims& d);
 
+// PIPECOORD_CPU_GEMM=reference in the environment (read once): the fp32 GEMMs (linear.h) and
+// attention (attention.h) run their reference loops instead of OpenBLAS, as before the move:
+// what before/after comparisons (the demo's step time) switch.
+bool ReferenceKernelsRequested();
+
 }  // namespace pipecoord::kernels::cpu
 
 #endif  // PIPECOORD_KERNELS_CPU_LINEAR_REFERENCE_H_

@@ -27,7 +27,11 @@ tolerance, so the optimizer's conditioning, not the model, decides the result. G
 checked on every element (one micro-batch's directly; a pipelined step's through the AdamW
 moments, which are linear in them). The left-out elements are counted and printed, and at most
 2 % of a model's elements may be left out; elements whose gradient was exactly 0 throughout stay
-in (their weights must match too).
+in (their weights must match too). A left-out element can still differ by 2 lr (AdamW's first
+step is lr x sign(gradient), and a gradient within fp32 rounding of zero has no reliable sign),
+which changes the next steps' gradients everywhere: so where the dump has each step's weights
+(microbatch mode: "step/<t>/"), PyTorch starts each step from ours after the step before, and
+every step's weights are checked on their own.
 """
 import argparse
 import sys
@@ -123,6 +127,12 @@ def compare(dump, dtype, args, report):
     ill = {n: torch.zeros_like(p, dtype=torch.bool) for n, p in model.named_parameters()}
     beta2 = opt.defaults["betas"][1]
     for step in range(steps):
+        if step > 0 and "step/%d/output.weight" % step in t:
+            # Each step starts from our weights after the one before: an element whose update
+            # the conditioning rule below leaves out (its first step is lr x sign(gradient), and
+            # that sign can differ between two correct fp32 runs) must not steer the later steps'
+            # gradients away from ours, so every step is checked on its own.
+            load_weights(model, {n: t["step/%d/%s" % (step, n)] for n, _ in model.named_parameters()})
         opt.zero_grad(set_to_none=False)
         step_loss = 0.0
         for mb in range(m):
@@ -141,6 +151,9 @@ def compare(dump, dtype, args, report):
         for n, p in model.named_parameters():
             rms = (opt.state[p]["exp_avg_sq"].double() / (1 - beta2 ** (step + 1))).sqrt()
             ill[n] |= (rms > 0) & (rms < ILL_CONDITIONED * p.grad.abs().max().item())
+        if "step/%d/output.weight" % (step + 1) in t and step + 1 < steps:
+            compare_weights(report, "weights after AdamW step %d" % (step + 1), t,
+                            "step/%d/" % (step + 1), model, ill)
     report.check("step losses", {"step %d" % i: rel(t["losses"][i:i + 1], torch.tensor([l]))
                                  for i, l in enumerate(losses)})
     if "trained/" + "output.weight" in t:

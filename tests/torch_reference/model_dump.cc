@@ -7,7 +7,8 @@
 //     first micro-batch's tokens and targets ("data/0/0/inputs", ".../targets"), its logits
 //     ("logits" [b*s, vocab]), loss ("loss" F64 [1]) and every parameter's gradient
 //     ("grad/<name>"); then N AdamW steps with weight decay, one micro-batch each (data/<step>/0),
-//     and the weights after them ("trained/<name>") and the step losses ("losses" F64 [N]).
+//     the weights after each ("step/<t>/<name>", t = 1..N) and after them all ("trained/<name>"),
+//     and the step losses ("losses" F64 [N]).
 //
 //   model_dump pipelined --out F --schedule S --pp P [--vpp V] --microbatches M [shape flags]
 //     The job run pipelined in one process (worker/daemon/local_run.h: one thread and executor
@@ -184,6 +185,7 @@ Status MicroBatch(const Options& o, Dump* dump) {
     }
     PIPECOORD_RETURN_IF_ERROR(m.OptimizerStep(adamw));
     m.ZeroGrad();
+    Weights("step/" + std::to_string(step + 1) + "/", m, dump);
   }
   dump->F64("losses", losses);
   Weights("trained/", m, dump);
