@@ -49,35 +49,28 @@ TEST(AttentionTest, CausalRowsSumToOneAndFirstTokenCopiesItsValue) {
   for (int64_t c = 0; c < d.hidden(); ++c) EXPECT_EQ(o[c], v[c]);
 }
 
-// The fp32 path (per-head sgemm, float softmax) against the double reference,
-// element by element, within a first-order error bound built from the textbook
-// one for a K-term fp32 sum of products (Higham, Accuracy and Stability of
-// Numerical Algorithms, 2nd ed., eq. 3.5: |computed - exact| <= gamma_K sum_k
-// |a_k b_k|, gamma_K = K u / (1 - K u), u = 2^-24) carried through each step of
-// the float path, all terms computed here in double:
-//   scores  s_ij = scale q_i . k_j: error <= E_i = gamma_{d+2} scale max_j
-//   sum_c |q_ic k_jc|
-//           (d products, sgemm's alpha multiply, scale rounded to float);
-//   exp     e_ij = exp(s_ij - m_i): relative error <= 2 E_i (both s_ij and the
-//   row maximum m_i
-//           move) + u (L_i + 2) (the subtraction's rounding, L_i = max_j (m_i -
-//           s_ij), and glibc's expf, under 1 ulp);
-//   probs   p_ij = e_ij / sum_j e_ij: relative error <= theta_i = 2 (2 E_i + u
-//   (L_i + 2)) +
-//           gamma_{i+1} (the i + 1 term positive sum) + u (the division);
-//   output  o_ic = sum_j p_ij v_jc: error <= (theta_i + gamma_s) sum_j p_ij
-//   |v_jc| (theta from
-//           the probabilities, gamma_s from sgemm's s-term sum);
-// plus u |reference| for the reference's own rounding to float. Backward, given
-// the same saved probabilities: dP_ij = do_i . v_j within gamma_d B_ij (B_ij =
-// sum_c |do_ic v_jc|); the row sum r_i = sum_j p_ij dP_ij within R_i = sum_j
-// p_ij gamma_d B_ij + gamma_{i+1} sum_j p_ij |dP_ij|; dS_ij = p_ij (dP_ij -
-// r_i) within D_ij = p_ij (gamma_d B_ij + R_i + 2u (|dP_ij| + |r_i|)) (the
-// subtraction and the product); dq_i = scale sum_j dS_ij k_j within scale
-// (sum_j D_ij |k_jc| + gamma_{s+1} sum_j |dS_ij k_jc|) + u |dq| (scale in
-// float), dk the same with q and the transpose, dv_j = sum_i p_ij do_i within
-// gamma_s sum_i p_ij |do_ic|. The test prints the worst error as a fraction of
-// its bound.
+// The fp32 path (per-head sgemm; softmax and its backward row sums in double, rounded once) against
+// the double reference, element by element, within a first-order error bound built from the
+// textbook one for a K-term fp32 sum of products (Higham, Accuracy and Stability of Numerical
+// Algorithms, 2nd ed., eq. 3.5: |computed - exact| <= gamma_K sum_k |a_k b_k|,
+// gamma_K = K u / (1 - K u), u = 2^-24) carried through each step, all terms computed here in
+// double (eps = 2^-52 covers the path's own double arithmetic):
+//   scores  s_ij = scale q_i . k_j (sgemm): error <= E_i = gamma_{d+2} scale max_j sum_c |q_ic
+//   k_jc|
+//           (d products, the alpha multiply, scale rounded to float);
+//   probs   p_ij = softmax_j(s_ij): a score error of at most E_i moves log p_ij by at most 2 E_i,
+//           then one rounding to float: relative error <= theta_i = 2 E_i + u + eps (L_i + i + 3),
+//           L_i = max_j (m_i - s_ij) the exponents' range;
+//   output  o_ic = sum_j p_ij v_jc (sgemm): error <= (theta_i + gamma_s) sum_j p_ij |v_jc|;
+// plus u |reference| for the reference's own rounding to float. Backward, given the same saved
+// probabilities: dP_ij = do_i . v_j (sgemm) within gamma_d B_ij (B_ij = sum_c |do_ic v_jc|); the
+// row sum r_i = sum_j p_ij dP_ij (double) within R_i = sum_j p_ij gamma_d B_ij;
+// dS_ij = p_ij (dP_ij - r_i) (double, rounded once) within
+// D_ij = p_ij (gamma_d B_ij + R_i + eps (i + 3) (|dP_ij| + |r_i|)) + u |dS_ij|;
+// dq_i = scale sum_j dS_ij k_j (sgemm, scale as alpha) within
+// scale (sum_j D_ij |k_jc| + gamma_{s+1} sum_j |dS_ij k_jc|) + 2u |dq| (scale in float, the
+// reference's rounding); dk the same with q and the transpose; dv_j = sum_i p_ij do_i within
+// gamma_s sum_i p_ij |do_ic| + u |dv|. The test prints the worst error as a fraction of its bound.
 struct BoundCheck {
   const char* what;
   double worst = 0;  // max error / bound
@@ -135,9 +128,10 @@ TEST(AttentionTest, Fp32ForwardWithinItsErrorBoundOfTheReference) {
           mn = std::min(mn, score[j]);
         }
         const double e = Gamma(hd + 2) * scale * abs_max;
-        const double theta = 2 * (2 * e + u * (mx - mn + 2)) + Gamma(i + 1) + u;
+        const double eps = std::ldexp(1.0, -52);
+        const double theta = 2 * e + u + eps * (mx - mn + i + 3);
         for (int64_t j = 0; j < s; ++j) {
-          const double p = want_probs[pbase + i * s + j];
+          const double p = want_probs[pbase + i * s + j];  // + u below: the reference's rounding
           check_p.Expect(probs[pbase + i * s + j], p, (theta + u) * p, pbase + i * s + j);
         }
         for (int64_t c = 0; c < hd; ++c) {
@@ -190,12 +184,14 @@ TEST(AttentionTest, Fp32BackwardWithinItsErrorBoundOfTheReference) {
           dp[j] = dot;
           bnd[j] = Gamma(hd) * abs;
           row += p[i * s + j] * dot;
-          row_bound += p[i * s + j] * (bnd[j] + Gamma(i + 1) * std::abs(dot));
+          row_bound += p[i * s + j] * bnd[j];
         }
         for (int64_t j = 0; j <= i; ++j) {
           ds[i * s + j] = p[i * s + j] * (dp[j] - row);
-          bound_ds[i * s + j] =
-              p[i * s + j] * (bnd[j] + row_bound + 2 * u * (std::abs(dp[j]) + std::abs(row)));
+          const double eps = std::ldexp(1.0, -52);
+          bound_ds[i * s + j] = p[i * s + j] * (bnd[j] + row_bound +
+                                                eps * (i + 3) * (std::abs(dp[j]) + std::abs(row))) +
+                                u * std::abs(ds[i * s + j]);
         }
       }
       for (int64_t r = 0; r < s; ++r) {
