@@ -14,29 +14,11 @@
 
 Errors are PipecoordError subclasses (InvalidArgument, NotFound, ...), never raw grpc errors.
 The generated modules (proto/*_pb2.py) must be importable: Bazel builds them as //proto:api_py;
-examples put their output folder on sys.path (see python/examples/).
+examples put their output folder on sys.path (see python/examples/). The client is imported on
+first use of one of its names (PEP 562 module __getattr__), so the package's other modules
+(pipecoord.reference_model, pipecoord.safetensors_io, ...) import without the generated protos.
 """
-from pipecoord.client import (
-    TERMINAL_STATES,
-    Client,
-    DryRun,
-    EventUpdate,
-    FailedPrecondition,
-    InvalidArgument,
-    Job,
-    JobFailed,
-    NotFound,
-    PermissionDenied,
-    PipecoordError,
-    ResourceExhausted,
-    StateUpdate,
-    StepUpdate,
-    Unauthenticated,
-    Unavailable,
-    load_spec,
-    state_name,
-    typed_updates,
-)
+import importlib
 
 __all__ = [
     "TERMINAL_STATES",
@@ -59,3 +41,13 @@ __all__ = [
     "state_name",
     "typed_updates",
 ]
+
+
+def __getattr__(name):
+    if name in __all__:
+        return getattr(importlib.import_module("pipecoord.client"), name)
+    raise AttributeError("module 'pipecoord' has no attribute %r" % name)
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

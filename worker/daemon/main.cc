@@ -15,6 +15,7 @@
 #include "common/client_credentials.h"
 #include "common/flags.h"
 #include "common/host_memory.h"
+#include "kernels/cpu/freed_memory.h"
 #include "worker/daemon/daemon.h"
 #include "worker/daemon/fault_injection.h"
 
@@ -66,6 +67,9 @@ int main(int argc, char** argv) {
   if (st.ok() && coordinator_addr.empty()) st = InvalidArgument("--coordinator: required (or set PIPECOORD_ADDR)");
   if (st.ok() && flags.Given("checkpoint-dir") && checkpoint_dir.empty()) st = InvalidArgument("--checkpoint-dir: must not be empty");
   if (st.ok() && device != "cpu" && device != "cuda") st = InvalidArgument("--device: must be cpu or cuda, got \"" + device + "\"");
+  // Each micro-batch's saved activations reuse the memory the last one freed instead of
+  // page-faulting anew (kernels/cpu/freed_memory.h): about a fifth of a CPU block's time.
+  kernels::cpu::KeepFreedHostMemory();
   worker::DaemonOptions options;
   if (st.ok() && flags.Given("memory")) {
     auto bytes = ParseByteSize(memory, "--memory");
