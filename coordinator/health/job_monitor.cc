@@ -3,6 +3,7 @@
 #include "coordinator/health/event_text.h"
 #include "jobplan/idle_breakdown.h"
 #include "jobplan/rebalance.h"
+#include "jobplan/stage_work.h"
 #include "proto/op_kinds.h"
 
 namespace pipecoord::coordinator::health {
@@ -17,6 +18,7 @@ JobMonitor::JobMonitor(const v1::Job& job, MetricsSink* sink)
   if (!settings_.enabled) return;
   if (plan_) bubble_ = std::make_unique<BubbleCheck>(settings_, *plan_, pp_, world_);
   straggler_ = std::make_unique<StragglerCheck>(settings_, pp_, world_);
+  stage_work_ = jobplan::StageWorkFactors(job.spec(), job.plan());
   memory_ = std::make_unique<MemoryCheck>(settings_, budgets_, pp_, world_);
   probe_ = std::make_unique<ProbeCheck>(job.spec().model().seed(), settings_.probe_size, pp_, world_);
 }
@@ -108,7 +110,10 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
       for (const v1::ActionTiming& t : actions) {
         if (!v1::IsCompute(t.action().op())) continue;
         if (k < slots.size() && slots[k].end > slots[k].start) {
-          const double cost = slots[k].end - slots[k].start;
+          // The plan prices the head at nothing; the straggler check compares work (stage_work.h).
+          const int stage = t.action().stage();
+          const double work = stage >= 0 && stage < static_cast<int>(stage_work_.size()) ? stage_work_[stage] : 1.0;
+          const double cost = (slots[k].end - slots[k].start) * work;
           straggler_->Add(g, step, t.action().op(), (t.end_ns() - t.start_ns()) * 1e-9 / cost, cost);
         }
         ++k;

@@ -91,6 +91,7 @@ class JobMonitor {
   double scale_ = 0;  // seconds per cost unit, refreshed once per completed step
   v1::JobSpec spec_;
   v1::Plan plan_proto_;
+  std::vector<double> stage_work_;  // per virtual stage: the head's extra work (stage_work.h)
   int steps_measured_ = 0;  // this attempt's
   std::vector<jobplan::StepActions> calibration_steps_;
   std::optional<jobplan::CalibratedJob> calibrated_;
