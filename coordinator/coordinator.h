@@ -9,6 +9,7 @@
 #ifndef PIPECOORD_COORDINATOR_COORDINATOR_H_
 #define PIPECOORD_COORDINATOR_COORDINATOR_H_
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -121,7 +122,8 @@ class Coordinator {
                                             const v1::RendezvousRequest& request,
                                             Clock::time_point deadline);
 
-  // Expires leases (failing their jobs); the server calls it periodically.
+  // Expires leases (failing their jobs) and runs the jobs' timed health checks (the hang
+  // check); the server calls it every TickPeriod(lease).
   void Tick();
   // Wakes every waiter so streaming handlers can end (server shutdown).
   void Shutdown();
@@ -164,6 +166,13 @@ class Coordinator {
   std::vector<std::unique_ptr<JobRecord>> jobs_;          // submission order
   WorkerRegistry workers_;
 };
+
+// How often the server calls Coordinator::Tick: lease / 8 (a lost lease is seen within 1/8 of
+// it), at most 200 ms so that a hang is seen within deadline + 200 ms of the rank's last
+// progress whatever the lease (docs/monitoring.md), at least 25 ms.
+constexpr std::chrono::milliseconds TickPeriod(std::chrono::milliseconds lease) {
+  return std::chrono::milliseconds(std::clamp<int64_t>(lease.count() / 8, 25, 200));
+}
 
 }  // namespace pipecoord::coordinator
 

@@ -55,6 +55,14 @@ std::vector<v1::WorkerCommand> Commands(Coordinator& c, const std::string& worke
   return out;
 }
 
+TEST(CoordinatorTest, TicksEveryEighthOfTheLeaseWithin25To200Ms) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(TickPeriod(milliseconds(5000)), milliseconds(200));  // the default lease: the 200 ms cap
+  EXPECT_EQ(TickPeriod(milliseconds(1500)), milliseconds(187));
+  EXPECT_EQ(TickPeriod(milliseconds(100)), milliseconds(25));
+  EXPECT_EQ(TickPeriod(milliseconds(3'600'000)), milliseconds(200));
+}
+
 TEST(CoordinatorTest, SubmitWaitsForWorkersThenDispatchesEachRank) {
   Coordinator c;
   auto job = c.SubmitJob(jobplan::TinySpec());

@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   while (!g_stop) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::max(25, lease_ms / 8)));
+    std::this_thread::sleep_for(coordinator::TickPeriod(options.lease));
     core.Tick();
   }
   web.reset();

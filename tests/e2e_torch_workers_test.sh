@@ -70,6 +70,22 @@ for bad, why in [("oom:1:5", 'KIND must be slow, hang or corrupt on a torch work
         raise SystemExit(f"{bad} accepted")
     except ValueError as e:
         assert str(e) == f"--inject {bad}: {why}", e
+
+# The heartbeat's progress_age_ns (the hang check dates the last progress by it), on an injected
+# clock: the time since the position last changed, measured when the snapshot is taken.
+from pipecoord import torch_executor
+from proto import schedule_pb2, worker_pb2
+now = [1_000]
+torch_executor.time.monotonic_ns = lambda: now[0]
+progress = torch_executor.Progress(worker_pb2.Assignment(job_id="job-1", rank=1))
+now[0] = 3_000
+assert progress.snapshot().progress_age_ns == 2_000
+progress.start(0, 4, schedule_pb2.Action(), 0)  # position (0, 4) at 3000
+now[0] = 7_500
+progress.input_ready()  # the same position: not progress
+progress.done()
+snap = progress.snapshot()
+assert (snap.action_index, snap.progress_age_ns) == (4, 4_500), snap
 PY
 
 # --- 1. Losses against one process ---

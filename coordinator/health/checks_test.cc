@@ -135,6 +135,65 @@ TEST(HangCheck, NamesTheRankAtTheEndOfTheWaitChain) {
   EXPECT_FALSE(h.OnTick(3 * kSec + kSec / 2, 0.1));  // progress again: the episode ends
 }
 
+// The coordinator's tick period at any lease (coordinator.h TickPeriod: at most 200 ms).
+constexpr int64_t kTickNs = 200'000'000;
+
+// One rank runs an action every 10 ms from t = 0 and stops at `stop_ns` (its last position
+// change); the worker heartbeats every `heartbeat_ns` (lease / 3) with the Progress it holds
+// then, arriving `hop_ns` later; the coordinator ticks every kTickNs. Returns when the HANG
+// event came, or -1.
+int64_t HangDetectedAt(int64_t heartbeat_ns, int64_t hop_ns, int64_t stop_ns, bool send_age = true) {
+  HangCheck h(jobplan::HealthSettings(), 1, 1, 1000, 0);  // defaults: deadline max(10 s, 5 x 0.1 s) = 10 s
+  int64_t next_beat = heartbeat_ns, next_tick = kTickNs;
+  while (next_tick < 60 * kSec) {
+    if (next_beat + hop_ns <= next_tick) {
+      const int64_t sent = next_beat, moved = std::min(sent, stop_ns) / 10'000'000 * 10'000'000;
+      v1::Progress p = At(0, static_cast<int>(moved / 10'000'000), v1::F, 0, 0, -1);
+      if (send_age) p.set_progress_age_ns(sent - moved);
+      h.OnProgress(0, p, sent + hop_ns);
+      next_beat += heartbeat_ns;
+    } else {
+      if (h.OnTick(next_tick, 0.1)) return next_tick;
+      next_tick += kTickNs;
+    }
+  }
+  return -1;
+}
+
+TEST(HangCheck, DatesProgressByItsAgeSoTheLeaseDoesNotDelayDetection) {
+  // The rank last progressed at 3.2 s: seen at the first tick more than the 10 s deadline later
+  // (13.4 s; 13.2 s is exactly 10 s, not more), at the default 5 s lease's 1.67 s heartbeats as at
+  // 0.5 s or 3 s ones; a 1 ms hop moves it by at most one tick.
+  for (int64_t beat : {kSec / 2, 5 * kSec / 3, 3 * kSec}) {
+    EXPECT_EQ(HangDetectedAt(beat, 0, 3'200'000'000), 13'400'000'000) << beat;
+    EXPECT_EQ(HangDetectedAt(beat, 1'000'000, 3'200'000'000), 13'400'000'000) << beat;
+    EXPECT_EQ(HangDetectedAt(beat, 1'000'000, 3'150'000'000), 13'200'000'000) << beat;
+  }
+  // A worker that sends no age (progress_age_ns 0) is dated by arrival, as before: the last
+  // change (3.2 s) arrives with the beat at 3.33 s at 1.67 s beats (seen at 13.4 s), with the
+  // beat at 6 s at 3 s beats (seen at 16.2 s: the lag the age removes).
+  EXPECT_EQ(HangDetectedAt(5 * kSec / 3, 0, 3'200'000'000, false), 13'400'000'000);
+  EXPECT_EQ(HangDetectedAt(3 * kSec, 0, 3'200'000'000, false), 16'200'000'000);
+}
+
+TEST(HangCheck, AnAgeNeverDatesProgressBeforeTheRanksPreviousChange) {
+  jobplan::HealthSettings s;
+  s.hang_floor_s = 1;
+  HangCheck h(s, 1, 1, 100, 0);
+  v1::Progress p = At(0, 1, v1::F, 0, 0, -1);
+  p.set_progress_age_ns(100 * kSec);  // older than the job: dated at the job's start
+  h.OnProgress(0, p, 2 * kSec);
+  EXPECT_FALSE(h.OnTick(kSec, 0.1));
+  ASSERT_TRUE(h.OnTick(kSec + 1, 0.1));
+  p = At(0, 2, v1::F, 0, 0, -1);
+  p.set_progress_age_ns(-kSec);  // from the future: dated at its arrival
+  h.OnProgress(0, p, 3 * kSec);
+  EXPECT_FALSE(h.OnTick(4 * kSec, 0.1));  // progress: the episode ended
+  auto e = h.OnTick(4 * kSec + 1, 0.1);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message().find("no progress for 1.00 s (deadline 1.00 s"), std::string::npos) << e->message();
+}
+
 TEST(HangCheck, FinishedRanksNeverHang) {
   HangCheck h(jobplan::HealthSettings(), 1, 1, 3, 0);
   h.OnStepReported(0, 2, kSec);

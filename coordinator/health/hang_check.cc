@@ -16,11 +16,11 @@ double HangCheck::Deadline(double predicted_step_s) const {
   return std::max(settings_.hang_floor_s, settings_.hang_step_factor * predicted_step_s);
 }
 
-void HangCheck::Advance(int g, int64_t position, int64_t now_ns) {
+void HangCheck::Advance(int g, int64_t position, int64_t at_ns) {
   RankState& r = ranks_[g];
   if (position > r.position) {
     r.position = position;
-    r.changed_ns = now_ns;
+    r.changed_ns = std::max(r.changed_ns, at_ns);
   }
 }
 
@@ -28,7 +28,8 @@ void HangCheck::OnProgress(int g, const v1::Progress& p, int64_t now_ns) {
   if (g < 0 || g >= static_cast<int>(ranks_.size())) return;
   ranks_[g].last = p;
   ranks_[g].has_progress = true;
-  Advance(g, static_cast<int64_t>(p.step()) * 1'000'000 + p.action_index(), now_ns);
+  const int64_t age_ns = std::max<int64_t>(0, p.progress_age_ns());  // a negative age is not from the future
+  Advance(g, static_cast<int64_t>(p.step()) * 1'000'000 + p.action_index(), now_ns - age_ns);
 }
 
 void HangCheck::OnStepReported(int g, int step, int64_t now_ns) {

@@ -23,6 +23,11 @@ class HangCheck {
   // `steps`: the job's step count (a rank past its last step is done, never hung).
   HangCheck(const jobplan::HealthSettings& settings, int pp, int world, int steps, int64_t start_ns);
 
+  // A heartbeat's Progress, arrived at `now_ns`. The rank's last progress is dated
+  // now_ns - progress.progress_age_ns() (the worker measures that age when it sends: no clock
+  // sync, at most one network hop late), so detection does not wait for the next heartbeat:
+  // with OnTick called every period P, a rank is flagged within deadline + P of its last
+  // progress at any heartbeat period shorter than the deadline.
   void OnProgress(int global_rank, const v1::Progress& progress, int64_t now_ns);
   // The rank finished `step` (its telemetry arrived).
   void OnStepReported(int global_rank, int step, int64_t now_ns);
@@ -38,7 +43,8 @@ class HangCheck {
     bool has_progress = false;
     bool done = false;
   };
-  void Advance(int g, int64_t position, int64_t now_ns);
+  // `at_ns`: when the rank reached `position`; never dated before the rank's previous change.
+  void Advance(int g, int64_t position, int64_t at_ns);
 
   jobplan::HealthSettings settings_;
   int pp_, steps_;

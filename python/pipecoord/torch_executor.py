@@ -66,9 +66,11 @@ class Progress:
         self._lock = threading.Lock()
         self._p = telemetry_pb2.Progress(job_id=a.job_id, rank=a.rank, dp_rank=a.dp_rank, step=0, action_index=-1,
                                          wait_peer=-1)
+        self._moved_ns = time.monotonic_ns()  # when (step, action_index) last changed
 
     def start(self, step, index, action, input_peer):
         with self._lock:
+            self._moved_ns = time.monotonic_ns()
             self._p.step, self._p.action_index = step, index
             self._p.action.CopyFrom(action)
             self._p.waiting, self._p.wait_peer = input_peer >= 0, input_peer
@@ -85,6 +87,9 @@ class Progress:
         with self._lock:
             p = telemetry_pb2.Progress()
             p.CopyFrom(self._p)
+            # Measured now, just before the heartbeat is sent: the coordinator dates the last
+            # progress by it (proto/telemetry.proto), with no clock sync.
+            p.progress_age_ns = time.monotonic_ns() - self._moved_ns
             return p
 
 

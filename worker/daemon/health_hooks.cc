@@ -20,11 +20,14 @@ HealthHooks::HealthHooks(const v1::Assignment& a, std::vector<FaultRule> faults)
   progress_.set_step(0);
   progress_.set_action_index(-1);
   progress_.set_wait_peer(-1);
+  moved_ = std::chrono::steady_clock::now();
 }
 
 v1::Progress HealthHooks::progress() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return progress_;
+  v1::Progress p = progress_;
+  p.set_progress_age_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - moved_).count());
+  return p;
 }
 
 void HealthHooks::OnActionStart(int step, int index, const v1::Action& action, int input_peer) {
@@ -34,6 +37,7 @@ void HealthHooks::OnActionStart(int step, int index, const v1::Action& action, i
   *progress_.mutable_action() = action;
   progress_.set_waiting(input_peer >= 0);
   progress_.set_wait_peer(input_peer);
+  moved_ = std::chrono::steady_clock::now();
 }
 
 void HealthHooks::OnInputReady() {
@@ -51,11 +55,14 @@ Status HealthHooks::BeforeCompute(int step, const v1::Action&, const std::atomic
   for (const FaultRule& f : faults_) {
     if (f.kind != FaultRule::Kind::kHang || f.step != step || hung_) continue;
     hung_ = true;  // once: the first compute action of that step
-    // When the fault began, for tests that measure its detection end to end.
+    // When the fault began and when the rank last progressed (this action's start, perhaps
+    // before a wait for its input: what the hang check dates), for tests that measure its
+    // detection end to end.
     const int64_t unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::system_clock::now().time_since_epoch()).count();
-    std::fprintf(stderr, "worker: --inject %s: stopped at step %d, unix ms %lld\n", f.text.c_str(), step,
-                 static_cast<long long>(unix_ms));
+    const int64_t age_ms = progress().progress_age_ns() / 1'000'000;
+    std::fprintf(stderr, "worker: --inject %s: stopped at step %d, unix ms %lld (last progress unix ms %lld)\n",
+                 f.text.c_str(), step, static_cast<long long>(unix_ms), static_cast<long long>(unix_ms - age_ms));
     while (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return FailedPrecondition("cancelled");
   }

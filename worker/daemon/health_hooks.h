@@ -4,6 +4,7 @@
 #ifndef PIPECOORD_WORKER_DAEMON_HEALTH_HOOKS_H_
 #define PIPECOORD_WORKER_DAEMON_HEALTH_HOOKS_H_
 
+#include <chrono>
 #include <mutex>
 #include <vector>
 
@@ -19,7 +20,8 @@ class HealthHooks final : public RunHooks {
   // `faults`: the rules for this worker's global rank.
   HealthHooks(const v1::Assignment& assignment, std::vector<FaultRule> faults);
 
-  // Where the executor is now; thread-safe (the heartbeat thread reads it).
+  // Where the executor is now, with progress_age_ns measured at this call (the heartbeat
+  // thread calls it just before sending); thread-safe.
   v1::Progress progress() const;
 
   void OnActionStart(int step, int index, const v1::Action& action, int input_peer) override;
@@ -33,6 +35,7 @@ class HealthHooks final : public RunHooks {
  private:
   mutable std::mutex mu_;
   v1::Progress progress_;
+  std::chrono::steady_clock::time_point moved_;  // when (step, action_index) last changed
   uint64_t seed_;
   int probe_size_;
   std::vector<FaultRule> faults_;
