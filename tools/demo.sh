@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The local demo: a coordinator and four CPU workers on loopback, the default job
-# (examples/job.json: a tiny Llama-style model, pp 4, zbh1, 8 micro-batches, 40 steps; or
-# examples/text_job.json: the same pipeline trained on English text, byte-level, with validation
-# loss and bits per byte against the text's unigram entropy), live
+# (examples/text_job.json: a tiny Llama-style model, pp 4, zbh1, 8 micro-batches, 60 steps,
+# trained on English text byte by byte, with validation loss and bits per byte against the
+# text's unigram entropy; or examples/job.json: the same pipeline on synthetic tokens), live
 # progress, a summary (the calibrated predictions beside the measured step time and bubble rate,
 # and where the idle time went), the rebalance proposal, and the run's Perfetto trace in
 # run-trace.json. Stops what it starts. --inject passes a fault to the workers (worker --inject,
@@ -16,7 +16,7 @@ if [ "${1:-}" = --inject ]; then
   inject=(--inject "${2:?--inject needs a rule, e.g. slow:1:2}")
   shift 2
 fi
-job_file=${1:-examples/job.json}
+job_file=${1:-examples/text_job.json}
 workers=$(/usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s.get("pp",1)*max(1,s.get("dp",1)))' "$job_file")
 
 bazel build //coordinator //worker/daemon:worker //cli:pipectl 2>&1 | grep -E "^(ERROR|FAILED)" && exit 1
