@@ -11,7 +11,7 @@ struct HealthSettings {
   bool enabled = true;
   double bubble_slack = 0.5;          // of the predicted step time
   double bubble_min_s = 0.05;
-  double straggler_threshold = 0.75;  // nvidia-resiliency-ext's default
+  double straggler_threshold = 0.7;  // below nvidia-resiliency-ext's 0.75: a clean rank of a loaded 2-core machine scored 0.736 (docs/monitoring.md)
   int straggler_window = 3;           // steps a rank's current pace is taken over
   double straggler_min_delta_s = 0.0001;  // per action, below which a slowdown is not worth an alarm
   int warmup_steps = 1;

@@ -9,7 +9,7 @@ TEST(HealthSettings, UnsetFieldsTakeTheDefaults) {
   const HealthSettings s = ResolveHealth(v1::HealthConfig());
   EXPECT_TRUE(s.enabled);
   EXPECT_TRUE(s.probes);
-  EXPECT_EQ(s.straggler_threshold, 0.75);
+  EXPECT_EQ(s.straggler_threshold, 0.7);
   EXPECT_EQ(s.straggler_window, 3);
   EXPECT_EQ(s.hang_floor_s, 10);
   EXPECT_EQ(s.probe_size, 32);

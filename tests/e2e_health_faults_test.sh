@@ -84,7 +84,7 @@ slow() {
     fail "slow $factor from step $from: detected at step $step, not within $within steps"
   local msg
   msg=$(field "$e" message)
-  local want="^straggler: rank 1 \(dp 0\) at step $step: slower than [a-z ]+ in every kind of action in [23] of the last 3 steps[a-z ,]*: $score score 0\.[0-9]+ < 0\.75 \(fastest action per cost unit"
+  local want="^straggler: rank 1 \(dp 0\) at step $step: slower than [a-z ]+ in every kind of action in [23] of the last 3 steps[a-z ,]*: $score score 0\.[0-9]+ < 0\.7 \(fastest action per cost unit"
   [[ "$msg" =~ $want ]] ||
     fail "slow $factor from step $from: straggler text (a $score score expected): $msg"
   local fa

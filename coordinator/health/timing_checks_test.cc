@@ -39,7 +39,7 @@ TEST(StragglerCheck, ARankSlowFromTheStartIsFlaggedByItsRelativeScoreAfterTheBas
   EXPECT_EQ(events[0].step(), 5);
   EXPECT_EQ(events[0].message(),
             "straggler: rank 2 (dp 0) at step 5: slower than the other ranks in every kind of action in 2 of the last "
-            "3 steps: relative score 0.667 < 0.75 (fastest action per cost unit: F 1.500 vs 1.000 ms, B 1.800 vs 1.200 ms, "
+            "3 steps: relative score 0.667 < 0.7 (fastest action per cost unit: F 1.500 vs 1.000 ms, B 1.800 vs 1.200 ms, "
             "the others' median)");
   ASSERT_EQ(c.scores().size(), 8u);  // 4 ranks x 2 kinds
   for (const StragglerScore& sc : c.scores()) {
@@ -68,7 +68,7 @@ TEST(StragglerCheck, ARankThatSlowsDownIsFlaggedByItsIndividualScoreWithinFiveSt
   EXPECT_EQ(flagged_at, 13);
   EXPECT_EQ(message,
             "straggler: rank 1 (dp 0) at step 13: slower than its own baseline in every kind of action in 2 of the "
-            "last 3 steps while the other ranks are not: individual score 0.667 < 0.75 (fastest action per cost unit in the last "
+            "last 3 steps while the other ranks are not: individual score 0.667 < 0.7 (fastest action per cost unit in the last "
             "3 steps: F 1.500 vs its best 1.000 ms, the others x1.00, B 1.800 vs its best 1.200 ms, the others x1.00)");
 }
 

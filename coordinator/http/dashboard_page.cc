@@ -366,7 +366,7 @@ function showJob(job) {
   for (const s of job.scores) {
     const tr = document.createElement('tr');
     cell(tr, s.rank + ' (dp ' + s.dp + ')'); cell(tr, s.op);
-    cell(tr, s.relative.toFixed(2), s.relative < 0.75 ? 'over' : ''); cell(tr, s.individual.toFixed(2), s.individual < 0.75 ? 'over' : '');
+    cell(tr, s.relative.toFixed(2), s.relative < 0.7 ? 'over' : ''); cell(tr, s.individual.toFixed(2), s.individual < 0.7 ? 'over' : '');
     sc.appendChild(tr);
   }
 }
