@@ -12,6 +12,7 @@ results_dir=${OUT:-$bundle}
 results=$results_dir/results.txt
 logs=$results_dir/logs.txt
 timeout_s=${GPU_CHECK_TIMEOUT:-300}  # per test or benchmark
+e2e_timeout_s=${GPU_E2E_TIMEOUT:-240}  # per end-to-end job (pipectl watch)
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuchecks.XXXXXX")
 pids=()
 cleanup() {
@@ -196,7 +197,7 @@ e2e() {  # e2e DEVICE PRECISION [dp2]: sets e2e_verdict, e2e_reason, e2e_losses 
   [ "$("$bin/pipectl" workers | grep -c '^worker-')" -ge "$nworkers" ] || { e2e_verdict=FAIL; e2e_reason="the workers did not register in 10 s"; return; }
   job=$("$bin/pipectl" submit "$dir/job.json" 2> "$dir/submit.err" | sed -n 's/^\([^ ]*\) submitted.*/\1/p')
   [ -n "$job" ] || { e2e_verdict=FAIL; e2e_reason="submit failed: $(cat "$dir/submit.err")"; return; }
-  timeout -k 5 240 "$bin/pipectl" watch "$job" > "$dir/watch.log" 2>&1
+  timeout -k 5 "$e2e_timeout_s" "$bin/pipectl" watch "$job" > "$dir/watch.log" 2>&1
   local rc=$?
   "$bin/pipectl" status "$job" > "$dir/status.log" 2>&1
   "$bin/pipectl" status "$job" --format json > "$dir/status.json" 2>&1
