@@ -7,12 +7,13 @@
 //     the same micro-batch order), in fp32 and in bf16.
 // (4) 3 AdamW steps on the CUDA backend (fp32) against the CPU backend on the same assignment:
 //     each step's loss by |gpu - cpu| / |cpu| <= 1e-4, and then every checkpointed tensor
-//     (weights and both moments) by max|gpu - cpu| / max|cpu| <= 1e-4 (0 on the host double).
-//     Adam's first step moves every weight by about lr times the sign of its gradient, so a
-//     gradient element that is nearly zero and rounds to the other sign on the GPU would move
-//     its weight 2 lr away (2e-3 here, above the threshold): with fp32 gradient errors near
-//     1e-7 of the gradient's scale this is rare at this size, but it is what a failure would
-//     most likely be; the message names the element.
+//     (both moments by max|gpu - cpu| / max|cpu| <= 1e-4, weights <= 1e-3; 0 on the host
+//     double). The weights get the looser bound because AdamW divides each element's first
+//     moment by the root of its second, which amplifies the gradients' fp32 rounding where a
+//     gradient is small: on an H200 (2026-11-25) layers.1.wk's weights differed by 1.6e-4 of
+//     max|w| after 3 steps while both moments agreed within 1e-4. 1e-3 of max|w| (2.2e-4 here)
+//     still fails for one element moved the wrong way by lr (1e-3), the error a wrong update or
+//     a gradient of the wrong sign would make; the message names the element.
 // Also: a checkpoint taken from one backend and restored into a fresh one continues exactly,
 // and the memory counters follow the caching pool.
 #include "worker/cuda/cuda_backend.h"
@@ -35,6 +36,9 @@ namespace pipecoord::worker::cuda {
 namespace {
 
 using kernels::cuda::CompareNormwise;
+
+// Weights after AdamW steps (see (4) above); kFp32Tolerance is 0 on the host stand-in.
+constexpr double kAdamWeightTolerance = kFp32Tolerance == 0 ? 0 : 1e-3;
 
 enum class Kind { kF, kB, kW, kBW };
 struct Op {
@@ -223,7 +227,8 @@ TEST_F(CudaBackendTest, ThreeAdamWStepsMatchTheCpuBackend) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(got.count(name));
     const kernels::cuda::NormwiseError e = CompareNormwise(got.at(name), values);
-    EXPECT_LE(e.error, kFp32Tolerance) << e.Describe();
+    EXPECT_LE(e.error, name.ends_with("/value") ? kAdamWeightTolerance : kFp32Tolerance)
+        << e.Describe();
     if (name.ends_with("/value") && name.find("norm") == std::string::npos) {
       // The weights moved (by about lr per step): the comparison is not of initial values.
       const kernels::cuda::NormwiseError moved = CompareNormwise(got.at(name), initial.at(name));
