@@ -10,7 +10,9 @@ model, fp32, torch.set_num_threads(--threads), timed as a zero-bubble pipeline r
   B   torch.autograd.grad(y, x, dy): the input gradient only;
   W   BW - B, BW being the full backward (PyTorch cannot run the weight gradients alone after B
       without keeping a second graph; bench/torch_block_bench.py does the same).
-Each figure is the best of --reps after one warm-up. PyTorch's GEMMs go to the BLAS behind
+Each figure is the best of --reps after one warm-up. --threads sets both torch.set_num_threads
+and OpenBLAS's own pool (openblas_set_num_threads: torch.set_num_threads alone leaves PyTorch's
+GEMMs on every core). PyTorch's GEMMs go to the BLAS behind
 Debian's libblas.so.3 (printed: OpenBLAS once libopenblas-dev is installed, else the netlib
 reference BLAS the issue's 0.094 s baseline ran on; LD_PRELOAD=/usr/lib/x86_64-linux-gnu/blas/
 libblas.so.3 gives PyTorch that one again, and is taken out of our binary's environment).
@@ -59,6 +61,22 @@ def blas_library():
     return ", ".join(sorted(libs)) or "none found"
 
 
+def set_blas_threads(threads):
+    """torch.set_num_threads does not reach OpenBLAS's own thread pool: PyTorch 1.13's GEMMs ran on
+    every core (2 here) while the benchmark said 1 thread. Sets it through OpenBLAS's entry point
+    and returns the count OpenBLAS then reports (None for a BLAS without one, e.g. netlib's, which
+    is single-threaded)."""
+    import ctypes
+    with open("/proc/self/maps") as maps:
+        libs = sorted({line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line})
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        if hasattr(lib, "openblas_set_num_threads"):
+            lib.openblas_set_num_threads(threads)
+            return lib.openblas_get_num_threads()
+    return None
+
+
 def best(fn, reps):
     fn()
     out = float("inf")
@@ -104,10 +122,12 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    blas_threads = set_blas_threads(args.threads)
     env = dict(os.environ, PIPECOORD_CPU_THREADS=str(args.threads))
     env.pop("LD_PRELOAD", None)  # a preloaded BLAS is for PyTorch (e.g. netlib's, the issue's baseline)
-    print("PyTorch %s eager, %d thread(s); its BLAS: %s" % (torch.__version__, torch.get_num_threads(),
-                                                          blas_library()))
+    print("PyTorch %s eager, %d thread(s), BLAS threads %s; its BLAS: %s" % (
+        torch.__version__, torch.get_num_threads(),
+        blas_threads if blas_threads is not None else "1 (no OpenBLAS)", blas_library()))
     results = []
     for name in args.shape or list(SHAPES):
         batch, seq, hidden, heads = SHAPES[name]
@@ -119,8 +139,9 @@ def main():
         total_ours = ours["f"] + ours["b"] + ours["w"]
         total_torch = theirs["f"] + theirs["bw"]
         speedup = total_torch / total_ours
-        print("%s: b %d s %d h %d heads %d ffn %d; ours %d GEMM thread(s), PyTorch %d thread(s)" %
-              (name, batch, seq, hidden, heads, ours["ffn"], ours["gemm_threads"], args.threads))
+        print("%s: b %d s %d h %d heads %d ffn %d; ours %d GEMM thread(s), PyTorch %d thread(s) "
+              "(BLAS %s)" % (name, batch, seq, hidden, heads, ours["ffn"], ours["gemm_threads"],
+                             args.threads, blas_threads if blas_threads is not None else 1))
         for k in ("f", "b", "w"):
             print("  %s  ours %9.5f s   PyTorch %9.5f s   ours %.2fx PyTorch's speed" %
                   (k.upper(), ours[k], theirs[k], theirs[k] / ours[k] if ours[k] > 0 else float("inf")))
