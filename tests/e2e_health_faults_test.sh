@@ -185,18 +185,8 @@ for i in "${!WORKER_LOGS[@]}"; do
   grep -q "^worker: registered as $victim_id," "${WORKER_LOGS[$i]}" && victim_pid=${PIDS[$((i + 1))]}
 done
 [ -n "$victim_pid" ] || fail "no worker process registered as $victim_id"
-kill_ms=$(date +%s%3N)
-kill -KILL "$victim_pid"
-for _ in $(seq 600); do
-  [ "$("$PIPECTL" status "$job" --format json | json_field '["state"]')" = "FAILED" ] && break
-  sleep 0.05
-done
-"$PIPECTL" status "$job" --format json > "$WORK/status.json"
-[ "$(json_field '["state"]' < "$WORK/status.json")" = "FAILED" ] || fail "the job did not fail after the kill"
-failed_ms=$(/usr/bin/python3 -c '
-import json, sys
-print([e for e in json.load(sys.stdin)["events"] if e.get("kind") == "LIFECYCLE" and e["message"].startswith("FAILED")][-1]["unixMs"])' < "$WORK/status.json")
-latency_ms=$((failed_ms - kill_ms))
+kill_and_wait_failed "$job" "$victim_pid"
+latency_ms=$KILL_TO_FAILED_MS
 [ "$latency_ms" -le $((LEASE_MS + 1000)) ] || fail "the kill was seen after ${latency_ms} ms, more than the lease + 1 s"
 cause=$(json_field '["failureCause"]' < "$WORK/status.json")
 [[ "$cause" == *"$victim_id (rank 2) lost its lease"* || "$cause" == "rank 2 ($victim_id, global rank 2) stopped answering its peers: "* ]] ||

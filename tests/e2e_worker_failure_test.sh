@@ -2,6 +2,7 @@
 # A worker killed (SIGKILL) mid-job: the job fails within the lease time, naming the dead worker's
 # rank, and the surviving worker is free for the next job.
 source tests/lib.sh
+source tests/health_lib.sh
 start_coordinator --lease-ms 2000
 start_workers 1
 "$WORKER" --coordinator "$PIPECOORD_ADDR" > "$WORK/victim.log" 2>&1 &
@@ -21,21 +22,8 @@ rank=$("$PIPECTL" workers --format json | /usr/bin/python3 -c "
 import json, sys
 print([w.get('rank', 0) for w in json.load(sys.stdin)['workers'] if w['workerId'] == '$victim_id'][0])")
 
-kill_ms=$(date +%s%3N)
-kill -KILL "$victim"
-# Wait on the condition (generously); the latency is measured from the coordinator's own
-# timestamp of the failure event, not from how often this loop looks.
-for _ in $(seq 600); do
-  [ "$("$PIPECTL" status "$job" --format json | json_field '["state"]')" = "FAILED" ] && break
-  sleep 0.05
-done
-"$PIPECTL" status "$job" --format json > "$WORK/status.json"
-[ "$(json_field '["state"]' < "$WORK/status.json")" = "FAILED" ] || fail "the job did not fail after the kill"
-failed_ms=$(/usr/bin/python3 -c '
-import json, sys
-events = [e for e in json.load(sys.stdin)["events"] if e.get("kind") == "LIFECYCLE" and e["message"].startswith("FAILED")]
-print(events[-1]["unixMs"])' < "$WORK/status.json")
-latency_ms=$((failed_ms - kill_ms))
+kill_and_wait_failed "$job" "$victim"
+latency_ms=$KILL_TO_FAILED_MS
 echo "failure detected ${latency_ms} ms after the kill"
 [ "$latency_ms" -le 3000 ] || fail "detected after ${latency_ms} ms, more than the 2 s lease (+1 s)"
 cause=$(json_field '["failureCause"]' < "$WORK/status.json")
