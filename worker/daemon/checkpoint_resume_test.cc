@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "jobplan/tiny_spec_for_tests.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/daemon/local_run.h"
 
@@ -14,22 +15,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// jobplan's tiny job (4 micro-batches of 2, 4 layers, sequence 8) with a narrower model (hidden 16,
+// 2 heads, vocabulary 32, seed 5). Not jobplan::TestSpec: it applies WithDefaults, which would fix
+// ffnHidden and dataSeed from its own hidden and seed before these are set.
 v1::JobSpec Spec(const std::string& schedule, int pp, int vpp, int dp, int steps) {
-  v1::JobSpec s;
-  s.set_schedule(schedule);
-  s.set_pp(pp);
+  v1::JobSpec s = jobplan::TinySpec(pp, schedule);
+  s.clear_name();
   s.set_vpp(vpp);
   s.set_dp(dp);
-  s.set_microbatches(4);
-  s.set_micro_batch_size(2);
   s.set_steps(steps);
-  s.set_learning_rate(0.01);
   auto* m = s.mutable_model();
-  m->set_layers(4);
   m->set_hidden(16);
   m->set_heads(2);
   m->set_vocab(32);
-  m->set_seq_len(8);
   m->set_seed(5);
   return s;
 }

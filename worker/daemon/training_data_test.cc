@@ -15,6 +15,7 @@
 
 #include "data/byte_dataset_writer.h"
 #include "jobplan/spec_validation.h"
+#include "jobplan/tiny_spec_for_tests.h"
 #include "worker/daemon/local_run.h"
 
 namespace pipecoord::worker {
@@ -57,21 +58,17 @@ std::string WriteTextDataset(const std::string& dir) {
   return dir + "/text";
 }
 
+// jobplan's tiny 1f1b job (4 micro-batches of 2, 4 layers, sequence 8) with a narrower model
+// (hidden 16, 2 heads, seed 5) over the byte vocabulary (256), with defaults applied.
 v1::JobSpec Spec(int pp, int dp, int steps, const std::string& data) {
-  v1::JobSpec s;
-  s.set_schedule("1f1b");
-  s.set_pp(pp);
+  v1::JobSpec s = jobplan::TinySpec(pp);
+  s.clear_name();
   s.set_dp(dp);
-  s.set_microbatches(4);
-  s.set_micro_batch_size(2);
   s.set_steps(steps);
-  s.set_learning_rate(0.01);
   auto* m = s.mutable_model();
-  m->set_layers(4);
   m->set_hidden(16);
   m->set_heads(2);
   m->set_vocab(256);
-  m->set_seq_len(8);
   m->set_seed(5);
   if (!data.empty()) s.mutable_data()->set_path(data);
   return jobplan::WithDefaults(s);
