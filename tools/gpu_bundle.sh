@@ -35,6 +35,7 @@ GPU_BENCHMARKS=(  # their stdout is the figures in the results file
   //kernels/cuda:gpu_gemm_bench
   //kernels/cuda:attention_bench
   //worker/transport:gpu_transport_bench
+  //worker/cuda:cuda_block_bench
 )
 TOOLS=(  # run_gpu_checks.sh uses all four (device query, end-to-end run)
   //kernels:device_query

@@ -73,6 +73,7 @@ strip --strip-unneeded "$out"/bin/* "$out"/lib/*
 
 cp "$here/run_gpu_checks.sh" "$out/run_gpu_checks.sh"
 cp "$here/../bench/torch_block_bench.py" "$out/share/torch_block_bench.py"
+cp "$here/block_vs_torch.py" "$out/share/block_vs_torch.py"
 chmod 755 "$out/run_gpu_checks.sh"
 # The end-to-end smoke job: tiny, so the checks stay short on any machine.
 cat > "$out/share/smoke_job.json" <<'JSON'

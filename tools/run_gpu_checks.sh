@@ -311,8 +311,25 @@ else
   rc=$?
   cat "$work/torch.out" "$work/torch.err" > "$work/torch.log"
   log_section "torch_block_bench (exit $rc)" "$work/torch.log"
-  if [ "$rc" -eq 0 ]; then record PASS torch_block_bench "figures below" "$work/torch.out"
+  if [ "$rc" -eq 0 ]; then record PASS torch_block_bench "figures below" "$work/torch.out"; torch_ran=1
   else record FAIL torch_block_bench "exit $rc" "$(tail_of "$work/torch.log")"; fi
+fi
+
+# --- Our block (cuda_block_bench) and attention (attention_bench) against PyTorch eager's figures
+# of this run, torch seconds / ours (issue 15 section 5: goal >= 1.0x per phase F, B, W, BW,
+# attention >= 0.7x of SDPA). A missed goal is said in the reason ("goal missed"), not failed; a
+# figure that cannot be read fails.
+if [ "$gpus" -eq 0 ]; then
+  record SKIP block_vs_torch "${no_gpu_reason:-no CUDA device}"
+elif [ "${torch_ran:-0}" -ne 1 ]; then
+  record SKIP block_vs_torch "no PyTorch baseline in this run (see torch_block_bench)"
+else
+  python3 "$bundle/share/block_vs_torch.py" "$work/cuda_block_bench.out" "$work/torch.out" \
+    "$work/attention_bench.out" --table "$work/block_vs_torch.table" > "$work/block_vs_torch.log" 2>&1
+  rc=$?
+  log_section "block_vs_torch (exit $rc)" "$work/block_vs_torch.log"
+  if [ "$rc" -eq 0 ]; then record PASS block_vs_torch "$(head -1 "$work/block_vs_torch.log")" "$work/block_vs_torch.table"
+  else record FAIL block_vs_torch "exit $rc: $(tail -1 "$work/block_vs_torch.log")"; fi
 fi
 
 # --- What issue 15 plans but the bundle does not hold yet: reported, never passed.
