@@ -3,8 +3,10 @@
 //
 // Layouts (row-major): q, k, v, o and their gradients [batch, seq, heads, head_dim], which is
 // the [tokens, hidden] layout of the projections; probs [batch, heads, seq, seq] with zeros
-// above the diagonal. Scores are scaled by 1/sqrt(head_dim). Dot products and softmax sums run
-// in double. Attention has no weights, so its backward is all B. No buffer may alias another.
+// above the diagonal. Scores are scaled by 1/sqrt(head_dim). The fp32 path runs per-head sgemm
+// over the causal lower block triangle only (blocks of 32 queries/keys; attention.cc), softmax
+// sums in double; T = double runs attention_reference.h. Attention has no weights, so its
+// backward is all B. No buffer may alias another.
 #ifndef PIPECOORD_KERNELS_CPU_ATTENTION_H_
 #define PIPECOORD_KERNELS_CPU_ATTENTION_H_
 
