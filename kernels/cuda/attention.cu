@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/attention_mma_kernels.h"
 #include "kernels/cuda/attention_tensor_core_kernels.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.h"
@@ -46,6 +48,17 @@ float ScaleOf(const cpu::AttentionDims& d) {
 template <typename T>
 constexpr bool kUsesTensorCores = std::is_same_v<T, __nv_bfloat16>;
 
+// bf16 takes the register-level kernels of attention_mma_kernels.h when their 16-byte copies
+// line up: head_dim a multiple of 8 (so are the rows and every head's offset) and every tensor
+// 16-byte aligned. Other shapes keep the WMMA kernels.
+bool TakesMmaKernels(const cpu::AttentionDims& d, std::initializer_list<const void*> tensors) {
+  if (d.head_dim % 8 != 0) return false;
+  for (const void* p : tensors) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
 template <typename T, int kD>
 Status LaunchForward(const T* q, const T* k, const T* v, T* o, float* lse,
                      const cpu::AttentionDims& d, cudaStream_t stream) {
@@ -56,6 +69,16 @@ Status LaunchForward(const T* q, const T* k, const T* v, T* o, float* lse,
   const int head_dim = static_cast<int>(d.head_dim);
   const float scale_log2 = ScaleOf(d) * kLog2e;
   if constexpr (kUsesTensorCores<T>) {
+    if (TakesMmaKernels(d, {q, k, v, o})) {
+      constexpr int kBytes = flash_mma::ForwardSharedBytes<kD>();
+      PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(flash_mma::FlashForwardMmaKernel<kD>, kBytes,
+                                                  "FlashForwardMmaKernel"));
+      const dim3 mma_grid(Tiles(d.seq, flash_mma::kRows), static_cast<unsigned>(d.heads),
+                          static_cast<unsigned>(d.batch));
+      flash_mma::FlashForwardMmaKernel<kD><<<mma_grid, flash_mma::kThreads, kBytes, stream>>>(
+          q, k, v, o, lse, seq, heads, head_dim, scale_log2);
+      return LaunchStatus("FlashForwardMmaKernel");
+    }
     constexpr int kBytes = ForwardTensorCoreLayout<kD>::kBytes;
     PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashForwardTensorCoreKernel<kD>, kBytes,
                                                 "FlashForwardTensorCoreKernel"));

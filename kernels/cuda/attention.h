@@ -18,7 +18,9 @@
 // Precision: the softmax statistics, exp, masks and rescaling are fp32 for both dtypes, and
 // outputs are rounded to T once. float storage: every product and sum is fp32 too (shared-memory
 // tiles, no tensor cores; attention_kernels.h). bf16 storage: the matrix products run on tensor
-// cores (WMMA, bf16 x bf16 summed in fp32; attention_tensor_core_kernels.h), so the
+// cores (bf16 x bf16 summed in fp32): the forward through register-level mma.sync kernels
+// (attention_mma_kernels.h) when head_dim is a multiple of 8 and every tensor 16-byte aligned,
+// otherwise, and for the backward, through WMMA (attention_tensor_core_kernels.h), so the
 // probabilities P and the score gradients dS are rounded to bf16 before they multiply v, k, q
 // and dout, as in FlashAttention (about 2^-9 relative per element; the CPU twin in double on
 // the same bf16 inputs stays within 2e-2 of the largest value, see attention_test.cc).

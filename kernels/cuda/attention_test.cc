@@ -5,7 +5,8 @@
 // 2e-2 for bf16 outputs. Shapes: batch and heads > 1, seq not a multiple of either tile (64
 // keys, 32 or 64 query rows), head_dim 8, 17, 32, 40, 64, 128 (each padded tile width), one
 // token, and a peaky softmax whose running max grows from tile to tile. float runs the fp32
-// kernels, bf16 the tensor-core kernels (attention.h). Skips without a GPU.
+// kernels, bf16 the tensor-core kernels (attention.h): head_dim 17 the WMMA forward, the other
+// shapes the register-level mma.sync forward. Skips without a GPU.
 #include "kernels/cuda/attention.h"
 
 #include <gtest/gtest.h>

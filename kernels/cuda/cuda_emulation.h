@@ -42,6 +42,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __grid_constant__
+#define __launch_bounds__(...)
 // One block runs at a time, so a function's statics are its block's shared memory.
 #define __shared__ static
 
@@ -52,6 +53,9 @@ struct __nv_bfloat16 {
 
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;
+};
+struct alignas(16) uint4 {
+  unsigned x = 0, y = 0, z = 0, w = 0;
 };
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;

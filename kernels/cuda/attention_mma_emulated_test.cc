@@ -1,0 +1,157 @@
+// The register-level flash attention kernels (attention_mma_kernels.h, the code nvcc builds) on
+// the CPU under cuda_emulation.h, with mma.h's warp primitives emulated from the whole warp's
+// operands. First the primitives themselves: one 16 x 16 x 8 product loaded with ldmatrix (and
+// ldmatrix.trans) equals the plain product, element for element, so the fragment layouts the
+// kernels rely on are the ones mma.h documents. Then the kernels against kernels/cpu/attention
+// in double on the same bf16-rounded inputs, outputs NaN-poisoned: max|got - cpu| / max|cpu|
+// below 2e-2 for the bf16 outputs and 1e-4 for the fp32 lse, at seq not a multiple of the
+// tiles, head_dim 40 (padded to 64), 64 and 128, batch and heads > 1, and a peaky softmax.
+// The emulation cannot see GPU-only faults (a missing barrier the scheduling hides, shared
+// memory limits, the hardware's own fragment layouts): attention_test checks those on a GPU.
+#include "kernels/cuda/cuda_emulation.h"
+#include "kernels/cuda/attention_mma_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cuda/normwise_error.h"
+
+namespace pipecoord::kernels::cuda {
+namespace {
+
+using emulation::Floats;
+using emulation::Launch;
+using emulation::Poisoned;
+using emulation::Random;
+using emulation::RoundedTo;
+using emulation::Stored;
+using Bf16 = __nv_bfloat16;
+
+// A [16 x 16] row-major and B [16 x 8] given as its transpose bt [8 x 16] (rows are B's
+// columns, as k is stored) or as B itself [16 x 8] row-major (read with ldmatrix.trans): one
+// warp loads both with ldmatrix and multiplies; the result must equal the plain product.
+TEST(MmaPrimitivesEmulatedTest, LdMatrixAndMmaGiveThePlainProduct) {
+  const std::vector<float> a = RoundedTo<Bf16>(Random(1, 16 * 16, -1, 1));
+  const std::vector<float> b = RoundedTo<Bf16>(Random(2, 16 * 16, -1, 1));  // [16 k][16 n]
+  std::vector<float> bt(16 * 16);
+  for (int kk = 0; kk < 16; ++kk) {
+    for (int n = 0; n < 16; ++n) bt[n * 16 + kk] = b[kk * 16 + n];
+  }
+  const std::vector<Bf16> as = Stored<Bf16>(a), bs = Stored<Bf16>(b), bts = Stored<Bf16>(bt);
+  std::vector<float> from_bt(16 * 16, NAN), from_b(16 * 16, NAN);
+  Launch(dim3{1, 1, 1}, dim3{32, 1, 1}, [&] {
+    const int lane = static_cast<int>(threadIdx.x), g = lane / 4, t = lane % 4;
+    uint32_t af[4], bf[4], bft[4];
+    mma::LdMatrixX4(af, as.data() + (lane % 8 + 8 * ((lane / 8) % 2)) * 16 + 8 * (lane / 16));
+    // bt's rows are n: matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
+    mma::LdMatrixX4(bf, bts.data() + (lane % 8 + 8 * (lane / 16)) * 16 + 8 * ((lane / 8) % 2));
+    // b's rows are k: matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+    mma::LdMatrixX4Trans(bft, bs.data() + (lane % 8 + 8 * ((lane / 8) % 2)) * 16 + 8 * (lane / 16));
+    float d[2][4] = {}, e[2][4] = {};
+    mma::MmaBf16(d[0], af, bf[0], bf[1]);
+    mma::MmaBf16(d[1], af, bf[2], bf[3]);
+    mma::MmaBf16(e[0], af, bft[0], bft[1]);
+    mma::MmaBf16(e[1], af, bft[2], bft[3]);
+    for (int nt = 0; nt < 2; ++nt) {
+      for (int i = 0; i < 4; ++i) {
+        const int row = g + 8 * (i / 2), col = nt * 8 + 2 * t + i % 2;
+        from_bt[row * 16 + col] = d[nt][i];
+        from_b[row * 16 + col] = e[nt][i];
+      }
+    }
+  });
+  for (int row = 0; row < 16; ++row) {
+    for (int col = 0; col < 16; ++col) {
+      float want = 0;
+      for (int kk = 0; kk < 16; ++kk) want += a[row * 16 + kk] * b[kk * 16 + col];
+      EXPECT_NEAR(from_bt[row * 16 + col], want, 1e-5) << row << ", " << col;
+      EXPECT_NEAR(from_b[row * 16 + col], want, 1e-5) << row << ", " << col;
+    }
+  }
+}
+
+struct Shape {
+  cpu::AttentionDims d;
+  double qk_range;  // q and k uniform in [-qk_range, qk_range): larger gives a peakier softmax
+};
+
+std::string Name(const cpu::AttentionDims& d) {
+  return "batch " + std::to_string(d.batch) + " seq " + std::to_string(d.seq) + " heads " +
+         std::to_string(d.heads) + " head_dim " + std::to_string(d.head_dim);
+}
+
+template <int kD>
+void RunForward(const std::vector<Bf16>& q, const std::vector<Bf16>& k, const std::vector<Bf16>& v,
+                std::vector<Bf16>& o, std::vector<float>& lse, const cpu::AttentionDims& d) {
+  const float scale_log2 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim))) *
+                           1.4426950408889634f;
+  const dim3 grid{static_cast<unsigned>((d.seq + flash_mma::kRows - 1) / flash_mma::kRows),
+                  static_cast<unsigned>(d.heads), static_cast<unsigned>(d.batch)};
+  Launch(grid, dim3{flash_mma::kThreads, 1, 1}, [&] {
+    flash_mma::FlashForwardMmaKernel<kD>(q.data(), k.data(), v.data(), o.data(), lse.data(),
+                                         static_cast<int>(d.seq), static_cast<int>(d.heads),
+                                         static_cast<int>(d.head_dim), scale_log2);
+  });
+}
+
+TEST(AttentionMmaEmulatedTest, ForwardMatchesTheCpuTwin) {
+  const Shape shapes[] = {
+      {{1, 130, 1, 64}, 2.0}, {{2, 67, 2, 40}, 2.0}, {{1, 70, 1, 128}, 2.0}, {{1, 129, 1, 64}, 6.0}};
+  for (const Shape& shape : shapes) {
+    const cpu::AttentionDims& d = shape.d;
+    SCOPED_TRACE(Name(d));
+    const int64_t n = d.batch * d.seq * d.hidden();
+    const uint64_t seed = 10 * static_cast<uint64_t>(d.seq) + static_cast<uint64_t>(d.head_dim);
+    const auto q = RoundedTo<Bf16>(Random(seed, n, -shape.qk_range, shape.qk_range));
+    const auto k = RoundedTo<Bf16>(Random(seed + 1, n, -shape.qk_range, shape.qk_range));
+    const auto v = RoundedTo<Bf16>(Random(seed + 2, n, -1, 1));
+    std::vector<Bf16> o = Poisoned<Bf16>(static_cast<size_t>(n));
+    std::vector<float> lse(static_cast<size_t>(d.batch * d.heads * d.seq), NAN);
+    const auto qs = Stored<Bf16>(q), ks = Stored<Bf16>(k), vs = Stored<Bf16>(v);
+    if (d.head_dim <= 64) {
+      RunForward<64>(qs, ks, vs, o, lse, d);
+    } else {
+      RunForward<128>(qs, ks, vs, o, lse, d);
+    }
+
+    std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end());
+    std::vector<double> probs(static_cast<size_t>(d.probs_size())), o_cpu(static_cast<size_t>(n));
+    cpu::AttentionForward(qd.data(), kd.data(), vd.data(), probs.data(), o_cpu.data(), d);
+    const NormwiseError eo = CompareNormwise(Floats(o), o_cpu);
+    EXPECT_LT(eo.error, 2e-2) << "o: " << eo.Describe();
+
+    // lse[b, h, i] = log(sum_j<=i exp(q_i . k_j / sqrt(head_dim))), in double.
+    std::vector<double> lse_cpu(lse.size());
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d.head_dim));
+    for (int64_t b = 0; b < d.batch; ++b) {
+      for (int64_t h = 0; h < d.heads; ++h) {
+        for (int64_t i = 0; i < d.seq; ++i) {
+          std::vector<double> scores;
+          for (int64_t j = 0; j <= i; ++j) {
+            double dot = 0;
+            for (int64_t c = 0; c < d.head_dim; ++c) {
+              dot += qd[((b * d.seq + i) * d.heads + h) * d.head_dim + c] *
+                     kd[((b * d.seq + j) * d.heads + h) * d.head_dim + c];
+            }
+            scores.push_back(dot * scale);
+          }
+          double max = scores[0];
+          for (double s : scores) max = std::max(max, s);
+          double sum = 0;
+          for (double s : scores) sum += std::exp(s - max);
+          lse_cpu[static_cast<size_t>((b * d.heads + h) * d.seq + i)] = max + std::log(sum);
+        }
+      }
+    }
+    const NormwiseError el = CompareNormwise(lse, lse_cpu);
+    EXPECT_LT(el.error, 1e-4) << "lse: " << el.Describe();
+  }
+}
+
+}  // namespace
+}  // namespace pipecoord::kernels::cuda
