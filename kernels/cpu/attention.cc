@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/attention_reference.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/lane_sum.h"
 #include "kernels/cpu/linear_reference.h"
 #include "kernels/cpu/vector_exp.h"
 
@@ -30,19 +31,6 @@ int64_t HeadBase(const AttentionDims& d, int64_t b, int64_t h) {
   return b * d.seq * d.hidden() + h * d.head_dim;
 }
 
-// Sum of x[0..n) in double over 8 interleaved partial sums, added in a fixed order at the end: the
-// same result for the same inputs on every run, and the loop vectorises (a plain running sum
-// cannot be reordered by the compiler).
-inline double LaneSum(const double* x, int64_t n) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += x[j + l];
-  }
-  for (int l = 0; j < n; ++j, ++l) acc[l] += x[j];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
 inline float RowMax(const float* x, int64_t n) {
   float m[8];
   for (int l = 0; l < 8; ++l) m[l] = x[0];
@@ -58,7 +46,7 @@ inline float RowMax(const float* x, int64_t n) {
 // Rows i0 .. i0 + rows - 1 of an s x s matrix, p pointing at row i0: row i holds the scaled
 // scores s_i0 .. s_ii (later entries unset); leaves softmax over j <= i (the maximum subtracted
 // before exp), zeros after. The exp (vector_exp.h's double one), the sum and the division run in
-// double (deterministic: fixed partial sums): O(s^2) work beside the sgemms' O(s^2 d), and the
+// double (deterministic: lane_sum.h): O(s^2) work beside the sgemms' O(s^2 d), and the
 // probabilities then carry the scores' fp32 error and one rounding only (attention_test's
 // bound). e: s scratch values. Clones: vector code for the CPU it runs on, picked once.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void CausalSoftmaxRows(
@@ -68,7 +56,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void CausalSoftmaxR
     const int64_t m = i + 1;
     const double mx = RowMax(row, m);
     for (int64_t j = 0; j < m; ++j) e[j] = VectorExp(static_cast<double>(row[j]) - mx);
-    const double sum = LaneSum(e, m);
+    const double sum = LaneSum(m, [&](int64_t j) { return e[j]; });
     for (int64_t j = 0; j < m; ++j) row[j] = static_cast<float>(e[j] / sum);
     std::fill(row + m, row + s, 0.0f);
   }
@@ -76,15 +64,14 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void CausalSoftmaxR
 
 // Rows i0 .. i0 + rows - 1, p and ds pointing at row i0: row i of ds holds dP_i0 .. dP_ii (later
 // entries unset); leaves dS_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'), the row sum and the product in
-// double, rounded once. P is zero above the diagonal, so is dS. e: s scratch values.
+// double, rounded once. P is zero above the diagonal, so is dS.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void SoftmaxBackwardRows(
-    const float* p, float* ds, int64_t i0, int64_t rows, int64_t s, double* e) {
+    const float* p, float* ds, int64_t i0, int64_t rows, int64_t s) {
   for (int64_t i = i0; i < i0 + rows; ++i) {
     const float* pi = p + (i - i0) * s;
     float* dsi = ds + (i - i0) * s;
     const int64_t m = i + 1;
-    for (int64_t j = 0; j < m; ++j) e[j] = static_cast<double>(pi[j]) * dsi[j];
-    const double row = LaneSum(e, m);
+    const double row = LaneSum(m, [&](int64_t j) { return static_cast<double>(pi[j]) * dsi[j]; });
     for (int64_t j = 0; j < m; ++j) {
       dsi[j] = static_cast<float>(pi[j] * (static_cast<double>(dsi[j]) - row));
     }
@@ -134,7 +121,6 @@ void AttentionBackward<float>(const float* dout, const float* q, const float* k,
   GemmThreads();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   std::vector<float> ds(static_cast<size_t>(s * s));
-  std::vector<double> e(static_cast<size_t>(s));
   for (int64_t b = 0; b < d.batch; ++b) {
     for (int64_t h = 0; h < d.heads; ++h) {
       const int64_t base = HeadBase(d, b, h);
@@ -145,7 +131,7 @@ void AttentionBackward<float>(const float* dout, const float* q, const float* k,
         float* dsi = ds.data() + i0 * s;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int(rows), Int(keys), Int(hd), 1.0f,
                     dout + base + i0 * ld, Int(ld), v + base, Int(ld), 0.0f, dsi, Int(s));
-        SoftmaxBackwardRows(p + i0 * s, dsi, i0, rows, s, e.data());
+        SoftmaxBackwardRows(p + i0 * s, dsi, i0, rows, s);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int(rows), Int(hd), Int(keys), scale,
                     dsi, Int(s), k + base, Int(ld), 0.0f, dq + base + i0 * ld, Int(ld));
       }

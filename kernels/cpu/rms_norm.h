@@ -2,7 +2,10 @@
 //
 // Layouts: x, y, dx, dy [n, h] row-major; gain g and its gradient dg [h]; rstd [n].
 // The input gradient (B) and the gain gradient (W) are separate functions. Row sums run in
-// double. Callers own every buffer; none may alias another.
+// double, each output is rounded once. T = float runs vector code whose row sums use lane_sum.h's
+// fixed order (bit-identical reruns; rms_norm_test compares it with the reference); T = double,
+// and fp32 under PIPECOORD_CPU_GEMM=reference, run rms_norm_reference.h's index-order loops.
+// Callers own every buffer; none may alias another.
 #ifndef PIPECOORD_KERNELS_CPU_RMS_NORM_H_
 #define PIPECOORD_KERNELS_CPU_RMS_NORM_H_
 

@@ -58,11 +58,13 @@ TEST(SwiGluTest, BackwardMatchesFiniteDifferences) {
 // -87, where the clamped exp gives sigmoid 1.6e-38 instead of a smaller value (|up|, |dz| <= 1).
 TEST(SwiGluTest, FloatPathWithinBoundOfDoubleReference) {
   const int64_t n = 4099;  // not a multiple of any vector width: the loops' tails run too
-  std::vector<double> gate = RandomVector(n, 51), up = RandomVector(n, 52), dz = RandomVector(n, 53);
+  std::vector<double> gate = RandomVector(n, 51), up = RandomVector(n, 52),
+                      dz = RandomVector(n, 53);
   for (int64_t i = 0; i < n; ++i) gate[i] *= (i % 7 == 0) ? 100 : 8;  // the tails of exp
   const double special[] = {0.0, -1.2784645, 87.0, -87.0, 88.5, -88.5, 100.0, -100.0, 1e-8};
   for (int i = 0; i < 9; ++i) gate[i] = special[i];
-  std::vector<float> gf(gate.begin(), gate.end()), uf(up.begin(), up.end()), df(dz.begin(), dz.end());
+  std::vector<float> gf(gate.begin(), gate.end()), uf(up.begin(), up.end()),
+      df(dz.begin(), dz.end());
   for (int64_t i = 0; i < n; ++i) gate[i] = gf[i], up[i] = uf[i], dz[i] = df[i];  // same inputs
   std::vector<float> z(n), dgate(n), dup(n);
   SwiGluForward(gf.data(), uf.data(), z.data(), n);
