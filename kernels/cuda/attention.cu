@@ -108,6 +108,28 @@ Status LaunchBackward(const T* dout, const T* q, const T* k, const T* v, const f
   const dim3 query_grid(Tiles(d.seq, kBackwardRows), static_cast<unsigned>(d.heads),
                         static_cast<unsigned>(d.batch));
   if constexpr (kUsesTensorCores<T>) {
+    if (TakesMmaKernels(d, {dout, q, k, v, dq, dk, dv})) {
+      constexpr int kKeyValueBytes = flash_mma::KeyValueSharedBytes<kD>();
+      PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(flash_mma::FlashBackwardKeyValueMmaKernel<kD>,
+                                                  kKeyValueBytes,
+                                                  "FlashBackwardKeyValueMmaKernel"));
+      const dim3 mma_key_grid(Tiles(d.seq, flash_mma::kKeys), static_cast<unsigned>(d.heads),
+                              static_cast<unsigned>(d.batch));
+      flash_mma::FlashBackwardKeyValueMmaKernel<kD>
+          <<<mma_key_grid, flash_mma::kThreads, kKeyValueBytes, stream>>>(
+              dout, q, k, v, lse, delta, dk, dv, seq, heads, head_dim, scale, scale * kLog2e);
+      PIPECOORD_RETURN_IF_ERROR(LaunchStatus("FlashBackwardKeyValueMmaKernel"));
+
+      constexpr int kQueryBytes = flash_mma::QuerySharedBytes<kD>();
+      PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(flash_mma::FlashBackwardQueryMmaKernel<kD>,
+                                                  kQueryBytes, "FlashBackwardQueryMmaKernel"));
+      const dim3 mma_query_grid(Tiles(d.seq, flash_mma::kRows), static_cast<unsigned>(d.heads),
+                                static_cast<unsigned>(d.batch));
+      flash_mma::FlashBackwardQueryMmaKernel<kD>
+          <<<mma_query_grid, flash_mma::kThreads, kQueryBytes, stream>>>(
+              dout, q, k, v, lse, delta, dq, seq, heads, head_dim, scale, scale * kLog2e);
+      return LaunchStatus("FlashBackwardQueryMmaKernel");
+    }
     constexpr int kKeyValueBytes = KeyValueTensorCoreLayout<kD>::kBytes;
     PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardKeyValueTensorCoreKernel<kD>,
                                                 kKeyValueBytes,

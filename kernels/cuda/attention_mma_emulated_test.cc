@@ -5,7 +5,8 @@
 // kernels rely on are the ones mma.h documents. Then the kernels against kernels/cpu/attention
 // in double on the same bf16-rounded inputs, outputs NaN-poisoned: max|got - cpu| / max|cpu|
 // below 2e-2 for the bf16 outputs and 1e-4 for the fp32 lse, at seq not a multiple of the
-// tiles, head_dim 40 (padded to 64), 64 and 128, batch and heads > 1, and a peaky softmax.
+// tiles, head_dim 40 (padded to 64), 64 and 128, batch and heads > 1, and a peaky softmax;
+// the backward kernels likewise for dq, dk and dv (bf16, 2e-2), from the forward kernel's lse.
 // The emulation cannot see GPU-only faults (a missing barrier the scheduling hides, shared
 // memory limits, the hardware's own fragment layouts): attention_test checks those on a GPU.
 #include "kernels/cuda/cuda_emulation.h"
@@ -150,6 +151,96 @@ TEST(AttentionMmaEmulatedTest, ForwardMatchesTheCpuTwin) {
     }
     const NormwiseError el = CompareNormwise(lse, lse_cpu);
     EXPECT_LT(el.error, 1e-4) << "lse: " << el.Describe();
+  }
+}
+
+template <int kD>
+void RunBackward(const std::vector<Bf16>& dout, const std::vector<Bf16>& q,
+                 const std::vector<Bf16>& k, const std::vector<Bf16>& v,
+                 const std::vector<float>& lse, const std::vector<float>& delta,
+                 std::vector<Bf16>& dq, std::vector<Bf16>& dk, std::vector<Bf16>& dv,
+                 const cpu::AttentionDims& d) {
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
+  const float scale_log2 = scale * 1.4426950408889634f;
+  const unsigned heads = static_cast<unsigned>(d.heads), batch = static_cast<unsigned>(d.batch);
+  const int seq = static_cast<int>(d.seq), h = static_cast<int>(d.heads);
+  const int hd = static_cast<int>(d.head_dim);
+  Launch(dim3{static_cast<unsigned>((d.seq + flash_mma::kKeys - 1) / flash_mma::kKeys), heads, batch},
+         dim3{flash_mma::kThreads, 1, 1}, [&] {
+           flash_mma::FlashBackwardKeyValueMmaKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
+                                                         lse.data(), delta.data(), dk.data(),
+                                                         dv.data(), seq, h, hd, scale, scale_log2);
+         });
+  Launch(dim3{static_cast<unsigned>((d.seq + flash_mma::kRows - 1) / flash_mma::kRows), heads, batch},
+         dim3{flash_mma::kThreads, 1, 1}, [&] {
+           flash_mma::FlashBackwardQueryMmaKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
+                                                      lse.data(), delta.data(), dq.data(), seq, h,
+                                                      hd, scale, scale_log2);
+         });
+}
+
+// The backward kernels, given the forward's lse (from the forward kernel) and delta =
+// rowsum(dout * o) (o rounded to bf16, as attention.cu's row-dot kernel sums it).
+TEST(AttentionMmaEmulatedTest, BackwardMatchesTheCpuTwin) {
+  const Shape shapes[] = {
+      {{1, 130, 1, 64}, 2.0}, {{2, 67, 2, 40}, 2.0}, {{1, 70, 1, 128}, 2.0}, {{1, 97, 1, 64}, 6.0}};
+  for (const Shape& shape : shapes) {
+    const cpu::AttentionDims& d = shape.d;
+    SCOPED_TRACE(Name(d));
+    const int64_t n = d.batch * d.seq * d.hidden();
+    const uint64_t seed = 20 * static_cast<uint64_t>(d.seq) + static_cast<uint64_t>(d.head_dim);
+    const auto q = RoundedTo<Bf16>(Random(seed, n, -shape.qk_range, shape.qk_range));
+    const auto k = RoundedTo<Bf16>(Random(seed + 1, n, -shape.qk_range, shape.qk_range));
+    const auto v = RoundedTo<Bf16>(Random(seed + 2, n, -1, 1));
+    const auto dout = RoundedTo<Bf16>(Random(seed + 3, n, -1, 1));
+    const auto qs = Stored<Bf16>(q), ks = Stored<Bf16>(k), vs = Stored<Bf16>(v);
+    const auto dos = Stored<Bf16>(dout);
+    std::vector<Bf16> o = Poisoned<Bf16>(static_cast<size_t>(n));
+    std::vector<float> lse(static_cast<size_t>(d.batch * d.heads * d.seq), NAN);
+    std::vector<Bf16> dq = Poisoned<Bf16>(static_cast<size_t>(n));
+    std::vector<Bf16> dk = Poisoned<Bf16>(static_cast<size_t>(n));
+    std::vector<Bf16> dv = Poisoned<Bf16>(static_cast<size_t>(n));
+    const std::vector<float> of = [&] {
+      if (d.head_dim <= 64) {
+        RunForward<64>(qs, ks, vs, o, lse, d);
+      } else {
+        RunForward<128>(qs, ks, vs, o, lse, d);
+      }
+      return Floats(o);
+    }();
+    std::vector<float> delta(lse.size());
+    for (int64_t b = 0; b < d.batch; ++b) {
+      for (int64_t i = 0; i < d.seq; ++i) {
+        for (int64_t h = 0; h < d.heads; ++h) {
+          float sum = 0;
+          for (int64_t c = 0; c < d.head_dim; ++c) {
+            const size_t at = static_cast<size_t>(((b * d.seq + i) * d.heads + h) * d.head_dim + c);
+            sum += dout[at] * of[at];
+          }
+          delta[static_cast<size_t>((b * d.heads + h) * d.seq + i)] = sum;
+        }
+      }
+    }
+    if (d.head_dim <= 64) {
+      RunBackward<64>(dos, qs, ks, vs, lse, delta, dq, dk, dv, d);
+    } else {
+      RunBackward<128>(dos, qs, ks, vs, lse, delta, dq, dk, dv, d);
+    }
+
+    std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end());
+    std::vector<double> dod(dout.begin(), dout.end());
+    std::vector<double> probs(static_cast<size_t>(d.probs_size())), o_cpu(static_cast<size_t>(n));
+    cpu::AttentionForward(qd.data(), kd.data(), vd.data(), probs.data(), o_cpu.data(), d);
+    std::vector<double> dq_cpu(static_cast<size_t>(n)), dk_cpu(static_cast<size_t>(n)),
+        dv_cpu(static_cast<size_t>(n));
+    cpu::AttentionBackward(dod.data(), qd.data(), kd.data(), vd.data(), probs.data(),
+                           dq_cpu.data(), dk_cpu.data(), dv_cpu.data(), d);
+    const NormwiseError eq = CompareNormwise(Floats(dq), dq_cpu);
+    EXPECT_LT(eq.error, 2e-2) << "dq: " << eq.Describe();
+    const NormwiseError ek = CompareNormwise(Floats(dk), dk_cpu);
+    EXPECT_LT(ek.error, 2e-2) << "dk: " << ek.Describe();
+    const NormwiseError ev = CompareNormwise(Floats(dv), dv_cpu);
+    EXPECT_LT(ev.error, 2e-2) << "dv: " << ev.Describe();
   }
 }
 

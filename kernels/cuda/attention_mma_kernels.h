@@ -259,6 +259,344 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+
+// ---- backward ----
+//
+// Two kernels, as attention_tensor_core_kernels.h, so that no output is summed with atomics and
+// every run gives the same bits. Both recompute P = exp2(S scale log2e - lse log2e) from the
+// forward's lse and use delta = rowsum(dout * o) (computed before them), dS = P (dP - delta):
+//   key-value kernel: a block of 4 warps holds 64 keys (16 per warp) and walks the query tiles
+//     (32 rows) that can see them; per warp S^T = k q^T, dP^T = v dout^T (16 x 32, keys by rows),
+//     then dv += P^T dout and dk += dS^T q, accumulated in registers; dk is scaled at the end.
+//   query kernel: a block of 4 warps holds 64 query rows (16 per warp, q and dout in registers)
+//     and walks the key tiles (32 keys) up to the diagonal; per warp S = q k^T, dP = dout v^T,
+//     then dq += dS k in registers, scaled at the end.
+// The walked tiles are double-buffered with cp.async, as the forward's.
+constexpr int kWalk = 32;  // rows (key-value kernel) or keys (query kernel) per walked tile
+
+// k and v tiles (64 rows each), then two q and two dout tiles (32 rows each), then lse and delta
+// for each of the two buffered query tiles.
+template <int kD>
+constexpr int KeyValueSharedBytes() {
+  return (2 * kKeys + 4 * kWalk) * Stride<kD>() * static_cast<int>(sizeof(Bf16)) +
+         4 * kWalk * static_cast<int>(sizeof(float));
+}
+// q and dout tiles (64 rows each), then two k and two v tiles (32 rows each).
+template <int kD>
+constexpr int QuerySharedBytes() {
+  return (2 * kRows + 4 * kWalk) * Stride<kD>() * static_cast<int>(sizeof(Bf16));
+}
+
+// A fragments of a 16-row slice of a tile whose rows are the fragments' rows (ldmatrix, no
+// transpose): ks-th 16-column step.
+template <int kD>
+__device__ __forceinline__ void LoadRowFragment(uint32_t frag[4], const Bf16* tile, int first_row,
+                                                int ks, int lane) {
+  mma::LdMatrixX4(frag, tile + (first_row + lane % 8 + 8 * ((lane / 8) % 2)) * Stride<kD>() +
+                            ks * 16 + 8 * (lane / 16));
+}
+// B fragments of two 8-column tiles (tile rows first_row .. +15 as B's columns), dims ks*16 ..
+// +15: b[0], b[1] for rows first_row .. +7, b[2], b[3] for +8 .. +15.
+template <int kD>
+__device__ __forceinline__ void LoadColumnFragments(uint32_t b[4], const Bf16* tile, int first_row,
+                                                    int ks, int lane) {
+  mma::LdMatrixX4(b, tile + (first_row + lane % 8 + 8 * (lane / 16)) * Stride<kD>() + ks * 16 +
+                         8 * ((lane / 8) % 2));
+}
+// B fragments of a tile used as [k = its rows][n = its columns]: rows first_row .. +15, columns
+// db*16 .. +7 (b[0], b[1]) and +8 .. +15 (b[2], b[3]).
+template <int kD>
+__device__ __forceinline__ void LoadTransposedFragments(uint32_t b[4], const Bf16* tile,
+                                                        int first_row, int db, int lane) {
+  mma::LdMatrixX4Trans(b, tile + (first_row + lane % 8 + 8 * ((lane / 8) % 2)) * Stride<kD>() +
+                              db * 16 + 8 * (lane / 16));
+}
+
+// acc (16 x kD) += a (16 x n, C fragments of n/8 tiles, rounded to bf16) times tile rows
+// first_row .. first_row + n - 1 as [k][kD].
+template <int kD, int kN>
+__device__ __forceinline__ void AddProductWithTile(float acc[kD / 8][4], const float c[kN / 8][4],
+                                                   const Bf16* tile, int first_row, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < kN / 16; ++ks) {
+    const uint32_t a[4] = {mma::PackBf16(c[2 * ks][0], c[2 * ks][1]),
+                           mma::PackBf16(c[2 * ks][2], c[2 * ks][3]),
+                           mma::PackBf16(c[2 * ks + 1][0], c[2 * ks + 1][1]),
+                           mma::PackBf16(c[2 * ks + 1][2], c[2 * ks + 1][3])};
+#pragma unroll
+    for (int db = 0; db < kD / 16; ++db) {
+      uint32_t b[4];
+      LoadTransposedFragments<kD>(b, tile, first_row + ks * 16, db, lane);
+      mma::MmaBf16(acc[2 * db], a, b[0], b[1]);
+      mma::MmaBf16(acc[2 * db + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Writes a warp's 16 x kD accumulator times `scale` as bf16 rows row0 .. row0 + 15 of dst
+// (stopping at seq), through `staged` (16 rows of a shared tile no other warp reads).
+template <int kD>
+__device__ __forceinline__ void StoreRows(const float acc[kD / 8][4], float scale, Bf16* staged,
+                                          Bf16* dst, int64_t row_stride, int row0, int seq,
+                                          int head_dim, int lane) {
+  constexpr int kS = Stride<kD>();
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int n = 0; n < kD / 8; ++n) {
+    *reinterpret_cast<uint32_t*>(staged + g * kS + n * 8 + 2 * t) =
+        mma::PackBf16(acc[n][0] * scale, acc[n][1] * scale);
+    *reinterpret_cast<uint32_t*>(staged + (g + 8) * kS + n * 8 + 2 * t) =
+        mma::PackBf16(acc[n][2] * scale, acc[n][3] * scale);
+  }
+  mma::SyncWarp();
+  constexpr int kChunks = kD / 8;
+  for (int i = lane; i < 16 * kChunks; i += 32) {
+    const int r = i / kChunks;
+    const int c = (i % kChunks) * 8;
+    const int row = row0 + r;
+    if (row < seq && c < head_dim) {
+      *reinterpret_cast<uint4*>(dst + static_cast<int64_t>(row) * row_stride + c) =
+          *reinterpret_cast<const uint4*>(staged + r * kS + c);
+    }
+  }
+}
+
+// Grid: (key tiles of kKeys, heads, batch); kThreads threads; KeyValueSharedBytes<kD>() bytes.
+template <int kD>
+__global__ void __launch_bounds__(kThreads)
+    FlashBackwardKeyValueMmaKernel(const Bf16* __restrict__ dout, const Bf16* __restrict__ q,
+                                   const Bf16* __restrict__ k, const Bf16* __restrict__ v,
+                                   const float* __restrict__ lse, const float* __restrict__ delta,
+                                   Bf16* __restrict__ dk, Bf16* __restrict__ dv, int seq,
+                                   int heads, int head_dim, float scale, float scale_log2) {
+  constexpr int kS = Stride<kD>();
+  constexpr float kLog2e = 1.4426950408889634f;
+  Bf16* k_tile = SharedTiles();
+  Bf16* v_tile = k_tile + kKeys * kS;
+  Bf16* q_tiles = v_tile + kKeys * kS;         // [2][kWalk][kS]
+  Bf16* do_tiles = q_tiles + 2 * kWalk * kS;   // [2][kWalk][kS]
+  float* stats = reinterpret_cast<float*>(do_tiles + 2 * kWalk * kS);  // [2][lse kWalk, delta kWalk]
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int k0 = (gridDim.x - 1 - blockIdx.x) * kKeys;  // the shortest walks last
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
+  const int64_t base =
+      static_cast<int64_t>(b) * seq * row_stride + static_cast<int64_t>(h) * head_dim;
+  const int64_t stats_base = (static_cast<int64_t>(b) * heads + h) * seq;
+  const int first_tile = k0 / kWalk;  // the first query rows that see key k0
+  const int tiles = (seq - 1) / kWalk + 1 - first_tile;
+
+  // Queues query tile `i` (of this walk) into buffer i % 2: q, dout, lse (+inf past seq, so
+  // P = 0 there) and delta.
+  auto load_query_tile = [&](int i) {
+    const int r0 = (first_tile + i) * kWalk;
+    const int buffer = i % 2;
+    LoadTileAsync<kD>(q_tiles + buffer * kWalk * kS, q + base, row_stride, r0, kWalk, seq,
+                      head_dim);
+    LoadTileAsync<kD>(do_tiles + buffer * kWalk * kS, dout + base, row_stride, r0, kWalk, seq,
+                      head_dim);
+    if (threadIdx.x < 2 * kWalk) {
+      const int r = threadIdx.x % kWalk;
+      const bool is_lse = threadIdx.x < kWalk;
+      const int row = r0 + r;
+      float value = is_lse ? INFINITY : 0.0f;
+      if (row < seq) value = is_lse ? lse[stats_base + row] * kLog2e : delta[stats_base + row];
+      stats[buffer * 2 * kWalk + threadIdx.x] = value;
+    }
+  };
+
+  LoadTileAsync<kD>(k_tile, k + base, row_stride, k0, kKeys, seq, head_dim);
+  LoadTileAsync<kD>(v_tile, v + base, row_stride, k0, kKeys, seq, head_dim);
+  load_query_tile(0);
+  mma::CpAsyncCommit();
+
+  const int my_keys = warp * 16;  // this warp's rows of the k and v tiles
+  const int key_lo = k0 + my_keys + g;
+  const int key_hi = key_lo + 8;
+  float dk_acc[kD / 8][4], dv_acc[kD / 8][4];
+#pragma unroll
+  for (int n = 0; n < kD / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk_acc[n][e] = dv_acc[n][e] = 0.0f;
+  }
+
+  for (int i = 0; i < tiles; ++i) {
+    if (i + 1 < tiles) load_query_tile(i + 1);
+    mma::CpAsyncCommit();
+    mma::CpAsyncWait<1>();
+    __syncthreads();
+    const int buffer = i % 2;
+    const Bf16* q_tile = q_tiles + buffer * kWalk * kS;
+    const Bf16* do_tile = do_tiles + buffer * kWalk * kS;
+    const float* lse_log2 = stats + buffer * 2 * kWalk;
+    const float* row_delta = lse_log2 + kWalk;
+    const int r0 = (first_tile + i) * kWalk;
+
+    // S^T = k q^T and dP^T = v dout^T: 16 keys x 32 rows (4 tiles of 8 rows).
+    float st[kWalk / 8][4], dpt[kWalk / 8][4];
+#pragma unroll
+    for (int n = 0; n < kWalk / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.0f;
+    }
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t ka[4], va[4];
+      LoadRowFragment<kD>(ka, k_tile, my_keys, ks, lane);
+      LoadRowFragment<kD>(va, v_tile, my_keys, ks, lane);
+#pragma unroll
+      for (int nb = 0; nb < kWalk / 16; ++nb) {
+        uint32_t qb[4], dob[4];
+        LoadColumnFragments<kD>(qb, q_tile, nb * 16, ks, lane);
+        LoadColumnFragments<kD>(dob, do_tile, nb * 16, ks, lane);
+        mma::MmaBf16(st[2 * nb], ka, qb[0], qb[1]);
+        mma::MmaBf16(st[2 * nb + 1], ka, qb[2], qb[3]);
+        mma::MmaBf16(dpt[2 * nb], va, dob[0], dob[1]);
+        mma::MmaBf16(dpt[2 * nb + 1], va, dob[2], dob[3]);
+      }
+    }
+    // P^T and dS^T in place of S^T and dP^T; a row before the key (row < key) is masked.
+    const bool diagonal = r0 < k0 + kKeys;
+#pragma unroll
+    for (int n = 0; n < kWalk / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n * 8 + 2 * t + e % 2;  // the query row within the tile
+        const int key = e < 2 ? key_lo : key_hi;
+        float p = mma::Exp2(st[n][e] * scale_log2 - lse_log2[col]);
+        if (diagonal && r0 + col < key) p = 0.0f;
+        st[n][e] = p;
+        dpt[n][e] = p * (dpt[n][e] - row_delta[col]);
+      }
+    }
+    AddProductWithTile<kD, kWalk>(dv_acc, st, do_tile, 0, lane);
+    AddProductWithTile<kD, kWalk>(dk_acc, dpt, q_tile, 0, lane);
+    __syncthreads();  // this buffer is refilled at step i + 1
+  }
+
+  // Each warp read only its own rows of the k and v tiles: they stage its dk and dv.
+  StoreRows<kD>(dk_acc, scale, k_tile + my_keys * kS, dk + base, row_stride, k0 + my_keys, seq,
+                head_dim, lane);
+  StoreRows<kD>(dv_acc, 1.0f, v_tile + my_keys * kS, dv + base, row_stride, k0 + my_keys, seq,
+                head_dim, lane);
+}
+
+// Grid: (query tiles of kRows, heads, batch); kThreads threads; QuerySharedBytes<kD>() bytes.
+template <int kD>
+__global__ void __launch_bounds__(kThreads)
+    FlashBackwardQueryMmaKernel(const Bf16* __restrict__ dout, const Bf16* __restrict__ q,
+                                const Bf16* __restrict__ k, const Bf16* __restrict__ v,
+                                const float* __restrict__ lse, const float* __restrict__ delta,
+                                Bf16* __restrict__ dq, int seq, int heads, int head_dim,
+                                float scale, float scale_log2) {
+  constexpr int kS = Stride<kD>();
+  constexpr int kDimSteps = kD / 16;
+  constexpr float kLog2e = 1.4426950408889634f;
+  Bf16* q_tile = SharedTiles();
+  Bf16* do_tile = q_tile + kRows * kS;
+  Bf16* k_tiles = do_tile + kRows * kS;       // [2][kWalk][kS]
+  Bf16* v_tiles = k_tiles + 2 * kWalk * kS;   // [2][kWalk][kS]
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kRows;  // the longest rows first
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
+  const int64_t base =
+      static_cast<int64_t>(b) * seq * row_stride + static_cast<int64_t>(h) * head_dim;
+  const int64_t stats_base = (static_cast<int64_t>(b) * heads + h) * seq;
+  const int last_row = min(q0 + kRows, seq) - 1;
+  const int tiles = last_row / kWalk + 1;
+
+  LoadTileAsync<kD>(q_tile, q + base, row_stride, q0, kRows, seq, head_dim);
+  LoadTileAsync<kD>(do_tile, dout + base, row_stride, q0, kRows, seq, head_dim);
+  LoadTileAsync<kD>(k_tiles, k + base, row_stride, 0, kWalk, seq, head_dim);
+  LoadTileAsync<kD>(v_tiles, v + base, row_stride, 0, kWalk, seq, head_dim);
+  mma::CpAsyncCommit();
+
+  const int my_rows = warp * 16;
+  const int row_lo = q0 + my_rows + g;
+  const int row_hi = row_lo + 8;
+  // Rows past seq: lse +inf gives P = 0 (their dq is not stored anyway).
+  const float lse_lo = row_lo < seq ? lse[stats_base + row_lo] * kLog2e : INFINITY;
+  const float lse_hi = row_hi < seq ? lse[stats_base + row_hi] * kLog2e : INFINITY;
+  const float delta_lo = row_lo < seq ? delta[stats_base + row_lo] : 0.0f;
+  const float delta_hi = row_hi < seq ? delta[stats_base + row_hi] : 0.0f;
+  uint32_t q_frag[kDimSteps][4], do_frag[kDimSteps][4];
+  float dq_acc[kD / 8][4];
+#pragma unroll
+  for (int n = 0; n < kD / 8; ++n) dq_acc[n][0] = dq_acc[n][1] = dq_acc[n][2] = dq_acc[n][3] = 0.0f;
+
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 1 < tiles) {
+      const int next = (j + 1) % 2;
+      LoadTileAsync<kD>(k_tiles + next * kWalk * kS, k + base, row_stride, (j + 1) * kWalk, kWalk,
+                        seq, head_dim);
+      LoadTileAsync<kD>(v_tiles + next * kWalk * kS, v + base, row_stride, (j + 1) * kWalk, kWalk,
+                        seq, head_dim);
+    }
+    mma::CpAsyncCommit();
+    mma::CpAsyncWait<1>();
+    __syncthreads();
+    if (j == 0) {
+#pragma unroll
+      for (int ks = 0; ks < kDimSteps; ++ks) {
+        LoadRowFragment<kD>(q_frag[ks], q_tile, my_rows, ks, lane);
+        LoadRowFragment<kD>(do_frag[ks], do_tile, my_rows, ks, lane);
+      }
+    }
+    const Bf16* k_tile = k_tiles + (j % 2) * kWalk * kS;
+    const Bf16* v_tile = v_tiles + (j % 2) * kWalk * kS;
+    const int key0 = j * kWalk;
+
+    // S = q k^T and dP = dout v^T: 16 rows x 32 keys.
+    float s[kWalk / 8][4], dp[kWalk / 8][4];
+#pragma unroll
+    for (int n = 0; n < kWalk / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
+    }
+#pragma unroll
+    for (int ks = 0; ks < kDimSteps; ++ks) {
+#pragma unroll
+      for (int nb = 0; nb < kWalk / 16; ++nb) {
+        uint32_t kb[4], vb[4];
+        LoadColumnFragments<kD>(kb, k_tile, nb * 16, ks, lane);
+        LoadColumnFragments<kD>(vb, v_tile, nb * 16, ks, lane);
+        mma::MmaBf16(s[2 * nb], q_frag[ks], kb[0], kb[1]);
+        mma::MmaBf16(s[2 * nb + 1], q_frag[ks], kb[2], kb[3]);
+        mma::MmaBf16(dp[2 * nb], do_frag[ks], vb[0], vb[1]);
+        mma::MmaBf16(dp[2 * nb + 1], do_frag[ks], vb[2], vb[3]);
+      }
+    }
+    const bool diagonal = key0 + kWalk - 1 > q0 + my_rows;
+#pragma unroll
+    for (int n = 0; n < kWalk / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + n * 8 + 2 * t + e % 2;
+        const bool hi = e >= 2;
+        float p = mma::Exp2(s[n][e] * scale_log2 - (hi ? lse_hi : lse_lo));
+        if (diagonal && key > (hi ? row_hi : row_lo)) p = 0.0f;
+        dp[n][e] = p * (dp[n][e] - (hi ? delta_hi : delta_lo));
+      }
+    }
+    AddProductWithTile<kD, kWalk>(dq_acc, dp, k_tile, 0, lane);
+    __syncthreads();
+  }
+
+  StoreRows<kD>(dq_acc, scale, q_tile + my_rows * kS, dq + base, row_stride, q0 + my_rows, seq,
+                head_dim, lane);
+}
+
 }  // namespace pipecoord::kernels::cuda::flash_mma
 
 #endif  // PIPECOORD_KERNELS_CUDA_ATTENTION_MMA_KERNELS_H_
