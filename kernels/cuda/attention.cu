@@ -70,13 +70,15 @@ Status LaunchForward(const T* q, const T* k, const T* v, T* o, float* lse,
   const float scale_log2 = ScaleOf(d) * kLog2e;
   if constexpr (kUsesTensorCores<T>) {
     if (TakesMmaKernels(d, {q, k, v, o})) {
-      constexpr int kBytes = flash_mma::ForwardSharedBytes<kD>();
-      PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(flash_mma::FlashForwardMmaKernel<kD>, kBytes,
-                                                  "FlashForwardMmaKernel"));
-      const dim3 mma_grid(Tiles(d.seq, flash_mma::kRows), static_cast<unsigned>(d.heads),
-                          static_cast<unsigned>(d.batch));
-      flash_mma::FlashForwardMmaKernel<kD><<<mma_grid, flash_mma::kThreads, kBytes, stream>>>(
-          q, k, v, o, lse, seq, heads, head_dim, scale_log2);
+      constexpr int kMTiles = flash_mma::kForwardMTiles;
+      constexpr int kBytes = flash_mma::ForwardSharedBytes<kD, kMTiles>();
+      PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(flash_mma::FlashForwardMmaKernel<kD, kMTiles>,
+                                                  kBytes, "FlashForwardMmaKernel"));
+      const dim3 mma_grid(Tiles(d.seq, flash_mma::ForwardRows<kMTiles>()),
+                          static_cast<unsigned>(d.heads), static_cast<unsigned>(d.batch));
+      flash_mma::FlashForwardMmaKernel<kD, kMTiles>
+          <<<mma_grid, flash_mma::kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, head_dim,
+                                                              scale_log2);
       return LaunchStatus("FlashForwardMmaKernel");
     }
     constexpr int kBytes = ForwardTensorCoreLayout<kD>::kBytes;

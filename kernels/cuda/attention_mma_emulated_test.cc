@@ -86,15 +86,16 @@ std::string Name(const cpu::AttentionDims& d) {
          std::to_string(d.heads) + " head_dim " + std::to_string(d.head_dim);
 }
 
-template <int kD>
+template <int kD, int kMTiles = flash_mma::kForwardMTiles>
 void RunForward(const std::vector<Bf16>& q, const std::vector<Bf16>& k, const std::vector<Bf16>& v,
                 std::vector<Bf16>& o, std::vector<float>& lse, const cpu::AttentionDims& d) {
   const float scale_log2 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim))) *
                            1.4426950408889634f;
-  const dim3 grid{static_cast<unsigned>((d.seq + flash_mma::kRows - 1) / flash_mma::kRows),
+  constexpr int kRows = flash_mma::ForwardRows<kMTiles>();
+  const dim3 grid{static_cast<unsigned>((d.seq + kRows - 1) / kRows),
                   static_cast<unsigned>(d.heads), static_cast<unsigned>(d.batch)};
   Launch(grid, dim3{flash_mma::kThreads, 1, 1}, [&] {
-    flash_mma::FlashForwardMmaKernel<kD>(q.data(), k.data(), v.data(), o.data(), lse.data(),
+    flash_mma::FlashForwardMmaKernel<kD, kMTiles>(q.data(), k.data(), v.data(), o.data(), lse.data(),
                                          static_cast<int>(d.seq), static_cast<int>(d.heads),
                                          static_cast<int>(d.head_dim), scale_log2);
   });
@@ -102,7 +103,7 @@ void RunForward(const std::vector<Bf16>& q, const std::vector<Bf16>& k, const st
 
 TEST(AttentionMmaEmulatedTest, ForwardMatchesTheCpuTwin) {
   const Shape shapes[] = {
-      {{1, 130, 1, 64}, 2.0}, {{2, 67, 2, 40}, 2.0}, {{1, 70, 1, 128}, 2.0}, {{1, 129, 1, 64}, 6.0}};
+      {{1, 130, 1, 64}, 2.0}, {{2, 67, 2, 40}, 2.0}, {{1, 70, 1, 128}, 2.0}, {{1, 200, 1, 64}, 6.0}};
   for (const Shape& shape : shapes) {
     const cpu::AttentionDims& d = shape.d;
     SCOPED_TRACE(Name(d));
@@ -114,10 +115,14 @@ TEST(AttentionMmaEmulatedTest, ForwardMatchesTheCpuTwin) {
     std::vector<Bf16> o = Poisoned<Bf16>(static_cast<size_t>(n));
     std::vector<float> lse(static_cast<size_t>(d.batch * d.heads * d.seq), NAN);
     const auto qs = Stored<Bf16>(q), ks = Stored<Bf16>(k), vs = Stored<Bf16>(v);
+    std::vector<Bf16> o1 = Poisoned<Bf16>(static_cast<size_t>(n));  // one m-tile per warp
+    std::vector<float> lse1(lse.size(), NAN);
     if (d.head_dim <= 64) {
-      RunForward<64>(qs, ks, vs, o, lse, d);
+      RunForward<64, 2>(qs, ks, vs, o, lse, d);
+      RunForward<64, 1>(qs, ks, vs, o1, lse1, d);
     } else {
-      RunForward<128>(qs, ks, vs, o, lse, d);
+      RunForward<128, 2>(qs, ks, vs, o, lse, d);
+      RunForward<128, 1>(qs, ks, vs, o1, lse1, d);
     }
 
     std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end());
@@ -125,6 +130,8 @@ TEST(AttentionMmaEmulatedTest, ForwardMatchesTheCpuTwin) {
     cpu::AttentionForward(qd.data(), kd.data(), vd.data(), probs.data(), o_cpu.data(), d);
     const NormwiseError eo = CompareNormwise(Floats(o), o_cpu);
     EXPECT_LT(eo.error, 2e-2) << "o: " << eo.Describe();
+    const NormwiseError eo1 = CompareNormwise(Floats(o1), o_cpu);
+    EXPECT_LT(eo1.error, 2e-2) << "o, one m-tile per warp: " << eo1.Describe();
 
     // lse[b, h, i] = log(sum_j<=i exp(q_i . k_j / sqrt(head_dim))), in double.
     std::vector<double> lse_cpu(lse.size());
@@ -151,6 +158,8 @@ TEST(AttentionMmaEmulatedTest, ForwardMatchesTheCpuTwin) {
     }
     const NormwiseError el = CompareNormwise(lse, lse_cpu);
     EXPECT_LT(el.error, 1e-4) << "lse: " << el.Describe();
+    const NormwiseError el1 = CompareNormwise(lse1, lse_cpu);
+    EXPECT_LT(el1.error, 1e-4) << "lse, one m-tile per warp: " << el1.Describe();
   }
 }
 
