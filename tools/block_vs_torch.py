@@ -114,7 +114,17 @@ def compare(ours_path, torch_path, attention_path):
         if not ok:
             missed.append(f"attention {p}")
         rows.append((f"attention {p}", attention[p], None, t, r, None, ATTENTION_GOAL, ok))
-    line += f"; attention vs {torch.get('attention', 'torch')} (goal >= {ATTENTION_GOAL:.1f}x): " + ", ".join(ratios)
+    backend = torch.get("attention_backend")
+    line += (f"; attention vs {torch.get('attention', 'torch')}"
+             f"{' (' + backend + ')' if backend else ''} (goal >= {ATTENTION_GOAL:.1f}x): " + ", ".join(ratios))
+    default = torch.get("attention_default_s")
+    if isinstance(default, dict):  # SDPA's own choice of kernel, shown beside the goal's baseline
+        shown = []
+        for p in ("F", "B"):
+            t = seconds(torch, ("attention_default_s", p), "torch_block_bench output")
+            rows.append((f"attn {p} dflt", attention[p], None, t, t / attention[p], None, None, None))
+            shown.append(f"{p} {t / attention[p]:.2f}x")
+        line += "; vs SDPA's default choice (no goal): " + ", ".join(shown)
     line += ("; goal missed: " + ", ".join(missed)) if missed else "; all goals met"
 
     def ms(v):
@@ -125,12 +135,13 @@ def compare(ours_path, torch_path, attention_path):
 
     table = [f"{'':12} {'ours ms':>9} {'median':>9} {'torch ms':>9} {'torch/ours':>10} {'(medians)':>10}  goal"]
     for name, o, om, t, r, rm, goal, ok in rows:
-        table.append(f"{name:12} {ms(o)} {ms(om)} {ms(t)} {x(r)} {x(rm)}  >= {goal:.1f}x {'met' if ok else 'missed'}")
+        verdict = f">= {goal:.1f}x {'met' if ok else 'missed'}" if goal is not None else "(no goal)"
+        table.append(f"{name:12} {ms(o)} {ms(om)} {ms(t)} {x(r)} {x(rm)}  {verdict}")
     table.append(f"ours: cuda_block_bench, best of {ours.get('reps', '?')} after {ours.get('warmup', '?')} warm-up "
                  f"(median beside it); W timed alone after B (ours BW - B: "
                  f"{(ours_best['BW'] - ours_best['B']) * 1e3:.3f} ms)")
-    table.append("torch: torch_block_bench medians; its W is BW - B. attention ours: attention_bench, "
-                 "ms per call over back-to-back calls, best of 3 rounds")
+    table.append("torch: torch_block_bench medians; its W is BW - B; its attention alone, like ours "
+                 "(attention_bench), ms per call over back-to-back calls, best of 3 rounds")
     table.append(f"device {torch['device']}, {torch['dtype']}, shape {json.dumps(torch['shape'])}")
     return line, table
 

@@ -81,6 +81,25 @@ class BlockVsTorchTest(unittest.TestCase):
         self.assertTrue(line.endswith("F 2.00x, B 2.00x, W 2.00x, BW 2.00x; attention vs scaled_dot_product_attention "
                                       "(goal >= 0.7x): F 0.71x, B 0.70x; all goals met"), line)
 
+    def test_sdpa_default_shown_beside_the_flash_path(self):
+        # A later run's torch JSON names the forced backend and times SDPA's own choice too
+        # (figures chosen here: flash F 0.2 ms B 0.5 ms, default F 0.1 ms B 0.4 ms).
+        torch_run = copy.deepcopy(TORCH_RUN)
+        torch_run["attention_backend"] = "SDPBackend.FLASH_ATTENTION"
+        torch_run["attention_s"] = {"F": 0.0002, "B": 0.0005}
+        torch_run["attention_default_s"] = {"F": 0.0001, "B": 0.0004}
+        attention = self.write("attention.txt", read(ATTENTION)
+                               .replace("1.062 ms/call", "0.125 ms/call").replace("2.773 ms/call", "0.625 ms/call"))
+        rc, line, table = self.run_script(self.write("ours.json", OURS), torch=self.write("t.json", torch_run),
+                                          attention=attention)
+        self.assertEqual(rc, 0, line)
+        self.assertIn("attention vs scaled_dot_product_attention (SDPBackend.FLASH_ATTENTION) (goal >= 0.7x): "
+                      "F 1.60x, B 0.80x; vs SDPA's default choice (no goal): F 0.80x, B 0.64x; goal missed: F, BW",
+                      line)
+        rows = {l[:12].strip(): l.split() for l in table[1:9]}
+        self.assertEqual(rows["attn F dflt"][3:], ["0.125", "0.100", "0.800x", "(no", "goal)"])
+        self.assertEqual(rows["attn B dflt"][3:], ["0.625", "0.400", "0.640x", "(no", "goal)"])
+
     def assert_cannot_compare(self, ours_path, want, **kw):
         rc, line, table = self.run_script(ours_path, **kw)
         self.assertEqual(rc, 1, line)
