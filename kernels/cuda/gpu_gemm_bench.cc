@@ -9,6 +9,14 @@
 // around `iters` back-to-back calls after `warmup` calls, best of three alternating rounds.
 // One line per case: "F y = x w^T  wq/wk/wv/wo ... ours X TFLOP/s  cuBLASLt Y TFLOP/s  ratio Z".
 //
+// After those lines, for each W shape, what the fp32 gradient costs: our W (fp32 dw, beta 1, as
+// Megatron-LM's main_grad with gradient accumulation fusion) against a bare cuBLASLt W that
+// writes D = dy^T x in bf16 with beta 0 (what an eager framework with bf16 parameters and bf16
+// gradients, e.g. PyTorch eager, runs), and against one that writes fp32 D with beta 0 (a first
+// micro-batch: fp32 output without reading the accumulator), both fp32 compute, timed in the same
+// alternating rounds as our W and the fp32 beta-1 baseline above. The ratios are bare time / our
+// time, so 0.86 means ours takes 1/0.86 as long.
+//
 // Without a GPU it prints "no CUDA device: ..." and exits 0; any other failure exits 1.
 //
 // Run with `bazel run -c opt //kernels/cuda:gpu_gemm_bench [-- --warmup N --iters N]`. Built by
@@ -94,6 +102,13 @@ const char* StepName(Step step) {
 //   F: y^T [out, n]  = op_T(w as [in, out]) * x^T [in, n]
 //   B: dx^T [in, n]  = w as [in, out] * dy^T [out, n]
 //   W: dw^T [in, out] = x^T [in, n] * op_T(dy^T as [out, n])   (fp32 C/D, beta 1)
+// W's output can instead be bf16 or fp32 with beta 0 (WeightOutput), for the comparison above.
+enum class WeightOutput {
+  kFp32Accumulate,  // fp32 C = D, beta 1: what GemmContext::BackwardWeight does
+  kBf16Overwrite,   // bf16 D, beta 0: an eager framework's bf16 gradient
+  kFp32Overwrite,   // fp32 D, beta 0: a first micro-batch, no read of the accumulator
+};
+
 class BareMatmul {
  public:
   BareMatmul() = default;
@@ -106,7 +121,8 @@ class BareMatmul {
     if (desc_ != nullptr) cublasLtMatmulDescDestroy(desc_);
   }
 
-  Status Init(cublasLtHandle_t handle, Step step, int64_t n, int64_t in, int64_t out) {
+  Status Init(cublasLtHandle_t handle, Step step, int64_t n, int64_t in, int64_t out,
+              WeightOutput weight_output = WeightOutput::kFp32Accumulate) {
     handle_ = handle;
     cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
     cudaDataType_t c_type = CUDA_R_16BF;
@@ -121,8 +137,8 @@ class BareMatmul {
         break;
       case Step::kBackwardWeight:
         transb = CUBLAS_OP_T;
-        c_type = CUDA_R_32F;
-        beta_ = 1.0f;
+        c_type = weight_output == WeightOutput::kBf16Overwrite ? CUDA_R_16BF : CUDA_R_32F;
+        beta_ = weight_output == WeightOutput::kFp32Accumulate ? 1.0f : 0.0f;
         a_rows = in, a_cols = n, b_rows = out, b_cols = n, c_rows = in, c_cols = out;
         break;
     }
@@ -201,14 +217,15 @@ Status TimeCalls(const std::function<Status()>& call, int warmup, int iters, cud
 struct Layer {
   const char* names;
   int64_t in, out;
+  int per_block;  // how many of the block's linear layers have this shape
 };
 
 Status RunBench(int warmup, int iters) {
   constexpr int64_t kTokens = 2048;
   const Layer layers[] = {
-      {"wq/wk/wv/wo", 4096, 4096},
-      {"w1/w3      ", 4096, 11008},
-      {"w2         ", 11008, 4096},
+      {"wq/wk/wv/wo", 4096, 4096, 4},
+      {"w1/w3      ", 4096, 11008, 2},
+      {"w2         ", 11008, 4096, 1},
   };
   PIPECOORD_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
   cudaStream_t stream = nullptr;
@@ -224,15 +241,20 @@ Status RunBench(int warmup, int iters) {
       "bf16 inputs, fp32 accumulation; n = %lld tokens; %d calls after %d warm-up, best "
       "of 3 rounds\n",
       static_cast<long long>(kTokens), iters, warmup);
+  // The W comparison's lines, printed after the lines above (whose format stays as it was).
+  std::vector<std::string> weight_output_lines;
+  // Seconds of one block's seven W GEMMs: ours, bf16 =, fp32 =, fp32 += (layer.per_block each).
+  double block_s[4] = {0, 0, 0, 0};
   for (const Layer& layer : layers) {
     const cpu::LinearDims d{kTokens, layer.in, layer.out};
-    DeviceMemory x, w, y, dy, dx, dw;
+    DeviceMemory x, w, y, dy, dx, dw, dw_bf16;
     PIPECOORD_RETURN_IF_ERROR(x.Allocate(d.n * d.in * 2));
     PIPECOORD_RETURN_IF_ERROR(w.Allocate(d.out * d.in * 2));
     PIPECOORD_RETURN_IF_ERROR(y.Allocate(d.n * d.out * 2));
     PIPECOORD_RETURN_IF_ERROR(dy.Allocate(d.n * d.out * 2));
     PIPECOORD_RETURN_IF_ERROR(dx.Allocate(d.n * d.in * 2));
     PIPECOORD_RETURN_IF_ERROR(dw.Allocate(d.out * d.in * 4));
+    PIPECOORD_RETURN_IF_ERROR(dw_bf16.Allocate(d.out * d.in * 2));
     PIPECOORD_RETURN_IF_ERROR(FillBf16(x.get(), d.n * d.in, 1));
     PIPECOORD_RETURN_IF_ERROR(FillBf16(w.get(), d.out * d.in, 2));
     PIPECOORD_RETURN_IF_ERROR(FillBf16(dy.get(), d.n * d.out, 3));
@@ -246,6 +268,9 @@ Status RunBench(int warmup, int iters) {
       std::function<Status()> ours, bare_call;
       BareMatmul bare;
       PIPECOORD_RETURN_IF_ERROR(bare.Init(handle, step, d.n, d.in, d.out));
+      // W only: the bf16-output and fp32 beta-0 baselines (empty for F and B).
+      std::vector<std::function<Status()>> weight_calls;
+      BareMatmul bare_bf16, bare_fp32_fresh;
       switch (step) {
         case Step::kForward:
           ours = [&] { return ctx.Forward(xb, wb, static_cast<__nv_bfloat16*>(y.get()), d); };
@@ -264,15 +289,30 @@ Status RunBench(int warmup, int iters) {
           bare_call = [&] {
             return bare.Run(dy.get(), x.get(), dw.get(), workspace.get(), stream);
           };
+          PIPECOORD_RETURN_IF_ERROR(bare_bf16.Init(handle, step, d.n, d.in, d.out,
+                                                   WeightOutput::kBf16Overwrite));
+          PIPECOORD_RETURN_IF_ERROR(bare_fp32_fresh.Init(handle, step, d.n, d.in, d.out,
+                                                         WeightOutput::kFp32Overwrite));
+          weight_calls.push_back([&] {
+            return bare_bf16.Run(dy.get(), x.get(), dw_bf16.get(), workspace.get(), stream);
+          });
+          weight_calls.push_back([&] {
+            return bare_fp32_fresh.Run(dy.get(), x.get(), dw.get(), workspace.get(), stream);
+          });
           break;
       }
       double ours_s = 1e30, bare_s = 1e30;
+      std::vector<double> weight_s(weight_calls.size(), 1e30);
       for (int round = 0; round < 3; ++round) {
         double s = 0;
         PIPECOORD_RETURN_IF_ERROR(TimeCalls(bare_call, warmup, iters, stream, &s));
         bare_s = std::min(bare_s, s);
         PIPECOORD_RETURN_IF_ERROR(TimeCalls(ours, warmup, iters, stream, &s));
         ours_s = std::min(ours_s, s);
+        for (size_t i = 0; i < weight_calls.size(); ++i) {
+          PIPECOORD_RETURN_IF_ERROR(TimeCalls(weight_calls[i], warmup, iters, stream, &s));
+          weight_s[i] = std::min(weight_s[i], s);
+        }
       }
       const double flops = 2.0 * d.n * d.in * d.out;
       std::printf(
@@ -282,8 +322,36 @@ Status RunBench(int warmup, int iters) {
           static_cast<long long>(layer.in), flops / ours_s * 1e-12, flops / bare_s * 1e-12,
           bare_s / ours_s);
       std::fflush(stdout);
+      if (!weight_calls.empty()) {
+        char line[320];
+        std::snprintf(line, sizeof(line),
+                      "W  %s [%lld, %lld]  ours fp32 += %.4f ms  bf16 = %.4f ms (ratio %.3f)  "
+                      "fp32 = %.4f ms (ratio %.3f)  fp32 += %.4f ms",
+                      layer.names, static_cast<long long>(layer.out),
+                      static_cast<long long>(layer.in), ours_s * 1e3, weight_s[0] * 1e3,
+                      weight_s[0] / ours_s, weight_s[1] * 1e3, weight_s[1] / ours_s, bare_s * 1e3);
+        weight_output_lines.push_back(line);
+        const double per_call[4] = {ours_s, weight_s[0], weight_s[1], bare_s};
+        for (int i = 0; i < 4; ++i) block_s[i] += layer.per_block * per_call[i];
+      }
     }
   }
+  std::printf(
+      "W vs bf16-output W (PyTorch eager's gradient type): ms per call, ratio = bare cuBLASLt "
+      "time / ours (below 1: ours slower)\n"
+      "  ours fp32 += : GemmContext::BackwardWeight, fp32 dw, beta 1 (reads and adds the "
+      "accumulator)\n"
+      "  bf16 =       : bare cuBLASLt D = dy^T x, bf16 D, beta 0, fp32 compute (bf16 gradients)\n"
+      "  fp32 =       : bare cuBLASLt, fp32 D, beta 0 (first micro-batch: fp32 output, no "
+      "accumulator read)\n"
+      "  fp32 +=      : bare cuBLASLt, fp32 D, beta 1 (the W baseline above)\n");
+  for (const std::string& line : weight_output_lines) std::printf("%s\n", line.c_str());
+  std::printf(
+      "W  block (4 x wq/wk/wv/wo, 2 x w1/w3, 1 x w2)  ours fp32 += %.4f ms  bf16 = %.4f ms "
+      "(ratio %.3f)  fp32 = %.4f ms (ratio %.3f)  fp32 += %.4f ms\n",
+      block_s[0] * 1e3, block_s[1] * 1e3, block_s[1] / block_s[0], block_s[2] * 1e3,
+      block_s[2] / block_s[0], block_s[3] * 1e3);
+  std::fflush(stdout);
   context->reset();
   cublasLtDestroy(handle);
   cudaStreamDestroy(stream);
