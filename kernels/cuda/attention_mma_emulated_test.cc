@@ -9,7 +9,7 @@
 // the backward kernels likewise for dq, dk and dv (bf16, 2e-2), from the forward kernel's lse.
 // The emulation cannot see GPU-only faults (a missing barrier the scheduling hides, shared
 // memory limits, the hardware's own fragment layouts): attention_test checks those on a GPU.
-#include "kernels/cuda/cuda_emulation.h"
+#include "kernels/cuda/cuda_emulation.h"  // first: the CUDA built-ins the kernels use
 #include "kernels/cuda/attention_mma_kernels.h"
 
 #include <gtest/gtest.h>
@@ -86,35 +86,57 @@ std::string Name(const cpu::AttentionDims& d) {
          std::to_string(d.heads) + " head_dim " + std::to_string(d.head_dim);
 }
 
+// q, k (uniform in +-qk_range), v and dout (in +-1), rounded to bf16: as floats for the CPU
+// twin and stored for the kernels.
+struct Inputs {
+  std::vector<float> q, k, v, dout;
+  std::vector<Bf16> qs, ks, vs, douts;
+};
+Inputs MakeInputs(const Shape& shape, uint64_t seed) {
+  const cpu::AttentionDims& d = shape.d;
+  const int64_t n = d.batch * d.seq * d.hidden();
+  Inputs in;
+  in.q = RoundedTo<Bf16>(Random(seed, n, -shape.qk_range, shape.qk_range));
+  in.k = RoundedTo<Bf16>(Random(seed + 1, n, -shape.qk_range, shape.qk_range));
+  in.v = RoundedTo<Bf16>(Random(seed + 2, n, -1, 1));
+  in.dout = RoundedTo<Bf16>(Random(seed + 3, n, -1, 1));
+  in.qs = Stored<Bf16>(in.q);
+  in.ks = Stored<Bf16>(in.k);
+  in.vs = Stored<Bf16>(in.v);
+  in.douts = Stored<Bf16>(in.dout);
+  return in;
+}
+
 template <int kD, int kMTiles = flash_mma::kForwardMTiles>
 void RunForward(const std::vector<Bf16>& q, const std::vector<Bf16>& k, const std::vector<Bf16>& v,
                 std::vector<Bf16>& o, std::vector<float>& lse, const cpu::AttentionDims& d) {
-  const float scale_log2 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim))) *
-                           1.4426950408889634f;
+  const float scale_log2 =
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim))) * 1.4426950408889634f;
   constexpr int kRows = flash_mma::ForwardRows<kMTiles>();
   const dim3 grid{static_cast<unsigned>((d.seq + kRows - 1) / kRows),
                   static_cast<unsigned>(d.heads), static_cast<unsigned>(d.batch)};
   Launch(grid, dim3{flash_mma::kThreads, 1, 1}, [&] {
-    flash_mma::FlashForwardMmaKernel<kD, kMTiles>(q.data(), k.data(), v.data(), o.data(), lse.data(),
-                                         static_cast<int>(d.seq), static_cast<int>(d.heads),
-                                         static_cast<int>(d.head_dim), scale_log2);
+    flash_mma::FlashForwardMmaKernel<kD, kMTiles>(
+        q.data(), k.data(), v.data(), o.data(), lse.data(), static_cast<int>(d.seq),
+        static_cast<int>(d.heads), static_cast<int>(d.head_dim), scale_log2);
   });
 }
 
 TEST(AttentionMmaEmulatedTest, ForwardMatchesTheCpuTwin) {
-  const Shape shapes[] = {
-      {{1, 130, 1, 64}, 2.0}, {{2, 67, 2, 40}, 2.0}, {{1, 70, 1, 128}, 2.0}, {{1, 200, 1, 64}, 6.0}};
+  const Shape shapes[] = {{{1, 130, 1, 64}, 2.0},
+                          {{2, 67, 2, 40}, 2.0},
+                          {{1, 70, 1, 128}, 2.0},
+                          {{1, 200, 1, 64}, 6.0}};
   for (const Shape& shape : shapes) {
     const cpu::AttentionDims& d = shape.d;
     SCOPED_TRACE(Name(d));
     const int64_t n = d.batch * d.seq * d.hidden();
-    const uint64_t seed = 10 * static_cast<uint64_t>(d.seq) + static_cast<uint64_t>(d.head_dim);
-    const auto q = RoundedTo<Bf16>(Random(seed, n, -shape.qk_range, shape.qk_range));
-    const auto k = RoundedTo<Bf16>(Random(seed + 1, n, -shape.qk_range, shape.qk_range));
-    const auto v = RoundedTo<Bf16>(Random(seed + 2, n, -1, 1));
+    const Inputs in =
+        MakeInputs(shape, 10 * static_cast<uint64_t>(d.seq) + static_cast<uint64_t>(d.head_dim));
+    const auto &q = in.q, &k = in.k, &v = in.v;
+    const auto &qs = in.qs, &ks = in.ks, &vs = in.vs;
     std::vector<Bf16> o = Poisoned<Bf16>(static_cast<size_t>(n));
     std::vector<float> lse(static_cast<size_t>(d.batch * d.heads * d.seq), NAN);
-    const auto qs = Stored<Bf16>(q), ks = Stored<Bf16>(k), vs = Stored<Bf16>(v);
     std::vector<Bf16> o1 = Poisoned<Bf16>(static_cast<size_t>(n));  // one m-tile per warp
     std::vector<float> lse1(lse.size(), NAN);
     if (d.head_dim <= 64) {
@@ -174,18 +196,20 @@ void RunBackward(const std::vector<Bf16>& dout, const std::vector<Bf16>& q,
   const unsigned heads = static_cast<unsigned>(d.heads), batch = static_cast<unsigned>(d.batch);
   const int seq = static_cast<int>(d.seq), h = static_cast<int>(d.heads);
   const int hd = static_cast<int>(d.head_dim);
-  Launch(dim3{static_cast<unsigned>((d.seq + flash_mma::kKeys - 1) / flash_mma::kKeys), heads, batch},
-         dim3{flash_mma::kThreads, 1, 1}, [&] {
-           flash_mma::FlashBackwardKeyValueMmaKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
-                                                         lse.data(), delta.data(), dk.data(),
-                                                         dv.data(), seq, h, hd, scale, scale_log2);
-         });
-  Launch(dim3{static_cast<unsigned>((d.seq + flash_mma::kRows - 1) / flash_mma::kRows), heads, batch},
-         dim3{flash_mma::kThreads, 1, 1}, [&] {
-           flash_mma::FlashBackwardQueryMmaKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
-                                                      lse.data(), delta.data(), dq.data(), seq, h,
-                                                      hd, scale, scale_log2);
-         });
+  Launch(
+      dim3{static_cast<unsigned>((d.seq + flash_mma::kKeys - 1) / flash_mma::kKeys), heads, batch},
+      dim3{flash_mma::kThreads, 1, 1}, [&] {
+        flash_mma::FlashBackwardKeyValueMmaKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
+                                                      lse.data(), delta.data(), dk.data(),
+                                                      dv.data(), seq, h, hd, scale, scale_log2);
+      });
+  Launch(
+      dim3{static_cast<unsigned>((d.seq + flash_mma::kRows - 1) / flash_mma::kRows), heads, batch},
+      dim3{flash_mma::kThreads, 1, 1}, [&] {
+        flash_mma::FlashBackwardQueryMmaKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
+                                                   lse.data(), delta.data(), dq.data(), seq, h, hd,
+                                                   scale, scale_log2);
+      });
 }
 
 // The backward kernels, given the forward's lse (from the forward kernel) and delta =
@@ -197,13 +221,10 @@ TEST(AttentionMmaEmulatedTest, BackwardMatchesTheCpuTwin) {
     const cpu::AttentionDims& d = shape.d;
     SCOPED_TRACE(Name(d));
     const int64_t n = d.batch * d.seq * d.hidden();
-    const uint64_t seed = 20 * static_cast<uint64_t>(d.seq) + static_cast<uint64_t>(d.head_dim);
-    const auto q = RoundedTo<Bf16>(Random(seed, n, -shape.qk_range, shape.qk_range));
-    const auto k = RoundedTo<Bf16>(Random(seed + 1, n, -shape.qk_range, shape.qk_range));
-    const auto v = RoundedTo<Bf16>(Random(seed + 2, n, -1, 1));
-    const auto dout = RoundedTo<Bf16>(Random(seed + 3, n, -1, 1));
-    const auto qs = Stored<Bf16>(q), ks = Stored<Bf16>(k), vs = Stored<Bf16>(v);
-    const auto dos = Stored<Bf16>(dout);
+    const Inputs in =
+        MakeInputs(shape, 20 * static_cast<uint64_t>(d.seq) + static_cast<uint64_t>(d.head_dim));
+    const auto &q = in.q, &k = in.k, &v = in.v, &dout = in.dout;
+    const auto &qs = in.qs, &ks = in.ks, &vs = in.vs, &dos = in.douts;
     std::vector<Bf16> o = Poisoned<Bf16>(static_cast<size_t>(n));
     std::vector<float> lse(static_cast<size_t>(d.batch * d.heads * d.seq), NAN);
     std::vector<Bf16> dq = Poisoned<Bf16>(static_cast<size_t>(n));
@@ -242,8 +263,8 @@ TEST(AttentionMmaEmulatedTest, BackwardMatchesTheCpuTwin) {
     cpu::AttentionForward(qd.data(), kd.data(), vd.data(), probs.data(), o_cpu.data(), d);
     std::vector<double> dq_cpu(static_cast<size_t>(n)), dk_cpu(static_cast<size_t>(n)),
         dv_cpu(static_cast<size_t>(n));
-    cpu::AttentionBackward(dod.data(), qd.data(), kd.data(), vd.data(), probs.data(),
-                           dq_cpu.data(), dk_cpu.data(), dv_cpu.data(), d);
+    cpu::AttentionBackward(dod.data(), qd.data(), kd.data(), vd.data(), probs.data(), dq_cpu.data(),
+                           dk_cpu.data(), dv_cpu.data(), d);
     const NormwiseError eq = CompareNormwise(Floats(dq), dq_cpu);
     EXPECT_LT(eq.error, 2e-2) << "dq: " << eq.Describe();
     const NormwiseError ek = CompareNormwise(Floats(dk), dk_cpu);

@@ -8,9 +8,10 @@
 //
 // Forward: a block of 4 warps holds 128 query rows (two groups of 16 per warp: each k fragment
 // read from shared memory feeds both, 0.171-0.174 ms against 0.186 ms for one group on an H200
-// at b1 s2048 32 heads d128); it walks the key tiles (64 keys) up to the diagonal, the next tile's k and v loading (cp.async, double-buffered) while this one is
-// multiplied. Scores S = q k^T (fp32 accumulators), the causal mask on the diagonal tile, the
-// running max and sum per row (reduced over the 4 lanes that share a row), P = exp2(S scale log2e
+// at b1 s2048 32 heads d128); it walks the key tiles (64 keys) up to the diagonal, the next tile's
+// k and v loading (cp.async, double-buffered) while this one is multiplied. Scores S = q k^T (fp32
+// accumulators), the causal mask on the diagonal tile, the running max and sum per row (reduced
+// over the 4 lanes that share a row), P = exp2(S scale log2e
 // - max) rounded to bf16 as the A operand of O += P v (registers reused in place: the C layout
 // of two adjacent 8-key tiles is the A layout of one 16-key step), and at the end o = O / sum
 // and lse = ln(sum) + max scale, as attention.h defines them. The row sums use the unrounded P.
@@ -84,6 +85,20 @@ __device__ __forceinline__ void LoadTileAsync(Bf16* tile, const Bf16* src, int64
   }
 }
 
+// Where a block's (batch, head) = (blockIdx.z, blockIdx.y) lives: rows row_stride elements apart
+// from `base` in the [batch, seq, heads, head_dim] tensors, and its seq statistics (lse, delta)
+// from `stats` in [batch, heads, seq].
+struct HeadSlice {
+  int64_t row_stride;
+  int64_t base;
+  int64_t stats;
+};
+__device__ __forceinline__ HeadSlice BlockHead(int seq, int heads, int head_dim) {
+  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
+  const int64_t b = blockIdx.z, h = blockIdx.y;
+  return {row_stride, b * seq * row_stride + h * head_dim, (b * heads + h) * seq};
+}
+
 // Writes a warp's 16 x kD accumulator times `scale` as bf16 rows row0 .. row0 + 15 of dst
 // (stopping at seq), through `staged` (16 rows of a shared tile no other warp reads).
 template <int kD>
@@ -121,9 +136,8 @@ __device__ __forceinline__ void StoreRows(const float acc[kD / 8][4], float scal
 template <int kD, int kMTiles>
 __global__ void __launch_bounds__(kThreads)
     FlashForwardMmaKernel(const Bf16* __restrict__ q, const Bf16* __restrict__ k,
-                          const Bf16* __restrict__ v, Bf16* __restrict__ o,
-                          float* __restrict__ lse, int seq, int heads, int head_dim,
-                          float scale_log2) {
+                          const Bf16* __restrict__ v, Bf16* __restrict__ o, float* __restrict__ lse,
+                          int seq, int heads, int head_dim, float scale_log2) {
   constexpr int kS = Stride<kD>();
   constexpr int kDimSteps = kD / 16;     // k-steps of S = q k^T
   constexpr int kKeySteps = kKeys / 16;  // k-steps of O += P v
@@ -138,17 +152,13 @@ __global__ void __launch_bounds__(kThreads)
   const int g = lane / 4;
   const int t = lane % 4;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kBlockRows;  // the longest rows first
-  const int h = blockIdx.y;
-  const int b = blockIdx.z;
-  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
-  const int64_t base =
-      static_cast<int64_t>(b) * seq * row_stride + static_cast<int64_t>(h) * head_dim;
+  const HeadSlice head = BlockHead(seq, heads, head_dim);
   const int last_row = min(q0 + kBlockRows, seq) - 1;
   const int tiles = last_row / kKeys + 1;
 
-  LoadTileAsync<kD>(q_tile, q + base, row_stride, q0, kBlockRows, seq, head_dim);
-  LoadTileAsync<kD>(k_tiles, k + base, row_stride, 0, kKeys, seq, head_dim);
-  LoadTileAsync<kD>(v_tiles, v + base, row_stride, 0, kKeys, seq, head_dim);
+  LoadTileAsync<kD>(q_tile, q + head.base, head.row_stride, q0, kBlockRows, seq, head_dim);
+  LoadTileAsync<kD>(k_tiles, k + head.base, head.row_stride, 0, kKeys, seq, head_dim);
+  LoadTileAsync<kD>(v_tiles, v + head.base, head.row_stride, 0, kKeys, seq, head_dim);
   mma::CpAsyncCommit();
 
   // m-tile m: the block's rows tile_row(m) .. + 15; this lane's rows are + g and + g + 8.
@@ -161,16 +171,17 @@ __global__ void __launch_bounds__(kThreads)
     row_max[m][0] = row_max[m][1] = -INFINITY;
     row_sum[m][0] = row_sum[m][1] = 0.0f;
 #pragma unroll
-    for (int n = 0; n < kD / 8; ++n) out[m][n][0] = out[m][n][1] = out[m][n][2] = out[m][n][3] = 0.0f;
+    for (int n = 0; n < kD / 8; ++n)
+      out[m][n][0] = out[m][n][1] = out[m][n][2] = out[m][n][3] = 0.0f;
   }
 
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {
       const int next = (j + 1) % 2;
-      LoadTileAsync<kD>(k_tiles + next * kKeys * kS, k + base, row_stride, (j + 1) * kKeys, kKeys,
-                        seq, head_dim);
-      LoadTileAsync<kD>(v_tiles + next * kKeys * kS, v + base, row_stride, (j + 1) * kKeys, kKeys,
-                        seq, head_dim);
+      LoadTileAsync<kD>(k_tiles + next * kKeys * kS, k + head.base, head.row_stride,
+                        (j + 1) * kKeys, kKeys, seq, head_dim);
+      LoadTileAsync<kD>(v_tiles + next * kKeys * kS, v + head.base, head.row_stride,
+                        (j + 1) * kKeys, kKeys, seq, head_dim);
     }
     mma::CpAsyncCommit();
     mma::CpAsyncWait<1>();  // every group but the one just queued: tile j (and q) are in place
@@ -179,7 +190,8 @@ __global__ void __launch_bounds__(kThreads)
       if (j == 0) {
 #pragma unroll
         for (int ks = 0; ks < kDimSteps; ++ks) {
-          mma::LdMatrixX4(q_frag[ks], q_tile + (tile_row(0) + lane % 8 + 8 * ((lane / 8) % 2)) * kS +
+          mma::LdMatrixX4(q_frag[ks], q_tile +
+                                          (tile_row(0) + lane % 8 + 8 * ((lane / 8) % 2)) * kS +
                                           ks * 16 + 8 * (lane / 16));
         }
       }
@@ -197,7 +209,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int m = kFirst; m < kMTiles; ++m) {
 #pragma unroll
-        for (int n = 0; n < kKeys / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
+        for (int n = 0; n < kKeys / 8; ++n)
+          s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
       }
 #pragma unroll
       for (int ks = 0; ks < kDimSteps; ++ks) {
@@ -229,7 +242,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int m = kFirst; m < kMTiles; ++m) {
         const int row_lo = q0 + tile_row(m) + g;
         const int row_hi = row_lo + 8;
-        if (k0 + kKeys - 1 > q0 + tile_row(m)) {  // the diagonal: key > row is masked (so are keys past seq)
+        if (k0 + kKeys - 1 >
+            q0 + tile_row(m)) {  // the diagonal: key > row is masked (so are keys past seq)
 #pragma unroll
           for (int n = 0; n < kKeys / 8; ++n) {
 #pragma unroll
@@ -325,9 +339,10 @@ __global__ void __launch_bounds__(kThreads)
     const int row_lo = q0 + tile_row(m) + g;
     const int row_hi = row_lo + 8;
     if (t == 0) {
-      const int64_t stats = (static_cast<int64_t>(b) * heads + h) * seq;
-      if (row_lo < seq) lse[stats + row_lo] = (row_max[m][0] * scale_log2 + log2f(row_sum[m][0])) * kLn2;
-      if (row_hi < seq) lse[stats + row_hi] = (row_max[m][1] * scale_log2 + log2f(row_sum[m][1])) * kLn2;
+      if (row_lo < seq)
+        lse[head.stats + row_lo] = (row_max[m][0] * scale_log2 + log2f(row_sum[m][0])) * kLn2;
+      if (row_hi < seq)
+        lse[head.stats + row_hi] = (row_max[m][1] * scale_log2 + log2f(row_sum[m][1])) * kLn2;
     }
     float scaled[kD / 8][4];
 #pragma unroll
@@ -337,8 +352,8 @@ __global__ void __launch_bounds__(kThreads)
       scaled[n][2] = out[m][n][2] * inverse[1];
       scaled[n][3] = out[m][n][3] * inverse[1];
     }
-    StoreRows<kD>(scaled, 1.0f, q_tile + tile_row(m) * kS, o + base, row_stride, q0 + tile_row(m),
-                  seq, head_dim, lane);
+    StoreRows<kD>(scaled, 1.0f, q_tile + tile_row(m) * kS, o + head.base, head.row_stride,
+                  q0 + tile_row(m), seq, head_dim, lane);
   }
 }
 
@@ -421,27 +436,23 @@ __global__ void __launch_bounds__(kThreads)
     FlashBackwardKeyValueMmaKernel(const Bf16* __restrict__ dout, const Bf16* __restrict__ q,
                                    const Bf16* __restrict__ k, const Bf16* __restrict__ v,
                                    const float* __restrict__ lse, const float* __restrict__ delta,
-                                   Bf16* __restrict__ dk, Bf16* __restrict__ dv, int seq,
-                                   int heads, int head_dim, float scale, float scale_log2) {
+                                   Bf16* __restrict__ dk, Bf16* __restrict__ dv, int seq, int heads,
+                                   int head_dim, float scale, float scale_log2) {
   constexpr int kS = Stride<kD>();
   constexpr float kLog2e = 1.4426950408889634f;
   Bf16* k_tile = SharedTiles();
   Bf16* v_tile = k_tile + kKeys * kS;
-  Bf16* q_tiles = v_tile + kKeys * kS;         // [2][kWalk][kS]
-  Bf16* do_tiles = q_tiles + 2 * kWalk * kS;   // [2][kWalk][kS]
-  float* stats = reinterpret_cast<float*>(do_tiles + 2 * kWalk * kS);  // [2][lse kWalk, delta kWalk]
+  Bf16* q_tiles = v_tile + kKeys * kS;        // [2][kWalk][kS]
+  Bf16* do_tiles = q_tiles + 2 * kWalk * kS;  // [2][kWalk][kS]
+  float* stats =
+      reinterpret_cast<float*>(do_tiles + 2 * kWalk * kS);  // [2][lse kWalk, delta kWalk]
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int g = lane / 4;
   const int t = lane % 4;
   const int k0 = (gridDim.x - 1 - blockIdx.x) * kKeys;  // the shortest walks last
-  const int h = blockIdx.y;
-  const int b = blockIdx.z;
-  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
-  const int64_t base =
-      static_cast<int64_t>(b) * seq * row_stride + static_cast<int64_t>(h) * head_dim;
-  const int64_t stats_base = (static_cast<int64_t>(b) * heads + h) * seq;
+  const HeadSlice head = BlockHead(seq, heads, head_dim);
   const int first_tile = k0 / kWalk;  // the first query rows that see key k0
   const int tiles = (seq - 1) / kWalk + 1 - first_tile;
 
@@ -450,22 +461,22 @@ __global__ void __launch_bounds__(kThreads)
   auto load_query_tile = [&](int i) {
     const int r0 = (first_tile + i) * kWalk;
     const int buffer = i % 2;
-    LoadTileAsync<kD>(q_tiles + buffer * kWalk * kS, q + base, row_stride, r0, kWalk, seq,
+    LoadTileAsync<kD>(q_tiles + buffer * kWalk * kS, q + head.base, head.row_stride, r0, kWalk, seq,
                       head_dim);
-    LoadTileAsync<kD>(do_tiles + buffer * kWalk * kS, dout + base, row_stride, r0, kWalk, seq,
-                      head_dim);
+    LoadTileAsync<kD>(do_tiles + buffer * kWalk * kS, dout + head.base, head.row_stride, r0, kWalk,
+                      seq, head_dim);
     if (threadIdx.x < 2 * kWalk) {
       const int r = threadIdx.x % kWalk;
       const bool is_lse = threadIdx.x < kWalk;
       const int row = r0 + r;
       float value = is_lse ? INFINITY : 0.0f;
-      if (row < seq) value = is_lse ? lse[stats_base + row] * kLog2e : delta[stats_base + row];
+      if (row < seq) value = is_lse ? lse[head.stats + row] * kLog2e : delta[head.stats + row];
       stats[buffer * 2 * kWalk + threadIdx.x] = value;
     }
   };
 
-  LoadTileAsync<kD>(k_tile, k + base, row_stride, k0, kKeys, seq, head_dim);
-  LoadTileAsync<kD>(v_tile, v + base, row_stride, k0, kKeys, seq, head_dim);
+  LoadTileAsync<kD>(k_tile, k + head.base, head.row_stride, k0, kKeys, seq, head_dim);
+  LoadTileAsync<kD>(v_tile, v + head.base, head.row_stride, k0, kKeys, seq, head_dim);
   load_query_tile(0);
   mma::CpAsyncCommit();
 
@@ -534,10 +545,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // Each warp read only its own rows of the k and v tiles: they stage its dk and dv.
-  StoreRows<kD>(dk_acc, scale, k_tile + my_keys * kS, dk + base, row_stride, k0 + my_keys, seq,
-                head_dim, lane);
-  StoreRows<kD>(dv_acc, 1.0f, v_tile + my_keys * kS, dv + base, row_stride, k0 + my_keys, seq,
-                head_dim, lane);
+  StoreRows<kD>(dk_acc, scale, k_tile + my_keys * kS, dk + head.base, head.row_stride, k0 + my_keys,
+                seq, head_dim, lane);
+  StoreRows<kD>(dv_acc, 1.0f, v_tile + my_keys * kS, dv + head.base, head.row_stride, k0 + my_keys,
+                seq, head_dim, lane);
 }
 
 // Grid: (query tiles of kRows, heads, batch); kThreads threads; QuerySharedBytes<kD>() bytes.
@@ -553,37 +564,32 @@ __global__ void __launch_bounds__(kThreads)
   constexpr float kLog2e = 1.4426950408889634f;
   Bf16* q_tile = SharedTiles();
   Bf16* do_tile = q_tile + kRows * kS;
-  Bf16* k_tiles = do_tile + kRows * kS;       // [2][kWalk][kS]
-  Bf16* v_tiles = k_tiles + 2 * kWalk * kS;   // [2][kWalk][kS]
+  Bf16* k_tiles = do_tile + kRows * kS;      // [2][kWalk][kS]
+  Bf16* v_tiles = k_tiles + 2 * kWalk * kS;  // [2][kWalk][kS]
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int g = lane / 4;
   const int t = lane % 4;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRows;  // the longest rows first
-  const int h = blockIdx.y;
-  const int b = blockIdx.z;
-  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
-  const int64_t base =
-      static_cast<int64_t>(b) * seq * row_stride + static_cast<int64_t>(h) * head_dim;
-  const int64_t stats_base = (static_cast<int64_t>(b) * heads + h) * seq;
+  const HeadSlice head = BlockHead(seq, heads, head_dim);
   const int last_row = min(q0 + kRows, seq) - 1;
   const int tiles = last_row / kWalk + 1;
 
-  LoadTileAsync<kD>(q_tile, q + base, row_stride, q0, kRows, seq, head_dim);
-  LoadTileAsync<kD>(do_tile, dout + base, row_stride, q0, kRows, seq, head_dim);
-  LoadTileAsync<kD>(k_tiles, k + base, row_stride, 0, kWalk, seq, head_dim);
-  LoadTileAsync<kD>(v_tiles, v + base, row_stride, 0, kWalk, seq, head_dim);
+  LoadTileAsync<kD>(q_tile, q + head.base, head.row_stride, q0, kRows, seq, head_dim);
+  LoadTileAsync<kD>(do_tile, dout + head.base, head.row_stride, q0, kRows, seq, head_dim);
+  LoadTileAsync<kD>(k_tiles, k + head.base, head.row_stride, 0, kWalk, seq, head_dim);
+  LoadTileAsync<kD>(v_tiles, v + head.base, head.row_stride, 0, kWalk, seq, head_dim);
   mma::CpAsyncCommit();
 
   const int my_rows = warp * 16;
   const int row_lo = q0 + my_rows + g;
   const int row_hi = row_lo + 8;
   // Rows past seq: lse +inf gives P = 0 (their dq is not stored anyway).
-  const float lse_lo = row_lo < seq ? lse[stats_base + row_lo] * kLog2e : INFINITY;
-  const float lse_hi = row_hi < seq ? lse[stats_base + row_hi] * kLog2e : INFINITY;
-  const float delta_lo = row_lo < seq ? delta[stats_base + row_lo] : 0.0f;
-  const float delta_hi = row_hi < seq ? delta[stats_base + row_hi] : 0.0f;
+  const float lse_lo = row_lo < seq ? lse[head.stats + row_lo] * kLog2e : INFINITY;
+  const float lse_hi = row_hi < seq ? lse[head.stats + row_hi] * kLog2e : INFINITY;
+  const float delta_lo = row_lo < seq ? delta[head.stats + row_lo] : 0.0f;
+  const float delta_hi = row_hi < seq ? delta[head.stats + row_hi] : 0.0f;
   uint32_t q_frag[kDimSteps][4], do_frag[kDimSteps][4];
   float dq_acc[kD / 8][4];
 #pragma unroll
@@ -592,10 +598,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {
       const int next = (j + 1) % 2;
-      LoadTileAsync<kD>(k_tiles + next * kWalk * kS, k + base, row_stride, (j + 1) * kWalk, kWalk,
-                        seq, head_dim);
-      LoadTileAsync<kD>(v_tiles + next * kWalk * kS, v + base, row_stride, (j + 1) * kWalk, kWalk,
-                        seq, head_dim);
+      LoadTileAsync<kD>(k_tiles + next * kWalk * kS, k + head.base, head.row_stride,
+                        (j + 1) * kWalk, kWalk, seq, head_dim);
+      LoadTileAsync<kD>(v_tiles + next * kWalk * kS, v + head.base, head.row_stride,
+                        (j + 1) * kWalk, kWalk, seq, head_dim);
     }
     mma::CpAsyncCommit();
     mma::CpAsyncWait<1>();
@@ -647,8 +653,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   }
 
-  StoreRows<kD>(dq_acc, scale, q_tile + my_rows * kS, dq + base, row_stride, q0 + my_rows, seq,
-                head_dim, lane);
+  StoreRows<kD>(dq_acc, scale, q_tile + my_rows * kS, dq + head.base, head.row_stride, q0 + my_rows,
+                seq, head_dim, lane);
 }
 
 }  // namespace pipecoord::kernels::cuda::flash_mma

@@ -9,7 +9,8 @@
 //   A (16 x 16, row-major):  a[0] = A[g][2t, 2t+1]      a[1] = A[g+8][2t, 2t+1]
 //                            a[2] = A[g][2t+8, 2t+9]    a[3] = A[g+8][2t+8, 2t+9]
 //   B (16 x 8, k x n):       b[0] = B[2t, 2t+1][g]      b[1] = B[2t+8, 2t+9][g]
-//   C, D (16 x 8, fp32):     c[0] = C[g][2t]  c[1] = C[g][2t+1]  c[2] = C[g+8][2t]  c[3] = C[g+8][2t+1]
+//   C, D (16 x 8, fp32):     c[0] = C[g][2t]  c[1] = C[g][2t+1]  c[2] = C[g+8][2t]  c[3] =
+//   C[g+8][2t+1]
 // ldmatrix.x4 reads four 8 x 8 bf16 matrices; lanes 8j .. 8j+7 give the addresses of matrix j's
 // rows (16 bytes each), and register j of lane 4g + t receives matrix j's row g, columns 2t and
 // 2t+1 (.trans: rows 2t and 2t+1 of column g).
@@ -115,7 +116,9 @@ inline int Lane() { return em::linear_thread % 32; }
 inline int WarpBase() { return em::linear_thread / 32 * 32; }
 inline void WarpBarrier() { em::current_block->warps[em::linear_thread / 32]->arrive_and_wait(); }
 inline uint16_t Bits(Bf16 x) { return x.bits; }
-inline float Half(uint32_t reg, int k) { return Bf16BitsToFloat(static_cast<uint16_t>(reg >> (16 * k))); }
+inline float Half(uint32_t reg, int k) {
+  return Bf16BitsToFloat(static_cast<uint16_t>(reg >> (16 * k)));
+}
 }  // namespace emulated
 
 inline void MmaBf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
@@ -128,7 +131,9 @@ inline void MmaBf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     const auto& r = x[base + (row % 8) * 4 + (k % 8) / 2].regs;
     return Half(r[row / 8 + 2 * (k / 8)], k % 2);
   };
-  auto b_at = [&](int k, int n) { return Half(x[base + n * 4 + (k % 8) / 2].regs[4 + k / 8], k % 2); };
+  auto b_at = [&](int k, int n) {
+    return Half(x[base + n * 4 + (k % 8) / 2].regs[4 + k / 8], k % 2);
+  };
   for (int i = 0; i < 4; ++i) {
     const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
     float sum = d[i];
@@ -138,32 +143,24 @@ inline void MmaBf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   WarpBarrier();
 }
 
-inline void LdMatrixX4(uint32_t r[4], const Bf16* row) {
+// Matrix j's element (row, column) lies at lane 8 j + row's address, plus column.
+inline void LdMatrixX4Emulated(uint32_t r[4], const Bf16* row, bool transposed) {
   using namespace emulated;
   auto& x = Exchange();
   const int base = WarpBase(), lane = Lane(), g = lane / 4, t = lane % 4;
   x[base + lane].row = row;
   WarpBarrier();
+  auto at = [&](int j, int row_in_matrix, int column) {
+    return static_cast<uint32_t>(Bits(x[base + 8 * j + row_in_matrix].row[column]));
+  };
   for (int j = 0; j < 4; ++j) {
-    const Bf16* p = x[base + 8 * j + g].row;
-    r[j] = Bits(p[2 * t]) | static_cast<uint32_t>(Bits(p[2 * t + 1])) << 16;
+    r[j] = transposed ? at(j, 2 * t, g) | at(j, 2 * t + 1, g) << 16
+                      : at(j, g, 2 * t) | at(j, g, 2 * t + 1) << 16;
   }
   WarpBarrier();
 }
-
-inline void LdMatrixX4Trans(uint32_t r[4], const Bf16* row) {
-  using namespace emulated;
-  auto& x = Exchange();
-  const int base = WarpBase(), lane = Lane(), g = lane / 4, t = lane % 4;
-  x[base + lane].row = row;
-  WarpBarrier();
-  for (int j = 0; j < 4; ++j) {
-    const Bf16* lo = x[base + 8 * j + 2 * t].row;
-    const Bf16* hi = x[base + 8 * j + 2 * t + 1].row;
-    r[j] = Bits(lo[g]) | static_cast<uint32_t>(Bits(hi[g])) << 16;
-  }
-  WarpBarrier();
-}
+inline void LdMatrixX4(uint32_t r[4], const Bf16* row) { LdMatrixX4Emulated(r, row, false); }
+inline void LdMatrixX4Trans(uint32_t r[4], const Bf16* row) { LdMatrixX4Emulated(r, row, true); }
 
 // Synchronous here: the data is in place when the call returns.
 inline void CpAsync16(void* dst, const void* src, bool valid) {
