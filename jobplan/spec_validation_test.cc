@@ -37,8 +37,8 @@ TEST(SpecValidationTest, WorkerKindAndModule) {
         << bad;
   }
   s.mutable_worker()->set_module("pkg.mod:f");
-  s.set_dp(2);
-  EXPECT_EQ(Error(s), "spec.dp: torch workers run one replica (dp 1); data parallelism on them is not implemented, got 2");
+  s.set_dp(2);  // data parallel: each replica's stages average their gradients (docs/pytorch.md)
+  EXPECT_EQ(Error(s), "");
   s.set_dp(1);
   s.set_checkpoint_every(2);
   EXPECT_EQ(Error(s), "spec.checkpointEvery: torch workers do not write checkpoints (not implemented), got 2");

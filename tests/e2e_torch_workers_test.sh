@@ -3,8 +3,10 @@
 #  0. the Python token stream equals the C++ one (values the C++ printed), fault rules parse;
 #  1. jobs of the reference model (python/examples/reference_stages.py) on pp 2 and pp 4, each of
 #     1f1b, interleaved, zbh1 and zbv, train to the losses of a single-process PyTorch run of the
-#     same model on the same token stream (relative 1e-5 every step); a built-in job is not handed
-#     to torch workers (it waits); SIGTERM deregisters them;
+#     same model on the same token stream (relative 1e-5 every step); pp 2 x dp 2 jobs (1f1b, zbh1,
+#     interleaved, zbv; a REDUCE_GRAD per stage in the plan) train to the losses of the single
+#     process on the replicas' concatenated batch (2 m micro-batches a step); a built-in job is
+#     not handed to torch workers (it waits); SIGTERM deregisters them;
 #  2. a slow torch worker (--inject slow:1:4) is reported by the straggler check, naming rank 1;
 #  3. a torch worker killed mid-job: the job FAILED naming the dead rank;
 #  4. docs/pytorch.md's complete example (its module and job as written) prints what the docs show,
@@ -91,9 +93,12 @@ PY
 # --- 1. Losses against one process ---
 start_coordinator
 start_torch_workers 4
-torch_job "$WORK/ref.json"
-/usr/bin/python3 - "$WORK/ref.json" > "$WORK/reference.json" <<'PY' || fail "the single-process run failed"
-# The whole model in one process, plain PyTorch: m micro-batches, loss / m backward, AdamW.
+# reference JOB_JSON OUT: the losses of the single-process run of JOB_JSON's model and steps.
+reference() {
+/usr/bin/python3 - "$1" > "$2" <<'PY' || fail "the single-process run failed"
+# The whole model in one process, plain PyTorch: m micro-batches, loss / m backward, AdamW. With
+# dp replicas, replica d reads the step's micro-batches d*m .. d*m+m-1 and their gradients are
+# averaged: one process on the concatenated batch, all dp*m micro-batches, loss / (dp*m).
 import json, sys
 import torch
 import torch.nn.functional as F
@@ -103,7 +108,7 @@ from pipecoord.stage_api import ModelSpec, StageShard
 from pipecoord.synthetic_data import SyntheticData
 torch.set_num_threads(1)
 spec = json.load(open(sys.argv[1]))
-m, b, ms = spec["microbatches"], spec["microBatchSize"], spec["model"]
+m, b, ms = spec["microbatches"] * spec.get("dp", 1), spec["microBatchSize"], spec["model"]
 model_spec = ModelSpec(layers=ms["layers"], hidden=ms["hidden"], heads=ms["heads"], vocab=ms["vocab"],
                        seq_len=ms["seqLen"], seed=int(ms["seed"]))
 model = build_stage(StageShard(0, 0, ms["layers"], True, True), model_spec)
@@ -123,7 +128,13 @@ for step in range(spec["steps"]):
     losses.append(total / m)
 print(json.dumps(losses))
 PY
+}
+torch_job "$WORK/ref.json"
+reference "$WORK/ref.json" "$WORK/reference.json"
 echo "single process: $(cat "$WORK/reference.json")"
+torch_job "$WORK/ref-dp.json" dp=2
+reference "$WORK/ref-dp.json" "$WORK/reference-dp.json"
+echo "single process, the dp 2 batch: $(cat "$WORK/reference-dp.json")"
 
 # A built-in job waits for C++ workers: the torch workers are not handed it.
 job_json "$WORK/builtin.json" steps=1
@@ -151,6 +162,37 @@ assert worst <= 1e-5, (got, ref)
 assert ref[-1] < ref[0], ref  # it learns
 PY
   done
+done
+# pp 2 x dp 2 on the four workers: each replica its own micro-batches, each stage's gradients
+# averaged at its REDUCE_GRAD (timed like every action: the coordinator's calibration matched the
+# plan), the step's loss the replicas' mean.
+for schedule in 1f1b zbh1 interleaved zbv; do
+  torch_job "$WORK/job.json" pp=2 dp=2 "schedule=\"$schedule\""
+  job=$(submit "$WORK/job.json")
+  timeout 120 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "dp 2 $schedule: $(tail -3 "$WORK/watch.out")"
+  "$PIPECTL" status "$job" --format json > "$WORK/status.json"
+  /usr/bin/python3 - "$WORK/status.json" "$WORK/reference-dp.json" "$WORK/reference.json" "$schedule" <<'PY' ||
+import json, sys
+job, ref, ref_dp1, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), sys.argv[4]
+assert job["state"] == "SUCCEEDED", job.get("failureCause")
+assert job["spec"]["dp"] == 2, job["spec"]
+# One REDUCE_GRAD per stage, on the stage's rank, before the rank's OPT.
+for r in job["plan"]["ranks"]:
+    ops = [a.get("op") for a in r["actions"]]
+    reduced = sorted(a.get("stage", 0) for a in r["actions"] if a.get("op") == "REDUCE_GRAD")
+    held = sorted({a.get("stage", 0) for a in r["actions"] if a.get("op") == "F"})
+    assert reduced == held, (name, r, reduced, held)
+    assert ops.index("OPT") > max(i for i, op in enumerate(ops) if op == "REDUCE_GRAD"), ops
+sdc = [e for e in job.get("events", []) if e.get("kind") == "SDC"]
+assert not sdc, sdc
+got = [s["loss"] for s in job["steps"]]
+assert len(got) == len(ref), (got, ref)
+worst = max(abs(g - r) / abs(r) for g, r in zip(got, ref))
+print(f"pp 2 dp 2 {name}: losses {' '.join('%.6f' % g for g in got)}, worst relative difference {worst:.2e}")
+assert worst <= 1e-5, (got, ref)
+assert max(abs(g - r) / abs(r) for g, r in zip(got, ref_dp1)) > 1e-3, (got, ref_dp1)  # not one replica's batch
+PY
+    fail "pp 2 dp 2 $schedule: losses differ"
 done
 [ "$("$PIPECTL" status "$builtin" --format json | json_field '["state"]')" = PENDING ] || fail "a built-in job ran on torch workers"
 "$PIPECTL" cancel "$builtin" > /dev/null

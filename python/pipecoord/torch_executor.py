@@ -5,11 +5,28 @@ action that needs the tensor waits for it, and that wait is idle, not busy); PRO
 GEMM the coordinator checks); OPT. Every action is timed on the coordinator's clock and reported
 in the step's TelemetryBatch with the step's loss and memory.
 
+Data parallel (dp > 1), as the C++ Executor (worker/daemon/executor.h): replica d reads
+micro-batches d*m .. d*m+m-1 of the step (the C++ TrainingData's order) and the replicas average
+their gradients with torch.distributed.all_reduce on the process group of the rank's replicas (the
+global ranks d*pp + rank, every d; torch_worker.py creates one per pipeline rank), one of two ways,
+as the plan's lists say:
+- stage by stage (the plan has REDUCE_GRAD: CPU jobs, jobplan::ReducesGradientsPerStage): a
+  REDUCE_GRAD hands its stage's gradients to the rank's reduction lane, a background thread that
+  runs the all-reduces one at a time in list order, and returns at once, so the reduction overlaps
+  the rank's other stages' cool-down; OPT (or the step's end) waits for them all. A REDUCE_GRAD's
+  timing is its all-reduce's span on the lane, OPT's the optimizer step after that wait.
+- after the step (no REDUCE_GRAD: cuda jobs, an imported CSV without them): OPT all-reduces every
+  gradient of the rank first, inside its timing.
+Each replica's head reports the mean loss of its own micro-batches; the coordinator averages the
+replicas' (coordinator/step_aggregator.cc), which is the step's mean over all of them.
+
 Tensors between ranks: float32 [micro_batch_size, seq_len, hidden] on the job's device (gloo on the
 CPU, NCCL on CUDA), tagged by (step, activations or gradients, the consuming stage, micro-batch).
 """
+import queue
 import threading
 import time
+from concurrent.futures import Future
 
 import torch
 import torch.distributed as dist
@@ -59,6 +76,48 @@ class Faults:
         return [r for r in self.rules if r[1] == global_rank]
 
 
+def all_reduce_mean(tensors, group, size):
+    """Averages `tensors` (gradients, in place) over the `size` processes of `group`: one flat
+    all-reduce (sum) of them all, then / size."""
+    if not tensors:
+        return
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
+    flat.div_(size)
+    offset = 0
+    for t in tensors:
+        t.copy_(flat[offset:offset + t.numel()].view_as(t))
+        offset += t.numel()
+
+
+class ReduceLane:
+    """The rank's gradient-reduction lane: a daemon thread that runs the submitted all-reduces one
+    at a time, in submission order (every replica submits its stages in the same list order, as a
+    process group's collectives require). submit() returns a Future of the (start_ns, end_ns) on
+    `clock_ns`; a daemon thread, so a peer that never answers cannot keep the process alive."""
+
+    def __init__(self, clock_ns):
+        self.clock_ns = clock_ns
+        self.jobs = queue.Queue()
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def submit(self, fn):
+        done = Future()
+        self.jobs.put((fn, done))
+        return done
+
+    def _loop(self):
+        while True:
+            fn, done = self.jobs.get()
+            start = self.clock_ns()
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 (handed to the waiting step)
+                done.set_exception(e)
+                continue
+            done.set_result((start, self.clock_ns()))
+
+
 class Progress:
     """Where the rank is inside its step, for the heartbeat (the coordinator's hang check)."""
 
@@ -95,14 +154,22 @@ class Progress:
 
 class RankExecutor:
     """`a`: the Assignment; `runner`: its StageRunner; `data`: the SyntheticData stream;
-    `clock_ns`: the coordinator's clock; `cancelled`: a threading.Event."""
+    `clock_ns`: the coordinator's clock; `cancelled`: a threading.Event; `dp_group`: the process
+    group of this pipeline rank's dp replicas (None when dp is 1)."""
 
-    def __init__(self, a, runner, data, clock_ns, faults, progress, cancelled, device):
+    def __init__(self, a, runner, data, clock_ns, faults, progress, cancelled, device, dp_group=None):
         self.a, self.runner, self.data, self.clock_ns = a, runner, data, clock_ns
         self.faults, self.progress, self.cancelled = faults, progress, cancelled
         self.device = torch.device(device)
         spec = a.spec
         self.pp, self.rank, self.dp_rank = spec.pp, a.rank, a.dp_rank
+        self.dp = max(1, spec.dp)
+        if self.dp > 1 and dp_group is None:
+            raise ValueError(f"dp {self.dp}: the rank's replicas need a process group")
+        self.dp_group = dp_group
+        self.reduces_by_stage = any(act.op == schedule_pb2.REDUCE_GRAD for act in a.jobs.actions)
+        self.lane = ReduceLane(clock_ns) if self.dp > 1 and self.reduces_by_stage else None
+        self.stage_reduces = []  # (stage, timing entry, Future) launched this step, in list order
         self.m = spec.microbatches
         self.stage_to_rank = list(a.stage_to_rank)
         self.stages = len(self.stage_to_rank)
@@ -163,6 +230,31 @@ class RankExecutor:
             self.local[(channel, consumer, mb)] = tensor
         else:
             self.outbox[(channel, producer, mb)] = tensor
+
+    # --- data parallel ---
+    def launch_stage_reduce(self, stage, entry):
+        """REDUCE_GRAD: stage `stage`'s gradients onto the lane; its timing (`entry`) is set when
+        it is done (finish_stage_reduces)."""
+        grads = self.runner.stage_gradients(stage)
+        done = self.lane.submit(lambda: all_reduce_mean(grads, self.dp_group, self.dp))
+        self.stage_reduces.append((stage, entry, done))
+
+    def finish_stage_reduces(self, timings):
+        """Waits for this step's launched all-reduces (idle time) and sets their timings; the first
+        failure names the stage and its REDUCE_GRAD."""
+        first = None
+        for stage, entry, done in self.stage_reduces:
+            try:
+                start, end = done.result()
+            except Exception as e:  # noqa: BLE001
+                if first is None:
+                    first = RuntimeError(f"the gradient all-reduce of stage {stage} (its REDUCE_GRAD, "
+                                         f"{stage}REDUCE_GRAD): {type(e).__name__}: {e}")
+                continue
+            timings[entry].start_ns, timings[entry].end_ns = start, max(start, end)
+        self.stage_reduces.clear()
+        if first is not None:
+            raise first
 
     # --- health hooks (worker/daemon/health_hooks.cc) ---
     def before_compute(self, step):
@@ -243,10 +335,18 @@ class RankExecutor:
         elif op == schedule_pb2.PROBE:
             checksum = self.probe(step)
         elif op == schedule_pb2.OPT:
+            # Stage by stage: the reductions ran on the lane; waiting for them is idle time.
+            self.finish_stage_reduces(timings)
+            start = self.clock_ns()
+            if self.dp > 1 and not self.reduces_by_stage:  # one all-reduce of every gradient now
+                all_reduce_mean(self.runner.all_gradients(), self.dp_group, self.dp)
             self.runner.optimizer_step()
+        elif op == schedule_pb2.REDUCE_GRAD:
+            if self.dp > 1:  # a group of one has nothing to reduce
+                self.launch_stage_reduce(s, len(timings))
         else:
-            raise NotImplementedError(f"action {describe(a)}: a torch worker runs F, B, W, BW, SEND/RECV, PROBE "
-                                      f"and OPT, not {schedule_pb2.Op.Name(op)}")
+            raise NotImplementedError(f"action {describe(a)}: a torch worker runs F, B, W, BW, SEND/RECV, PROBE, "
+                                      f"OPT and REDUCE_GRAD, not {schedule_pb2.Op.Name(op)}")
         t = timings.add()
         t.action.CopyFrom(a)
         t.step = step
@@ -277,6 +377,11 @@ class RankExecutor:
                     if self.cancelled.is_set():
                         raise Cancelled() from e
                     raise RuntimeError(f"step {step}, position {i} ({describe(act)}): {type(e).__name__}: {e}") from e
+            if self.stage_reduces:  # a list with REDUCE_GRAD and no OPT after them
+                try:
+                    self.finish_stage_reduces(batch.actions)
+                except Exception as e:
+                    raise RuntimeError(f"step {step}: {e}") from e
             for work, _, peer in self.sends:  # what this step sent is received before its buffers go
                 self.wait(work, peer)
             self.sends.clear()

@@ -11,6 +11,9 @@ compute_backend.h); no communication here (torch_executor.py moves the tensors).
   graph is freed. W walks the graph from the output again (PyTorch 1.13 cannot start from the
   intermediate gradients B computed), so B + W cost more than BW here.
 - BW: both at once, torch.autograd.backward.
+- Gradients for data parallel (torch_executor.py averages them over the replicas): one stage's
+  (REDUCE_GRAD) or the rank's every stage's (OPT without REDUCE_GRAD), as the .grad tensors
+  themselves; a parameter with no gradient yet gets zeros, so every replica reduces the same list.
 - OPT: torch.optim.AdamW (betas 0.9, 0.95, eps 1e-8, no weight decay: the C++ worker's
   kernels/cpu/adamw.h defaults) over every stage of the rank, then the gradients are zeroed.
 
@@ -101,6 +104,25 @@ class StageRunner:
         saved = self._take((stage, mb))
         torch.autograd.backward(saved.output, grad_tensors=grad)
         return None if saved.input is None else saved.input.grad
+
+    def stage_gradients(self, stage):
+        """The .grad tensors of `stage`'s trainable parameters, in parameter order."""
+        return self._gradients(self.modules[stage].parameters())
+
+    def all_gradients(self):
+        """The .grad tensors of every trainable parameter of the rank, stage by stage."""
+        return self._gradients(self.params)
+
+    @staticmethod
+    def _gradients(params):
+        grads = []
+        for p in params:
+            if not p.requires_grad:
+                continue
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            grads.append(p.grad)
+        return grads
 
     def optimizer_step(self):
         if self.optimizer is not None:

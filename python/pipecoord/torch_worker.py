@@ -9,7 +9,8 @@ registers with worker_kind "torch" (so it is handed only jobs whose spec.worker.
 keeps its lease with heartbeats that also carry its progress and sync its clock to the
 coordinator's, takes its assignments from its command stream, builds each stage it holds by
 calling the job's spec.worker.module with (StageShard, ModelSpec), agrees on a torch.distributed
-process group with its peers through the coordinator's rendezvous, walks its job list
+process group with its peers through the coordinator's rendezvous (with dp > 1, also one group of
+each pipeline rank's replicas, for the gradient all-reduce), walks its job list
 (torch_executor.py) streaming every action's timing, each step's loss and memory as telemetry,
 reports how its part ended (naming the peers whose links broke), releases the job and waits for
 the next. SIGTERM/SIGINT: a running job finishes its current step and fails naming it, then the
@@ -274,6 +275,14 @@ class TorchWorker:
                                     rank=g, world_size=world,
                                     timeout=datetime.timedelta(seconds=self.args.peer_timeout))
             group = True
+            # Data parallel: one process group per pipeline rank, of its replicas (global ranks
+            # d * pp + rank), for the gradient all-reduce. new_group is collective: every process
+            # creates every group, in the same order, before the first step.
+            dp_group = None
+            for r in range(spec.pp if spec.dp > 1 else 0):
+                members = dist.new_group(ranks=[d * spec.pp + r for d in range(spec.dp)])
+                if r == a.rank:
+                    dp_group = members
             if a.start_step > 0:
                 log(f"{a.job_id}: starts at step {a.start_step} from fresh weights (torch workers keep no checkpoints)")
             outbox = queue.Queue()
@@ -287,7 +296,7 @@ class TorchWorker:
 
             telemetry = self.stub.Telemetry.future(batches())
             executor = RankExecutor(a, runner, data, self.clock.now_ns, [r for r in self.faults.for_rank(g)],
-                                    job.progress, job.cancelled, device)
+                                    job.progress, job.cancelled, device, dp_group)
             job.running = True
 
             def on_step(batch):
