@@ -43,10 +43,13 @@ TEST(SpecValidationTest, WorkerKindAndModule) {
   s.set_checkpoint_every(2);
   EXPECT_EQ(Error(s), "spec.checkpointEvery: torch workers do not write checkpoints (not implemented), got 2");
   s.set_checkpoint_every(0);
+  s.mutable_data()->set_path("d/train");  // read as the C++ workers read it (token_data.py)
+  EXPECT_EQ(Error(s), "");
   s.set_eval_every(1);
-  EXPECT_EQ(Error(s), "spec.evalEvery: torch workers read the synthetic token stream only (datasets and validation on "
-                      "them are not implemented)");
+  EXPECT_EQ(Error(s), "spec.evalEvery: torch workers do not run validation (not implemented; they train on spec.data "
+                      "without it), got 1");
   s.set_eval_every(0);
+  s.clear_data();
   s.set_device("cuda");
   s.set_precision("bf16");
   EXPECT_EQ(Error(s), "spec.precision: torch workers train in \"fp32\" (bf16 on them is not implemented)");

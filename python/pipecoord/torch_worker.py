@@ -34,7 +34,7 @@ import torch.distributed as dist
 from proto import worker_pb2, worker_pb2_grpc
 
 from pipecoord.stage_api import ModelSpec, StageShard, load_builder
-from pipecoord.synthetic_data import SyntheticData
+from pipecoord.token_data import training_data
 from pipecoord.torch_executor import Cancelled, Faults, Progress, RankExecutor
 from pipecoord.torch_stages import StageRunner
 
@@ -263,8 +263,7 @@ class TorchWorker:
                                     f"for stage {shard.stage}, not a torch.nn.Module")
                 modules[shard.stage], shards[shard.stage] = module.to(device), shard
             runner = StageRunner(modules, shards, spec.microbatches, spec.learning_rate, device)
-            data = SyntheticData(spec.data_seed or spec.model.seed, spec.model.vocab, spec.model.seq_len,
-                                 spec.micro_batch_size)
+            data = training_data(spec)  # spec.data's windows (token_data.py), else the synthetic stream
             # The process group: global rank 0 hosts its store and says where through the coordinator.
             key = f"torch-store-{a.session}"
             if g == 0:
