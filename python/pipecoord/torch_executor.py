@@ -106,9 +106,16 @@ class ReduceLane:
         self.jobs.put((fn, done))
         return done
 
+    def close(self):
+        """Ends the thread once what was submitted ran (a job's end: one lane per job)."""
+        self.jobs.put(None)
+
     def _loop(self):
         while True:
-            fn, done = self.jobs.get()
+            job = self.jobs.get()
+            if job is None:
+                return
+            fn, done = job
             start = self.clock_ns()
             try:
                 fn()
@@ -361,6 +368,13 @@ class RankExecutor:
     def run(self, on_step):
         """Runs steps start_step..steps-1, calling on_step(TelemetryBatch) with each step's action
         timings and summary (the caller fills in who sends it)."""
+        try:
+            self._run(on_step)
+        finally:
+            if self.lane is not None:
+                self.lane.close()
+
+    def _run(self, on_step):
         jobs = self.a.jobs.actions
         for step in range(self.a.start_step, self.a.spec.steps):
             batch = telemetry_pb2.TelemetryBatch()
