@@ -7,6 +7,7 @@
 #    (windows past 2^32), a very late step, the sequential (validation) order, one exact epoch;
 # 2. a dataset written by pipectl data prepare from a small text: the windows and token values of
 #    every micro-batch of 12 steps, dp 2, as a prepared folder and as PREFIX with valFraction 0.1;
+#    and of Megatron-LM's .bin/.idx (uint16, int32) and a flat uint32 file, across epochs;
 # 3. that it can fail: a sampler with another seed, and a token changed in the .bin, are refused.
 set -euo pipefail
 dump=tests/torch_data/sampler_dump
@@ -67,6 +68,13 @@ job() {  # job NAME sampler_dump-job-flags...
 job folder --data "$work/data" --vocab 256 --seed 11 --seq 16 --batch 2 --microbatches 3 --dp 2 --train-steps 12
 job tail --data "$work/data/train" --vocab 300 --seed 3 --seq 9 --batch 3 --microbatches 2 --dp 2 \
   --val-fraction 0.1 --train-steps 12
+
+echo "== Megatron-LM and uint32 datasets (data/testdata/write_token_datasets.py)"
+fmt=data/python_written
+job megatron_u16 --data $fmt/megatron_u16 --vocab 1000 --seed 7 --seq 4 --batch 1 --microbatches 2 --train-steps 14
+job megatron_i32 --data $fmt/megatron_i32 --vocab 70000 --seed 8 --seq 3 --batch 2 --microbatches 1 --dp 2 \
+  --val-fraction 0.2 --train-steps 9
+job flat_u32 --data $fmt/flat_u32.bin --vocab 100000 --seed 9 --seq 10 --batch 2 --microbatches 2 --train-steps 9
 
 echo "== and it can fail"
 if compare range "$work/odd.json" --begin 17 --end 5000 --seed 43 --seq 7 --batch 3 --microbatches 5 --dp 3 \
