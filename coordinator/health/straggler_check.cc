@@ -74,7 +74,10 @@ std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
     sc.best = s.best;
     sc.mean_cost = s.mean_cost();
     best[key.second][key.first] = sc.best;
-    drift[key.second][key.first] = sc.recent / sc.best;
+    // A rank already flagged is no reference for how the machine drifts: its own slowness would
+    // make a healthy peer's ordinary drift look like a slowdown (with two ranks, the peer's only
+    // reference). Its relative comparison keeps it: it only makes the others look faster.
+    if (!flagged_[key.first]) drift[key.second][key.first] = sc.recent / sc.best;
     scores_.push_back(sc);
   }
   // Per rank and kind, the two scores, and whether the kind is slow beyond the absolute floor.
@@ -92,9 +95,9 @@ std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
     const double pb = PeersMedian(best[op], sc.global_rank);
     const double pd = PeersMedian(drift[op], sc.global_rank);
     if (pb <= 0) continue;  // no other rank runs this kind
-    const double d = drift[op][sc.global_rank];
+    const double d = sc.recent / sc.best;
     sc.relative = std::min(1.0, pb / sc.best);
-    sc.individual = std::min(1.0, pd / d);
+    sc.individual = pd > 0 ? std::min(1.0, pd / d) : 1.0;  // no unflagged peer: no drift reference
     RankView& r = ranks[sc.global_rank];
     r.any = true;
     const double min_delta = settings_.straggler_min_delta_s;

@@ -13,7 +13,9 @@
 //                (slower than its peers from the start: a slow device)
 //   individual = median over the other ranks of drift(g', op) / drift(g, op)
 //                (slower than its own baseline while its peers are not: a rank that slowed
-//                down; a machine-wide slowdown moves every rank's drift alike and scores 1)
+//                down; a machine-wide slowdown moves every rank's drift alike and scores 1).
+//                Ranks already flagged are left out of the peers (a known straggler is no
+//                reference for the machine's drift); with no peer left the score is 1.
 // A persistently slow rank is slow in every kind of action it runs, while contention hits one
 // kind at a time (a rank's forwards may overlap its neighbours' work for several steps while its
 // backwards do not). So a rank's score is its HIGHEST over its kinds, and a rank is slow in a

@@ -72,6 +72,41 @@ TEST(StragglerCheck, ARankThatSlowsDownIsFlaggedByItsIndividualScoreWithinFiveSt
             "3 steps: F 1.500 vs its best 1.000 ms, the others x1.00, B 1.800 vs its best 1.200 ms, the others x1.00)");
 }
 
+// Two ranks, rank 1 slow from the start (flagged at step 5 by its relative score, its pace steady
+// after): when rank 0 later drifts 1.6x on its own (load on a shared machine), rank 1 is no
+// reference for that drift, so rank 0 is not flagged. With rank 1 kept as its reference (before
+// this rule) rank 0 scored 1 / 1.6 = 0.625 < 0.7 and was flagged at step 11, as the PyTorch
+// workers' end-to-end test once saw under CI's load.
+TEST(StragglerCheck, AFlaggedRankIsNoReferenceForAnotherRanksDrift) {
+  StragglerCheck c(jobplan::HealthSettings(), 2, 2);
+  std::vector<std::pair<int, int>> raised;  // (rank, step)
+  for (int step = 0; step < 16; ++step) {
+    AddStep(c, 0, step, step >= 8 ? 0.0016 : 0.001);
+    AddStep(c, 1, step, 0.004);
+    for (const v1::HealthEvent& e : c.Evaluate(step)) raised.push_back({e.rank(), e.step()});
+  }
+  EXPECT_EQ(raised, (std::vector<std::pair<int, int>>{{1, 5}}));
+  for (const StragglerScore& sc : c.scores()) {
+    EXPECT_DOUBLE_EQ(sc.individual, 1.0) << sc.global_rank;  // rank 0: no unflagged peer
+    if (sc.global_rank == 0) {
+      EXPECT_DOUBLE_EQ(sc.recent / sc.best, 1.6);
+    }
+  }
+  // The same drift with an unflagged peer that keeps its pace is flagged (the rule above only
+  // drops a flagged reference).
+  StragglerCheck d(jobplan::HealthSettings(), 2, 2);
+  int flagged_at = -1;
+  for (int step = 0; step < 16 && flagged_at < 0; ++step) {
+    AddStep(d, 0, step, step >= 8 ? 0.0016 : 0.001);
+    AddStep(d, 1, step, 0.001);
+    for (const v1::HealthEvent& e : d.Evaluate(step)) {
+      EXPECT_EQ(e.rank(), 0);
+      flagged_at = step;
+    }
+  }
+  EXPECT_EQ(flagged_at, 11);
+}
+
 TEST(StragglerCheck, ContentionThatSlowsEveryActionButOneOrOneKindOrEveryRankIsNotAStraggler) {
   StragglerCheck c(jobplan::HealthSettings(), 4, 4);
   for (int step = 0; step < 40; ++step) {
