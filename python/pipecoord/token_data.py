@@ -9,10 +9,9 @@ A port of (each function names its C++ original; tests/torch_data checks them ag
 - data/token_dataset.h: the flat format (PREFIX.bin + PREFIX.json, what `pipectl data prepare`
   writes) and Megatron-LM's PREFIX.bin + PREFIX.idx, memory-mapped with numpy.
 - data/job_data.h: a job's spec.data: PREFIX or a prepared FOLDER (FOLDER/train), less the
-  valFraction tail, in a shuffled order per epoch.
-
-Validation batches (spec.evalEvery) are not read here: torch workers do not run validation yet
-(jobplan/spec_validation.cc refuses evalEvery for them).
+  valFraction tail, in a shuffled order per epoch; with spec.evalEvery, the validation split
+  (spec.data.valPath, else the valFraction tail, else the folder's val) read in order, evalBatches
+  micro-batches per replica, the same at every evaluation.
 """
 import json
 import math
@@ -245,15 +244,45 @@ class DatasetBatches:
         if d.format and d.format != self.dataset.format:
             raise ValueError(f"spec.data.path: spec.data.format is \"{d.format}\", but {prefix} is "
                              f"{self.dataset.format}")
-        train, _ = split_tail(len(self.dataset.tokens), d.val_fraction)
+        train, tail = split_tail(len(self.dataset.tokens), d.val_fraction)
         self.m = spec.microbatches
-        self.sampler = SequenceSampler(train, spec.data_seed or spec.model.seed, spec.model.seq_len,
-                                       spec.micro_batch_size, spec.microbatches, max(1, spec.dp))
+        seed, dp = spec.data_seed or spec.model.seed, max(1, spec.dp)
+        self.sampler = SequenceSampler(train, seed, spec.model.seq_len, spec.micro_batch_size, spec.microbatches, dp)
+        # Validation (JobData::Open): valPath, else the valFraction tail, else a prepared folder's val.
+        self.val_tokens = self.val_sampler = None
+        self.eval_batches = max(1, spec.eval_batches) if spec.eval_every > 0 else 0
+        if not self.eval_batches:
+            return
+        val_prefix = d.val_path
+        if not val_prefix and d.val_fraction == 0 and os.path.isdir(d.path) and \
+                os.path.exists(os.path.join(d.path, "val.bin")):
+            val_prefix = os.path.join(d.path, "val")
+        if val_prefix:
+            val = TokenDataset(val_prefix, spec.model.vocab)
+            if d.format and d.format != val.format:
+                raise ValueError(f"spec.data.valPath: spec.data.format is \"{d.format}\", but {val_prefix} is "
+                                 f"{val.format}")
+            self.val_tokens, val_range = val.tokens, (0, len(val.tokens))
+        elif d.val_fraction > 0:
+            self.val_tokens, val_range = self.dataset.tokens, tail
+        else:
+            raise ValueError(f"spec.evalEvery: validation needs a split: spec.data.valPath, spec.data.valFraction, "
+                             f"or a folder from pipectl data prepare holding val.bin ({d.path} has none)")
+        self.val_sampler = SequenceSampler(val_range, seed, spec.model.seq_len, spec.micro_batch_size,
+                                           self.eval_batches, dp, SequenceSampler.SEQUENTIAL)
 
     def batch(self, step, global_mb):
         replica, mb = divmod(global_mb, self.m)
         return read_sequences(self.dataset.tokens, self.sampler.microbatch_starts(step, replica, mb),
                               self.sampler.seq_len)
+
+    def validation(self, replica, k):
+        """JobData::Validation: validation micro-batch k (< evalBatches) of `replica`, (inputs,
+        targets) as batch() returns them; the same at every evaluation."""
+        if self.val_sampler is None:
+            raise ValueError("validation: the job's data has no validation split (spec.evalEvery is 0)")
+        return read_sequences(self.val_tokens, self.val_sampler.microbatch_starts(0, replica, k),
+                              self.val_sampler.seq_len)
 
 
 def read_sequences(tokens, starts, seq_len):

@@ -1,7 +1,8 @@
 """python/pipecoord/token_data.py against the C++ data code, whose answers sampler_dump prints.
 
 compare.py range DUMP_JSON ARGS...   the sampler over a token range (the sampler_dump range flags)
-compare.py job DUMP_JSON ARGS...     a job's spec.data read as a worker reads it (sampler_dump job)
+compare.py job DUMP_JSON ARGS...     a job's spec.data read as a worker reads it (sampler_dump job),
+                                     its validation batches too with --eval-batches
 Exits non-zero, naming the first difference.
 """
 import json
@@ -42,6 +43,9 @@ def main():
     spec = job_pb2.JobSpec()
     spec.data.path = f["data"]
     spec.data.val_fraction = float(f.get("val-fraction", 0))
+    spec.data.val_path = f.get("val-path", "")
+    if int(f.get("eval-batches", 0)) > 0:  # validation is read only with spec.evalEvery
+        spec.eval_every, spec.eval_batches = 1, int(f["eval-batches"])
     spec.model.vocab, spec.model.seq_len = int(f["vocab"]), seq
     spec.model.seed = spec.data_seed = int(f["seed"])  # data_seed 0 means model.seed: the same
     spec.micro_batch_size, spec.microbatches, spec.dp = b, m, dp
@@ -53,8 +57,15 @@ def main():
         assert x.shape == (b, seq) and y.shape == (b, seq), (x.shape, y.shape)
         assert x.flatten().tolist() == inputs, f"step {step} replica {replica} mb {mb}: inputs differ"
         assert y.flatten().tolist() == targets, f"step {step} replica {replica} mb {mb}: targets differ"
+    validation = dump.get("validation", [])
+    assert len(validation) == (dp * spec.eval_batches if spec.eval_every else 0), len(validation)
+    for replica, k, inputs, targets in validation:
+        x, y = data.validation(replica, k)
+        assert x.shape == (b, seq) and y.shape == (b, seq), (x.shape, y.shape)
+        assert x.flatten().tolist() == inputs, f"validation replica {replica} batch {k}: inputs differ"
+        assert y.flatten().tolist() == targets, f"validation replica {replica} batch {k}: targets differ"
     print(f"job {f['data']} valFraction {f.get('val-fraction', 0)}: {len(dump['batches'])} micro-batches' windows "
-          f"and tokens equal")
+          f"and tokens equal" + (f"; {len(validation)} validation batches' tokens equal" if validation else ""))
 
 
 if __name__ == "__main__":

@@ -8,9 +8,11 @@
 //     step, replica and micro-batch.
 //
 //   sampler_dump job --data PATH --vocab V --seed S --seq L --batch b --microbatches m --dp D
-//                    [--val-fraction F] --train-steps N
+//                    [--val-fraction F] [--val-path PREFIX] [--eval-batches K] --train-steps N
 //     JobData::Open as a worker opens a job's spec.data, then JobData::Train for steps 0..N-1:
-//     {"windows": W, ..., "batches": [[step, replica, mb, [offsets], [inputs], [targets]], ...]}.
+//     {"windows": W, ..., "batches": [[step, replica, mb, [offsets], [inputs], [targets]], ...]};
+//     with --eval-batches K > 0 (spec.evalEvery's evalBatches) also JobData::Validation of every
+//     replica's K batches: "validation": [[replica, k, [inputs], [targets]], ...].
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -51,7 +53,8 @@ int Main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   std::string begin = "0", end = "0", seed = "0", order = "shuffled", path;
-  int seq = 0, batch = 0, microbatches = 0, dp = 1, vocab = 0, steps = 0;
+  int seq = 0, batch = 0, microbatches = 0, dp = 1, vocab = 0, steps = 0, eval_batches = 0;
+  std::string val_path;
   double val_fraction = 0;
   std::vector<int> step_list;
   FlagSet flags("sampler_dump " + mode + " [flags]", "Prints the C++ sampler's windows (and a job's tokens) as JSON.");
@@ -68,6 +71,8 @@ int Main(int argc, char** argv) {
   flags.Int("vocab", &vocab, "job: the model's vocabulary");
   flags.Double("val-fraction", &val_fraction, "job: spec.data.valFraction (default 0)");
   flags.Int("train-steps", &steps, "job: print steps 0..N-1");
+  flags.String("val-path", &val_path, "job: spec.data.valPath (default none)");
+  flags.Int("eval-batches", &eval_batches, "job: validation batches per replica to print (default 0: none)");
   if (Status st = flags.Parse(argc - 2, argv + 2); !st.ok()) return Fail(st.message());
   if (flags.help_requested()) {
     std::printf("%s", flags.Help().c_str());
@@ -106,6 +111,8 @@ int Main(int argc, char** argv) {
   job.path = path;
   job.vocab_size = vocab;
   job.val_fraction = val_fraction;
+  job.val_path = val_path;
+  job.eval_batches = eval_batches;
   job.sampling = spec;
   auto opened = data::JobData::Open(job);
   if (!opened.ok()) return Fail(opened.status().message());
@@ -124,7 +131,22 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  std::printf("%s]}\n", out.c_str());
+  out += "]";
+  if (eval_batches > 0) {
+    out += ", \"validation\": [";
+    first = true;
+    for (int r = 0; r < dp; ++r) {
+      for (int k = 0; k < eval_batches; ++k) {
+        auto b = opened->Validation(r, k);
+        if (!b.ok()) return Fail(b.status().message());
+        out += std::string(first ? "" : ", ") + "[" + std::to_string(r) + ", " + std::to_string(k) + ", " +
+               List(b->inputs) + ", " + List(b->targets) + "]";
+        first = false;
+      }
+    }
+    out += "]";
+  }
+  std::printf("%s}\n", out.c_str());
   return 0;
 }
 

@@ -7,7 +7,8 @@
 #    (windows past 2^32), a very late step, the sequential (validation) order, one exact epoch;
 # 2. a dataset written by pipectl data prepare from a small text: the windows and token values of
 #    every micro-batch of 12 steps, dp 2, as a prepared folder and as PREFIX with valFraction 0.1;
-#    and of Megatron-LM's .bin/.idx (uint16, int32) and a flat uint32 file, across epochs;
+#    and of Megatron-LM's .bin/.idx (uint16, int32) and a flat uint32 file, across epochs; the
+#    validation batches (sequential, per replica) of the folder's val, a valFraction tail, a valPath;
 # 3. that it can fail: a sampler with another seed, and a token changed in the .bin, are refused.
 set -euo pipefail
 dump=tests/torch_data/sampler_dump
@@ -68,6 +69,13 @@ job() {  # job NAME sampler_dump-job-flags...
 job folder --data "$work/data" --vocab 256 --seed 11 --seq 16 --batch 2 --microbatches 3 --dp 2 --train-steps 12
 job tail --data "$work/data/train" --vocab 300 --seed 3 --seq 9 --batch 3 --microbatches 2 --dp 2 \
   --val-fraction 0.1 --train-steps 12
+# Validation batches (spec.evalEvery): the folder's val split, the valFraction tail, a valPath.
+job folder_val --data "$work/data" --vocab 256 --seed 11 --seq 16 --batch 2 --microbatches 3 --dp 2 --train-steps 2 \
+  --eval-batches 3
+job tail_val --data "$work/data/train" --vocab 300 --seed 3 --seq 9 --batch 3 --microbatches 2 --dp 2 \
+  --val-fraction 0.1 --train-steps 2 --eval-batches 5
+job path_val --data "$work/data/train" --vocab 256 --seed 4 --seq 8 --batch 2 --microbatches 2 --train-steps 2 \
+  --val-path "$work/data/val" --eval-batches 4
 
 echo "== Megatron-LM and uint32 datasets (data/testdata/write_token_datasets.py)"
 fmt=data/python_written
