@@ -28,6 +28,14 @@ for f in deploy/docker/coordinator.Dockerfile deploy/docker/worker.Dockerfile; d
   echo "$f: clean"
 done
 grep -q '^FROM nvidia/cuda:[0-9.]*-runtime-' deploy/docker/worker.Dockerfile || fail "worker: not on a CUDA runtime base"
+# The worker links kernels/cuda (nvcc and the toolkit at /usr/local/cuda, cuBLAS, NCCL) and
+# kernels/cpu (OpenBLAS): its build stage installs them, and leaves the CUDA libraries to the
+# runtime base (matched to the node's driver) instead of copying the build stage's.
+for pkg in cuda-nvcc-13-0 cuda-cudart-dev-13-0 libcublas-dev-13-0 libnccl-dev libopenblas-dev; do
+  grep -v '^\s*#' deploy/docker/worker.Dockerfile | grep -qw -- "$pkg" || fail "worker: the build stage does not install $pkg"
+done
+grep -v '^\s*#' deploy/docker/worker.Dockerfile | grep -q 'libcudart|libcublas|libcublasLt|libnccl' ||
+  fail "worker: the CUDA libraries are copied from the build stage (the runtime base has them)"
 # The coordinator's runtime stage installs every Debian package the binary Bazel built here links
 # (the worker image copies its libraries by ldd, so it cannot drift).
 /usr/bin/python3 deploy/validate/runtime_libs.py deploy/docker/coordinator.Dockerfile coordinator/coordinator ||
