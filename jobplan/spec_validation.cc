@@ -71,10 +71,6 @@ Status ValidateWorkerSpec(const v1::JobSpec& s) {
     return InvalidArgument("spec.worker.module: must be \"package.module:function\" (a function (StageShard, "
                            "ModelSpec) -> torch.nn.Module), got \"" + w.module() + "\"");
   }
-  if (s.checkpoint_every() > 0) {
-    return InvalidArgument("spec.checkpointEvery: torch workers do not write checkpoints (not implemented), got " +
-                           std::to_string(s.checkpoint_every()));
-  }
   if (IsAuto(s)) {
     return InvalidArgument("spec.schedule: \"auto\" plans the built-in model's memory; name a schedule (or "
                            "\"best\") for torch workers");

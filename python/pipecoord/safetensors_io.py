@@ -57,8 +57,9 @@ def read_metadata(path):
         return json.loads(f.read(n).decode("utf-8")).get("__metadata__", {})
 
 
-def write_safetensors(path, tensors, metadata=None):
-    """Writes {name: tensor} (contiguous little-endian copies), names in the given order."""
+def encode_safetensors(tensors):
+    """(header, data): the JSON header's tensor entries for {name: tensor} (names in the given
+    order) and the data buffer they point into (contiguous little-endian copies)."""
     header, blobs, offset = {}, [], 0
     for name, t in tensors.items():
         t = t.detach().contiguous().cpu()
@@ -67,12 +68,22 @@ def write_safetensors(path, tensors, metadata=None):
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
+    return header, b"".join(blobs)
+
+
+def header_bytes(header, metadata=None):
+    """The 8-byte length and the JSON header (with __metadata__), padded to 8 bytes."""
+    header = dict(header)
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-(8 + len(text)) % 8)
+    return struct.pack("<Q", len(text)) + text
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes {name: tensor} (contiguous little-endian copies), names in the given order."""
+    header, data = encode_safetensors(tensors)
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
+        f.write(header_bytes(header, metadata))
+        f.write(data)

@@ -35,6 +35,7 @@ from proto import worker_pb2, worker_pb2_grpc
 
 from pipecoord.stage_api import ModelSpec, StageShard, load_builder
 from pipecoord.token_data import training_data
+from pipecoord.torch_checkpoint import CheckpointWriter, resume
 from pipecoord.torch_executor import Cancelled, Faults, Progress, RankExecutor
 from pipecoord.torch_stages import StageRunner
 
@@ -86,6 +87,7 @@ class HeldJob:
         self.stop_after_step = False
         self.progress = Progress(assignment)
         self.running = False
+        self.checkpoints = None  # its CheckpointWriter (spec.checkpointEvery)
 
     def cancel(self, reason):
         if not self.cancelled.is_set():
@@ -152,6 +154,9 @@ class TorchWorker:
             try:
                 resp = self.stub.Heartbeat(req, timeout=lease_ms / 1000)
                 self.clock.add(t0, resp.coordinator_recv_ns, resp.coordinator_send_ns, wall_ns())
+                if held is not None and held.checkpoints is not None and resp.job_id == held.a.job_id and \
+                        resp.checkpointed_steps > 0:
+                    held.checkpoints.keep_from_step(resp.checkpointed_steps - 1)  # the coordinator's restart point
                 last_heard = time.monotonic()
             except grpc.RpcError:
                 if time.monotonic() - last_heard > lease_ms / 1000 and held is not None and not held.cancelled.is_set():
@@ -263,6 +268,7 @@ class TorchWorker:
                                     f"for stage {shard.stage}, not a torch.nn.Module")
                 modules[shard.stage], shards[shard.stage] = module.to(device), shard
             runner = StageRunner(modules, shards, spec.microbatches, spec.learning_rate, device)
+            job.checkpoints = self.prepare_checkpoints(a, g, runner)  # a restart loads its checkpoint
             data = training_data(spec)  # spec.data's windows (token_data.py), else the synthetic stream
             # The process group: global rank 0 hosts its store and says where through the coordinator.
             key = f"torch-store-{a.session}"
@@ -282,8 +288,6 @@ class TorchWorker:
                 members = dist.new_group(ranks=[d * spec.pp + r for d in range(spec.dp)])
                 if r == a.rank:
                     dp_group = members
-            if a.start_step > 0:
-                log(f"{a.job_id}: starts at step {a.start_step} from fresh weights (torch workers keep no checkpoints)")
             outbox = queue.Queue()
 
             def batches():
@@ -303,9 +307,16 @@ class TorchWorker:
                     raise RuntimeError(f"telemetry refused: {telemetry.exception()}")
                 batch.worker_id, batch.job_id, batch.rank = self.worker_id, a.job_id, a.rank
                 batch.dp_rank, batch.session = a.dp_rank, a.session
-                outbox.put(batch)
                 step = batch.steps[0].step
-                if job.stop_after_step and step + 1 < spec.steps:
+                stopping = job.stop_after_step and step + 1 < spec.steps
+                if job.checkpoints is not None and ((step + 1) % spec.checkpoint_every == 0 or stopping):
+                    try:
+                        job.checkpoints.save(runner, step)  # synchronous: this step's summary reports it
+                    except RuntimeError as e:
+                        raise RuntimeError(f"step {step}: {e}") from None
+                    batch.steps[0].checkpointed_steps.append(step)
+                outbox.put(batch)
+                if stopping:
                     raise StopAfterStep(f"shutting down: stopped after step {step} of {spec.steps}")
 
             try:
@@ -336,6 +347,26 @@ class TorchWorker:
                 dist.destroy_process_group()
             except Exception as e:  # noqa: BLE001
                 log(f"{a.job_id}: closing the process group: {e}")
+
+    def prepare_checkpoints(self, a, g, runner):
+        """worker/daemon/checkpointing.cc's PrepareCheckpoints: a restart (start_step > 0) loads
+        global rank g's checkpoint of step start_step - 1; a job with spec.checkpointEvery gets
+        its writer (None without)."""
+        saves = a.spec.checkpoint_every > 0
+        directory = self.args.checkpoint_dir
+        if (saves or a.start_step > 0) and not directory:
+            raise RuntimeError("spec.checkpointEvery: the job saves checkpoints but this worker has no --checkpoint-dir")
+        if a.start_step > 0:
+            try:
+                resume(runner, directory, a.job_id, g, a.start_step - 1)
+            except (OSError, ValueError) as e:
+                raise RuntimeError(f"resuming at step {a.start_step}: {e}") from None
+            log(f"{a.job_id}: resumed from the checkpoint of step {a.start_step - 1}")
+        if not saves:
+            return None
+        writer = CheckpointWriter(directory, a.job_id, g)
+        writer.keep_from_step(a.start_step - 1)  # the restart point this attempt started from
+        return writer
 
     def report(self, a, ok, message, unreachable):
         req = worker_pb2.ReportResultRequest(worker_id=self.worker_id, job_id=a.job_id, rank=a.rank, ok=ok,
@@ -413,6 +444,9 @@ def parse_args(argv):
     p.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to wait for the job's peers")
     p.add_argument("--peer-timeout", type=float, default=300.0, help="seconds a transfer may wait for its peer")
     p.add_argument("--shutdown-grace", type=float, default=SHUTDOWN_GRACE_S)
+    p.add_argument("--checkpoint-dir", default="",
+                   help="directory for the checkpoints of jobs with checkpointEvery (DIR/JOB/rank-G/step-N.safetensors); "
+                        "a restarted job resumes from it, so every worker of a job needs the same (shared) one")
     p.add_argument("--verbose", action="store_true", help="print the traceback of a failed job")
     args = p.parse_args(argv)
     try:

@@ -1,0 +1,179 @@
+"""A PyTorch worker's checkpoints: one rank's stages (the user's modules) and their AdamW state at
+a step boundary, in the C++ workers' per-rank file (data/rank_checkpoint.h), so the coordinator's
+restart policy resumes a torch job as it resumes a built-in one (docs/pytorch.md).
+
+    DIR/JOB/rank-G/step-N.safetensors   (G: the global rank, dp_rank x pp + rank)
+    tensors  "stageK/NAME/value" for every entry of stage K's module.state_dict(), and
+             "stageK/NAME/adam_m", "stageK/NAME/adam_v" (AdamW's exp_avg, exp_avg_sq) for its
+             trainable parameters; NAME is the module's own state_dict name, the tensor its own
+             dtype and shape
+    __metadata__ {"format": "pipecoord-rank-checkpoint", "version": "1", "step": "N",
+                  "optimizer_steps": "S" (AdamW's step count), "fnv1a64": FNV-1a of the data}
+
+    writer = CheckpointWriter(dir, job_id, global_rank)   # keeps the newest file + the restart point's
+    writer.save(runner, step)                             # after the step's OPT
+    resume(runner, dir, job_id, global_rank, step)        # before the first step of a restart
+
+Files are written to a temporary name, flushed and renamed (a reader sees a whole checkpoint or
+none). The write is synchronous (the C++ worker's is in the background): the step's telemetry
+reports its own checkpoint. The FNV-1a hash is computed byte by byte in Python (about 10 MB/s).
+"""
+import os
+
+import torch
+
+from pipecoord.safetensors_io import encode_safetensors, header_bytes, read_metadata, read_safetensors
+
+FORMAT = "pipecoord-rank-checkpoint"
+KEPT = 1  # worker/daemon/checkpointing.h's kCheckpointsKept
+
+_FNV_OFFSET, _FNV_PRIME, _MASK = 0xcbf29ce484222325, 0x100000001b3, (1 << 64) - 1
+
+
+def fnv1a64(data, h=_FNV_OFFSET):
+    """data/rank_checkpoint.h's Fnv1a64."""
+    for c in data:
+        h = ((h ^ c) * _FNV_PRIME) & _MASK
+    return h
+
+
+def checkpoint_path(directory, job_id, global_rank, step):
+    return os.path.join(directory, job_id, f"rank-{global_rank}", f"step-{step}.safetensors")
+
+
+def optimizer_steps(runner):
+    """AdamW's step count (every parameter's is the same); 0 before the first step."""
+    if runner.optimizer is None:
+        return 0
+    for state in runner.optimizer.state.values():
+        if "step" in state:
+            return int(float(state["step"]))
+    return 0
+
+
+def rank_state(runner):
+    """{file name: tensor} of the rank's stages, stage by stage in state_dict order; the AdamW
+    moments are zeros for a parameter the optimizer holds none for yet."""
+    trainable = {id(p) for p in runner.params}
+    state = runner.optimizer.state if runner.optimizer is not None else {}
+    out = {}
+    for stage in sorted(runner.modules):
+        for name, t in runner.modules[stage].state_dict(keep_vars=True).items():
+            key = f"stage{stage}/{name}"
+            out[key + "/value"] = t.detach()
+            if id(t) in trainable:
+                s = state.get(t, {})
+                out[key + "/adam_m"] = s["exp_avg"].detach() if "exp_avg" in s else torch.zeros_like(t.detach())
+                out[key + "/adam_v"] = s["exp_avg_sq"].detach() if "exp_avg_sq" in s else torch.zeros_like(t.detach())
+    return out
+
+
+class CheckpointWriter:
+    """One rank's checkpoints of one job attempt (worker/checkpoint/async_writer.h's policy)."""
+
+    def __init__(self, directory, job_id, global_rank, keep=KEPT):
+        self.directory, self.job_id, self.global_rank, self.keep = directory, job_id, global_rank, keep
+        self.keep_from = None  # files of steps >= it are never deleted (the restart point)
+
+    def keep_from_step(self, step):
+        """The first call sets the floor, later ones only raise it (thread-safe enough: one int)."""
+        self.keep_from = step if self.keep_from is None else max(self.keep_from, step)
+
+    def save(self, runner, step):
+        """Writes the checkpoint of `step` (its OPT ran) and deletes this rank's older files beyond
+        the newest `keep`, except those at or after the restart point."""
+        path = checkpoint_path(self.directory, self.job_id, self.global_rank, step)
+        rank_dir = os.path.dirname(path)
+        try:
+            os.makedirs(rank_dir, exist_ok=True)
+        except OSError as e:
+            raise RuntimeError(f"checkpoint: cannot create {rank_dir}: {e.strerror}") from None
+        header, data = encode_safetensors(rank_state(runner))
+        meta = {"format": FORMAT, "version": "1", "step": str(step), "optimizer_steps": str(optimizer_steps(runner)),
+                "fnv1a64": "%016x" % fnv1a64(data)}
+        tmp = path + ".tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(header_bytes(header, meta))
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.rename(tmp, path)
+            fd = os.open(rank_dir, os.O_RDONLY)
+            try:
+                os.fsync(fd)  # the rename itself
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise RuntimeError(f"checkpoint: writing {path}: {e.strerror}") from None
+        self._delete_old(rank_dir)
+
+    def _delete_old(self, rank_dir):
+        steps = set()
+        for name in os.listdir(rank_dir):
+            stem, ext = os.path.splitext(name)
+            if stem.startswith("step-") and ext in (".safetensors", ".ckpt") and stem[5:].isdigit():
+                steps.add(int(stem[5:]))
+        floor = self.keep_from if self.keep_from is not None else float("inf")
+        for step in sorted(steps, reverse=True)[max(self.keep, 1):]:
+            if step < floor:
+                for ext in (".safetensors", ".ckpt"):
+                    try:
+                        os.remove(os.path.join(rank_dir, f"step-{step}{ext}"))
+                    except FileNotFoundError:
+                        pass
+
+
+def resume(runner, directory, job_id, global_rank, step):
+    """Loads the checkpoint of `step` into the rank's modules and AdamW state. Raises ValueError
+    naming the file and the rule broken (not a rank checkpoint, corrupt, another step, a tensor
+    missing, unknown or of another shape: the module is not the one that wrote it);
+    FileNotFoundError naming the path when there is none."""
+    path = checkpoint_path(directory, job_id, global_rank, step)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no checkpoint {path} (--checkpoint-dir must be the folder the job's workers "
+                                "wrote, shared by every worker)")
+    meta = read_metadata(path)
+    if meta.get("format") != FORMAT or meta.get("version") != "1":
+        raise ValueError(f'{path}: not a pipecoord rank checkpoint (its __metadata__ needs format "{FORMAT}", '
+                         'version "1")')
+    try:
+        stored_step, opt_steps = int(meta["step"]), int(meta["optimizer_steps"])
+    except (KeyError, ValueError):
+        raise ValueError(f"{path}: not a pipecoord rank checkpoint (__metadata__ step and optimizer_steps must be "
+                         "integers >= 0)") from None
+    with open(path, "rb") as f:
+        raw = f.read()
+    data_start = 8 + int.from_bytes(raw[:8], "little")
+    if meta.get("fnv1a64") != "%016x" % fnv1a64(raw[data_start:]):
+        raise ValueError(f"{path}: checksum mismatch: the file is corrupt")
+    if stored_step != step:
+        raise ValueError(f"{path}: holds step {stored_step}, expected {step}")
+    stored = read_safetensors(path)
+    want = rank_state(runner)
+    for name in stored:
+        if name not in want:
+            raise ValueError(f'{path}: tensor "{name}": not in this rank\'s stages (the module differs from the '
+                             "one that wrote the checkpoint)")
+    for name, t in want.items():
+        if name not in stored:
+            raise ValueError(f'{path}: tensor "{name}": missing')
+        if stored[name].shape != t.shape or stored[name].dtype != t.dtype:
+            raise ValueError(f'{path}: tensor "{name}": {stored[name].dtype} {list(stored[name].shape)} in the file, '
+                             f"the module has {t.dtype} {list(t.shape)}")
+    with torch.no_grad():
+        for stage in sorted(runner.modules):
+            for name, t in runner.modules[stage].state_dict(keep_vars=True).items():
+                t.copy_(stored[f"stage{stage}/{name}/value"])
+    if runner.optimizer is not None:
+        device_of = {id(p): p.device for p in runner.params}
+        for stage in sorted(runner.modules):
+            for name, p in runner.modules[stage].state_dict(keep_vars=True).items():
+                if id(p) not in device_of:
+                    continue
+                key = f"stage{stage}/{name}"
+                # AdamW's own state entries (torch.optim.AdamW, not capturable: a float step)
+                runner.optimizer.state[p] = {"step": torch.tensor(float(opt_steps)),
+                                             "exp_avg": stored[key + "/adam_m"].to(p.device),
+                                             "exp_avg_sq": stored[key + "/adam_v"].to(p.device)}
+    return opt_steps

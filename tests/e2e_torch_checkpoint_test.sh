@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# PyTorch workers' checkpoints (python/pipecoord/torch_checkpoint.py) and the restart policy:
+#  0. in one process: a rank's stages saved after step 3 and resumed into fresh modules train
+#     steps 4..5 to the same losses, bit for bit; the newest file and the restart point's are
+#     kept; a corrupt file, another module, a missing file and another step are refused naming
+#     the file and the rule;
+#  1. under a real coordinator: a pp 2 job with checkpointEvery 2 and maxRestarts 1, one torch
+#     worker killed (SIGKILL) mid-job and a replacement started; the job resumes from the last step
+#     both ranks checkpointed and its per-step losses equal an uninterrupted run's exactly; the
+#     files are the C++ workers' (rank-G/step-N.safetensors, format, step, FNV-1a), and pipectl
+#     export turns the reference model's into a Hugging Face folder;
+#  2. a job with checkpointEvery on torch workers without --checkpoint-dir fails naming the flag.
+source tests/lib.sh
+gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
+export PYTHONPATH="$gen:$PWD/python"
+CKPT="$WORK/checkpoints"
+
+# --- 0. One process ---
+/usr/bin/python3 - "$WORK/unit" <<'PY' || fail "save and resume in one process"
+import os, sys
+sys.path.insert(0, "python/examples")
+import torch
+from reference_stages import build_stage
+from pipecoord.safetensors_io import read_metadata
+from pipecoord.stage_api import ModelSpec, StageShard
+from pipecoord.synthetic_data import SyntheticData
+from pipecoord.torch_checkpoint import CheckpointWriter, checkpoint_path, fnv1a64, resume
+from pipecoord.torch_stages import StageRunner
+torch.set_num_threads(1)
+assert fnv1a64(b"") == 0xcbf29ce484222325 and fnv1a64(b"a") == 0xaf63dc4c8601ec8c  # FNV-1a 64's test vectors
+d = sys.argv[1]
+model = ModelSpec(layers=4, hidden=32, heads=4, vocab=64, seq_len=8, seed=3)
+shards = {0: StageShard(0, 0, 2, True, False), 1: StageShard(1, 2, 2, False, True)}
+data = SyntheticData(3, 64, 8, 2)
+
+def runner(last_layers=2):  # last_layers: the layers of stage 1 (another module with 1)
+    held = dict(shards)
+    held[1] = StageShard(1, 2, last_layers, False, True)
+    return StageRunner({k: build_stage(s, model) for k, s in held.items()}, held, 2, 0.01, "cpu")
+
+def step(r, n):  # both stages of the rank, two micro-batches, as the executor's F and BW
+    for mb in range(2):
+        x, y = data.batch(n, mb)
+        r.forward(1, mb, r.forward(0, mb, x), y)
+        r.backward_full(0, mb, r.backward_full(1, mb, torch.tensor(1.0)))
+    r.optimizer_step()
+    return r.step_loss()
+
+r, w = runner(), CheckpointWriter(d, "job-1", 3)
+w.keep_from_step(1)
+losses = []
+for n in range(6):
+    losses.append(step(r, n))
+    if (n + 1) % 2 == 0:
+        w.save(r, n)
+w.keep_from_step(3)  # the coordinator's restart point moved on: step 1's file goes at the next save
+w.save(r, 5)
+files = sorted(os.listdir(os.path.join(d, "job-1", "rank-3")))
+assert files == ["step-3.safetensors", "step-5.safetensors"], files
+meta = read_metadata(checkpoint_path(d, "job-1", 3, 3))
+assert {k: meta[k] for k in ("format", "version", "step", "optimizer_steps")} == {
+    "format": "pipecoord-rank-checkpoint", "version": "1", "step": "3", "optimizer_steps": "4"}, meta
+fresh = runner()
+assert resume(fresh, d, "job-1", 3, 3) == 4
+got = [step(fresh, n) for n in (4, 5)]
+assert got == losses[4:], (got, losses)
+print(f"resumed after step 3: losses {got} equal the uninterrupted run's")
+
+def refused(want, *args, last_layers=2):
+    try:
+        resume(runner(last_layers), d, "job-1", *args)
+    except (OSError, ValueError) as e:
+        assert str(e) == want, (str(e), want)
+        return
+    raise SystemExit(f"accepted: {args}")
+
+path = checkpoint_path(d, "job-1", 3, 5)
+refused(f'{path}: tensor "stage1/layers.3.attention_norm.weight/value": not in this rank\'s stages (the module '
+        "differs from the one that wrote the checkpoint)", 3, 5, last_layers=1)
+missing = checkpoint_path(d, "job-1", 3, 7)
+refused(f"no checkpoint {missing} (--checkpoint-dir must be the folder the job's workers wrote, shared by every "
+        "worker)", 3, 7)
+os.rename(path, missing)
+refused(f"{missing}: holds step 5, expected 7", 3, 7)
+raw = bytearray(open(missing, "rb").read())
+raw[-1] ^= 1
+open(missing, "wb").write(raw)
+refused(f"{missing}: checksum mismatch: the file is corrupt", 3, 7)
+PY
+
+# --- 1. Killed and resumed under a coordinator ---
+start_coordinator --lease-ms 2000
+start_torch() {  # start_torch LOG [flags...]: one torch worker, waits for its registration
+  local log=$1
+  shift
+  /usr/bin/python3 -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples "$@" \
+    > "$log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 600); do grep -q "registered as" "$log" && return; sleep 0.05; done
+  fail "the torch worker of $log did not register"
+}
+start_torch "$WORK/torch-1.log" --checkpoint-dir "$CKPT"
+start_torch "$WORK/victim.log" --checkpoint-dir "$CKPT"
+victim=${PIDS[-1]}
+torch_job() {
+  local out=$1
+  shift
+  job_json "$out" pp=2 microbatches=4 steps=60 learningRate=0.01 \
+    'worker={"kind": "torch", "module": "reference_stages:build_stage"}' "$@"
+}
+torch_job "$WORK/reference.json"
+reference=$("$PIPECTL" submit "$WORK/reference.json" --format json | json_field '["jobId"]')
+timeout 300 "$PIPECTL" watch "$reference" > /dev/null || fail "the reference run failed"
+
+torch_job "$WORK/job.json" checkpointEvery=2 maxRestarts=1
+job=$("$PIPECTL" submit "$WORK/job.json" --format json | json_field '["jobId"]')
+for _ in $(seq 1200); do
+  [ "$("$PIPECTL" status "$job" --format json | json_field '.get("checkpointedSteps", 0)')" -ge 6 ] && break
+  sleep 0.05
+done
+kill -KILL "$victim"
+done_at_kill=$("$PIPECTL" status "$job" --format json | json_field '.get("stepsDone", 0)')
+[ "$done_at_kill" -lt 60 ] || fail "the job finished before the kill; make it longer"
+start_torch "$WORK/replacement.log" --checkpoint-dir "$CKPT"
+timeout 300 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "the restarted job did not succeed: $(tail -5 "$WORK/watch.out")"
+grep -q "resumed from the checkpoint of step" "$WORK/replacement.log" ||
+  fail "the replacement did not resume from a checkpoint"
+
+"$PIPECTL" status "$reference" --format json > "$WORK/reference.status.json"
+"$PIPECTL" status "$job" --format json > "$WORK/job.status.json"
+/usr/bin/python3 - "$WORK/reference.status.json" "$WORK/job.status.json" "$CKPT/$job" <<'PY' || fail "restart checks"
+import json, os, sys
+from pipecoord.safetensors_io import read_metadata, read_safetensors
+from pipecoord.torch_checkpoint import fnv1a64
+ref, job, ckpt = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+assert job["state"] == "SUCCEEDED", job.get("failureCause")
+assert job["restarts"] == 1, job.get("restarts")
+start = job["startStep"]
+assert start >= 6 and start % 2 == 0, start
+events = [e["message"] for e in job["events"]
+          if e["message"].startswith("restarting (1 of 1) from step %d (its checkpoint): " % start)]
+assert len(events) == 1, [e["message"] for e in job["events"]]
+assert [s.get("step", 0) for s in job["steps"]] == list(range(60)), "each step once"
+assert job.get("checkpointedSteps") == 60, job.get("checkpointedSteps")
+want, got = [s["loss"] for s in ref["steps"]], [s["loss"] for s in job["steps"]]
+assert got == want, next((i, a, b) for i, (a, b) in enumerate(zip(got, want)) if a != b)
+# The C++ workers' files: the last step's on both ranks, intact, the stage's parameters and moments.
+for g, stage in ((0, 0), (1, 1)):
+    path = os.path.join(ckpt, f"rank-{g}", "step-59.safetensors")
+    meta = read_metadata(path)
+    assert (meta["format"], meta["version"], meta["step"], meta["optimizer_steps"]) == (
+        "pipecoord-rank-checkpoint", "1", "59", "60"), meta
+    raw = open(path, "rb").read()
+    assert meta["fnv1a64"] == "%016x" % fnv1a64(raw[8 + int.from_bytes(raw[:8], "little"):]), path
+    names = set(read_safetensors(path))
+    assert all(n.startswith(f"stage{stage}/") for n in names), sorted(names)[:3]
+    assert {f"stage{stage}/layers.{stage * 2}.attention.wq.weight/{k}" for k in ("value", "adam_m", "adam_v")} <= names
+print(f"restarted from step {start} after the kill at {job.get('stepsDone')} steps done; 60 losses equal the "
+      "uninterrupted run's")
+PY
+"$PIPECTL" status "$job" | grep -q "^restarts  1 of 1 (this attempt from step " || fail "pipectl status does not show the restart"
+# The reference model's names are the C++ model's: pipectl export reads the torch checkpoints.
+"$PIPECTL" export "$job" --out "$WORK/export" --checkpoint-dir "$CKPT" > "$WORK/export.out" 2> "$WORK/export.err" ||
+  fail "pipectl export of the torch job failed: $(cat "$WORK/export.err")"
+[ -s "$WORK/export/model.safetensors" ] && [ -s "$WORK/export/config.json" ] || fail "pipectl export wrote no model"
+echo "export: $(head -1 "$WORK/export.out")"
+for p in "${PIDS[@]:1}"; do kill "$p" 2>/dev/null || true; done
+
+# --- 2. checkpointEvery on workers without --checkpoint-dir ---
+start_coordinator
+start_torch "$WORK/plain-1.log"
+start_torch "$WORK/plain-2.log"
+torch_job "$WORK/nodir.json" checkpointEvery=2
+job=$("$PIPECTL" submit "$WORK/nodir.json" --format json | json_field '["jobId"]')
+for _ in $(seq 600); do
+  [ "$("$PIPECTL" status "$job" --format json | json_field '["state"]')" = FAILED ] && break
+  sleep 0.05
+done
+cause=$("$PIPECTL" status "$job" --format json | json_field '.get("failureCause", "")')
+[[ "$cause" == *"spec.checkpointEvery: the job saves checkpoints but this worker has no --checkpoint-dir"* ]] ||
+  fail "no --checkpoint-dir: the cause does not name it: $cause"
+echo "no --checkpoint-dir: $cause"
+echo "e2e torch checkpoints: ok"
