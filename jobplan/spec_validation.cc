@@ -78,11 +78,8 @@ Status ValidateWorkerSpec(const v1::JobSpec& s) {
   if (s.precision() == "bf16") {
     return InvalidArgument("spec.precision: torch workers train in \"fp32\" (bf16 on them is not implemented)");
   }
-  // spec.data is read as the C++ workers read it (python/pipecoord/token_data.py); validation is not.
-  if (s.eval_every() > 0) {
-    return InvalidArgument("spec.evalEvery: torch workers do not run validation (not implemented; they train on "
-                           "spec.data without it), got " + std::to_string(s.eval_every()));
-  }
+  // spec.data and its validation (evalEvery) are read and run as the C++ workers do
+  // (python/pipecoord/token_data.py, torch_eval.py).
   return Status::Ok();
 }
 

@@ -47,9 +47,8 @@ TEST(SpecValidationTest, WorkerKindAndModule) {
   s.set_max_restarts(0);
   s.mutable_data()->set_path("d/train");  // read as the C++ workers read it (token_data.py)
   EXPECT_EQ(Error(s), "");
-  s.set_eval_every(1);
-  EXPECT_EQ(Error(s), "spec.evalEvery: torch workers do not run validation (not implemented; they train on spec.data "
-                      "without it), got 1");
+  s.set_eval_every(1);  // validation as the C++ workers run it (python/pipecoord/torch_eval.py)
+  EXPECT_EQ(Error(s), "");
   s.set_eval_every(0);
   s.clear_data();
   s.set_device("cuda");

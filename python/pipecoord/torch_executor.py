@@ -34,6 +34,7 @@ import torch.distributed as dist
 from proto import schedule_pb2, telemetry_pb2
 
 from pipecoord.synthetic_data import probe_checksum
+from pipecoord.torch_eval import RankValidation, evaluates_after
 
 ACTIVATIONS, GRADIENTS = 0, 1
 COMPUTE = (schedule_pb2.F, schedule_pb2.B, schedule_pb2.W, schedule_pb2.BW)
@@ -406,4 +407,13 @@ class RankExecutor:
                 summary.loss, summary.has_loss = loss, True
             in_use, peak, reserved = self.runner.memory()
             summary.memory_in_use_bytes, summary.memory_peak_bytes, summary.memory_reserved_bytes = in_use, peak, reserved
+            if evaluates_after(self.a.spec, step):  # after the memory figures (torch_eval.py)
+                try:
+                    val = RankValidation(self, Cancelled).run(step)
+                except Cancelled:
+                    raise
+                except Exception as e:
+                    raise RuntimeError(f"step {step}: {e}") from e
+                if val is not None:
+                    summary.val_loss, summary.has_val_loss = val, True
             on_step(batch)

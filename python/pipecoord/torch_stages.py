@@ -28,6 +28,15 @@ ADAMW_BETAS = (0.9, 0.95)
 ADAMW_EPS = 1e-8
 
 
+def head_loss(module, out, targets):
+    """The head stage's loss of one micro-batch: the module's own loss(out, targets) when it has
+    one, else the mean next-token cross-entropy (training's F and validation's forward both)."""
+    loss_fn = getattr(module, "loss", None)
+    if callable(loss_fn):
+        return loss_fn(out, targets)
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), targets.reshape(-1))
+
+
 class _Saved:
     """One micro-batch's graph on one stage."""
 
@@ -69,9 +78,7 @@ class StageRunner:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = module(x)
             if shard.has_head:
-                loss_fn = getattr(module, "loss", None)
-                loss = loss_fn(out, targets) if callable(loss_fn) else \
-                    F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), targets.reshape(-1))
+                loss = head_loss(module, out, targets)
                 self.loss_sum += float(loss.detach())
                 self.has_loss = True
                 out = loss / self.m
