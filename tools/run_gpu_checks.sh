@@ -207,6 +207,18 @@ e2e() {  # e2e DEVICE PRECISION [dp2]: sets e2e_verdict, e2e_reason, e2e_losses 
   step_time=$(sed -n 's/^step time  *//p' "$dir/status.log")
   # Every step's loss, in step order, with all the digits the JSON has.
   e2e_losses=$(tr -d ' \n' < "$dir/status.json" | grep -o '"loss":[-0-9.eE+]*' | sed 's/"loss"://' | tr '\n' ' ')
+  # The health events the job raised (a clean job raises none), by kind with their steps: the
+  # checks must hold on the GPU too, and a result line shows any that fired.
+  local health
+  health=$(python3 - "$dir/status.json" 2>/dev/null <<'PY' || echo "unreadable"
+import collections, json, sys
+steps = collections.defaultdict(set)
+for e in json.load(open(sys.argv[1])).get("events", []):
+    if e.get("kind") not in (None, "LIFECYCLE", "EVENT_KIND_UNSPECIFIED"):
+        steps[e["kind"]].add(int(e.get("step", 0)))
+print("; ".join(f"{k} at step {','.join(map(str, sorted(v)))}" for k, v in sorted(steps.items())) or "none")
+PY
+)
   if [ "$rc" -ne 0 ] || ! grep -q "SUCCEEDED" "$dir/watch.log"; then
     e2e_verdict=FAIL; e2e_reason="job $job did not succeed (watch exit $rc): $(tail -1 "$dir/watch.log")"
   elif [ "$steps" != "$nsteps of $nsteps" ]; then
@@ -214,7 +226,7 @@ e2e() {  # e2e DEVICE PRECISION [dp2]: sets e2e_verdict, e2e_reason, e2e_losses 
   elif ! awk -v l="$loss" 'BEGIN { split(l, a, " -> "); exit !(a[2] < a[1]) }'; then
     e2e_verdict=FAIL; e2e_reason="job $job: the loss did not fall ($loss)"
   else
-    e2e_verdict=PASS; e2e_reason="coordinator + $nworkers workers (--device $device, $precision$layout) on loopback: $job SUCCEEDED, $nsteps/$nsteps steps, loss $loss, step time $step_time"
+    e2e_verdict=PASS; e2e_reason="coordinator + $nworkers workers (--device $device, $precision$layout) on loopback: $job SUCCEEDED, $nsteps/$nsteps steps, loss $loss, step time $step_time, health events: $health"
   fi
 }
 # max over steps of |a - b| / |b|, or "steps differ".
