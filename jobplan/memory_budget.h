@@ -32,9 +32,12 @@
 // returns and allocates a received one in the pool when Recv returns
 // (worker/cuda/memory_budget_cuda_test's). The workers' transports allocate received tensors
 // the same way but hold a sent one longer: StagedTransport until its copy to pinned memory has
-// run on the GPU, NcclTransport until the peer took it off the link (and NCCL may receive a
-// later message's payload early). Those depend on timing and are not counted: a rank may show
-// up to the boundary tensors still being sent above its budget. The pool's large blocks (over 1 MiB) are counted at
+// run on the GPU, NcclTransport until the peer took it off the link. Those depend on timing, so
+// both hand the sent tensor off (kernels::Tensor::HandOffToTransport): its bytes leave the
+// pool's owned count (CachingAllocator's owned_bytes, allocated minus handed-off blocks), and
+// the peak the CUDA backend reports is the owned peak, which such a transport leaves where the
+// budget puts it (memory_budget_cuda_test's MemoryBudgetHeldSendsTest). Not counted either way:
+// a payload NCCL receives early, before its Recv. The pool's large blocks (over 1 MiB) are counted at
 // their 512-rounded size, exact when their sizes are multiples of 2 MiB (memory/pipecoord_cuda.h).
 // Not in the pool and not in the budget: the cuBLASLt workspace (32 MiB per device,
 // memory::kCublasLtWorkspaceBytes), the launchers' cudaMallocAsync scratch (cross-entropy's row

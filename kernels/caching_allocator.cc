@@ -22,6 +22,7 @@ struct CachingAllocator::Block {
   size_t segment_bytes = 0;          // the first block only: the segment's size
   std::set<StreamId> other_streams;  // RecordStream's, while allocated
   int pending_events = 0;            // events still to complete before reuse
+  bool handed_off = false;           // held by a transport: out of owned_bytes (HandOff)
 };
 
 bool CachingAllocator::BySizeThenAddress::operator()(const Block* a, const Block* b) const {
@@ -52,6 +53,8 @@ std::vector<std::pair<std::string, int64_t>> CachingAllocatorStats::Named() cons
       {"reserved_bytes.all.peak", reserved_bytes_peak},
       {"active_bytes.all.current", active_bytes_current},
       {"active_bytes.all.peak", active_bytes_peak},
+      {"owned_bytes.all.current", owned_bytes_current},
+      {"owned_bytes.all.peak", owned_bytes_peak},
       {"num_alloc_retries", num_alloc_retries},
       {"num_ooms", num_ooms},
   };
@@ -141,9 +144,11 @@ Result<void*> CachingAllocator::AllocateLocked(size_t bytes, StreamId stream) {
     ReturnToPool(tail);
   }
   block->requested = bytes;
+  block->handed_off = false;
   live_[block->ptr] = block;
   AddAllocated(static_cast<int64_t>(block->size));
   AddActive(static_cast<int64_t>(block->size));
+  AddOwned(static_cast<int64_t>(block->size));
   return static_cast<void*>(block->ptr);
 }
 
@@ -218,6 +223,8 @@ Status CachingAllocator::Free(void* ptr) {
 
 Status CachingAllocator::FreeLocked(Block* block) {
   AddAllocated(-static_cast<int64_t>(block->size));
+  if (!block->handed_off) AddOwned(-static_cast<int64_t>(block->size));
+  block->handed_off = false;
   if (block->other_streams.empty()) {
     AddActive(-static_cast<int64_t>(block->size));
     ReturnToPool(block);
@@ -248,6 +255,21 @@ Status CachingAllocator::RecordStream(void* ptr, StreamId stream) {
   }
   Block* block = it->second;
   if (stream != block->stream) block->other_streams.insert(stream);
+  return Status::Ok();
+}
+
+Status CachingAllocator::HandOff(void* ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) {
+    return Internal("caching allocator: HandOff of " + Hex(ptr) + ", which is not an allocated block");
+  }
+  Block* block = it->second;
+  if (block->handed_off) {
+    return Internal("caching allocator: HandOff of " + Hex(ptr) + ", which was handed off already");
+  }
+  block->handed_off = true;
+  AddOwned(-static_cast<int64_t>(block->size));
   return Status::Ok();
 }
 
@@ -355,6 +377,7 @@ void CachingAllocator::ResetPeakStats() {
   stats_.allocated_bytes_peak = stats_.allocated_bytes_current;
   stats_.reserved_bytes_peak = stats_.reserved_bytes_current;
   stats_.active_bytes_peak = stats_.active_bytes_current;
+  stats_.owned_bytes_peak = stats_.owned_bytes_current;
 }
 
 std::vector<CachingAllocatorSegment> CachingAllocator::Snapshot() const {
@@ -395,6 +418,11 @@ void CachingAllocator::AddReserved(int64_t bytes) {
 void CachingAllocator::AddActive(int64_t bytes) {
   stats_.active_bytes_current += bytes;
   stats_.active_bytes_peak = std::max(stats_.active_bytes_peak, stats_.active_bytes_current);
+}
+
+void CachingAllocator::AddOwned(int64_t bytes) {
+  stats_.owned_bytes_current += bytes;
+  stats_.owned_bytes_peak = std::max(stats_.owned_bytes_peak, stats_.owned_bytes_current);
 }
 
 }  // namespace pipecoord::kernels

@@ -81,6 +81,11 @@ struct CachingAllocatorStats {
   int64_t reserved_bytes_peak = 0;
   int64_t active_bytes_current = 0;  // allocated + freed blocks still awaiting other streams
   int64_t active_bytes_peak = 0;
+  // Not PyTorch's: allocated minus the blocks handed off to a transport (HandOff). What the
+  // step's memory check compares with the plan's budget: a transport that keeps a sent tensor
+  // until its copy or its peer is done holds bytes the plan gives back at Send.
+  int64_t owned_bytes_current = 0;
+  int64_t owned_bytes_peak = 0;
   int64_t num_alloc_retries = 0;  // source failures followed by EmptyCache and a retry
   int64_t num_ooms = 0;           // requests answered RESOURCE_EXHAUSTED
 
@@ -136,6 +141,10 @@ class CachingAllocator final : public Allocator {
   // The block at `ptr` (as Allocate returned it) is used by work on `stream` too: Free will not
   // let it be reused before that work finished. Its own stream is ignored.
   Status RecordStream(void* ptr, StreamId stream);
+  // The live block at `ptr` is held by a transport that is sending it: its bytes leave
+  // owned_bytes_current now (and are not subtracted again when it is freed); allocated, reserved
+  // and active are unchanged. An unknown pointer, or one handed off already, is INTERNAL.
+  Status HandOff(void* ptr) override;
   // Returns to the source every segment with no live block (waiting for pending events first).
   // Reports the first error of the source or the events; continues past it.
   Status EmptyCache();
@@ -181,6 +190,7 @@ class CachingAllocator final : public Allocator {
   void AddAllocated(int64_t bytes);
   void AddReserved(int64_t bytes);
   void AddActive(int64_t bytes);
+  void AddOwned(int64_t bytes);
 
   std::unique_ptr<RawMemorySource> source_;
   std::unique_ptr<StreamEvents> events_;

@@ -186,12 +186,15 @@ TEST(CachingAllocatorTest, StatsCarryTorchNames) {
   s.reserved_bytes_peak = 4;
   s.active_bytes_current = 5;
   s.active_bytes_peak = 6;
+  s.owned_bytes_current = 9;
+  s.owned_bytes_peak = 10;
   s.num_alloc_retries = 7;
   s.num_ooms = 8;
   const std::vector<std::pair<std::string, int64_t>> expected = {
       {"allocated_bytes.all.current", 1}, {"allocated_bytes.all.peak", 2}, {"reserved_bytes.all.current", 3},
       {"reserved_bytes.all.peak", 4},     {"active_bytes.all.current", 5}, {"active_bytes.all.peak", 6},
-      {"num_alloc_retries", 7},           {"num_ooms", 8},
+      {"owned_bytes.all.current", 9},     {"owned_bytes.all.peak", 10},    {"num_alloc_retries", 7},
+      {"num_ooms", 8},
   };
   EXPECT_EQ(s.Named(), expected);
 }
@@ -410,6 +413,123 @@ TEST(CachingAllocatorTest, ResetPeakStatsRestartsFromCurrent) {
   pool.FreeOk(b);
   pool.FreeOk(c);
   EXPECT_EQ(pool.stats().allocated_bytes_peak, int64_t{3 * kKiB});
+}
+
+// Owned bytes: allocated minus the blocks handed off to a transport. A handed-off block stays
+// allocated (and active, and its segment reserved) until freed; its bytes leave owned at HandOff
+// and are not subtracted again at Free.
+TEST(CachingAllocatorTest, HandedOffBlocksLeaveOwnedBytesOnlyOnce) {
+  Pool pool;
+  void* a = pool.Alloc(1, kS1);           // 512
+  void* b = pool.Alloc(3 * kKiB + 1, kS1);  // 3584
+  CachingAllocatorStats s = pool.stats();
+  EXPECT_EQ(s.owned_bytes_current, 512 + 3584);
+  EXPECT_EQ(s.owned_bytes_peak, 512 + 3584);
+
+  ASSERT_TRUE(pool.allocator->HandOff(b).ok());
+  s = pool.stats();
+  EXPECT_EQ(s.owned_bytes_current, 512);
+  EXPECT_EQ(s.owned_bytes_peak, 512 + 3584) << "the peak was reached before the hand-off";
+  EXPECT_EQ(s.allocated_bytes_current, 512 + 3584) << "PyTorch's counters are unchanged";
+  EXPECT_EQ(s.active_bytes_current, 512 + 3584);
+
+  void* c = pool.Alloc(kKiB, kS1);  // 1024: owned 1536, allocated 5120
+  s = pool.stats();
+  EXPECT_EQ(s.owned_bytes_current, 512 + 1024);
+  EXPECT_EQ(s.allocated_bytes_current, 512 + 3584 + 1024);
+  EXPECT_EQ(s.allocated_bytes_peak, 512 + 3584 + 1024);
+  EXPECT_EQ(s.owned_bytes_peak, 512 + 3584) << "the held block does not add to the owned peak";
+
+  pool.FreeOk(b);  // the transport lets go: owned unchanged
+  s = pool.stats();
+  EXPECT_EQ(s.owned_bytes_current, 512 + 1024);
+  EXPECT_EQ(s.allocated_bytes_current, 512 + 1024);
+
+  pool.FreeOk(a);
+  pool.FreeOk(c);
+  s = pool.stats();
+  EXPECT_EQ(s.owned_bytes_current, 0);
+  EXPECT_EQ(s.allocated_bytes_current, 0);
+
+  // A reused block is owned again, and can be handed off again.
+  void* d = pool.Alloc(3 * kKiB + 1, kS1);
+  EXPECT_EQ(d, a) << "the segment merged back whole: its first bytes";
+  EXPECT_EQ(pool.stats().owned_bytes_current, 3584);
+  ASSERT_TRUE(pool.allocator->HandOff(d).ok());
+  EXPECT_EQ(pool.stats().owned_bytes_current, 0);
+  pool.FreeOk(d);
+  EXPECT_EQ(pool.stats().owned_bytes_current, 0);
+}
+
+TEST(CachingAllocatorTest, HandedOffBlockUsedOnAnotherStreamStillWaitsForItsEvent) {
+  Pool pool;
+  void* a = pool.Alloc(kKiB, kS1);
+  ASSERT_TRUE(pool.allocator->RecordStream(a, kS2).ok());
+  ASSERT_TRUE(pool.allocator->HandOff(a).ok());
+  pool.FreeOk(a);
+  CachingAllocatorStats s = pool.stats();
+  EXPECT_EQ(s.owned_bytes_current, 0);
+  EXPECT_EQ(s.allocated_bytes_current, 0);
+  EXPECT_EQ(s.active_bytes_current, int64_t{kKiB}) << "awaiting stream 2's event";
+  EXPECT_NE(pool.Alloc(kKiB, kS1), a);
+  pool.events->CompleteAll(kS2);
+  EXPECT_EQ(pool.stats().owned_bytes_current, int64_t{kKiB}) << "only the new block";
+}
+
+TEST(CachingAllocatorTest, OwnedPeakRestartsFromCurrent) {
+  Pool pool;
+  void* a = pool.Alloc(4 * kKiB, kS1);
+  void* b = pool.Alloc(kKiB, kS1);
+  ASSERT_TRUE(pool.allocator->HandOff(a).ok());
+  pool.allocator->ResetPeakStats();
+  CachingAllocatorStats s = pool.stats();
+  EXPECT_EQ(s.owned_bytes_peak, int64_t{kKiB});
+  EXPECT_EQ(s.allocated_bytes_peak, int64_t{5 * kKiB});
+  void* c = pool.Alloc(2 * kKiB, kS1);
+  pool.FreeOk(a);
+  pool.FreeOk(c);
+  s = pool.stats();
+  EXPECT_EQ(s.owned_bytes_peak, int64_t{3 * kKiB});
+  EXPECT_EQ(s.allocated_bytes_peak, int64_t{7 * kKiB});
+  pool.FreeOk(b);
+}
+
+TEST(CachingAllocatorTest, HandOffOfUnknownOrHandedOffPointersIsInternal) {
+  Pool pool;
+  char* a = C(pool.Alloc(kKiB, kS1));
+  Status s = pool.allocator->HandOff(a + 512);
+  EXPECT_EQ(s.code(), Code::kInternal);
+  EXPECT_NE(s.message().find("HandOff of 0x"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not an allocated block"), std::string::npos) << s.message();
+  ASSERT_TRUE(pool.allocator->HandOff(a).ok());
+  s = pool.allocator->HandOff(a);
+  EXPECT_EQ(s.code(), Code::kInternal);
+  EXPECT_NE(s.message().find("handed off already"), std::string::npos) << s.message();
+  EXPECT_EQ(pool.stats().owned_bytes_current, 0) << "subtracted once";
+  pool.FreeOk(a);
+  EXPECT_EQ(pool.allocator->HandOff(a).code(), Code::kInternal) << "a freed block";
+  EXPECT_EQ(pool.stats().owned_bytes_current, 0);
+}
+
+// What a transport calls: the tensor's own allocator is told, only when the transport's handle
+// is the storage's last one.
+TEST(CachingAllocatorTest, TensorHandsOffOnlyItsLastHandle) {
+  Pool pool;
+  auto t = Tensor::Empty(*pool.allocator, TensorSpec{DType::kF32, {256}});  // 1 KiB
+  ASSERT_TRUE(t.ok());
+  {
+    Tensor view = *t->Reshaped({16, 16});
+    ASSERT_TRUE(view.HandOffToTransport().ok());
+    EXPECT_EQ(pool.stats().owned_bytes_current, int64_t{kKiB}) << "the sender still holds it";
+  }
+  ASSERT_TRUE(t->HandOffToTransport().ok());
+  EXPECT_EQ(pool.stats().owned_bytes_current, 0);
+  EXPECT_EQ(pool.stats().allocated_bytes_current, int64_t{kKiB});
+  EXPECT_EQ(t->HandOffToTransport().code(), Code::kInternal) << "handed off already";
+  *t = Tensor();
+  EXPECT_EQ(pool.stats().allocated_bytes_current, 0);
+  EXPECT_EQ(pool.stats().owned_bytes_current, 0);
+  EXPECT_TRUE(Tensor::FromVector(std::vector<float>{1, 2}).HandOffToTransport().ok()) << "no allocator";
 }
 
 TEST(CachingAllocatorTest, ZeroBytesIsNullAndFreeingNullIsANoOp) {

@@ -70,6 +70,7 @@ Result<Tensor> Tensor::Empty(Allocator& allocator, const TensorSpec& spec) {
   Allocator* a = &allocator;
   t.storage_ = std::shared_ptr<void>(*p, [a, bytes](void* q) { a->Deallocate(q, bytes); });
   t.data_ = *p;
+  t.allocator_ = a;
   t.spec_ = spec;
   t.memory_ = allocator.kind();
   t.device_ = allocator.device();
@@ -119,6 +120,11 @@ Result<Tensor> Tensor::Viewed(const TensorSpec& spec) const {
   t.spec_ = spec;
   t.owned_floats_ = spec.dtype == DType::kF32 ? owned_floats_ : nullptr;
   return t;
+}
+
+Status Tensor::HandOffToTransport() const {
+  if (allocator_ == nullptr || data_ == nullptr || storage_.use_count() != 1) return Status::Ok();
+  return allocator_->HandOff(data_);
 }
 
 std::vector<float> Tensor::TakeFloats() {

@@ -55,6 +55,10 @@ class Allocator {
   // RESOURCE_EXHAUSTED naming the size when the memory is not there.
   virtual Result<void*> Allocate(size_t bytes) = 0;
   virtual void Deallocate(void* ptr, size_t bytes) = 0;
+  // The block at `ptr` (from Allocate) is now held only by a transport sending it, which lets it
+  // go later than Send's return. A pool that reports its peak against a plan's budget stops
+  // counting it as the program's own (CachingAllocator's owned bytes); others ignore it.
+  virtual Status HandOff(void* /*ptr*/) { return Status::Ok(); }
 };
 
 // The process's host heap (64-byte aligned).
@@ -98,6 +102,13 @@ class Tensor {
   // INVALID_ARGUMENT naming both sizes when the byte counts differ.
   Result<Tensor> Viewed(const TensorSpec& spec) const;
 
+  // Called by a transport that keeps this tensor after Send returns (until a copy or the peer is
+  // done with it): when this handle is the storage's only one, tells the allocator that gave it
+  // (Allocator::HandOff), so the sender's memory peak does not count bytes a transport that lets
+  // go at Send would have freed. With other handles alive (the sender still uses the bytes) or
+  // storage not from an allocator, nothing happens. The allocator's error otherwise.
+  Status HandOffToTransport() const;
+
   // A host f32 tensor's values as a vector (a copy); empty for any other tensor.
   std::vector<float> ToFloats() const;
   // The same, but moves the values out without a copy when this handle alone owns a vector
@@ -108,6 +119,7 @@ class Tensor {
   std::shared_ptr<void> storage_;  // frees through the allocator (or owns a vector)
   std::vector<float>* owned_floats_ = nullptr;  // the vector storage_ owns, if FromVector(float)
   void* data_ = nullptr;
+  Allocator* allocator_ = nullptr;  // the one that gave storage_ (Empty), else null
   TensorSpec spec_{DType::kF32, {0}};
   MemoryKind memory_ = MemoryKind::kHost;
   int device_ = -1;

@@ -304,7 +304,7 @@ bool CudaBackend::StepLoss(double* loss) {
 }
 
 uint64_t CudaBackend::memory_in_use_bytes() const { return device_->allocated_bytes(); }
-uint64_t CudaBackend::memory_peak_bytes() const { return device_->peak_allocated_bytes(); }
+uint64_t CudaBackend::memory_peak_bytes() const { return device_->peak_owned_bytes(); }
 uint64_t CudaBackend::memory_reserved_bytes() const {
   return static_cast<uint64_t>(device_->allocator().stats().reserved_bytes_current);
 }

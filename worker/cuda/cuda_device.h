@@ -63,6 +63,10 @@ class CudaDevice {
   // The pool's allocated bytes (live blocks, rounded) now and at their peak since ResetPeak.
   uint64_t allocated_bytes() const;
   uint64_t peak_allocated_bytes() const;
+  // The pool's owned bytes at their peak since ResetPeak: allocated minus the blocks a transport
+  // still holds after Send (CachingAllocator::HandOff); the step's memory peak, which the
+  // coordinator compares with the plan's budget.
+  uint64_t peak_owned_bytes() const;
   void ResetPeak();
 
  private:

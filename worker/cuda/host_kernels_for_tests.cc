@@ -499,6 +499,9 @@ uint64_t CudaDevice::allocated_bytes() const {
 uint64_t CudaDevice::peak_allocated_bytes() const {
   return static_cast<uint64_t>(allocator_->stats().allocated_bytes_peak);
 }
+uint64_t CudaDevice::peak_owned_bytes() const {
+  return static_cast<uint64_t>(allocator_->stats().owned_bytes_peak);
+}
 void CudaDevice::ResetPeak() { allocator_->ResetPeakStats(); }
 
 }  // namespace pipecoord::worker::cuda

@@ -1,7 +1,7 @@
 // PoolTransport: device tensors between the ranks of one process, for the worker/cuda tests that
 // run one executor per rank (each rank its own CudaDevice): Send copies the tensor to the host
-// and lets go of it at once (the sender's pool frees it), Recv allocates the received tensor from
-// the receiver's pool and uploads it there. On the host double "device" tensors are host memory
+// and lets go of it at once (the sender's pool frees it; or keeps it a while: SentTensors), Recv
+// allocates the received tensor from the receiver's pool and uploads it there. On the host double "device" tensors are host memory
 // and the copies are memcpy; on a GPU they are the real downloads and uploads (Download waits for
 // the producer's stream, Upload is queued on the consumer's).
 #ifndef PIPECOORD_WORKER_CUDA_POOL_TRANSPORT_FOR_TESTS_H_
@@ -70,20 +70,35 @@ class Mailbox {
   bool shutdown_ = false;
 };
 
+// What Send does with the sent tensor once its bytes are in the mailbox.
+enum class SentTensors {
+  kReleased,  // lets go at once (the sender's pool frees it when Send returns)
+  // Keeps it until this rank's next Send (over the compute between), as StagedTransport and
+  // NcclTransport keep theirs until a copy or the peer is done: handed off
+  // (kernels::Tensor::HandOffToTransport) as those transports do, or not (what they did before,
+  // for the test that shows the difference).
+  kHeldHandedOff,
+  kHeldNotHandedOff,
+};
+
 // One rank's end of the mailbox.
 class PoolTransport final : public Transport {
  public:
-  PoolTransport(int rank, CudaDevice* device, Mailbox* mailbox) : rank_(rank), device_(device), mailbox_(mailbox) {}
+  PoolTransport(int rank, CudaDevice* device, Mailbox* mailbox, SentTensors sent = SentTensors::kReleased)
+      : rank_(rank), device_(device), mailbox_(mailbox), sent_tensors_(sent) {}
 
   Status Send(int peer, const MessageTag& tag, kernels::Tensor data) override {
     if (data.memory() != kernels::MemoryKind::kCuda || data.device() != device_->index()) {
       return FailedPrecondition("PoolTransport: sends tensors of CUDA device " + std::to_string(device_->index()) +
                                 " only, got " + kernels::ToString(data.spec()));
     }
+    held_ = kernels::Tensor();  // the previous send's tensor, if held
+    if (sent_tensors_ == SentTensors::kHeldHandedOff) PIPECOORD_RETURN_IF_ERROR(data.HandOffToTransport());
     std::vector<char> bytes(data.bytes());
     if (!bytes.empty()) PIPECOORD_RETURN_IF_ERROR(device_->Download(data, bytes.data()));
     sent_ += bytes.size();
     mailbox_->Put(rank_, peer, tag, std::move(bytes));
+    if (sent_tensors_ != SentTensors::kReleased) held_ = std::move(data);
     return Status::Ok();
   }
 
@@ -102,7 +117,10 @@ class PoolTransport final : public Transport {
     return t;
   }
 
-  Status Flush(std::chrono::milliseconds) override { return Status::Ok(); }  // Send delivered already
+  Status Flush(std::chrono::milliseconds) override {  // Send delivered already
+    held_ = kernels::Tensor();
+    return Status::Ok();
+  }
   void Shutdown() override { mailbox_->Shutdown(); }
   std::vector<int> BrokenPeers() const override { return {}; }
   uint64_t bytes_sent() const override { return sent_; }
@@ -112,6 +130,8 @@ class PoolTransport final : public Transport {
   const int rank_;
   CudaDevice* device_;
   Mailbox* mailbox_;
+  const SentTensors sent_tensors_;
+  kernels::Tensor held_;  // one executor thread per rank calls Send and Recv
   std::atomic<uint64_t> sent_{0}, received_{0};
 };
 

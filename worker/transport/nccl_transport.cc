@@ -654,6 +654,11 @@ Status NcclTransport::Impl::Send(int peer, const MessageTag& tag, kernels::Tenso
   }
   if (tag.channel == wire::kHelloChannel)
     return InvalidArgument(where + ": channel " + std::to_string(tag.channel) + " is reserved");
+  // Held here until the peer took it, later than Send's return: the sender's pool stops counting
+  // it as the step's own (kernels::Tensor::HandOffToTransport).
+  if (Status handed = data.HandOffToTransport(); !handed.ok()) {
+    return Status(handed.code(), where + ": " + handed.message());
+  }
   Link* link = nullptr;
   {
     std::lock_guard lock(mu_);

@@ -36,7 +36,8 @@
 // Streams. Send sends the header at once, then records an event on the compute stream (the
 // producer) and makes the peer's send stream wait on it before the payload: the send overlaps
 // the compute queued after it, and the receiver's host need not wait for this rank's GPU. The
-// transport holds the tensor until the send completed on the GPU. Recv allocates the tensor from
+// transport holds the tensor until the send completed on the GPU, handed off from the caller's
+// memory peak (kernels::Tensor::HandOffToTransport). Recv allocates the tensor from
 // `allocator`, makes the receive stream wait for the compute stream's work queued so far (the
 // allocator's blocks are stream-ordered on the compute stream: a reused block's previous
 // kernels must finish first; NcclTransportOptions::recv_waits_for_compute), posts the receive,

@@ -167,6 +167,10 @@ Status StagedTransport::Impl::Send(int peer, const MessageTag& tag, kernels::Ten
                                 " is on cuda:" + std::to_string(data.device()) +
                                 ", this transport stages cuda:" + std::to_string(device_));
     }
+    // Held here until its device-to-host copy ran, later than Send's return: the sender's pool
+    // stops counting it as the step's own (kernels::Tensor::HandOffToTransport).
+    Status handed = data.HandOffToTransport();
+    if (!handed.ok()) return Status(handed.code(), where + ": " + handed.message());
   }
   std::lock_guard lock(mu_);
   if (shutdown_) return Unavailable(where + ": the transport was shut down");

@@ -10,8 +10,9 @@
 // Send of a device tensor: a copy stream waits for an event recorded on the compute stream (the
 // producer), copies the tensor into a pinned buffer (cudaMemcpyAsync) and records an event; a
 // staging thread hands the pinned tensor to the inner transport once that event completed.
-// Send returns at once; the device tensor is held until its copy completed, the pinned buffer
-// until the inner transport wrote it. Messages to one peer keep their order (host tensors sent
+// Send returns at once; the device tensor is held until its copy completed (handed off from the
+// caller's memory peak: kernels::Tensor::HandOffToTransport), the pinned buffer until the inner
+// transport wrote it. Messages to one peer keep their order (host tensors sent
 // while device tensors to the same peer are being staged wait behind them).
 // Send of a host tensor passes it through to the inner transport.
 //
