@@ -1,7 +1,7 @@
 """The C++ worker's deterministic numbers, bit for bit, so a PyTorch worker trains on the same
 token stream and answers the same numerical probes as the C++ daemon.
 
-- Rng, mix64, split_mix64, hash_string, combine_seeds: kernels/cpu/rng.h (SplitMix64, FNV-1a,
+- Rng, mix64, split_mix64, fnv1a64, hash_string, combine_seeds: kernels/cpu/rng.h (SplitMix64, FNV-1a,
   xoshiro256** seeded from SplitMix64, Lemire's multiply-shift for below()).
 - SyntheticData: worker/model/synthetic_data.h (a random successor permutation; each next token
   is the successor with probability 1 - noise, else uniform).
@@ -22,12 +22,15 @@ def mix64(z):
     return z ^ (z >> 31)
 
 
-def hash_string(s):
-    h = 0xCBF29CE484222325
-    for c in s.encode("utf-8"):
-        h ^= c
-        h = (h * 0x100000001B3) & _M64
+def fnv1a64(data, h=0xCBF29CE484222325):
+    """FNV-1a, 64 bit, over bytes (kernels/cpu/rng.h's HashString, data/rank_checkpoint.h's Fnv1a64)."""
+    for c in data:
+        h = ((h ^ c) * 0x100000001B3) & _M64
     return h
+
+
+def hash_string(s):
+    return fnv1a64(s.encode("utf-8"))
 
 
 def combine_seeds(a, b):

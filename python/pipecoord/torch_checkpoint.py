@@ -23,18 +23,10 @@ import os
 import torch
 
 from pipecoord.safetensors_io import encode_safetensors, header_bytes, read_metadata, read_safetensors
+from pipecoord.synthetic_data import fnv1a64
 
 FORMAT = "pipecoord-rank-checkpoint"
 KEPT = 1  # worker/daemon/checkpointing.h's kCheckpointsKept
-
-_FNV_OFFSET, _FNV_PRIME, _MASK = 0xcbf29ce484222325, 0x100000001b3, (1 << 64) - 1
-
-
-def fnv1a64(data, h=_FNV_OFFSET):
-    """data/rank_checkpoint.h's Fnv1a64."""
-    for c in data:
-        h = ((h ^ c) * _FNV_PRIME) & _MASK
-    return h
 
 
 def checkpoint_path(directory, job_id, global_rank, step):
