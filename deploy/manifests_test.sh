@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # deploy/'s manifests: every YAML file parses; each kustomization renders with kubectl kustomize;
-# the rendered objects pass the schema validators (deploy/validate/k8s_validate.mjs) and the
-# checks pipecoord needs (deploy/validate/manifest_checks.mjs); the real binaries accept the
-# containers' args; a misspelt field and a wrong type are rejected.
+# the rendered objects pass Kubernetes' own schemas (deploy/validate/k8s_validate.py, strict:
+# unknown fields refused) and the checks pipecoord needs (deploy/validate/manifest_checks.py); the
+# real binaries accept the containers' args; a misspelt field and a wrong type are rejected.
 set -euo pipefail
 source deploy/validate/tools.sh
 source deploy/local/pki.sh
@@ -12,19 +12,22 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-validate() { node deploy/validate/k8s_validate.mjs "$DEPLOY_TOOLS" "$@"; }
-echo "kubectl $(kubectl version --client 2>/dev/null | tr '\n' ' '), node $(node --version)"
+validate() { "$VPY" deploy/validate/k8s_validate.py "$@"; }
+echo "kubectl $(kubectl version --client 2>/dev/null | tr '\n' ' '), $("$VPY" -m pip list --disable-pip-version-check 2>/dev/null | grep -iE '^(kubernetes-validate|jsonschema|PyYAML) ' | tr -s ' ' | paste -sd, -)"
 
 # kustomize refuses files reached through symlinks from outside its root: work on a real copy.
 cp -rL deploy "$work/deploy"
 
 # 1. Every YAML file parses.
 find "$work/deploy" -name '*.yaml' | sort > "$work/yaml-files"
-node -e '
-  const yaml = require(process.argv[1] + "/node_modules/js-yaml");
-  const fs = require("fs");
-  for (const f of fs.readFileSync(process.argv[2], "utf8").trim().split("\n")) yaml.loadAll(fs.readFileSync(f, "utf8"));
-' "$DEPLOY_TOOLS" "$work/yaml-files" || fail "a YAML file does not parse"
+"$VPY" -c '
+import sys, yaml
+for f in open(sys.argv[1]).read().split():
+    try:
+        list(yaml.safe_load_all(open(f)))
+    except yaml.YAMLError as e:
+        sys.exit(f"{f}: {e}")
+' "$work/yaml-files" || fail "a YAML file does not parse"
 echo "parsed $(wc -l < "$work/yaml-files") YAML files"
 
 # 2. The base and each overlay render, and every object validates.
@@ -82,7 +85,7 @@ grep -q "replicas: 8" "$work/prod.yaml" || fail "replicas not set"
 for overlay in cpu gpu; do
   mkdir -p "$work/$overlay"
   deploy/local/launch.sh --dry-run --overlay "$overlay" > "$work/$overlay/launcher.txt"
-  node deploy/validate/manifest_checks.mjs "$DEPLOY_TOOLS" "$overlay" "$work/$overlay.yaml" \
+  "$VPY" deploy/validate/manifest_checks.py "$overlay" "$work/$overlay.yaml" \
     "$work/$overlay/launcher.txt" "$work/$overlay" || fail "deploy/overlays/$overlay: checks"
 done
 
@@ -146,9 +149,12 @@ expect_rejected() {  # FILE PATTERN...
   for p in "$@"; do grep -qF -- "$p" "$out" || fail "$file: no error matching '$p' in: $(cat "$out")"; done
   echo "rejected as expected: $(head -1 "$out")"
 }
-expect_rejected deploy/validate/testdata/imagee.yaml "'\"imagee\"' does not exist in type 'Container'"
-expect_rejected deploy/validate/testdata/replicas-three.yaml "/spec/replicas: must be integer" \
-  "Type 'string' is not assignable to type 'number'"
+expect_rejected deploy/validate/testdata/imagee.yaml \
+  "Kubernetes 1.27: at /spec/template/spec/containers/0: Additional properties are not allowed ('imagee' was unexpected)" \
+  "Kubernetes 1.32: at /spec/template/spec/containers/0: Additional properties are not allowed ('imagee' was unexpected)"
+expect_rejected deploy/validate/testdata/replicas-three.yaml "at /spec/replicas: 'three' is not of type 'integer'"
+expect_rejected deploy/validate/testdata/int32-overflow.yaml "at /spec/containers/0/ports/0/containerPort: 4294967376 is not a 'int32'"
+expect_rejected deploy/validate/testdata/no-kind-schema.yaml "has no schema for pipecoord.dev/v1 Pipeline"
 mkdir -p "$work/deploy/overlays/misspelt"
 cat > "$work/deploy/overlays/misspelt/kustomization.yaml" <<'EOF'
 resources: [../../base]
@@ -158,5 +164,14 @@ patches:
       - {op: add, path: /spec/template/spec/containers/0/imagee, value: pipecoord/worker:dev}
 EOF
 kubectl kustomize "$work/deploy/overlays/misspelt" > "$work/misspelt.yaml"
-expect_rejected "$work/misspelt.yaml" "StatefulSet pipecoord-worker" "'\"imagee\"' does not exist in type 'Container'"
+expect_rejected "$work/misspelt.yaml" "(StatefulSet pipecoord-worker)" "('imagee' was unexpected)"
+# pipecoord's own checks refuse a manifest the schemas accept: the worker's data port moved.
+sed 's/containerPort: 29500/containerPort: 29501/' "$work/cpu.yaml" > "$work/moved-port.yaml"
+! cmp -s "$work/cpu.yaml" "$work/moved-port.yaml" || fail "the cpu overlay has no containerPort 29500 to move"
+validate "$work/moved-port.yaml" > /dev/null || fail "the moved data port should pass the schemas"
+if "$VPY" deploy/validate/manifest_checks.py cpu "$work/moved-port.yaml" "$work/cpu/launcher.txt" "$work/cpu" > "$work/moved.txt"; then
+  fail "manifest_checks accepted a worker whose --data-listen port is not its container port"
+fi
+grep -qF 'worker: --data-listen port equals the container port "data"' "$work/moved.txt" || fail "manifest_checks: $(cat "$work/moved.txt")"
+echo "rejected as expected: $(head -1 "$work/moved.txt")"
 echo "PASS"

@@ -9,11 +9,11 @@ packages=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libboost-dev libboost-system-dev
   prometheus-cpp-dev libsqlite3-dev libssl-dev zlib1g-dev
-  python3 python3-grpcio python3-protobuf
+  python3 python3-venv python3-grpcio python3-protobuf  # python3-venv: tools/python_env.sh
   python3-torch              # PyTorch 1.13 (CPU, gloo): python/pipecoord reference model and torch workers
   openssl                    # certificates for the TLS tests and the local launcher (deploy/local/pki.sh)
   prometheus chromium chromium-driver python3-selenium  # /metrics and dashboard tests
-  kubectl nodejs             # deploy/ tests: kubectl kustomize (v1.32), Node.js for the validators
+  kubectl                    # deploy/ tests: kubectl kustomize (v1.32)
   clang-14 libclang-rt-14-dev  # fuzz/: libFuzzer targets with ASan and UBSan
   python3-torch              # python/pipecoord/reference_model.py: the independent reference (tests/torch_reference)
   libopenblas-dev            # the CPU backend's fp32 GEMMs (kernels/cpu/linear.cc)
@@ -34,7 +34,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${missing[@]}" >/dev/null
 fi
 
-"$(dirname "$0")/../deploy/validate/install.sh"  # deploy/'s validators: pinned npm packages, outside the repo
+# The Python packages taken from PyPI (tools/requirements.txt, pinned), in a virtual environment
+# outside the repository.
+"$(dirname "$0")/python_env.sh"
 
 if [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "setup: /usr/local/cuda/bin/nvcc not found: the CUDA 13 toolkit (with NCCL and cuBLAS)" \

@@ -1,4 +1,3 @@
-# Must be rejected by both Dockerfile linters: an unknown instruction and a port that is no number.
+# Must be rejected by hadolint (a parse error): RUNN is no instruction.
 FROM debian:bookworm-slim
 RUNN apt-get update
-EXPOSE grpc
