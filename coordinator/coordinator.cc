@@ -5,6 +5,7 @@
 
 #include "jobplan/auto_plan.h"
 #include "jobplan/assignment.h"
+#include "jobplan/layout.h"
 #include "jobplan/plan_job.h"
 #include "coordinator/job_record.h"
 #include "coordinator/run_trace.h"
@@ -89,7 +90,7 @@ Status Coordinator::Restore() {
     for (const StoredBatch& row : state->telemetry[i]) {
       const v1::TelemetryBatch& b = row.batch;
       state_.NoteStoredTelemetry(j.job.id(), row.seq, b.actions_size());
-      const int g = b.dp_rank() * j.job.spec().pp() + b.rank();
+      const int g = jobplan::LayoutOf(j.job.spec()).Global({b.rank(), b.dp_rank(), b.tp_rank()});
       if (g < 0 || g >= j.world()) continue;
       for (const v1::StepSummary& s : b.steps()) {
         for (int c : s.checkpointed_steps()) NoteCheckpointLocked(j, g, c);
@@ -360,7 +361,7 @@ void Coordinator::TryDispatchLocked() {
     const v1::JobSpec& spec = j.job.spec();
     j.session = ids_.next_session++;
     for (int g = 0; g < j.world(); ++g) {
-      workers_.Assign(*free[g], j.job.id(), g, spec.pp(), j.session);
+      workers_.Assign(*free[g], j.job.id(), g, jobplan::LayoutOf(spec), j.session);
       j.job.add_worker_ids(free[g]->info.worker_id());
     }
     std::vector<std::string> endpoints;
@@ -557,9 +558,12 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   if (w == nullptr) return NotFound("worker \"" + b.worker_id() + "\" is not registered");
   JobRecord* j = FindJobLocked(b.job_id());
   if (j == nullptr) return NotFound("job \"" + b.job_id() + "\" not found");
-  if (w->info.job_id() != b.job_id() || w->info.rank() != b.rank() || w->dp_rank != b.dp_rank()) {
-    return PermissionDenied("worker " + b.worker_id() + " does not hold rank " + std::to_string(b.rank()) +
-                            " (dp " + std::to_string(b.dp_rank()) + ") of " + b.job_id());
+  if (w->info.job_id() != b.job_id() || w->info.rank() != b.rank() || w->dp_rank != b.dp_rank() ||
+      w->tp_rank != b.tp_rank()) {
+    const bool tp = j->job.spec().tp() > 1 || b.tp_rank() != 0;
+    return PermissionDenied("worker " + b.worker_id() + " does not hold rank " + std::to_string(b.rank()) + " (dp " +
+                            std::to_string(b.dp_rank()) + (tp ? ", tp " + std::to_string(b.tp_rank()) : "") + ") of " +
+                            b.job_id());
   }
   if (j->terminal()) return FailedPrecondition(b.job_id() + " is " + StateName(j->job.state()) + ": no more telemetry");
   if (b.session() != 0 && b.session() != j->session) {

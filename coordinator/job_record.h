@@ -18,13 +18,14 @@
 #include "coordinator/health/job_monitor.h"
 #include "coordinator/step_aggregator.h"
 #include "coordinator/telemetry_order.h"
+#include "jobplan/layout.h"
 #include "proto/job.pb.h"
 #include "proto/telemetry.pb.h"
 
 namespace pipecoord::coordinator {
 
 struct JobRecord {
-  int world() const { return job.spec().pp() * job.spec().dp(); }
+  int world() const { return jobplan::LayoutOf(job.spec()).world(); }
   bool terminal() const;
   // Forgets an attempt's progress: the next one reports from `from_step` on.
   void ResetAttempt(int from_step);

@@ -26,8 +26,8 @@ void OnSignal(int) { g_stop = true; }
 int main(int argc, char** argv) {
   using namespace pipecoord;
   std::string listen = "127.0.0.1:50051", http, state;
-  int lease_ms = 5000, max_jobs = 10000;
-  FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--max-jobs N] [--tls-cert FILE --tls-key FILE "
+  int lease_ms = 5000, max_jobs = 10000, trace_actions = 200000;
+  FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--max-jobs N] [--trace-actions N] [--tls-cert FILE --tls-key FILE "
                      "--tls-ca FILE --token-file FILE] [--health-listen HOST:PORT]",
                      "pipecoord's coordinator: plans jobs, hands workers their job lists over gRPC and "
                      "collects their telemetry. Serves grpc.health.v1 and server reflection.");
@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
   flags.Int("max-jobs", &max_jobs,
             "jobs kept, finished ones included (default 10000); a new job drops the oldest finished one, "
             "with its events, steps and telemetry");
+  flags.Int("trace-actions", &trace_actions,
+            "measured actions kept per job (memory and state file) for `pipectl trace` and for rebuilding its "
+            "Prometheus series after a restart (default 200000); older ones are dropped");
   // Security (coordinator/server_security.h, docs/operations.md "Security"): all four or none.
   coordinator::ServerSecurityFlags security_flags;
   std::string health_listen;
@@ -58,6 +61,9 @@ int main(int argc, char** argv) {
   }
   if (st.ok() && (lease_ms < 100 || lease_ms > 3'600'000)) st = InvalidArgument("--lease-ms: must be in 100..3600000");
   if (st.ok() && (max_jobs < 1 || max_jobs > 1'000'000)) st = InvalidArgument("--max-jobs: must be in 1..1000000");
+  if (st.ok() && (trace_actions < 1000 || trace_actions > 100'000'000)) {
+    st = InvalidArgument("--trace-actions: must be in 1000..100000000");
+  }
   if (!st.ok()) {
     std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
     return 2;
@@ -73,6 +79,7 @@ int main(int argc, char** argv) {
   coordinator::CoordinatorOptions options;
   options.lease = std::chrono::milliseconds(lease_ms);
   options.max_jobs = static_cast<size_t>(max_jobs);
+  options.trace_actions_per_job = static_cast<size_t>(trace_actions);
   coordinator::http::PrometheusMetrics metrics;
   options.metrics = &metrics;
   std::unique_ptr<coordinator::StateStore> store;

@@ -4,21 +4,25 @@
 #include <map>
 
 #include "common/perfetto_trace.h"
+#include "common/rank_layout.h"
+#include "jobplan/layout.h"
 
 namespace pipecoord::coordinator {
 
 std::string MeasuredRunTrace(const v1::Job& job, const std::vector<v1::ActionTiming>& actions,
                              const std::vector<int>& ranks) {
   PerfettoTrace trace;
-  const int pp = std::max(1, job.spec().pp());
-  const int world = pp * std::max(1, job.spec().dp());
-  trace.SetOtherData({TraceArg("job", job.id()), TraceArg("schedule", job.spec().schedule()),
-                      TraceArg("pp", int64_t{pp}), TraceArg("dp", int64_t{std::max(1, job.spec().dp())}),
-                      TraceArg("time_unit", "measured: us from the first action shown")});
+  const RankLayout layout = jobplan::LayoutOf(job.spec());
+  const int pp = layout.pp(), world = layout.world();
+  std::vector<TraceArg> about = {TraceArg("job", job.id()), TraceArg("schedule", job.spec().schedule()),
+                                 TraceArg("pp", int64_t{pp}), TraceArg("dp", int64_t{layout.dp()})};
+  if (layout.tp() > 1) about.push_back(TraceArg("tp", int64_t{layout.tp()}));
+  about.push_back(TraceArg("time_unit", "measured: us from the first action shown"));
+  trace.SetOtherData(about);
   trace.ProcessName(0, job.id() + " measured");
   trace.ProcessName(1, job.id() + " predicted idle (scaled to each step)");
   for (int g = 0; g < world; ++g) {
-    trace.ThreadName(0, g, "rank " + std::to_string(g % pp) + " dp " + std::to_string(g / pp));
+    trace.ThreadName(0, g, layout.Name(g));
     trace.ThreadSortIndex(0, g, g);
   }
   for (int r = 0; r < pp; ++r) {
@@ -31,8 +35,7 @@ std::string MeasuredRunTrace(const v1::Job& job, const std::vector<v1::ActionTim
                                    [](const v1::ActionTiming& a) { return a.action().op() == v1::REDUCE_GRAD; });
   if (reduces) {
     for (int g = 0; g < world; ++g) {
-      trace.ThreadName(0, world + g, "rank " + std::to_string(g % pp) + " dp " + std::to_string(g / pp) +
-                                         " gradient all-reduce");
+      trace.ThreadName(0, world + g, layout.Name(g) + " gradient all-reduce");
       trace.ThreadSortIndex(0, world + g, world + g);
     }
   }

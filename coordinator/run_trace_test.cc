@@ -39,9 +39,9 @@ constexpr char kHeader[] =
     "  {\"ph\": \"M\", \"pid\": 0, \"tid\": 0, \"name\": \"process_name\", \"args\": {\"name\": \"job-1 measured\"}},\n"
     "  {\"ph\": \"M\", \"pid\": 1, \"tid\": 0, \"name\": \"process_name\", \"args\": {\"name\": "
     "\"job-1 predicted idle (scaled to each step)\"}},\n"
-    "  {\"ph\": \"M\", \"pid\": 0, \"tid\": 0, \"name\": \"thread_name\", \"args\": {\"name\": \"rank 0 dp 0\"}},\n"
+    "  {\"ph\": \"M\", \"pid\": 0, \"tid\": 0, \"name\": \"thread_name\", \"args\": {\"name\": \"rank 0 (dp 0)\"}},\n"
     "  {\"ph\": \"M\", \"pid\": 0, \"tid\": 0, \"name\": \"thread_sort_index\", \"args\": {\"sort_index\": 0}},\n"
-    "  {\"ph\": \"M\", \"pid\": 0, \"tid\": 1, \"name\": \"thread_name\", \"args\": {\"name\": \"rank 1 dp 0\"}},\n"
+    "  {\"ph\": \"M\", \"pid\": 0, \"tid\": 1, \"name\": \"thread_name\", \"args\": {\"name\": \"rank 1 (dp 0)\"}},\n"
     "  {\"ph\": \"M\", \"pid\": 0, \"tid\": 1, \"name\": \"thread_sort_index\", \"args\": {\"sort_index\": 1}},\n"
     "  {\"ph\": \"M\", \"pid\": 1, \"tid\": 0, \"name\": \"thread_name\", \"args\": {\"name\": "
     "\"rank 0 predicted idle\"}},\n"
@@ -96,7 +96,7 @@ TEST(RunTraceTest, ReduceGradOnATrackOfItsOwn) {
   };
   const std::string text = MeasuredRunTrace(TwoRankJob(), actions, {1, 1, 1});
   EXPECT_NE(text.find("  {\"ph\": \"M\", \"pid\": 0, \"tid\": 3, \"name\": \"thread_name\", \"args\": {\"name\": "
-                      "\"rank 1 dp 0 gradient all-reduce\"}},\n"),
+                      "\"rank 1 (dp 0) gradient all-reduce\"}},\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("{\"name\": \"REDUCE_GRAD mb-1 s1\", \"cat\": \"other\", \"ph\": \"X\", \"ts\": 1, \"dur\": 4, "

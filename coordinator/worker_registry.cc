@@ -96,12 +96,14 @@ WorkerRegistry::Capacity WorkerRegistry::FreeCapacity(const std::string& device_
   return c;
 }
 
-void WorkerRegistry::Assign(RegisteredWorker& w, const std::string& job_id, int g, int pp, uint64_t session) {
+void WorkerRegistry::Assign(RegisteredWorker& w, const std::string& job_id, int g, const RankLayout& layout,
+                            uint64_t session) {
   w.info.set_job_id(job_id);
-  w.info.set_rank(g % pp);
+  w.info.set_rank(layout.PipelineRank(g));
   w.info.set_closing(false);
   w.global_rank = g;
-  w.dp_rank = g / pp;
+  w.dp_rank = layout.DataRank(g);
+  w.tp_rank = layout.TensorRank(g);
   w.session = session;
 }
 
@@ -120,7 +122,7 @@ void WorkerRegistry::Free(RegisteredWorker& w) {
   w.info.clear_job_id();
   w.info.set_rank(-1);
   w.info.set_closing(false);
-  w.global_rank = w.dp_rank = -1;
+  w.global_rank = w.dp_rank = w.tp_rank = -1;
   w.session = 0;
 }
 

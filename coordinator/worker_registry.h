@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/rank_layout.h"
 #include "proto/worker.pb.h"
 #include "proto/worker_kinds.h"
 
@@ -28,6 +29,7 @@ struct RegisteredWorker {
   v1::WorkerInfo info;
   int global_rank = -1;
   int dp_rank = -1;
+  int tp_rank = -1;
   uint64_t session = 0;
   bool suspect = false;
   Clock::time_point lease_expiry;
@@ -83,7 +85,8 @@ class WorkerRegistry {
   Capacity FreeCapacity(const std::string& device_kind) const;
   // The worker holds global rank `global_rank` of the job's attempt `session` (pp ranks per
   // pipeline).
-  void Assign(RegisteredWorker& worker, const std::string& job_id, int global_rank, int pp, uint64_t session);
+  void Assign(RegisteredWorker& worker, const std::string& job_id, int global_rank, const RankLayout& layout,
+              uint64_t session);
   // If worker `id` holds that attempt and is not closing it yet, it is now (free once it says
   // its links are closed), and with `cancel` it is told to stop the job.
   void Close(const std::string& id, const std::string& job_id, uint64_t session, bool cancel);

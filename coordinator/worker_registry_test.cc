@@ -47,7 +47,7 @@ TEST(WorkerRegistryTest, AWorkerHoldsItsJobUntilItReleasesIt) {
   RegisteredWorker& b = reg.Add("b", Request(), Clock::now());
   reg.Add("gpu", Request("cuda"), Clock::now());
   EXPECT_EQ(Ids(reg.Available("cpu")), (std::vector<std::string>{"a", "b"}));
-  reg.Assign(b, "job-1", 3, 2, 7);  // pp 2: global rank 3 is rank 1 of pipeline 1
+  reg.Assign(b, "job-1", 3, RankLayout::OfDegrees(2, 2, 1), 7);  // pp 2: global rank 3 is rank 1 of pipeline 1
   EXPECT_EQ(b.info.job_id(), "job-1");
   EXPECT_EQ(b.info.rank(), 1);
   EXPECT_EQ(b.global_rank, 3);
@@ -72,7 +72,7 @@ TEST(WorkerRegistryTest, AWorkerHoldsItsJobUntilItReleasesIt) {
   EXPECT_EQ(b.session, 0u);
   EXPECT_EQ(Ids(reg.Available("cpu")), (std::vector<std::string>{"a", "b"}));
   // Closing without cancel (the job succeeded) sends nothing.
-  reg.Assign(a, "job-2", 0, 1, 8);
+  reg.Assign(a, "job-2", 0, RankLayout::OfDegrees(1, 2, 1), 8);
   reg.Close("a", "job-2", 8, false);
   EXPECT_TRUE(a.info.closing());
   EXPECT_TRUE(a.commands.empty());
@@ -128,7 +128,7 @@ TEST(WorkerRegistryTest, LeasesRunOutUnlessRenewed) {
   EXPECT_EQ(list[0].lease_expires_in_ms(), 120);
   EXPECT_EQ(list[1].lease_expires_in_ms(), 70);
   // A worker lost while it held a job takes the job's rank with it.
-  reg.Assign(a, "job-1", 1, 2, 3);
+  reg.Assign(a, "job-1", 1, RankLayout::OfDegrees(2, 2, 1), 3);
   WorkerRegistry::Left left = reg.Remove("a");
   EXPECT_EQ(left.job_id, "job-1");
   EXPECT_EQ(left.rank, 1);
@@ -161,7 +161,7 @@ TEST(WorkerRegistryTest, FreeCapacityCountsFreeWorkersAndTheSmallestReportedMemo
   reg.Add("gpu", Request("cuda"), Clock::now());
   EXPECT_EQ(reg.FreeCapacity("cpu").count, 3);
   EXPECT_EQ(reg.FreeCapacity("cpu").smallest_memory_bytes, 4096u);
-  reg.Assign(c, "job-1", 0, 1, 1);  // busy: not free capacity
+  reg.Assign(c, "job-1", 0, RankLayout::OfDegrees(1, 2, 1), 1);  // busy: not free capacity
   reg.MarkSuspect("a");
   EXPECT_EQ(reg.FreeCapacity("cpu").count, 1);
   EXPECT_EQ(reg.FreeCapacity("cpu").smallest_memory_bytes, 0u);

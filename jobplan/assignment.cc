@@ -1,14 +1,18 @@
 #include "jobplan/assignment.h"
 
+#include "jobplan/layout.h"
+
 namespace pipecoord::jobplan {
 
 v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spec, const v1::Plan& plan,
                                int global, const std::vector<std::string>& endpoints, uint64_t session) {
-  const int rank = global % spec.pp();
+  const RankCoords c = LayoutOf(spec).Coords(global);
+  const int rank = c.pp;
   v1::Assignment a;
   a.set_job_id(job_id);
   a.set_rank(rank);
-  a.set_dp_rank(global / spec.pp());
+  a.set_dp_rank(c.dp);
+  a.set_tp_rank(c.tp);
   *a.mutable_spec() = spec;
   *a.mutable_jobs() = plan.ranks(rank);
   for (const v1::StageShard& s : plan.shards()) {

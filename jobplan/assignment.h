@@ -10,8 +10,9 @@
 
 namespace pipecoord::jobplan {
 
-// The assignment of global rank `global` (dp_rank * pp + rank) of a job: its rank's job list,
-// the stages it holds, every member's data endpoint (by global rank) and the session.
+// The assignment of global rank `global` of a job (jobplan/layout.h): its pipeline rank's job
+// list and stages (every tensor-parallel shard of a stage runs the same list), its coordinates,
+// every member's data endpoint (by global rank) and the session.
 v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spec, const v1::Plan& plan,
                                int global, const std::vector<std::string>& endpoints, uint64_t session);
 

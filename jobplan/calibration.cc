@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/median.h"
+#include "jobplan/layout.h"
 #include "jobplan/plan_convert.h"
 #include "proto/op_kinds.h"
 
@@ -47,10 +48,11 @@ double MeanOr0(const std::vector<double>& v) {
 }  // namespace
 
 bool MatchesPlan(const v1::JobSpec& spec, const v1::Plan& plan, const StepActions& step) {
-  const int pp = spec.pp();
-  if (pp < 1 || step.size() != static_cast<size_t>(pp * std::max(1, spec.dp()))) return false;
+  if (spec.pp() < 1) return false;
+  const RankLayout layout = LayoutOf(spec);
+  if (step.size() != static_cast<size_t>(layout.world())) return false;
   for (size_t g = 0; g < step.size(); ++g) {
-    const v1::RankJobs& list = plan.ranks(static_cast<int>(g) % pp);
+    const v1::RankJobs& list = plan.ranks(layout.PipelineRank(static_cast<int>(g)));
     if (static_cast<int>(step[g].size()) != list.actions_size()) return false;
     for (int i = 0; i < list.actions_size(); ++i) {
       if (!SameAction(step[g][i].action(), list.actions(i))) return false;
@@ -61,7 +63,8 @@ bool MatchesPlan(const v1::JobSpec& spec, const v1::Plan& plan, const StepAction
 
 Result<MeasuredCosts> MeasureCosts(const v1::JobSpec& spec, const v1::Plan& plan, const std::vector<StepActions>& steps) {
   if (steps.empty()) return InvalidArgument("calibration: no measured step to learn from");
-  const int pp = spec.pp(), world = pp * std::max(1, spec.dp());
+  const RankLayout layout = LayoutOf(spec);
+  const int pp = layout.pp(), world = layout.world();
   const int stages = plan.stage_to_rank_size(), mbs = spec.microbatches();
   // Per stage and op, then per rank and position, each step's mean; medians at the end.
   std::vector<std::vector<double>> stage_means[4];
@@ -77,15 +80,18 @@ Result<MeasuredCosts> MeasureCosts(const v1::JobSpec& spec, const v1::Plan& plan
     StageSums sums(stages);
     std::vector<std::vector<double>> other_sum(pp);
     for (int r = 0; r < pp; ++r) other_sum[r].assign(plan.ranks(r).actions_size(), 0);
-    // Where each replica's inputs were produced: F outputs and input gradients (B or BW), ns.
+    // Where each pipeline's (replica's and shard's) inputs were produced: F outputs and input
+    // gradients (B or BW), ns. A pipeline is named by its rank 0's global rank.
     std::vector<int64_t> f_end(static_cast<size_t>(world) * stages * mbs, -1), g_end(f_end.size(), -1);
-    auto at = [&](int g, int stage, int mb) { return (static_cast<size_t>(g / pp) * stages + stage) * mbs + mb; };
+    auto at = [&](int g, int stage, int mb) {
+      return (static_cast<size_t>(layout.AtPipelineRank(g, 0)) * stages + stage) * mbs + mb;
+    };
     for (int g = 0; g < world; ++g) {
       for (size_t i = 0; i < step[g].size(); ++i) {
         const v1::ActionTiming& t = step[g][i];
         const v1::Action& a = t.action();
         if (!v1::IsCompute(a.op())) {
-          other_sum[g % pp][i] += Seconds(t);
+          other_sum[layout.PipelineRank(g)][i] += Seconds(t);
           continue;
         }
         if (a.stage() < 0 || a.stage() >= stages || a.microbatch() < 0 || a.microbatch() >= mbs) {
@@ -103,7 +109,7 @@ Result<MeasuredCosts> MeasureCosts(const v1::JobSpec& spec, const v1::Plan& plan
         if (sums.count[k][s] > 0) stage_means[k][s].push_back(sums.sum[k][s] / sums.count[k][s]);
       }
     }
-    const double replicas = world / pp;
+    const double replicas = world / pp;  // pipelines: replicas x shards
     for (int r = 0; r < pp; ++r) {
       for (size_t i = 0; i < other_sum[r].size(); ++i) other[r][i].push_back(other_sum[r][i] / replicas);
     }

@@ -96,7 +96,7 @@ TEST(IdleBreakdownTest, UnevenStagesShowAsImbalance) {
   HandJob h;
   const CalibratedJob j = h.Calibrated();
   const StepActions step = h.Steps(1, h.Durations())[0];
-  const IdleBreakdown b = SplitIdle(j, 2, step, 20.5 * kMs, 0.1 * kMs);
+  const IdleBreakdown b = SplitIdle(j, RankLayout::OfDegrees(2, step.size() / 2, 1), step, 20.5 * kMs, 0.1 * kMs);
   ASSERT_EQ(b.ranks.size(), 2u);
   const v1::IdleSplit& r0 = b.ranks[0].split();
   const v1::IdleSplit& r1 = b.ranks[1].split();
@@ -123,7 +123,7 @@ TEST(IdleBreakdownTest, ASlowRankShowsAsVariationNamingIt) {
     hi = std::max(hi, list.back().end_ns());
   }
   const double span = (hi - lo) * 1e-9;
-  const IdleBreakdown b = SplitIdle(j, 2, step, span, 0.1 * kMs);
+  const IdleBreakdown b = SplitIdle(j, RankLayout::OfDegrees(2, step.size() / 2, 1), step, span, 0.1 * kMs);
   const v1::IdleSplit& r1 = b.ranks[1].split();
   EXPECT_GT(r1.variation_s(), 1 * kMs);
   EXPECT_EQ(r1.cause_rank(), 0);
@@ -148,7 +148,7 @@ TEST(IdleBreakdownTest, TheWaitChainLeadsToTheSlowRank) {
     lo = std::min(lo, list.front().start_ns());
     hi = std::max(hi, list.back().end_ns());
   }
-  const IdleBreakdown b = SplitIdle(j, 4, slow, (hi - lo) * 1e-9, 0.1 * kMs);
+  const IdleBreakdown b = SplitIdle(j, RankLayout::OfDegrees(4, slow.size() / 4, 1), slow, (hi - lo) * 1e-9, 0.1 * kMs);
   EXPECT_EQ(b.ranks[3].split().cause_rank(), 1);
   EXPECT_EQ(b.ranks[2].split().cause_rank(), 1);
   EXPECT_EQ(b.total.cause_rank(), 1);

@@ -20,8 +20,8 @@ struct Windows {
 // Finds who made global rank g late: follows waits that exceeded the prediction to their root.
 class CauseFinder {
  public:
-  CauseFinder(const CalibratedJob& job, int pp, const StepActions& step, double min_s)
-      : job_(job), pp_(pp), step_(step), min_s_(min_s), windows_(step.size()) {
+  CauseFinder(const CalibratedJob& job, const RankLayout& layout, const StepActions& step, double min_s)
+      : job_(job), layout_(layout), step_(step), min_s_(min_s), windows_(step.size()) {
     step_start_ = INT64_MAX;
     step_end_ = INT64_MIN;
     for (const auto& list : step) {
@@ -31,7 +31,7 @@ class CauseFinder {
       }
     }
     for (size_t g = 0; g < step.size(); ++g) {
-      const int r = static_cast<int>(g) % pp;
+      const int r = layout.PipelineRank(static_cast<int>(g));
       const auto& timing = job.calibrated.timing[r];
       Windows& w = windows_[g];
       int prev = -1;
@@ -43,7 +43,7 @@ class CauseFinder {
         const double predicted = timing[i].start - (prev < 0 ? 0.0 : timing[prev].end);
         w.index.push_back(static_cast<int>(i));
         w.excess.push_back(measured - predicted);
-        where_[Key(static_cast<int>(g) / pp, a)] = {static_cast<int>(g), static_cast<int>(w.index.size()) - 1};
+        where_[Key(layout.AtPipelineRank(static_cast<int>(g), 0), a)] = {static_cast<int>(g), static_cast<int>(w.index.size()) - 1};
         prev = static_cast<int>(i);
       }
     }
@@ -53,7 +53,7 @@ class CauseFinder {
   int Cause(int g) const {
     // The step ending later than predicted shows as trailing idle: then it is whoever ended it.
     const Windows& w = windows_[g];
-    const int r = g % pp_;
+    const int r = layout_.PipelineRank(g);
     double trailing_excess = 0;
     if (!w.index.empty()) {
       const double measured = (step_end_ - step_[g][w.index.back()].end_ns()) * 1e-9;
@@ -68,7 +68,7 @@ class CauseFinder {
     // Follow the waits: each hop is a producer action that was itself late waiting for its input.
     for (size_t hops = 0; k >= 0 && hops < 4 * step_.size(); ++hops) {
       const v1::ActionTiming& t = step_[g][windows_[g].index[k]];
-      const auto producer = Producer(g / pp_, t.action());
+      const auto producer = Producer(layout_.AtPipelineRank(g, 0), t.action());
       if (!producer) break;
       g = producer->first;
       k = producer->second;
@@ -76,13 +76,14 @@ class CauseFinder {
         k = -1;  // on time at its own input: it was late by itself
       }
     }
-    return g % pp_;
+    return layout_.PipelineRank(g);
   }
 
  private:
-  static long Key(int dp, const v1::Action& a) {
+  // `pipeline`: the global rank of pipeline rank 0 of the action's pipeline (replica and shard).
+  static long Key(int pipeline, const v1::Action& a) {
     const int kind = a.op() == v1::F ? 0 : a.op() == v1::W ? 2 : 1;  // B and BW both give the input gradient
-    return ((static_cast<long>(dp) * 3 + kind) * (1 << 20) + a.stage()) * (1 << 20) + a.microbatch();
+    return ((static_cast<long>(pipeline) * 3 + kind) * (1 << 20) + a.stage()) * (1 << 20) + a.microbatch();
   }
   // The compute slot of global rank g whose wait for a peer exceeded the prediction the most.
   int Worst(int g) const {
@@ -106,7 +107,7 @@ class CauseFinder {
     }
     return last;
   }
-  std::optional<std::pair<int, int>> Producer(int dp, const v1::Action& a) const {
+  std::optional<std::pair<int, int>> Producer(int pipeline, const v1::Action& a) const {
     v1::Action p;
     p.set_microbatch(a.microbatch());
     if (a.op() == v1::F) {
@@ -116,37 +117,37 @@ class CauseFinder {
       p.set_op(v1::B);
       p.set_stage(a.stage() + 1);
     }
-    auto it = where_.find(Key(dp, p));
+    auto it = where_.find(Key(pipeline, p));
     if (it == where_.end()) return std::nullopt;
     return it->second;
   }
 
   const CalibratedJob& job_;
-  int pp_;
+  RankLayout layout_;
   const StepActions& step_;
   double min_s_;
   std::vector<Windows> windows_;
-  std::map<long, std::pair<int, int>> where_;  // (dp, kind, stage, mb) -> (global rank, compute slot)
+  std::map<long, std::pair<int, int>> where_;  // (pipeline, kind, stage, mb) -> (global rank, compute slot)
   int64_t step_start_, step_end_;
 };
 
 }  // namespace
 
-IdleBreakdown SplitIdle(const CalibratedJob& job, int pp, const StepActions& step, double step_time_s,
-                        double min_variation_s) {
+IdleBreakdown SplitIdle(const CalibratedJob& job, const RankLayout& layout, const StepActions& step,
+                        double step_time_s, double min_variation_s) {
   IdleBreakdown out;
-  const CauseFinder causes(job, pp, step, min_variation_s);
+  const CauseFinder causes(job, layout, step, min_variation_s);
   std::map<int, int> cause_count;
   v1::IdleSplit& total = out.total;
   for (size_t g = 0; g < step.size(); ++g) {
-    const int r = static_cast<int>(g) % pp;
+    const int r = layout.PipelineRank(static_cast<int>(g));
     double busy = 0;
     for (const v1::ActionTiming& t : step[g]) {
       if (v1::IsCompute(t.action().op())) busy += (t.end_ns() - t.start_ns()) * 1e-9;
     }
     v1::RankIdle& ri = out.ranks.emplace_back();
     ri.set_rank(r);
-    ri.set_dp_rank(static_cast<int>(g) / pp);
+    ri.set_dp_rank(layout.DataRank(static_cast<int>(g)));
     ri.set_idle_s(step_time_s - busy);
     v1::IdleSplit* s = ri.mutable_split();
     const double equal = SimIdle(job.equal, r), stages = SimIdle(job.stages, r), calibrated = SimIdle(job.calibrated, r);

@@ -22,6 +22,7 @@
 
 #include <vector>
 
+#include "common/rank_layout.h"
 #include "jobplan/calibration.h"
 #include "proto/job.pb.h"
 
@@ -34,8 +35,9 @@ struct IdleBreakdown {
 
 // `step` matches the plan (MatchesPlan); step_time_s as measured (StepRecord.step_time_s).
 // A cause is named only for a variation above `min_variation_s`.
-IdleBreakdown SplitIdle(const CalibratedJob& job, int pp, const StepActions& step, double step_time_s,
-                        double min_variation_s);
+// `step` holds every global rank's actions, by global rank of `layout`.
+IdleBreakdown SplitIdle(const CalibratedJob& job, const RankLayout& layout, const StepActions& step,
+                        double step_time_s, double min_variation_s);
 
 // Adds `part`'s four seconds to `sum` (its cause_rank is left alone).
 void AddIdleSplit(const v1::IdleSplit& part, v1::IdleSplit* sum);

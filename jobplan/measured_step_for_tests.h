@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "jobplan/layout.h"
 #include "jobplan/calibration.h"
 #include "jobplan/plan_convert.h"
 
@@ -44,11 +45,12 @@ inline StepActions SimulatedStep(const v1::JobSpec& spec, const v1::Plan& plan, 
                                  int step, int64_t t0_ns) {
   const schedules::Schedule s = ListsSchedule(spec, plan);
   const schedules::Simulation sim = schedules::SimulateDurations(s, d).value();
-  const int pp = spec.pp(), world = pp * std::max(1, spec.dp());
+  const RankLayout layout = LayoutOf(spec);
+  const int world = layout.world();
   auto ns = [&](double sec) { return t0_ns + static_cast<int64_t>(std::llround(sec * 1e9)); };
   StepActions out(world);
   for (int g = 0; g < world; ++g) {
-    const int r = g % pp;
+    const int r = layout.PipelineRank(g);
     double prev_end = 0;
     for (size_t i = 0; i < s.ranks[r].size(); ++i) {
       v1::ActionTiming t;

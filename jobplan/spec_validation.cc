@@ -83,6 +83,36 @@ Status ValidateWorkerSpec(const v1::JobSpec& s) {
   return Status::Ok();
 }
 
+// spec.tp and spec.sequenceParallel: the shapes a Megatron-style split needs (heads, the SwiGLU
+// width and the vocabulary cut into tp equal slices; sequence parallelism cuts the sequence).
+Status ValidateTensorParallel(const v1::JobSpec& s) {
+  PIPECOORD_RETURN_IF_ERROR(Range("tp", s.tp(), 0, 1024));
+  const int tp = std::max(1, s.tp());
+  const v1::ModelSpec& m = s.model();
+  if (tp > 1) {
+    const int ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
+    for (auto [field, value] : {std::pair{"model.heads", m.heads()}, {"model.ffnHidden", ffn}, {"model.vocab", m.vocab()}}) {
+      if (value % tp != 0) {
+        return InvalidArgument("spec.tp: must divide spec." + std::string(field) + " (" + std::to_string(value) +
+                               ": each tensor-parallel rank holds an equal slice), got " + std::to_string(tp));
+      }
+    }
+  }
+  if (s.sequence_parallel()) {
+    if (tp == 1) return InvalidArgument("spec.sequenceParallel: needs spec.tp > 1 (it splits the sequence over the tensor-parallel group)");
+    if (m.seq_len() % tp != 0) {
+      return InvalidArgument("spec.sequenceParallel: spec.tp (" + std::to_string(tp) + ") must divide spec.model.seqLen (" +
+                             std::to_string(m.seq_len()) + ")");
+    }
+  }
+  if (tp > 1) {
+    // Laid out and validated (common/rank_layout.h); the workers' tensor-parallel stages are not
+    // written yet, so a job asking for them is refused instead of run as something else.
+    return InvalidArgument("spec.tp: tensor parallelism (tp > 1) is not run by the workers yet (issue 26); use 1");
+  }
+  return Status::Ok();
+}
+
 Status NonNegative(const char* field, double v) {
   if (!std::isfinite(v) || v < 0) {
     return InvalidArgument(std::string("spec.") + field + ": must be a finite number >= 0, got " + Num(v));
@@ -193,8 +223,11 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
     return InvalidArgument("spec.precision: \"bf16\" needs device \"cuda\" (the CPU backend trains in fp32)");
   }
   PIPECOORD_RETURN_IF_ERROR(ValidateWorkerSpec(s));
-  const long long world = static_cast<long long>(s.pp()) * std::max(1, s.dp());
-  if (world > 4096) return InvalidArgument("spec.pp x spec.dp: must be at most 4096 workers, got " + std::to_string(world));
+  PIPECOORD_RETURN_IF_ERROR(ValidateTensorParallel(s));
+  const long long world = static_cast<long long>(s.pp()) * std::max(1, s.dp()) * std::max(1, s.tp());
+  if (world > 4096) {
+    return InvalidArgument("spec.pp x spec.dp x spec.tp: must be at most 4096 workers, got " + std::to_string(world));
+  }
   if (s.has_costs()) {
     PIPECOORD_RETURN_IF_ERROR(NonNegative("costs.f", s.costs().f()));
     PIPECOORD_RETURN_IF_ERROR(NonNegative("costs.b", s.costs().b()));

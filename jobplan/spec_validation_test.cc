@@ -123,7 +123,33 @@ TEST(SpecValidationTest, EveryFieldNamesItsRule) {
   EXPECT_EQ(Error(s), "spec.name: must be at most 200 characters, got 201");
   s = TinySpec();
   s.set_dp(3000);
-  EXPECT_EQ(Error(s), "spec.pp x spec.dp: must be at most 4096 workers, got 6000");
+  EXPECT_EQ(Error(s), "spec.pp x spec.dp x spec.tp: must be at most 4096 workers, got 6000");
+}
+
+// spec.tp and spec.sequenceParallel: every slice equal, then (until the workers run it) a refusal
+// that says so instead of a job run without tensor parallelism.
+TEST(SpecValidationTest, TensorParallelShapes) {
+  auto s = TinySpec();  // heads 4, ffn 0 (128 by default), vocab 64, seqLen 8
+  s.set_tp(1);
+  EXPECT_EQ(Error(s), "");
+  s.set_tp(-1);
+  EXPECT_EQ(Error(s), "spec.tp: must be in 0..1024, got -1");
+  s.set_tp(3);
+  EXPECT_EQ(Error(s), "spec.tp: must divide spec.model.heads (4: each tensor-parallel rank holds an equal slice), got 3");
+  s.set_tp(4);
+  s.mutable_model()->set_ffn_hidden(90);
+  EXPECT_EQ(Error(s), "spec.tp: must divide spec.model.ffnHidden (90: each tensor-parallel rank holds an equal slice), got 4");
+  s.mutable_model()->set_ffn_hidden(0);
+  s.mutable_model()->set_vocab(66);
+  EXPECT_EQ(Error(s), "spec.tp: must divide spec.model.vocab (66: each tensor-parallel rank holds an equal slice), got 4");
+  s.mutable_model()->set_vocab(64);
+  s.set_sequence_parallel(true);
+  s.mutable_model()->set_seq_len(6);
+  EXPECT_EQ(Error(s), "spec.sequenceParallel: spec.tp (4) must divide spec.model.seqLen (6)");
+  s.mutable_model()->set_seq_len(8);
+  EXPECT_EQ(Error(s), "spec.tp: tensor parallelism (tp > 1) is not run by the workers yet (issue 26); use 1");
+  s.set_tp(0);
+  EXPECT_EQ(Error(s), "spec.sequenceParallel: needs spec.tp > 1 (it splits the sequence over the tensor-parallel group)");
 }
 
 TEST(SpecValidationTest, FieldsAreTheirJsonNames) {

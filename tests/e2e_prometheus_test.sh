@@ -7,7 +7,9 @@ source tests/lib.sh
 PROMETHEUS=${PROMETHEUS:-prometheus}
 command -v "$PROMETHEUS" > /dev/null || fail "prometheus not installed (tools/setup.sh installs Debian's prometheus)"
 
-start_coordinator --http 127.0.0.1:0 --state "$WORK/state.db"
+# The trace window (actions kept per job) holds the whole run, however long the queries below take:
+# the restart rebuilds the series from it, exactly only within it (docs/monitoring.md).
+start_coordinator --http 127.0.0.1:0 --state "$WORK/state.db" --trace-actions 5000000
 COORDINATOR_PID=${PIDS[-1]}
 HTTP=$(sed -n 's/^coordinator http on \([^ ]*\) .*/\1/p' "$WORK/coordinator.log")
 [ -n "$HTTP" ] || fail "no http address in the coordinator's log"
@@ -119,7 +121,7 @@ steps=$(sed -n "s/^pipecoord_steps_total{job_id=\"$job\"} //p" "$WORK/before.txt
 [ -n "$steps" ] || fail "no pipecoord_steps_total of $job before the restart"
 kill "$COORDINATOR_PID"
 wait "$COORDINATOR_PID" 2> /dev/null || true
-start_coordinator --http "$HTTP" --state "$WORK/state.db"
+start_coordinator --http "$HTTP" --state "$WORK/state.db" --trace-actions 5000000
 for _ in $(seq 100); do grep -q "^coordinator http on $HTTP " "$WORK/coordinator.log" && break; sleep 0.05; done
 grep -q "^coordinator http on $HTTP " "$WORK/coordinator.log" || fail "the new coordinator is not on $HTTP"
 job_series > "$WORK/after.txt" || fail "GET /metrics after the restart"

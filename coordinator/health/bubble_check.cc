@@ -14,8 +14,9 @@ bool Same(const v1::Action& a, const v1::Action& b) {
 
 }  // namespace
 
-BubbleCheck::BubbleCheck(const jobplan::HealthSettings& settings, const jobplan::PlanExpectations& plan, int pp, int world)
-    : settings_(settings), plan_(plan), pp_(pp), flagged_(world, false), over_(world, 0) {}
+BubbleCheck::BubbleCheck(const jobplan::HealthSettings& settings, const jobplan::PlanExpectations& plan,
+                         const RankLayout& layout)
+    : settings_(settings), plan_(plan), layout_(layout), flagged_(layout.world(), false), over_(layout.world(), 0) {}
 
 double BubbleCheck::Limit(double scale) const {
   return std::max(settings_.bubble_min_s, settings_.bubble_slack * plan_.makespan * scale);
@@ -56,7 +57,7 @@ std::vector<MeasuredWindow> BubbleCheck::Windows(int rank, const std::vector<v1:
 std::optional<v1::HealthEvent> BubbleCheck::OnRankStep(int g, int step, const std::vector<v1::ActionTiming>& actions,
                                                        double scale) {
   if (scale <= 0 || step < settings_.warmup_steps || g < 0 || g >= static_cast<int>(flagged_.size())) return std::nullopt;
-  const int rank = g % pp_;
+  const int rank = layout_.PipelineRank(g);
   const std::vector<MeasuredWindow> windows = Windows(rank, actions, scale);
   const double limit = Limit(scale);
   over_[g] = !windows.empty() && windows.front().excess_s > limit ? over_[g] + 1 : 0;
@@ -68,14 +69,14 @@ std::optional<v1::HealthEvent> BubbleCheck::OnRankStep(int g, int step, const st
   const jobplan::ComputeSlot& slot = plan_.ranks[rank][w.slot];
   std::string cause;
   if (w.wait_peer >= 0) {
-    cause = Format("waited %.3f s for %s", w.wait_ns * 1e-9, RankName((g / pp_) * pp_ + w.wait_peer, pp_).c_str());
+    cause = Format("waited %.3f s for %s", w.wait_ns * 1e-9, layout_.Name(layout_.AtPipelineRank(g, w.wait_peer)).c_str());
   } else {
     cause = "no input wait: the rank itself was late";
   }
-  return MakeEvent(v1::BUBBLE, g, pp_, step,
+  return MakeEvent(v1::BUBBLE, g, layout_, step,
                    Format("bubble: %s step %d: idle %.3f s before %s at +%.3f s into the step, predicted %.3f s "
                           "(limit +%.3f s); %s",
-                          RankName(g, pp_).c_str(), step, w.measured_s, ActionName(slot.action).c_str(), w.start_s,
+                          layout_.Name(g).c_str(), step, w.measured_s, ActionName(slot.action).c_str(), w.start_s,
                           w.predicted_s, limit, cause.c_str()));
 }
 

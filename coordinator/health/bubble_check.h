@@ -17,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/rank_layout.h"
 #include "jobplan/plan_expectations.h"
 #include "jobplan/health_settings.h"
 #include "proto/health.pb.h"
@@ -40,7 +41,7 @@ inline constexpr int kBubblePersistence = 3;
 
 class BubbleCheck {
  public:
-  BubbleCheck(const jobplan::HealthSettings& settings, const jobplan::PlanExpectations& plan, int pp, int world);
+  BubbleCheck(const jobplan::HealthSettings& settings, const jobplan::PlanExpectations& plan, const RankLayout& layout);
 
   // The measured windows of one rank's step (actions in list order), largest excess first.
   // Empty when the actions do not match the plan's compute order.
@@ -54,7 +55,7 @@ class BubbleCheck {
  private:
   jobplan::HealthSettings settings_;
   const jobplan::PlanExpectations& plan_;
-  int pp_;
+  RankLayout layout_;
   std::vector<bool> flagged_;
   std::vector<int> over_;  // consecutive steps over the limit
 };

@@ -13,7 +13,7 @@ namespace {
 constexpr int64_t kSec = 1'000'000'000;
 
 TEST(MemoryCheck, OverBudgetOncePerEpisode) {
-  MemoryCheck m(jobplan::HealthSettings(), {1 << 20, 2 << 20}, 2, 4);
+  MemoryCheck m(jobplan::HealthSettings(), {1 << 20, 2 << 20}, RankLayout::OfDegrees(2, 2, 1));
   EXPECT_FALSE(m.OnStep(1, 0, 2 << 20));  // at the budget is fine
   auto e = m.OnStep(3, 4, 3 << 20);        // rank 1 of replica 1
   ASSERT_TRUE(e);
@@ -28,7 +28,7 @@ TEST(MemoryCheck, OverBudgetOncePerEpisode) {
 }
 
 TEST(MemoryCheck, NearTheDeviceLimit) {
-  MemoryCheck m(jobplan::HealthSettings(), {0}, 1, 1);
+  MemoryCheck m(jobplan::HealthSettings(), {0}, RankLayout::OfDegrees(1, 1, 1));
   m.SetDeviceMemory(0, 100 << 20);
   EXPECT_FALSE(m.OnStep(0, 0, 95 << 20));
   auto e = m.OnStep(0, 1, 96 << 20);
@@ -37,7 +37,7 @@ TEST(MemoryCheck, NearTheDeviceLimit) {
 }
 
 TEST(ProbeCheck, KnownAnswerAndReplicas) {
-  ProbeCheck p(3, 8, 2, 4);
+  ProbeCheck p(3, 8, RankLayout::OfDegrees(2, 2, 1));
   const uint64_t good = kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(3, 5), 8);
   EXPECT_EQ(p.Expected(5), good);
   EXPECT_FALSE(p.OnProbe(0, 5, good));
@@ -64,7 +64,7 @@ TEST(ProbeCheck, TheMessageNamesWhatWasCompared) {
   const uint64_t good = kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(3, 5), 8);
   char want[512];
   {
-    ProbeCheck dp1(3, 8, 2, 2);
+    ProbeCheck dp1(3, 8, RankLayout::OfDegrees(2, 1, 1));
     EXPECT_FALSE(dp1.OnProbe(0, 5, good));
     auto e = dp1.OnProbe(1, 5, good ^ 4);
     ASSERT_TRUE(e);
@@ -77,7 +77,7 @@ TEST(ProbeCheck, TheMessageNamesWhatWasCompared) {
     EXPECT_EQ(e->message(), want);
   }
   {
-    ProbeCheck dp2(3, 8, 2, 4);
+    ProbeCheck dp2(3, 8, RankLayout::OfDegrees(2, 2, 1));
     auto first = dp2.OnProbe(1, 5, good ^ 4);  // rank 1 of replica 0, before replica 1 reported
     ASSERT_TRUE(first);
     std::snprintf(want, sizeof want,
@@ -111,7 +111,7 @@ v1::Progress At(int step, int index, v1::Op op, int stage, int mb, int wait_peer
 TEST(HangCheck, NamesTheRankAtTheEndOfTheWaitChain) {
   jobplan::HealthSettings s;
   s.hang_floor_s = 1;
-  HangCheck h(s, 3, 3, 100, 0);
+  HangCheck h(s, RankLayout::OfDegrees(3, 1, 1), 100, 0);
   EXPECT_EQ(h.Deadline(0), 60);       // before calibration: the startup deadline
   EXPECT_EQ(h.Deadline(0.1), 1);      // the floor
   EXPECT_EQ(h.Deadline(0.5), 2.5);    // 5 predicted steps
@@ -143,7 +143,7 @@ constexpr int64_t kTickNs = 200'000'000;
 // then, arriving `hop_ns` later; the coordinator ticks every kTickNs. Returns when the HANG
 // event came, or -1.
 int64_t HangDetectedAt(int64_t heartbeat_ns, int64_t hop_ns, int64_t stop_ns, bool send_age = true) {
-  HangCheck h(jobplan::HealthSettings(), 1, 1, 1000, 0);  // defaults: deadline max(10 s, 5 x 0.1 s) = 10 s
+  HangCheck h(jobplan::HealthSettings(), RankLayout::OfDegrees(1, 1, 1), 1000, 0);  // defaults: deadline max(10 s, 5 x 0.1 s) = 10 s
   int64_t next_beat = heartbeat_ns, next_tick = kTickNs;
   while (next_tick < 60 * kSec) {
     if (next_beat + hop_ns <= next_tick) {
@@ -179,7 +179,7 @@ TEST(HangCheck, DatesProgressByItsAgeSoTheLeaseDoesNotDelayDetection) {
 TEST(HangCheck, AnAgeNeverDatesProgressBeforeTheRanksPreviousChange) {
   jobplan::HealthSettings s;
   s.hang_floor_s = 1;
-  HangCheck h(s, 1, 1, 100, 0);
+  HangCheck h(s, RankLayout::OfDegrees(1, 1, 1), 100, 0);
   v1::Progress p = At(0, 1, v1::F, 0, 0, -1);
   p.set_progress_age_ns(100 * kSec);  // older than the job: dated at the job's start
   h.OnProgress(0, p, 2 * kSec);
@@ -195,7 +195,7 @@ TEST(HangCheck, AnAgeNeverDatesProgressBeforeTheRanksPreviousChange) {
 }
 
 TEST(HangCheck, FinishedRanksNeverHang) {
-  HangCheck h(jobplan::HealthSettings(), 1, 1, 3, 0);
+  HangCheck h(jobplan::HealthSettings(), RankLayout::OfDegrees(1, 1, 1), 3, 0);
   h.OnStepReported(0, 2, kSec);
   EXPECT_FALSE(h.OnTick(1000 * kSec, 0.1));
 }

@@ -5,10 +5,6 @@
 
 namespace pipecoord::coordinator::health {
 
-std::string RankName(int g, int pp) {
-  return "rank " + std::to_string(g % pp) + " (dp " + std::to_string(g / pp) + ")";
-}
-
 std::string ActionName(const v1::Action& a) {
   std::string s = std::to_string(a.stage()) + v1::Op_Name(a.op());
   if (a.microbatch() >= 0 && a.op() != v1::PROBE && a.op() != v1::OPT) s += std::to_string(a.microbatch());
@@ -29,11 +25,12 @@ std::string Format(const char* fmt, ...) {
 
 std::string MiB(uint64_t bytes) { return Format("%.2f MiB", static_cast<double>(bytes) / (1 << 20)); }
 
-v1::HealthEvent MakeEvent(v1::EventKind kind, int g, int pp, int step, std::string message) {
+v1::HealthEvent MakeEvent(v1::EventKind kind, int g, const RankLayout& layout, int step, std::string message) {
   v1::HealthEvent e;
   e.set_kind(kind);
-  e.set_rank(g < 0 ? -1 : g % pp);
-  e.set_dp_rank(g < 0 ? -1 : g / pp);
+  e.set_rank(g < 0 ? -1 : layout.PipelineRank(g));
+  e.set_dp_rank(g < 0 ? -1 : layout.DataRank(g));
+  e.set_tp_rank(g < 0 ? -1 : layout.TensorRank(g));
   e.set_step(step);
   e.set_message(std::move(message));
   return e;

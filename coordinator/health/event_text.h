@@ -7,21 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "common/rank_layout.h"
 #include "proto/health.pb.h"
 #include "proto/schedule.pb.h"
 
 namespace pipecoord::coordinator::health {
 
-// "rank 1 (dp 0)" for global rank g = dp * pp + rank.
-std::string RankName(int global_rank, int pp);
+// Rank names are RankLayout::Name's: "rank 1 (dp 0)" (and ", tp 1" with tensor parallelism).
 // "1F3" (stage, op, micro-batch), "0PROBE".
 std::string ActionName(const v1::Action& a);
 // printf-style formatting into a std::string.
 std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // "12.50 MiB"
 std::string MiB(uint64_t bytes);
-// The event for global rank g (rank and dp_rank split out; g < 0: the whole job).
-v1::HealthEvent MakeEvent(v1::EventKind kind, int global_rank, int pp, int step, std::string message);
+// The event for global rank g (rank, dp_rank and tp_rank split out; g < 0: the whole job).
+v1::HealthEvent MakeEvent(v1::EventKind kind, int global_rank, const RankLayout& layout, int step, std::string message);
 
 }  // namespace pipecoord::coordinator::health
 

@@ -6,8 +6,8 @@
 
 namespace pipecoord::coordinator::health {
 
-HangCheck::HangCheck(const jobplan::HealthSettings& settings, int pp, int world, int steps, int64_t start_ns)
-    : settings_(settings), pp_(pp), steps_(steps), ranks_(world) {
+HangCheck::HangCheck(const jobplan::HealthSettings& settings, const RankLayout& layout, int steps, int64_t start_ns)
+    : settings_(settings), layout_(layout), steps_(steps), ranks_(layout.world()) {
   for (RankState& r : ranks_) r.changed_ns = start_ns;
 }
 
@@ -61,7 +61,7 @@ std::optional<v1::HealthEvent> HangCheck::OnTick(int64_t now_ns, double predicte
   for (size_t hops = 0; hops < ranks_.size(); ++hops) {
     const RankState& r = ranks_[stuck];
     if (!r.has_progress || !r.last.waiting() || r.last.wait_peer() < 0) break;
-    stuck = (stuck / pp_) * pp_ + r.last.wait_peer();
+    stuck = layout_.AtPipelineRank(stuck, r.last.wait_peer());
   }
   std::string where;
   int step = -1;
@@ -70,13 +70,13 @@ std::optional<v1::HealthEvent> HangCheck::OnTick(int64_t now_ns, double predicte
     const RankState& r = ranks_[g];
     std::string line;
     if (r.done) {
-      line = RankName(g, pp_) + " finished";
+      line = layout_.Name(g) + " finished";
     } else if (!r.has_progress) {
-      line = RankName(g, pp_) + " reported nothing yet";
+      line = layout_.Name(g) + " reported nothing yet";
     } else {
-      line = Format("%s step %d #%d %s %s", RankName(g, pp_).c_str(), r.last.step(), r.last.action_index(),
+      line = Format("%s step %d #%d %s %s", layout_.Name(g).c_str(), r.last.step(), r.last.action_index(),
                     ActionName(r.last.action()).c_str(),
-                    r.last.waiting() ? ("waiting for " + RankName((g / pp_) * pp_ + r.last.wait_peer(), pp_)).c_str()
+                    r.last.waiting() ? ("waiting for " + layout_.Name(layout_.AtPipelineRank(g, r.last.wait_peer()))).c_str()
                                      : "running");
     }
     listing += (g ? "; " : "") + line;
@@ -91,9 +91,9 @@ std::optional<v1::HealthEvent> HangCheck::OnTick(int64_t now_ns, double predicte
                                          settings_.hang_step_factor, predicted_step_s)
                                 : Format("max(floor %.2f s, startup %.2f s)", settings_.hang_floor_s,
                                          settings_.hang_startup_s);
-  return MakeEvent(v1::HANG, stuck, pp_, step,
+  return MakeEvent(v1::HANG, stuck, layout_, step,
                    Format("hang: %s is stuck%s: no progress for %.2f s (deadline %.2f s = %s); last actions: %s",
-                          RankName(stuck, pp_).c_str(), where.c_str(), stalest_s, deadline, basis.c_str(),
+                          layout_.Name(stuck).c_str(), where.c_str(), stalest_s, deadline, basis.c_str(),
                           listing.c_str()));
 }
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/rank_layout.h"
 #include "jobplan/health_settings.h"
 #include "proto/health.pb.h"
 #include "proto/telemetry.pb.h"
@@ -21,7 +22,7 @@ namespace pipecoord::coordinator::health {
 class HangCheck {
  public:
   // `steps`: the job's step count (a rank past its last step is done, never hung).
-  HangCheck(const jobplan::HealthSettings& settings, int pp, int world, int steps, int64_t start_ns);
+  HangCheck(const jobplan::HealthSettings& settings, const RankLayout& layout, int steps, int64_t start_ns);
 
   // A heartbeat's Progress, arrived at `now_ns`. The rank's last progress is dated
   // now_ns - progress.progress_age_ns() (the worker measures that age when it sends: no clock
@@ -47,7 +48,8 @@ class HangCheck {
   void Advance(int g, int64_t position, int64_t at_ns);
 
   jobplan::HealthSettings settings_;
-  int pp_, steps_;
+  RankLayout layout_;
+  int steps_;
   std::vector<RankState> ranks_;
   bool flagged_ = false;
 };

@@ -2,6 +2,7 @@
 
 #include "coordinator/health/event_text.h"
 #include "jobplan/idle_breakdown.h"
+#include "jobplan/layout.h"
 #include "jobplan/rebalance.h"
 #include "jobplan/stage_work.h"
 #include "proto/op_kinds.h"
@@ -9,22 +10,22 @@
 namespace pipecoord::coordinator::health {
 
 JobMonitor::JobMonitor(const v1::Job& job, MetricsSink* sink)
-    : job_id_(job.id()), settings_(jobplan::ResolveHealth(job.spec().health())), pp_(job.spec().pp()),
-      world_(job.spec().pp() * std::max(1, job.spec().dp())), steps_(job.spec().steps()), sink_(sink),
+    : job_id_(job.id()), settings_(jobplan::ResolveHealth(job.spec().health())), layout_(jobplan::LayoutOf(job.spec())),
+      world_(layout_.world()), steps_(job.spec().steps()), sink_(sink),
       last_peak_(world_, 0), spec_(job.spec()), plan_proto_(job.plan()) {
   budgets_.assign(job.plan().memory_budget_bytes().begin(), job.plan().memory_budget_bytes().end());
   auto expect = jobplan::ExpectPlan(job.spec(), job.plan());
   if (expect.ok()) plan_ = std::move(expect).value();
   if (!settings_.enabled) return;
-  if (plan_) bubble_ = std::make_unique<BubbleCheck>(settings_, *plan_, pp_, world_);
-  straggler_ = std::make_unique<StragglerCheck>(settings_, pp_, world_);
+  if (plan_) bubble_ = std::make_unique<BubbleCheck>(settings_, *plan_, layout_);
+  straggler_ = std::make_unique<StragglerCheck>(settings_, layout_);
   stage_work_ = jobplan::StageWorkFactors(job.spec(), job.plan());
-  memory_ = std::make_unique<MemoryCheck>(settings_, budgets_, pp_, world_);
-  probe_ = std::make_unique<ProbeCheck>(job.spec().model().seed(), settings_.probe_size, pp_, world_);
+  memory_ = std::make_unique<MemoryCheck>(settings_, budgets_, layout_);
+  probe_ = std::make_unique<ProbeCheck>(job.spec().model().seed(), settings_.probe_size, layout_);
 }
 
 void JobMonitor::Start(int64_t now_ns) {
-  if (settings_.enabled) hang_ = std::make_unique<HangCheck>(settings_, pp_, world_, steps_, now_ns);
+  if (settings_.enabled) hang_ = std::make_unique<HangCheck>(settings_, layout_, steps_, now_ns);
 }
 
 void JobMonitor::SetDeviceMemory(int g, uint64_t bytes) {
@@ -60,7 +61,7 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
         auto proposal = jobplan::ProposeRebalance(spec_, plan_proto_, *calibrated_);
         if (proposal.ok() && proposal->has_value()) rebalance_ = **proposal;
         // The checks now compare with the calibrated timeline, in seconds (scale 1).
-        if (bubble_) bubble_ = std::make_unique<BubbleCheck>(settings_, calibrated_->expect, pp_, world_);
+        if (bubble_) bubble_ = std::make_unique<BubbleCheck>(settings_, calibrated_->expect, layout_);
         calibrated_now = true;
       }
     }
@@ -77,7 +78,7 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
   if (calibrated_ && matches) {
     // A cause is named for at least 2 % of the calibrated step (0.1 ms at least): below, noise.
     const double min_variation = std::max(1e-4, 0.02 * calibrated_->calibrated.makespan);
-    jobplan::IdleBreakdown split = jobplan::SplitIdle(*calibrated_, pp_, actions, rec->step_time_s(), min_variation);
+    jobplan::IdleBreakdown split = jobplan::SplitIdle(*calibrated_, layout_, actions, rec->step_time_s(), min_variation);
     for (v1::RankIdle& r : split.ranks) {
       if (sink_) {
         const v1::IdleSplit& s = r.split();
@@ -92,7 +93,7 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
 
 std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch& b, int64_t now_ns) {
   std::vector<v1::HealthEvent> events;
-  const int rank = g % pp_, dp = g / pp_;
+  const int rank = layout_.PipelineRank(g), dp = layout_.DataRank(g);
   // Timing per step of this batch (a batch normally carries one whole step).
   std::map<int, std::vector<v1::ActionTiming>> by_step;
   for (const v1::ActionTiming& t : b.actions()) {
@@ -150,7 +151,7 @@ std::vector<v1::HealthEvent> JobMonitor::OnStepDone(const v1::StepRecord& rec) {
     scale_ = straggler_->FastestMedian();
     if (sink_) {
       for (const StragglerScore& s : straggler_->scores()) {
-        sink_->Straggler(job_id_, s.global_rank % pp_, s.global_rank / pp_, v1::Op_Name(s.op), s.relative, s.individual);
+        sink_->Straggler(job_id_, layout_.PipelineRank(s.global_rank), layout_.DataRank(s.global_rank), v1::Op_Name(s.op), s.relative, s.individual);
       }
     }
   }
@@ -188,7 +189,7 @@ HealthSnapshot JobMonitor::Snapshot() const {
   if (straggler_) s.scores = straggler_->scores();
   s.peak_bytes = last_peak_;
   for (int g = 0; g < world_; ++g) {
-    const int r = g % pp_;
+    const int r = layout_.PipelineRank(g);
     s.budget_bytes.push_back(r < static_cast<int>(budgets_.size()) ? budgets_[r] : 0);
   }
   s.probes_checked = probe_ ? probe_->probes_checked() : 0;

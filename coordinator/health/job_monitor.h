@@ -76,7 +76,8 @@ class JobMonitor {
 
   std::string job_id_;
   jobplan::HealthSettings settings_;
-  int pp_, world_;
+  RankLayout layout_;
+  int world_;
   int steps_;
   MetricsSink* sink_;
   std::optional<jobplan::PlanExpectations> plan_;

@@ -4,15 +4,17 @@
 
 namespace pipecoord::coordinator::health {
 
-MemoryCheck::MemoryCheck(const jobplan::HealthSettings& settings, std::vector<uint64_t> budgets, int pp, int world)
-    : settings_(settings), budgets_(std::move(budgets)), device_(world, 0), pp_(pp), flagged_(world, false) {}
+MemoryCheck::MemoryCheck(const jobplan::HealthSettings& settings, std::vector<uint64_t> budgets,
+                         const RankLayout& layout)
+    : settings_(settings), budgets_(std::move(budgets)), device_(layout.world(), 0), layout_(layout),
+      flagged_(layout.world(), false) {}
 
 void MemoryCheck::SetDeviceMemory(int g, uint64_t bytes) {
   if (g >= 0 && g < static_cast<int>(device_.size())) device_[g] = bytes;
 }
 
 uint64_t MemoryCheck::budget(int g) const {
-  const int r = g % pp_;
+  const int r = layout_.PipelineRank(g);
   return r < static_cast<int>(budgets_.size()) ? budgets_[r] : 0;
 }
 
@@ -32,8 +34,8 @@ std::optional<v1::HealthEvent> MemoryCheck::OnStep(int g, int step, uint64_t pea
   const bool was = flagged_[g];
   flagged_[g] = !what.empty();
   if (what.empty() || was) return std::nullopt;
-  return MakeEvent(v1::MEMORY, g, pp_, step,
-                   Format("memory: %s step %d: %s", RankName(g, pp_).c_str(), step, what.c_str()));
+  return MakeEvent(v1::MEMORY, g, layout_, step,
+                   Format("memory: %s step %d: %s", layout_.Name(g).c_str(), step, what.c_str()));
 }
 
 }  // namespace pipecoord::coordinator::health

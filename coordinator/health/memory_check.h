@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/rank_layout.h"
 #include "jobplan/health_settings.h"
 #include "proto/health.pb.h"
 
@@ -17,7 +18,7 @@ namespace pipecoord::coordinator::health {
 class MemoryCheck {
  public:
   // budgets: per pipeline rank (0: none).
-  MemoryCheck(const jobplan::HealthSettings& settings, std::vector<uint64_t> budgets, int pp, int world);
+  MemoryCheck(const jobplan::HealthSettings& settings, std::vector<uint64_t> budgets, const RankLayout& layout);
   void SetDeviceMemory(int global_rank, uint64_t bytes);
   std::optional<v1::HealthEvent> OnStep(int global_rank, int step, uint64_t peak_bytes);
   uint64_t budget(int global_rank) const;
@@ -25,7 +26,7 @@ class MemoryCheck {
  private:
   jobplan::HealthSettings settings_;
   std::vector<uint64_t> budgets_, device_;
-  int pp_;
+  RankLayout layout_;
   std::vector<bool> flagged_;
 };
 

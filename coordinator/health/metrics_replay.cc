@@ -5,6 +5,7 @@
 
 #include "coordinator/health/job_monitor.h"
 #include "jobplan/data_spec.h"
+#include "jobplan/layout.h"
 
 namespace pipecoord::coordinator::health {
 namespace {
@@ -46,15 +47,16 @@ void ReplayJobMetrics(const v1::Job& job, const std::vector<std::string>& events
     sink->Predicted(id, job.steps(job.steps_size() - 1).predicted_step_s(), job.plan().predicted_bubble_rate(), 0, 0);
   }
   // The telemetry, attempt by attempt, through a monitor of each attempt's own.
-  const int pp = std::max(1, job.spec().pp());
-  const int world = pp * std::max(1, job.spec().dp());
+  const RankLayout layout = jobplan::LayoutOf(job.spec());
+  const int world = layout.world();
   std::unique_ptr<JobMonitor> monitor;
   uint64_t session = 0;
   std::vector<int> last_summarized;
   std::map<int, int> reports;  // step -> ranks that summarized it in this attempt
   for (const v1::TelemetryBatch* b : telemetry) {
-    const int g = b->dp_rank() * pp + b->rank();
-    if (b->rank() < 0 || b->rank() >= pp || g < 0 || g >= world) continue;
+    const RankCoords c{b->rank(), b->dp_rank(), b->tp_rank()};
+    if (!layout.Valid(c)) continue;
+    const int g = layout.Global(c);
     const int first = FirstStep(*b);
     const bool new_session = b->session() != 0 && b->session() != session;
     const bool starts_over = monitor != nullptr && first >= 0 && first <= last_summarized[g];

@@ -8,8 +8,8 @@ namespace {
 constexpr size_t kStepsKept = 8;
 }  // namespace
 
-ProbeCheck::ProbeCheck(uint64_t job_seed, int probe_size, int pp, int world)
-    : seed_(job_seed), n_(probe_size), pp_(pp), flagged_(world, false) {}
+ProbeCheck::ProbeCheck(uint64_t job_seed, int probe_size, const RankLayout& layout)
+    : seed_(job_seed), n_(probe_size), layout_(layout), flagged_(layout.world(), false) {}
 
 uint64_t ProbeCheck::Expected(int step) {
   auto it = expected_.find(step);
@@ -31,23 +31,23 @@ std::optional<v1::HealthEvent> ProbeCheck::OnProbe(int g, int step, uint64_t che
   flagged_[g] = bad;
   if (!bad || was) return std::nullopt;
   const std::string head =
-      Format("sdc: %s step %d: probe checksum 0x%016llx != known answer 0x%016llx (%dx%dx%d GEMM); ", RankName(g, pp_).c_str(),
+      Format("sdc: %s step %d: probe checksum 0x%016llx != known answer 0x%016llx (%dx%dx%d GEMM); ", layout_.Name(g).c_str(),
              step, static_cast<unsigned long long>(checksum), static_cast<unsigned long long>(want), n_, n_, n_);
-  if (static_cast<int>(flagged_.size()) <= pp_) {
+  if (layout_.dp() == 1) {
     // dp 1: the rank has no replica, the known answer is all there is to compare with.
-    return MakeEvent(v1::SDC, g, pp_, step,
+    return MakeEvent(v1::SDC, g, layout_, step,
                      head + Format("compared with the known answer only: the job has one replica (dp 1), none to "
                                    "compare rank %d with",
-                                   g % pp_));
+                                   layout_.PipelineRank(g)));
   }
   std::string replicas;
   for (const auto& [other, sum] : reported_[step]) {
-    if (other == g || other % pp_ != g % pp_) continue;
-    replicas += Format("%sdp %d 0x%016llx (%s)", replicas.empty() ? "" : ", ", other / pp_,
+    if (other == g || layout_.AtDataRank(other, layout_.DataRank(g)) != g) continue;  // not a replica of g
+    replicas += Format("%sdp %d 0x%016llx (%s)", replicas.empty() ? "" : ", ", layout_.DataRank(other),
                        static_cast<unsigned long long>(sum), sum == want ? "agrees" : "differs");
   }
   if (replicas.empty()) replicas = "none reported yet";
-  return MakeEvent(v1::SDC, g, pp_, step, head + Format("replicas of rank %d: %s", g % pp_, replicas.c_str()));
+  return MakeEvent(v1::SDC, g, layout_, step, head + Format("replicas of rank %d: %s", layout_.PipelineRank(g), replicas.c_str()));
 }
 
 }  // namespace pipecoord::coordinator::health

@@ -13,13 +13,14 @@
 #include <optional>
 #include <vector>
 
+#include "common/rank_layout.h"
 #include "proto/health.pb.h"
 
 namespace pipecoord::coordinator::health {
 
 class ProbeCheck {
  public:
-  ProbeCheck(uint64_t job_seed, int probe_size, int pp, int world);
+  ProbeCheck(uint64_t job_seed, int probe_size, const RankLayout& layout);
 
   std::optional<v1::HealthEvent> OnProbe(int global_rank, int step, uint64_t checksum);
   uint64_t Expected(int step);  // cached for the last few steps
@@ -27,7 +28,8 @@ class ProbeCheck {
 
  private:
   uint64_t seed_;
-  int n_, pp_;
+  int n_;
+  RankLayout layout_;
   std::map<int, uint64_t> expected_;                 // step -> known answer
   std::map<int, std::map<int, uint64_t>> reported_;  // step -> global rank -> checksum
   std::vector<bool> flagged_;

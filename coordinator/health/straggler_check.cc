@@ -21,8 +21,9 @@ double PeersMedian(const std::map<int, double>& by_rank, int self) {
 
 }  // namespace
 
-StragglerCheck::StragglerCheck(const jobplan::HealthSettings& settings, int pp, int world)
-    : settings_(settings), pp_(pp), world_(world), flagged_(world, false), slow_bits_(world, 0), fine_(world, 0) {}
+StragglerCheck::StragglerCheck(const jobplan::HealthSettings& settings, const RankLayout& layout)
+    : settings_(settings), layout_(layout), world_(layout.world()), flagged_(world_, false), slow_bits_(world_, 0),
+      fine_(world_, 0) {}
 
 void StragglerCheck::Prune(Series& s, int step) const {
   while (!s.values.empty() && s.values.front().first <= step - settings_.straggler_window) s.values.pop_front();
@@ -135,13 +136,13 @@ std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
               ? Format("straggler: %s at step %d: slower than the other ranks in every kind of action in %d of "
                        "the last %d steps: relative score %.3f < %g (fastest action per cost unit: %s, the others' "
                        "median)",
-                       RankName(g, pp_).c_str(), step, slow_steps, kStragglerLookback, r.relative, thr, detail.c_str())
+                       layout_.Name(g).c_str(), step, slow_steps, kStragglerLookback, r.relative, thr, detail.c_str())
               : Format("straggler: %s at step %d: slower than its own baseline in every kind of action in %d of the "
                        "last %d steps while the other ranks are not: individual score %.3f < %g (fastest action per "
                        "cost unit in the last %d steps: %s)",
-                       RankName(g, pp_).c_str(), step, slow_steps, kStragglerLookback, r.individual, thr,
+                       layout_.Name(g).c_str(), step, slow_steps, kStragglerLookback, r.individual, thr,
                        settings_.straggler_window, detail.c_str());
-      events.push_back(MakeEvent(v1::STRAGGLER, g, pp_, step, msg));
+      events.push_back(MakeEvent(v1::STRAGGLER, g, layout_, step, msg));
       flagged_[g] = true;
     }
   }

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/rank_layout.h"
 #include "jobplan/health_settings.h"
 #include "proto/health.pb.h"
 #include "proto/schedule.pb.h"
@@ -58,7 +59,7 @@ inline constexpr int kStragglerLookback = 3;
 
 class StragglerCheck {
  public:
-  StragglerCheck(const jobplan::HealthSettings& settings, int pp, int world);
+  StragglerCheck(const jobplan::HealthSettings& settings, const RankLayout& layout);
 
   // One measured compute action: its seconds per predicted cost unit, and that cost.
   void Add(int global_rank, int step, v1::Op op, double seconds_per_cost, double cost);
@@ -83,7 +84,8 @@ class StragglerCheck {
   void Prune(Series& s, int step) const;
 
   jobplan::HealthSettings settings_;
-  int pp_, world_;
+  RankLayout layout_;
+  int world_;
   int latest_step_ = -1;
   std::map<std::pair<int, int>, Series> series_;  // (global rank, op) -> values
   std::vector<bool> flagged_;

@@ -21,7 +21,7 @@ void AddStep(StragglerCheck& c, int g, int step, double pace, double noise = 1, 
 
 TEST(StragglerCheck, ARankSlowFromTheStartIsFlaggedByItsRelativeScoreAfterTheBaseline) {
   jobplan::HealthSettings s;  // warm-up 1 step, baseline (calibration) 3: scored from step 4
-  StragglerCheck c(s, 4, 4);
+  StragglerCheck c(s, RankLayout::OfDegrees(4, 1, 1));
   ASSERT_EQ(c.FirstScoredStep(), 4);
   std::vector<v1::HealthEvent> events;
   int flagged_at = -1;
@@ -53,7 +53,7 @@ TEST(StragglerCheck, ARankSlowFromTheStartIsFlaggedByItsRelativeScoreAfterTheBas
 
 TEST(StragglerCheck, ARankThatSlowsDownIsFlaggedByItsIndividualScoreWithinFiveSteps) {
   jobplan::HealthSettings s;
-  StragglerCheck c(s, 4, 4);
+  StragglerCheck c(s, RankLayout::OfDegrees(4, 1, 1));
   int flagged_at = -1;
   std::string message;
   for (int step = 0; step < 20 && flagged_at < 0; ++step) {
@@ -78,7 +78,7 @@ TEST(StragglerCheck, ARankThatSlowsDownIsFlaggedByItsIndividualScoreWithinFiveSt
 // this rule) rank 0 scored 1 / 1.6 = 0.625 < 0.7 and was flagged at step 11, as the PyTorch
 // workers' end-to-end test once saw under CI's load.
 TEST(StragglerCheck, AFlaggedRankIsNoReferenceForAnotherRanksDrift) {
-  StragglerCheck c(jobplan::HealthSettings(), 2, 2);
+  StragglerCheck c(jobplan::HealthSettings(), RankLayout::OfDegrees(2, 1, 1));
   std::vector<std::pair<int, int>> raised;  // (rank, step)
   for (int step = 0; step < 16; ++step) {
     AddStep(c, 0, step, step >= 8 ? 0.0016 : 0.001);
@@ -94,7 +94,7 @@ TEST(StragglerCheck, AFlaggedRankIsNoReferenceForAnotherRanksDrift) {
   }
   // The same drift with an unflagged peer that keeps its pace is flagged (the rule above only
   // drops a flagged reference).
-  StragglerCheck d(jobplan::HealthSettings(), 2, 2);
+  StragglerCheck d(jobplan::HealthSettings(), RankLayout::OfDegrees(2, 1, 1));
   int flagged_at = -1;
   for (int step = 0; step < 16 && flagged_at < 0; ++step) {
     AddStep(d, 0, step, step >= 8 ? 0.0016 : 0.001);
@@ -108,7 +108,7 @@ TEST(StragglerCheck, AFlaggedRankIsNoReferenceForAnotherRanksDrift) {
 }
 
 TEST(StragglerCheck, ContentionThatSlowsEveryActionButOneOrOneKindOrEveryRankIsNotAStraggler) {
-  StragglerCheck c(jobplan::HealthSettings(), 4, 4);
+  StragglerCheck c(jobplan::HealthSettings(), RankLayout::OfDegrees(4, 1, 1));
   for (int step = 0; step < 40; ++step) {
     for (int g = 0; g < 4; ++g) {
       // Rank 0: every action but the fastest of each kind 3x as long (descheduled), every step.
@@ -127,7 +127,7 @@ TEST(StragglerCheck, ContentionThatSlowsEveryActionButOneOrOneKindOrEveryRankIsN
 }
 
 TEST(StragglerCheck, OneStepUnderTheThresholdIsNotPersistent) {
-  StragglerCheck c(jobplan::HealthSettings(), 2, 2);
+  StragglerCheck c(jobplan::HealthSettings(), RankLayout::OfDegrees(2, 1, 1));
   for (int step = 0; step < 20; ++step) {
     // Rank 1 is 3x slower every third step from step 6: a window of 3 steps always holds fast
     // steps too, and its fastest action is a fast one.
@@ -135,7 +135,7 @@ TEST(StragglerCheck, OneStepUnderTheThresholdIsNotPersistent) {
     EXPECT_TRUE(c.Evaluate(step).empty()) << step;
   }
   // A window made only of slow steps, once: one step under the threshold, no event.
-  StragglerCheck d(jobplan::HealthSettings(), 2, 2);
+  StragglerCheck d(jobplan::HealthSettings(), RankLayout::OfDegrees(2, 1, 1));
   for (int step = 0; step < 20; ++step) {
     for (int g = 0; g < 2; ++g) AddStep(d, g, step, g == 1 && step >= 8 && step < 11 ? 0.003 : 0.001);
     auto e = d.Evaluate(step);
@@ -146,7 +146,7 @@ TEST(StragglerCheck, OneStepUnderTheThresholdIsNotPersistent) {
 TEST(StragglerCheck, TwoSlowStepsOfThreeRaiseOneEventPerEpisode) {
   jobplan::HealthSettings s;
   s.straggler_window = 1;  // each step's pace alone, so the test sets it step by step
-  StragglerCheck c(s, 4, 4);
+  StragglerCheck c(s, RankLayout::OfDegrees(4, 1, 1));
   //                   steps 0-3: baseline      4  5  6  7  8  9 10 11 12
   const std::vector<int> slow = {0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 1, 1};
   std::vector<int> raised;
@@ -165,7 +165,7 @@ TEST(StragglerCheck, TwoSlowStepsOfThreeRaiseOneEventPerEpisode) {
 TEST(StragglerCheck, ASlowdownUnderTheMinimumDeltaIsNotAStraggler) {
   jobplan::HealthSettings s;
   s.straggler_min_delta_s = 0.001;
-  StragglerCheck c(s, 2, 2);
+  StragglerCheck c(s, RankLayout::OfDegrees(2, 1, 1));
   for (int step = 0; step < 10; ++step) {
     AddStep(c, 0, step, 0.0001);
     AddStep(c, 1, step, 0.0003);  // 3x, but 0.2 ms per cost unit x 2 units: 0.4 ms per action
@@ -174,7 +174,7 @@ TEST(StragglerCheck, ASlowdownUnderTheMinimumDeltaIsNotAStraggler) {
 }
 
 TEST(StragglerCheck, AJobWithOneRankHasNoPeersAndIsNeverFlagged) {
-  StragglerCheck c(jobplan::HealthSettings(), 1, 1);
+  StragglerCheck c(jobplan::HealthSettings(), RankLayout::OfDegrees(1, 1, 1));
   for (int step = 0; step < 20; ++step) {
     AddStep(c, 0, step, step < 10 ? 0.001 : 0.003);
     EXPECT_TRUE(c.Evaluate(step).empty());
@@ -217,7 +217,7 @@ TEST(BubbleCheck, MeasuredMatchesPredictedThenAWaitTooLong) {
   const v1::Job job = jobplan::TestJob(jobplan::TestSpec());
   const jobplan::PlanExpectations e = jobplan::ExpectPlan(job.spec(), job.plan()).value();
   jobplan::HealthSettings s;  // limit: max(0.05 s, 0.5 x 15 cost units x 1 ms) = 0.05 s
-  BubbleCheck b(s, e, 2, 2);
+  BubbleCheck b(s, e, RankLayout::OfDegrees(2, 1, 1));
   EXPECT_DOUBLE_EQ(b.Limit(0.001), 0.05);
   EXPECT_FALSE(b.OnRankStep(0, 3, Timings(job.plan(), e, 0, 0.001, -1, 0, -1), 0.001));
   // Rank 0's BW0 (slot 2) waits 80 ms for rank 1's gradient where the plan predicts 2 ms: once

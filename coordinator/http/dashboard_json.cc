@@ -6,11 +6,18 @@
 
 #include "common/json_writer.h"
 #include "jobplan/data_spec.h"
+#include "jobplan/layout.h"
 
 namespace pipecoord::coordinator::http {
 namespace {
 
 JsonWriter Writer() { return JsonWriter(JsonWriter::Style::kCompact, JsonEscape::kHtmlSafe); }
+
+// Opens global rank g's object with its coordinates ("rank" is its pipeline rank).
+void Coords(JsonWriter* w, const RankLayout& layout, int g) {
+  w->BeginObject().Key("rank").Int(layout.PipelineRank(g)).Key("dp").Int(layout.DataRank(g));
+  if (layout.tp() > 1) w->Key("tp").Int(layout.TensorRank(g));
+}
 
 void Event(JsonWriter* w, const v1::HealthEvent& e) {
   w->BeginObject().Key("kind").String(v1::EventKind_Name(e.kind())).Key("rank").Int(e.rank());
@@ -179,11 +186,12 @@ std::string WorkersJson(const std::vector<v1::WorkerInfo>& workers) {
 }
 
 std::string JobDetailJson(const v1::Job& j, const health::HealthSnapshot& h) {
-  const int pp = std::max(1, j.spec().pp());
+  const RankLayout layout = jobplan::LayoutOf(j.spec());
   JsonWriter w = Writer();
   w.BeginObject().Key("id").String(j.id()).Key("name").String(j.spec().name());
   w.Key("state").String(v1::JobState_Name(j.state())).Key("schedule").String(j.spec().schedule());
-  w.Key("pp").Int(pp).Key("dp").Int(j.spec().dp());
+  w.Key("pp").Int(layout.pp()).Key("dp").Int(j.spec().dp());
+  if (layout.tp() > 1) w.Key("tp").Int(layout.tp());
   w.Key("steps_done").Int(j.steps_done()).Key("steps").Int(j.spec().steps());
   w.Key("failure_cause").String(j.failure_cause());
   w.Key("predicted_bubble_rate").Number(j.plan().predicted_bubble_rate());
@@ -204,7 +212,8 @@ std::string JobDetailJson(const v1::Job& j, const health::HealthSnapshot& h) {
   for (size_t i = 0; i < h.recent.size(); ++i) {
     const v1::ActionTiming& t = h.recent[i];
     const int g = h.recent_rank[i];
-    w.BeginObject().Key("rank").Int(g % pp).Key("dp").Int(g / pp).Key("row").Int(g).Key("step").Int(t.step());
+    Coords(&w, layout, g);
+    w.Key("row").Int(g).Key("step").Int(t.step());
     w.Key("op").String(v1::Op_Name(t.action().op())).Key("stage").Int(t.action().stage());
     w.Key("mb").Int(t.action().microbatch()).Key("start_s").Number((t.start_ns() - origin) * 1e-9);
     w.Key("end_s").Number((t.end_ns() - origin) * 1e-9).Key("wait_s").Number(t.wait_ns() * 1e-9);
@@ -212,10 +221,10 @@ std::string JobDetailJson(const v1::Job& j, const health::HealthSnapshot& h) {
   }
   w.EndArray().Key("predicted_idle").BeginArray();
   if (h.seconds_per_cost > 0) {
-    const int world = pp * std::max(1, j.spec().dp());
     for (const auto& [step, start] : step_origin) {
       for (const v1::IdleWindow& iw : j.plan().predicted_idle()) {
-        for (int g = iw.rank(); g < world; g += pp) {
+        for (int g = 0; g < layout.world(); ++g) {
+          if (layout.PipelineRank(g) != iw.rank()) continue;
           const double s0 = (start - origin) * 1e-9 + iw.start() * h.seconds_per_cost;
           const double s1 = (start - origin) * 1e-9 + iw.end() * h.seconds_per_cost;
           w.BeginObject().Key("row").Int(g).Key("step").Int(step).Key("start_s").Number(s0);
@@ -229,26 +238,28 @@ std::string JobDetailJson(const v1::Job& j, const health::HealthSnapshot& h) {
   for (const v1::HealthEvent& e : j.events()) Event(&w, e);
   w.EndArray().Key("memory").BeginArray();
   for (size_t g = 0; g < h.peak_bytes.size(); ++g) {
-    w.BeginObject().Key("rank").Int(g % pp).Key("dp").Int(g / pp).Key("peak_bytes").Uint(h.peak_bytes[g]);
+    Coords(&w, layout, static_cast<int>(g));
+    w.Key("peak_bytes").Uint(h.peak_bytes[g]);
     w.Key("budget_bytes").Uint(g < h.budget_bytes.size() ? h.budget_bytes[g] : 0).EndObject();
   }
   w.EndArray().Key("scores").BeginArray();
   for (const health::StragglerScore& s : h.scores) {
-    w.BeginObject().Key("rank").Int(s.global_rank % pp).Key("dp").Int(s.global_rank / pp);
+    Coords(&w, layout, s.global_rank);
     w.Key("op").String(v1::Op_Name(s.op)).Key("relative").Number(s.relative);
     w.Key("individual").Number(s.individual).EndObject();
   }
   w.EndArray();
-  const int world = pp * std::max(1, j.spec().dp());
+  const int world = layout.world();
   StepSeries(&w, j, world);
-  // A dp replica's rank r has pipeline rank r's budget.
+  // Every replica and shard of pipeline rank r has rank r's budget.
   w.Key("budget_bytes").BeginArray();
   for (int g = 0; g < world; ++g) {
-    w.Uint(g % pp < j.plan().memory_budget_bytes_size() ? j.plan().memory_budget_bytes(g % pp) : 0);
+    const int r = layout.PipelineRank(g);
+    w.Uint(r < j.plan().memory_budget_bytes_size() ? j.plan().memory_budget_bytes(r) : 0);
   }
   w.EndArray();
   Calibration(&w, j);
-  Rebalance(&w, j, pp);
+  Rebalance(&w, j, layout.pp());
   w.EndObject();
   return w.Take();
 }

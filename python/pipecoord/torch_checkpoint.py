@@ -2,7 +2,7 @@
 a step boundary, in the C++ workers' per-rank file (data/rank_checkpoint.h), so the coordinator's
 restart policy resumes a torch job as it resumes a built-in one (docs/pytorch.md).
 
-    DIR/JOB/rank-G/step-N.safetensors   (G: the global rank, dp_rank x pp + rank)
+    DIR/JOB/rank-G/step-N.safetensors   (G: the global rank, rank_layout.py)
     tensors  "stageK/NAME/value" for every entry of stage K's module.state_dict(), and
              "stageK/NAME/adam_m", "stageK/NAME/adam_v" (AdamW's exp_avg, exp_avg_sq) for its
              trainable parameters; NAME is the module's own state_dict name, the tensor its own

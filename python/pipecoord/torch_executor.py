@@ -33,6 +33,7 @@ import torch.distributed as dist
 
 from proto import schedule_pb2, telemetry_pb2
 
+from pipecoord.rank_layout import RankCoords, RankLayout
 from pipecoord.synthetic_data import probe_checksum
 from pipecoord.torch_eval import RankValidation, evaluates_after
 
@@ -171,7 +172,9 @@ class RankExecutor:
         self.device = torch.device(device)
         spec = a.spec
         self.pp, self.rank, self.dp_rank = spec.pp, a.rank, a.dp_rank
-        self.dp = max(1, spec.dp)
+        self.layout = RankLayout.of_spec(spec)
+        self.g = self.layout.global_rank(RankCoords(a.rank, a.dp_rank, a.tp_rank))
+        self.dp = self.layout.dp
         if self.dp > 1 and dp_group is None:
             raise ValueError(f"dp {self.dp}: the rank's replicas need a process group")
         self.dp_group = dp_group
@@ -192,7 +195,8 @@ class RankExecutor:
         self.hung = False
 
     def global_rank(self, rank):
-        return self.dp_rank * self.pp + rank
+        """The global rank of pipeline rank `rank` in this rank's replica (rank_layout.py)."""
+        return self.layout.at_pipeline_rank(self.g, rank)
 
     def tag(self, step, channel, consumer, mb):
         return ((step % 512) * 2 + channel) * (self.stages * self.m) + consumer * self.m + mb

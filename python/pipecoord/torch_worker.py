@@ -33,6 +33,7 @@ import torch.distributed as dist
 
 from proto import worker_pb2, worker_pb2_grpc
 
+from pipecoord.rank_layout import RankCoords, RankLayout
 from pipecoord.stage_api import ModelSpec, StageShard, load_builder
 from pipecoord.token_data import training_data
 from pipecoord.torch_checkpoint import CheckpointWriter, resume
@@ -246,8 +247,9 @@ class TorchWorker:
     def run_job(self, job):
         a = job.a
         spec = a.spec
-        world = spec.pp * max(1, spec.dp)
-        g = a.dp_rank * spec.pp + a.rank
+        layout = RankLayout.of_spec(spec)
+        world = layout.world
+        g = layout.global_rank(RankCoords(a.rank, a.dp_rank, a.tp_rank))
         telemetry = None
         failed_peers = []
         ok, message = True, ""
@@ -280,12 +282,12 @@ class TorchWorker:
                                     rank=g, world_size=world,
                                     timeout=datetime.timedelta(seconds=self.args.peer_timeout))
             group = True
-            # Data parallel: one process group per pipeline rank, of its replicas (global ranks
-            # d * pp + rank), for the gradient all-reduce. new_group is collective: every process
+            # Data parallel: one process group per pipeline rank, of its replicas (the layout's
+            # data group), for the gradient all-reduce. new_group is collective: every process
             # creates every group, in the same order, before the first step.
             dp_group = None
-            for r in range(spec.pp if spec.dp > 1 else 0):
-                members = dist.new_group(ranks=[d * spec.pp + r for d in range(spec.dp)])
+            for r in range(spec.pp if layout.dp > 1 else 0):
+                members = dist.new_group(ranks=layout.data_group(layout.global_rank(RankCoords(r, 0, 0))))
                 if r == a.rank:
                     dp_group = members
             outbox = queue.Queue()

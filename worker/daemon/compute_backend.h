@@ -32,7 +32,7 @@ struct DeviceSpan {
 // every rank of the job (worker/transport/transport_choice.h): filled by RankRun from the
 // assignment once the rank's TCP links are up.
 struct BoundaryTransportContext {
-  int rank = -1;   // this rank's global rank (dp_rank * pp + rank)
+  int rank = -1;   // this rank's global rank (jobplan/layout.h)
   int world = 0;   // the job's ranks are 0 .. world - 1
   // The global ranks this rank exchanges device tensors with: its pipeline neighbours on other
   // ranks and, with dp > 1, its all-reduce ring neighbours.

@@ -46,11 +46,13 @@ std::string Describe(const v1::Action& a) {
 }  // namespace
 
 Executor::Executor(const v1::Assignment& a, ComputeBackend* backend, Transport* transport, ExecutorOptions options)
-    : a_(a), backend_(backend), transport_(transport), options_(std::move(options)) {
-  pp_ = a.spec().pp();
-  dp_ = std::max(1, a.spec().dp());
+    : a_(a), backend_(backend), transport_(transport), options_(std::move(options)),
+      layout_(jobplan::LayoutOf(a.spec())) {
+  global_ = layout_.Global({a.rank(), a.dp_rank(), a.tp_rank()});
+  dp_ = layout_.dp();
   rank_ = a.rank();
   dp_rank_ = a.dp_rank();
+  data_group_ = layout_.DataGroup(global_);
   stages_ = a.stage_to_rank_size();
   mbs_ = a.spec().microbatches();
   stage_to_rank_.assign(a.stage_to_rank().begin(), a.stage_to_rank().end());
@@ -76,8 +78,7 @@ Executor::~Executor() {
 Status Executor::LaunchStageReduce(int stage, int step, size_t entry) {
   auto grads = backend_->StageGradients(stage);
   if (!grads.ok()) return grads.status();
-  std::vector<int> group;
-  for (int d = 0; d < dp_; ++d) group.push_back(d * pp_ + rank_);
+  std::vector<int> group = data_group_;
   std::shared_future<StageReduce::Done> before;
   if (!stage_reduces_.empty()) before = stage_reduces_.back().done;
   StageReduce r;
@@ -216,16 +217,13 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
         // every stage's REDUCE_GRAD averaged its gradients already
       } else if (dp_ > 1 && backend_->DeviceGradients() != nullptr) {
         // The same ring on the device: chunks read out and added in by the backend's kernels.
-        std::vector<int> group;
-        for (int d = 0; d < dp_; ++d) group.push_back(d * pp_ + rank_);
         DeviceFloatBuffer& grads = *backend_->DeviceGradients();
-        PIPECOORD_RETURN_IF_ERROR(DeviceAllReduceSum(*transport_, dp_rank_, group, step, grads, options_.recv_timeout));
+        PIPECOORD_RETURN_IF_ERROR(
+            DeviceAllReduceSum(*transport_, dp_rank_, data_group_, step, grads, options_.recv_timeout));
         PIPECOORD_RETURN_IF_ERROR(grads.Scale(1.0f / static_cast<float>(dp_)));
       } else if (dp_ > 1) {
         // Gradients were accumulated over the step's micro-batches; one all-reduce now.
-        std::vector<int> group;
-        for (int d = 0; d < dp_; ++d) group.push_back(d * pp_ + rank_);
-        PIPECOORD_RETURN_IF_ERROR(AllReduceMean(*transport_, dp_rank_, group, step, backend_->Gradients(),
+        PIPECOORD_RETURN_IF_ERROR(AllReduceMean(*transport_, dp_rank_, data_group_, step, backend_->Gradients(),
                                                 options_.recv_timeout, kFirstCollectiveChannel));
       }
       PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(step));

@@ -38,7 +38,9 @@
 #include <optional>
 #include <vector>
 
+#include "common/rank_layout.h"
 #include "common/status.h"
+#include "jobplan/layout.h"
 #include "proto/telemetry.pb.h"
 #include "proto/worker.pb.h"
 #include "worker/checkpoint/async_writer.h"
@@ -66,7 +68,7 @@ struct StepReport {
 class Executor {
  public:
   // `backend` holds this rank's stages; `transport` reaches every member of the job by global
-  // rank (dp_rank * pp + rank). Neither is owned.
+  // rank (jobplan/layout.h). Neither is owned.
   Executor(const v1::Assignment& assignment, ComputeBackend* backend, Transport* transport,
            ExecutorOptions options);
   // Waits for the gradient all-reduces still running in the background (a step that failed
@@ -97,7 +99,8 @@ class Executor {
   // Waits for every launched all-reduce; sets their timings in `report`; the first error names
   // the stage and its REDUCE_GRAD.
   Status FinishStageReduces(StepReport* report);
-  int Global(int pp_rank) const { return dp_rank_ * pp_ + pp_rank; }
+  // The global rank of pipeline rank `pp_rank` in this rank's replica and tensor shard.
+  int Global(int pp_rank) const { return layout_.AtPipelineRank(global_, pp_rank); }
   size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
   Result<kernels::Tensor> Input(int producer_stage, int consumer_stage, int mb, int step, uint32_t channel);
   // The pipeline rank whose input a compute action waits for; -1 when it is local or none.
@@ -107,7 +110,9 @@ class Executor {
   ComputeBackend* backend_;
   Transport* transport_;
   ExecutorOptions options_;
-  int pp_, dp_, rank_, dp_rank_, stages_, mbs_;
+  RankLayout layout_;
+  int global_, dp_, rank_, dp_rank_, stages_, mbs_;
+  std::vector<int> data_group_;  // this rank's replicas (same pipeline rank and shard), by dp rank
   std::vector<int> stage_to_rank_;
   // Results waiting for a same-rank consumer (V turns, p = 1) or for their SEND, by (stage, mb).
   std::vector<kernels::Tensor> local_act_, local_grad_, out_act_, out_grad_;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "jobplan/assignment.h"
+#include "jobplan/layout.h"
 #include "jobplan/plan_job.h"
 #include "jobplan/spec_validation.h"
 #include "worker/daemon/rank_run.h"
@@ -19,7 +20,7 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<vo
   const v1::JobSpec spec = jobplan::WithDefaults(raw);
   auto plan = jobplan::PlanJob(spec);
   if (!plan.ok()) return plan.status();
-  const int world = spec.pp() * spec.dp();
+  const int world = jobplan::LayoutOf(spec).world();
   constexpr uint64_t kSession = 42;
   std::vector<std::unique_ptr<TcpTransport>> transports;
   std::vector<std::string> endpoints;

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "jobplan/layout.h"
 #include "worker/daemon/backend_factory.h"
 #include "worker/daemon/checkpointing.h"
 
@@ -16,22 +17,25 @@ RankRun::RankRun(const v1::Assignment& assignment, RankRunOptions options)
 
 RankRun::~RankRun() = default;
 
-int RankRun::GlobalRank(const v1::Assignment& a) { return a.dp_rank() * a.spec().pp() + a.rank(); }
+int RankRun::GlobalRank(const v1::Assignment& a) {
+  return jobplan::LayoutOf(a.spec()).Global({a.rank(), a.dp_rank(), a.tp_rank()});
+}
 
 std::vector<int> RankRun::TensorPeers(const v1::Assignment& a) {
-  const int pp = a.spec().pp(), dp = std::max(1, a.spec().dp());
+  const RankLayout layout = jobplan::LayoutOf(a.spec());
+  const int global = GlobalRank(a), dp = layout.dp();
   const int stages = a.stage_to_rank_size();
   std::set<int> peers;
   for (int s = 0; s < stages; ++s) {
     if (a.stage_to_rank(s) != a.rank()) continue;
     for (int next : {s - 1, s + 1}) {
       if (next >= 0 && next < stages && a.stage_to_rank(next) != a.rank()) {
-        peers.insert(a.dp_rank() * pp + a.stage_to_rank(next));
+        peers.insert(layout.AtPipelineRank(global, a.stage_to_rank(next)));
       }
     }
   }
   if (dp > 1) {
-    for (int d : {a.dp_rank() - 1, a.dp_rank() + 1}) peers.insert(((d + dp) % dp) * pp + a.rank());
+    for (int d : {a.dp_rank() - 1, a.dp_rank() + 1}) peers.insert(layout.AtDataRank(global, (d + dp) % dp));
   }
   return {peers.begin(), peers.end()};
 }
@@ -58,7 +62,7 @@ Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callb
   PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, a.session(), options_.connect_timeout));
   BoundaryTransportContext context;
   context.rank = global;
-  context.world = a.spec().pp() * std::max(1, a.spec().dp());
+  context.world = jobplan::LayoutOf(a.spec()).world();
   context.peers = TensorPeers(a);
   context.session = a.session();
   context.rendezvous = options_.rendezvous;

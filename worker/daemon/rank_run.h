@@ -92,11 +92,11 @@ class RankRun {
   // The backend Run built (null before): after Run, it holds the state of the last step.
   ComputeBackend* backend() const { return backend_.get(); }
 
-  // dp_rank * pp + rank: the rank's index among all members of the job.
+  // The rank's index among all members of the job (jobplan/layout.h).
   static int GlobalRank(const v1::Assignment& assignment);
   // The global ranks this rank exchanges tensors with, ascending: the ranks of its replica holding
   // a stage next to one of its own (stage_to_rank), and with dp > 1 its neighbours on the
-  // all-reduce ring (replicas dp_rank - 1 and dp_rank + 1, mod dp, same pipeline rank).
+  // all-reduce ring (replicas dp_rank - 1 and dp_rank + 1, mod dp, same pipeline and tp rank).
   static std::vector<int> TensorPeers(const v1::Assignment& assignment);
 
  private:
