@@ -255,7 +255,7 @@ Result<kernels::Tensor> CudaBackend::BackwardFull(int s, int mb, kernels::Tensor
 
 std::vector<std::span<float>> CudaBackend::Gradients() { return {}; }
 
-DeviceFloatBuffer* CudaBackend::DeviceGradients() {
+parallel::FloatBuffer* CudaBackend::DeviceGradients() {
   views_current_ = false;  // the all-reduce writes the device state
   if (gradients_ == nullptr) {
     std::vector<kernels::Tensor> grads;

@@ -24,7 +24,7 @@
 // - Gradients() returns nothing: the gradients live on the device. DeviceGradients() gives them
 //   (every parameter's f32 gradient of every stage held, stages in order, parameters in model
 //   order: the same on every replica) to the executor's data-parallel all-reduce, which sums
-//   them on the device over the boundary transport (DeviceAllReduceSum, device_gradients.h).
+//   them on the device over the boundary transport (parallel::AllReduceSum, device_gradients.h).
 // - CheckpointState() copies every tensor to host buffers the backend owns (the same names as
 //   the CPU backend's, so checkpoints move between backends) and returns views of them. A
 //   restore writes into those views and then calls set_optimizer_steps (checkpointing.cc's
@@ -79,7 +79,7 @@ class CudaBackend final : public ComputeBackend {
   Status BackwardWeight(int stage, int mb) override;
   Result<kernels::Tensor> BackwardFull(int stage, int mb, kernels::Tensor grad_output) override;
   std::vector<std::span<float>> Gradients() override;  // empty: see above
-  DeviceFloatBuffer* DeviceGradients() override;
+  parallel::FloatBuffer* DeviceGradients() override;
   Status OptimizerStep(int step) override;
   bool StepLoss(double* loss) override;
   uint64_t memory_in_use_bytes() const override;    // the pool's allocated bytes

@@ -1,5 +1,5 @@
 // Data parallelism on the CUDA backend: a dp-replica step, whose OPT sums the replicas' device
-// gradients with DeviceAllReduceSum (worker/transport/device_allreduce.h) and takes their mean on
+// gradients with parallel::AllReduceSum (worker/parallel/collectives.h) and takes their mean on
 // the device, equals one replica's step on the concatenated batch (dp x m micro-batches), as the
 // CPU backend's dp runs equal the single-process reference (pipelined_training_test).
 //
@@ -117,7 +117,7 @@ class Recording final : public ComputeBackend {
     return inner_->BackwardFull(s, mb, std::move(g));
   }
   std::vector<std::span<float>> Gradients() override { return inner_->Gradients(); }
-  DeviceFloatBuffer* DeviceGradients() override {
+  parallel::FloatBuffer* DeviceGradients() override {
     if (step_ == 0 && out_->before_ring.empty()) recording_ = Record(false, &out_->before_ring);
     return inner_->DeviceGradients();
   }
@@ -199,7 +199,7 @@ std::vector<RankResult> RunJob(const v1::JobSpec& raw) {
   return results;
 }
 
-// The host ring's result for replica gradients `g` (allreduce.h: chunk c = [c L / n, (c+1) L / n)
+// The host ring's result for replica gradients `g` (collectives.h: chunk c = [c L / n, (c+1) L / n)
 // sums replicas c, c+1, ..., c-1 mod n left to right, received + own in f32), times 1/n.
 std::vector<float> HostRingMean(const std::vector<std::vector<float>>& g) {
   const size_t n = g.size(), len = g[0].size();

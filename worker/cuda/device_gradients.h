@@ -1,5 +1,5 @@
 // DeviceTensorFloats: f32 tensors on one CUDA device seen as one buffer, the CUDA backend's
-// gradients as the data-parallel all-reduce reaches them (DeviceFloatBuffer,
+// gradients as the data-parallel all-reduce reaches them (parallel::FloatBuffer,
 // worker/transport/device_allreduce.h). Element k is element k of the concatenation of the
 // tensors, in the order given; a chunk may span several tensors.
 //
@@ -25,11 +25,11 @@
 #include "common/status.h"
 #include "kernels/tensor.h"
 #include "worker/cuda/cuda_device.h"
-#include "worker/transport/device_allreduce.h"
+#include "worker/parallel/collectives.h"
 
 namespace pipecoord::worker::cuda {
 
-class DeviceTensorFloats final : public DeviceFloatBuffer {
+class DeviceTensorFloats final : public parallel::FloatBuffer {
  public:
   // INVALID_ARGUMENT naming the tensor unless each is f32 on `device` (which must outlive it).
   static Result<std::unique_ptr<DeviceTensorFloats>> Create(CudaDevice* device, std::vector<kernels::Tensor> tensors);

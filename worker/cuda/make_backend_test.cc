@@ -116,7 +116,7 @@ TEST(MakeBackendTest, DataParallelBuildsAndGivesItsGradientsOnTheDevice) {
   }
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   EXPECT_TRUE((*backend)->Gradients().empty());
-  DeviceFloatBuffer* grads = (*backend)->DeviceGradients();
+  parallel::FloatBuffer* grads = (*backend)->DeviceGradients();
   ASSERT_NE(grads, nullptr);
   size_t params = 0;
   for (const DeviceParameter& p : (*backend)->stage(0)->parameters()) params += static_cast<size_t>(p.numel());

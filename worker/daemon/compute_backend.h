@@ -16,7 +16,7 @@
 #include "common/status.h"
 #include "kernels/tensor.h"
 #include "worker/checkpoint/checkpoint.h"
-#include "worker/transport/device_allreduce.h"
+#include "worker/parallel/collectives.h"
 #include "worker/transport/rendezvous.h"
 #include "worker/transport/transport.h"
 
@@ -79,10 +79,10 @@ class ComputeBackend {
   virtual std::vector<std::span<float>> Gradients() = 0;
   // A backend whose gradients live on a device returns them here instead: every f32 gradient of
   // every stage held as one buffer (the same order on every replica), which the executor's OPT
-  // sums over the replicas with DeviceAllReduceSum and scales to their mean, on the device, over
+  // sums over the replicas with parallel::AllReduceSum (worker/parallel/collectives.h) and scales to their mean, on the device, over
   // the boundary transport. Null, the default: the gradients are Gradients()'s host spans. Owned
   // by the backend, valid while it lives; the gradients it reaches are zeroed by OptimizerStep.
-  virtual DeviceFloatBuffer* DeviceGradients() { return nullptr; }
+  virtual parallel::FloatBuffer* DeviceGradients() { return nullptr; }
   // The gradient buffers of one stage held (host memory), in Gradients()'s order: what its
   // REDUCE_GRAD all-reduces, on a background thread while the executor runs other stages' actions
   // (so the backend must not touch them until OptimizerStep). UNIMPLEMENTED by default: a

@@ -6,8 +6,7 @@
 
 #include "jobplan/data_spec.h"
 #include "proto/op_kinds.h"
-#include "worker/transport/allreduce.h"
-#include "worker/transport/device_allreduce.h"
+#include "worker/parallel/collectives.h"
 
 namespace pipecoord::worker {
 namespace {
@@ -20,24 +19,6 @@ constexpr uint32_t kValidationActivations = 64;
 // own, so two in flight between the same replicas never share a tag.
 constexpr uint32_t kStageGradientChannel = 1u << 16;
 
-// The mean over the dp replicas `group` of `grads`, in place: one ring all-reduce of their
-// concatenation, then x (1/dp) (the same arithmetic for a stage's gradients and for all).
-Status AllReduceMean(Transport& transport, int my_index, const std::vector<int>& group, int step,
-                     const std::vector<std::span<float>>& grads, std::chrono::milliseconds timeout,
-                     uint32_t channel) {
-  size_t total = 0;
-  for (auto g : grads) total += g.size();
-  std::vector<float> flat;
-  flat.reserve(total);
-  for (auto g : grads) flat.insert(flat.end(), g.begin(), g.end());
-  PIPECOORD_RETURN_IF_ERROR(AllReduceSum(transport, my_index, group, step, flat, timeout, channel));
-  const float inv = 1.0f / static_cast<float>(group.size());
-  size_t at = 0;
-  for (auto g : grads) {
-    for (float& x : g) x = flat[at++] * inv;
-  }
-  return Status::Ok();
-}
 
 std::string Describe(const v1::Action& a) {
   return std::to_string(a.stage()) + v1::Op_Name(a.op()) + std::to_string(a.microbatch());
@@ -92,8 +73,9 @@ Status Executor::LaunchStageReduce(int stage, int step, size_t entry) {
                         if (before.valid()) before.wait();  // one at a time, in list order
                         StageReduce::Done d;
                         d.start = std::chrono::steady_clock::now();
-                        d.status = AllReduceMean(*transport, me, group, step, grads, timeout,
-                                                 kStageGradientChannel + static_cast<uint32_t>(stage));
+                        d.status = parallel::AllReduceMean(
+                            *transport, parallel::Group{group, me}, step, grads,
+                            {timeout, kStageGradientChannel + static_cast<uint32_t>(stage)});
                         d.end = std::chrono::steady_clock::now();
                         return d;
                       })
@@ -217,14 +199,15 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
         // every stage's REDUCE_GRAD averaged its gradients already
       } else if (dp_ > 1 && backend_->DeviceGradients() != nullptr) {
         // The same ring on the device: chunks read out and added in by the backend's kernels.
-        DeviceFloatBuffer& grads = *backend_->DeviceGradients();
-        PIPECOORD_RETURN_IF_ERROR(
-            DeviceAllReduceSum(*transport_, dp_rank_, data_group_, step, grads, options_.recv_timeout));
+        parallel::FloatBuffer& grads = *backend_->DeviceGradients();
+        PIPECOORD_RETURN_IF_ERROR(parallel::AllReduceSum(*transport_, parallel::Group{data_group_, dp_rank_}, step,
+                                                         grads, {options_.recv_timeout}));
         PIPECOORD_RETURN_IF_ERROR(grads.Scale(1.0f / static_cast<float>(dp_)));
       } else if (dp_ > 1) {
         // Gradients were accumulated over the step's micro-batches; one all-reduce now.
-        PIPECOORD_RETURN_IF_ERROR(AllReduceMean(*transport_, dp_rank_, data_group_, step, backend_->Gradients(),
-                                                options_.recv_timeout, kFirstCollectiveChannel));
+        PIPECOORD_RETURN_IF_ERROR(parallel::AllReduceMean(*transport_, parallel::Group{data_group_, dp_rank_}, step,
+                                                          backend_->Gradients(),
+                                                          {options_.recv_timeout, kFirstCollectiveChannel}));
       }
       PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(step));
       if (on_device) PIPECOORD_RETURN_IF_ERROR(backend_->MarkEnd(mark));

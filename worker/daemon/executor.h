@@ -1,7 +1,7 @@
 // Executor: runs one rank's job list for every step of a job. Receives are posted early (the
 // transport buffers arrivals), so a compute action waits only for its own input; sends are
 // asynchronous. With dp > 1, the replicas' gradients are averaged with a ring all-reduce over
-// the transport (allreduce.h), one of two ways:
+// the transport (worker/parallel/collectives.h), one of two ways:
 // - stage by stage (the plan has REDUCE_GRAD, CPU jobs: jobplan::ReducesGradientsPerStage): a
 //   REDUCE_GRAD launches its stage's all-reduce (ComputeBackend::StageGradients, channel
 //   kStageGradientChannel + stage) on a background thread and returns at once, so it overlaps
@@ -13,7 +13,8 @@
 //   its ring chunk, which differs, so the last bits may differ (each way is deterministic).
 // - after the step: OPT first all-reduces every gradient, on the host over Gradients()'s spans,
 //   or on the device when the backend's gradients live there (DeviceGradients,
-//   device_allreduce.h; the CUDA backend, which answers REDUCE_GRAD with UNIMPLEMENTED).
+//   the same ring over the backend's FloatBuffer; the CUDA backend, which answers REDUCE_GRAD with
+//   UNIMPLEMENTED).
 //
 // Each action is timed for telemetry (v1::ActionTiming) on options.clock_ns. By the host clock:
 // a compute action from when its input is there to when its call returned, wait_ns how long

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "worker/transport/allreduce.h"
+#include "worker/parallel/collectives.h"
 #include "worker/transport/test_util.h"
 
 namespace pipecoord::worker {
@@ -177,7 +177,10 @@ TEST(StagedTransportTest, AllReduceRunsOverStagedTransports) {
   std::vector<Status> results(kRanks);
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&, r] { results[r] = AllReduceSum(*m.staged[r], r, {0, 1, 2}, 1, data[r], kLong); });
+    threads.emplace_back([&, r] {
+      parallel::HostFloats buffer(data[r]);
+      results[r] = parallel::AllReduceSum(*m.staged[r], parallel::Group{{0, 1, 2}, r}, 1, buffer, {kLong});
+    });
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < kRanks; ++r) {

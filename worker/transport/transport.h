@@ -1,7 +1,7 @@
 // Transport: point-to-point messages between the ranks of one job.
 //
 // Pipeline neighbours exchange activations (forward) and gradients (backward); data-parallel
-// replicas exchange gradient chunks for an all-reduce (allreduce.h). A message is one tensor
+// replicas exchange gradient chunks for an all-reduce (worker/parallel/collectives.h). A message is one tensor
 // (kernels/tensor.h) identified by its sender and a MessageTag; the receiver names the spec
 // (dtype and shape) it expects, since a pipeline neighbour always knows it and NCCL needs it.
 // The TCP transport carries host tensors; the NCCL transport device tensors. Sends are
