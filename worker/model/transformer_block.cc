@@ -1,5 +1,6 @@
 #include "worker/model/transformer_block.h"
 
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/attention.h"
@@ -38,30 +39,41 @@ int64_t BlockSaved<T>::Bytes() const {
 template <typename T>
 TransformerBlock<T>::TransformerBlock(const BlockDims& dims, BlockTensors<const T> weights,
                                       BlockTensors<T> grads,
-                                      std::shared_ptr<const RopeTable> rope)
-    : d_(dims), w_(weights), g_(grads), rope_(std::move(rope)) {}
+                                      std::shared_ptr<const RopeTable> rope,
+                                      worker::parallel::TensorParallel* tp)
+    : d_(dims), w_(weights), g_(grads), rope_(std::move(rope)), tp_(tp) {}
+
+template <typename T>
+void TransformerBlock<T>::ReduceFromTensorParallel(std::vector<T>& partial) const {
+  if constexpr (std::is_same_v<T, float>) {
+    if (tp_ != nullptr) (void)tp_->ReduceFromTensorParallel(partial);  // sticky: the caller checks tp->status()
+  }
+}
 
 template <typename T>
 std::vector<T> TransformerBlock<T>::Forward(std::vector<T> x, BlockSaved<T>* s) const {
-  const int64_t n = d_.tokens(), h = d_.hidden, f = d_.ffn;
-  const AttentionDims ad{d_.batch, d_.seq, d_.heads, h / d_.heads};
+  const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
+  const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
   s->x = std::move(x);
   s->rstd1.resize(n);
   s->a.resize(n * h);
   RmsNormForward(s->x.data(), w_.attention_norm, s->a.data(), s->rstd1.data(), n, h, d_.norm_eps);
-  s->q.resize(n * h);
-  s->k.resize(n * h);
-  s->v.resize(n * h);
-  LinearForward(s->a.data(), w_.wq, s->q.data(), {n, h, h});
-  LinearForward(s->a.data(), w_.wk, s->k.data(), {n, h, h});
-  LinearForward(s->a.data(), w_.wv, s->v.data(), {n, h, h});
-  RopeForward(s->q.data(), *rope_, d_.batch, d_.heads);
-  RopeForward(s->k.data(), *rope_, d_.batch, d_.heads);
+  // Column-parallel q, k, v: this rank's heads.
+  s->q.resize(n * hq);
+  s->k.resize(n * hq);
+  s->v.resize(n * hq);
+  LinearForward(s->a.data(), w_.wq, s->q.data(), {n, h, hq});
+  LinearForward(s->a.data(), w_.wk, s->k.data(), {n, h, hq});
+  LinearForward(s->a.data(), w_.wv, s->v.data(), {n, h, hq});
+  RopeForward(s->q.data(), *rope_, d_.batch, d_.local_heads());
+  RopeForward(s->k.data(), *rope_, d_.batch, d_.local_heads());
   s->probs.resize(ad.probs_size());
-  s->o.resize(n * h);
+  s->o.resize(n * hq);
   AttentionForward(s->q.data(), s->k.data(), s->v.data(), s->probs.data(), s->o.data(), ad);
+  // Row-parallel wo: each rank's heads' share of the projection, summed over the group (g).
   s->x1.resize(n * h);
-  LinearForward(s->o.data(), w_.wo, s->x1.data(), {n, h, h});
+  LinearForward(s->o.data(), w_.wo, s->x1.data(), {n, hq, h});
+  ReduceFromTensorParallel(s->x1);
   AddInPlace(s->x1, s->x);
   s->rstd2.resize(n);
   s->c.resize(n * h);
@@ -74,14 +86,15 @@ std::vector<T> TransformerBlock<T>::Forward(std::vector<T> x, BlockSaved<T>* s) 
   SwiGluForward(s->gate.data(), s->up.data(), s->z.data(), n * f);
   std::vector<T> y(n * h);
   LinearForward(s->z.data(), w_.w2, y.data(), {n, f, h});
+  ReduceFromTensorParallel(y);  // row-parallel w2 (g)
   AddInPlace(y, s->x1);
   return y;
 }
 
 template <typename T>
 std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<T>* s) const {
-  const int64_t n = d_.tokens(), h = d_.hidden, f = d_.ffn;
-  const AttentionDims ad{d_.batch, d_.seq, d_.heads, h / d_.heads};
+  const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
+  const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
   // MLP: y = x1 + W2 swiglu(W1 c, W3 c), c = norm(x1).
   std::vector<T> dz(n * f);
   LinearBackwardInput(dy.data(), w_.w2, dz.data(), {n, f, h}, false);
@@ -94,16 +107,17 @@ std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<
   s->dc.resize(n * h);
   LinearBackwardInput(s->dgate.data(), w_.w1, s->dc.data(), {n, h, f}, false);
   LinearBackwardInput(s->dup.data(), w_.w3, s->dc.data(), {n, h, f}, true);
+  ReduceFromTensorParallel(s->dc);  // column-parallel w1, w3: f's backward
   s->dx1 = dy;  // residual path
   RmsNormBackwardInput(s->dc.data(), s->x1.data(), w_.ffn_norm, s->rstd2.data(), s->dx1.data(), n,
                        h, true);
   s->dy = std::move(dy);
   // Attention: x1 = x + Wo attn(rope(Wq a), rope(Wk a), Wv a), a = norm(x).
-  std::vector<T> dout(n * h);
-  LinearBackwardInput(s->dx1.data(), w_.wo, dout.data(), {n, h, h}, false);
-  s->dq.resize(n * h);
-  s->dk.resize(n * h);
-  s->dv.resize(n * h);
+  std::vector<T> dout(n * hq);
+  LinearBackwardInput(s->dx1.data(), w_.wo, dout.data(), {n, hq, h}, false);
+  s->dq.resize(n * hq);
+  s->dk.resize(n * hq);
+  s->dv.resize(n * hq);
   AttentionBackward(dout.data(), s->q.data(), s->k.data(), s->v.data(), s->probs.data(),
                     s->dq.data(), s->dk.data(), s->dv.data(), ad);
   Free(dout);
@@ -111,12 +125,13 @@ std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<
   Free(s->k);
   Free(s->v);
   Free(s->probs);
-  RopeBackward(s->dq.data(), *rope_, d_.batch, d_.heads);
-  RopeBackward(s->dk.data(), *rope_, d_.batch, d_.heads);
+  RopeBackward(s->dq.data(), *rope_, d_.batch, d_.local_heads());
+  RopeBackward(s->dk.data(), *rope_, d_.batch, d_.local_heads());
   s->da.resize(n * h);
-  LinearBackwardInput(s->dq.data(), w_.wq, s->da.data(), {n, h, h}, false);
-  LinearBackwardInput(s->dk.data(), w_.wk, s->da.data(), {n, h, h}, true);
-  LinearBackwardInput(s->dv.data(), w_.wv, s->da.data(), {n, h, h}, true);
+  LinearBackwardInput(s->dq.data(), w_.wq, s->da.data(), {n, h, hq}, false);
+  LinearBackwardInput(s->dk.data(), w_.wk, s->da.data(), {n, h, hq}, true);
+  LinearBackwardInput(s->dv.data(), w_.wv, s->da.data(), {n, h, hq}, true);
+  ReduceFromTensorParallel(s->da);  // column-parallel wq, wk, wv: f's backward
   std::vector<T> dx = s->dx1;  // residual path
   RmsNormBackwardInput(s->da.data(), s->x.data(), w_.attention_norm, s->rstd1.data(), dx.data(), n,
                        h, true);
@@ -125,23 +140,25 @@ std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<
 
 template <typename T>
 void TransformerBlock<T>::BackwardWeight(BlockSaved<T>* s) const {
-  const int64_t n = d_.tokens(), h = d_.hidden, f = d_.ffn;
+  // No communication: each rank's weight slices from its own activations and gradients; the norm
+  // gains' gradients come from tensors every rank holds whole (dc, da, x, x1).
+  const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
   LinearBackwardWeight(s->dy.data(), s->z.data(), g_.w2, {n, f, h});
   LinearBackwardWeight(s->dgate.data(), s->c.data(), g_.w1, {n, h, f});
   LinearBackwardWeight(s->dup.data(), s->c.data(), g_.w3, {n, h, f});
   RmsNormBackwardWeight(s->dc.data(), s->x1.data(), s->rstd2.data(), g_.ffn_norm, n, h);
-  LinearBackwardWeight(s->dx1.data(), s->o.data(), g_.wo, {n, h, h});
-  LinearBackwardWeight(s->dq.data(), s->a.data(), g_.wq, {n, h, h});
-  LinearBackwardWeight(s->dk.data(), s->a.data(), g_.wk, {n, h, h});
-  LinearBackwardWeight(s->dv.data(), s->a.data(), g_.wv, {n, h, h});
+  LinearBackwardWeight(s->dx1.data(), s->o.data(), g_.wo, {n, hq, h});
+  LinearBackwardWeight(s->dq.data(), s->a.data(), g_.wq, {n, h, hq});
+  LinearBackwardWeight(s->dk.data(), s->a.data(), g_.wk, {n, h, hq});
+  LinearBackwardWeight(s->dv.data(), s->a.data(), g_.wv, {n, h, hq});
   RmsNormBackwardWeight(s->da.data(), s->x.data(), s->rstd1.data(), g_.attention_norm, n, h);
   *s = BlockSaved<T>();
 }
 
 template <typename T>
 std::vector<T> TransformerBlock<T>::BackwardFused(std::vector<T> dy, BlockSaved<T>* s) const {
-  const int64_t n = d_.tokens(), h = d_.hidden, f = d_.ffn;
-  const AttentionDims ad{d_.batch, d_.seq, d_.heads, h / d_.heads};
+  const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
+  const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
   // Down projection.
   std::vector<T> dz(n * f);
   LinearBackwardInput(dy.data(), w_.w2, dz.data(), {n, f, h}, false);
@@ -154,28 +171,30 @@ std::vector<T> TransformerBlock<T>::BackwardFused(std::vector<T> dy, BlockSaved<
   LinearBackwardWeight(dgate.data(), s->c.data(), g_.w1, {n, h, f});
   LinearBackwardInput(dup.data(), w_.w3, dc.data(), {n, h, f}, true);
   LinearBackwardWeight(dup.data(), s->c.data(), g_.w3, {n, h, f});
+  ReduceFromTensorParallel(dc);
   // ffn_norm and the residual.
   std::vector<T> dx1 = dy;
   RmsNormBackwardInput(dc.data(), s->x1.data(), w_.ffn_norm, s->rstd2.data(), dx1.data(), n, h,
                        true);
   RmsNormBackwardWeight(dc.data(), s->x1.data(), s->rstd2.data(), g_.ffn_norm, n, h);
   // Output projection.
-  std::vector<T> dout(n * h);
-  LinearBackwardInput(dx1.data(), w_.wo, dout.data(), {n, h, h}, false);
-  LinearBackwardWeight(dx1.data(), s->o.data(), g_.wo, {n, h, h});
+  std::vector<T> dout(n * hq);
+  LinearBackwardInput(dx1.data(), w_.wo, dout.data(), {n, hq, h}, false);
+  LinearBackwardWeight(dx1.data(), s->o.data(), g_.wo, {n, hq, h});
   // Attention, RoPE and the q, k, v projections.
-  std::vector<T> dq(n * h), dk(n * h), dv(n * h);
+  std::vector<T> dq(n * hq), dk(n * hq), dv(n * hq);
   AttentionBackward(dout.data(), s->q.data(), s->k.data(), s->v.data(), s->probs.data(), dq.data(),
                     dk.data(), dv.data(), ad);
-  RopeBackward(dq.data(), *rope_, d_.batch, d_.heads);
-  RopeBackward(dk.data(), *rope_, d_.batch, d_.heads);
+  RopeBackward(dq.data(), *rope_, d_.batch, d_.local_heads());
+  RopeBackward(dk.data(), *rope_, d_.batch, d_.local_heads());
   std::vector<T> da(n * h);
-  LinearBackwardInput(dq.data(), w_.wq, da.data(), {n, h, h}, false);
-  LinearBackwardWeight(dq.data(), s->a.data(), g_.wq, {n, h, h});
-  LinearBackwardInput(dk.data(), w_.wk, da.data(), {n, h, h}, true);
-  LinearBackwardWeight(dk.data(), s->a.data(), g_.wk, {n, h, h});
-  LinearBackwardInput(dv.data(), w_.wv, da.data(), {n, h, h}, true);
-  LinearBackwardWeight(dv.data(), s->a.data(), g_.wv, {n, h, h});
+  LinearBackwardInput(dq.data(), w_.wq, da.data(), {n, h, hq}, false);
+  LinearBackwardWeight(dq.data(), s->a.data(), g_.wq, {n, h, hq});
+  LinearBackwardInput(dk.data(), w_.wk, da.data(), {n, h, hq}, true);
+  LinearBackwardWeight(dk.data(), s->a.data(), g_.wk, {n, h, hq});
+  LinearBackwardInput(dv.data(), w_.wv, da.data(), {n, h, hq}, true);
+  LinearBackwardWeight(dv.data(), s->a.data(), g_.wv, {n, h, hq});
+  ReduceFromTensorParallel(da);
   // attention_norm and the residual.
   std::vector<T> dx = dx1;
   RmsNormBackwardInput(da.data(), s->x.data(), w_.attention_norm, s->rstd1.data(), dx.data(), n, h,

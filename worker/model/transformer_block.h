@@ -15,6 +15,17 @@
 // T is float (the model) or double (finite-difference tests). Tensors are [tokens, features]
 // row-major with tokens = batch * seq. The block does not own its weights or gradients; it
 // reads the weights at call time, so optimizer updates between calls are seen.
+//
+// Tensor parallelism (dims.tp > 1, Megatron-LM's split; float only): the block holds this rank's
+// slices: wq, wk, wv column-parallel (its heads' output rows), wo row-parallel (those heads'
+// input columns), w1, w3 column-parallel and w2 row-parallel over the SwiGLU width; the norm
+// gains whole. F sums the row-parallel outputs over the group after wo and after w2 (Megatron's
+// g); B sums the column-parallel layers' input gradients before each norm's backward (f's
+// backward); W needs no communication (the norms' gradients come from tensors every rank holds
+// whole), so zero-bubble schedules keep their B/W split. 4 all-reduces of tokens x hidden per
+// block and micro-batch, 2 in F and 2 in B. x, y, dy, dx stay whole on every rank. The block
+// takes the group's TensorParallel (worker/parallel/tensor_parallel.h), whose errors are sticky:
+// the caller checks its status() after each call.
 #ifndef PIPECOORD_WORKER_MODEL_TRANSFORMER_BLOCK_H_
 #define PIPECOORD_WORKER_MODEL_TRANSFORMER_BLOCK_H_
 
@@ -23,6 +34,7 @@
 #include <vector>
 
 #include "kernels/cpu/rotary.h"
+#include "worker/parallel/tensor_parallel.h"
 
 namespace pipecoord::model {
 
@@ -33,12 +45,18 @@ struct BlockDims {
   int64_t heads = 0;   // attention heads (head_dim = hidden / heads)
   int64_t ffn = 0;     // SwiGLU inner width
   double norm_eps = 1e-5;  // both RMSNorms' epsilon (ModelConfig::rms_norm_eps)
+  int64_t tp = 1;          // tensor-parallel degree; divides heads and ffn
 
   int64_t tokens() const { return batch * seq; }
+  int64_t local_heads() const { return heads / tp; }
+  int64_t local_width() const { return hidden / tp; }  // this rank's q, k, v, o features
+  int64_t local_ffn() const { return ffn / tp; }
 };
 
 // The nine tensors of a block (weights with P = const T, gradients with P = T). Shapes:
 // attention_norm, ffn_norm [h]; wq, wk, wv, wo [h, h]; w1 (gate), w3 (up) [ffn, h]; w2 [h, ffn].
+// With tp > 1 a rank's slices: wq, wk, wv [h/tp, h]; wo [h, h/tp]; w1, w3 [ffn/tp, h];
+// w2 [h, ffn/tp] (TensorParallelSlice in weight_init.h cuts them from the whole tensors).
 template <typename P>
 struct BlockTensors {
   P* attention_norm = nullptr;
@@ -66,9 +84,11 @@ struct BlockSaved {
 template <typename T>
 class TransformerBlock {
  public:
-  // rope must cover dims.seq positions of head_dim = hidden / heads.
+  // rope must cover dims.seq positions of head_dim = hidden / heads. tp: the group's collectives
+  // when dims.tp > 1 (its size() == dims.tp; float blocks only), else null.
   TransformerBlock(const BlockDims& dims, BlockTensors<const T> weights, BlockTensors<T> grads,
-                   std::shared_ptr<const kernels::cpu::RopeTable> rope);
+                   std::shared_ptr<const kernels::cpu::RopeTable> rope,
+                   worker::parallel::TensorParallel* tp = nullptr);
 
   // F: returns y [tokens, h] for x [tokens, h] (moved into saved). saved must be empty.
   std::vector<T> Forward(std::vector<T> x, BlockSaved<T>* saved) const;
@@ -83,10 +103,13 @@ class TransformerBlock {
   const BlockDims& dims() const { return d_; }
 
  private:
+  void ReduceFromTensorParallel(std::vector<T>& partial) const;
+
   BlockDims d_;
   BlockTensors<const T> w_;
   BlockTensors<T> g_;
   std::shared_ptr<const kernels::cpu::RopeTable> rope_;
+  worker::parallel::TensorParallel* tp_;
 };
 
 extern template struct BlockSaved<float>;

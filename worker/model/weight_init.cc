@@ -1,5 +1,6 @@
 #include "worker/model/weight_init.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/rng.h"
@@ -14,6 +15,21 @@ void InitUniform(std::span<float> out, uint64_t model_seed, std::string_view nam
   kernels::cpu::Rng rng(TensorSeed(model_seed, name));
   const double a = std::sqrt(3.0) * std;
   rng.FillUniform(out.data(), static_cast<int64_t>(out.size()), -a, a);
+}
+
+std::vector<float> TensorParallelSlice(std::span<const float> whole, int64_t rows, int64_t cols, TpSplit split,
+                                       int tp, int rank) {
+  if (split == TpSplit::kWhole || tp == 1) return {whole.begin(), whole.end()};
+  if (split == TpSplit::kRows) {
+    const int64_t n = rows / tp;
+    return {whole.begin() + rank * n * cols, whole.begin() + (rank + 1) * n * cols};
+  }
+  const int64_t n = cols / tp;
+  std::vector<float> out(static_cast<size_t>(rows * n));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(whole.begin() + r * cols + rank * n, whole.begin() + r * cols + (rank + 1) * n, out.begin() + r * n);
+  }
+  return out;
 }
 
 }  // namespace pipecoord::model

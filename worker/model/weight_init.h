@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace pipecoord::model {
 
@@ -17,6 +18,18 @@ uint64_t TensorSeed(uint64_t model_seed, std::string_view name);
 
 // Fills out with values uniform in [-sqrt(3) std, sqrt(3) std) from TensorSeed(seed, name).
 void InitUniform(std::span<float> out, uint64_t model_seed, std::string_view name, double std);
+
+// How a [rows, cols] weight (row-major, rows = output features) is cut over tensor-parallel
+// ranks: kRows gives rank r rows [r rows/tp, (r+1) rows/tp) (column-parallel layers: wq, wk,
+// wv, w1, w3; a vocabulary-parallel table), kColumns the columns [r cols/tp, (r+1) cols/tp) of
+// every row (row-parallel layers: wo, w2), kWhole everything (norm gains). Every rank cuts its
+// slice from the same whole tensor (InitUniform's, or a checkpoint's), so a model starts
+// identical under every tp and its checkpoints can be put back together.
+enum class TpSplit { kWhole, kRows, kColumns };
+
+// Rank `rank`'s slice of `whole` (rows x cols elements); tp must divide the split dimension.
+std::vector<float> TensorParallelSlice(std::span<const float> whole, int64_t rows, int64_t cols, TpSplit split,
+                                       int tp, int rank);
 
 }  // namespace pipecoord::model
 

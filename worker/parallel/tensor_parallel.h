@@ -1,0 +1,79 @@
+// TensorParallel: the collectives one stage's tensor-parallel ranks run inside its F and B, in
+// Megatron-LM's terms (tensor_parallel/mappings.py):
+//
+//   ReduceFromTensorParallel  g: after a row-parallel layer (wo, w2, the vocabulary-parallel
+//                             embedding) in F, and after the column-parallel layers' input
+//                             gradients (f's backward: wq/wk/wv, w1/w3, the LM head) in B: the
+//                             partial sums of the group's ranks added, in place
+//   GatherFromTensorParallel  every rank's slice side by side (the vocabulary-parallel
+//                             cross-entropy's row maxima)
+//
+// The model layer (worker/model/) calls these and nothing else; a stage with tp = 1 has no
+// TensorParallel (null) and calls nothing. The ranks of a group call the same collectives in the
+// same order (they run the same job list in lockstep); each call blocks until the group's ranks
+// all made it. Results are bit-identical on every rank of the group (collectives.h's ring), so
+// replicated tensors (norm weights, residual streams) stay identical across the group.
+//
+// Not thread-safe: one caller (the rank's executor thread) at a time. Errors (a broken link, a
+// timeout) are Status values naming the collective, the call's sequence number and the peer, and
+// they are sticky: after the first, every call fails at once with it and status() returns it, so
+// a layer's F or B may run to its end and its caller checks status() once (a failed collective
+// leaves garbage in the tensors, which the caller then discards with the action).
+#ifndef PIPECOORD_WORKER_PARALLEL_TENSOR_PARALLEL_H_
+#define PIPECOORD_WORKER_PARALLEL_TENSOR_PARALLEL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+
+#include "common/status.h"
+#include "worker/parallel/collectives.h"
+#include "worker/transport/transport.h"
+
+namespace pipecoord::worker::parallel {
+
+class TensorParallel {
+ public:
+  virtual ~TensorParallel() = default;
+  virtual int size() const = 0;  // tp
+  virtual int rank() const = 0;  // this rank's index in the group, 0..tp-1
+  // In place: data = the sum over the group's ranks of their `data` (all the same length).
+  virtual Status ReduceFromTensorParallel(std::span<float> data) = 0;
+  // out[i * n, (i + 1) * n) = rank i's `mine`, n = mine.size() (the same on every rank);
+  // out.size() == n * size().
+  virtual Status GatherFromTensorParallel(std::span<const float> mine, std::span<float> out) = 0;
+  // Bytes this rank sent in its collectives so far (the closed-form communication checks).
+  virtual uint64_t bytes_sent() const = 0;
+  // OK, or the first error of any call (sticky).
+  virtual Status status() const = 0;
+};
+
+// TensorParallel over a rank's Transport: collectives.h's ring on the group's ranks, on channel
+// kTensorParallelChannel with the call's sequence number as the step (the ranks count their
+// calls alike), so tensor-parallel messages never meet a pipeline's or a gradient reduction's.
+class RingTensorParallel final : public TensorParallel {
+ public:
+  static constexpr uint32_t kTensorParallelChannel = 1u << 20;
+
+  RingTensorParallel(Transport* transport, Group group, std::chrono::milliseconds timeout);
+  int size() const override { return static_cast<int>(group_.ranks.size()); }
+  int rank() const override { return group_.me; }
+  Status ReduceFromTensorParallel(std::span<float> data) override;
+  Status GatherFromTensorParallel(std::span<const float> mine, std::span<float> out) override;
+  uint64_t bytes_sent() const override { return bytes_sent_; }
+  Status status() const override { return status_; }
+
+ private:
+  int NextStep();
+
+  Transport* transport_;
+  Group group_;
+  std::chrono::milliseconds timeout_;
+  int32_t calls_ = 0;
+  uint64_t bytes_sent_ = 0;
+  Status status_;
+};
+
+}  // namespace pipecoord::worker::parallel
+
+#endif  // PIPECOORD_WORKER_PARALLEL_TENSOR_PARALLEL_H_
