@@ -1,5 +1,8 @@
 #include "worker/model/lm_head.h"
 
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/cross_entropy.h"
@@ -14,12 +17,62 @@ using namespace kernels::cpu;  // NOLINT: the ops are this file's vocabulary
 template <typename T>
 int64_t HeadSaved<T>::Bytes() const {
   const size_t n = x.size() + rstd.size() + y.size() + logits.size() + dlogits.size() + dy.size();
-  return static_cast<int64_t>(n * sizeof(T) + targets.size() * sizeof(int32_t));
+  return static_cast<int64_t>(n * sizeof(T) + targets.size() * sizeof(int32_t) +
+                              (row_max.size() + row_sum.size()) * sizeof(float));
 }
 
 template <typename T>
-LmHead<T>::LmHead(const HeadDims& dims, HeadTensors<const T> weights, HeadTensors<T> grads)
-    : d_(dims), w_(weights), g_(grads) {}
+LmHead<T>::LmHead(const HeadDims& dims, HeadTensors<const T> weights, HeadTensors<T> grads,
+                  worker::parallel::TensorParallel* tp)
+    : d_(dims), w_(weights), g_(grads), tp_(tp) {}
+
+// The vocabulary-parallel loss (lm_head.h): M gathered, S and z summed, in f32 across the group.
+template <typename T>
+double LmHead<T>::ParallelLoss(HeadSaved<T>* s) const {
+  if constexpr (!std::is_same_v<T, float>) {
+    return 0;  // tp > 1 is float only (StageModel never builds a double head with tp)
+  } else {
+    const int64_t n = d_.tokens, Vl = d_.local_vocab(), first = Vl * tp_->rank();
+    std::vector<float> mine(n), all(n * tp_->size());
+    for (int64_t r = 0; r < n; ++r) mine[r] = *std::max_element(s->logits.begin() + r * Vl, s->logits.begin() + (r + 1) * Vl);
+    (void)tp_->GatherFromTensorParallel(mine, all);
+    s->row_max.assign(n, 0);
+    for (int64_t r = 0; r < n; ++r) {
+      float m = all[r];
+      for (int k = 1; k < tp_->size(); ++k) m = std::max(m, all[k * n + r]);
+      s->row_max[r] = m;
+    }
+    std::vector<float> sums(2 * n, 0.f);  // [S over this rank's columns..., z or 0...]
+    for (int64_t r = 0; r < n; ++r) {
+      const float* row = s->logits.data() + r * Vl;
+      double sum = 0;
+      for (int64_t c = 0; c < Vl; ++c) sum += std::exp(static_cast<double>(row[c]) - s->row_max[r]);
+      sums[r] = static_cast<float>(sum);
+      const int64_t t = s->targets[r] - first;
+      if (t >= 0 && t < Vl) sums[n + r] = row[t];
+    }
+    (void)tp_->ReduceFromTensorParallel(sums);
+    s->row_sum.assign(sums.begin(), sums.begin() + n);
+    double total = 0;
+    for (int64_t r = 0; r < n; ++r) total += s->row_max[r] + std::log(static_cast<double>(sums[r])) - sums[n + r];
+    return n > 0 ? total / static_cast<double>(n) : 0.0;
+  }
+}
+
+template <typename T>
+void LmHead<T>::ParallelDlogits(double dloss, HeadSaved<T>* s) const {
+  const int64_t n = d_.tokens, Vl = d_.local_vocab(), first = tp_ ? Vl * tp_->rank() : 0;
+  const double scale = dloss / static_cast<double>(n);
+  s->dlogits.resize(n * Vl);
+  for (int64_t r = 0; r < n; ++r) {
+    const T* row = s->logits.data() + r * Vl;
+    T* drow = s->dlogits.data() + r * Vl;
+    for (int64_t c = 0; c < Vl; ++c) {
+      const double p = std::exp(static_cast<double>(row[c]) - s->row_max[r]) / s->row_sum[r];
+      drow[c] = static_cast<T>(scale * (p - (c + first == s->targets[r] ? 1.0 : 0.0)));
+    }
+  }
+}
 
 template <typename T>
 double LmHead<T>::Forward(std::vector<T> x, std::span<const int32_t> targets,
@@ -29,21 +82,37 @@ double LmHead<T>::Forward(std::vector<T> x, std::span<const int32_t> targets,
   s->rstd.resize(n);
   s->y.resize(n * h);
   RmsNormForward(s->x.data(), w_.norm, s->y.data(), s->rstd.data(), n, h, d_.norm_eps);
-  s->logits.resize(n * V);
-  LinearForward(s->y.data(), w_.output, s->logits.data(), {n, h, V});
+  const int64_t Vl = d_.local_vocab();
+  s->logits.resize(n * Vl);
+  LinearForward(s->y.data(), w_.output, s->logits.data(), {n, h, Vl});
   s->targets.assign(targets.begin(), targets.end());
+  if (d_.tp > 1) return ParallelLoss(s);
   return CrossEntropyForward(s->logits.data(), s->targets.data(), n, V);
 }
 
 template <typename T>
+void LmHead<T>::ReduceFromTensorParallel(std::vector<T>& partial) const {
+  if constexpr (std::is_same_v<T, float>) {
+    if (tp_ != nullptr) (void)tp_->ReduceFromTensorParallel(partial);  // sticky: the caller checks
+  }
+}
+
+template <typename T>
 std::vector<T> LmHead<T>::BackwardInput(double dloss, HeadSaved<T>* s) const {
-  const int64_t n = d_.tokens, h = d_.hidden, V = d_.vocab;
-  s->dlogits.resize(n * V);
-  CrossEntropyBackward(s->logits.data(), s->targets.data(), n, V, dloss, s->dlogits.data());
+  const int64_t n = d_.tokens, h = d_.hidden, V = d_.vocab, Vl = d_.local_vocab();
+  if (d_.tp > 1) {
+    ParallelDlogits(dloss, s);
+  } else {
+    s->dlogits.resize(n * V);
+    CrossEntropyBackward(s->logits.data(), s->targets.data(), n, V, dloss, s->dlogits.data());
+  }
   std::vector<T>().swap(s->logits);
   std::vector<int32_t>().swap(s->targets);
+  std::vector<float>().swap(s->row_max);
+  std::vector<float>().swap(s->row_sum);
   s->dy.resize(n * h);
-  LinearBackwardInput(s->dlogits.data(), w_.output, s->dy.data(), {n, h, V}, false);
+  LinearBackwardInput(s->dlogits.data(), w_.output, s->dy.data(), {n, h, Vl}, false);
+  ReduceFromTensorParallel(s->dy);  // the vocabulary-parallel head's input gradient
   std::vector<T> dx(n * h);
   RmsNormBackwardInput(s->dy.data(), s->x.data(), w_.norm, s->rstd.data(), dx.data(), n, h, false);
   return dx;
@@ -51,20 +120,26 @@ std::vector<T> LmHead<T>::BackwardInput(double dloss, HeadSaved<T>* s) const {
 
 template <typename T>
 void LmHead<T>::BackwardWeight(HeadSaved<T>* s) const {
-  const int64_t n = d_.tokens, h = d_.hidden, V = d_.vocab;
-  LinearBackwardWeight(s->dlogits.data(), s->y.data(), g_.output, {n, h, V});
+  const int64_t n = d_.tokens, h = d_.hidden, Vl = d_.local_vocab();
+  LinearBackwardWeight(s->dlogits.data(), s->y.data(), g_.output, {n, h, Vl});
   RmsNormBackwardWeight(s->dy.data(), s->x.data(), s->rstd.data(), g_.norm, n, h);
   *s = HeadSaved<T>();
 }
 
 template <typename T>
 std::vector<T> LmHead<T>::BackwardFused(double dloss, HeadSaved<T>* s) const {
-  const int64_t n = d_.tokens, h = d_.hidden, V = d_.vocab;
-  std::vector<T> dlogits(n * V);
-  CrossEntropyBackward(s->logits.data(), s->targets.data(), n, V, dloss, dlogits.data());
+  const int64_t n = d_.tokens, h = d_.hidden, V = d_.vocab, Vl = d_.local_vocab();
+  if (d_.tp > 1) {
+    ParallelDlogits(dloss, s);
+  } else {
+    s->dlogits.resize(n * V);
+    CrossEntropyBackward(s->logits.data(), s->targets.data(), n, V, dloss, s->dlogits.data());
+  }
+  std::vector<T> dlogits = std::move(s->dlogits);
   std::vector<T> dy(n * h);
-  LinearBackwardInput(dlogits.data(), w_.output, dy.data(), {n, h, V}, false);
-  LinearBackwardWeight(dlogits.data(), s->y.data(), g_.output, {n, h, V});
+  LinearBackwardInput(dlogits.data(), w_.output, dy.data(), {n, h, Vl}, false);
+  ReduceFromTensorParallel(dy);
+  LinearBackwardWeight(dlogits.data(), s->y.data(), g_.output, {n, h, Vl});
   std::vector<T> dx(n * h);
   RmsNormBackwardInput(dy.data(), s->x.data(), w_.norm, s->rstd.data(), dx.data(), n, h, false);
   RmsNormBackwardWeight(dy.data(), s->x.data(), s->rstd.data(), g_.norm, n, h);

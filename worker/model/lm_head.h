@@ -6,12 +6,24 @@
 // B starts from dloss, the gradient of the training objective w.r.t. this micro-batch's loss
 // (1/m under gradient accumulation over m micro-batches). T is float or double; x [tokens, h],
 // logits [tokens, vocab]; norm [h], output [vocab, h].
+//
+// Tensor parallelism (dims.tp > 1, float only): a vocabulary-parallel head and cross-entropy, as
+// Megatron's. Rank r holds rows [r V/tp, (r+1) V/tp) of output and computes only those logits;
+// no rank ever holds a whole row of logits. The loss per token is M + log S - z: M, the row's
+// maximum, from the ranks' maxima gathered (GatherFromTensorParallel, tokens floats each); S, the
+// sum of exp(logit - M) over the vocabulary, and z, the target's logit (held by one rank, 0 on
+// the others), summed over the group in one all-reduce of 2 x tokens floats. B: each rank's
+// dlogits from its own logits, M and S; the input gradient of the head summed over the group
+// (tokens x hidden), then the final norm's backward on every rank alike. W: no communication.
+// Every rank returns the same loss and the same dx.
 #ifndef PIPECOORD_WORKER_MODEL_LM_HEAD_H_
 #define PIPECOORD_WORKER_MODEL_LM_HEAD_H_
 
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "worker/parallel/tensor_parallel.h"
 
 namespace pipecoord::model {
 
@@ -20,18 +32,22 @@ struct HeadDims {
   int64_t hidden = 0;
   int64_t vocab = 0;
   double norm_eps = 1e-5;  // the final RMSNorm's epsilon (ModelConfig::rms_norm_eps)
+  int64_t tp = 1;          // vocabulary-parallel degree; divides vocab
+
+  int64_t local_vocab() const { return vocab / tp; }
 };
 
 template <typename P>
 struct HeadTensors {
   P* norm = nullptr;    // [h]
-  P* output = nullptr;  // [vocab, h]
+  P* output = nullptr;  // [vocab, h] (this rank's [vocab/tp, h] rows with tp > 1)
 };
 
 template <typename T>
 struct HeadSaved {
   std::vector<T> x, rstd, y, logits;  // from F: logits live until B, the rest until W
   std::vector<int32_t> targets;        // until B
+  std::vector<float> row_max, row_sum;  // tp > 1: each token's M and S (until B)
   std::vector<T> dlogits, dy;          // from B for W
 
   int64_t Bytes() const;
@@ -40,7 +56,10 @@ struct HeadSaved {
 template <typename T>
 class LmHead {
  public:
-  LmHead(const HeadDims& dims, HeadTensors<const T> weights, HeadTensors<T> grads);
+  // tp: the group's collectives when dims.tp > 1 (float heads only), else null; its errors are
+  // sticky (the caller checks its status()).
+  LmHead(const HeadDims& dims, HeadTensors<const T> weights, HeadTensors<T> grads,
+         worker::parallel::TensorParallel* tp = nullptr);
 
   // F: returns the mean cross-entropy over tokens; x is moved into saved, targets copied.
   // targets must hold `tokens` ids in [0, vocab) (the caller checks).
@@ -53,9 +72,14 @@ class LmHead {
   std::vector<T> BackwardFused(double dloss, HeadSaved<T>* saved) const;
 
  private:
+  double ParallelLoss(HeadSaved<T>* s) const;
+  void ReduceFromTensorParallel(std::vector<T>& partial) const;
+  void ParallelDlogits(double dloss, HeadSaved<T>* s) const;
+
   HeadDims d_;
   HeadTensors<const T> w_;
   HeadTensors<T> g_;
+  worker::parallel::TensorParallel* tp_;
 };
 
 extern template struct HeadSaved<float>;
