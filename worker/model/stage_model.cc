@@ -39,40 +39,60 @@ int64_t StageModel::MicroBatch::Bytes() const {
 
 Result<std::unique_ptr<StageModel>> StageModel::Create(const ModelConfig& config,
                                                        const StageShard& shard,
-                                                       const BatchShape& batch) {
+                                                       const BatchShape& batch,
+                                                       worker::parallel::TensorParallel* tp) {
   PIPECOORD_RETURN_IF_ERROR(config.Validate());
   PIPECOORD_RETURN_IF_ERROR(ValidateShard(config, shard));
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
-  std::unique_ptr<StageModel> m(new StageModel(config, shard, batch));
+  const int t = tp != nullptr ? tp->size() : 1;
+  for (auto [what, value] : {std::pair{"heads", static_cast<int64_t>(config.heads)}, {"ffn_hidden", config.FfnHidden()},
+                             {"vocab", static_cast<int64_t>(config.vocab)}}) {
+    if (t < 1 || value % t != 0) {
+      return InvalidArgument(std::string("tp: ") + std::to_string(t) + " must divide " + what + " (" +
+                             std::to_string(value) + ")");
+    }
+  }
+  std::unique_ptr<StageModel> m(new StageModel(config, shard, batch, t > 1 ? tp : nullptr));
   m->Build();
   return m;
 }
 
 StageModel::StageModel(const ModelConfig& config, const StageShard& shard,
-                       const BatchShape& batch)
-    : config_(config), shard_(shard), batch_(batch) {
+                       const BatchShape& batch, worker::parallel::TensorParallel* tp)
+    : config_(config), shard_(shard), batch_(batch), tp_(tp) {
   dims_.batch = batch.micro_batch_size;
   dims_.seq = config.seq_len;
   dims_.hidden = config.hidden;
   dims_.heads = config.heads;
   dims_.ffn = config.FfnHidden();
   dims_.norm_eps = config.rms_norm_eps;
+  dims_.tp = tp != nullptr ? tp->size() : 1;
 }
+
+Status StageModel::TensorParallelStatus() const { return tp_ != nullptr ? tp_->status() : Status::Ok(); }
 
 void StageModel::Build() {
   const int64_t h = dims_.hidden, f = dims_.ffn, V = config_.vocab;
+  const int tp = static_cast<int>(dims_.tp), rank = tp_ != nullptr ? tp_->rank() : 0;
   const double depth = std::sqrt(2.0 * config_.layers);
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, double std, bool decay) {
-    Parameter* p = params_.Add(name, std::move(shape), decay);
+  // The whole [rows, cols] tensor from (seed, name), then this rank's slice of it.
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, double std, bool decay,
+                 TpSplit split = TpSplit::kWhole) {
+    const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
+    std::vector<float> whole(static_cast<size_t>(rows * cols));
     if (std < 0) {
-      std::fill(p->value.begin(), p->value.end(), 1.0f);  // norm gain
+      std::fill(whole.begin(), whole.end(), 1.0f);  // norm gain
     } else {
-      InitUniform(p->value, config_.seed, name, std);
+      InitUniform(whole, config_.seed, name, std);
     }
+    if (tp > 1 && split == TpSplit::kRows) shape[0] /= tp;
+    if (tp > 1 && split == TpSplit::kColumns) shape[1] /= tp;
+    Parameter* p = params_.Add(name, std::move(shape), decay);
+    p->value = TensorParallelSlice(whole, rows, cols, split, tp, rank);
     return p;
   };
   const double kOnes = -1;
-  if (shard_.has_embedding) embedding_ = add("tok_embeddings.weight", {V, h}, 1.0, true);
+  if (shard_.has_embedding) embedding_ = add("tok_embeddings.weight", {V, h}, 1.0, true, TpSplit::kRows);
   auto rope = std::make_shared<const kernels::cpu::RopeTable>(
       kernels::cpu::MakeRopeTable(dims_.seq, h / dims_.heads, config_.rope_theta));
   blocks_.reserve(static_cast<size_t>(shard_.num_layers));
@@ -87,24 +107,25 @@ void StageModel::Build() {
     const double in_std = 1.0 / std::sqrt(static_cast<double>(h));
     bind(add(p + "attention_norm.weight", {h}, kOnes, false), &w.attention_norm,
          &g.attention_norm);
-    bind(add(p + "attention.wq.weight", {h, h}, in_std, true), &w.wq, &g.wq);
-    bind(add(p + "attention.wk.weight", {h, h}, in_std, true), &w.wk, &g.wk);
-    bind(add(p + "attention.wv.weight", {h, h}, in_std, true), &w.wv, &g.wv);
-    bind(add(p + "attention.wo.weight", {h, h}, in_std / depth, true), &w.wo, &g.wo);
+    bind(add(p + "attention.wq.weight", {h, h}, in_std, true, TpSplit::kRows), &w.wq, &g.wq);
+    bind(add(p + "attention.wk.weight", {h, h}, in_std, true, TpSplit::kRows), &w.wk, &g.wk);
+    bind(add(p + "attention.wv.weight", {h, h}, in_std, true, TpSplit::kRows), &w.wv, &g.wv);
+    bind(add(p + "attention.wo.weight", {h, h}, in_std / depth, true, TpSplit::kColumns), &w.wo, &g.wo);
     bind(add(p + "ffn_norm.weight", {h}, kOnes, false), &w.ffn_norm, &g.ffn_norm);
-    bind(add(p + "feed_forward.w1.weight", {f, h}, in_std, true), &w.w1, &g.w1);
+    bind(add(p + "feed_forward.w1.weight", {f, h}, in_std, true, TpSplit::kRows), &w.w1, &g.w1);
     bind(add(p + "feed_forward.w2.weight", {h, f}, 1.0 / std::sqrt(static_cast<double>(f)) / depth,
-             true),
+             true, TpSplit::kColumns),
          &w.w2, &g.w2);
-    bind(add(p + "feed_forward.w3.weight", {f, h}, in_std, true), &w.w3, &g.w3);
-    blocks_.emplace_back(dims_, w, g, rope);
+    bind(add(p + "feed_forward.w3.weight", {f, h}, in_std, true, TpSplit::kRows), &w.w3, &g.w3);
+    blocks_.emplace_back(dims_, w, g, rope, tp_);
   }
   if (shard_.has_head) {
     Parameter* norm = add("norm.weight", {h}, kOnes, false);
-    Parameter* out = add("output.weight", {V, h}, 1.0 / std::sqrt(static_cast<double>(h)), true);
-    head_.emplace(HeadDims{dims_.tokens(), h, V, config_.rms_norm_eps},
+    Parameter* out =
+        add("output.weight", {V, h}, 1.0 / std::sqrt(static_cast<double>(h)), true, TpSplit::kRows);
+    head_.emplace(HeadDims{dims_.tokens(), h, V, config_.rms_norm_eps, dims_.tp},
                   HeadTensors<const float>{norm->value.data(), out->value.data()},
-                  HeadTensors<float>{norm->grad.data(), out->grad.data()});
+                  HeadTensors<float>{norm->grad.data(), out->grad.data()}, tp_);
   }
 }
 
@@ -146,8 +167,19 @@ Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
   std::vector<float> x;
   if (shard_.has_embedding) {
     x.resize(activation_size());
-    kernels::cpu::EmbeddingForward(embedding_->value.data(), input.tokens.data(), x.data(),
-                                   dims_.tokens(), dims_.hidden);
+    if (tp_ == nullptr) {
+      kernels::cpu::EmbeddingForward(embedding_->value.data(), input.tokens.data(), x.data(),
+                                     dims_.tokens(), dims_.hidden);
+    } else {
+      // Vocabulary-parallel: this rank's rows, zeros for the others' tokens, summed over the group
+      // (one rank adds each token's row to zeros, so the sum is that row exactly).
+      const int64_t rows = config_.vocab / dims_.tp, first = rows * tp_->rank(), h = dims_.hidden;
+      for (int64_t r = 0; r < dims_.tokens(); ++r) {
+        const int64_t id = input.tokens[r] - first;
+        if (id >= 0 && id < rows) std::copy_n(embedding_->value.data() + id * h, h, x.data() + r * h);
+      }
+      (void)tp_->ReduceFromTensorParallel(x);
+    }
     state.tokens = std::move(input.tokens);
   } else {
     x = std::move(input.activations);
@@ -163,6 +195,7 @@ Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
     out.activations = std::move(x);
   }
   NotePeak();
+  PIPECOORD_RETURN_IF_ERROR(TensorParallelStatus());
   return out;
 }
 
@@ -226,6 +259,7 @@ Result<std::vector<float>> StageModel::Backward(int mb, std::vector<float> grad_
     state->phase = Phase::kInputGradDone;
   }
   NotePeak();
+  PIPECOORD_RETURN_IF_ERROR(TensorParallelStatus());
   return dx;
 }
 
@@ -238,8 +272,20 @@ Result<std::vector<float>> StageModel::BackwardFused(int mb, std::vector<float> 
 }
 
 void StageModel::EmbeddingWeightGrad(MicroBatch* state) {
-  kernels::cpu::EmbeddingBackwardWeight(state->embed_grad.data(), state->tokens.data(),
-                                        embedding_->grad.data(), dims_.tokens(), dims_.hidden);
+  if (tp_ == nullptr) {
+    kernels::cpu::EmbeddingBackwardWeight(state->embed_grad.data(), state->tokens.data(),
+                                          embedding_->grad.data(), dims_.tokens(), dims_.hidden);
+    return;
+  }
+  // This rank's rows only, in token order as the kernel adds them.
+  const int64_t rows = config_.vocab / dims_.tp, first = rows * tp_->rank(), h = dims_.hidden;
+  for (int64_t r = 0; r < dims_.tokens(); ++r) {
+    const int64_t id = state->tokens[r] - first;
+    if (id < 0 || id >= rows) continue;
+    float* dst = embedding_->grad.data() + id * h;
+    const float* src = state->embed_grad.data() + r * h;
+    for (int64_t k = 0; k < h; ++k) dst[k] += src[k];
+  }
 }
 
 Status StageModel::BackwardWeight(int mb) {

@@ -21,6 +21,14 @@
 // 1/sqrt(h); wo 1/sqrt(h) and w2 1/sqrt(ffn), each divided by sqrt(2 layers); output
 // 1/sqrt(h); norm gains 1. AdamW decays matrices and the embedding, never norm gains.
 //
+// Tensor parallelism: Create with the group's TensorParallel (tp = its size() > 1) builds this
+// rank's slices (transformer_block.h, lm_head.h: Megatron's split; a vocabulary-parallel
+// embedding: rows [r V/tp, (r+1) V/tp), tokens outside them looked up as zeros and the group's
+// lookups summed), each cut from the whole tensor the seed gives (weight_init.h), under the
+// whole tensor's name. Every rank of the group is called with the same inputs in the same order
+// and returns the same activations, input gradients and loss; a failed collective fails the call
+// with its error.
+//
 // Not thread-safe: one caller at a time.
 #ifndef PIPECOORD_WORKER_MODEL_STAGE_MODEL_H_
 #define PIPECOORD_WORKER_MODEL_STAGE_MODEL_H_
@@ -58,9 +66,12 @@ struct StageOutput {
 class StageModel {
  public:
   // Builds and initialises the stage. Errors name the config field or shard rule broken.
+  // tp: the stage's tensor-parallel group (null: tp 1); it must outlive the model. tp must divide
+  // heads, the SwiGLU width and vocab (INVALID_ARGUMENT naming which).
   static Result<std::unique_ptr<StageModel>> Create(const ModelConfig& config,
                                                     const StageShard& shard,
-                                                    const BatchShape& batch);
+                                                    const BatchShape& batch,
+                                                    worker::parallel::TensorParallel* tp = nullptr);
   StageModel(const StageModel&) = delete;
   StageModel& operator=(const StageModel&) = delete;
 
@@ -121,7 +132,10 @@ class StageModel {
     int64_t Bytes() const;
   };
 
-  StageModel(const ModelConfig& config, const StageShard& shard, const BatchShape& batch);
+  StageModel(const ModelConfig& config, const StageShard& shard, const BatchShape& batch,
+             worker::parallel::TensorParallel* tp);
+  // OK, or the group's first collective error (every call ends with it).
+  Status TensorParallelStatus() const;
   void Build();
   Status CheckInput(int mb, const StageInput& input) const;
   Result<MicroBatch*> Find(int mb, Phase phase, const char* what);
@@ -139,6 +153,7 @@ class StageModel {
   std::vector<TransformerBlock<float>> blocks_;
   std::optional<LmHead<float>> head_;
   std::map<int, MicroBatch> in_flight_;
+  worker::parallel::TensorParallel* tp_ = nullptr;
   int64_t optimizer_steps_ = 0;
   int64_t peak_activation_bytes_ = 0;
 };
