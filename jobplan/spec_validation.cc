@@ -106,9 +106,26 @@ Status ValidateTensorParallel(const v1::JobSpec& s) {
     }
   }
   if (tp > 1) {
-    // Laid out and validated (common/rank_layout.h); the workers' tensor-parallel stages are not
-    // written yet, so a job asking for them is refused instead of run as something else.
-    return InvalidArgument("spec.tp: tensor parallelism (tp > 1) is not run by the workers yet (issue 26); use 1");
+    // What tensor parallelism does not run yet is refused by name, never run as something else.
+    if (s.device() == "cuda") {
+      return InvalidArgument("spec.tp: device \"cuda\" runs tp 1 only (tensor parallelism runs on the CPU backend)");
+    }
+    if (s.worker().kind() == v1::kTorchWorker) {
+      return InvalidArgument("spec.tp: torch workers run tp 1 only (tensor parallelism runs on the C++ workers)");
+    }
+    if (s.sequence_parallel()) {
+      return InvalidArgument("spec.sequenceParallel: not run by the workers yet (tensor parallelism without it is)");
+    }
+    if (s.checkpoint_every() > 0) {
+      return InvalidArgument("spec.checkpointEvery: checkpoints of tp > 1 jobs are not written yet (a rank holds "
+                             "slices; they are not put back together); use 0");
+    }
+    if (!s.init().empty()) {
+      return InvalidArgument("spec.init: initial weights for tp > 1 jobs are not cut into slices yet; leave it empty");
+    }
+    if (s.max_restarts() > 0) {
+      return InvalidArgument("spec.maxRestarts: a tp > 1 job has no checkpoints to restart from yet; use 0");
+    }
   }
   return Status::Ok();
 }

@@ -147,7 +147,24 @@ TEST(SpecValidationTest, TensorParallelShapes) {
   s.mutable_model()->set_seq_len(6);
   EXPECT_EQ(Error(s), "spec.sequenceParallel: spec.tp (4) must divide spec.model.seqLen (6)");
   s.mutable_model()->set_seq_len(8);
-  EXPECT_EQ(Error(s), "spec.tp: tensor parallelism (tp > 1) is not run by the workers yet (issue 26); use 1");
+  EXPECT_EQ(Error(s), "spec.sequenceParallel: not run by the workers yet (tensor parallelism without it is)");
+  s.set_sequence_parallel(false);
+  EXPECT_EQ(Error(s), "");  // tp 4 on the CPU backend
+  s.set_device("cuda");
+  EXPECT_EQ(Error(s), "spec.tp: device \"cuda\" runs tp 1 only (tensor parallelism runs on the CPU backend)");
+  s.set_device("cpu");
+  s.set_checkpoint_every(2);
+  EXPECT_EQ(Error(s), "spec.checkpointEvery: checkpoints of tp > 1 jobs are not written yet (a rank holds slices; "
+                      "they are not put back together); use 0");
+  s.set_checkpoint_every(0);
+  s.set_max_restarts(1);
+  EXPECT_EQ(Error(s), "spec.maxRestarts: a tp > 1 job has no checkpoints to restart from yet; use 0");
+  s.set_max_restarts(0);
+  s.mutable_worker()->set_kind("torch");
+  s.mutable_worker()->set_module("m:f");
+  EXPECT_EQ(Error(s), "spec.tp: torch workers run tp 1 only (tensor parallelism runs on the C++ workers)");
+  s.clear_worker();
+  s.set_sequence_parallel(true);
   s.set_tp(0);
   EXPECT_EQ(Error(s), "spec.sequenceParallel: needs spec.tp > 1 (it splits the sequence over the tensor-parallel group)");
 }

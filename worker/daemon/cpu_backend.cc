@@ -23,8 +23,9 @@ class CpuBackend final : public ComputeBackend {
         mbs_size_(a.spec().micro_batch_size()), seq_(a.spec().model().seq_len()),
         hidden_(a.spec().model().hidden()), lr_(a.spec().learning_rate()) {}
 
-  Status AddStage(const model::ModelConfig& config, const model::BatchShape& batch, const v1::StageShard& s) {
-    auto stage = model::StageModel::Create(config, StageShardOf(s), batch);
+  Status AddStage(const model::ModelConfig& config, const model::BatchShape& batch, const v1::StageShard& s,
+                  parallel::TensorParallel* tp) {
+    auto stage = model::StageModel::Create(config, StageShardOf(s), batch, tp);
     if (!stage.ok()) return stage.status();
     stages_[s.stage()] = std::move(stage).value();
     return Status::Ok();
@@ -218,8 +219,11 @@ class CpuBackend final : public ComputeBackend {
 
 }  // namespace
 
-Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a) {
+Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a, parallel::TensorParallel* tp) {
   if (a.spec().device() == "cuda") {
+    if (a.spec().tp() > 1) {
+      return Unimplemented("spec.tp: the CUDA backend runs tp 1 only (tensor parallelism runs on the CPU backend)");
+    }
     auto cuda_backend = cuda::MakeCudaBackend(a);
     if (!cuda_backend.ok()) return cuda_backend.status();
     return std::unique_ptr<ComputeBackend>(std::move(cuda_backend).value());
@@ -229,7 +233,12 @@ Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a) {
   auto data = TrainingData::Open(a.spec(), a.dp_rank());
   if (!data.ok()) return data.status();
   auto backend = std::make_unique<CpuBackend>(a, std::move(data).value());
-  for (const v1::StageShard& s : a.shards()) PIPECOORD_RETURN_IF_ERROR(backend->AddStage(config, batch, s));
+  if (a.spec().tp() > 1 && (tp == nullptr || tp->size() != a.spec().tp())) {
+    return InvalidArgument("spec.tp is " + std::to_string(a.spec().tp()) + ": the rank needs its tensor-parallel group");
+  }
+  for (const v1::StageShard& s : a.shards()) {
+    PIPECOORD_RETURN_IF_ERROR(backend->AddStage(config, batch, s, a.spec().tp() > 1 ? tp : nullptr));
+  }
   return std::unique_ptr<ComputeBackend>(std::move(backend));
 }
 

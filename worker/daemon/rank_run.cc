@@ -11,6 +11,13 @@
 #include "worker/daemon/checkpointing.h"
 
 namespace pipecoord::worker {
+namespace {
+
+// A tensor-parallel collective waits for the group's slowest rank to reach it: as long as a
+// pipeline receive may wait (ExecutorOptions::recv_timeout's default).
+constexpr std::chrono::milliseconds kTensorParallelTimeout{60000};
+
+}  // namespace
 
 RankRun::RankRun(const v1::Assignment& assignment, RankRunOptions options)
     : assignment_(assignment), options_(std::move(options)) {}
@@ -43,7 +50,13 @@ std::vector<int> RankRun::TensorPeers(const v1::Assignment& a) {
 Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callbacks) {
   const v1::Assignment& a = assignment_;
   const int global = GlobalRank(a);
-  auto backend = MakeBackend(a);
+  const RankLayout layout = jobplan::LayoutOf(a.spec());
+  if (layout.tp() > 1) {
+    // The stage's tensor-parallel group; its transport is bound once the rank has one.
+    tensor_parallel_ = std::make_unique<parallel::RingTensorParallel>(
+        nullptr, parallel::Group{layout.TensorGroup(global), layout.TensorRank(global)}, kTensorParallelTimeout);
+  }
+  auto backend = MakeBackend(a, tensor_parallel_.get());
   if (!backend.ok()) return backend.status();
   backend_ = std::move(backend).value();
   // A restart resumes from this rank's checkpoint in the (shared) checkpoint dir.
@@ -53,6 +66,7 @@ Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callb
   auto transport = source(a);
   if (!transport.ok()) return transport.status();
   TcpTransport* link = *transport;
+  if (tensor_parallel_) tensor_parallel_->Bind(link);
   const Status stopped = FailedPrecondition("stopped before it ran");
   if (callbacks.on_transport && !callbacks.on_transport(link)) return stopped;
   std::map<int, std::string> peers;

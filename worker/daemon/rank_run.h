@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "proto/worker.pb.h"
 #include "worker/checkpoint/async_writer.h"
+#include "worker/parallel/tensor_parallel.h"
 #include "worker/daemon/compute_backend.h"
 #include "worker/daemon/executor.h"
 #include "worker/daemon/run_hooks.h"
@@ -102,6 +103,9 @@ class RankRun {
  private:
   const v1::Assignment& assignment_;
   RankRunOptions options_;
+  // With spec.tp > 1: the stage's tensor-parallel group (common/rank_layout.h's TensorGroup) on the
+  // rank's TCP transport; declared before the backend, whose stages use it, so it outlives them.
+  std::unique_ptr<parallel::RingTensorParallel> tensor_parallel_;
   std::unique_ptr<ComputeBackend> backend_;
   std::unique_ptr<AsyncCheckpointWriter> checkpoints_;
   std::unique_ptr<Transport> boundary_;  // the backend's transport over the TCP one, if it has one

@@ -19,6 +19,7 @@ int RingTensorParallel::NextStep() {
 Status RingTensorParallel::ReduceFromTensorParallel(std::span<float> data) {
   const int n = size();
   if (!status_.ok() || n == 1) return status_;
+  if (transport_ == nullptr) return status_ = FailedPrecondition("ReduceFromTensorParallel: no transport bound yet");
   HostFloats buffer(data);
   const int step = NextStep();
   status_ = AllReduceSum(*transport_, group_, step, buffer, {timeout_, kTensorParallelChannel});
@@ -41,6 +42,7 @@ Status RingTensorParallel::GatherFromTensorParallel(std::span<const float> mine,
   if (!status_.ok()) return status_;
   std::copy(mine.begin(), mine.end(), out.begin() + static_cast<size_t>(group_.me) * mine.size());
   if (n == 1) return Status::Ok();
+  if (transport_ == nullptr) return status_ = FailedPrecondition("GatherFromTensorParallel: no transport bound yet");
   HostFloats buffer(out);
   const int step = NextStep();
   status_ = AllGather(*transport_, group_, step, buffer, {timeout_, kTensorParallelChannel});

@@ -55,7 +55,10 @@ class RingTensorParallel final : public TensorParallel {
  public:
   static constexpr uint32_t kTensorParallelChannel = 1u << 20;
 
+  // transport may be null and bound later (Bind), before the first collective: a rank builds its
+  // stages before it is handed its transport. A collective without one fails FAILED_PRECONDITION.
   RingTensorParallel(Transport* transport, Group group, std::chrono::milliseconds timeout);
+  void Bind(Transport* transport) { transport_ = transport; }
   int size() const override { return static_cast<int>(group_.ranks.size()); }
   int rank() const override { return group_.me; }
   Status ReduceFromTensorParallel(std::span<float> data) override;

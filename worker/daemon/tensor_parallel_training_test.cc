@@ -1,0 +1,188 @@
+// Jobs with tensor parallelism (tp x pp x dp ranks, each a real rank run over TCP on loopback:
+// RunLocally) train like the single-process ReferenceTrainer on the same batch, for every
+// schedule family: each step's loss within 1e-5 and, after 3 AdamW steps, each rank's weight
+// slices against the reference's (see the bound's note). A negative control shows the comparison
+// can fail.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "common/rank_layout.h"
+#include "jobplan/layout.h"
+#include "worker/daemon/local_run.h"
+#include "worker/model/reference_trainer.h"
+#include "worker/model/weight_init.h"
+
+namespace pipecoord::worker {
+namespace {
+
+struct Case {
+  std::string schedule;
+  int tp, pp, vpp, dp, microbatches, layers;
+  std::vector<int> stage_layers;
+};
+
+v1::JobSpec Spec(const Case& c) {
+  v1::JobSpec s;
+  s.set_name(c.schedule);
+  s.set_schedule(c.schedule);
+  s.set_tp(c.tp);
+  s.set_pp(c.pp);
+  s.set_vpp(c.vpp);
+  s.set_dp(c.dp);
+  s.set_microbatches(c.microbatches);
+  s.set_micro_batch_size(2);
+  s.set_steps(3);
+  s.set_learning_rate(0.01);
+  for (int n : c.stage_layers) s.add_stage_layers(n);
+  auto* m = s.mutable_model();
+  m->set_layers(c.layers);
+  m->set_hidden(16);
+  m->set_heads(4);
+  m->set_ffn_hidden(32);
+  m->set_vocab(32);
+  m->set_seq_len(8);
+  m->set_seed(11);
+  return s;
+}
+
+std::unique_ptr<model::ReferenceTrainer> Reference(const v1::JobSpec& spec, std::vector<double>* losses) {
+  model::ModelConfig config;
+  config.layers = spec.model().layers();
+  config.hidden = spec.model().hidden();
+  config.ffn_hidden = spec.model().ffn_hidden();
+  config.heads = spec.model().heads();
+  config.vocab = spec.model().vocab();
+  config.seq_len = spec.model().seq_len();
+  config.seed = spec.model().seed();
+  model::TrainOptions options;
+  options.batch.micro_batch_size = spec.micro_batch_size();
+  options.batch.microbatches = spec.microbatches() * std::max(1, spec.dp());
+  options.adamw.lr = spec.learning_rate();
+  auto trainer = model::ReferenceTrainer::Create(config, options);
+  EXPECT_TRUE(trainer.ok()) << trainer.status().ToString();
+  auto l = (*trainer)->Train(spec.steps());
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  *losses = *l;
+  return std::move(trainer).value();
+}
+
+model::TpSplit SplitOf(const std::string& name) {
+  for (const char* rows : {"wq.", "wk.", "wv.", "w1.", "w3.", "output.", "tok_embeddings."}) {
+    if (name.find(rows) != std::string::npos) return model::TpSplit::kRows;
+  }
+  for (const char* cols : {"wo.", "w2."}) {
+    if (name.find(cols) != std::string::npos) return model::TpSplit::kColumns;
+  }
+  return model::TpSplit::kWhole;
+}
+
+struct WeightErrors {
+  double max_rel = 0;  // max |d| / max |w| over a tensor, worst tensor
+  double l2_rel = 0;   // |d| / |w| over a tensor, worst tensor
+  int tensors = 0;
+  std::string worst;   // the tensor with the worst |d| / |w|
+};
+
+// Every rank's final weights against the reference's slices for that rank's tp index.
+WeightErrors CompareWeights(const v1::JobSpec& spec, const LocalRunResult& run, model::ReferenceTrainer& ref) {
+  WeightErrors e;
+  const RankLayout layout = jobplan::LayoutOf(spec);
+  for (int g = 0; g < layout.world(); ++g) {
+    for (const auto& [key, value] : run.final_state[g]) {
+      const std::string suffix = "/value";
+      if (key.size() < suffix.size() || key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+      const std::string name = key.substr(key.find('/') + 1, key.size() - suffix.size() - key.find('/') - 1);
+      auto whole = ref.model().FindParameter(name);
+      EXPECT_TRUE(whole.ok()) << name;
+      if (!whole.ok()) continue;
+      const int64_t rows = whole->shape.size() == 2 ? whole->shape[0] : 1, cols = whole->shape.back();
+      const std::vector<float> want = model::TensorParallelSlice(
+          std::vector<float>(whole->value.begin(), whole->value.end()), rows, cols, SplitOf(name), layout.tp(),
+          layout.TensorRank(g));
+      EXPECT_EQ(want.size(), value.size()) << name;
+      if (want.size() != value.size()) continue;
+      double err = 0, scale = 0, d2 = 0, w2 = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        const double d = static_cast<double>(value[i]) - want[i];
+        err = std::max(err, std::fabs(d));
+        scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+        d2 += d * d;
+        w2 += static_cast<double>(want[i]) * want[i];
+      }
+      e.max_rel = std::max(e.max_rel, err / scale);
+      if (std::sqrt(d2 / w2) > e.l2_rel) e.worst = "rank " + std::to_string(g) + " " + name;
+      e.l2_rel = std::max(e.l2_rel, std::sqrt(d2 / w2));
+      ++e.tensors;
+    }
+  }
+  return e;
+}
+
+class TensorParallelTrainingTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TensorParallelTrainingTest, LossesAndWeightsEqualTheSingleProcessRun) {
+  const v1::JobSpec spec = Spec(GetParam());
+  std::vector<double> want;
+  auto ref = Reference(spec, &want);
+  auto run = RunLocally(spec, nullptr, {}, /*keep_final_state=*/true);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::vector<double> got = StepLosses(*run);
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  std::string per_step;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = std::fabs(got[i] - want[i]) / std::fabs(want[i]);
+    worst = std::max(worst, e);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.2g", i ? " " : "", e);
+    per_step += buf;
+  }
+  const WeightErrors w = CompareWeights(spec, *run, *ref);
+  std::printf("%s tp %d pp %d dp %d: worst step-loss error %.3g (by step: %s); weights after 3 steps (%d tensors) worst |d|/|w| "
+              "%.3g (%s), max|d|/max|w| %.3g\n",
+              spec.schedule().c_str(), spec.tp(), spec.pp(), spec.dp(), worst, per_step.c_str(), w.tensors, w.l2_rel, w.worst.c_str(),
+              w.max_rel);
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_GT(w.tensors, 0);
+  // AdamW's first update is lr x sign(g) for any |g| >> eps (1e-8, JobSpec has no eps yet): a
+  // gradient element of rounding-noise size whose sign differs between the two summation orders
+  // moves by 2 lr. On the 8-layer model with tp 2 that happens (step 0's loss agrees to 6e-10,
+  // step 1's to 4e-7; |d|/|w| 1.1e-4 on one tensor; the same job at tp 1: 8.8e-7), on the 4-layer
+  // ones not (2e-7). stage_model_tp_test shows the weights within 3e-6 with eps 1e-4, where such
+  // updates stay linear in g.
+  EXPECT_LE(w.l2_rel, 2e-4);
+  EXPECT_LT(want.back(), want.front());  // it trains
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, TensorParallelTrainingTest,
+    ::testing::Values(Case{"1f1b", 2, 2, 0, 2, 4, 4, {}},         // tp 2 x pp 2 x dp 2: 8 ranks
+                      Case{"interleaved", 2, 2, 2, 2, 4, 7, {}},  // uneven layers over 4 chunks
+                      Case{"zbh1", 2, 2, 0, 2, 4, 4, {}},
+                      Case{"zbv", 2, 2, 2, 2, 4, 8, {}},
+                      Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}},
+                      Case{"zbv", 1, 2, 2, 2, 4, 8, {}},   // the 8-layer model without tp: the control
+                      Case{"1f1b", 2, 2, 0, 2, 4, 8, {}},  // and with it on 1f1b
+                      Case{"1f1b", 4, 2, 0, 1, 4, 4, {}}),  // tp 4 x pp 2
+    [](const auto& info) {
+      const Case& c = info.param;
+      return c.schedule + "_tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) +
+             "_layers" + std::to_string(c.layers);
+    });
+
+// The comparison can fail: the same job with the model's seed changed is far from the reference.
+TEST(TensorParallelTrainingTest, AnotherSeedIsFarOff) {
+  v1::JobSpec spec = Spec({"1f1b", 2, 2, 0, 1, 4, 4, {}});
+  std::vector<double> want;
+  Reference(spec, &want);
+  spec.mutable_model()->set_seed(12);
+  auto run = RunLocally(spec);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_GT(std::fabs(StepLosses(*run)[0] - want[0]) / want[0], 1e-3);
+}
+
+}  // namespace
+}  // namespace pipecoord::worker
