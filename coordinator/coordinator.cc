@@ -6,6 +6,7 @@
 #include "jobplan/auto_plan.h"
 #include "jobplan/assignment.h"
 #include "jobplan/layout.h"
+#include "jobplan/placement.h"
 #include "jobplan/plan_job.h"
 #include "coordinator/job_record.h"
 #include "coordinator/run_trace.h"
@@ -351,13 +352,17 @@ void Coordinator::TryDispatchLocked() {
   for (auto& jp : jobs_) {
     JobRecord& j = *jp;
     if (j.job.state() != v1::PENDING) continue;
-    std::vector<RegisteredWorker*> free = workers_.Available(j.job.spec().device(), j.job.spec().worker().kind());
-    if (static_cast<int>(free.size()) < j.world()) continue;  // FIFO per device kind is not strict: later jobs may fit
-    // A restart: each rank's previous worker first, where it is free.
-    for (int g = 0; g < static_cast<int>(j.previous_workers.size()) && g < j.world(); ++g) {
-      auto it = std::find_if(free.begin(), free.end(), [&](RegisteredWorker* w) { return w->info.worker_id() == j.previous_workers[g]; });
-      if (it != free.end()) std::swap(free[g], *it);
-    }
+    std::vector<RegisteredWorker*> available = workers_.Available(j.job.spec().device(), j.job.spec().worker().kind());
+    if (static_cast<int>(available.size()) < j.world()) continue;  // FIFO per device kind is not strict: later jobs may fit
+    // Each tensor-parallel group on one host where one has room; a restart keeps each rank's
+    // previous worker where it is free (jobplan/placement.h).
+    std::vector<jobplan::FreeWorker> hosts;
+    for (const RegisteredWorker* w : available) hosts.push_back({w->info.worker_id(), w->info.host()});
+    const RankLayout layout = jobplan::LayoutOf(j.job.spec());
+    auto placement = jobplan::PlaceRanks(layout, hosts, j.previous_workers);
+    if (!placement.ok()) continue;
+    std::vector<RegisteredWorker*> free(j.world());
+    for (int g = 0; g < j.world(); ++g) free[g] = available[placement->worker_of_rank[g]];
     const v1::JobSpec& spec = j.job.spec();
     j.session = ids_.next_session++;
     for (int g = 0; g < j.world(); ++g) {
@@ -376,7 +381,8 @@ void Coordinator::TryDispatchLocked() {
     j.monitor->Start(NowNs());
     for (int g = 0; g < j.world(); ++g) j.monitor->SetDeviceMemory(g, free[g]->info.device_memory_bytes());
     state_.PutJob(j.job, ids_);
-    RecordEventLocked(j, "running on " + std::to_string(j.world()) + " worker(s)");
+    const std::string placed = placement->Summary(layout);
+    RecordEventLocked(j, "running on " + std::to_string(j.world()) + " worker(s)" + (placed.empty() ? "" : "; " + placed));
   }
   changed_.notify_all();
 }

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "jobplan/layout.h"
 #include "worker/daemon/coordinator_rendezvous.h"
 #include "worker/daemon/rank_run.h"
 #include "worker/transport/endpoint.h"
@@ -238,7 +239,7 @@ void Daemon::Deregister() {
 
 void Daemon::HoldJob(const std::shared_ptr<HeldJob>& job) {
   const v1::Assignment& a = job->assignment();
-  Log("%s: running rank %s", a.job_id(), std::to_string(a.rank()) + " (dp " + std::to_string(a.dp_rank()) + ")");
+  Log("%s: running %s", a.job_id(), jobplan::LayoutOf(a.spec()).Name(RankRun::GlobalRank(a)).c_str());
   RunJob(*job);
   job->MarkReleasing();
   if (!job->quiet()) Release(a);
@@ -335,6 +336,7 @@ void Daemon::RunJob(HeldJob& job) {
     batch.set_job_id(a.job_id());
     batch.set_rank(a.rank());
     batch.set_dp_rank(a.dp_rank());
+    batch.set_tp_rank(a.tp_rank());
     batch.set_session(a.session());
     for (auto& t : r.actions) *batch.add_actions() = std::move(t);
     *batch.add_steps() = r.summary;

@@ -17,6 +17,7 @@ HealthHooks::HealthHooks(const v1::Assignment& a, std::vector<FaultRule> faults)
   progress_.set_job_id(a.job_id());
   progress_.set_rank(a.rank());
   progress_.set_dp_rank(a.dp_rank());
+  progress_.set_tp_rank(a.tp_rank());
   progress_.set_step(0);
   progress_.set_action_index(-1);
   progress_.set_wait_peer(-1);

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Tensor parallelism over real processes: a coordinator and 8 CPU workers run a tp 2 x pp 2 x dp 2
+# job to SUCCEEDED; the coordinator places each tp group on one host and says so; every step's
+# loss equals the same job's at tp 1 (run next on 4 of the workers) within 1e-5; a tp job the
+# CUDA backend cannot run is refused by name at submit.
+source tests/lib.sh
+start_coordinator
+start_workers 8
+
+job_json "$WORK/tp.json" tp=2 pp=2 dp=2 microbatches=4 model.layers=4 model.ffnHidden=64 steps=4
+job=$("$PIPECTL" submit "$WORK/tp.json" --format json | json_field '["jobId"]')
+"$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "watch exit $?: $(tail -5 "$WORK/watch.out")"
+grep -q "SUCCEEDED" "$WORK/watch.out" || fail "no SUCCEEDED event: $(tail -5 "$WORK/watch.out")"
+"$PIPECTL" status "$job" --format json > "$WORK/tp-status.json"
+"$PIPECTL" status "$job" > "$WORK/tp-status.txt"
+grep -q "running on 8 worker(s); tp groups on one host each (4 groups of 2 ranks)" "$WORK/tp-status.txt" ||
+  fail "pipectl status does not say where the tp groups landed: $(cat "$WORK/tp-status.txt")"
+
+job_json "$WORK/one.json" tp=1 pp=2 dp=2 microbatches=4 model.layers=4 model.ffnHidden=64 steps=4
+job1=$("$PIPECTL" submit "$WORK/one.json" --format json | json_field '["jobId"]')
+"$PIPECTL" watch "$job1" > /dev/null || fail "the tp 1 job did not succeed"
+"$PIPECTL" status "$job1" --format json > "$WORK/one-status.json"
+/usr/bin/python3 - "$WORK/tp-status.json" "$WORK/one-status.json" <<'PY' || fail "losses"
+import json, sys
+tp, one = (json.load(open(p)) for p in sys.argv[1:3])
+a = [s["loss"] for s in tp["steps"]]
+b = [s["loss"] for s in one["steps"]]
+assert len(a) == len(b) == 4, (a, b)
+worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
+print(f"tp 2 x pp 2 x dp 2 against tp 1: losses {a} vs {b}, worst relative difference {worst:.3g}")
+assert worst <= 1e-5, worst
+assert len(tp["workerIds"]) == 8 and len(set(tp["workerIds"])) == 8, tp["workerIds"]
+PY
+
+job_json "$WORK/cuda.json" tp=2 device='"cuda"'
+if "$PIPECTL" submit "$WORK/cuda.json" > "$WORK/cuda.out" 2>&1; then fail "a cuda tp job was accepted"; fi
+grep -q 'spec.tp: device "cuda" runs tp 1 only' "$WORK/cuda.out" || fail "refusal: $(cat "$WORK/cuda.out")"
+echo "e2e tensor parallel: ok"
