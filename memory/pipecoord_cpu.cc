@@ -24,7 +24,7 @@ ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t hea
   return m;
 }
 
-TrainingSpec PipecoordCpuTraining(int micro_batch) {
+TrainingSpec PipecoordCpuTraining(int micro_batch, int tp) {
   TrainingSpec t;
   t.micro_batch = micro_batch;
   t.dtype = DtypePolicy::kFp32;
@@ -32,7 +32,7 @@ TrainingSpec PipecoordCpuTraining(int micro_batch) {
   t.fp32_grads = true;
   t.zero = 0;
   t.dp = 1;
-  t.tp = 1;
+  t.tp = tp;
   t.sp = false;
   t.recompute = Recompute::kNone;
   t.recipe = "pipecoord-cpu";

@@ -9,8 +9,10 @@
 // weight-carrying op (`w_grads`); W frees everything. Per micro-batch of T = s b tokens, in
 // floats: a block keeps T (8h + 3f + a s + 2) after F and T (12h + 3f + 2) after B; the
 // embedding T int32 ids after F, and T ids + T h after B; the head T (2h + 1 + v) + T int32
-// after F and T (3h + 1 + v) after B. The backend has no tensor parallelism: the tp
-// dimensions below are where one would split, for `pipectl memory --tp`.
+// after F and T (3h + 1 + v) after B. With tensor parallelism (no sequence parallelism) each
+// tensor's tp dimension below is this rank's share: q, k, v, o and their gradients h/t, the
+// probabilities a/t heads, gate, up, z and their gradients f/t, the head's logits (kept as
+// probabilities, lm_head.h) and dlogits v/t; the block's and head's inputs and norms whole.
 //
 // jobplan/memory_budget.cc prices every rank's budget with this recipe, and
 // worker/daemon/memory_budget_run_test checks the budget equals the backend's reported peak,

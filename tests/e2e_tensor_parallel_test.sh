@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tensor parallelism over real processes: a coordinator and 8 CPU workers run a tp 2 x pp 2 x dp 2
 # job to SUCCEEDED; the coordinator places each tp group on one host and says so; every step's
-# loss equals the same job's at tp 1 (run next on 4 of the workers) within 1e-5; a tp job the
-# CUDA backend cannot run is refused by name at submit.
+# loss equals the same job's at tp 1 (run next on 4 of the workers) within 1e-5; every rank's peak
+# is its budget; a tp job the CUDA backend cannot run is refused by name at submit.
 source tests/lib.sh
 start_coordinator
 start_workers 8
@@ -30,6 +30,11 @@ worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
 print(f"tp 2 x pp 2 x dp 2 against tp 1: losses {a} vs {b}, worst relative difference {worst:.3g}")
 assert worst <= 1e-5, worst
 assert len(tp["workerIds"]) == 8 and len(set(tp["workerIds"])) == 8, tp["workerIds"]
+# Every rank's measured peak is its pipeline rank's budget (global rank g = (dp * pp + r) * tp + t).
+budget = [int(b) for b in tp["plan"]["memoryBudgetBytes"]]
+for s in tp["steps"]:
+    peaks = [int(b) for b in s["peakMemoryBytes"]]
+    assert peaks == [budget[(g // 2) % 2] for g in range(8)], (peaks, budget)
 PY
 
 job_json "$WORK/cuda.json" tp=2 device='"cuda"'

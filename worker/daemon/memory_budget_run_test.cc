@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include "common/rank_layout.h"
+#include "jobplan/layout.h"
 #include "jobplan/memory_budget.h"
 #include "jobplan/test_spec.h"
 #include "jobplan/plan_job.h"
@@ -18,6 +20,7 @@ struct Case {
   std::string schedule;
   int pp, vpp, dp, microbatches, layers;
   std::vector<int> stage_layers;
+  int tp = 1;
 };
 
 // The demo's tiny model (examples/job.json: h 64, 4 heads, V 128, s 32, b 4), shorter.
@@ -28,6 +31,7 @@ v1::JobSpec Spec(const Case& c) {
   s.set_pp(c.pp);
   s.set_vpp(c.vpp);
   s.set_dp(c.dp);
+  s.set_tp(c.tp);
   s.set_microbatches(c.microbatches);
   s.set_micro_batch_size(4);
   s.set_steps(2);
@@ -57,8 +61,9 @@ std::vector<uint64_t> RunAndCompare(const v1::JobSpec& raw) {
   auto run = worker::RunLocally(raw);
   EXPECT_TRUE(run.ok()) << run.status().ToString();
   if (!run.ok()) return peaks;
+  const RankLayout layout = jobplan::LayoutOf(spec);
   for (int g = 0; g < static_cast<int>(run->reports.size()); ++g) {
-    const int r = g % spec.pp();
+    const int r = layout.PipelineRank(g);
     const uint64_t budget = plan->memory_budget_bytes(r);
     uint64_t peak = 0;
     EXPECT_EQ(run->reports[g].size(), static_cast<size_t>(spec.steps()));
@@ -68,14 +73,14 @@ std::vector<uint64_t> RunAndCompare(const v1::JobSpec& raw) {
       // The CPU backend caches nothing: what it holds is what it uses.
       EXPECT_EQ(report.summary.memory_reserved_bytes(), report.summary.memory_in_use_bytes());
       EXPECT_GT(report.summary.memory_reserved_bytes(), 0u);
-      EXPECT_LE(p, budget) << spec.schedule() << " rank " << r << " (dp " << g / spec.pp() << ") step "
-                           << report.summary.step() << ": over the plan's budget";
+      EXPECT_LE(p, budget) << spec.schedule() << " " << layout.Name(g) << " step " << report.summary.step()
+                           << ": over the plan's budget";
       EXPECT_EQ(budget - std::min(p, budget), 0u)
-          << spec.schedule() << " rank " << r << " (dp " << g / spec.pp() << ") step " << report.summary.step()
+          << spec.schedule() << " " << layout.Name(g) << " step " << report.summary.step()
           << ": the budget is above what the backend allocated";
     }
-    std::printf("%s pp %d vpp %d dp %d m %d: rank %d (dp %d): peak %llu B, budget %llu B\n", spec.schedule().c_str(),
-                spec.pp(), spec.vpp(), spec.dp(), spec.microbatches(), r, g / spec.pp(),
+    std::printf("%s pp %d vpp %d dp %d tp %d m %d: %s: peak %llu B, budget %llu B\n", spec.schedule().c_str(),
+                spec.pp(), spec.vpp(), spec.dp(), layout.tp(), spec.microbatches(), layout.Name(g).c_str(),
                 static_cast<unsigned long long>(peak), static_cast<unsigned long long>(budget));
     peaks.push_back(peak);
   }
@@ -105,12 +110,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"interleaved", 2, 2, 1, 5, 7, {}}, Case{"zbh2", 3, 0, 1, 5, 7, {1, 4, 2}},
                       Case{"1f1b", 2, 0, 2, 4, 8, {}},
                       // dp 2 with two stages per rank: a stage's REDUCE_GRAD runs beside the other's backwards.
-                      Case{"zbv", 2, 2, 2, 4, 8, {}}),
+                      Case{"zbv", 2, 2, 2, 4, 8, {}},
+                      // Tensor parallelism: every rank holds its slices (memory/pipecoord_cpu_recipe.cc).
+                      Case{"1f1b", 2, 0, 1, 4, 8, {}, 2}, Case{"zbh1", 2, 0, 2, 4, 8, {}, 2},
+                      Case{"interleaved", 2, 2, 1, 5, 7, {}, 2}, Case{"zbv", 2, 2, 1, 4, 8, {}, 4},
+                      Case{"dualpipev", 2, 2, 1, 4, 8, {}, 2}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string name = c.schedule + "_pp" + std::to_string(c.pp) + "_vpp" + std::to_string(c.vpp) + "_dp" +
                          std::to_string(c.dp) + "_m" + std::to_string(c.microbatches) + "_layers" +
-                         std::to_string(c.layers);
+                         std::to_string(c.layers) + (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

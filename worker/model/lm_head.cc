@@ -17,8 +17,7 @@ using namespace kernels::cpu;  // NOLINT: the ops are this file's vocabulary
 template <typename T>
 int64_t HeadSaved<T>::Bytes() const {
   const size_t n = x.size() + rstd.size() + y.size() + logits.size() + dlogits.size() + dy.size();
-  return static_cast<int64_t>(n * sizeof(T) + targets.size() * sizeof(int32_t) +
-                              (row_max.size() + row_sum.size()) * sizeof(float));
+  return static_cast<int64_t>(n * sizeof(T) + targets.size() * sizeof(int32_t) + row_max.size() * sizeof(float));
 }
 
 template <typename T>
@@ -52,9 +51,17 @@ double LmHead<T>::ParallelLoss(HeadSaved<T>* s) const {
       if (t >= 0 && t < Vl) sums[n + r] = row[t];
     }
     (void)tp_->ReduceFromTensorParallel(sums);
-    s->row_sum.assign(sums.begin(), sums.begin() + n);
     double total = 0;
-    for (int64_t r = 0; r < n; ++r) total += s->row_max[r] + std::log(static_cast<double>(sums[r])) - sums[n + r];
+    for (int64_t r = 0; r < n; ++r) {
+      total += s->row_max[r] + std::log(static_cast<double>(sums[r])) - sums[n + r];
+      // The logits become this rank's softmax probabilities in place: all B needs, in the bytes
+      // the whole head keeps its logits in (memory/'s pipecoord-cpu recipe counts those).
+      float* row = s->logits.data() + r * Vl;
+      for (int64_t c = 0; c < Vl; ++c) {
+        row[c] = static_cast<float>(std::exp(static_cast<double>(row[c]) - s->row_max[r]) / sums[r]);
+      }
+    }
+    std::vector<float>().swap(s->row_max);
     return n > 0 ? total / static_cast<double>(n) : 0.0;
   }
 }
@@ -67,9 +74,8 @@ void LmHead<T>::ParallelDlogits(double dloss, HeadSaved<T>* s) const {
   for (int64_t r = 0; r < n; ++r) {
     const T* row = s->logits.data() + r * Vl;
     T* drow = s->dlogits.data() + r * Vl;
-    for (int64_t c = 0; c < Vl; ++c) {
-      const double p = std::exp(static_cast<double>(row[c]) - s->row_max[r]) / s->row_sum[r];
-      drow[c] = static_cast<T>(scale * (p - (c + first == s->targets[r] ? 1.0 : 0.0)));
+    for (int64_t c = 0; c < Vl; ++c) {  // row holds the probabilities (ParallelLoss)
+      drow[c] = static_cast<T>(scale * (static_cast<double>(row[c]) - (c + first == s->targets[r] ? 1.0 : 0.0)));
     }
   }
 }
@@ -108,8 +114,6 @@ std::vector<T> LmHead<T>::BackwardInput(double dloss, HeadSaved<T>* s) const {
   }
   std::vector<T>().swap(s->logits);
   std::vector<int32_t>().swap(s->targets);
-  std::vector<float>().swap(s->row_max);
-  std::vector<float>().swap(s->row_sum);
   s->dy.resize(n * h);
   LinearBackwardInput(s->dlogits.data(), w_.output, s->dy.data(), {n, h, Vl}, false);
   ReduceFromTensorParallel(s->dy);  // the vocabulary-parallel head's input gradient

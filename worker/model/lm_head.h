@@ -12,8 +12,9 @@
 // no rank ever holds a whole row of logits. The loss per token is M + log S - z: M, the row's
 // maximum, from the ranks' maxima gathered (GatherFromTensorParallel, tokens floats each); S, the
 // sum of exp(logit - M) over the vocabulary, and z, the target's logit (held by one rank, 0 on
-// the others), summed over the group in one all-reduce of 2 x tokens floats. B: each rank's
-// dlogits from its own logits, M and S; the input gradient of the head summed over the group
+// the others), summed over the group in one all-reduce of 2 x tokens floats; F then turns its
+// logits into the softmax probabilities in place (what B needs, in the same bytes). B: each
+// rank's dlogits from its probabilities; the input gradient of the head summed over the group
 // (tokens x hidden), then the final norm's backward on every rank alike. W: no communication.
 // Every rank returns the same loss and the same dx.
 #ifndef PIPECOORD_WORKER_MODEL_LM_HEAD_H_
@@ -47,7 +48,7 @@ template <typename T>
 struct HeadSaved {
   std::vector<T> x, rstd, y, logits;  // from F: logits live until B, the rest until W
   std::vector<int32_t> targets;        // until B
-  std::vector<float> row_max, row_sum;  // tp > 1: each token's M and S (until B)
+  std::vector<float> row_max;          // tp > 1: each token's M, inside F only
   std::vector<T> dlogits, dy;          // from B for W
 
   int64_t Bytes() const;
