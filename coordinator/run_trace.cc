@@ -65,6 +65,10 @@ std::string MeasuredRunTrace(const v1::Job& job, const std::vector<v1::ActionTim
     ev.ts_us = (a.start_ns() - t0) / 1e3;
     ev.dur_us = (a.end_ns() - a.start_ns()) / 1e3;
     ev.extra_args = {TraceArg("step", int64_t{a.step()})};
+    if (a.tp_comm_bytes() > 0) {  // tensor-parallel collectives inside the action
+      ev.extra_args.push_back(TraceArg::Number("tp_comm_us", a.tp_comm_ns() / 1e3));
+      ev.extra_args.push_back(TraceArg("tp_comm_bytes", static_cast<int64_t>(a.tp_comm_bytes())));
+    }
     trace.Action(ev);
   }
   const double makespan = job.plan().predicted_makespan();

@@ -16,6 +16,30 @@ grep -q "SUCCEEDED" "$WORK/watch.out" || fail "no SUCCEEDED event: $(tail -5 "$W
 grep -q "running on 8 worker(s); tp groups on one host each (4 groups of 2 ranks)" "$WORK/tp-status.txt" ||
   fail "pipectl status does not say where the tp groups landed: $(cat "$WORK/tp-status.txt")"
 
+# The trace shows each compute action's tensor-parallel collectives: time, and bytes equal to the
+# closed form. Tokens n = 2 x 8, hidden 32, tp 2: an all-reduce of n x h floats sends
+# 2 (tp-1)/tp n h 4 = 2048 B from each rank. F of stage 0: the embedding's and 2 blocks x 2 (5);
+# stage 1: 2 blocks x 2 (4) + the head's maxima gathered (n floats: 64 B) and S, z summed (2n:
+# 128 B); BW of stage 1: 4 + the head's input gradient (5); of stage 0: 4.
+"$PIPECTL" trace "$job" --out "$WORK/trace.json" > /dev/null || fail "pipectl trace"
+/usr/bin/python3 - "$WORK/trace.json" <<'PY' || fail "trace: tensor-parallel collectives"
+import collections, json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e["pid"] == 0]
+want = {("F", 0): 5 * 2048, ("F", 1): 4 * 2048 + 64 + 128, ("BW", 1): 5 * 2048, ("BW", 0): 4 * 2048}
+seen = collections.Counter()
+for e in events:
+    op, stage = e["args"].get("op", e["name"].split()[0]), e["args"].get("stage")
+    key = (e["name"].split()[0], e["args"]["stage"]) if "stage" in e["args"] else None
+    if key in want:
+        assert e["args"].get("tp_comm_bytes") == want[key], (e["name"], e["args"], want[key])
+        assert 0 <= e["args"]["tp_comm_us"] <= e["dur"], e
+        seen[key] += 1
+    elif e["name"].split()[0] in ("SEND_F", "RECV_F", "SEND_B", "RECV_B", "OPT", "PROBE"):
+        assert "tp_comm_bytes" not in e["args"], e
+assert set(seen) == set(want) and min(seen.values()) >= 8, seen
+print(f"trace: {sum(seen.values())} compute actions with their tensor-parallel bytes as the closed form")
+PY
+
 job_json "$WORK/one.json" tp=1 pp=2 dp=2 microbatches=4 model.layers=4 model.ffnHidden=64 steps=4
 job1=$("$PIPECTL" submit "$WORK/one.json" --format json | json_field '["jobId"]')
 "$PIPECTL" watch "$job1" > /dev/null || fail "the tp 1 job did not succeed"

@@ -128,6 +128,9 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   RunHooks* hooks = options_.hooks;
   uint64_t probe_checksum = 0;
   const bool compute = v1::IsCompute(a.op());
+  const parallel::TensorParallel* tp = options_.tensor_parallel;
+  const int64_t tp_ns_before = tp != nullptr ? tp->comm_ns() : 0;
+  const uint64_t tp_bytes_before = tp != nullptr ? tp->bytes_sent() : 0;
   // Timed on the device: its mark brackets the hooks too (they are inside the measured time).
   const bool on_device = device_timing_ && (compute || a.op() == v1::OPT);
   const int mark = static_cast<int>(device_timed_.size());
@@ -243,6 +246,10 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   // Host times until the step's end replaces them (ResolveDeviceTimes).
   if (on_device) device_timed_.push_back({report->actions.size() - 1, wait_start, compute ? start : wait_start});
   if (a.op() == v1::PROBE) t->set_probe_checksum(probe_checksum);
+  if (tp != nullptr && compute) {
+    t->set_tp_comm_ns(tp->comm_ns() - tp_ns_before);
+    t->set_tp_comm_bytes(tp->bytes_sent() - tp_bytes_before);
+  }
   if (hooks != nullptr) hooks->OnActionDone();
   return Status::Ok();
 }

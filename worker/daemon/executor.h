@@ -47,11 +47,15 @@
 #include "worker/checkpoint/async_writer.h"
 #include "worker/daemon/compute_backend.h"
 #include "worker/daemon/run_hooks.h"
+#include "worker/parallel/tensor_parallel.h"
 #include "worker/transport/transport.h"
 
 namespace pipecoord::worker {
 
 struct ExecutorOptions {
+  // The stage's tensor-parallel group (spec.tp > 1), whose time and bytes inside each compute
+  // action are reported with it (ActionTiming.tp_comm_ns, tp_comm_bytes). Null: none. Not owned.
+  const parallel::TensorParallel* tensor_parallel = nullptr;
   std::chrono::milliseconds recv_timeout{60000};  // a peer silent this long fails the job
   std::function<int64_t()> clock_ns;               // the coordinator's clock (offset applied)
   RunHooks* hooks = nullptr;                        // progress, probes, injected faults; not owned

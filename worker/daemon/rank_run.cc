@@ -93,6 +93,7 @@ Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callb
   eopt.clock_ns = options_.clock_ns;
   eopt.hooks = options_.hooks;
   eopt.checkpoints = checkpoints_.get();
+  eopt.tensor_parallel = tensor_parallel_.get();
   executor_ = std::make_unique<Executor>(a, backend_.get(), boundary_ ? boundary_.get() : link, std::move(eopt));
   if (callbacks.on_start && !callbacks.on_start(executor_.get(), checkpoints_.get())) return stopped;
   return executor_->Run(callbacks.on_step);

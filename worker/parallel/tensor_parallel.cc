@@ -22,7 +22,9 @@ Status RingTensorParallel::ReduceFromTensorParallel(std::span<float> data) {
   if (transport_ == nullptr) return status_ = FailedPrecondition("ReduceFromTensorParallel: no transport bound yet");
   HostFloats buffer(data);
   const int step = NextStep();
+  const auto start = std::chrono::steady_clock::now();
   status_ = AllReduceSum(*transport_, group_, step, buffer, {timeout_, kTensorParallelChannel});
+  comm_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   if (!status_.ok()) return status_;
   for (int s = 0; s < n - 1; ++s) {
     for (int c : {((group_.me - s) % n + n) % n, ((group_.me + 1 - s) % n + n) % n}) {
@@ -45,7 +47,9 @@ Status RingTensorParallel::GatherFromTensorParallel(std::span<const float> mine,
   if (transport_ == nullptr) return status_ = FailedPrecondition("GatherFromTensorParallel: no transport bound yet");
   HostFloats buffer(out);
   const int step = NextStep();
+  const auto start = std::chrono::steady_clock::now();
   status_ = AllGather(*transport_, group_, step, buffer, {timeout_, kTensorParallelChannel});
+  comm_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   if (!status_.ok()) return status_;
   bytes_sent_ += static_cast<uint64_t>(n - 1) * mine.size() * sizeof(float);
   return Status::Ok();

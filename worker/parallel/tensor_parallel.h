@@ -44,6 +44,8 @@ class TensorParallel {
   virtual Status GatherFromTensorParallel(std::span<const float> mine, std::span<float> out) = 0;
   // Bytes this rank sent in its collectives so far (the closed-form communication checks).
   virtual uint64_t bytes_sent() const = 0;
+  // Wall time spent inside its collectives so far, ns (telemetry: ActionTiming.tp_comm_ns).
+  virtual int64_t comm_ns() const = 0;
   // OK, or the first error of any call (sticky).
   virtual Status status() const = 0;
 };
@@ -64,6 +66,7 @@ class RingTensorParallel final : public TensorParallel {
   Status ReduceFromTensorParallel(std::span<float> data) override;
   Status GatherFromTensorParallel(std::span<const float> mine, std::span<float> out) override;
   uint64_t bytes_sent() const override { return bytes_sent_; }
+  int64_t comm_ns() const override { return comm_ns_; }
   Status status() const override { return status_; }
 
  private:
@@ -74,6 +77,7 @@ class RingTensorParallel final : public TensorParallel {
   std::chrono::milliseconds timeout_;
   int32_t calls_ = 0;
   uint64_t bytes_sent_ = 0;
+  int64_t comm_ns_ = 0;
   Status status_;
 };
 
