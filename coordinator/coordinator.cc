@@ -181,6 +181,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
       const WorkerRegistry::Capacity cap = workers_.FreeCapacity(free.device_kind);
       free.count = cap.count;
       free.memory_bytes = cap.smallest_memory_bytes;
+      free.largest_host = cap.largest_host;
     }
     auto a = jobplan::PlanAuto(raw, free);
     if (!a.ok()) return a.status();

@@ -1,6 +1,8 @@
 #include "coordinator/worker_registry.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 
 namespace pipecoord::coordinator {
 
@@ -88,8 +90,10 @@ std::vector<RegisteredWorker*> WorkerRegistry::Available(const std::string& devi
 
 WorkerRegistry::Capacity WorkerRegistry::FreeCapacity(const std::string& device_kind) const {
   Capacity c;
+  std::map<std::string, int> per_host;
   for (const RegisteredWorker* w : Available(device_kind)) {
     ++c.count;
+    c.largest_host = std::max(c.largest_host, ++per_host[w->info.host()]);
     const uint64_t m = w->info.device_memory_bytes();
     if (m > 0 && (c.smallest_memory_bytes == 0 || m < c.smallest_memory_bytes)) c.smallest_memory_bytes = m;
   }

@@ -81,6 +81,7 @@ class WorkerRegistry {
   struct Capacity {
     int count = 0;
     uint64_t smallest_memory_bytes = 0;
+    int largest_host = 0;  // free workers on the host with the most of them
   };
   Capacity FreeCapacity(const std::string& device_kind) const;
   // The worker holds global rank `global_rank` of the job's attempt `session` (pp ranks per

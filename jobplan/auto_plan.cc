@@ -12,6 +12,7 @@
 #include "memory/pipecoord_cpu.h"
 #include "memory/units.h"
 #include "planner/planner.h"
+#include "proto/worker_kinds.h"
 #include "schedules/registry.h"
 
 namespace pipecoord::jobplan {
@@ -76,7 +77,7 @@ planner::SearchSpace Space(const v1::JobSpec& spec) {
   s.recompute = {memory::Recompute::kNone};
   s.schedules = Schedules(spec.vpp());
   if (spec.vpp() >= 2) s.vpps = {spec.vpp()};
-  s.max_tp = 1;
+  s.max_tp = 1;  // set by RunPlanner: the workers' largest host, or the spec's tp
   s.sequence_parallel = false;
   // What the workers' backend keeps: the CPU StageModel (fp32), or the CUDA one in the spec's
   // precision (the chosen plan's budgets then come from the same recipe, jobplan/memory_budget).
@@ -109,8 +110,8 @@ int RegistryOrder(const std::string& schedule) {
 bool Faster(const planner::Candidate& a, const planner::Candidate& b) {
   const planner::StrategyShape &x = a.shape, &y = b.shape;
   const int sa = RegistryOrder(a.schedule), sb = RegistryOrder(b.schedule);
-  return std::tie(a.time.total_s, a.peak_bytes, sa, x.dp, x.pp, x.vpp, x.micro_batch) <
-         std::tie(b.time.total_s, b.peak_bytes, sb, y.dp, y.pp, y.vpp, y.micro_batch);
+  return std::tie(a.time.total_s, a.peak_bytes, sa, x.tp, x.dp, x.pp, x.vpp, x.micro_batch) <
+         std::tie(b.time.total_s, b.peak_bytes, sb, y.tp, y.dp, y.pp, y.vpp, y.micro_batch);
 }
 
 // The planner's results over every world size the space allows, merged.
@@ -124,7 +125,10 @@ Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, u
   const v1::ModelSpec& m = spec.model();
   const memory::ModelSpec model =
       memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
-  const planner::SearchSpace space = Space(spec);
+  planner::SearchSpace space = Space(spec);
+  // Tensor parallelism runs on the C++ CPU workers (not cuda, not torch workers).
+  const bool tp_runs = spec.device() != "cuda" && spec.worker().kind() != v1::kTorchWorker;
+  space.max_tp = spec.tp() > 0 ? spec.tp() : tp_runs ? std::max(1, workers.largest_host > 0 ? workers.largest_host : workers.count) : 1;
   planner::PlanOptions options;
   options.top_k = top_k;
   Search out;
@@ -155,6 +159,12 @@ struct Tried {
 Tried TryCandidate(const v1::JobSpec& raw, const planner::Candidate& c) {
   Tried t;
   v1::JobSpec s = raw;
+  if (raw.tp() > 0 && c.shape.tp != raw.tp()) {
+    t.status = InvalidArgument("spec.tp fixes tp " + std::to_string(raw.tp()) + ", the candidate has tp " +
+                               std::to_string(c.shape.tp));
+    return t;
+  }
+  s.set_tp(c.shape.tp);
   s.set_schedule(ScheduleOf(c));
   s.set_pp(c.shape.pp);
   s.set_vpp(c.shape.vpp);
@@ -175,6 +185,7 @@ Tried TryCandidate(const v1::JobSpec& raw, const planner::Candidate& c) {
   ch.set_pp(t.spec.pp());
   ch.set_vpp(t.spec.vpp());
   ch.set_dp(t.spec.dp());
+  ch.set_tp(std::max(1, t.spec.tp()));
   ch.set_microbatches(t.spec.microbatches());
   ch.set_micro_batch_size(t.spec.micro_batch_size());
   std::vector<int> rank_layers(t.spec.pp(), 0);
@@ -225,8 +236,8 @@ void FillReport(const Search& search, const FreeWorkers& workers, int64_t over_m
 
 std::string DescribeStrategy(const v1::StrategyChoice& c) {
   return c.schedule() + ", pp " + std::to_string(c.pp()) + ", vpp " + std::to_string(c.vpp()) + ", dp " +
-         std::to_string(c.dp()) + ", " + std::to_string(c.microbatches()) + " micro-batches of " +
-         std::to_string(c.micro_batch_size());
+         std::to_string(c.dp()) + (c.tp() > 1 ? ", tp " + std::to_string(c.tp()) : "") + ", " +
+         std::to_string(c.microbatches()) + " micro-batches of " + std::to_string(c.micro_batch_size());
 }
 
 Result<AutoPlan> PlanAuto(const v1::JobSpec& raw, const FreeWorkers& workers) {
@@ -238,11 +249,12 @@ Result<AutoPlan> PlanAuto(const v1::JobSpec& raw, const FreeWorkers& workers) {
   // Only the model's defaults matter to the search (ffnHidden); the strategy fields stay 0.
   const v1::JobSpec spec = WithDefaults(raw);
   const int fixed_pp = spec.pp() > 0 ? spec.pp() : std::max(1, spec.stage_layers_size());
-  const int fixed_world = fixed_pp * std::max(1, spec.dp());
+  const int fixed_world = fixed_pp * std::max(1, spec.dp()) * std::max(1, spec.tp());
   if (fixed_world > workers.count) {
-    return FailedPrecondition("spec.pp x spec.dp: the spec fixes " + std::to_string(fixed_pp) + " x " +
-                              std::to_string(std::max(1, spec.dp())) + " = " + std::to_string(fixed_world) +
-                              " worker(s), and " + std::to_string(workers.count) + " " + kind + " worker(s) are free");
+    return FailedPrecondition("spec.pp x spec.dp x spec.tp: the spec fixes " + std::to_string(fixed_pp) + " x " +
+                              std::to_string(std::max(1, spec.dp())) + " x " + std::to_string(std::max(1, spec.tp())) +
+                              " = " + std::to_string(fixed_world) + " worker(s), and " + std::to_string(workers.count) +
+                              " " + kind + " worker(s) are free");
   }
   auto search = RunPlanner(spec, workers, workers.memory_bytes, kTopPerWorld);
   if (!search.ok()) return search.status();

@@ -1,9 +1,11 @@
 // Schedule "auto": the strategy a job runs, chosen by the planner for the workers free now.
 //
-// The search covers what those workers can run today: dp, pp, vpp, the schedule and the
-// micro-batch count and size (tp 1, no ZeRO, no recompute, fp32 with AdamW: the pipecoord-cpu
-// recipe), with dp x microbatches x microBatchSize = spec.globalBatch and whatever the spec
-// fixed kept fixed. The job may use fewer workers than are free: every world size up to their
+// The search covers what those workers can run today: dp, pp, vpp, tp (on CPU workers: the
+// planner's divisors of the world that divide heads and ffn, up to the free workers of one host,
+// priced with the planner's collective model), the schedule and the micro-batch count and size
+// (no ZeRO, no recompute, no sequence parallelism, fp32 with AdamW: the pipecoord-cpu recipe),
+// with dp x microbatches x microBatchSize = spec.globalBatch and whatever the spec fixed kept
+// fixed (spec.tp 0 leaves tp to the search). The job may use fewer workers than are free: every world size up to their
 // count is tried, since the global batch or the layers may not split over all of them, and the
 // fastest predicted plan wins wherever it lands. The planner ranks; each of the fastest is then
 // planned as a job (PlanJob) and the first whose every rank's memory budget (what the
@@ -25,6 +27,9 @@ struct FreeWorkers {
   // The smallest device memory they reported; 0: none reported one, and memory is not checked.
   uint64_t memory_bytes = 0;
   std::string device_kind = "cpu";
+  // Free workers on the host with the most of them: a tensor-parallel group stays on one host
+  // (jobplan/placement.h), so tp goes no higher. 0: count (one host).
+  int largest_host = 0;
 };
 
 struct AutoPlan {

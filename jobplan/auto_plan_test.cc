@@ -31,6 +31,7 @@ v1::Plan Replan(const v1::JobSpec& auto_spec, const v1::StrategyChoice& c) {
   s.set_pp(c.pp());
   s.set_vpp(c.vpp());
   s.set_dp(c.dp());
+  s.set_tp(c.tp());
   s.set_microbatches(c.microbatches());
   s.set_micro_batch_size(c.micro_batch_size());
   EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s).ToString();
@@ -135,24 +136,27 @@ TEST(AutoPlanTest, NothingFitsNamesTheSmallestShortfall) {
   auto r = PlanAuto(spec, {4, 300 << 10, "cpu"});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
-  // The leanest: 1F1B over 4 ranks, one sample per micro-batch; its rank 0 (the embedding and
-  // the most micro-batches in flight) needs this much, as its own job plan says.
+  // The leanest: V-Min over 2 ranks of 2 tensor-parallel shards each, one sample per micro-batch
+  // (tp halves the matrices and the vocabulary tables; without tp the leanest was 1F1B on pp 4
+  // at 377.4 KiB); its rank 0 (the embedding and the head) needs this much, as its own job plan
+  // says.
   v1::StrategyChoice leanest;
-  leanest.set_schedule("1f1b");
-  leanest.set_pp(4);
-  leanest.set_vpp(1);
+  leanest.set_schedule("v-min");
+  leanest.set_pp(2);
+  leanest.set_vpp(2);
   leanest.set_dp(1);
+  leanest.set_tp(2);
   leanest.set_microbatches(8);
   leanest.set_micro_batch_size(1);
   const v1::Plan plan = Replan(spec, leanest);
-  ASSERT_EQ(plan.memory_budget_bytes_size(), 4);
+  ASSERT_EQ(plan.memory_budget_bytes_size(), 2);
   const auto& b = plan.memory_budget_bytes();
   EXPECT_EQ(std::max_element(b.begin(), b.end()) - b.begin(), 0);
-  EXPECT_EQ(memory::FormatBytes(b[0]), "377.4 KiB");
+  EXPECT_EQ(memory::FormatBytes(b[0]), "323.2 KiB");
   EXPECT_EQ(r.status().message(),
-            "spec.schedule: \"auto\" found no strategy that fits in memory: rank 0 needs 377.4 KiB, workers report "
-            "300.0 KiB (the leanest of 384 strategies for 4 cpu worker(s): 1f1b, pp 4, vpp 1, dp 1, 8 micro-batches "
-            "of 1)");
+            "spec.schedule: \"auto\" found no strategy that fits in memory: rank 0 needs 323.2 KiB, workers report "
+            "300.0 KiB (the leanest of 492 strategies for 4 cpu worker(s): v-min, pp 2, vpp 2, dp 1, tp 2, 8 "
+            "micro-batches of 1)");
 }
 
 TEST(AutoPlanTest, WhatTheSpecFixesStaysFixed) {
@@ -193,13 +197,22 @@ TEST(AutoPlanTest, NoWorkerOrTooFew) {
   spec.set_pp(2);
   spec.set_dp(2);
   EXPECT_EQ(PlanAuto(spec, {3, 0, "cpu"}).status().message(),
-            "spec.pp x spec.dp: the spec fixes 2 x 2 = 4 worker(s), and 3 cpu worker(s) are free");
-  // A global batch of 1 on one layer: one strategy only, 1 worker with no pipeline.
+            "spec.pp x spec.dp x spec.tp: the spec fixes 2 x 2 x 1 = 4 worker(s), and 3 cpu worker(s) are free");
+  // A global batch of 1 on one layer: no pipeline, on 1 worker or on 2 as tp 2 (tp 3 does not
+  // divide the heads).
   spec = AutoSpec(1);
   spec.mutable_model()->set_layers(1);
   auto r = PlanAuto(spec, {3, 0, "cpu"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(DescribeStrategy(r->report.chosen()), "1f1b, pp 1, vpp 1, dp 1, 1 micro-batches of 1");
+  std::vector<std::string> all = {DescribeStrategy(r->report.chosen())};
+  for (const auto& n : r->report.next_best()) all.push_back(DescribeStrategy(n));
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, (std::vector<std::string>{"1f1b, pp 1, vpp 1, dp 1, 1 micro-batches of 1",
+                                           "1f1b, pp 1, vpp 1, dp 1, tp 2, 1 micro-batches of 1"}));
+  // tp stays 1 where the workers cannot run it (cuda) or the spec fixes it.
+  spec.set_tp(1);
+  r = PlanAuto(spec, {3, 0, "cpu"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->report.next_best_size(), 0);
 }
 

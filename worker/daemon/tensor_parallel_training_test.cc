@@ -10,7 +10,9 @@
 #include <string>
 
 #include "common/rank_layout.h"
+#include "jobplan/auto_plan.h"
 #include "jobplan/layout.h"
+#include "jobplan/spec_validation.h"
 #include "worker/daemon/local_run.h"
 #include "worker/model/reference_trainer.h"
 #include "worker/model/weight_init.h"
@@ -172,6 +174,43 @@ INSTANTIATE_TEST_SUITE_P(
       return c.schedule + "_tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) +
              "_layers" + std::to_string(c.layers);
     });
+
+// Schedule "auto" chooses tensor parallelism when memory forces it, and the job it plans runs:
+// a model whose vocabulary tables (4096 x 16, 1 MiB each with gradients and moments) fit no
+// worker of 0.8 MiB whole, on 8 workers: with tp fixed at 1 nothing fits; left open, auto
+// splits them; the planned job trains like the single-process reference.
+TEST(TensorParallelTrainingTest, AutoChoosesTensorParallelismWhenMemoryForcesIt) {
+  v1::JobSpec spec = Spec({"auto", 0, 0, 0, 0, 0, 2, {}});
+  spec.set_schedule("auto");
+  spec.set_tp(0);
+  spec.set_pp(0);
+  spec.set_dp(0);
+  spec.set_microbatches(0);
+  spec.set_micro_batch_size(0);
+  spec.set_global_batch(4);
+  spec.mutable_model()->set_vocab(4096);
+  ASSERT_TRUE(jobplan::ValidateJobSpec(spec).ok()) << jobplan::ValidateJobSpec(spec).ToString();
+  const jobplan::FreeWorkers workers{8, 800 << 10, "cpu", 8};
+  v1::JobSpec one = spec;
+  one.set_tp(1);
+  auto refused = jobplan::PlanAuto(one, workers);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition);
+  std::printf("tp 1: %s\n", refused.status().message().c_str());
+  auto planned = jobplan::PlanAuto(spec, workers);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  std::printf("auto: %s, peak %llu B (workers 819200 B)\n", jobplan::DescribeStrategy(planned->report.chosen()).c_str(),
+              static_cast<unsigned long long>(planned->report.chosen().peak_bytes()));
+  EXPECT_GT(planned->spec.tp(), 1);
+  for (uint64_t b : planned->plan.memory_budget_bytes()) EXPECT_LE(b, 800u << 10);
+  std::vector<double> want;
+  Reference(planned->spec, &want);
+  auto run = RunLocally(planned->spec);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::vector<double> got = StepLosses(*run);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i])) << "step " << i;
+}
 
 // The comparison can fail: the same job with the model's seed changed is far from the reference.
 TEST(TensorParallelTrainingTest, AnotherSeedIsFarOff) {
