@@ -12,6 +12,10 @@
 namespace pipecoord::cli {
 
 Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o) {
+  if (spec.tp() > 1) {
+    return FailedPrecondition("spec.tp is " + std::to_string(spec.tp()) + ": exporting a tensor-parallel job is not "
+                              "implemented yet (each rank's checkpoint holds its slices; they are not put back together)");
+  }
   const v1::ModelSpec& m = spec.model();
   const int ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
   const data::LlamaShape shape{m.layers(), m.hidden(), m.heads(), ffn, m.vocab()};

@@ -154,11 +154,12 @@ TEST(SpecValidationTest, TensorParallelShapes) {
   EXPECT_EQ(Error(s), "spec.tp: device \"cuda\" runs tp 1 only (tensor parallelism runs on the CPU backend)");
   s.set_device("cpu");
   s.set_checkpoint_every(2);
-  EXPECT_EQ(Error(s), "spec.checkpointEvery: checkpoints of tp > 1 jobs are not written yet (a rank holds slices; "
-                      "they are not put back together); use 0");
-  s.set_checkpoint_every(0);
   s.set_max_restarts(1);
-  EXPECT_EQ(Error(s), "spec.maxRestarts: a tp > 1 job has no checkpoints to restart from yet; use 0");
+  EXPECT_EQ(Error(s), "");  // each rank checkpoints its slices
+  s.set_init("/weights");
+  EXPECT_EQ(Error(s), "spec.init: initial weights for tp > 1 jobs are not cut into slices yet; leave it empty");
+  s.clear_init();
+  s.set_checkpoint_every(0);
   s.set_max_restarts(0);
   s.mutable_worker()->set_kind("torch");
   s.mutable_worker()->set_module("m:f");
