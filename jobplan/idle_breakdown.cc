@@ -148,6 +148,7 @@ IdleBreakdown SplitIdle(const CalibratedJob& job, const RankLayout& layout, cons
     v1::RankIdle& ri = out.ranks.emplace_back();
     ri.set_rank(r);
     ri.set_dp_rank(layout.DataRank(static_cast<int>(g)));
+    ri.set_tp_rank(layout.TensorRank(static_cast<int>(g)));
     ri.set_idle_s(step_time_s - busy);
     v1::IdleSplit* s = ri.mutable_split();
     const double equal = SimIdle(job.equal, r), stages = SimIdle(job.stages, r), calibrated = SimIdle(job.calibrated, r);

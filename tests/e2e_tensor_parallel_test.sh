@@ -4,7 +4,8 @@
 # loss equals the same job's at tp 1 (run next on 4 of the workers) within 1e-5; every rank's peak
 # is its budget; a tp job the CUDA backend cannot run is refused by name at submit.
 source tests/lib.sh
-start_coordinator
+start_coordinator --http 127.0.0.1:0
+HTTP=$(sed -n 's/^coordinator http on \([^ ]*\) .*/\1/p' "$WORK/coordinator.log")
 start_workers 8
 
 job_json "$WORK/tp.json" tp=2 pp=2 dp=2 microbatches=4 model.layers=4 model.ffnHidden=64 steps=4
@@ -39,6 +40,11 @@ for e in events:
 assert set(seen) == set(want) and min(seen.values()) >= 8, seen
 print(f"trace: {sum(seen.values())} compute actions with their tensor-parallel bytes as the closed form")
 PY
+
+# /metrics: each of the 8 ranks its own series, tp labelled (2 pipeline ranks x 2 replicas x 2).
+curl -sf "http://$HTTP/metrics" | grep "^pipecoord_memory_peak_bytes{.*job_id=\"$job\"" > "$WORK/peaks.txt" || fail "GET /metrics"
+[ "$(wc -l < "$WORK/peaks.txt")" = 8 ] || fail "8 peak series expected: $(cat "$WORK/peaks.txt")"
+[ "$(grep -c 'tp="[01]"' "$WORK/peaks.txt")" = 8 ] || fail "tp labels: $(cat "$WORK/peaks.txt")"
 
 job_json "$WORK/one.json" tp=1 pp=2 dp=2 microbatches=4 model.layers=4 model.ffnHidden=64 steps=4
 job1=$("$PIPECTL" submit "$WORK/one.json" --format json | json_field '["jobId"]')

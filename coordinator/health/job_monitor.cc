@@ -82,7 +82,8 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
     for (v1::RankIdle& r : split.ranks) {
       if (sink_) {
         const v1::IdleSplit& s = r.split();
-        sink_->Idle(job_id_, r.rank(), r.dp_rank(), s.inherent_s(), s.imbalance_s(), s.variation_s(), s.comm_s());
+        sink_->Idle(job_id_, RankLabel{r.rank(), r.dp_rank(), layout_.tp() > 1 ? r.tp_rank() : -1}, s.inherent_s(),
+                    s.imbalance_s(), s.variation_s(), s.comm_s());
       }
       *rec->add_idle() = std::move(r);
     }
@@ -93,12 +94,13 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
 
 std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch& b, int64_t now_ns) {
   std::vector<v1::HealthEvent> events;
-  const int rank = layout_.PipelineRank(g), dp = layout_.DataRank(g);
+  const int rank = layout_.PipelineRank(g);
+  const RankLabel label = LabelOf(layout_, g);
   // Timing per step of this batch (a batch normally carries one whole step).
   std::map<int, std::vector<v1::ActionTiming>> by_step;
   for (const v1::ActionTiming& t : b.actions()) {
     const double seconds = (t.end_ns() - t.start_ns()) * 1e-9;
-    if (sink_) sink_->Action(job_id_, rank, dp, t.action().stage(), v1::Op_Name(t.action().op()), seconds);
+    if (sink_) sink_->Action(job_id_, label, t.action().stage(), v1::Op_Name(t.action().op()), seconds);
     by_step[t.step()].push_back(t);
     auto& recent = recent_[t.step()];
     recent.emplace_back(g, t);
@@ -133,7 +135,7 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
   for (const v1::StepSummary& s : b.steps()) {
     last_peak_[g] = s.memory_peak_bytes();
     if (sink_) {
-      sink_->Memory(job_id_, rank, dp, s.memory_peak_bytes(),
+      sink_->Memory(job_id_, label, s.memory_peak_bytes(),
                     rank < static_cast<int>(budgets_.size()) ? budgets_[rank] : 0, s.memory_reserved_bytes());
     }
     if (memory_) {
@@ -151,7 +153,7 @@ std::vector<v1::HealthEvent> JobMonitor::OnStepDone(const v1::StepRecord& rec) {
     scale_ = straggler_->FastestMedian();
     if (sink_) {
       for (const StragglerScore& s : straggler_->scores()) {
-        sink_->Straggler(job_id_, layout_.PipelineRank(s.global_rank), layout_.DataRank(s.global_rank), v1::Op_Name(s.op), s.relative, s.individual);
+        sink_->Straggler(job_id_, LabelOf(layout_, s.global_rank), v1::Op_Name(s.op), s.relative, s.individual);
       }
     }
   }

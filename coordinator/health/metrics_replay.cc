@@ -37,7 +37,8 @@ void ReplayJobMetrics(const v1::Job& job, const std::vector<std::string>& events
     }
     for (const v1::RankIdle& r : rec.idle()) {
       const v1::IdleSplit& s = r.split();
-      sink->Idle(id, r.rank(), r.dp_rank(), s.inherent_s(), s.imbalance_s(), s.variation_s(), s.comm_s());
+      sink->Idle(id, RankLabel{r.rank(), r.dp_rank(), job.spec().tp() > 1 ? r.tp_rank() : -1}, s.inherent_s(),
+                 s.imbalance_s(), s.variation_s(), s.comm_s());
     }
   }
   if (job.has_calibration()) {

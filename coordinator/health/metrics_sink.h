@@ -7,25 +7,38 @@
 #include <cstdint>
 #include <string>
 
+#include "common/rank_layout.h"
+
 namespace pipecoord::coordinator::health {
+
+// Which rank a per-rank series is of: its pipeline rank ("rank"), replica ("dp") and, in jobs
+// with tensor parallelism only, its shard ("tp"; -1: no such label, so pp x dp jobs keep theirs).
+struct RankLabel {
+  int rank = 0;
+  int dp = 0;
+  int tp = -1;
+};
+inline RankLabel LabelOf(const RankLayout& layout, int global) {
+  return {layout.PipelineRank(global), layout.DataRank(global), layout.tp() > 1 ? layout.TensorRank(global) : -1};
+}
 
 class MetricsSink {
  public:
   virtual ~MetricsSink() = default;
-  // One measured action of pipeline rank `rank` of replica `dp`.
-  virtual void Action(const std::string& job, int rank, int dp, int stage, const std::string& op, double seconds) = 0;
+  // One measured action of a rank.
+  virtual void Action(const std::string& job, const RankLabel& at, int stage, const std::string& op, double seconds) = 0;
   // A step every rank finished: its span and bubble rates (0..1).
   virtual void Step(const std::string& job, double step_seconds, double measured_bubble, double predicted_bubble) = 0;
   // One rank's idle time in a step, split by cause (seconds; jobplan/idle_breakdown.h).
-  virtual void Idle(const std::string& job, int rank, int dp, double inherent, double imbalance, double variation,
+  virtual void Idle(const std::string& job, const RankLabel& at, double inherent, double imbalance, double variation,
                     double comm) = 0;
   // The predictions after each step: the plan's (makespan x seconds per cost unit) and the
   // calibrated ones (0 until the job is calibrated).
   virtual void Predicted(const std::string& job, double plan_step_s, double plan_bubble, double calibrated_step_s,
                          double calibrated_bubble) = 0;
-  virtual void Straggler(const std::string& job, int rank, int dp, const std::string& op, double relative,
+  virtual void Straggler(const std::string& job, const RankLabel& at, const std::string& op, double relative,
                          double individual) = 0;
-  virtual void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes,
+  virtual void Memory(const std::string& job, const RankLabel& at, uint64_t peak_bytes, uint64_t budget_bytes,
                       uint64_t reserved_bytes) = 0;
   // The validation loss measured after a step (spec.evalEvery), in nats, and in bits per byte
   // for byte-level data (jobplan::ByteLevel; negative: not byte-level).

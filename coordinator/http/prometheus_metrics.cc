@@ -115,13 +115,18 @@ void PrometheusMetrics::ForgetJob(const std::string& job) {
   RemoveJob(steps_, job);
 }
 
-void PrometheusMetrics::Action(const std::string& job, int rank, int dp, int stage, const std::string& op,
+// A per-rank series' labels: job_id, rank, dp, tp (jobs with tensor parallelism only), then `more`.
+std::map<std::string, std::string> Labels(const std::string& job, const health::RankLabel& at,
+                                          std::initializer_list<std::pair<const std::string, std::string>> more) {
+  std::map<std::string, std::string> l{{"job_id", job}, {"rank", std::to_string(at.rank)}, {"dp", std::to_string(at.dp)}};
+  if (at.tp >= 0) l["tp"] = std::to_string(at.tp);
+  l.insert(more);
+  return l;
+}
+
+void PrometheusMetrics::Action(const std::string& job, const health::RankLabel& at, int stage, const std::string& op,
                                double seconds) {
-  action_
-      .Add({{"job_id", job}, {"rank", std::to_string(rank)}, {"dp", std::to_string(dp)}, {"stage", std::to_string(stage)},
-            {"op", op}},
-           ActionBuckets())
-      .Observe(seconds);
+  action_.Add(Labels(job, at, {{"stage", std::to_string(stage)}, {"op", op}}), ActionBuckets()).Observe(seconds);
 }
 
 void PrometheusMetrics::Step(const std::string& job, double step_seconds, double measured, double predicted) {
@@ -131,13 +136,12 @@ void PrometheusMetrics::Step(const std::string& job, double step_seconds, double
   bubble_.Add({{"job_id", job}, {"source", "predicted"}}).Set(predicted);
 }
 
-void PrometheusMetrics::Idle(const std::string& job, int rank, int dp, double inherent, double imbalance,
+void PrometheusMetrics::Idle(const std::string& job, const health::RankLabel& at, double inherent, double imbalance,
                              double variation, double comm) {
-  const std::string r = std::to_string(rank), d = std::to_string(dp);
-  idle_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"cause", "inherent"}}).Set(inherent);
-  idle_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"cause", "imbalance"}}).Set(imbalance);
-  idle_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"cause", "variation"}}).Set(variation);
-  idle_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"cause", "comm"}}).Set(comm);
+  idle_.Add(Labels(job, at, {{"cause", "inherent"}})).Set(inherent);
+  idle_.Add(Labels(job, at, {{"cause", "imbalance"}})).Set(imbalance);
+  idle_.Add(Labels(job, at, {{"cause", "variation"}})).Set(variation);
+  idle_.Add(Labels(job, at, {{"cause", "comm"}})).Set(comm);
 }
 
 void PrometheusMetrics::Validation(const std::string& job, double loss_nats, double bits_per_byte) {
@@ -155,19 +159,17 @@ void PrometheusMetrics::Predicted(const std::string& job, double plan_step_s, do
   }
 }
 
-void PrometheusMetrics::Straggler(const std::string& job, int rank, int dp, const std::string& op, double relative,
-                                  double individual) {
-  const std::string r = std::to_string(rank), d = std::to_string(dp);
-  straggler_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"op", op}, {"score", "relative"}}).Set(relative);
-  straggler_.Add({{"job_id", job}, {"rank", r}, {"dp", d}, {"op", op}, {"score", "individual"}}).Set(individual);
+void PrometheusMetrics::Straggler(const std::string& job, const health::RankLabel& at, const std::string& op,
+                                  double relative, double individual) {
+  straggler_.Add(Labels(job, at, {{"op", op}, {"score", "relative"}})).Set(relative);
+  straggler_.Add(Labels(job, at, {{"op", op}, {"score", "individual"}})).Set(individual);
 }
 
-void PrometheusMetrics::Memory(const std::string& job, int rank, int dp, uint64_t peak, uint64_t budget,
+void PrometheusMetrics::Memory(const std::string& job, const health::RankLabel& at, uint64_t peak, uint64_t budget,
                                uint64_t reserved) {
-  const std::string r = std::to_string(rank), d = std::to_string(dp);
-  peak_.Add({{"job_id", job}, {"rank", r}, {"dp", d}}).Set(static_cast<double>(peak));
-  budget_.Add({{"job_id", job}, {"rank", r}, {"dp", d}}).Set(static_cast<double>(budget));
-  reserved_.Add({{"job_id", job}, {"rank", r}, {"dp", d}}).Set(static_cast<double>(reserved));
+  peak_.Add(Labels(job, at, {})).Set(static_cast<double>(peak));
+  budget_.Add(Labels(job, at, {})).Set(static_cast<double>(budget));
+  reserved_.Add(Labels(job, at, {})).Set(static_cast<double>(reserved));
 }
 
 void PrometheusMetrics::Event(const std::string& job, const std::string& kind) {

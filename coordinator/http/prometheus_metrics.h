@@ -38,15 +38,15 @@ class PrometheusMetrics final : public health::MetricsSink {
  public:
   PrometheusMetrics();
 
-  void Action(const std::string& job, int rank, int dp, int stage, const std::string& op, double seconds) override;
+  void Action(const std::string& job, const health::RankLabel& at, int stage, const std::string& op, double seconds) override;
   void Step(const std::string& job, double step_seconds, double measured_bubble, double predicted_bubble) override;
-  void Idle(const std::string& job, int rank, int dp, double inherent, double imbalance, double variation,
+  void Idle(const std::string& job, const health::RankLabel& at, double inherent, double imbalance, double variation,
             double comm) override;
   void Predicted(const std::string& job, double plan_step_s, double plan_bubble, double calibrated_step_s,
                  double calibrated_bubble) override;
-  void Straggler(const std::string& job, int rank, int dp, const std::string& op, double relative,
+  void Straggler(const std::string& job, const health::RankLabel& at, const std::string& op, double relative,
                  double individual) override;
-  void Memory(const std::string& job, int rank, int dp, uint64_t peak_bytes, uint64_t budget_bytes,
+  void Memory(const std::string& job, const health::RankLabel& at, uint64_t peak_bytes, uint64_t budget_bytes,
               uint64_t reserved_bytes) override;
   void Validation(const std::string& job, double loss_nats, double bits_per_byte) override;
   void Event(const std::string& job, const std::string& kind) override;

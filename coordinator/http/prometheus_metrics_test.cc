@@ -17,13 +17,13 @@ int Count(const std::string& text, const std::string& needle) {
 }
 
 void Feed(PrometheusMetrics& m, const std::string& job) {
-  m.Action(job, 0, 0, 0, "F", 0.001);
-  m.Action(job, 1, 0, 1, "B", 0.002);
+  m.Action(job, {0, 0}, 0, "F", 0.001);
+  m.Action(job, {1, 0}, 1, "B", 0.002);
   m.Step(job, 0.5, 0.2, 0.1);
-  m.Straggler(job, 1, 0, "B", 0.9, 1.0);
-  m.Memory(job, 0, 0, 1 << 20, 2 << 20, 3 << 20);
+  m.Straggler(job, {1, 0}, "B", 0.9, 1.0);
+  m.Memory(job, {0, 0}, 1 << 20, 2 << 20, 3 << 20);
   m.Event(job, "LIFECYCLE");
-  m.Idle(job, 1, 0, 0.01, 0.02, -0.005, 0.003);
+  m.Idle(job, {1, 0}, 0.01, 0.02, -0.005, 0.003);
   m.Predicted(job, 0.4, 0.1, 0.45, 0.15);
 }
 
@@ -51,6 +51,23 @@ TEST(PrometheusMetricsTest, MemoryHasPeakBudgetAndReservedPerRank) {
             std::string::npos);
   EXPECT_NE(text.find("pipecoord_memory_reserved_bytes{dp=\"0\",job_id=\"job-000001\",rank=\"0\"} 3145728"),
             std::string::npos);
+}
+
+// Tensor-parallel ranks of one pipeline rank and replica are series of their own ("tp" label);
+// without tensor parallelism the labels stay rank and dp.
+TEST(PrometheusMetricsTest, TensorParallelRanksHaveATpLabel) {
+  PrometheusMetrics m;
+  m.Memory("job-000001", {1, 0, 0}, 100, 200, 300);
+  m.Memory("job-000001", {1, 0, 1}, 101, 200, 300);
+  m.Action("job-000001", {1, 0, 1}, 1, "F", 0.5);
+  const std::string text = m.Serialize();
+  EXPECT_NE(text.find("pipecoord_memory_peak_bytes{dp=\"0\",job_id=\"job-000001\",rank=\"1\",tp=\"0\"} 100"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("pipecoord_memory_peak_bytes{dp=\"0\",job_id=\"job-000001\",rank=\"1\",tp=\"1\"} 101"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("pipecoord_action_duration_seconds_count{dp=\"0\",job_id=\"job-000001\",op=\"F\",rank=\"1\","
+                      "stage=\"1\",tp=\"1\"} 1"),
+            std::string::npos) << text;
 }
 
 TEST(PrometheusMetricsTest, ValidationLossInNatsAndBitsPerByte) {
