@@ -71,16 +71,6 @@ std::unique_ptr<model::ReferenceTrainer> Reference(const v1::JobSpec& spec, std:
   return std::move(trainer).value();
 }
 
-model::TpSplit SplitOf(const std::string& name) {
-  for (const char* rows : {"wq.", "wk.", "wv.", "w1.", "w3.", "output.", "tok_embeddings."}) {
-    if (name.find(rows) != std::string::npos) return model::TpSplit::kRows;
-  }
-  for (const char* cols : {"wo.", "w2."}) {
-    if (name.find(cols) != std::string::npos) return model::TpSplit::kColumns;
-  }
-  return model::TpSplit::kWhole;
-}
-
 struct WeightErrors {
   double max_rel = 0;  // max |d| / max |w| over a tensor, worst tensor
   double l2_rel = 0;   // |d| / |w| over a tensor, worst tensor
@@ -102,7 +92,7 @@ WeightErrors CompareWeights(const v1::JobSpec& spec, const LocalRunResult& run, 
       if (!whole.ok()) continue;
       const int64_t rows = whole->shape.size() == 2 ? whole->shape[0] : 1, cols = whole->shape.back();
       const std::vector<float> want = model::TensorParallelSlice(
-          std::vector<float>(whole->value.begin(), whole->value.end()), rows, cols, SplitOf(name), layout.tp(),
+          std::vector<float>(whole->value.begin(), whole->value.end()), rows, cols, model::TpSplitOf(name), layout.tp(),
           layout.TensorRank(g));
       EXPECT_EQ(want.size(), value.size()) << name;
       if (want.size() != value.size()) continue;

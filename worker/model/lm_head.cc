@@ -103,15 +103,22 @@ void LmHead<T>::ReduceFromTensorParallel(std::vector<T>& partial) const {
   }
 }
 
+// s->dlogits from the saved logits (or, with tp > 1, this rank's probabilities).
 template <typename T>
-std::vector<T> LmHead<T>::BackwardInput(double dloss, HeadSaved<T>* s) const {
-  const int64_t n = d_.tokens, h = d_.hidden, V = d_.vocab, Vl = d_.local_vocab();
+void LmHead<T>::Dlogits(double dloss, HeadSaved<T>* s) const {
   if (d_.tp > 1) {
     ParallelDlogits(dloss, s);
-  } else {
-    s->dlogits.resize(n * V);
-    CrossEntropyBackward(s->logits.data(), s->targets.data(), n, V, dloss, s->dlogits.data());
+    return;
   }
+  const int64_t n = d_.tokens, V = d_.vocab;
+  s->dlogits.resize(n * V);
+  CrossEntropyBackward(s->logits.data(), s->targets.data(), n, V, dloss, s->dlogits.data());
+}
+
+template <typename T>
+std::vector<T> LmHead<T>::BackwardInput(double dloss, HeadSaved<T>* s) const {
+  const int64_t n = d_.tokens, h = d_.hidden, Vl = d_.local_vocab();
+  Dlogits(dloss, s);
   std::vector<T>().swap(s->logits);
   std::vector<int32_t>().swap(s->targets);
   s->dy.resize(n * h);
@@ -132,13 +139,8 @@ void LmHead<T>::BackwardWeight(HeadSaved<T>* s) const {
 
 template <typename T>
 std::vector<T> LmHead<T>::BackwardFused(double dloss, HeadSaved<T>* s) const {
-  const int64_t n = d_.tokens, h = d_.hidden, V = d_.vocab, Vl = d_.local_vocab();
-  if (d_.tp > 1) {
-    ParallelDlogits(dloss, s);
-  } else {
-    s->dlogits.resize(n * V);
-    CrossEntropyBackward(s->logits.data(), s->targets.data(), n, V, dloss, s->dlogits.data());
-  }
+  const int64_t n = d_.tokens, h = d_.hidden, Vl = d_.local_vocab();
+  Dlogits(dloss, s);
   std::vector<T> dlogits = std::move(s->dlogits);
   std::vector<T> dy(n * h);
   LinearBackwardInput(dlogits.data(), w_.output, dy.data(), {n, h, Vl}, false);

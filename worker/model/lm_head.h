@@ -76,6 +76,7 @@ class LmHead {
   double ParallelLoss(HeadSaved<T>* s) const;
   void ReduceFromTensorParallel(std::vector<T>& partial) const;
   void ParallelDlogits(double dloss, HeadSaved<T>* s) const;
+  void Dlogits(double dloss, HeadSaved<T>* s) const;
 
   HeadDims d_;
   HeadTensors<const T> w_;

@@ -76,8 +76,8 @@ void StageModel::Build() {
   const int tp = static_cast<int>(dims_.tp), rank = tp_ != nullptr ? tp_->rank() : 0;
   const double depth = std::sqrt(2.0 * config_.layers);
   // The whole [rows, cols] tensor from (seed, name), then this rank's slice of it.
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, double std, bool decay,
-                 TpSplit split = TpSplit::kWhole) {
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, double std, bool decay) {
+    const TpSplit split = TpSplitOf(name);
     const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
     std::vector<float> whole(static_cast<size_t>(rows * cols));
     if (std < 0) {
@@ -92,7 +92,7 @@ void StageModel::Build() {
     return p;
   };
   const double kOnes = -1;
-  if (shard_.has_embedding) embedding_ = add("tok_embeddings.weight", {V, h}, 1.0, true, TpSplit::kRows);
+  if (shard_.has_embedding) embedding_ = add("tok_embeddings.weight", {V, h}, 1.0, true);
   auto rope = std::make_shared<const kernels::cpu::RopeTable>(
       kernels::cpu::MakeRopeTable(dims_.seq, h / dims_.heads, config_.rope_theta));
   blocks_.reserve(static_cast<size_t>(shard_.num_layers));
@@ -107,22 +107,22 @@ void StageModel::Build() {
     const double in_std = 1.0 / std::sqrt(static_cast<double>(h));
     bind(add(p + "attention_norm.weight", {h}, kOnes, false), &w.attention_norm,
          &g.attention_norm);
-    bind(add(p + "attention.wq.weight", {h, h}, in_std, true, TpSplit::kRows), &w.wq, &g.wq);
-    bind(add(p + "attention.wk.weight", {h, h}, in_std, true, TpSplit::kRows), &w.wk, &g.wk);
-    bind(add(p + "attention.wv.weight", {h, h}, in_std, true, TpSplit::kRows), &w.wv, &g.wv);
-    bind(add(p + "attention.wo.weight", {h, h}, in_std / depth, true, TpSplit::kColumns), &w.wo, &g.wo);
+    bind(add(p + "attention.wq.weight", {h, h}, in_std, true), &w.wq, &g.wq);
+    bind(add(p + "attention.wk.weight", {h, h}, in_std, true), &w.wk, &g.wk);
+    bind(add(p + "attention.wv.weight", {h, h}, in_std, true), &w.wv, &g.wv);
+    bind(add(p + "attention.wo.weight", {h, h}, in_std / depth, true), &w.wo, &g.wo);
     bind(add(p + "ffn_norm.weight", {h}, kOnes, false), &w.ffn_norm, &g.ffn_norm);
-    bind(add(p + "feed_forward.w1.weight", {f, h}, in_std, true, TpSplit::kRows), &w.w1, &g.w1);
+    bind(add(p + "feed_forward.w1.weight", {f, h}, in_std, true), &w.w1, &g.w1);
     bind(add(p + "feed_forward.w2.weight", {h, f}, 1.0 / std::sqrt(static_cast<double>(f)) / depth,
-             true, TpSplit::kColumns),
+             true),
          &w.w2, &g.w2);
-    bind(add(p + "feed_forward.w3.weight", {f, h}, in_std, true, TpSplit::kRows), &w.w3, &g.w3);
+    bind(add(p + "feed_forward.w3.weight", {f, h}, in_std, true), &w.w3, &g.w3);
     blocks_.emplace_back(dims_, w, g, rope, tp_);
   }
   if (shard_.has_head) {
     Parameter* norm = add("norm.weight", {h}, kOnes, false);
     Parameter* out =
-        add("output.weight", {V, h}, 1.0 / std::sqrt(static_cast<double>(h)), true, TpSplit::kRows);
+        add("output.weight", {V, h}, 1.0 / std::sqrt(static_cast<double>(h)), true);
     head_.emplace(HeadDims{dims_.tokens(), h, V, config_.rms_norm_eps, dims_.tp},
                   HeadTensors<const float>{norm->value.data(), out->value.data()},
                   HeadTensors<float>{norm->grad.data(), out->grad.data()}, tp_);

@@ -40,17 +40,6 @@ TrainOptions Options() {
   return o;
 }
 
-// How Megatron splits each of the model's tensors (stage_model.h).
-TpSplit SplitOf(const std::string& name) {
-  for (const char* rows : {"wq.", "wk.", "wv.", "w1.", "w3.", "output.", "tok_embeddings."}) {
-    if (name.find(rows) != std::string::npos) return TpSplit::kRows;
-  }
-  for (const char* cols : {"wo.", "w2."}) {
-    if (name.find(cols) != std::string::npos) return TpSplit::kColumns;
-  }
-  return TpSplit::kWhole;
-}
-
 struct RankRun {
   std::vector<double> losses;
   std::vector<std::pair<std::string, std::vector<float>>> first_grads;  // step 0's, before AdamW
@@ -154,7 +143,7 @@ TEST(StageModelTensorParallelTest, TrainingEqualsTheSingleProcessReference) {
         const int64_t rows = whole->shape.size() == 2 ? whole->shape[0] : 1, cols = whole->shape.back();
         const std::vector<float> slice =
             TensorParallelSlice(std::vector<float>(whole->value.begin(), whole->value.end()), rows, cols,
-                                SplitOf(name), tp, r);
+                                TpSplitOf(name), tp, r);
         ASSERT_EQ(slice.size(), value.size()) << name;
         const Errors e = Compare(value, slice);
         worst_weight = std::max(worst_weight, e.max);
@@ -166,7 +155,7 @@ TEST(StageModelTensorParallelTest, TrainingEqualsTheSingleProcessReference) {
         auto whole = (*ref)->model().FindParameter(name);
         const int64_t rows = whole->shape.size() == 2 ? whole->shape[0] : 1, cols = whole->shape.back();
         const Errors e =
-            Compare(grad, TensorParallelSlice(one.first_grads[i].second, rows, cols, SplitOf(name), tp, r));
+            Compare(grad, TensorParallelSlice(one.first_grads[i].second, rows, cols, TpSplitOf(name), tp, r));
         worst_grad = std::max(worst_grad, e.max);
       }
     }

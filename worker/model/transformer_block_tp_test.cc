@@ -222,6 +222,17 @@ TEST(TensorParallelSliceTest, RowsAndColumnsPutBackTogetherAreTheWhole) {
   EXPECT_EQ(TensorParallelSlice(whole, 6, 4, TpSplit::kColumns, 2, 1),
             (std::vector<float>{2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23}));
   EXPECT_EQ(TensorParallelSlice(whole, 6, 4, TpSplit::kWhole, 2, 1), whole);
+  // Megatron's split of the model's named tensors.
+  for (const char* rows : {"layers.3.attention.wq.weight", "layers.0.attention.wk.weight", "layers.0.attention.wv.weight",
+                           "layers.1.feed_forward.w1.weight", "layers.1.feed_forward.w3.weight", "output.weight",
+                           "tok_embeddings.weight"}) {
+    EXPECT_EQ(TpSplitOf(rows), TpSplit::kRows) << rows;
+  }
+  EXPECT_EQ(TpSplitOf("layers.2.attention.wo.weight"), TpSplit::kColumns);
+  EXPECT_EQ(TpSplitOf("layers.2.feed_forward.w2.weight"), TpSplit::kColumns);
+  for (const char* whole_name : {"layers.2.attention_norm.weight", "layers.2.ffn_norm.weight", "norm.weight"}) {
+    EXPECT_EQ(TpSplitOf(whole_name), TpSplit::kWhole) << whole_name;
+  }
 }
 
 // The vocabulary-parallel head and cross-entropy against the whole head: the same loss, input

@@ -17,6 +17,17 @@ void InitUniform(std::span<float> out, uint64_t model_seed, std::string_view nam
   rng.FillUniform(out.data(), static_cast<int64_t>(out.size()), -a, a);
 }
 
+TpSplit TpSplitOf(std::string_view name) {
+  for (std::string_view rows : {"attention.wq.", "attention.wk.", "attention.wv.", "feed_forward.w1.",
+                                "feed_forward.w3.", "output.", "tok_embeddings."}) {
+    if (name.find(rows) != std::string_view::npos) return TpSplit::kRows;
+  }
+  for (std::string_view cols : {"attention.wo.", "feed_forward.w2."}) {
+    if (name.find(cols) != std::string_view::npos) return TpSplit::kColumns;
+  }
+  return TpSplit::kWhole;
+}
+
 std::vector<float> TensorParallelSlice(std::span<const float> whole, int64_t rows, int64_t cols, TpSplit split,
                                        int tp, int rank) {
   if (split == TpSplit::kWhole || tp == 1) return {whole.begin(), whole.end()};

@@ -27,6 +27,12 @@ void InitUniform(std::span<float> out, uint64_t model_seed, std::string_view nam
 // identical under every tp and its checkpoints can be put back together.
 enum class TpSplit { kWhole, kRows, kColumns };
 
+// How the model's tensor `name` (StageModel's names: "layers.3.attention.wq.weight",
+// "tok_embeddings.weight", ...) is split: Megatron's column-parallel wq, wk, wv, w1, w3 and the
+// vocabulary-parallel embedding and output by rows, the row-parallel wo, w2 by columns, norm
+// gains whole.
+TpSplit TpSplitOf(std::string_view name);
+
 // Rank `rank`'s slice of `whole` (rows x cols elements); tp must divide the split dimension.
 std::vector<float> TensorParallelSlice(std::span<const float> whole, int64_t rows, int64_t cols, TpSplit split,
                                        int tp, int rank);
