@@ -14,6 +14,8 @@ job=$("$PIPECTL" submit "$WORK/tp.json" --format json | json_field '["jobId"]')
 grep -q "SUCCEEDED" "$WORK/watch.out" || fail "no SUCCEEDED event: $(tail -5 "$WORK/watch.out")"
 "$PIPECTL" status "$job" --format json > "$WORK/tp-status.json"
 "$PIPECTL" status "$job" > "$WORK/tp-status.txt"
+grep -q "submitted: 1f1b, pp 2, dp 2, tp 2, waiting for 8 worker(s)" "$WORK/tp-status.txt" ||
+  fail "pipectl status does not show the job's tp: $(cat "$WORK/tp-status.txt")"
 grep -q "running on 8 worker(s); tp groups on one host each (4 groups of 2 ranks)" "$WORK/tp-status.txt" ||
   fail "pipectl status does not say where the tp groups landed: $(cat "$WORK/tp-status.txt")"
 

@@ -38,18 +38,21 @@ Daemon::~Daemon() {
 }
 
 Status Daemon::Run() {
-  // The data port is bound once, so the endpoint the coordinator hands to peers stays true.
-  auto probe = TcpTransport::Listen(options_.data_host, data_port_);
-  if (!probe.ok()) return Unavailable("cannot listen for peers: " + probe.status().message());
-  endpoint_ = (*probe)->endpoint();
-  data_port_ = std::stoi(endpoint_.substr(endpoint_.rfind(':') + 1));
+  // The data port is chosen and held once (PortReservation), so the endpoint the coordinator
+  // hands to peers stays true and no other process on this host is given the port meanwhile.
+  auto held = PortReservation::Bind(options_.data_host, data_port_);
+  if (!held.ok()) return Unavailable("cannot listen for peers: " + held.status().message());
+  data_port_ = held->port();
+  endpoint_ = FormatHostPort(options_.data_host, data_port_);
   if (!options_.advertise.empty()) {
     endpoint_ = FormatHostPort(options_.advertise, data_port_);
   } else if (options_.data_host == "0.0.0.0" || options_.data_host == "::") {
     Log("listening on %s without --advertise: peers on other hosts cannot reach it", endpoint_);
   }
-  (*probe)->Shutdown();
-  probe->reset();
+  {
+    std::lock_guard<std::mutex> lock(port_mu_);
+    port_held_ = std::move(held).value();  // kept until a job listens there
+  }
   PIPECOORD_RETURN_IF_ERROR(RegisterWithRetry());
   std::thread heartbeat([this] { HeartbeatLoop(); });
   std::thread stopper([this] { StopWatch(); });
@@ -241,6 +244,17 @@ void Daemon::HoldJob(const std::shared_ptr<HeldJob>& job) {
   const v1::Assignment& a = job->assignment();
   Log("%s: running %s", a.job_id(), jobplan::LayoutOf(a.spec()).Name(RankRun::GlobalRank(a)).c_str());
   RunJob(*job);
+  {
+    // Every link of the job is closed: hold the data port again until the next job (before the
+    // release, after which the coordinator may hand this worker another).
+    auto held = PortReservation::Bind(options_.data_host, data_port_);
+    std::lock_guard<std::mutex> lock(port_mu_);
+    if (held.ok()) {
+      port_held_ = std::move(held).value();
+    } else {
+      Log("%s: could not hold the data port again: %s", a.job_id(), held.status().message());
+    }
+  }
   job->MarkReleasing();
   if (!job->quiet()) Release(a);
   std::lock_guard<std::mutex> lock(mu_);
@@ -348,6 +362,10 @@ void Daemon::RunJob(HeldJob& job) {
         if (a.start_step() > 0) Log("%s: resumed from the checkpoint of step %s", a.job_id(), std::to_string(a.start_step() - 1));
         TcpTransportOptions topt;
         topt.session = a.session();
+        {
+          std::lock_guard<std::mutex> lock(port_mu_);
+          port_held_.reset();
+        }
         auto listening = TcpTransport::Listen(options_.data_host, data_port_, topt);
         if (!listening.ok()) return listening.status();
         transport = std::move(listening).value();

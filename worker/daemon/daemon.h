@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +42,7 @@
 #include "worker/daemon/fault_injection.h"
 #include "worker/daemon/health_hooks.h"
 #include "worker/daemon/held_job.h"
+#include "worker/transport/port_reservation.h"
 #include "worker/transport/tcp_transport.h"
 
 namespace pipecoord::worker {
@@ -108,6 +110,12 @@ class Daemon {
   const std::atomic<bool>& stop_;
   int data_port_;
   std::string endpoint_;
+  // Holds the data port while no job listens on it (bound, not listening: dialers are refused
+  // as by a closed port), so that no other process, such as another worker started at the same
+  // time with port 0, is given it: released just before a job's transport listens there, taken
+  // again when the job is over.
+  std::mutex port_mu_;
+  std::optional<PortReservation> port_held_;
   ClockSync clock_;
   std::mutex mu_;
   std::string worker_id_;
