@@ -108,20 +108,14 @@ class Ring {
 
   int Mod(int x) const { return ((x % n_) + n_) % n_; }
 
-  // n - 1 reduce-scatter rounds numbered from `first_round`: member i ends holding the sum of
-  // chunk i + 1 + offset, summed over members i + 1 + offset, i + 2 + offset, ... (mod n).
-  Status ReduceScatter(int first_round, int offset) {
+  // n - 1 rounds numbered from `first_round`; in round s member i sends chunk i + offset - s and
+  // receives chunk i + offset - s - 1 (mod n). Reduce-scatter rounds (add) leave member i the sum
+  // of chunk i + 1 + offset over members i + 1 + offset, i + 2 + offset, ...; all-gather rounds
+  // spread the chunk i + offset each member starts with.
+  Status Rounds(int first_round, int offset, bool add) {
+    const int me = group_.me + offset;
     for (int s = 0; s < n_ - 1; ++s) {
-      const int me = group_.me + offset;
-      PIPECOORD_RETURN_IF_ERROR(Round(first_round + s, Mod(me - s), Mod(me - s - 1), /*add=*/true));
-    }
-    return Status::Ok();
-  }
-  // n - 1 all-gather rounds from `first_round`: member i starts owning chunk i + offset.
-  Status Gather(int first_round, int offset) {
-    for (int s = 0; s < n_ - 1; ++s) {
-      const int me = group_.me + offset;
-      PIPECOORD_RETURN_IF_ERROR(Round(first_round + s, Mod(me - s), Mod(me - s - 1), /*add=*/false));
+      PIPECOORD_RETURN_IF_ERROR(Round(first_round + s, Mod(me - s), Mod(me - s - 1), add));
     }
     return Status::Ok();
   }
@@ -140,6 +134,7 @@ class Ring {
   Status Round(int r, int send_c, int recv_c, bool add) {
     auto out = data_.Read(Begin(send_c), Count(send_c));
     if (!out.ok()) return Wrap(out.status(), Where("reading", r, send_c));
+    if (options_.bytes_sent != nullptr) *options_.bytes_sent += Count(send_c) * sizeof(float);
     Status st = transport_.Send(right_, MessageTag{options_.channel, r, send_c, step_}, std::move(out).value());
     if (!st.ok()) return Wrap(st, Where("sending", r, send_c, " to rank " + std::to_string(right_)));
     const auto left_ms = std::max(std::chrono::milliseconds(0),
@@ -175,21 +170,21 @@ Status AllReduceSum(Transport& transport, const Group& group, int step, FloatBuf
   Ring ring("AllReduceSum", transport, group, step, data, options);
   const int n = static_cast<int>(group.ranks.size());
   // Member i ends the reduce-scatter holding chunk i + 1 and starts the gather from it.
-  PIPECOORD_RETURN_IF_ERROR(ring.ReduceScatter(0, 0));
-  return ring.Gather(n - 1, 1);
+  PIPECOORD_RETURN_IF_ERROR(ring.Rounds(0, 0, /*add=*/true));
+  return ring.Rounds(n - 1, 1, /*add=*/false);
 }
 
 Status ReduceScatterSum(Transport& transport, const Group& group, int step, FloatBuffer& data,
                         const RingOptions& options) {
   PIPECOORD_RETURN_IF_ERROR(CheckGroup("ReduceScatterSum", group, options.channel));
   if (group.ranks.size() == 1) return Status::Ok();
-  return Ring("ReduceScatterSum", transport, group, step, data, options).ReduceScatter(0, -1);
+  return Ring("ReduceScatterSum", transport, group, step, data, options).Rounds(0, -1, /*add=*/true);
 }
 
 Status AllGather(Transport& transport, const Group& group, int step, FloatBuffer& data, const RingOptions& options) {
   PIPECOORD_RETURN_IF_ERROR(CheckGroup("AllGather", group, options.channel));
   if (group.ranks.size() == 1) return Status::Ok();
-  return Ring("AllGather", transport, group, step, data, options).Gather(0, 0);
+  return Ring("AllGather", transport, group, step, data, options).Rounds(0, 0, /*add=*/false);
 }
 
 Status AllReduceMean(Transport& transport, const Group& group, int step, std::vector<std::span<float>> data,

@@ -94,6 +94,7 @@ class HostFloats final : public FloatBuffer {
 struct RingOptions {
   std::chrono::milliseconds timeout{60000};  // for the whole collective
   uint32_t channel = kFirstCollectiveChannel;
+  uint64_t* bytes_sent = nullptr;  // if set, the bytes of every chunk this member sends are added
 };
 
 // First element of chunk c of a buffer of `len` elements cut into n chunks (c in 0..n).

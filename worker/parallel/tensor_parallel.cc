@@ -15,23 +15,20 @@ int RingTensorParallel::NextStep() {
   return step;
 }
 
-// A ring all-reduce sends 2 (n - 1) chunks of about L / n elements; an all-gather n - 1.
-Status RingTensorParallel::ReduceFromTensorParallel(std::span<float> data) {
-  const int n = size();
-  if (!status_.ok() || n == 1) return status_;
-  if (transport_ == nullptr) return status_ = FailedPrecondition("ReduceFromTensorParallel: no transport bound yet");
-  HostFloats buffer(data);
-  const int step = NextStep();
+template <typename Collective>
+Status RingTensorParallel::Run(const char* name, FloatBuffer& buffer, Collective collective) {
+  if (transport_ == nullptr) return status_ = FailedPrecondition(std::string(name) + ": no transport bound yet");
   const auto start = std::chrono::steady_clock::now();
-  status_ = AllReduceSum(*transport_, group_, step, buffer, {timeout_, kTensorParallelChannel});
+  status_ = collective(*transport_, group_, NextStep(), buffer,
+                       RingOptions{timeout_, kTensorParallelChannel, &bytes_sent_});
   comm_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-  if (!status_.ok()) return status_;
-  for (int s = 0; s < n - 1; ++s) {
-    for (int c : {((group_.me - s) % n + n) % n, ((group_.me + 1 - s) % n + n) % n}) {
-      bytes_sent_ += (ChunkBegin(data.size(), n, c + 1) - ChunkBegin(data.size(), n, c)) * sizeof(float);
-    }
-  }
-  return Status::Ok();
+  return status_;
+}
+
+Status RingTensorParallel::ReduceFromTensorParallel(std::span<float> data) {
+  if (!status_.ok() || size() == 1) return status_;
+  HostFloats buffer(data);
+  return Run("ReduceFromTensorParallel", buffer, AllReduceSum);
 }
 
 Status RingTensorParallel::GatherFromTensorParallel(std::span<const float> mine, std::span<float> out) {
@@ -44,15 +41,8 @@ Status RingTensorParallel::GatherFromTensorParallel(std::span<const float> mine,
   if (!status_.ok()) return status_;
   std::copy(mine.begin(), mine.end(), out.begin() + static_cast<size_t>(group_.me) * mine.size());
   if (n == 1) return Status::Ok();
-  if (transport_ == nullptr) return status_ = FailedPrecondition("GatherFromTensorParallel: no transport bound yet");
   HostFloats buffer(out);
-  const int step = NextStep();
-  const auto start = std::chrono::steady_clock::now();
-  status_ = AllGather(*transport_, group_, step, buffer, {timeout_, kTensorParallelChannel});
-  comm_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-  if (!status_.ok()) return status_;
-  bytes_sent_ += static_cast<uint64_t>(n - 1) * mine.size() * sizeof(float);
-  return Status::Ok();
+  return Run("GatherFromTensorParallel", buffer, AllGather);
 }
 
 }  // namespace pipecoord::worker::parallel

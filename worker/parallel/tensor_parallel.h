@@ -71,6 +71,9 @@ class RingTensorParallel final : public TensorParallel {
 
  private:
   int NextStep();
+  // Runs one collective of the group on its channel, timing it and counting what it sends.
+  template <typename Collective>
+  Status Run(const char* name, FloatBuffer& buffer, Collective collective);
 
   Transport* transport_;
   Group group_;
