@@ -367,7 +367,7 @@ void Coordinator::TryDispatchLocked() {
     const v1::JobSpec& spec = j.job.spec();
     j.session = ids_.next_session++;
     for (int g = 0; g < j.world(); ++g) {
-      workers_.Assign(*free[g], j.job.id(), g, jobplan::LayoutOf(spec), j.session);
+      workers_.Assign(*free[g], j.job.id(), g, layout, j.session);
       j.job.add_worker_ids(free[g]->info.worker_id());
     }
     std::vector<std::string> endpoints;

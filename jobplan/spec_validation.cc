@@ -83,6 +83,11 @@ Status ValidateWorkerSpec(const v1::JobSpec& s) {
   return Status::Ok();
 }
 
+// model.ffnHidden, or its default when 0: 8h/3 rounded up to a multiple of 64 (proto/job.proto).
+int FfnHiddenOf(const v1::ModelSpec& m) {
+  return m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
+}
+
 // spec.tp and spec.sequenceParallel: the shapes a Megatron-style split needs (heads, the SwiGLU
 // width and the vocabulary cut into tp equal slices; sequence parallelism cuts the sequence).
 Status ValidateTensorParallel(const v1::JobSpec& s) {
@@ -90,8 +95,8 @@ Status ValidateTensorParallel(const v1::JobSpec& s) {
   const int tp = std::max(1, s.tp());
   const v1::ModelSpec& m = s.model();
   if (tp > 1) {
-    const int ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
-    for (auto [field, value] : {std::pair{"model.heads", m.heads()}, {"model.ffnHidden", ffn}, {"model.vocab", m.vocab()}}) {
+    for (auto [field, value] :
+         {std::pair{"model.heads", m.heads()}, {"model.ffnHidden", FfnHiddenOf(m)}, {"model.vocab", m.vocab()}}) {
       if (value % tp != 0) {
         return InvalidArgument("spec.tp: must divide spec." + std::string(field) + " (" + std::to_string(value) +
                                ": each tensor-parallel rank holds an equal slice), got " + std::to_string(tp));
@@ -295,10 +300,7 @@ v1::JobSpec WithDefaults(const v1::JobSpec& in, v1::BestScheduleReport* best) {
   if (s.dp() == 0 && !IsAuto(s)) s.set_dp(1);
   if (s.device().empty()) s.set_device("cpu");
   if (s.precision().empty()) s.set_precision("fp32");
-  if (s.model().ffn_hidden() == 0) {
-    const int h = s.model().hidden();
-    s.mutable_model()->set_ffn_hidden(((8 * h / 3) + 63) / 64 * 64);
-  }
+  if (s.model().ffn_hidden() == 0) s.mutable_model()->set_ffn_hidden(FfnHiddenOf(s.model()));
   if (s.data_seed() == 0) s.set_data_seed(s.model().seed());
   if (!s.has_costs()) {
     s.mutable_costs()->set_f(1);

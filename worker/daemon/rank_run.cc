@@ -76,7 +76,7 @@ Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callb
   PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, a.session(), options_.connect_timeout));
   BoundaryTransportContext context;
   context.rank = global;
-  context.world = jobplan::LayoutOf(a.spec()).world();
+  context.world = layout.world();
   context.peers = TensorPeers(a);
   context.session = a.session();
   context.rendezvous = options_.rendezvous;
