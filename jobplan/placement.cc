@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
+#include <unordered_map>
 
 namespace pipecoord::jobplan {
 
@@ -25,20 +25,31 @@ Result<Placement> PlaceRanks(const RankLayout& layout, const std::vector<FreeWor
     return FailedPrecondition("placing " + std::to_string(world) + " ranks: only " + std::to_string(free.size()) +
                               " free worker(s)");
   }
-  // Free workers by host, in the order given (stable), and which are still unused.
-  std::map<std::string, std::vector<int>> by_host;
-  for (int i = 0; i < static_cast<int>(free.size()); ++i) by_host[free[i].host].push_back(i);
-  std::vector<bool> used(free.size(), false);
-  auto left_on = [&](const std::string& host) {
-    int n = 0;
-    for (int i : by_host[host]) n += used[i] ? 0 : 1;
-    return n;
+  // Linear in the workers (plus hosts x groups with tp > 1): the coordinator places a job of
+  // thousands of ranks under its lock.
+  std::unordered_map<std::string, int> index;  // worker id -> position in `free`
+  for (int i = 0; i < static_cast<int>(free.size()); ++i) index.emplace(free[i].id, i);
+  struct Host {
+    std::vector<int> workers;  // positions in `free`, in the order given
+    size_t next = 0;           // workers before it are used
+    int left = 0;              // unused workers
   };
-  auto index_of = [&](const std::string& id) {
-    for (int i = 0; i < static_cast<int>(free.size()); ++i) {
-      if (free[i].id == id) return i;
-    }
-    return -1;
+  std::map<std::string, Host> hosts;  // name order: ties between hosts go to the first name
+  for (int i = 0; i < static_cast<int>(free.size()); ++i) {
+    Host& h = hosts[free[i].host];
+    h.workers.push_back(i);
+    ++h.left;
+  }
+  std::vector<bool> used(free.size(), false);
+  auto use = [&](int i) {
+    used[i] = true;
+    --hosts[free[i].host].left;
+  };
+  auto take_from = [&](Host& h) {  // the host's first unused worker
+    while (used[h.workers[h.next]]) ++h.next;
+    const int i = h.workers[h.next];
+    use(i);
+    return i;
   };
   Placement p;
   p.worker_of_rank.assign(world, -1);
@@ -46,56 +57,47 @@ Result<Placement> PlaceRanks(const RankLayout& layout, const std::vector<FreeWor
   // other group is placed, so none takes them).
   for (int first = 0; first < world; first += tp) {
     std::vector<int> kept;
-    std::set<std::string> kept_hosts;
     for (int g = first; g < first + tp && g < static_cast<int>(previous.size()); ++g) {
-      const int i = index_of(previous[g]);
-      if (i >= 0 && !used[i]) {
-        kept.push_back(i);
-        kept_hosts.insert(free[i].host);
+      auto it = index.find(previous[g]);
+      if (it != index.end() && !used[it->second] &&
+          (kept.empty() || free[it->second].host == free[kept.front()].host)) {
+        kept.push_back(it->second);
       }
     }
-    if (static_cast<int>(kept.size()) != tp || kept_hosts.size() != 1) continue;
+    if (static_cast<int>(kept.size()) != tp) continue;
     for (int t = 0; t < tp; ++t) {
       p.worker_of_rank[first + t] = kept[t];
-      used[kept[t]] = true;
+      use(kept[t]);
     }
   }
+  size_t cursor = 0;  // tp 1: the free workers in the order given
   for (int first = 0; first < world; first += tp) {
     if (p.worker_of_rank[first] >= 0) continue;
-    // The host with the most free workers that holds the whole group (ties: name order).
-    std::string host;
-    int best = 0;
-    for (const auto& [h, workers] : by_host) {
-      const int n = left_on(h);
-      if (n >= tp && n > best) {
-        best = n;
-        host = h;
-      }
+    if (tp == 1) {
+      while (used[cursor]) ++cursor;
+      p.worker_of_rank[first] = static_cast<int>(cursor);
+      use(static_cast<int>(cursor));
+      continue;
     }
-    std::vector<int> take;
-    if (!host.empty()) {
-      for (int i : by_host[host]) {
-        if (!used[i] && static_cast<int>(take.size()) < tp) take.push_back(i);
-      }
-    } else {
-      std::set<std::string> hosts;
-      for (auto& [h, workers] : by_host) {
-        for (int i : workers) {
-          if (!used[i] && static_cast<int>(take.size()) < tp) {
-            take.push_back(i);
-            hosts.insert(h);
-          }
-        }
-      }
-      std::string names;
-      for (const std::string& h : hosts) names += (names.empty() ? "" : ", ") + h;
-      p.split_groups.push_back("ranks " + std::to_string(first) + "-" + std::to_string(first + tp - 1) + " (" +
-                               layout.Name(first) + "): hosts " + names);
+    // The host with the most free workers that holds the whole group.
+    Host* best = nullptr;
+    for (auto& [name, h] : hosts) {
+      if (h.left >= tp && (best == nullptr || h.left > best->left)) best = &h;
     }
-    for (int t = 0; t < tp; ++t) {
-      p.worker_of_rank[first + t] = take[t];
-      used[take[t]] = true;
+    if (best != nullptr) {
+      for (int t = 0; t < tp; ++t) p.worker_of_rank[first + t] = take_from(*best);
+      continue;
     }
+    // No host holds it whole: the remaining workers in host order, and the split said.
+    std::string names;
+    int t = 0;
+    for (auto& [name, h] : hosts) {
+      if (h.left == 0 || t == tp) continue;
+      names += (names.empty() ? "" : ", ") + name;
+      while (h.left > 0 && t < tp) p.worker_of_rank[first + t++] = take_from(h);
+    }
+    p.split_groups.push_back("ranks " + std::to_string(first) + "-" + std::to_string(first + tp - 1) + " (" +
+                             layout.Name(first) + "): hosts " + names);
   }
   return p;
 }

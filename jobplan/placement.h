@@ -29,9 +29,11 @@ struct Placement {
 
 // FAILED_PRECONDITION when fewer workers are free than the layout has ranks. `previous`: each
 // rank's worker in the attempt before (by global rank; may be shorter or empty), kept where it is
-// free and its group can stay on one host with it. Groups go to the hosts with the most free
-// workers first (so large hosts keep room for the next group), a group that fits nowhere whole
-// takes the remaining workers in host order and is listed in split_groups.
+// free and its group can stay on one host with it. With tp > 1 groups go to the hosts with the
+// most free workers first (so large hosts keep room for the next group), and a group that fits
+// nowhere whole takes the remaining workers in host order and is listed in split_groups; with
+// tp 1 the other ranks take the free workers in the order given. Linear in the workers (plus
+// hosts x groups with tp > 1).
 Result<Placement> PlaceRanks(const RankLayout& layout, const std::vector<FreeWorker>& free,
                              const std::vector<std::string>& previous = {});
 

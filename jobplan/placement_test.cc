@@ -75,6 +75,16 @@ TEST(PlacementTest, LargestHostsFirstKeepRoomForWholeGroups) {
   for (const auto& hosts : GroupHosts(layout, free, *p)) EXPECT_EQ(hosts.size(), 1u);
 }
 
+// Workers that reported no host are one host (""), not a split.
+TEST(PlacementTest, WorkersWithoutAHostAreOneHost) {
+  const auto free = Workers({{"", 4}});
+  const RankLayout layout = RankLayout::Create(2, 1, 2).value();
+  auto p = PlaceRanks(layout, free);
+  ASSERT_TRUE(p.ok());
+  ExpectEveryWorkerOnce(*p);
+  EXPECT_TRUE(p->split_groups.empty());
+}
+
 TEST(PlacementTest, TooFewFreeWorkersIsFailedPrecondition) {
   auto p = PlaceRanks(RankLayout::Create(2, 2, 2).value(), Workers({{"a", 7}}));
   ASSERT_FALSE(p.ok());
