@@ -51,7 +51,8 @@ class Pricer {
                                                 bf16 ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32);
     } else {
       model_ = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
-      training_ = memory::PipecoordCpuTraining(spec.micro_batch_size(), std::max(1, spec.tp()));
+      training_ = memory::PipecoordCpuTraining(spec.micro_batch_size(), std::max(1, spec.tp()), spec.zero(),
+                                               std::max(1, spec.dp()));
       activations_ = memory::ResolveActivations(model_, training_);
     }
   }

@@ -5,7 +5,8 @@
 // Device "cpu" (worker/model): the `pipecoord-cpu` recipe (memory/pipecoord_cpu_recipe.cc,
 // memory/pipecoord_cpu.h).
 //   parameters: memory/'s parameter count of the stage's blocks, embedding and head, at the
-//     fp32 policy's 16 B each (values, gradients, AdamW's two moments);
+//     fp32 policy's 16 B each (values, gradients, AdamW's two moments); under ZeRO-1 the
+//     moments of ceil(n / dp) of the stage's n parameters (the worker's padded shard);
 //   activations: the most bytes the rank's micro-batches in flight hold at once, over all the
 //     stages it holds (the peak of the rank's total, as the CPU backend measures it: a V-shaped
 //     rank's two chunks peak at different moments, so this is less than the sum of their peaks).

@@ -130,6 +130,23 @@ Status ValidateTensorParallel(const v1::JobSpec& s) {
   return Status::Ok();
 }
 
+// spec.zero: the distributed optimizer runs on the C++ workers' CPU backend.
+Status ValidateZero(const v1::JobSpec& s) {
+  PIPECOORD_RETURN_IF_ERROR(Range("zero", s.zero(), 0, 2));
+  if (s.zero() == 0) return Status::Ok();
+  // What ZeRO does not run on yet is refused by name, never run as something else.
+  if (s.device() == "cuda") {
+    return InvalidArgument("spec.zero: device \"cuda\" runs zero 0 only (the distributed optimizer runs on the CPU backend)");
+  }
+  if (s.worker().kind() == v1::kTorchWorker) {
+    return InvalidArgument("spec.zero: torch workers run zero 0 only (the distributed optimizer runs on the C++ workers)");
+  }
+  if (s.zero() == 2) {
+    return InvalidArgument("spec.zero: 2 (gradients sharded too) is not run by the workers yet; zero 1 is");
+  }
+  return Status::Ok();
+}
+
 Status NonNegative(const char* field, double v) {
   if (!std::isfinite(v) || v < 0) {
     return InvalidArgument(std::string("spec.") + field + ": must be a finite number >= 0, got " + Num(v));
@@ -241,6 +258,7 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   PIPECOORD_RETURN_IF_ERROR(ValidateWorkerSpec(s));
   PIPECOORD_RETURN_IF_ERROR(ValidateTensorParallel(s));
+  PIPECOORD_RETURN_IF_ERROR(ValidateZero(s));
   const long long world = static_cast<long long>(s.pp()) * std::max(1, s.dp()) * std::max(1, s.tp());
   if (world > 4096) {
     return InvalidArgument("spec.pp x spec.dp x spec.tp: must be at most 4096 workers, got " + std::to_string(world));

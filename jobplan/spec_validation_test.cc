@@ -170,6 +170,28 @@ TEST(SpecValidationTest, TensorParallelShapes) {
   EXPECT_EQ(Error(s), "spec.sequenceParallel: needs spec.tp > 1 (it splits the sequence over the tensor-parallel group)");
 }
 
+// spec.zero: 0 | 1 (and 2 once the workers run it); where the distributed optimizer does not run,
+// a refusal that says so.
+TEST(SpecValidationTest, ZeroStages) {
+  auto s = TinySpec();
+  s.set_dp(2);
+  s.set_zero(1);
+  EXPECT_EQ(Error(s), "");
+  s.set_zero(3);
+  EXPECT_EQ(Error(s), "spec.zero: must be in 0..2, got 3");
+  s.set_zero(-1);
+  EXPECT_EQ(Error(s), "spec.zero: must be in 0..2, got -1");
+  s.set_zero(2);
+  EXPECT_EQ(Error(s), "spec.zero: 2 (gradients sharded too) is not run by the workers yet; zero 1 is");
+  s.set_zero(1);
+  s.set_device("cuda");
+  EXPECT_EQ(Error(s), "spec.zero: device \"cuda\" runs zero 0 only (the distributed optimizer runs on the CPU backend)");
+  s.set_device("cpu");
+  s.mutable_worker()->set_kind("torch");
+  s.mutable_worker()->set_module("m:f");
+  EXPECT_EQ(Error(s), "spec.zero: torch workers run zero 0 only (the distributed optimizer runs on the C++ workers)");
+}
+
 TEST(SpecValidationTest, FieldsAreTheirJsonNames) {
   auto s = TinySpec();
   s.set_micro_batch_size(0);

@@ -24,14 +24,14 @@ ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t hea
   return m;
 }
 
-TrainingSpec PipecoordCpuTraining(int micro_batch, int tp) {
+TrainingSpec PipecoordCpuTraining(int micro_batch, int tp, int zero, int dp) {
   TrainingSpec t;
   t.micro_batch = micro_batch;
   t.dtype = DtypePolicy::kFp32;
   t.optimizer = Optimizer::kAdamW;
   t.fp32_grads = true;
-  t.zero = 0;
-  t.dp = 1;
+  t.zero = zero;
+  t.dp = dp;
   t.tp = tp;
   t.sp = false;
   t.recompute = Recompute::kNone;

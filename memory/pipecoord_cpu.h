@@ -19,10 +19,11 @@ namespace pipecoord::memory {
 ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
                             int64_t seq_len);
 
-// fp32 weights, fp32 gradients, AdamW's two fp32 moments (16 B per parameter), no ZeRO or
-// recompute, tensor parallelism `tp` (Megatron's split, no sequence parallelism); recipe
-// "pipecoord-cpu".
-TrainingSpec PipecoordCpuTraining(int micro_batch, int tp = 1);
+// fp32 weights, fp32 gradients, AdamW's two fp32 moments (16 B per parameter), no recompute,
+// tensor parallelism `tp` (Megatron's split, no sequence parallelism), ZeRO stage `zero` over `dp`
+// replicas (1: the moments of ceil(n / dp) of a stage's n parameters, as the worker pads its
+// shards); recipe "pipecoord-cpu".
+TrainingSpec PipecoordCpuTraining(int micro_batch, int tp = 1, int zero = 0, int dp = 1);
 
 // One stage holding `layers` blocks, plus the embedding and/or the head.
 struct CpuStageMemory {

@@ -18,12 +18,13 @@ using ::testing::HasSubstr;
 // jobplan's tiny job (4 micro-batches of 2, 4 layers, sequence 8) with a narrower model (hidden 16,
 // 2 heads, vocabulary 32, seed 5). Not jobplan::TestSpec: it applies WithDefaults, which would fix
 // ffnHidden and dataSeed from its own hidden and seed before these are set.
-v1::JobSpec Spec(const std::string& schedule, int pp, int vpp, int dp, int steps, int tp = 1) {
+v1::JobSpec Spec(const std::string& schedule, int pp, int vpp, int dp, int steps, int tp = 1, int zero = 0) {
   v1::JobSpec s = jobplan::TinySpec(pp, schedule);
   s.clear_name();
   s.set_vpp(vpp);
   s.set_dp(dp);
   s.set_tp(tp);
+  s.set_zero(zero);
   s.set_steps(steps);
   auto* m = s.mutable_model();
   m->set_hidden(16);
@@ -44,13 +45,14 @@ struct Case {
   std::string schedule;
   int pp, vpp, dp;
   int tp = 1;
+  int zero = 0;
 };
 
 class CheckpointResumeTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CheckpointResumeTest, ResumedRunEqualsTheUninterruptedRun) {
   const Case c = GetParam();
-  auto whole = RunLocally(Spec(c.schedule, c.pp, c.vpp, c.dp, 6, c.tp));
+  auto whole = RunLocally(Spec(c.schedule, c.pp, c.vpp, c.dp, 6, c.tp, c.zero));
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
   const std::vector<double> want = StepLosses(*whole);
   ASSERT_EQ(want.size(), 6u);
@@ -58,8 +60,8 @@ TEST_P(CheckpointResumeTest, ResumedRunEqualsTheUninterruptedRun) {
   // The first attempt checkpoints every 2 steps and stops after step 3 (as if its worker died
   // during step 4); the second starts at step 4 from the checkpoints of step 3.
   LocalCheckpoints ck;
-  ck.dir = FreshDir("ckpt-" + c.schedule + "-tp" + std::to_string(c.tp));
-  v1::JobSpec first = Spec(c.schedule, c.pp, c.vpp, c.dp, 4, c.tp);
+  ck.dir = FreshDir("ckpt-" + c.schedule + "-tp" + std::to_string(c.tp) + "-zero" + std::to_string(c.zero));
+  v1::JobSpec first = Spec(c.schedule, c.pp, c.vpp, c.dp, 4, c.tp, c.zero);
   first.set_checkpoint_every(2);
   auto before = RunLocally(first, {}, ck);
   ASSERT_TRUE(before.ok()) << before.status().ToString();
@@ -79,7 +81,7 @@ TEST_P(CheckpointResumeTest, ResumedRunEqualsTheUninterruptedRun) {
     ASSERT_GT(rank[3].summary.checkpointed_steps_size(), 0);
     EXPECT_EQ(rank[3].summary.checkpointed_steps(rank[3].summary.checkpointed_steps_size() - 1), 3);
   }
-  v1::JobSpec second = Spec(c.schedule, c.pp, c.vpp, c.dp, 6, c.tp);
+  v1::JobSpec second = Spec(c.schedule, c.pp, c.vpp, c.dp, 6, c.tp, c.zero);
   second.set_checkpoint_every(2);
   ck.start_step = 4;
   auto after = RunLocally(second, {}, ck);
@@ -98,9 +100,12 @@ INSTANTIATE_TEST_SUITE_P(Schedules, CheckpointResumeTest,
                          ::testing::Values(Case{"1f1b", 2, 1, 1}, Case{"interleaved", 2, 2, 1}, Case{"zbv", 2, 2, 1},
                                            Case{"zbh1", 2, 1, 2},
                                            // Each tensor-parallel rank saves and restores its own slices.
-                                           Case{"zbh1", 2, 1, 2, 2}),
+                                           Case{"zbh1", 2, 1, 2, 2},
+                                           // Each ZeRO-1 replica saves and restores its moment shard.
+                                           Case{"zbh1", 2, 1, 2, 1, 1}, Case{"zbh1", 2, 1, 2, 2, 1}),
                          [](const auto& info) {
-                           const std::string tp = info.param.tp > 1 ? "_tp" + std::to_string(info.param.tp) : "";
+                           const std::string tp = (info.param.tp > 1 ? "_tp" + std::to_string(info.param.tp) : "") +
+                                                  (info.param.zero > 0 ? "_zero" + std::to_string(info.param.zero) : "");
                            return (info.param.schedule == "zbh1" ? std::string("zbh1_dp2") : info.param.schedule == "1f1b" ? std::string("one_f_one_b") : info.param.schedule) + tp;
                          });
 

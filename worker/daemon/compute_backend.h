@@ -92,7 +92,14 @@ class ComputeBackend {
                          ": this backend does not give one stage's gradients (REDUCE_GRAD); its gradients are "
                          "all-reduced at OPT");
   }
+  // The parameter values of one stage held (host memory), in StageGradients()'s order: what ZeRO's
+  // all-gather fills after OptimizerStep updated this replica's shard. UNIMPLEMENTED by default.
+  virtual Result<std::vector<std::span<float>>> StageValues(int stage) {
+    return Unimplemented("stage " + std::to_string(stage) + ": this backend does not give one stage's values (ZeRO)");
+  }
   // The optimizer step after all micro-batches (and the all-reduce), then gradients are zeroed.
+  // Under ZeRO (spec.zero >= 1, dp > 1) it updates this replica's shard of each stage only: the
+  // elements whose gradients the reduce-scatter left averaged here.
   virtual Status OptimizerStep(int step) = 0;
   // Mean loss over this step's micro-batches; false if this rank holds no loss.
   virtual bool StepLoss(double* loss) = 0;

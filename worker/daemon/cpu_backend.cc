@@ -121,6 +121,20 @@ class CpuBackend final : public ComputeBackend {
     return out;
   }
 
+  Result<std::vector<std::span<float>>> StageValues(int stage) override {
+    auto* m = Stage(stage);
+    if (m == nullptr) return NoStage(stage);
+    std::vector<std::span<float>> out;
+    for (const model::ParameterRef& p : m->Parameters()) out.push_back(p.value);
+    return out;
+  }
+
+  // ZeRO-1: each stage keeps the moments of shard `index` of `shards`.
+  Status ShardOptimizerStates(int shards, int index) {
+    for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->ShardOptimizerStates(shards, index));
+    return Status::Ok();
+  }
+
   Status OptimizerStep(int) override {
     kernels::cpu::AdamWOptions options;
     options.lr = lr_;
@@ -160,8 +174,16 @@ class CpuBackend final : public ComputeBackend {
         const std::string name = stage + std::string(p.name);
         const std::vector<int64_t> shape(p.shape.begin(), p.shape.end());
         out.push_back({name + "/value", p.value, shape});
-        out.push_back({name + "/adam_m", p.adam_m, shape});
-        out.push_back({name + "/adam_v", p.adam_v, shape});
+        if (p.adam_m.size() == p.value.size()) {
+          out.push_back({name + "/adam_m", p.adam_m, shape});
+          out.push_back({name + "/adam_v", p.adam_v, shape});
+        } else if (!p.adam_m.empty()) {
+          // A ZeRO shard holds elements [begin, begin + n) of the tensor's moments (flattened).
+          const std::string range = "@" + std::to_string(p.moment_begin);
+          const std::vector<int64_t> flat = {static_cast<int64_t>(p.adam_m.size())};
+          out.push_back({name + "/adam_m" + range, p.adam_m, flat});
+          out.push_back({name + "/adam_v" + range, p.adam_v, flat});
+        }
       }
     }
     return out;
@@ -239,6 +261,8 @@ Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a, par
   for (const v1::StageShard& s : a.shards()) {
     PIPECOORD_RETURN_IF_ERROR(backend->AddStage(config, batch, s, a.spec().tp() > 1 ? tp : nullptr));
   }
+  const int dp = std::max(1, a.spec().dp());
+  if (a.spec().zero() >= 1 && dp > 1) PIPECOORD_RETURN_IF_ERROR(backend->ShardOptimizerStates(dp, a.dp_rank()));
   return std::unique_ptr<ComputeBackend>(std::move(backend));
 }
 

@@ -18,6 +18,8 @@ constexpr uint32_t kValidationActivations = 64;
 // REDUCE_GRAD's all-reduce of stage s on channel kStageGradientChannel + s: each stage's on its
 // own, so two in flight between the same replicas never share a tag.
 constexpr uint32_t kStageGradientChannel = 1u << 16;
+// ZeRO's all-gather of stage s's updated values, on channel kParameterGatherChannel + s.
+constexpr uint32_t kParameterGatherChannel = 2u << 16;
 
 
 std::string Describe(const v1::Action& a) {
@@ -44,6 +46,9 @@ Executor::Executor(const v1::Assignment& a, ComputeBackend* backend, Transport* 
   out_grad_.resize(slots);
   device_timing_ = backend_->TimesOnDevice();
   for (const v1::Action& act : a.jobs().actions()) reduces_by_stage_ = reduces_by_stage_ || act.op() == v1::REDUCE_GRAD;
+  zero_ = a.spec().zero() >= 1 && dp_ > 1;
+  for (const v1::StageShard& shard : a.shards()) stages_held_.push_back(shard.stage());
+  std::sort(stages_held_.begin(), stages_held_.end());
   if (!options_.clock_ns) {
     options_.clock_ns = [] {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -69,13 +74,14 @@ Status Executor::LaunchStageReduce(int stage, int step, size_t entry) {
   r.launched = std::chrono::steady_clock::now();
   r.done = std::async(std::launch::async,
                       [transport = transport_, me = dp_rank_, group = std::move(group), step, stage,
-                       grads = std::move(grads).value(), timeout = options_.recv_timeout, before] {
+                       grads = std::move(grads).value(), timeout = options_.recv_timeout, before, zero = zero_] {
                         if (before.valid()) before.wait();  // one at a time, in list order
                         StageReduce::Done d;
                         d.start = std::chrono::steady_clock::now();
-                        d.status = parallel::AllReduceMean(
-                            *transport, parallel::Group{group, me}, step, grads,
-                            {timeout, kStageGradientChannel + static_cast<uint32_t>(stage)});
+                        const parallel::RingOptions ring{timeout, kStageGradientChannel + static_cast<uint32_t>(stage),
+                                                         &d.bytes_sent};
+                        d.status = zero ? parallel::ReduceScatterMean(*transport, parallel::Group{group, me}, step, grads, ring)
+                                        : parallel::AllReduceMean(*transport, parallel::Group{group, me}, step, grads, ring);
                         d.end = std::chrono::steady_clock::now();
                         return d;
                       })
@@ -94,6 +100,7 @@ Status Executor::FinishStageReduces(StepReport* report) {
     v1::ActionTiming& t = report->actions[r.entry];
     t.set_start_ns(on_clock(d.start));
     t.set_end_ns(std::max(t.start_ns(), on_clock(d.end)));
+    t.set_dp_comm_bytes(d.bytes_sent);
     if (!d.status.ok() && first.ok()) {
       first = Status(d.status.code(), "the gradient all-reduce of stage " + std::to_string(r.stage) + " (its REDUCE_GRAD, " +
                                           std::to_string(r.stage) + "REDUCE_GRAD): " + d.status.message());
@@ -101,6 +108,44 @@ Status Executor::FinishStageReduces(StepReport* report) {
   }
   stage_reduces_.clear();
   return first;
+}
+
+Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
+  const parallel::Group group{data_group_, dp_rank_};
+  if (reduces_by_stage_) {
+    // every stage's REDUCE_GRAD reduced its gradients already
+  } else if (dp_ > 1 && backend_->DeviceGradients() != nullptr) {
+    // The same ring on the device: chunks read out and added in by the backend's kernels.
+    parallel::FloatBuffer& grads = *backend_->DeviceGradients();
+    PIPECOORD_RETURN_IF_ERROR(parallel::AllReduceSum(*transport_, group, step, grads, {options_.recv_timeout,
+                                                                                        kFirstCollectiveChannel, bytes}));
+    PIPECOORD_RETURN_IF_ERROR(grads.Scale(1.0f / static_cast<float>(dp_)));
+  } else if (zero_) {
+    // Each stage's shard, as its REDUCE_GRAD would have.
+    for (int s : stages_held_) {
+      auto grads = backend_->StageGradients(s);
+      if (!grads.ok()) return grads.status();
+      PIPECOORD_RETURN_IF_ERROR(parallel::ReduceScatterMean(
+          *transport_, group, step, std::move(grads).value(),
+          {options_.recv_timeout, kStageGradientChannel + static_cast<uint32_t>(s), bytes}));
+    }
+  } else if (dp_ > 1) {
+    // Gradients were accumulated over the step's micro-batches; one all-reduce now.
+    PIPECOORD_RETURN_IF_ERROR(parallel::AllReduceMean(*transport_, group, step, backend_->Gradients(),
+                                                      {options_.recv_timeout, kFirstCollectiveChannel, bytes}));
+  }
+  PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(step));
+  if (!zero_) return Status::Ok();
+  // Every replica updated its own chunk of each stage; the all-gather gives each all of them.
+  for (int s : stages_held_) {
+    auto values = backend_->StageValues(s);
+    if (!values.ok()) return values.status();
+    parallel::HostFloats buffer(std::move(values).value());
+    Status st = parallel::AllGather(*transport_, group, step, buffer,
+                                    {options_.recv_timeout, kParameterGatherChannel + static_cast<uint32_t>(s), bytes});
+    if (!st.ok()) return Status(st.code(), "ZeRO's parameter all-gather of stage " + std::to_string(s) + ": " + st.message());
+  }
+  return Status::Ok();
 }
 
 Result<kernels::Tensor> Executor::Input(int producer, int consumer, int mb, int step, uint32_t channel) {
@@ -128,6 +173,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   RunHooks* hooks = options_.hooks;
   uint64_t probe_checksum = 0;
   const bool compute = v1::IsCompute(a.op());
+  uint64_t dp_bytes = 0;  // OPT: sent in the data-parallel reduction and gather
   const parallel::TensorParallel* tp = options_.tensor_parallel;
   const int64_t tp_ns_before = tp != nullptr ? tp->comm_ns() : 0;
   const uint64_t tp_bytes_before = tp != nullptr ? tp->bytes_sent() : 0;
@@ -198,21 +244,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
       PIPECOORD_RETURN_IF_ERROR(FinishStageReduces(report));
       start = options_.clock_ns();
       if (on_device) PIPECOORD_RETURN_IF_ERROR(backend_->MarkBegin(mark));
-      if (reduces_by_stage_) {
-        // every stage's REDUCE_GRAD averaged its gradients already
-      } else if (dp_ > 1 && backend_->DeviceGradients() != nullptr) {
-        // The same ring on the device: chunks read out and added in by the backend's kernels.
-        parallel::FloatBuffer& grads = *backend_->DeviceGradients();
-        PIPECOORD_RETURN_IF_ERROR(parallel::AllReduceSum(*transport_, parallel::Group{data_group_, dp_rank_}, step,
-                                                         grads, {options_.recv_timeout}));
-        PIPECOORD_RETURN_IF_ERROR(grads.Scale(1.0f / static_cast<float>(dp_)));
-      } else if (dp_ > 1) {
-        // Gradients were accumulated over the step's micro-batches; one all-reduce now.
-        PIPECOORD_RETURN_IF_ERROR(parallel::AllReduceMean(*transport_, parallel::Group{data_group_, dp_rank_}, step,
-                                                          backend_->Gradients(),
-                                                          {options_.recv_timeout, kFirstCollectiveChannel}));
-      }
-      PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(step));
+      PIPECOORD_RETURN_IF_ERROR(OptimizerStepWithDataParallel(step, &dp_bytes));
       if (on_device) PIPECOORD_RETURN_IF_ERROR(backend_->MarkEnd(mark));
       break;
     }
@@ -246,6 +278,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   // Host times until the step's end replaces them (ResolveDeviceTimes).
   if (on_device) device_timed_.push_back({report->actions.size() - 1, wait_start, compute ? start : wait_start});
   if (a.op() == v1::PROBE) t->set_probe_checksum(probe_checksum);
+  if (dp_bytes > 0) t->set_dp_comm_bytes(dp_bytes);
   if (tp != nullptr && compute) {
     t->set_tp_comm_ns(tp->comm_ns() - tp_ns_before);
     t->set_tp_comm_bytes(tp->bytes_sent() - tp_bytes_before);

@@ -15,6 +15,12 @@
 //   or on the device when the backend's gradients live there (DeviceGradients,
 //   the same ring over the backend's FloatBuffer; the CUDA backend, which answers REDUCE_GRAD with
 //   UNIMPLEMENTED).
+// ZeRO (spec.zero >= 1, dp > 1; the backend holds one shard of each stage's moments): the
+// reduction is a reduce-scatter that leaves this replica's chunk of the stage's flat gradients
+// averaged (parallel::ReduceScatterMean), at REDUCE_GRAD as above or, without REDUCE_GRAD, stage
+// by stage at OPT; OPT then steps the shard and all-gathers each stage's values over the
+// replicas (channel kParameterGatherChannel + stage), stages in ascending order, inside OPT's span.
+// The bytes this rank sends in all of these go into the action's dp_comm_bytes.
 //
 // Each action is timed for telemetry (v1::ActionTiming) on options.clock_ns. By the host clock:
 // a compute action from when its input is there to when its call returned, wait_ns how long
@@ -104,6 +110,9 @@ class Executor {
   // Waits for every launched all-reduce; sets their timings in `report`; the first error names
   // the stage and its REDUCE_GRAD.
   Status FinishStageReduces(StepReport* report);
+  // OPT's data-parallel part around the optimizer step: the reduction when no REDUCE_GRAD ran it,
+  // the step, and ZeRO's all-gather. Adds the bytes sent to *bytes.
+  Status OptimizerStepWithDataParallel(int step, uint64_t* bytes);
   // The global rank of pipeline rank `pp_rank` in this rank's replica and tensor shard.
   int Global(int pp_rank) const { return layout_.AtPipelineRank(global_, pp_rank); }
   size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
@@ -137,11 +146,14 @@ class Executor {
     std::chrono::steady_clock::time_point launched;
     struct Done {
       Status status;
+      uint64_t bytes_sent = 0;
       std::chrono::steady_clock::time_point start, end;
     };
     std::shared_future<Done> done;
   };
   bool reduces_by_stage_ = false;
+  bool zero_ = false;        // ZeRO-1: reduce-scatter, step the shard, all-gather the values
+  std::vector<int> stages_held_;  // the stages this rank holds, ascending
   std::vector<StageReduce> stage_reduces_;
   std::vector<DeviceTimed> device_timed_;
   // The last timed action's device end (this step or an earlier one); none yet: the minimum.

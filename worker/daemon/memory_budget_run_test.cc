@@ -21,6 +21,7 @@ struct Case {
   int pp, vpp, dp, microbatches, layers;
   std::vector<int> stage_layers;
   int tp = 1;
+  int zero = 0;
 };
 
 // The demo's tiny model (examples/job.json: h 64, 4 heads, V 128, s 32, b 4), shorter.
@@ -32,6 +33,7 @@ v1::JobSpec Spec(const Case& c) {
   s.set_vpp(c.vpp);
   s.set_dp(c.dp);
   s.set_tp(c.tp);
+  s.set_zero(c.zero);
   s.set_microbatches(c.microbatches);
   s.set_micro_batch_size(4);
   s.set_steps(2);
@@ -79,8 +81,8 @@ std::vector<uint64_t> RunAndCompare(const v1::JobSpec& raw) {
           << spec.schedule() << " " << layout.Name(g) << " step " << report.summary.step()
           << ": the budget is above what the backend allocated";
     }
-    std::printf("%s pp %d vpp %d dp %d tp %d m %d: %s: peak %llu B, budget %llu B\n", spec.schedule().c_str(),
-                spec.pp(), spec.vpp(), spec.dp(), layout.tp(), spec.microbatches(), layout.Name(g).c_str(),
+    std::printf("%s pp %d vpp %d dp %d tp %d zero %d m %d: %s: peak %llu B, budget %llu B\n", spec.schedule().c_str(),
+                spec.pp(), spec.vpp(), spec.dp(), layout.tp(), spec.zero(), spec.microbatches(), layout.Name(g).c_str(),
                 static_cast<unsigned long long>(peak), static_cast<unsigned long long>(budget));
     peaks.push_back(peak);
   }
@@ -114,12 +116,18 @@ INSTANTIATE_TEST_SUITE_P(
                       // Tensor parallelism: every rank holds its slices (memory/pipecoord_cpu_recipe.cc).
                       Case{"1f1b", 2, 0, 1, 4, 8, {}, 2}, Case{"zbh1", 2, 0, 2, 4, 8, {}, 2},
                       Case{"interleaved", 2, 2, 1, 5, 7, {}, 2}, Case{"zbv", 2, 2, 1, 4, 8, {}, 4},
-                      Case{"dualpipev", 2, 2, 1, 4, 8, {}, 2}),
+                      Case{"dualpipev", 2, 2, 1, 4, 8, {}, 2},
+                      Case{"v-auto", 2, 2, 1, 4, 8, {}},
+                      // ZeRO-1: each replica holds the moments of ceil(n / dp) of a stage's n
+                      // parameters; dp 3 cuts tensors unevenly (the padded shards stay exact).
+                      Case{"1f1b", 2, 0, 2, 4, 8, {}, 1, 1}, Case{"zbh1", 2, 0, 3, 4, 7, {}, 1, 1},
+                      Case{"zbv", 2, 2, 2, 4, 8, {}, 2, 1}, Case{"interleaved", 2, 2, 3, 5, 7, {}, 1, 1}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string name = c.schedule + "_pp" + std::to_string(c.pp) + "_vpp" + std::to_string(c.vpp) + "_dp" +
                          std::to_string(c.dp) + "_m" + std::to_string(c.microbatches) + "_layers" +
-                         std::to_string(c.layers) + (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "");
+                         std::to_string(c.layers) + (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "") +
+                         (c.zero > 0 ? "_zero" + std::to_string(c.zero) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

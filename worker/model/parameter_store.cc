@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "worker/parallel/collectives.h"
+
 namespace pipecoord::model {
 
 Parameter* ParameterStore::Add(std::string name, std::vector<int64_t> shape, bool weight_decay) {
@@ -14,10 +16,30 @@ Parameter* ParameterStore::Add(std::string name, std::vector<int64_t> shape, boo
   p->weight_decay = weight_decay;
   p->value.assign(static_cast<size_t>(n), 0.0f);
   p->grad.assign(static_cast<size_t>(n), 0.0f);
-  p->adam_m.assign(static_cast<size_t>(n), 0.0f);
-  p->adam_v.assign(static_cast<size_t>(n), 0.0f);
   params_.push_back(std::move(p));
   return params_.back().get();
+}
+
+void ParameterStore::ShardMoments(int shards, int index) {
+  const int64_t n = NumElements();
+  const size_t len = static_cast<size_t>(n);
+  shards_ = shards;
+  shard_begin_ = static_cast<int64_t>(worker::parallel::ChunkBegin(len, shards, index));
+  shard_end_ = static_cast<int64_t>(worker::parallel::ChunkBegin(len, shards, index + 1));
+  const size_t padded = (len + static_cast<size_t>(shards) - 1) / static_cast<size_t>(shards);
+  // Fresh buffers: the old ones are freed, not kept at their capacity.
+  std::vector<float>(padded, 0.0f).swap(adam_m_);
+  std::vector<float>(padded, 0.0f).swap(adam_v_);
+  int64_t offset = 0;  // of the parameter in the flat index space
+  for (auto& p : params_) {
+    const int64_t lo = std::max(offset, shard_begin_), hi = std::min(offset + p->numel(), shard_end_);
+    p->moment_begin = lo < hi ? lo - offset : 0;
+    const size_t count = lo < hi ? static_cast<size_t>(hi - lo) : 0;
+    const size_t at = lo < hi ? static_cast<size_t>(lo - shard_begin_) : 0;
+    p->adam_m = std::span<float>(adam_m_.data() + at, count);
+    p->adam_v = std::span<float>(adam_v_.data() + at, count);
+    offset += p->numel();
+  }
 }
 
 Parameter* ParameterStore::Find(std::string_view name) {
@@ -35,7 +57,8 @@ std::vector<ParameterRef> ParameterStore::Refs() {
   std::vector<ParameterRef> refs;
   refs.reserve(params_.size());
   for (auto& p : params_) {
-    refs.push_back(ParameterRef{p->name, p->shape, p->value, p->grad, p->adam_m, p->adam_v});
+    refs.push_back(
+        ParameterRef{p->name, p->shape, p->value, p->grad, p->moment_begin, p->adam_m, p->adam_v, p->weight_decay});
   }
   return refs;
 }

@@ -1,5 +1,16 @@
 // ParameterStore: a stage's trainable tensors by name, each with its gradient and AdamW
-// moments. Float storage; buffers never move once added (they are safe to point into).
+// moments. Float storage; values and gradients never move once added (they are safe to point
+// into).
+//
+// Moments and ZeRO: the store's elements in parameter order form one flat index space of N =
+// NumElements(). ShardMoments(shards, index) gives the store AdamW moments for elements
+// [ChunkBegin(N, shards, index), ChunkBegin(N, shards, index + 1)) only (worker/parallel/
+// collectives.h's chunks: the chunk a reduce-scatter leaves summed on member `index`), in two
+// flat buffers of ceil(N / shards) floats each: every shard the same size, as Megatron pads its
+// distributed optimizer's buffers (the last shards' tail is padding, never read). Each
+// parameter's moments are then views of its overlap with the shard (possibly empty). Tensors added after
+// the last ShardMoments have no moments until the next: call it once all are added (one shard:
+// the whole store).
 #ifndef PIPECOORD_WORKER_MODEL_PARAMETER_STORE_H_
 #define PIPECOORD_WORKER_MODEL_PARAMETER_STORE_H_
 
@@ -16,7 +27,11 @@ struct Parameter {
   std::string name;            // e.g. "layers.3.attention.wq" (Llama's names)
   std::vector<int64_t> shape;  // row-major
   bool weight_decay = true;    // AdamW decays matrices, not norm gains
-  std::vector<float> value, grad, adam_m, adam_v;  // all numel() long
+  std::vector<float> value, grad;  // numel() long
+  // AdamW moments of elements [moment_begin, moment_begin + adam_m.size()) of this tensor (all of
+  // it, or its overlap with the store's shard), views into the store's moment buffers.
+  int64_t moment_begin = 0;
+  std::span<float> adam_m, adam_v;
 
   int64_t numel() const { return static_cast<int64_t>(value.size()); }
 };
@@ -26,13 +41,24 @@ struct Parameter {
 struct ParameterRef {
   std::string_view name;
   std::span<const int64_t> shape;
-  std::span<float> value, grad, adam_m, adam_v;
+  std::span<float> value, grad;
+  int64_t moment_begin = 0;         // adam_m and adam_v are elements [moment_begin, + their size)
+  std::span<float> adam_m, adam_v;  // of the tensor (Parameter's)
+  bool weight_decay = true;
 };
 
 class ParameterStore {
  public:
-  // Adds a zero-filled tensor (value, grad and moments). The name must be new.
+  // Adds a zero-filled tensor (value and grad; its moments come with ShardMoments). The name must
+  // be new.
   Parameter* Add(std::string name, std::vector<int64_t> shape, bool weight_decay);
+  // Zero-filled moments for shard `index` of `shards` (see above); 0 <= index < shards. Resets
+  // every moment to zero (call before training, or restore them from a checkpoint after).
+  void ShardMoments(int shards, int index);
+  int shards() const { return shards_; }
+  // The store's elements whose moments it holds: [shard_begin(), shard_end()).
+  int64_t shard_begin() const { return shard_begin_; }
+  int64_t shard_end() const { return shard_end_; }
   // nullptr if no tensor has that name.
   Parameter* Find(std::string_view name);
   const Parameter* Find(std::string_view name) const;
@@ -41,12 +67,17 @@ class ParameterStore {
   const std::vector<std::unique_ptr<Parameter>>& all() const { return params_; }
   std::vector<ParameterRef> Refs();
   int64_t NumElements() const;
-  // Bytes of values, gradients and both moments.
-  int64_t Bytes() const { return NumElements() * 4 * static_cast<int64_t>(sizeof(float)); }
+  // Bytes of values, gradients and both moment buffers (padding included).
+  int64_t Bytes() const {
+    return (NumElements() * 2 + static_cast<int64_t>(adam_m_.size() + adam_v_.size())) * static_cast<int64_t>(sizeof(float));
+  }
   void ZeroGrad();
 
  private:
   std::vector<std::unique_ptr<Parameter>> params_;
+  int shards_ = 1;
+  int64_t shard_begin_ = 0, shard_end_ = 0;
+  std::vector<float> adam_m_, adam_v_;  // ceil(N / shards) each
 };
 
 }  // namespace pipecoord::model

@@ -127,6 +127,7 @@ void StageModel::Build() {
                   HeadTensors<const float>{norm->value.data(), out->value.data()},
                   HeadTensors<float>{norm->grad.data(), out->grad.data()}, tp_);
   }
+  params_.ShardMoments(1, 0);
 }
 
 Status StageModel::CheckInput(int mb, const StageInput& in) const {
@@ -326,12 +327,29 @@ Status StageModel::OptimizerStep(const kernels::cpu::AdamWOptions& options) {
                               "); run their backward passes before the optimizer step");
   }
   ++optimizer_steps_;
+  // The elements whose moments this rank holds (all, or its ZeRO shard), element by element the
+  // same arithmetic either way.
   for (const auto& p : params_.all()) {
+    if (p->adam_m.empty()) continue;
     kernels::cpu::AdamWOptions o = options;
     if (!p->weight_decay) o.weight_decay = 0.0;
-    kernels::cpu::AdamWStep(p->value.data(), p->grad.data(), p->adam_m.data(), p->adam_v.data(),
-                            p->numel(), o, optimizer_steps_);
+    const int64_t at = p->moment_begin;
+    kernels::cpu::AdamWStep(p->value.data() + at, p->grad.data() + at, p->adam_m.data(), p->adam_v.data(),
+                            static_cast<int64_t>(p->adam_m.size()), o, optimizer_steps_);
   }
+  return Status::Ok();
+}
+
+Status StageModel::ShardOptimizerStates(int shards, int index) {
+  if (shards < 1 || index < 0 || index >= shards) {
+    return InvalidArgument("optimizer shard " + std::to_string(index) + " of " + std::to_string(shards) +
+                           ": needs shards >= 1 and 0 <= index < shards");
+  }
+  if (optimizer_steps_ != 0) {
+    return FailedPrecondition("optimizer shard: the moments are sharded before the first step (" +
+                              std::to_string(optimizer_steps_) + " taken)");
+  }
+  params_.ShardMoments(shards, index);
   return Status::Ok();
 }
 

@@ -38,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -93,10 +94,19 @@ class StageModel {
   Result<std::vector<float>> BackwardFused(int mb, std::vector<float> grad_output);
 
   void ZeroGrad();
-  // One AdamW step on every parameter (weight_decay applies to matrices only). Refuses options
+  // One AdamW step on every parameter element whose moments the stage holds (all of them, or its
+  // ZeRO shard: ShardOptimizerStates), weight_decay on matrices only. Refuses options
   // out of range (lr, eps, weight_decay >= 0; betas in [0, 1)) and refuses to run while a
   // micro-batch is in flight (its W would be lost or land in the next step).
   Status OptimizerStep(const kernels::cpu::AdamWOptions& options);
+  // ZeRO-1: keep the AdamW moments of shard `index` of `shards` of the stage's parameters only
+  // (ParameterStore::ShardMoments: the flat elements in parameter order, chunked as a
+  // reduce-scatter leaves them), so OptimizerStep updates those elements only; the caller brings
+  // the gradients of the shard (their mean over the replicas) and gathers the updated values.
+  // Before the first step (FAILED_PRECONDITION after); INVALID_ARGUMENT for a bad shard.
+  Status ShardOptimizerStates(int shards, int index);
+  // The flat elements [begin, end) whose moments this stage holds.
+  std::pair<int64_t, int64_t> OptimizerShard() const { return {params_.shard_begin(), params_.shard_end()}; }
   // Steps taken so far (AdamW's bias correction uses it); settable to restore a checkpoint.
   int64_t optimizer_steps() const { return optimizer_steps_; }
   void set_optimizer_steps(int64_t steps) { optimizer_steps_ = steps; }
@@ -105,7 +115,7 @@ class StageModel {
   // the model owns: valid while it lives; write through them to load a checkpoint).
   std::vector<ParameterRef> Parameters() { return params_.Refs(); }
   Result<ParameterRef> FindParameter(std::string_view name);
-  // Values, gradients and both moments.
+  // Values, gradients and both moment buffers (a ZeRO shard's, padding included).
   int64_t ParameterBytes() const { return params_.Bytes(); }
 
   // Bytes saved for micro-batches in flight now, and the most held at the end of any call

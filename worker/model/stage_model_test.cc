@@ -249,5 +249,55 @@ TEST(StageModelTest, GradientsMatchDirectionalFiniteDifferencesInFloat) {
   std::printf("fd-float worst rel error %.2e\n", worst);
 }
 
+// ZeRO-1's shards: with the same gradients, shard i of 3 updates exactly the flat elements
+// [i N/3, (i+1) N/3) (parameters in model order), each to the bits the unsharded step gives, and
+// leaves every other element as it was; the moment buffers hold ceil(N/3) floats each.
+TEST(StageModelTest, ShardedOptimizerStepsItsShardOnlyAndExactly) {
+  const StageShard shard{0, 0, 2, true, true};
+  SyntheticData data(kConfig.seed, kConfig.vocab, kConfig.seq_len, 2);
+  const TokenBatch b = data.Batch(0, 0);
+  auto with_grads = [&](int shards, int index) {
+    auto m = Make(shard);
+    if (shards > 1) {
+      EXPECT_TRUE(m->ShardOptimizerStates(shards, index).ok());
+    }
+    EXPECT_TRUE(m->Forward(0, StageInput{b.inputs, {}, b.targets}).ok());
+    EXPECT_TRUE(m->BackwardFull(0, {}).ok());
+    return m;
+  };
+  auto flat = [](StageModel& m) {
+    std::vector<float> v;
+    for (const ParameterRef& p : m.Parameters()) v.insert(v.end(), p.value.begin(), p.value.end());
+    return v;
+  };
+  auto whole = with_grads(1, 0);
+  const std::vector<float> before = flat(*whole);
+  const int64_t bytes_unsharded = whole->ParameterBytes();
+  kernels::cpu::AdamWOptions o;
+  o.lr = 0.01;
+  o.weight_decay = 0.1;
+  ASSERT_TRUE(whole->OptimizerStep(o).ok());
+  const std::vector<float> after = flat(*whole);
+  const int64_t n = static_cast<int64_t>(before.size());
+  for (int i = 0; i < 3; ++i) {
+    auto m = with_grads(3, i);
+    EXPECT_EQ(m->OptimizerShard(), std::make_pair(i * n / 3, (i + 1) * n / 3));
+    EXPECT_EQ(m->ParameterBytes(), bytes_unsharded - 8 * n + 8 * ((n + 2) / 3));
+    ASSERT_TRUE(m->OptimizerStep(o).ok());
+    const std::vector<float> got = flat(*m);
+    int64_t changed = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const bool mine = k >= i * n / 3 && k < (i + 1) * n / 3;
+      ASSERT_EQ(got[k], mine ? after[k] : before[k]) << "shard " << i << " element " << k;
+      changed += got[k] != before[k];
+    }
+    EXPECT_GT(changed, (n / 3) * 9 / 10);  // the step moved (almost) all of its shard
+  }
+  auto m = Make(shard);
+  EXPECT_EQ(m->ShardOptimizerStates(3, 3).code(), Code::kInvalidArgument);
+  ASSERT_TRUE(m->OptimizerStep(o).ok());
+  EXPECT_EQ(m->ShardOptimizerStates(2, 0).code(), Code::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace pipecoord::model

@@ -195,4 +195,18 @@ Status AllReduceMean(Transport& transport, const Group& group, int step, std::ve
   return Status::Ok();
 }
 
+Status ReduceScatterMean(Transport& transport, const Group& group, int step, std::vector<std::span<float>> data,
+                         const RingOptions& options) {
+  HostFloats buffer(std::move(data));
+  PIPECOORD_RETURN_IF_ERROR(ReduceScatterSum(transport, group, step, buffer, options));
+  const int n = static_cast<int>(group.ranks.size());
+  if (n == 1) return Status::Ok();
+  const size_t begin = ChunkBegin(buffer.size(), n, group.me), end = ChunkBegin(buffer.size(), n, group.me + 1);
+  auto chunk = buffer.Read(begin, end - begin);
+  if (!chunk.ok()) return chunk.status();
+  const float factor = 1.0f / static_cast<float>(n);
+  for (float& x : chunk->host_span<float>()) x *= factor;
+  return buffer.Write(begin, *chunk);
+}
+
 }  // namespace pipecoord::worker::parallel

@@ -112,6 +112,11 @@ Status AllGather(Transport& transport, const Group& group, int step, FloatBuffer
 Status AllReduceMean(Transport& transport, const Group& group, int step, std::vector<std::span<float>> data,
                      const RingOptions& options);
 
+// ReduceScatterSum of host floats, then this member's chunk times 1/n: member i holds the mean
+// of chunk i over the members (ZeRO's gradient reduction); its other chunks are unspecified.
+Status ReduceScatterMean(Transport& transport, const Group& group, int step, std::vector<std::span<float>> data,
+                         const RingOptions& options);
+
 }  // namespace pipecoord::worker::parallel
 
 #endif  // PIPECOORD_WORKER_PARALLEL_COLLECTIVES_H_
