@@ -240,7 +240,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
   jobs_.push_back(std::move(record));
   RecordEventLocked(j, "submitted: " + spec.schedule() + (is_auto ? " (chosen by \"auto\")" : "") + ", pp " + std::to_string(spec.pp()) +
                            ", dp " + std::to_string(spec.dp()) + (spec.tp() > 1 ? ", tp " + std::to_string(spec.tp()) : "") +
-                           ", waiting for " + std::to_string(j.world()) + " worker(s)");
+                           (spec.zero() > 0 ? ", zero " + std::to_string(spec.zero()) : "") + ", waiting for " + std::to_string(j.world()) + " worker(s)");
   TryDispatchLocked();
   return response;
 }

@@ -69,6 +69,9 @@ std::string MeasuredRunTrace(const v1::Job& job, const std::vector<v1::ActionTim
       ev.extra_args.push_back(TraceArg::Number("tp_comm_us", a.tp_comm_ns() / 1e3));
       ev.extra_args.push_back(TraceArg("tp_comm_bytes", static_cast<int64_t>(a.tp_comm_bytes())));
     }
+    if (a.dp_comm_bytes() > 0) {  // the data-parallel reduction (and ZeRO's gather) it ran
+      ev.extra_args.push_back(TraceArg("dp_comm_bytes", static_cast<int64_t>(a.dp_comm_bytes())));
+    }
     trace.Action(ev);
   }
   const double makespan = job.plan().predicted_makespan();

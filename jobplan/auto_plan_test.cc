@@ -32,6 +32,7 @@ v1::Plan Replan(const v1::JobSpec& auto_spec, const v1::StrategyChoice& c) {
   s.set_vpp(c.vpp());
   s.set_dp(c.dp());
   s.set_tp(c.tp());
+  s.set_zero(c.zero());
   s.set_microbatches(c.microbatches());
   s.set_micro_batch_size(c.micro_batch_size());
   EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s).ToString();
@@ -155,7 +156,7 @@ TEST(AutoPlanTest, NothingFitsNamesTheSmallestShortfall) {
   EXPECT_EQ(memory::FormatBytes(b[0]), "323.2 KiB");
   EXPECT_EQ(r.status().message(),
             "spec.schedule: \"auto\" found no strategy that fits in memory: rank 0 needs 323.2 KiB, workers report "
-            "300.0 KiB (the leanest of 492 strategies for 4 cpu worker(s): v-min, pp 2, vpp 2, dp 1, tp 2, 8 "
+            "300.0 KiB (the leanest of 984 strategies for 4 cpu worker(s): v-min, pp 2, vpp 2, dp 1, tp 2, 8 "
             "micro-batches of 1)");
 }
 

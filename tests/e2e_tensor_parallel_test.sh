@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Tensor parallelism over real processes: a coordinator and 8 CPU workers run a tp 2 x pp 2 x dp 2
-# job to SUCCEEDED; the coordinator places each tp group on one host and says so; every step's
+# Tensor parallelism and ZeRO-1 over real processes: a coordinator and 8 CPU workers run a tp 2 x
+# pp 2 x dp 2 job with zero 1 to SUCCEEDED; the coordinator places each tp group on one host and says so; every step's
 # loss equals the same job's at tp 1 (run next on 4 of the workers) within 1e-5; every rank's peak
 # is its budget; a tp job the CUDA backend cannot run is refused by name at submit.
 source tests/lib.sh
@@ -8,14 +8,14 @@ start_coordinator --http 127.0.0.1:0
 HTTP=$(sed -n 's/^coordinator http on \([^ ]*\) .*/\1/p' "$WORK/coordinator.log")
 start_workers 8
 
-job_json "$WORK/tp.json" tp=2 pp=2 dp=2 microbatches=4 model.layers=4 model.ffnHidden=64 steps=4
+job_json "$WORK/tp.json" tp=2 pp=2 dp=2 zero=1 microbatches=4 model.layers=4 model.ffnHidden=64 steps=4
 job=$("$PIPECTL" submit "$WORK/tp.json" --format json | json_field '["jobId"]')
 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "watch exit $?: $(tail -5 "$WORK/watch.out")"
 grep -q "SUCCEEDED" "$WORK/watch.out" || fail "no SUCCEEDED event: $(tail -5 "$WORK/watch.out")"
 "$PIPECTL" status "$job" --format json > "$WORK/tp-status.json"
 "$PIPECTL" status "$job" > "$WORK/tp-status.txt"
-grep -q "submitted: 1f1b, pp 2, dp 2, tp 2, waiting for 8 worker(s)" "$WORK/tp-status.txt" ||
-  fail "pipectl status does not show the job's tp: $(cat "$WORK/tp-status.txt")"
+grep -q "submitted: 1f1b, pp 2, dp 2, tp 2, zero 1, waiting for 8 worker(s)" "$WORK/tp-status.txt" ||
+  fail "pipectl status does not show the job's tp and zero: $(cat "$WORK/tp-status.txt")"
 grep -q "running on 8 worker(s); tp groups on one host each (4 groups of 2 ranks)" "$WORK/tp-status.txt" ||
   fail "pipectl status does not say where the tp groups landed: $(cat "$WORK/tp-status.txt")"
 
@@ -39,7 +39,10 @@ for e in events:
         seen[key] += 1
     elif e["name"].split()[0] in ("SEND_F", "RECV_F", "SEND_B", "RECV_B", "OPT", "PROBE"):
         assert "tp_comm_bytes" not in e["args"], e
-assert set(seen) == set(want) and min(seen.values()) >= 8, seen
+    if e["name"].split()[0] in ("REDUCE_GRAD", "OPT"):  # ZeRO's reduce-scatter, and its all-gather
+        assert e["args"].get("dp_comm_bytes", 0) > 0, e
+        seen[e["name"].split()[0]] += 1
+assert set(seen) == set(want) | {"REDUCE_GRAD", "OPT"} and min(seen.values()) >= 8, seen
 print(f"trace: {sum(seen.values())} compute actions with their tensor-parallel bytes as the closed form")
 PY
 

@@ -297,6 +297,45 @@ TEST(TensorParallelTrainingTest, AutoChoosesTensorParallelismWhenMemoryForcesIt)
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i])) << "step " << i;
 }
 
+// Schedule "auto" chooses ZeRO-1 when memory forces it: the same vocabulary-heavy model with tp
+// fixed at 1 on pp 2 x dp 4; its first and last stages' tables (4096 x 16, 1 MiB with gradients
+// and moments) fit no 900 KiB worker unless the moments are sharded (10 B per parameter instead of
+// 16 at dp 4). With zero fixed at 0 nothing fits; left open, auto shards; the job trains like the
+// single-process reference.
+TEST(ZeroTrainingTest, AutoChoosesZeroWhenMemoryForcesIt) {
+  v1::JobSpec spec = Spec({"auto", 1, 2, 0, 4, 0, 2, {}});
+  spec.set_microbatches(0);
+  spec.set_micro_batch_size(0);
+  spec.set_global_batch(8);
+  spec.clear_zero();
+  spec.mutable_model()->set_vocab(4096);
+  ASSERT_TRUE(jobplan::ValidateJobSpec(spec).ok()) << jobplan::ValidateJobSpec(spec).ToString();
+  const jobplan::FreeWorkers workers{8, 900 << 10, "cpu", 8};
+  v1::JobSpec zero0 = spec;
+  zero0.set_zero(0);
+  auto refused = jobplan::PlanAuto(zero0, workers);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition);
+  std::printf("zero 0: %s\n", refused.status().message().c_str());
+  auto planned = jobplan::PlanAuto(spec, workers);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  std::printf("auto: %s, peak %llu B (workers 921600 B)\n", jobplan::DescribeStrategy(planned->report.chosen()).c_str(),
+              static_cast<unsigned long long>(planned->report.chosen().peak_bytes()));
+  EXPECT_EQ(planned->spec.zero(), 1);
+  EXPECT_EQ(planned->report.chosen().zero(), 1);
+  for (uint64_t b : planned->plan.memory_budget_bytes()) EXPECT_LE(b, 900u << 10);
+  std::vector<double> want;
+  Reference(planned->spec, &want);
+  auto run = RunLocally(planned->spec);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::vector<double> got = StepLosses(*run);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i])) << "step " << i;
+  for (const auto& rank : run->reports) {
+    for (const StepReport& r : rank) EXPECT_LE(r.summary.memory_peak_bytes(), 900u << 10);
+  }
+}
+
 // The comparison can fail: the same job with the model's seed changed is far from the reference.
 TEST(TensorParallelTrainingTest, AnotherSeedIsFarOff) {
   v1::JobSpec spec = Spec({"1f1b", 2, 2, 0, 1, 4, 4, {}});
