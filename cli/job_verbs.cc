@@ -23,6 +23,14 @@
 namespace pipecoord::cli {
 namespace {
 
+// "zbh1, pp 2, vpp 1, dp 2[, tp 2][, zero 1], 16 micro-batches of 1": how the job runs.
+std::string StrategyLine(const v1::JobSpec& s) {
+  return s.schedule() + ", pp " + std::to_string(s.pp()) + ", vpp " + std::to_string(s.vpp()) + ", dp " +
+         std::to_string(s.dp()) + (s.tp() > 1 ? ", tp " + std::to_string(s.tp()) : "") +
+         (s.zero() > 0 ? ", zero " + std::to_string(s.zero()) : "") + ", " + std::to_string(s.microbatches()) +
+         " micro-batches of " + std::to_string(s.micro_batch_size());
+}
+
 std::string ToJson(const google::protobuf::Message& m, bool whitespace = true) {
   std::string out;
   google::protobuf::util::JsonPrintOptions o;
@@ -136,8 +144,7 @@ int ReportDryRun(const v1::SubmitJobResponse& resp, const std::string& format) {
   if (resp.has_auto_plan()) {
     std::printf("%s", AutoPlanText(resp.auto_plan()).c_str());
   } else {
-    std::printf("schedule  %s, pp %d, vpp %d, dp %d, %d micro-batches of %d\n", s.schedule().c_str(), s.pp(), s.vpp(),
-                s.dp(), s.microbatches(), s.micro_batch_size());
+    std::printf("schedule  %s\n", StrategyLine(s).c_str());
     std::printf("%s", BestScheduleText(resp.best()).c_str());  // "" unless schedule "best" chose it
   }
   std::printf("predicted bubble rate %.4f, makespan %.4g cost units\n", resp.predicted_bubble_rate(),
@@ -267,8 +274,7 @@ int RunStatus(int argc, char** argv) {
     const std::string rank = j.failed_rank() >= 0 ? " (rank " + std::to_string(j.failed_rank()) + ")" : "";
     std::printf("cause     %s%s\n", j.failure_cause().c_str(), rank.c_str());
   }
-  std::printf("schedule  %s, pp %d, vpp %d, dp %d, %d micro-batches of %d\n", j.spec().schedule().c_str(),
-              j.spec().pp(), j.spec().vpp(), j.spec().dp(), j.spec().microbatches(), j.spec().micro_batch_size());
+  std::printf("schedule  %s\n", StrategyLine(j.spec()).c_str());
   if (j.spec().has_data()) {
     std::printf("data      %s%s\n", j.spec().data().path().c_str(),
                 jobplan::ByteLevel(j.spec()) ? " (byte-level: losses also in bits per byte, loss / ln 2)" : "");
