@@ -11,6 +11,7 @@
 #include "jobplan/data_spec.h"
 #include "jobplan/health_settings.h"
 #include "jobplan/hf_config.h"
+#include "jobplan/optimizer_schedule.h"
 #include "jobplan/plan_job.h"
 #include "proto/worker_kinds.h"
 #include "schedules/partition.h"
@@ -259,6 +260,14 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   PIPECOORD_RETURN_IF_ERROR(ValidateWorkerSpec(s));
   PIPECOORD_RETURN_IF_ERROR(ValidateTensorParallel(s));
   PIPECOORD_RETURN_IF_ERROR(ValidateZero(s));
+  PIPECOORD_RETURN_IF_ERROR(ValidateOptimizer(s));
+  if (s.optimizer().clip_grad_norm() > 0 && s.device() == "cuda") {
+    return InvalidArgument("spec.optimizer.clipGradNorm: device \"cuda\" does not clip yet (the CPU backend does)");
+  }
+  if (s.has_optimizer() && s.worker().kind() == v1::kTorchWorker) {
+    return InvalidArgument("spec.optimizer: torch workers run AdamW with pipecoord's defaults and a constant "
+                           "learningRate only; leave spec.optimizer unset");
+  }
   const long long world = static_cast<long long>(s.pp()) * std::max(1, s.dp()) * std::max(1, s.tp());
   if (world > 4096) {
     return InvalidArgument("spec.pp x spec.dp x spec.tp: must be at most 4096 workers, got " + std::to_string(world));

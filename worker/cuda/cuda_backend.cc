@@ -24,7 +24,7 @@ CudaBackend::CudaBackend(const v1::Assignment& a, std::shared_ptr<const Training
     : device_(std::move(device)), data_(std::move(data)), precision_(precision),
       mbs_(a.spec().microbatches()), dp_rank_(a.dp_rank()),
       mbs_size_(a.spec().micro_batch_size()), seq_(a.spec().model().seq_len()),
-      hidden_(a.spec().model().hidden()), lr_(a.spec().learning_rate()) {}
+      hidden_(a.spec().model().hidden()), spec_(a.spec()) {}
 
 CudaBackend::~CudaBackend() {
   if (marks_.empty() && reference_ == nullptr) return;
@@ -276,8 +276,7 @@ parallel::FloatBuffer* CudaBackend::DeviceGradients() {
 Status CudaBackend::OptimizerStep(int) {
   PIPECOORD_RETURN_IF_ERROR(Deferred());
   views_current_ = false;
-  kernels::cpu::AdamWOptions options;
-  options.lr = lr_;
+  const kernels::cpu::AdamWOptions options = AdamWOptionsAt(spec_, optimizer_steps());
   for (auto& [k, m] : stages_) {
     PIPECOORD_RETURN_IF_ERROR(m->OptimizerStep(options));
     PIPECOORD_RETURN_IF_ERROR(m->ZeroGrad());

@@ -125,7 +125,7 @@ class CudaBackend final : public ComputeBackend {
   const Precision precision_;
   const int mbs_, dp_rank_;
   const int64_t mbs_size_, seq_, hidden_;
-  const double lr_;
+  const v1::JobSpec spec_;  // its optimizer settings, step by step (AdamWOptionsAt)
   std::map<int, std::unique_ptr<CudaStageModel>> stages_;
   std::unique_ptr<DeviceTensorFloats> gradients_;  // DeviceGradients(), built on first use
   bool has_loss_ = false;

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "common/status.h"
+#include "jobplan/optimizer_schedule.h"
+#include "kernels/cpu/adamw.h"
 #include "kernels/tensor.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/parallel/collectives.h"
@@ -43,6 +45,19 @@ struct BoundaryTransportContext {
   // Bounds the exchange with the other ranks and the connection of the chosen transport.
   std::chrono::milliseconds timeout{30000};
 };
+
+// AdamW's settings for a backend's optimizer step after `steps_taken` steps (its optimizer_steps():
+// restored from a checkpoint, so a restarted job resumes its schedule), from the job's spec.
+inline kernels::cpu::AdamWOptions AdamWOptionsAt(const v1::JobSpec& spec, int64_t steps_taken) {
+  const jobplan::OptimizerStepSettings s = jobplan::OptimizerAt(spec, steps_taken);
+  kernels::cpu::AdamWOptions o;
+  o.lr = s.lr;
+  o.beta1 = s.beta1;
+  o.beta2 = s.beta2;
+  o.eps = s.eps;
+  o.weight_decay = s.weight_decay;
+  return o;
+}
 
 class ComputeBackend {
  public:
@@ -97,7 +112,20 @@ class ComputeBackend {
   virtual Result<std::vector<std::span<float>>> StageValues(int stage) {
     return Unimplemented("stage " + std::to_string(stage) + ": this backend does not give one stage's values (ZeRO)");
   }
+  // Gradient clipping's inputs (spec.optimizer.clipGradNorm, and the norm every step reports):
+  // the sum of squares, in double, of the gradients OptimizerStep will apply (every element this
+  // rank steps: all, or under ZeRO its shard), where a tensor replicated over the tensor-parallel
+  // group (norm gains) counts only when `count_replicated` (the group's rank 0 passes true), so
+  // the sum over the ranks counts every element of the model once. UNIMPLEMENTED by default.
+  virtual Result<double> GradientSquareSum(bool /*count_replicated*/) {
+    return Unimplemented("this backend does not compute its gradients' norm (the CPU backend does)");
+  }
+  // Multiplies those gradients by `factor` (clipping).
+  virtual Status ScaleGradients(float /*factor*/) {
+    return Unimplemented("this backend does not scale its gradients (the CPU backend does)");
+  }
   // The optimizer step after all micro-batches (and the all-reduce), then gradients are zeroed.
+  // Its settings: AdamWOptionsAt(spec, optimizer_steps()).
   // Under ZeRO (spec.zero >= 1, dp > 1) it updates this replica's shard of each stage only: the
   // elements whose gradients the reduce-scatter left averaged here.
   virtual Status OptimizerStep(int step) = 0;

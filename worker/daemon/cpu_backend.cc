@@ -21,7 +21,7 @@ class CpuBackend final : public ComputeBackend {
   CpuBackend(const v1::Assignment& a, std::shared_ptr<const TrainingData> data)
       : data_(std::move(data)), mbs_(a.spec().microbatches()),
         mbs_size_(a.spec().micro_batch_size()), seq_(a.spec().model().seq_len()),
-        hidden_(a.spec().model().hidden()), lr_(a.spec().learning_rate()) {}
+        hidden_(a.spec().model().hidden()), spec_(a.spec()) {}
 
   Status AddStage(const model::ModelConfig& config, const model::BatchShape& batch, const v1::StageShard& s,
                   parallel::TensorParallel* tp) {
@@ -135,9 +135,19 @@ class CpuBackend final : public ComputeBackend {
     return Status::Ok();
   }
 
+  Result<double> GradientSquareSum(bool count_replicated) override {
+    double sum = 0;
+    for (const auto& [k, m] : stages_) sum += m->GradientSquareSum(count_replicated);
+    return sum;
+  }
+
+  Status ScaleGradients(float factor) override {
+    for (auto& [k, m] : stages_) m->ScaleGradients(factor);
+    return Status::Ok();
+  }
+
   Status OptimizerStep(int) override {
-    kernels::cpu::AdamWOptions options;
-    options.lr = lr_;
+    const kernels::cpu::AdamWOptions options = AdamWOptionsAt(spec_, optimizer_steps());
     for (auto& [k, m] : stages_) {
       PIPECOORD_RETURN_IF_ERROR(m->OptimizerStep(options));
       m->ZeroGrad();
@@ -230,7 +240,7 @@ class CpuBackend final : public ComputeBackend {
   std::shared_ptr<const TrainingData> data_;
   const int mbs_;
   const int64_t mbs_size_, seq_, hidden_;  // the boundary tensor [micro-batch, seq, hidden]
-  const double lr_;
+  const v1::JobSpec spec_;  // its optimizer settings, step by step (AdamWOptionsAt)
   std::map<int, std::unique_ptr<model::StageModel>> stages_;
   double loss_sum_ = 0;
   int64_t peak_activation_bytes_ = 0;  // the rank's, since ResetPeak (see Tracked)

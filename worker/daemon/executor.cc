@@ -1,6 +1,7 @@
 #include "worker/daemon/executor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 #include <string>
 
@@ -20,6 +21,8 @@ constexpr uint32_t kValidationActivations = 64;
 constexpr uint32_t kStageGradientChannel = 1u << 16;
 // ZeRO's all-gather of stage s's updated values, on channel kParameterGatherChannel + s.
 constexpr uint32_t kParameterGatherChannel = 2u << 16;
+// The global gradient norm's all-reduce (one float).
+constexpr uint32_t kGradNormChannel = 3u << 16;
 
 
 std::string Describe(const v1::Action& a) {
@@ -48,6 +51,12 @@ Executor::Executor(const v1::Assignment& a, ComputeBackend* backend, Transport* 
   for (const v1::Action& act : a.jobs().actions()) reduces_by_stage_ = reduces_by_stage_ || act.op() == v1::REDUCE_GRAD;
   zero_ = a.spec().zero() >= 1 && dp_ > 1;
   for (const v1::StageShard& shard : a.shards()) stages_held_.push_back(shard.stage());
+  for (int g = 0; g < layout_.world(); ++g) {
+    if (zero_ || layout_.DataRank(g) == dp_rank_) {
+      if (g == global_) norm_me_ = static_cast<int>(norm_group_.size());
+      norm_group_.push_back(g);
+    }
+  }
   std::sort(stages_held_.begin(), stages_held_.end());
   if (!options_.clock_ns) {
     options_.clock_ns = [] {
@@ -110,6 +119,30 @@ Status Executor::FinishStageReduces(StepReport* report) {
   return first;
 }
 
+Status Executor::GlobalNormAndClip(int step) {
+  learning_rate_ = AdamWOptionsAt(a_.spec(), backend_->optimizer_steps()).lr;
+  has_grad_norm_ = false;
+  auto sum = backend_->GradientSquareSum(a_.tp_rank() == 0);
+  const double clip = a_.spec().optimizer().clip_grad_norm();
+  if (!sum.ok()) {
+    if (sum.status().code() == Code::kUnimplemented && clip == 0) return Status::Ok();  // no norm to report
+    return Status(sum.status().code(), "the gradient norm: " + sum.status().message());
+  }
+  float total = static_cast<float>(*sum);
+  parallel::HostFloats one(std::span<float>(&total, 1));
+  Status st = parallel::AllReduceSum(*transport_, parallel::Group{norm_group_, norm_me_}, step, one,
+                                     {options_.recv_timeout, kGradNormChannel});
+  if (!st.ok()) return Status(st.code(), "the gradient norm's all-reduce: " + st.message());
+  grad_norm_ = std::sqrt(static_cast<double>(total));
+  has_grad_norm_ = true;
+  // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
+  if (clip > 0) {
+    const float coef = static_cast<float>(clip / (grad_norm_ + 1e-6));
+    if (coef < 1.0f) PIPECOORD_RETURN_IF_ERROR(backend_->ScaleGradients(coef));
+  }
+  return Status::Ok();
+}
+
 Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
   const parallel::Group group{data_group_, dp_rank_};
   if (reduces_by_stage_) {
@@ -134,6 +167,7 @@ Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
     PIPECOORD_RETURN_IF_ERROR(parallel::AllReduceMean(*transport_, group, step, backend_->Gradients(),
                                                       {options_.recv_timeout, kFirstCollectiveChannel, bytes}));
   }
+  PIPECOORD_RETURN_IF_ERROR(GlobalNormAndClip(step));
   PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(step));
   if (!zero_) return Status::Ok();
   // Every replica updated its own chunk of each stage; the all-gather gives each all of them.
@@ -376,6 +410,11 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
       if (!st.ok()) return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
     }
     report.summary.set_step(step);
+    if (has_grad_norm_) {
+      report.summary.set_grad_norm(grad_norm_);
+      report.summary.set_has_grad_norm(true);
+    }
+    report.summary.set_learning_rate(learning_rate_);
     double loss = 0;
     if (backend_->StepLoss(&loss)) {
       report.summary.set_loss(loss);

@@ -21,6 +21,10 @@
 // by stage at OPT; OPT then steps the shard and all-gathers each stage's values over the
 // replicas (channel kParameterGatherChannel + stage), stages in ascending order, inside OPT's span.
 // The bytes this rank sends in all of these go into the action's dp_comm_bytes.
+// Before the optimizer step OPT sums the squares of the gradients it will apply over norm_group_
+// (an all-reduce of one float, channel kGradNormChannel), clips them when
+// spec.optimizer.clipGradNorm asks, and reports the norm and the step's learning rate in the
+// step's summary (backends without GradientSquareSum report none).
 //
 // Each action is timed for telemetry (v1::ActionTiming) on options.clock_ns. By the host clock:
 // a compute action from when its input is there to when its call returned, wait_ns how long
@@ -113,6 +117,9 @@ class Executor {
   // OPT's data-parallel part around the optimizer step: the reduction when no REDUCE_GRAD ran it,
   // the step, and ZeRO's all-gather. Adds the bytes sent to *bytes.
   Status OptimizerStepWithDataParallel(int step, uint64_t* bytes);
+  // Before the optimizer step: the global gradient norm over norm_group_, clipping, and the
+  // step's learning rate (has_grad_norm_, grad_norm_, learning_rate_).
+  Status GlobalNormAndClip(int step);
   // The global rank of pipeline rank `pp_rank` in this rank's replica and tensor shard.
   int Global(int pp_rank) const { return layout_.AtPipelineRank(global_, pp_rank); }
   size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
@@ -153,6 +160,13 @@ class Executor {
   };
   bool reduces_by_stage_ = false;
   bool zero_ = false;        // ZeRO-1: reduce-scatter, step the shard, all-gather the values
+  // The ranks whose gradients together hold each element of the model once: this replica's
+  // (pp x tp), or every rank under ZeRO; the global gradient norm is summed over them.
+  std::vector<int> norm_group_;
+  int norm_me_ = 0;
+  // This step's OPT: the global gradient norm (has_grad_norm_) and the learning rate it used.
+  bool has_grad_norm_ = false;
+  double grad_norm_ = 0, learning_rate_ = 0;
   std::vector<int> stages_held_;  // the stages this rank holds, ascending
   std::vector<StageReduce> stage_reduces_;
   std::vector<DeviceTimed> device_timed_;

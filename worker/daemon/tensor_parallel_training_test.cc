@@ -15,6 +15,7 @@
 #include "jobplan/auto_plan.h"
 #include "jobplan/layout.h"
 #include "jobplan/spec_validation.h"
+#include "worker/daemon/compute_backend.h"
 #include "worker/daemon/local_run.h"
 #include "worker/model/reference_trainer.h"
 #include "worker/model/weight_init.h"
@@ -28,7 +29,22 @@ struct Case {
   int tp, pp, vpp, dp, microbatches, layers;
   std::vector<int> stage_layers;
   int zero = 0;
+  bool optimizer = false;  // spec.optimizer as users set it (SetOptimizer)
 };
+
+// Betas, eps, weight decay, warmup then cosine decay, and a clipping threshold below the
+// gradients' norm (about 0.9 on these models at the first step), so every step clips.
+void SetOptimizer(v1::JobSpec* s) {
+  v1::OptimizerSpec* o = s->mutable_optimizer();
+  o->set_beta1(0.85);
+  o->set_beta2(0.98);
+  o->set_eps(1e-4);
+  o->set_weight_decay(0.1);
+  o->set_lr_schedule("cosine");
+  o->set_warmup_steps(1);
+  o->set_min_lr(0.001);
+  o->set_clip_grad_norm(0.3);
+}
 
 v1::JobSpec Spec(const Case& c) {
   v1::JobSpec s;
@@ -43,6 +59,7 @@ v1::JobSpec Spec(const Case& c) {
   s.set_steps(3);
   s.set_learning_rate(0.01);
   s.set_zero(c.zero);
+  if (c.optimizer) SetOptimizer(&s);
   for (int n : c.stage_layers) s.add_stage_layers(n);
   auto* m = s.mutable_model();
   m->set_layers(c.layers);
@@ -68,6 +85,8 @@ std::unique_ptr<model::ReferenceTrainer> Reference(const v1::JobSpec& spec, std:
   options.batch.micro_batch_size = spec.micro_batch_size();
   options.batch.microbatches = spec.microbatches() * std::max(1, spec.dp());
   options.adamw.lr = spec.learning_rate();
+  options.adamw_at = [spec](int64_t k) { return AdamWOptionsAt(spec, k); };
+  options.clip_grad_norm = spec.optimizer().clip_grad_norm();
   auto trainer = model::ReferenceTrainer::Create(config, options);
   EXPECT_TRUE(trainer.ok()) << trainer.status().ToString();
   auto l = (*trainer)->Train(spec.steps());
@@ -137,10 +156,27 @@ TEST_P(TensorParallelTrainingTest, LossesAndWeightsEqualTheSingleProcessRun) {
     std::snprintf(buf, sizeof buf, "%s%.2g", i ? " " : "", e);
     per_step += buf;
   }
+  // Every rank reports the step's global gradient norm and learning rate: the reference's.
+  double norm_error = 0;
+  for (const auto& rank : run->reports) {
+    ASSERT_EQ(rank.size(), want.size());
+    for (size_t i = 0; i < rank.size(); ++i) {
+      ASSERT_TRUE(rank[i].summary.has_grad_norm());
+      norm_error = std::max(norm_error, std::fabs(rank[i].summary.grad_norm() - ref->grad_norms()[i]) / ref->grad_norms()[i]);
+      EXPECT_EQ(rank[i].summary.learning_rate(), ref->learning_rates()[i]);
+    }
+  }
+  EXPECT_LE(norm_error, 1e-5);
+  // Clipping ran: the norm was above the threshold at every step (so a run that skipped it, or
+  // clipped by another norm, would leave the reference's losses and weights).
+  if (spec.has_optimizer()) {
+    for (double n : ref->grad_norms()) EXPECT_GT(n, spec.optimizer().clip_grad_norm());
+  }
   const WeightErrors w = CompareWeights(spec, *run, *ref);
-  std::printf("%s tp %d pp %d dp %d zero %d: worst step-loss error %.3g (by step: %s); weights after 3 steps (%d tensors) worst |d|/|w| "
+  std::printf("%s tp %d pp %d dp %d zero %d%s: worst step-loss error %.3g (by step: %s), grad norm %.3g; weights after 3 steps (%d tensors) worst |d|/|w| "
               "%.3g (%s), max|d|/max|w| %.3g\n",
-              spec.schedule().c_str(), spec.tp(), spec.pp(), spec.dp(), spec.zero(), worst, per_step.c_str(), w.tensors, w.l2_rel, w.worst.c_str(),
+              spec.schedule().c_str(), spec.tp(), spec.pp(), spec.dp(), spec.zero(),
+              spec.has_optimizer() ? " optimizer" : "", worst,  per_step.c_str(), norm_error, w.tensors, w.l2_rel, w.worst.c_str(),
               w.max_rel);
   EXPECT_LE(worst, 1e-5);
   EXPECT_GT(w.tensors, 0);
@@ -150,7 +186,7 @@ TEST_P(TensorParallelTrainingTest, LossesAndWeightsEqualTheSingleProcessRun) {
   // step 1's to 4e-7; |d|/|w| 1.1e-4 on one tensor; the same job at tp 1: 8.8e-7), on the 4-layer
   // ones not (2e-7). stage_model_tp_test shows the weights within 3e-6 with eps 1e-4, where such
   // updates stay linear in g.
-  EXPECT_LE(w.l2_rel, 2e-4);
+  EXPECT_LE(w.l2_rel, spec.has_optimizer() ? 1e-5 : 2e-4);  // eps 1e-4 with the optimizer spec
   EXPECT_LT(want.back(), want.front());  // it trains
 }
 
@@ -170,11 +206,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"zbh1", 2, 2, 0, 2, 4, 4, {}, 1},
                       Case{"zbv", 2, 2, 2, 2, 4, 8, {}, 1},
                       Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}, 1},
-                      Case{"zbh1", 1, 2, 0, 3, 2, 4, {}, 1}),  // dp 3: shards that cut tensors unevenly
+                      Case{"zbh1", 1, 2, 0, 3, 2, 4, {}, 1},  // dp 3: shards that cut tensors unevenly
+                      // spec.optimizer: schedule, clipping by the global norm over tp, pp and ZeRO shards
+                      Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 0, true}, Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 1, true},
+                      Case{"interleaved", 2, 2, 2, 2, 4, 7, {}, 1, true}, Case{"zbv", 2, 2, 2, 2, 4, 8, {}, 1, true},
+                      Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}, 0, true}, Case{"zbh1", 1, 2, 0, 3, 2, 4, {}, 1, true}),
     [](const auto& info) {
       const Case& c = info.param;
       return c.schedule + "_tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) +
-             "_layers" + std::to_string(c.layers) + (c.zero ? "_zero" + std::to_string(c.zero) : "");
+             "_layers" + std::to_string(c.layers) + (c.zero ? "_zero" + std::to_string(c.zero) : "") +
+             (c.optimizer ? "_optimizer" : "");
     });
 
 // ZeRO-1 with tp 1: each stage's moment shards, put together over the dp replicas by the element

@@ -1,5 +1,7 @@
 #include "worker/model/reference_trainer.h"
 
+#include <cmath>
+
 #include <string>
 #include <utility>
 
@@ -36,7 +38,15 @@ Result<double> ReferenceTrainer::Step() {
     auto dx = model_->BackwardFull(mb, {});
     if (!dx.ok()) return dx.status();
   }
-  PIPECOORD_RETURN_IF_ERROR(model_->OptimizerStep(options_.adamw));
+  const double norm = std::sqrt(model_->GradientSquareSum(true));
+  grad_norms_.push_back(norm);
+  if (options_.clip_grad_norm > 0) {
+    const float coef = static_cast<float>(options_.clip_grad_norm / (norm + 1e-6));
+    if (coef < 1.0f) model_->ScaleGradients(coef);
+  }
+  const kernels::cpu::AdamWOptions adamw = options_.adamw_at ? options_.adamw_at(steps_done_) : options_.adamw;
+  learning_rates_.push_back(adamw.lr);
+  PIPECOORD_RETURN_IF_ERROR(model_->OptimizerStep(adamw));
   ++steps_done_;
   return total / m;
 }

@@ -1,10 +1,12 @@
 // ReferenceTrainer: the single-process run every pipelined run is checked against. One
 // StageModel holds the whole model; each step runs its m micro-batches in order (F, then BW)
-// with gradient accumulation, then one AdamW step, on SyntheticData from the model's seed.
+// with gradient accumulation, then the global gradient norm, clipping (if asked) and one AdamW
+// step, on SyntheticData from the model's seed.
 #ifndef PIPECOORD_WORKER_MODEL_REFERENCE_TRAINER_H_
 #define PIPECOORD_WORKER_MODEL_REFERENCE_TRAINER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -18,7 +20,11 @@ namespace pipecoord::model {
 
 struct TrainOptions {
   BatchShape batch;                  // b and m
-  kernels::cpu::AdamWOptions adamw;  // constant learning rate
+  kernels::cpu::AdamWOptions adamw;  // constant learning rate, unless adamw_at is set
+  // AdamW's settings for optimizer step k (0-based), e.g. a learning-rate schedule; null: adamw.
+  std::function<kernels::cpu::AdamWOptions(int64_t k)> adamw_at;
+  // > 0: gradients scaled by min(1, clip / (norm + 1e-6)) before each step (clip_grad_norm_).
+  double clip_grad_norm = 0;
   double data_noise = 0.1;           // SyntheticData's noise
 };
 
@@ -35,6 +41,9 @@ class ReferenceTrainer {
   Result<std::vector<double>> Train(int steps);
 
   int64_t steps_done() const { return steps_done_; }
+  // Each step's global gradient norm before clipping, and its learning rate.
+  const std::vector<double>& grad_norms() const { return grad_norms_; }
+  const std::vector<double>& learning_rates() const { return learning_rates_; }
   StageModel& model() { return *model_; }
   const SyntheticData& data() const { return data_; }
 
@@ -46,6 +55,7 @@ class ReferenceTrainer {
   TrainOptions options_;
   SyntheticData data_;
   int64_t steps_done_ = 0;
+  std::vector<double> grad_norms_, learning_rates_;
 };
 
 }  // namespace pipecoord::model

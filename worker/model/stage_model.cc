@@ -340,6 +340,22 @@ Status StageModel::OptimizerStep(const kernels::cpu::AdamWOptions& options) {
   return Status::Ok();
 }
 
+double StageModel::GradientSquareSum(bool count_replicated) const {
+  double sum = 0;
+  for (const auto& p : params_.all()) {
+    if (tp_ != nullptr && tp_->size() > 1 && !count_replicated && TpSplitOf(p->name) == TpSplit::kWhole) continue;
+    const float* g = p->grad.data() + p->moment_begin;
+    for (size_t i = 0; i < p->adam_m.size(); ++i) sum += static_cast<double>(g[i]) * g[i];
+  }
+  return sum;
+}
+
+void StageModel::ScaleGradients(float factor) {
+  for (const auto& p : params_.all()) {
+    for (float& g : p->grad) g *= factor;
+  }
+}
+
 Status StageModel::ShardOptimizerStates(int shards, int index) {
   if (shards < 1 || index < 0 || index >= shards) {
     return InvalidArgument("optimizer shard " + std::to_string(index) + " of " + std::to_string(shards) +

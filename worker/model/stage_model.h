@@ -99,6 +99,11 @@ class StageModel {
   // out of range (lr, eps, weight_decay >= 0; betas in [0, 1)) and refuses to run while a
   // micro-batch is in flight (its W would be lost or land in the next step).
   Status OptimizerStep(const kernels::cpu::AdamWOptions& options);
+  // The sum of squares (double) of the gradient elements OptimizerStep steps (all, or the ZeRO
+  // shard); tensors replicated over the tensor-parallel group (norm gains, tp > 1) only when
+  // `count_replicated`. ScaleGradients multiplies the gradients by `factor` (clipping).
+  double GradientSquareSum(bool count_replicated) const;
+  void ScaleGradients(float factor);
   // ZeRO-1: keep the AdamW moments of shard `index` of `shards` of the stage's parameters only
   // (ParameterStore::ShardMoments: the flat elements in parameter order, chunked as a
   // reduce-scatter leaves them), so OptimizerStep updates those elements only; the caller brings
