@@ -35,6 +35,7 @@ every step's weights are checked on their own.
 """
 import argparse
 import sys
+import warnings
 
 import torch
 
@@ -87,6 +88,35 @@ def compare_weights(report, what, tensors, prefix, model, ill):
           ("ok" if ok else "FAIL", "  left out as ill-conditioned", left_out, total, ILL_CONDITIONED))
 
 
+def optimizer_from(meta, model, opt, steps):
+    """spec.optimizer as PyTorch runs it: AdamW with the job's betas, eps and weight decay
+    (norm gains left out), the learning-rate schedule from PyTorch's own schedulers (LinearLR
+    warmup, then CosineAnnealingLR or LinearLR decay, joined by SequentialLR), and the clipping
+    threshold for clip_grad_norm_. Returns (scheduler or None, threshold)."""
+    lr = float(meta["lr"])
+    for g in opt.param_groups:
+        g["betas"] = (float(meta["beta1"]), float(meta["beta2"]))
+        g["eps"] = float(meta["eps"])
+    warmup, decay = int(meta["warmup_steps"]), int(meta["decay_steps"])
+    decay = decay if decay > 0 else max(1, steps - warmup)
+    min_lr, kind = float(meta["min_lr"]), meta["lr_schedule"]
+    sched = torch.optim.lr_scheduler
+    if kind == "cosine":
+        after = sched.CosineAnnealingLR(opt, T_max=decay, eta_min=min_lr)
+    elif kind == "linear":
+        after = sched.LinearLR(opt, start_factor=1.0, end_factor=min_lr / lr, total_iters=decay)
+    else:
+        after = sched.ConstantLR(opt, factor=1.0, total_iters=0)
+    if warmup > 1:
+        # SequentialLR steps the second scheduler with an epoch at the milestone, which 1.13 warns of.
+        warnings.filterwarnings("ignore", message="The epoch parameter", category=UserWarning)
+        ramp = sched.LinearLR(opt, start_factor=1.0 / warmup, end_factor=1.0, total_iters=warmup - 1)
+        after = sched.SequentialLR(opt, [ramp, after], milestones=[warmup])
+    elif warmup == 1:
+        raise SystemExit("compare.py: warmup 1 is lr x 1/1 = lr: use 0 or >= 2 here")
+    return after, float(meta["clip_grad_norm"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dumps", nargs="+")
@@ -112,6 +142,9 @@ def compare(dump, dtype, args, report):
     load_weights(model, {k[len("init/"):]: v for k, v in t.items() if k.startswith("init/")})
     steps, m = int(meta["steps"]), int(meta["microbatches"])
     opt = make_adamw(model, lr=float(meta["lr"]), weight_decay=float(meta["weight_decay"]))
+    sched, clip = None, 0.0
+    if "lr_schedule" in meta:  # spec.optimizer: PyTorch's own AdamW, schedulers and clipping
+        sched, clip = optimizer_from(meta, model, opt, steps)
     print("%s: %s, torch %s in %s, tolerance %g" %
           (dump, meta.get("schedule", "one micro-batch"), torch.__version__, args.dtype, args.tol))
 
@@ -123,7 +156,7 @@ def compare(dump, dtype, args, report):
     if args.no_steps:
         steps, m = 1, 1
 
-    losses = []
+    losses, norms, lrs = [], [], []
     ill = {n: torch.zeros_like(p, dtype=torch.bool) for n, p in model.named_parameters()}
     beta2 = opt.defaults["betas"][1]
     for step in range(steps):
@@ -147,7 +180,12 @@ def compare(dump, dtype, args, report):
         losses.append(step_loss / m)
         if args.no_steps:
             return
+        # The global norm every step reports (clip_grad_norm_ returns it before clipping).
+        norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), clip if clip > 0 else float("inf")).item())
+        lrs.append(opt.param_groups[0]["lr"])
         opt.step()
+        if sched is not None:
+            sched.step()
         for n, p in model.named_parameters():
             rms = (opt.state[p]["exp_avg_sq"].double() / (1 - beta2 ** (step + 1))).sqrt()
             ill[n] |= (rms > 0) & (rms < ILL_CONDITIONED * p.grad.abs().max().item())
@@ -156,6 +194,11 @@ def compare(dump, dtype, args, report):
                             "step/%d/" % (step + 1), model, ill)
     report.check("step losses", {"step %d" % i: rel(t["losses"][i:i + 1], torch.tensor([l]))
                                  for i, l in enumerate(losses)})
+    if "grad_norms" in t and "lr_schedule" in meta:
+        report.check("global gradient norms", {"step %d" % i: rel(t["grad_norms"][i:i + 1], torch.tensor([n], dtype=torch.float64))
+                                               for i, n in enumerate(norms)})
+        report.check("learning rates", {"step %d" % i: rel(t["learning_rates"][i:i + 1], torch.tensor([r], dtype=torch.float64))
+                                        for i, r in enumerate(lrs)})
     if "trained/" + "output.weight" in t:
         compare_weights(report, "weights after %d AdamW steps" % steps, t, "trained/", model, ill)
     if "final/output.weight" in t:

@@ -15,7 +15,10 @@
 //     per rank, TCP on loopback) for --steps steps. Writes the initial weights, every micro-batch
 //     of every step ("data/<step>/<mb>/inputs", ".../targets"), the step losses ("losses") and
 //     each parameter's weights and AdamW moments after the last step, gathered from the rank
-//     that holds it ("final/<name>", "final_adam_m/<name>", "final_adam_v/<name>").
+//     that holds it ("final/<name>", "final_adam_m/<name>", "final_adam_v/<name>"; with --tp
+//     the slices joined, with --zero the replicas' moment shards put together), each step's
+//     global gradient norm and learning rate ("grad_norms", "learning_rates"). --tp, --dp, --zero
+//     and --optimizer (spec.optimizer: betas, eps, weight decay, schedule, clipping) shape the job.
 //
 // Metadata records the shape and optimizer settings the reader needs.
 #include <cstdio>
@@ -27,11 +30,14 @@
 #include "common/flags.h"
 #include "data/safetensors_file.h"
 #include "kernels/cpu/adamw.h"
+#include "common/rank_layout.h"
+#include "jobplan/layout.h"
 #include "worker/daemon/local_run.h"
 #include "worker/model/model_config.h"
 #include "worker/model/stage_model.h"
 #include "worker/model/stage_shard.h"
 #include "worker/model/synthetic_data.h"
+#include "worker/model/weight_init.h"
 
 namespace pipecoord {
 namespace {
@@ -44,6 +50,12 @@ struct Options {
   std::string schedule = "1f1b";
   int pp = 2, vpp = 0, microbatches = 4;
   std::vector<int> stage_layers;
+  // pipelined: the layout beyond pp, and spec.optimizer (with --optimizer; --weight-decay then too)
+  int tp = 1, dp = 1, zero = 0;
+  bool optimizer = false;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, min_lr = 0, clip = 0;
+  std::string lr_schedule = "constant";
+  int warmup = 0, decay_steps = 0;
 };
 
 // Tensors to write; owns their bytes until written.
@@ -206,6 +218,21 @@ Status Pipelined(const Options& o, Dump* dump) {
   spec.set_micro_batch_size(o.batch);
   spec.set_steps(o.steps);
   spec.set_learning_rate(o.lr);
+  spec.set_tp(o.tp);
+  spec.set_dp(o.dp);
+  spec.set_zero(o.zero);
+  if (o.optimizer) {
+    v1::OptimizerSpec* opt = spec.mutable_optimizer();
+    opt->set_beta1(o.beta1);
+    opt->set_beta2(o.beta2);
+    opt->set_eps(o.eps);
+    opt->set_weight_decay(o.weight_decay);
+    opt->set_lr_schedule(o.lr_schedule);
+    opt->set_warmup_steps(o.warmup);
+    opt->set_min_lr(o.min_lr);
+    opt->set_decay_steps(o.decay_steps);
+    opt->set_clip_grad_norm(o.clip);
+  }
   for (int n : o.stage_layers) spec.add_stage_layers(n);
   v1::ModelSpec* ms = spec.mutable_model();
   ms->set_layers(o.layers);
@@ -221,37 +248,104 @@ Status Pipelined(const Options& o, Dump* dump) {
   auto whole = model::StageModel::Create(config, model::WholeModel(config), {o.batch, o.microbatches});
   if (!whole.ok()) return whole.status();
   Weights("init/", **whole, dump);
+  // Replica d's micro-batch j is the job's micro-batch d m + j (the single-process run's order).
+  const int global_mbs = o.microbatches * o.dp;
   model::SyntheticData data(config.seed, o.vocab, o.seq, o.batch);  // the job's (data_seed 0)
   for (int step = 0; step < o.steps; ++step) {
-    for (int mb = 0; mb < o.microbatches; ++mb) Batch(o, step, mb, data.Batch(step, mb), dump);
+    for (int mb = 0; mb < global_mbs; ++mb) Batch(o, step, mb, data.Batch(step, mb), dump);
   }
 
   auto run = worker::RunLocally(spec, {}, {}, /*keep_final_state=*/true);
   if (!run.ok()) return run.status();
   dump->F64("losses", worker::StepLosses(*run));
-  // "stage<k>/<name>/<what>" on the rank holding stage k -> "<what'>/<name>".
+  std::vector<double> norms, lrs;
+  for (const worker::StepReport& r : run->reports[0]) {
+    norms.push_back(r.summary.grad_norm());
+    lrs.push_back(r.summary.learning_rate());
+  }
+  dump->F64("grad_norms", norms);
+  dump->F64("learning_rates", lrs);
+  // "stage<k>/<name>/<what>[@begin]" on each rank -> "<what'>/<name>", whole: each tp rank's
+  // slice (values from replica 0; moments put together from every replica's ZeRO shard), then
+  // the slices joined as Megatron split them.
+  const RankLayout layout = jobplan::LayoutOf(spec);
   std::map<std::string, std::span<const int64_t>> shapes;
   for (const model::ParameterRef& p : (*whole)->Parameters()) shapes[std::string(p.name)] = p.shape;
-  int found = 0;
-  for (const auto& rank : run->final_state) {
-    for (const auto& [key, values] : rank) {
+  std::map<std::pair<std::string, std::string>, std::vector<std::vector<float>>> slices;  // (what, name) -> [tp]
+  for (int g = 0; g < layout.world(); ++g) {
+    const int t = layout.TensorRank(g), d = layout.DataRank(g);
+    for (const auto& [key, values] : run->final_state[g]) {
       const size_t a = key.find('/'), b = key.rfind('/');
       if (a == std::string::npos || b == a) return Internal("unexpected state tensor name " + key);
-      const std::string name = key.substr(a + 1, b - a - 1), what = key.substr(b + 1);
+      const std::string name = key.substr(a + 1, b - a - 1), tail = key.substr(b + 1);
+      const size_t at = tail.find('@');
+      const std::string what = tail.substr(0, at);
+      const bool shard = at != std::string::npos;  // part of a tensor's moments (ZeRO)
+      // Every replica holds the same values, and without ZeRO the same moments; under ZeRO each
+      // holds the moments of its shard (a tensor wholly inside it under its plain name).
+      if (d != 0 && (what == "value" || o.zero == 0)) continue;
       auto shape = shapes.find(name);
       if (shape == shapes.end()) return Internal("state tensor " + key + " names no parameter");
-      const std::string prefix = what == "value" ? "final/" : "final_" + what + "/";
-      dump->F32(prefix + name, Shape(shape->second), values);
-      found += what == "value" ? 1 : 0;
+      int64_t numel = 1;
+      for (int64_t x : shape->second) numel *= x;
+      if (model::TpSplitOf(name) != model::TpSplit::kWhole) numel /= layout.tp();
+      auto& per_tp = slices[{what, name}];
+      per_tp.resize(layout.tp());
+      per_tp[t].resize(static_cast<size_t>(numel));
+      const size_t begin = shard ? std::stoull(tail.substr(at + 1)) : 0;
+      if (begin + values.size() > per_tp[t].size()) return Internal("state tensor " + key + " overruns its slice");
+      std::copy(values.begin(), values.end(), per_tp[t].begin() + static_cast<std::ptrdiff_t>(begin));
     }
+  }
+  int found = 0;
+  for (const auto& [key, per_tp] : slices) {
+    const auto& [what, name] = key;
+    const auto shape = shapes.at(name);
+    const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
+    std::vector<float> joined;
+    switch (model::TpSplitOf(name)) {
+      case model::TpSplit::kWhole:
+        joined = per_tp[0];
+        break;
+      case model::TpSplit::kRows:  // row blocks, one after the other
+        for (const auto& part : per_tp) joined.insert(joined.end(), part.begin(), part.end());
+        break;
+      case model::TpSplit::kColumns:  // each row: every rank's columns in turn
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t c = cols / layout.tp();
+          for (const auto& part : per_tp) joined.insert(joined.end(), part.begin() + r * c, part.begin() + (r + 1) * c);
+        }
+        break;
+    }
+    const std::string prefix = what == "value" ? "final/" : "final_" + what + "/";
+    dump->F32(prefix + name, Shape(shape), joined);
+    found += what == "value" ? 1 : 0;
   }
   if (found != static_cast<int>(shapes.size())) {
     return Internal("the ranks hold " + std::to_string(found) + " parameters, the model has " +
                     std::to_string(shapes.size()));
   }
-  dump->Meta("weight_decay", "0");  // a job's AdamW (CpuBackend) decays nothing
-  dump->Meta("microbatches", std::to_string(o.microbatches));
-  dump->Meta("schedule", o.schedule);
+  auto num = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  // What the PyTorch run needs of spec.optimizer (a job without one decays nothing).
+  dump->Meta("weight_decay", o.optimizer ? num(o.weight_decay) : "0");
+  if (o.optimizer) {
+    dump->Meta("beta1", num(o.beta1));
+    dump->Meta("beta2", num(o.beta2));
+    dump->Meta("eps", num(o.eps));
+    dump->Meta("lr_schedule", o.lr_schedule);
+    dump->Meta("warmup_steps", std::to_string(o.warmup));
+    dump->Meta("min_lr", num(o.min_lr));
+    dump->Meta("decay_steps", std::to_string(o.decay_steps));
+    dump->Meta("clip_grad_norm", num(o.clip));
+  }
+  dump->Meta("microbatches", std::to_string(global_mbs));
+  dump->Meta("schedule", o.schedule + (o.tp > 1 ? " tp " + std::to_string(o.tp) : "") +
+                             (o.dp > 1 ? " dp " + std::to_string(o.dp) : "") +
+                             (o.zero > 0 ? " zero " + std::to_string(o.zero) : "") + (o.optimizer ? " optimizer" : ""));
   return Status::Ok();
 }
 
@@ -282,6 +376,18 @@ int Main(int argc, char** argv) {
   flags.Int("vpp", &o.vpp, "pipelined: chunks per rank, 0: the schedule's (default 0)");
   flags.Int("microbatches", &o.microbatches, "pipelined: micro-batches per step (default 4)");
   flags.IntList("stage-layers", &o.stage_layers, "pipelined: layers per rank (default even)");
+  flags.Int("tp", &o.tp, "pipelined: tensor-parallel degree (default 1)");
+  flags.Int("dp", &o.dp, "pipelined: data-parallel replicas (default 1)");
+  flags.Int("zero", &o.zero, "pipelined: ZeRO stage (default 0)");
+  flags.Bool("optimizer", &o.optimizer, "pipelined: set spec.optimizer from the flags below and --weight-decay");
+  flags.Double("beta1", &o.beta1, "pipelined --optimizer: AdamW beta1 (default 0.9)");
+  flags.Double("beta2", &o.beta2, "pipelined --optimizer: AdamW beta2 (default 0.95)");
+  flags.Double("eps", &o.eps, "pipelined --optimizer: AdamW eps (default 1e-8)");
+  flags.String("lr-schedule", &o.lr_schedule, "pipelined --optimizer: constant, cosine or linear");
+  flags.Int("warmup", &o.warmup, "pipelined --optimizer: warmup steps (default 0)");
+  flags.Double("min-lr", &o.min_lr, "pipelined --optimizer: the decay's floor (default 0)");
+  flags.Int("decay-steps", &o.decay_steps, "pipelined --optimizer: decay steps, 0: the rest (default 0)");
+  flags.Double("clip", &o.clip, "pipelined --optimizer: clip the global gradient norm to this, 0: none");
   Status st = flags.Parse(argc - 2, argv + 2);
   if (flags.help_requested()) {
     std::printf("%s", flags.Help().c_str());

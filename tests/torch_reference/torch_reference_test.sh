@@ -7,8 +7,11 @@
 # 2. a pipelined job of every schedule family (worker/daemon/local_run: one thread and executor
 #    per rank, TCP on loopback), 3 AdamW steps: step losses, weights and AdamW moments against
 #    PyTorch running the same steps in one process;
-# 3. and that it can fail: a gradient off by 1e-4 in one element, and PyTorch's RoPE with another
-#    base, are both refused.
+# 3. spec.optimizer (betas, eps, weight decay, warmup + cosine or linear decay, clipping by the
+#    global norm) through tp x pp x dp and ZeRO-1, against PyTorch's AdamW, LinearLR /
+#    CosineAnnealingLR / SequentialLR and clip_grad_norm_ on one process;
+# 4. and that it can fail: a gradient off by 1e-4 in one element, PyTorch's RoPE with another
+#    base, and PyTorch clipping at another threshold are all refused.
 set -euo pipefail
 dump=tests/torch_reference/model_dump
 gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
@@ -50,6 +53,20 @@ run v-min --schedule v-min --pp 3 --vpp 2 --microbatches 6 --layers 6
 run dualpipev --schedule dualpipev --pp 2 --vpp 2 --microbatches 4 --layers 8
 compare --dtype float64 "${pipelined[@]}"
 
+echo "== spec.optimizer: PyTorch's AdamW (betas, eps, weight decay), schedulers and clip_grad_norm_"
+# Through tp x pp x dp with and without ZeRO-1: each step's loss, global gradient norm and learning
+# rate, then the weights and moments (tp slices joined, ZeRO shards put together); every step clips
+# (norms about 0.9 against 0.3).
+opt=(--hidden 16 --heads 2 --vocab 32 --seq 8 --batch 2 --seed 11 --lr 0.001 --steps 5 --optimizer --beta1 0.85
+     --beta2 0.98 --eps 1e-6 --weight-decay 0.1 --min-lr 0.0001 --clip 0.3)
+$dump pipelined --out "$work/opt_zbh1.st" "${opt[@]}" --schedule zbh1 --pp 2 --tp 2 --dp 2 --zero 1 --microbatches 4 \
+  --layers 4 --lr-schedule cosine --warmup 2
+$dump pipelined --out "$work/opt_interleaved.st" "${opt[@]}" --schedule interleaved --pp 2 --vpp 2 --tp 2 --dp 2 \
+  --microbatches 4 --layers 7 --lr-schedule linear --decay-steps 3
+$dump pipelined --out "$work/opt_dualpipev.st" "${opt[@]}" --schedule dualpipev --pp 2 --vpp 2 --dp 3 --zero 1 \
+  --microbatches 4 --layers 8 --lr-schedule cosine
+compare --dtype float64 "$work/opt_zbh1.st" "$work/opt_interleaved.st" "$work/opt_dualpipev.st"
+
 echo "== it can fail"
 /usr/bin/python3 - "$work/mb_small.st" "$work/mb_bad.st" <<'PY'
 import sys
@@ -68,4 +85,16 @@ if compare --rope-theta 500000 "$work/mb_small.st" > "$work/rope.out"; then
   cat "$work/rope.out"; echo "FAIL: PyTorch with another RoPE base passed"; exit 1
 fi
 grep -q "^FAIL logits" "$work/rope.out" || { cat "$work/rope.out"; echo "FAIL: logits not refused"; exit 1; }
+# PyTorch clipping at another threshold than the job's: the weights part.
+/usr/bin/python3 - "$work/opt_zbh1.st" "$work/opt_clip.st" <<'PY'
+import sys
+from pipecoord.safetensors_io import read_metadata, read_safetensors, write_safetensors
+meta = read_metadata(sys.argv[1])
+meta["clip_grad_norm"] = "0.6"
+write_safetensors(sys.argv[2], read_safetensors(sys.argv[1]), meta)
+PY
+if compare "$work/opt_clip.st" > "$work/clip.out"; then
+  cat "$work/clip.out"; echo "FAIL: another clipping threshold passed"; exit 1
+fi
+grep -q "^FAIL weights after 5 AdamW steps" "$work/clip.out" || { cat "$work/clip.out"; echo "FAIL: weights not refused"; exit 1; }
 echo "PASS"
