@@ -121,6 +121,11 @@ int Watch(Connection conn, const std::string& job, const char* verb, bool json) 
     } else {
       std::string losses = LossText(u.loss(), byte_level);
       if (u.has_val_loss()) losses += "  val " + LossText(u.val_loss(), byte_level);
+      if (u.has_grad_norm()) {
+        char norm[64];
+        std::snprintf(norm, sizeof norm, "  grad norm %.4g  lr %.3g", u.grad_norm(), u.learning_rate());
+        losses += norm;
+      }
       std::printf("%s%s step %d/%d  loss %s  step %.3f s  bubble measured %.3f predicted %.3f%s",
                   tty ? "\r\033[K" : "", job.c_str(), u.step() + 1, steps, losses.c_str(), u.step_time_s(),
                   u.measured_bubble_rate(), u.predicted_bubble_rate(), tty ? "" : "\n");
@@ -324,6 +329,25 @@ int RunStatus(int argc, char** argv) {
                   rank < j.plan().memory_budget_bytes_size() ? j.plan().memory_budget_bytes(rank) / 1048576.0 : 0.0);
     }
     std::printf("\n");
+    // The global gradient norm (what users watch for spikes) and the learning rate's course.
+    const v1::StepRecord* spike = nullptr;
+    int clipped = 0;
+    const double clip = j.spec().optimizer().clip_grad_norm();
+    for (const v1::StepRecord& s : j.steps()) {
+      if (!s.has_grad_norm()) continue;
+      if (spike == nullptr || s.grad_norm() > spike->grad_norm()) spike = &s;
+      clipped += clip > 0 && s.grad_norm() > clip;
+    }
+    if (spike != nullptr && last.has_grad_norm()) {
+      std::printf("grad norm %.4g at step %d (max %.4g at step %d)", last.grad_norm(), last.step(), spike->grad_norm(),
+                  spike->step());
+      if (clip > 0) std::printf(", clipped to %g in %d of %d step(s)", clip, clipped, n);
+      std::printf("\n");
+    }
+    if (last.learning_rate() > 0) {  // reported by the C++ workers
+      std::printf("lr        %.4g at step %d -> %.4g at step %d\n", first.learning_rate(), first.step(),
+                  last.learning_rate(), last.step());
+    }
   }
   std::printf("%s", PredictionAndIdleText(j).c_str());
   for (const v1::HealthEvent& e : j.events()) std::printf("event     %s\n", e.message().c_str());

@@ -555,6 +555,7 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
       options_.metrics->Validation(j.job.id(), rec.val_loss(),
                                    jobplan::ByteLevel(j.job.spec()) ? jobplan::BitsPerByte(rec.val_loss()) : -1);
     }
+    options_.metrics->Optimizer(j.job.id(), rec.has_grad_norm() ? rec.grad_norm() : -1, rec.learning_rate());
   }
   for (v1::HealthEvent& e : j.monitor->OnStepDone(rec)) RecordHealthEventLocked(j, std::move(e));
 }

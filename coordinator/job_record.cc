@@ -58,6 +58,11 @@ v1::JobUpdate JobRecord::StepUpdate(const v1::StepRecord& rec) const {
     u.set_val_loss(rec.val_loss());
     u.set_has_val_loss(true);
   }
+  if (rec.has_grad_norm()) {
+    u.set_grad_norm(rec.grad_norm());
+    u.set_has_grad_norm(true);
+  }
+  u.set_learning_rate(rec.learning_rate());
   // The record's own prediction (calibrated once the job is); older records carry none.
   u.set_predicted_bubble_rate(rec.predicted_step_s() > 0 ? rec.predicted_bubble_rate() : job.plan().predicted_bubble_rate());
   return u;

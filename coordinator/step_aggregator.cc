@@ -29,6 +29,12 @@ std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch&
       acc.val_loss_sum += s.val_loss();
       ++acc.val_loss_count;
     }
+    // Every rank reports the same norm and learning rate (one all-reduce); keep one.
+    if (s.has_grad_norm()) {
+      acc.grad_norm = s.grad_norm();
+      acc.has_grad_norm = true;
+    }
+    acc.learning_rate = std::max(acc.learning_rate, s.learning_rate());
     if (++acc.reports < world_) continue;
     // Every rank has reported this step: measure it.
     v1::StepRecord& rec = done.emplace_back();
@@ -38,6 +44,11 @@ std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch&
       rec.set_val_loss(acc.val_loss_sum / acc.val_loss_count);
       rec.set_has_val_loss(true);
     }
+    if (acc.has_grad_norm) {
+      rec.set_grad_norm(acc.grad_norm);
+      rec.set_has_grad_norm(true);
+    }
+    rec.set_learning_rate(acc.learning_rate);
     const double span = acc.max_end > acc.min_start ? (acc.max_end - acc.min_start) * 1e-9 : 0;
     rec.set_step_time_s(span);
     rec.set_measured_bubble_rate(span > 0 ? 1.0 - acc.busy_ns * 1e-9 / (world_ * span) : 0);

@@ -42,6 +42,8 @@ class StepAggregator {
     int loss_count = 0;
     double val_loss_sum = 0;
     int val_loss_count = 0;
+    bool has_grad_norm = false;
+    double grad_norm = 0, learning_rate = 0;
     int64_t min_start = INT64_MAX, max_end = INT64_MIN;
     double busy_ns = 0;           // a sum of int64 durations could overflow
     std::vector<uint64_t> peaks;  // by global rank

@@ -8,7 +8,9 @@ start_coordinator --http 127.0.0.1:0
 HTTP=$(sed -n 's/^coordinator http on \([^ ]*\) .*/\1/p' "$WORK/coordinator.log")
 start_workers 8
 
-job_json "$WORK/tp.json" tp=2 pp=2 dp=2 zero=1 microbatches=4 model.layers=4 model.ffnHidden=64 steps=4
+# spec.optimizer: warmup, cosine decay, weight decay and clipping by the global norm.
+OPT='optimizer={"lrSchedule":"cosine","warmupSteps":1,"minLr":0.001,"weightDecay":0.1,"clipGradNorm":0.5}'
+job_json "$WORK/tp.json" tp=2 pp=2 dp=2 zero=1 microbatches=4 model.layers=4 model.ffnHidden=64 steps=4 "$OPT"
 job=$("$PIPECTL" submit "$WORK/tp.json" --format json | json_field '["jobId"]')
 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "watch exit $?: $(tail -5 "$WORK/watch.out")"
 grep -q "SUCCEEDED" "$WORK/watch.out" || fail "no SUCCEEDED event: $(tail -5 "$WORK/watch.out")"
@@ -18,6 +20,10 @@ grep -q "submitted: 1f1b, pp 2, dp 2, tp 2, zero 1, waiting for 8 worker(s)" "$W
   fail "pipectl status does not show the job's tp and zero: $(cat "$WORK/tp-status.txt")"
 grep -q "running on 8 worker(s); tp groups on one host each (4 groups of 2 ranks)" "$WORK/tp-status.txt" ||
   fail "pipectl status does not say where the tp groups landed: $(cat "$WORK/tp-status.txt")"
+grep -qE "^grad norm [0-9.e+-]+ at step 3 \(max [0-9.e+-]+ at step [0-3]\), clipped to 0.5 in [1-4] of 4 step\(s\)$" "$WORK/tp-status.txt" ||
+  fail "pipectl status does not show the gradient norm and clipping: $(cat "$WORK/tp-status.txt")"
+grep -q "^lr        0.01 at step 0 -> 0.00325 at step 3$" "$WORK/tp-status.txt" ||
+  fail "pipectl status does not show the learning rate's course: $(cat "$WORK/tp-status.txt")"
 
 # The trace shows each compute action's tensor-parallel collectives: time, and bytes equal to the
 # closed form. Tokens n = 2 x 8, hidden 32, tp 2: an all-reduce of n x h floats sends
@@ -47,16 +53,17 @@ print(f"trace: {sum(seen.values())} compute actions with their tensor-parallel b
 PY
 
 # /metrics: each of the 8 ranks its own series, tp labelled (2 pipeline ranks x 2 replicas x 2).
-curl -sf "http://$HTTP/metrics" | grep "^pipecoord_memory_peak_bytes{.*job_id=\"$job\"" > "$WORK/peaks.txt" || fail "GET /metrics"
+curl -sf "http://$HTTP/metrics" > "$WORK/metrics.txt" || fail "GET /metrics"
+grep "^pipecoord_memory_peak_bytes{.*job_id=\"$job\"" "$WORK/metrics.txt" > "$WORK/peaks.txt" || fail "no peak series"
 [ "$(wc -l < "$WORK/peaks.txt")" = 8 ] || fail "8 peak series expected: $(cat "$WORK/peaks.txt")"
 [ "$(grep -c 'tp="[01]"' "$WORK/peaks.txt")" = 8 ] || fail "tp labels: $(cat "$WORK/peaks.txt")"
 
-job_json "$WORK/one.json" tp=1 pp=2 dp=2 microbatches=4 model.layers=4 model.ffnHidden=64 steps=4
+job_json "$WORK/one.json" tp=1 pp=2 dp=2 microbatches=4 model.layers=4 model.ffnHidden=64 steps=4 "$OPT"
 job1=$("$PIPECTL" submit "$WORK/one.json" --format json | json_field '["jobId"]')
 "$PIPECTL" watch "$job1" > /dev/null || fail "the tp 1 job did not succeed"
 "$PIPECTL" status "$job1" --format json > "$WORK/one-status.json"
-/usr/bin/python3 - "$WORK/tp-status.json" "$WORK/one-status.json" <<'PY' || fail "losses"
-import json, sys
+/usr/bin/python3 - "$WORK/tp-status.json" "$WORK/one-status.json" "$WORK/metrics.txt" <<'PY' || fail "losses"
+import json, math, re, sys
 tp, one = (json.load(open(p)) for p in sys.argv[1:3])
 a = [s["loss"] for s in tp["steps"]]
 b = [s["loss"] for s in one["steps"]]
@@ -64,6 +71,18 @@ assert len(a) == len(b) == 4, (a, b)
 worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
 print(f"tp 2 x pp 2 x dp 2 against tp 1: losses {a} vs {b}, worst relative difference {worst:.3g}")
 assert worst <= 1e-5, worst
+# The global gradient norm (over tp, pp and the ZeRO shards) and learning rate of every step: the
+# same at tp 1 without ZeRO; the rates the schedule's closed form (warmup 1, then cosine from 0.01
+# to 0.001 over the 3 steps left); clipped (0.5) where the norm was above it.
+n_tp = [s["gradNorm"] for s in tp["steps"]]
+n_one = [s["gradNorm"] for s in one["steps"]]
+assert max(abs(x - y) / y for x, y in zip(n_tp, n_one)) <= 1e-5, (n_tp, n_one)
+want_lr = [0.01] + [0.001 + 0.009 * (1 + math.cos(math.pi * k / 3)) / 2 for k in range(3)]
+for s, w in zip(tp["steps"], want_lr):
+    assert abs(s["learningRate"] - w) <= 1e-15, (s["learningRate"], w)
+metric = float(re.search(r'^pipecoord_grad_norm\{job_id="%s"\} (\S+)$' % tp["id"], open(sys.argv[3]).read(), re.M).group(1))
+assert abs(metric - n_tp[-1]) <= 1e-9 * n_tp[-1], (metric, n_tp)
+print(f"grad norms {n_tp}, learning rates {[s['learningRate'] for s in tp['steps']]}")
 assert len(tp["workerIds"]) == 8 and len(set(tp["workerIds"])) == 8, tp["workerIds"]
 # Every rank's measured peak is its pipeline rank's budget (global rank g = (dp * pp + r) * tp + t).
 budget = [int(b) for b in tp["plan"]["memoryBudgetBytes"]]

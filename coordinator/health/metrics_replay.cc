@@ -31,6 +31,7 @@ void ReplayJobMetrics(const v1::Job& job, const std::vector<std::string>& events
     // Records from before calibration existed carry no prediction: the plan's, as shown then.
     const double predicted = rec.predicted_step_s() > 0 ? rec.predicted_bubble_rate() : job.plan().predicted_bubble_rate();
     sink->Step(id, rec.step_time_s(), rec.measured_bubble_rate(), predicted);
+    sink->Optimizer(id, rec.has_grad_norm() ? rec.grad_norm() : -1, rec.learning_rate());
     if (rec.has_val_loss()) {
       sink->Validation(id, rec.val_loss(),
                        jobplan::ByteLevel(job.spec()) ? jobplan::BitsPerByte(rec.val_loss()) : -1);

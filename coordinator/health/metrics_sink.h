@@ -43,6 +43,9 @@ class MetricsSink {
   // The validation loss measured after a step (spec.evalEvery), in nats, and in bits per byte
   // for byte-level data (jobplan::ByteLevel; negative: not byte-level).
   virtual void Validation(const std::string& /*job*/, double /*loss_nats*/, double /*bits_per_byte*/) {}
+  // A step's global gradient norm before clipping (negative: not computed by the backend) and
+  // the learning rate its optimizer step used.
+  virtual void Optimizer(const std::string& /*job*/, double /*grad_norm*/, double /*learning_rate*/) {}
   // kind: "LIFECYCLE", "BUBBLE", "STRAGGLER", "HANG", "MEMORY", "SDC".
   virtual void Event(const std::string& job, const std::string& kind) = 0;
   // The job left the coordinator (dropped to make room, --max-jobs): its series go with it, so

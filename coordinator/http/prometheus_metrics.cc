@@ -86,6 +86,15 @@ PrometheusMetrics::PrometheusMetrics()
                       .Help("The last validation loss (spec.evalEvery): mean next-token loss over the validation "
                             "batches, in nats, and in bits per byte for byte-level data")
                       .Register(*registry_)),
+      grad_norm_(prometheus::BuildGauge()
+                     .Name("pipecoord_grad_norm")
+                     .Help("The last step's global gradient norm (L2 over every rank's gradients after the "
+                           "data-parallel reduction, before clipping)")
+                     .Register(*registry_)),
+      learning_rate_(prometheus::BuildGauge()
+                         .Name("pipecoord_learning_rate")
+                         .Help("The learning rate of the last step's optimizer update (spec.optimizer's schedule)")
+                         .Register(*registry_)),
       events_(prometheus::BuildCounter()
                   .Name("pipecoord_health_events_total")
                   .Help("Job events by kind (LIFECYCLE, BUBBLE, STRAGGLER, HANG, MEMORY, SDC)")
@@ -111,6 +120,8 @@ void PrometheusMetrics::ForgetJob(const std::string& job) {
   RemoveJob(budget_, job);
   RemoveJob(reserved_, job);
   RemoveJob(validation_, job);
+  RemoveJob(grad_norm_, job);
+  RemoveJob(learning_rate_, job);
   RemoveJob(events_, job);
   RemoveJob(steps_, job);
 }
@@ -147,6 +158,11 @@ void PrometheusMetrics::Idle(const std::string& job, const health::RankLabel& at
 void PrometheusMetrics::Validation(const std::string& job, double loss_nats, double bits_per_byte) {
   validation_.Add({{"job_id", job}, {"unit", "nats"}}).Set(loss_nats);
   if (bits_per_byte >= 0) validation_.Add({{"job_id", job}, {"unit", "bits_per_byte"}}).Set(bits_per_byte);
+}
+
+void PrometheusMetrics::Optimizer(const std::string& job, double grad_norm, double learning_rate) {
+  if (grad_norm >= 0) grad_norm_.Add({{"job_id", job}}).Set(grad_norm);
+  learning_rate_.Add({{"job_id", job}}).Set(learning_rate);
 }
 
 void PrometheusMetrics::Predicted(const std::string& job, double plan_step_s, double plan_bubble,

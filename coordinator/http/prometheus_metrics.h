@@ -13,6 +13,8 @@
 //   pipecoord_memory_reserved_bytes{job_id,rank,dp}
 //   pipecoord_validation_loss{job_id,unit="nats"|"bits_per_byte"}  gauge, the last validation
 //     (spec.evalEvery); bits_per_byte only for byte-level data (vocabulary 256)
+//   pipecoord_grad_norm{job_id}, pipecoord_learning_rate{job_id}  gauges, the last step's global
+//     gradient norm before clipping (backends that compute it) and learning rate
 //   pipecoord_health_events_total{job_id,kind}, pipecoord_steps_total{job_id}   counters
 //   pipecoord_jobs{state}, pipecoord_workers{state="idle"|"busy"}          gauges
 // Thread-safe (prometheus-cpp's families lock).
@@ -49,6 +51,7 @@ class PrometheusMetrics final : public health::MetricsSink {
   void Memory(const std::string& job, const health::RankLabel& at, uint64_t peak_bytes, uint64_t budget_bytes,
               uint64_t reserved_bytes) override;
   void Validation(const std::string& job, double loss_nats, double bits_per_byte) override;
+  void Optimizer(const std::string& job, double grad_norm, double learning_rate) override;
   void Event(const std::string& job, const std::string& kind) override;
   void ForgetJob(const std::string& job) override;
 
@@ -69,6 +72,8 @@ class PrometheusMetrics final : public health::MetricsSink {
   prometheus::Family<prometheus::Gauge>& budget_;
   prometheus::Family<prometheus::Gauge>& reserved_;
   prometheus::Family<prometheus::Gauge>& validation_;
+  prometheus::Family<prometheus::Gauge>& grad_norm_;
+  prometheus::Family<prometheus::Gauge>& learning_rate_;
   prometheus::Family<prometheus::Counter>& events_;
   prometheus::Family<prometheus::Counter>& steps_;
   prometheus::Family<prometheus::Gauge>& jobs_;

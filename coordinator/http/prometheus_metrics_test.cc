@@ -84,6 +84,19 @@ TEST(PrometheusMetricsTest, ValidationLossInNatsAndBitsPerByte) {
   EXPECT_EQ(m.Serialize().find("job-000001"), std::string::npos);
 }
 
+TEST(PrometheusMetricsTest, GradientNormAndLearningRate) {
+  PrometheusMetrics m;
+  m.Optimizer("job-000001", 0.75, 3e-4);
+  m.Optimizer("job-000002", -1, 0.01);  // a backend that computes no norm: the learning rate only
+  const std::string text = m.Serialize();
+  EXPECT_NE(text.find("pipecoord_grad_norm{job_id=\"job-000001\"} 0.75"), std::string::npos) << text;
+  EXPECT_NE(text.find("pipecoord_learning_rate{job_id=\"job-000001\"} 0.0003"), std::string::npos) << text;
+  EXPECT_EQ(text.find("pipecoord_grad_norm{job_id=\"job-000002\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("pipecoord_learning_rate{job_id=\"job-000002\"} 0.01"), std::string::npos) << text;
+  m.ForgetJob("job-000001");
+  EXPECT_EQ(m.Serialize().find("job-000001"), std::string::npos);
+}
+
 TEST(PrometheusMetricsTest, AForgottenJobLeavesNoSeriesAndOthersStay) {
   PrometheusMetrics m;
   Feed(m, "job-000001");

@@ -190,6 +190,10 @@ class StepUpdate:
     step_time_s: float
     measured_bubble_rate: float
     predicted_bubble_rate: float
+    # The step's global gradient norm before clipping (None: the backend does not compute it)
+    # and its learning rate.
+    grad_norm: Optional[float]
+    learning_rate: float
     proto: job_pb2.JobUpdate = dataclasses.field(repr=False, compare=False)
 
 
@@ -241,7 +245,9 @@ def typed_updates(updates):
         elif _has_step(update):
             yield StepUpdate(step=update.step, loss=update.loss, step_time_s=update.step_time_s,
                              measured_bubble_rate=update.measured_bubble_rate,
-                             predicted_bubble_rate=update.predicted_bubble_rate, proto=update)
+                             predicted_bubble_rate=update.predicted_bubble_rate,
+                             grad_norm=update.grad_norm if update.has_grad_norm else None,
+                             learning_rate=update.learning_rate, proto=update)
         if update.state != previous:
             previous = update.state
             yield StateUpdate(state=state_name(update.state), proto=update)
