@@ -27,7 +27,9 @@ namespace {
 std::string StrategyLine(const v1::JobSpec& s) {
   return s.schedule() + ", pp " + std::to_string(s.pp()) + ", vpp " + std::to_string(s.vpp()) + ", dp " +
          std::to_string(s.dp()) + (s.tp() > 1 ? ", tp " + std::to_string(s.tp()) : "") +
-         (s.zero() > 0 ? ", zero " + std::to_string(s.zero()) : "") + ", " + std::to_string(s.microbatches()) +
+         (s.zero() > 0 ? ", zero " + std::to_string(s.zero()) : "") +
+         (!s.recompute().empty() && s.recompute() != "none" ? ", recompute " + s.recompute() : "") + ", " +
+         std::to_string(s.microbatches()) +
          " micro-batches of " + std::to_string(s.micro_batch_size());
 }
 

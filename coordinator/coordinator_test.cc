@@ -611,7 +611,7 @@ TEST(CoordinatorAutoTest, NothingFitsTheWorkersMemory) {
   EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(r.status().message(),
             "spec.schedule: \"auto\" found no strategy that fits in memory: rank 0 needs 1.2 MiB, workers report "
-            "300.0 KiB (the leanest of 8 strategies for 1 cpu worker(s): 1f1b, pp 1, vpp 1, dp 1, 8 micro-batches of 1)");
+            "300.0 KiB (the leanest of 24 strategies for 1 cpu worker(s): 1f1b, pp 1, vpp 1, dp 1, 8 micro-batches of 1)");
   // 1.2 MiB: the plan's budget of that strategy, 1223488 bytes (1f1b on one rank, 8 x 1 sample).
   v1::JobSpec leanest = jobplan::TinySpec(1, "1f1b");
   leanest.set_microbatches(8);

@@ -69,6 +69,9 @@ std::string MeasuredRunTrace(const v1::Job& job, const std::vector<v1::ActionTim
       ev.extra_args.push_back(TraceArg::Number("tp_comm_us", a.tp_comm_ns() / 1e3));
       ev.extra_args.push_back(TraceArg("tp_comm_bytes", static_cast<int64_t>(a.tp_comm_bytes())));
     }
+    if (a.recompute_ns() > 0) {  // rebuilding what activation recompute dropped, inside the action
+      ev.extra_args.push_back(TraceArg::Number("recompute_us", a.recompute_ns() / 1e3));
+    }
     if (a.dp_comm_bytes() > 0) {  // the data-parallel reduction (and ZeRO's gather) it ran
       ev.extra_args.push_back(TraceArg("dp_comm_bytes", static_cast<int64_t>(a.dp_comm_bytes())));
     }

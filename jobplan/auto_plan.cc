@@ -76,7 +76,15 @@ planner::SearchSpace Space(const v1::JobSpec& spec) {
   // ZeRO runs on the C++ CPU workers; a spec that sets zero keeps it.
   const bool zero_runs = spec.device() != "cuda" && spec.worker().kind() != v1::kTorchWorker;
   s.zero_stages = spec.has_zero() ? std::vector<int>{spec.zero()} : zero_runs ? std::vector<int>{0, 1} : std::vector<int>{0};
-  s.recompute = {memory::Recompute::kNone};
+  // Activation recompute runs there too; a spec that sets it keeps it.
+  if (spec.has_recompute()) {
+    auto r = memory::ParseRecompute(spec.recompute().empty() ? "none" : spec.recompute());
+    s.recompute = {r.ok() ? *r : memory::Recompute::kNone};
+  } else {
+    s.recompute = zero_runs ? std::vector<memory::Recompute>{memory::Recompute::kNone, memory::Recompute::kSelective,
+                                                            memory::Recompute::kFull}
+                            : std::vector<memory::Recompute>{memory::Recompute::kNone};
+  }
   s.schedules = Schedules(spec.vpp());
   if (spec.vpp() >= 2) s.vpps = {spec.vpp()};
   s.max_tp = 1;  // set by RunPlanner: the workers' largest host, or the spec's tp
@@ -112,8 +120,8 @@ int RegistryOrder(const std::string& schedule) {
 bool Faster(const planner::Candidate& a, const planner::Candidate& b) {
   const planner::StrategyShape &x = a.shape, &y = b.shape;
   const int sa = RegistryOrder(a.schedule), sb = RegistryOrder(b.schedule);
-  return std::tie(a.time.total_s, a.peak_bytes, sa, x.tp, x.dp, x.pp, x.vpp, x.micro_batch, x.zero) <
-         std::tie(b.time.total_s, b.peak_bytes, sb, y.tp, y.dp, y.pp, y.vpp, y.micro_batch, y.zero);
+  return std::tie(a.time.total_s, a.peak_bytes, sa, x.tp, x.dp, x.pp, x.vpp, x.micro_batch, x.zero, x.recompute) <
+         std::tie(b.time.total_s, b.peak_bytes, sb, y.tp, y.dp, y.pp, y.vpp, y.micro_batch, y.zero, y.recompute);
 }
 
 // The planner's results over every world size the space allows, merged.
@@ -168,6 +176,7 @@ Tried TryCandidate(const v1::JobSpec& raw, const planner::Candidate& c) {
   }
   s.set_tp(c.shape.tp);
   s.set_zero(c.shape.zero);
+  s.set_recompute(memory::RecomputeName(c.shape.recompute));
   s.set_schedule(ScheduleOf(c));
   s.set_pp(c.shape.pp);
   s.set_vpp(c.shape.vpp);
@@ -190,6 +199,7 @@ Tried TryCandidate(const v1::JobSpec& raw, const planner::Candidate& c) {
   ch.set_dp(t.spec.dp());
   ch.set_tp(std::max(1, t.spec.tp()));
   ch.set_zero(t.spec.zero());
+  ch.set_recompute(t.spec.recompute().empty() ? "none" : t.spec.recompute());
   ch.set_microbatches(t.spec.microbatches());
   ch.set_micro_batch_size(t.spec.micro_batch_size());
   std::vector<int> rank_layers(t.spec.pp(), 0);
@@ -241,7 +251,8 @@ void FillReport(const Search& search, const FreeWorkers& workers, int64_t over_m
 std::string DescribeStrategy(const v1::StrategyChoice& c) {
   return c.schedule() + ", pp " + std::to_string(c.pp()) + ", vpp " + std::to_string(c.vpp()) + ", dp " +
          std::to_string(c.dp()) + (c.tp() > 1 ? ", tp " + std::to_string(c.tp()) : "") +
-         (c.zero() > 0 ? ", zero " + std::to_string(c.zero()) : "") + ", " +
+         (c.zero() > 0 ? ", zero " + std::to_string(c.zero()) : "") +
+         (!c.recompute().empty() && c.recompute() != "none" ? ", recompute " + c.recompute() : "") + ", " +
          std::to_string(c.microbatches()) + " micro-batches of " + std::to_string(c.micro_batch_size());
 }
 

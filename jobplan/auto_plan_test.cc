@@ -133,7 +133,8 @@ TEST(AutoPlanTest, CudaJobsAreSizedWithTheCudaRecipe) {
 }
 
 TEST(AutoPlanTest, NothingFitsNamesTheSmallestShortfall) {
-  const v1::JobSpec spec = AutoSpec(8);
+  v1::JobSpec spec = AutoSpec(8);
+  spec.set_recompute("none");  // fixed: left open, recompute makes it fit (below)
   auto r = PlanAuto(spec, {4, 300 << 10, "cpu"});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
@@ -158,6 +159,14 @@ TEST(AutoPlanTest, NothingFitsNamesTheSmallestShortfall) {
             "spec.schedule: \"auto\" found no strategy that fits in memory: rank 0 needs 323.2 KiB, workers report "
             "300.0 KiB (the leanest of 984 strategies for 4 cpu worker(s): v-min, pp 2, vpp 2, dp 1, tp 2, 8 "
             "micro-batches of 1)");
+  // Left open, auto recomputes: the same 300 KiB then hold a strategy, and its budgets fit.
+  spec.clear_recompute();
+  auto fits = PlanAuto(spec, {4, 300 << 10, "cpu"});
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  EXPECT_NE(fits->spec.recompute(), "none");
+  EXPECT_LE(fits->report.chosen().peak_bytes(), 300u << 10);
+  std::printf("300 KiB workers: %s, peak %s\n", DescribeStrategy(fits->report.chosen()).c_str(),
+              memory::FormatBytes(static_cast<int64_t>(fits->report.chosen().peak_bytes())).c_str());
 }
 
 TEST(AutoPlanTest, WhatTheSpecFixesStaysFixed) {
@@ -203,6 +212,7 @@ TEST(AutoPlanTest, NoWorkerOrTooFew) {
   // divide the heads).
   spec = AutoSpec(1);
   spec.mutable_model()->set_layers(1);
+  spec.set_recompute("none");
   auto r = PlanAuto(spec, {3, 0, "cpu"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::vector<std::string> all = {DescribeStrategy(r->report.chosen())};

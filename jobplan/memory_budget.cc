@@ -51,8 +51,11 @@ class Pricer {
                                                 bf16 ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32);
     } else {
       model_ = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
+      const memory::Recompute recompute = spec.recompute() == "full"        ? memory::Recompute::kFull
+                                          : spec.recompute() == "selective" ? memory::Recompute::kSelective
+                                                                            : memory::Recompute::kNone;
       training_ = memory::PipecoordCpuTraining(spec.micro_batch_size(), std::max(1, spec.tp()), spec.zero(),
-                                               std::max(1, spec.dp()));
+                                               std::max(1, spec.dp()), recompute);
       activations_ = memory::ResolveActivations(model_, training_);
     }
   }

@@ -261,6 +261,17 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   PIPECOORD_RETURN_IF_ERROR(ValidateTensorParallel(s));
   PIPECOORD_RETURN_IF_ERROR(ValidateZero(s));
   PIPECOORD_RETURN_IF_ERROR(ValidateOptimizer(s));
+  if (const std::string& r = s.recompute(); !r.empty() && r != "none" && r != "selective" && r != "full") {
+    return InvalidArgument("spec.recompute: must be \"none\", \"selective\" or \"full\", got \"" + r + "\"");
+  }
+  if (!s.recompute().empty() && s.recompute() != "none") {
+    if (s.device() == "cuda") {
+      return InvalidArgument("spec.recompute: device \"cuda\" runs \"none\" only (activation recompute runs on the CPU backend)");
+    }
+    if (s.worker().kind() == v1::kTorchWorker) {
+      return InvalidArgument("spec.recompute: torch workers run \"none\" only (activation recompute runs on the C++ workers)");
+    }
+  }
   if (s.optimizer().clip_grad_norm() > 0 && s.device() == "cuda") {
     return InvalidArgument("spec.optimizer.clipGradNorm: device \"cuda\" does not clip yet (the CPU backend does)");
   }

@@ -23,7 +23,9 @@ ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t hea
 // tensor parallelism `tp` (Megatron's split, no sequence parallelism), ZeRO stage `zero` over `dp`
 // replicas (1: the moments of ceil(n / dp) of a stage's n parameters, as the worker pads its
 // shards); recipe "pipecoord-cpu".
-TrainingSpec PipecoordCpuTraining(int micro_batch, int tp = 1, int zero = 0, int dp = 1);
+// recompute: the blocks' activation recompute (the backend runs the recipe's selective and full).
+TrainingSpec PipecoordCpuTraining(int micro_batch, int tp = 1, int zero = 0, int dp = 1,
+                                  Recompute recompute = Recompute::kNone);
 
 // One stage holding `layers` blocks, plus the embedding and/or the head.
 struct CpuStageMemory {

@@ -3,7 +3,8 @@
 //
 // The CPU StageModel trains in fp32 (every tensor here is fp32 whatever the dtype policy; ids
 // are int32) with a Llama-style block: RMSNorm, multi-head attention that keeps its s x s
-// probabilities, RoPE, SwiGLU, no biases, no dropout, no GQA, no recompute. F saves a
+// probabilities (selective recompute drops them until B), RoPE, SwiGLU, no biases, no dropout,
+// no GQA (full recompute keeps only each block's input until B). F saves a
 // BlockSaved (worker/model/transformer_block.h); B frees q, k, v, the probabilities, gate and
 // up and keeps the rest for W (the `W` tensors) next to the output gradients of every
 // weight-carrying op (`w_grads`); W frees everything. Per micro-batch of T = s b tokens, in
@@ -56,7 +57,7 @@ const Recipe& PipecoordCpuRecipe() {
           {"mlp.w2_input", "mlp", "silu(gate) * up = z, saved by w2",
            {"s", "b", "f"}, ElemType::kFp32, 2, "", kWeightInput},
       },
-      // full_recompute (the backend does not recompute; this is what it would keep)
+      // full_recompute: what a block keeps from F until B (B runs its forward again first)
       {
           {"block.input", "checkpoint", "block input, kept by full recompute",
            {"s", "b", "h"}, ElemType::kFp32, kSeqSplit, "", 0},

@@ -145,6 +145,10 @@ class ComputeBackend {
   virtual int64_t optimizer_steps() const = 0;
   virtual void set_optimizer_steps(int64_t steps) = 0;
 
+  // Nanoseconds spent so far rebuilding what activation recompute dropped (inside B and BW);
+  // 0 for a backend that does not recompute.
+  virtual int64_t recompute_ns() const { return 0; }
+
   // ---- Validation (spec.evalEvery), between steps ----
   // F of validation micro-batch `batch` on `stage`: nothing kept for a backward, no weight or
   // gradient touched. `input` as for Forward; the head stage adds the batch's loss to the

@@ -129,6 +129,16 @@ class CpuBackend final : public ComputeBackend {
     return out;
   }
 
+  int64_t recompute_ns() const override {
+    int64_t ns = 0;
+    for (const auto& [k, m] : stages_) ns += m->recompute_ns();
+    return ns;
+  }
+
+  void SetRecompute(model::Recompute r) {
+    for (auto& [k, m] : stages_) m->SetRecompute(r);
+  }
+
   // ZeRO-1: each stage keeps the moments of shard `index` of `shards`.
   Status ShardOptimizerStates(int shards, int index) {
     for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->ShardOptimizerStates(shards, index));
@@ -273,6 +283,9 @@ Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a, par
   }
   const int dp = std::max(1, a.spec().dp());
   if (a.spec().zero() >= 1 && dp > 1) PIPECOORD_RETURN_IF_ERROR(backend->ShardOptimizerStates(dp, a.dp_rank()));
+  const std::string& recompute = a.spec().recompute();
+  if (recompute == "selective") backend->SetRecompute(model::Recompute::kSelective);
+  if (recompute == "full") backend->SetRecompute(model::Recompute::kFull);
   return std::unique_ptr<ComputeBackend>(std::move(backend));
 }
 

@@ -210,6 +210,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   uint64_t dp_bytes = 0;  // OPT: sent in the data-parallel reduction and gather
   const parallel::TensorParallel* tp = options_.tensor_parallel;
   const int64_t tp_ns_before = tp != nullptr ? tp->comm_ns() : 0;
+  const int64_t recompute_ns_before = compute ? backend_->recompute_ns() : 0;
   const uint64_t tp_bytes_before = tp != nullptr ? tp->bytes_sent() : 0;
   // Timed on the device: its mark brackets the hooks too (they are inside the measured time).
   const bool on_device = device_timing_ && (compute || a.op() == v1::OPT);
@@ -313,6 +314,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   if (on_device) device_timed_.push_back({report->actions.size() - 1, wait_start, compute ? start : wait_start});
   if (a.op() == v1::PROBE) t->set_probe_checksum(probe_checksum);
   if (dp_bytes > 0) t->set_dp_comm_bytes(dp_bytes);
+  if (compute) t->set_recompute_ns(backend_->recompute_ns() - recompute_ns_before);
   if (tp != nullptr && compute) {
     t->set_tp_comm_ns(tp->comm_ns() - tp_ns_before);
     t->set_tp_comm_bytes(tp->bytes_sent() - tp_bytes_before);

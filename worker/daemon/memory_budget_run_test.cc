@@ -22,6 +22,7 @@ struct Case {
   std::vector<int> stage_layers;
   int tp = 1;
   int zero = 0;
+  std::string recompute = "";
 };
 
 // The demo's tiny model (examples/job.json: h 64, 4 heads, V 128, s 32, b 4), shorter.
@@ -34,6 +35,7 @@ v1::JobSpec Spec(const Case& c) {
   s.set_dp(c.dp);
   s.set_tp(c.tp);
   s.set_zero(c.zero);
+  if (!c.recompute.empty()) s.set_recompute(c.recompute);
   s.set_microbatches(c.microbatches);
   s.set_micro_batch_size(4);
   s.set_steps(2);
@@ -81,8 +83,9 @@ std::vector<uint64_t> RunAndCompare(const v1::JobSpec& raw) {
           << spec.schedule() << " " << layout.Name(g) << " step " << report.summary.step()
           << ": the budget is above what the backend allocated";
     }
-    std::printf("%s pp %d vpp %d dp %d tp %d zero %d m %d: %s: peak %llu B, budget %llu B\n", spec.schedule().c_str(),
-                spec.pp(), spec.vpp(), spec.dp(), layout.tp(), spec.zero(), spec.microbatches(), layout.Name(g).c_str(),
+    std::printf("%s pp %d vpp %d dp %d tp %d zero %d recompute %s m %d: %s: peak %llu B, budget %llu B\n", spec.schedule().c_str(),
+                spec.pp(), spec.vpp(), spec.dp(), layout.tp(), spec.zero(),
+                spec.recompute().empty() ? "none" : spec.recompute().c_str(), spec.microbatches(), layout.Name(g).c_str(),
                 static_cast<unsigned long long>(peak), static_cast<unsigned long long>(budget));
     peaks.push_back(peak);
   }
@@ -121,13 +124,19 @@ INSTANTIATE_TEST_SUITE_P(
                       // ZeRO-1: each replica holds the moments of ceil(n / dp) of a stage's n
                       // parameters; dp 3 cuts tensors unevenly (the padded shards stay exact).
                       Case{"1f1b", 2, 0, 2, 4, 8, {}, 1, 1}, Case{"zbh1", 2, 0, 3, 4, 7, {}, 1, 1},
-                      Case{"zbv", 2, 2, 2, 4, 8, {}, 2, 1}, Case{"interleaved", 2, 2, 3, 5, 7, {}, 1, 1}),
+                      Case{"zbv", 2, 2, 2, 4, 8, {}, 2, 1}, Case{"interleaved", 2, 2, 3, 5, 7, {}, 1, 1},
+                      // Activation recompute: F keeps less until B (memory/pipecoord_cpu_recipe.cc).
+                      Case{"1f1b", 4, 0, 1, 8, 8, {}, 1, 0, "selective"}, Case{"1f1b", 4, 0, 1, 8, 8, {}, 1, 0, "full"},
+                      Case{"zbh1", 2, 0, 2, 4, 8, {}, 2, 1, "full"}, Case{"zbv", 2, 2, 1, 4, 8, {}, 1, 0, "selective"},
+                      Case{"dualpipev", 2, 2, 1, 4, 8, {}, 2, 0, "full"},
+                      Case{"interleaved", 2, 2, 1, 5, 7, {}, 1, 0, "full"}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string name = c.schedule + "_pp" + std::to_string(c.pp) + "_vpp" + std::to_string(c.vpp) + "_dp" +
                          std::to_string(c.dp) + "_m" + std::to_string(c.microbatches) + "_layers" +
                          std::to_string(c.layers) + (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "") +
-                         (c.zero > 0 ? "_zero" + std::to_string(c.zero) : "");
+                         (c.zero > 0 ? "_zero" + std::to_string(c.zero) : "") +
+                         (c.recompute.empty() ? "" : "_" + c.recompute);
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

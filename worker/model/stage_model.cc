@@ -340,6 +340,17 @@ Status StageModel::OptimizerStep(const kernels::cpu::AdamWOptions& options) {
   return Status::Ok();
 }
 
+void StageModel::SetRecompute(Recompute recompute) {
+  dims_.recompute = recompute;
+  for (TransformerBlock<float>& b : blocks_) b.set_recompute(recompute);
+}
+
+int64_t StageModel::recompute_ns() const {
+  int64_t ns = 0;
+  for (const TransformerBlock<float>& b : blocks_) ns += b.recompute_ns();
+  return ns;
+}
+
 double StageModel::GradientSquareSum(bool count_replicated) const {
   double sum = 0;
   for (const auto& p : params_.all()) {

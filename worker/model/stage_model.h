@@ -99,6 +99,12 @@ class StageModel {
   // out of range (lr, eps, weight_decay >= 0; betas in [0, 1)) and refuses to run while a
   // micro-batch is in flight (its W would be lost or land in the next step).
   Status OptimizerStep(const kernels::cpu::AdamWOptions& options);
+  // Activation recompute for every block of the stage (transformer_block.h); the results stay
+  // bit for bit the same. Set before the first micro-batch. recompute_ns: the time B and BW spent
+  // rebuilding, since creation.
+  void SetRecompute(Recompute recompute);
+  int64_t recompute_ns() const;
+
   // The sum of squares (double) of the gradient elements OptimizerStep steps (all, or the ZeRO
   // shard); tensors replicated over the tensor-parallel group (norm gains, tp > 1) only when
   // `count_replicated`. ScaleGradients multiplies the gradients by `factor` (clipping).

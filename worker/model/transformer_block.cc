@@ -1,5 +1,6 @@
 #include "worker/model/transformer_block.h"
 
+#include <chrono>
 #include <type_traits>
 #include <utility>
 
@@ -52,6 +53,36 @@ void TransformerBlock<T>::ReduceFromTensorParallel(std::vector<T>& partial) cons
 
 template <typename T>
 std::vector<T> TransformerBlock<T>::Forward(std::vector<T> x, BlockSaved<T>* s) const {
+  std::vector<T> y = ForwardAll(std::move(x), s);
+  if (d_.recompute == Recompute::kSelective) Free(s->probs);
+  if (d_.recompute == Recompute::kFull) {
+    std::vector<T> input = std::move(s->x);
+    *s = BlockSaved<T>();
+    s->x = std::move(input);
+  }
+  return y;
+}
+
+template <typename T>
+void TransformerBlock<T>::Rebuild(BlockSaved<T>* s) const {
+  if (d_.recompute == Recompute::kNone) return;
+  const auto start = std::chrono::steady_clock::now();
+  if (d_.recompute == Recompute::kSelective) {
+    // The core again from q, k, v: the same kernel, so the same probabilities, bit for bit.
+    const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), d_.hidden / d_.heads};
+    s->probs.resize(ad.probs_size());
+    std::vector<T> o(d_.tokens() * d_.local_width());
+    AttentionForward(s->q.data(), s->k.data(), s->v.data(), s->probs.data(), o.data(), ad);
+  } else {
+    std::vector<T> x = std::move(s->x);
+    *s = BlockSaved<T>();
+    (void)ForwardAll(std::move(x), s);
+  }
+  recompute_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+template <typename T>
+std::vector<T> TransformerBlock<T>::ForwardAll(std::vector<T> x, BlockSaved<T>* s) const {
   const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
   const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
   s->x = std::move(x);
@@ -93,6 +124,7 @@ std::vector<T> TransformerBlock<T>::Forward(std::vector<T> x, BlockSaved<T>* s) 
 
 template <typename T>
 std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<T>* s) const {
+  Rebuild(s);
   const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
   const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
   // MLP: y = x1 + W2 swiglu(W1 c, W3 c), c = norm(x1).
@@ -157,6 +189,7 @@ void TransformerBlock<T>::BackwardWeight(BlockSaved<T>* s) const {
 
 template <typename T>
 std::vector<T> TransformerBlock<T>::BackwardFused(std::vector<T> dy, BlockSaved<T>* s) const {
+  Rebuild(s);
   const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
   const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
   // Down projection.

@@ -16,6 +16,13 @@
 // row-major with tokens = batch * seq. The block does not own its weights or gradients; it
 // reads the weights at call time, so optimizer updates between calls are seen.
 //
+// Activation recompute (dims.recompute, Korthikanti et al. 2022): kSelective drops the attention
+// core's probabilities at the end of F and recomputes the core from the saved q, k, v at the
+// start of B (and of the fused BW); kFull keeps only the block input x after F and runs F again
+// at the start of B (with tp > 1 its two all-reduces too). B, W and the fused BW then see what
+// they see without recompute, so every result is bit for bit the same; recompute_ns() counts the
+// time spent rebuilding.
+//
 // Tensor parallelism (dims.tp > 1, Megatron-LM's split; float only): the block holds this rank's
 // slices: wq, wk, wv column-parallel (its heads' output rows), wo row-parallel (those heads'
 // input columns), w1, w3 column-parallel and w2 row-parallel over the SwiGLU width; the norm
@@ -38,6 +45,8 @@
 
 namespace pipecoord::model {
 
+enum class Recompute { kNone, kSelective, kFull };
+
 struct BlockDims {
   int64_t batch = 0;   // samples per micro-batch
   int64_t seq = 0;     // tokens per sample
@@ -46,6 +55,7 @@ struct BlockDims {
   int64_t ffn = 0;     // SwiGLU inner width
   double norm_eps = 1e-5;  // both RMSNorms' epsilon (ModelConfig::rms_norm_eps)
   int64_t tp = 1;          // tensor-parallel degree; divides heads and ffn
+  Recompute recompute = Recompute::kNone;
 
   int64_t tokens() const { return batch * seq; }
   int64_t local_heads() const { return heads / tp; }
@@ -101,8 +111,15 @@ class TransformerBlock {
   std::vector<T> BackwardFused(std::vector<T> dy, BlockSaved<T>* saved) const;
 
   const BlockDims& dims() const { return d_; }
+  void set_recompute(Recompute r) { d_.recompute = r; }
+  // Nanoseconds spent in B and BW rebuilding what F dropped, since construction.
+  int64_t recompute_ns() const { return recompute_ns_; }
 
  private:
+  // F without dropping anything (Forward, and full recompute's rebuild).
+  std::vector<T> ForwardAll(std::vector<T> x, BlockSaved<T>* saved) const;
+  // Before B or BW: rebuild what recompute dropped.
+  void Rebuild(BlockSaved<T>* saved) const;
   void ReduceFromTensorParallel(std::vector<T>& partial) const;
 
   BlockDims d_;
@@ -110,6 +127,7 @@ class TransformerBlock {
   BlockTensors<T> g_;
   std::shared_ptr<const kernels::cpu::RopeTable> rope_;
   worker::parallel::TensorParallel* tp_;
+  mutable int64_t recompute_ns_ = 0;
 };
 
 extern template struct BlockSaved<float>;

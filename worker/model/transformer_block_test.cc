@@ -141,5 +141,67 @@ TEST(TransformerBlockTest, ForwardIsCausal) {
   }
 }
 
+// Activation recompute: after F a selective block holds everything but the probabilities and a
+// full block only its input x; B then W (and the fused BW) give dx and every weight gradient bit
+// for bit as without recompute, and the rebuild's time is counted.
+TEST(TransformerBlockTest, RecomputeDropsWhatItShouldAndChangesNoBit) {
+  const BlockDims base{2, 5, 8, 2, 12};
+  const int64_t n = base.tokens() * base.hidden;
+  const std::vector<double> xd = RandomVector(n, 70), dyd = RandomVector(n, 71);
+  const std::vector<float> x(xd.begin(), xd.end()), dy(dyd.begin(), dyd.end());
+  struct Out {
+    std::vector<float> y, dx, dx_fused;
+    std::array<std::vector<float>, kTensors> grad, grad_fused;
+    int64_t bytes_after_f = 0, recompute_ns = 0;
+    size_t probs_after_f = 0, a_after_f = 0, x_after_f = 0;
+  };
+  auto run = [&](Recompute r) {
+    BlockDims d = base;
+    d.recompute = r;
+    Out out;
+    Weights<float> w(d, 80), wf(d, 80);
+    TransformerBlock<float> block(d, w.W(), w.G(), Rope(d)), fused(d, wf.W(), wf.G(), Rope(d));
+    BlockSaved<float> s, sf;
+    out.y = block.Forward(x, &s);
+    out.bytes_after_f = s.Bytes();
+    out.probs_after_f = s.probs.size();
+    out.a_after_f = s.a.size();
+    out.x_after_f = s.x.size();
+    out.dx = block.BackwardInput(dy, &s);
+    block.BackwardWeight(&s);
+    EXPECT_EQ(s.Bytes(), 0);
+    (void)fused.Forward(x, &sf);
+    out.dx_fused = fused.BackwardFused(dy, &sf);
+    out.grad = w.grad;
+    out.grad_fused = wf.grad;
+    out.recompute_ns = block.recompute_ns() + fused.recompute_ns();
+    return out;
+  };
+  const Out none = run(Recompute::kNone);
+  EXPECT_EQ(none.recompute_ns, 0);
+  const int64_t probs_bytes = static_cast<int64_t>(none.probs_after_f * sizeof(float));
+  for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
+    const Out got = run(r);
+    const char* name = r == Recompute::kSelective ? "selective" : "full";
+    EXPECT_EQ(got.y, none.y) << name;
+    EXPECT_EQ(got.dx, none.dx) << name;
+    EXPECT_EQ(got.dx_fused, none.dx_fused) << name;
+    for (int i = 0; i < kTensors; ++i) {
+      EXPECT_EQ(got.grad[i], none.grad[i]) << name << " " << kNames[i];
+      EXPECT_EQ(got.grad_fused[i], none.grad_fused[i]) << name << " " << kNames[i];
+    }
+    EXPECT_EQ(got.probs_after_f, 0u) << name;
+    EXPECT_GT(got.recompute_ns, 0) << name;
+    if (r == Recompute::kSelective) {
+      EXPECT_EQ(got.bytes_after_f, none.bytes_after_f - probs_bytes);
+      EXPECT_EQ(got.a_after_f, none.a_after_f);
+    } else {
+      EXPECT_EQ(got.bytes_after_f, n * static_cast<int64_t>(sizeof(float)));  // x alone
+      EXPECT_EQ(got.x_after_f, static_cast<size_t>(n));
+      EXPECT_EQ(got.a_after_f, 0u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pipecoord::model
