@@ -26,7 +26,7 @@ namespace {
 // "zbh1, pp 2, vpp 1, dp 2[, tp 2][, zero 1], 16 micro-batches of 1": how the job runs.
 std::string StrategyLine(const v1::JobSpec& s) {
   return s.schedule() + ", pp " + std::to_string(s.pp()) + ", vpp " + std::to_string(s.vpp()) + ", dp " +
-         std::to_string(s.dp()) + (s.tp() > 1 ? ", tp " + std::to_string(s.tp()) : "") +
+         std::to_string(s.dp()) + (s.tp() > 1 ? ", tp " + std::to_string(s.tp()) + (s.sequence_parallel() ? "+sp" : "") : "") +
          (s.zero() > 0 ? ", zero " + std::to_string(s.zero()) : "") +
          (!s.recompute().empty() && s.recompute() != "none" ? ", recompute " + s.recompute() : "") + ", " +
          std::to_string(s.microbatches()) +

@@ -239,7 +239,8 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
   JobRecord& j = *record;
   jobs_.push_back(std::move(record));
   RecordEventLocked(j, "submitted: " + spec.schedule() + (is_auto ? " (chosen by \"auto\")" : "") + ", pp " + std::to_string(spec.pp()) +
-                           ", dp " + std::to_string(spec.dp()) + (spec.tp() > 1 ? ", tp " + std::to_string(spec.tp()) : "") +
+                           ", dp " + std::to_string(spec.dp()) +
+                           (spec.tp() > 1 ? ", tp " + std::to_string(spec.tp()) + (spec.sequence_parallel() ? "+sp" : "") : "") +
                            (spec.zero() > 0 ? ", zero " + std::to_string(spec.zero()) : "") +
                            (!spec.recompute().empty() && spec.recompute() != "none" ? ", recompute " + spec.recompute() : "") +
                            ", waiting for " + std::to_string(j.world()) + " worker(s)");

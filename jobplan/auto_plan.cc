@@ -88,7 +88,9 @@ planner::SearchSpace Space(const v1::JobSpec& spec) {
   s.schedules = Schedules(spec.vpp());
   if (spec.vpp() >= 2) s.vpps = {spec.vpp()};
   s.max_tp = 1;  // set by RunPlanner: the workers' largest host, or the spec's tp
-  s.sequence_parallel = false;
+  // Sequence parallelism runs with tp on the CPU workers: auto tries it beside plain tp unless
+  // the spec asks for it (then tp > 1 only would be kept by validation) or the workers cannot.
+  s.sequence_parallel = spec.device() != "cuda" && spec.worker().kind() != v1::kTorchWorker;
   // What the workers' backend keeps: the CPU StageModel (fp32), or the CUDA one in the spec's
   // precision (the chosen plan's budgets then come from the same recipe, jobplan/memory_budget).
   const bool cuda = spec.device() == "cuda";
@@ -120,8 +122,8 @@ int RegistryOrder(const std::string& schedule) {
 bool Faster(const planner::Candidate& a, const planner::Candidate& b) {
   const planner::StrategyShape &x = a.shape, &y = b.shape;
   const int sa = RegistryOrder(a.schedule), sb = RegistryOrder(b.schedule);
-  return std::tie(a.time.total_s, a.peak_bytes, sa, x.tp, x.dp, x.pp, x.vpp, x.micro_batch, x.zero, x.recompute) <
-         std::tie(b.time.total_s, b.peak_bytes, sb, y.tp, y.dp, y.pp, y.vpp, y.micro_batch, y.zero, y.recompute);
+  return std::tie(a.time.total_s, a.peak_bytes, sa, x.tp, x.dp, x.pp, x.vpp, x.micro_batch, x.zero, x.recompute, x.sp) <
+         std::tie(b.time.total_s, b.peak_bytes, sb, y.tp, y.dp, y.pp, y.vpp, y.micro_batch, y.zero, y.recompute, y.sp);
 }
 
 // The planner's results over every world size the space allows, merged.
@@ -177,6 +179,11 @@ Tried TryCandidate(const v1::JobSpec& raw, const planner::Candidate& c) {
   s.set_tp(c.shape.tp);
   s.set_zero(c.shape.zero);
   s.set_recompute(memory::RecomputeName(c.shape.recompute));
+  if (raw.sequence_parallel() && !c.shape.sp) {
+    t.status = InvalidArgument("spec.sequenceParallel is set, the candidate runs without it");
+    return t;
+  }
+  s.set_sequence_parallel(c.shape.sp);
   s.set_schedule(ScheduleOf(c));
   s.set_pp(c.shape.pp);
   s.set_vpp(c.shape.vpp);
@@ -199,6 +206,7 @@ Tried TryCandidate(const v1::JobSpec& raw, const planner::Candidate& c) {
   ch.set_dp(t.spec.dp());
   ch.set_tp(std::max(1, t.spec.tp()));
   ch.set_zero(t.spec.zero());
+  ch.set_sequence_parallel(t.spec.sequence_parallel());
   ch.set_recompute(t.spec.recompute().empty() ? "none" : t.spec.recompute());
   ch.set_microbatches(t.spec.microbatches());
   ch.set_micro_batch_size(t.spec.micro_batch_size());
@@ -250,7 +258,7 @@ void FillReport(const Search& search, const FreeWorkers& workers, int64_t over_m
 
 std::string DescribeStrategy(const v1::StrategyChoice& c) {
   return c.schedule() + ", pp " + std::to_string(c.pp()) + ", vpp " + std::to_string(c.vpp()) + ", dp " +
-         std::to_string(c.dp()) + (c.tp() > 1 ? ", tp " + std::to_string(c.tp()) : "") +
+         std::to_string(c.dp()) + (c.tp() > 1 ? ", tp " + std::to_string(c.tp()) + (c.sequence_parallel() ? "+sp" : "") : "") +
          (c.zero() > 0 ? ", zero " + std::to_string(c.zero()) : "") +
          (!c.recompute().empty() && c.recompute() != "none" ? ", recompute " + c.recompute() : "") + ", " +
          std::to_string(c.microbatches()) + " micro-batches of " + std::to_string(c.micro_batch_size());

@@ -33,6 +33,8 @@ v1::Plan Replan(const v1::JobSpec& auto_spec, const v1::StrategyChoice& c) {
   s.set_dp(c.dp());
   s.set_tp(c.tp());
   s.set_zero(c.zero());
+  s.set_sequence_parallel(c.sequence_parallel());
+  if (!c.recompute().empty()) s.set_recompute(c.recompute());
   s.set_microbatches(c.microbatches());
   s.set_micro_batch_size(c.micro_batch_size());
   EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s).ToString();
@@ -138,26 +140,27 @@ TEST(AutoPlanTest, NothingFitsNamesTheSmallestShortfall) {
   auto r = PlanAuto(spec, {4, 300 << 10, "cpu"});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
-  // The leanest: V-Min over 2 ranks of 2 tensor-parallel shards each, one sample per micro-batch
-  // (tp halves the matrices and the vocabulary tables; without tp the leanest was 1F1B on pp 4
-  // at 377.4 KiB); its rank 0 (the embedding and the head) needs this much, as its own job plan
-  // says.
+  // The leanest: no pipeline, 4 tensor-parallel shards with sequence parallelism, one sample per
+  // micro-batch (tp splits the matrices and the vocabulary tables, sp the rest; without sp the
+  // leanest was V-Min over pp 2 x tp 2 at 323.2 KiB, without tp 1F1B on pp 4 at 377.4 KiB); it
+  // needs this much, as its own job plan says.
   v1::StrategyChoice leanest;
-  leanest.set_schedule("v-min");
-  leanest.set_pp(2);
-  leanest.set_vpp(2);
+  leanest.set_schedule("1f1b");
+  leanest.set_pp(1);
+  leanest.set_vpp(1);
   leanest.set_dp(1);
-  leanest.set_tp(2);
+  leanest.set_tp(4);
+  leanest.set_sequence_parallel(true);
+  leanest.set_recompute("none");
   leanest.set_microbatches(8);
   leanest.set_micro_batch_size(1);
   const v1::Plan plan = Replan(spec, leanest);
-  ASSERT_EQ(plan.memory_budget_bytes_size(), 2);
+  ASSERT_EQ(plan.memory_budget_bytes_size(), 1);
   const auto& b = plan.memory_budget_bytes();
-  EXPECT_EQ(std::max_element(b.begin(), b.end()) - b.begin(), 0);
-  EXPECT_EQ(memory::FormatBytes(b[0]), "323.2 KiB");
+  EXPECT_EQ(memory::FormatBytes(b[0]), "302.1 KiB");
   EXPECT_EQ(r.status().message(),
-            "spec.schedule: \"auto\" found no strategy that fits in memory: rank 0 needs 323.2 KiB, workers report "
-            "300.0 KiB (the leanest of 984 strategies for 4 cpu worker(s): v-min, pp 2, vpp 2, dp 1, tp 2, 8 "
+            "spec.schedule: \"auto\" found no strategy that fits in memory: rank 0 needs 302.1 KiB, workers report "
+            "300.0 KiB (the leanest of 1200 strategies for 4 cpu worker(s): 1f1b, pp 1, vpp 1, dp 1, tp 4+sp, 8 "
             "micro-batches of 1)");
   // Left open, auto recomputes: the same 300 KiB then hold a strategy, and its budgets fit.
   spec.clear_recompute();
@@ -219,6 +222,7 @@ TEST(AutoPlanTest, NoWorkerOrTooFew) {
   for (const auto& n : r->report.next_best()) all.push_back(DescribeStrategy(n));
   std::sort(all.begin(), all.end());
   EXPECT_EQ(all, (std::vector<std::string>{"1f1b, pp 1, vpp 1, dp 1, 1 micro-batches of 1",
+                                           "1f1b, pp 1, vpp 1, dp 1, tp 2+sp, 1 micro-batches of 1",
                                            "1f1b, pp 1, vpp 1, dp 1, tp 2, 1 micro-batches of 1"}));
   // tp stays 1 where the workers cannot run it (cuda) or the spec fixes it.
   spec.set_tp(1);

@@ -55,7 +55,7 @@ class Pricer {
                                           : spec.recompute() == "selective" ? memory::Recompute::kSelective
                                                                             : memory::Recompute::kNone;
       training_ = memory::PipecoordCpuTraining(spec.micro_batch_size(), std::max(1, spec.tp()), spec.zero(),
-                                               std::max(1, spec.dp()), recompute);
+                                               std::max(1, spec.dp()), recompute, spec.sequence_parallel());
       activations_ = memory::ResolveActivations(model_, training_);
     }
   }

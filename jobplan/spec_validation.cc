@@ -119,9 +119,6 @@ Status ValidateTensorParallel(const v1::JobSpec& s) {
     if (s.worker().kind() == v1::kTorchWorker) {
       return InvalidArgument("spec.tp: torch workers run tp 1 only (tensor parallelism runs on the C++ workers)");
     }
-    if (s.sequence_parallel()) {
-      return InvalidArgument("spec.sequenceParallel: not run by the workers yet (tensor parallelism without it is)");
-    }
     // Checkpoints: each rank writes its slices to its own file and a restart with the same
     // layout reads them back (pipectl export refuses tp > 1: the slices are not put together).
     if (!s.init().empty()) {

@@ -24,7 +24,7 @@ ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t hea
   return m;
 }
 
-TrainingSpec PipecoordCpuTraining(int micro_batch, int tp, int zero, int dp, Recompute recompute) {
+TrainingSpec PipecoordCpuTraining(int micro_batch, int tp, int zero, int dp, Recompute recompute, bool sp) {
   TrainingSpec t;
   t.micro_batch = micro_batch;
   t.dtype = DtypePolicy::kFp32;
@@ -33,7 +33,7 @@ TrainingSpec PipecoordCpuTraining(int micro_batch, int tp, int zero, int dp, Rec
   t.zero = zero;
   t.dp = dp;
   t.tp = tp;
-  t.sp = false;
+  t.sp = sp;
   t.recompute = recompute;
   t.recipe = "pipecoord-cpu";
   return t;

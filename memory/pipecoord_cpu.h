@@ -24,8 +24,9 @@ ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t hea
 // replicas (1: the moments of ceil(n / dp) of a stage's n parameters, as the worker pads its
 // shards); recipe "pipecoord-cpu".
 // recompute: the blocks' activation recompute (the backend runs the recipe's selective and full).
+// sp: sequence parallelism (the norms, residuals and what W re-gathers on 1/tp of the tokens).
 TrainingSpec PipecoordCpuTraining(int micro_batch, int tp = 1, int zero = 0, int dp = 1,
-                                  Recompute recompute = Recompute::kNone);
+                                  Recompute recompute = Recompute::kNone, bool sp = false);
 
 // One stage holding `layers` blocks, plus the embedding and/or the head.
 struct CpuStageMemory {

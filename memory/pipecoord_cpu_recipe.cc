@@ -14,6 +14,9 @@
 // tensor's tp dimension below is this rank's share: q, k, v, o and their gradients h/t, the
 // probabilities a/t heads, gate, up, z and their gradients f/t, the head's logits (kept as
 // probabilities, lm_head.h) and dlogits v/t; the block's and head's inputs and norms whole.
+// With sequence parallelism the kSeqSplit tensors are this rank's 1/tp of the tokens: the
+// backend keeps only the shards of the norm outputs (a, c, y) and of the gradients W needs
+// (dy, dx1) and W gathers them again (transformer_block.h); token ids and targets stay whole.
 //
 // jobplan/memory_budget.cc prices every rank's budget with this recipe, and
 // worker/daemon/memory_budget_run_test checks the budget equals the backend's reported peak,
@@ -85,8 +88,9 @@ const Recipe& PipecoordCpuRecipe() {
       },
       // first_stage: the embedding keeps its ids from F until W
       {
+          // Whole with sp too: the vocabulary-parallel lookup's W adds every token's row.
           {"embedding.ids", "embedding", "token ids, saved by the embedding lookup",
-           {"s", "b", "1"}, ElemType::kI32, kSeqSplit, "", kWeightInput},
+           {"s", "b", "1"}, ElemType::kI32, kWholeOnEveryRank, "", kWeightInput},
       },
       // first_stage_w_grads
       {
@@ -103,8 +107,9 @@ const Recipe& PipecoordCpuRecipe() {
            {"s", "b", "h"}, ElemType::kFp32, kSeqSplit, "", kWeightInput},
           {"loss.logits", "head", "output projection's logits, saved by softmax cross-entropy",
            {"s", "b", "v"}, ElemType::kFp32, 2, "", 0},
+          // Whole with sp too: the vocabulary-parallel loss covers every token.
           {"loss.targets", "head", "next-token ids, saved by cross-entropy",
-           {"s", "b", "1"}, ElemType::kI32, kSeqSplit, "", 0},
+           {"s", "b", "1"}, ElemType::kI32, kWholeOnEveryRank, "", 0},
       },
       // last_stage_w_grads
       {

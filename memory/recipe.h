@@ -22,6 +22,9 @@ enum class ElemType { kAct, kFp32, kU8, kI32 };
 // tp_dim value for tensors outside the tensor-parallel regions: replicated over the TP group,
 // or split along their first dimension (s) when sequence parallelism is on.
 inline constexpr int kSeqSplit = -1;
+// tp_dim value for tensors every rank of the TP group holds whole even with sequence
+// parallelism (e.g. token ids a vocabulary-parallel embedding or loss reads for every token).
+inline constexpr int kWholeOnEveryRank = -2;
 
 enum TensorFlag : unsigned {
   kSelective = 1u,    // dropped, and recomputed in backward, by selective recompute

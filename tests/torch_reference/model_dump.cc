@@ -52,6 +52,8 @@ struct Options {
   std::vector<int> stage_layers;
   // pipelined: the layout beyond pp, and spec.optimizer (with --optimizer; --weight-decay then too)
   int tp = 1, dp = 1, zero = 0;
+  bool sp = false;
+  std::string recompute;
   bool optimizer = false;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, min_lr = 0, clip = 0;
   std::string lr_schedule = "constant";
@@ -221,6 +223,8 @@ Status Pipelined(const Options& o, Dump* dump) {
   spec.set_tp(o.tp);
   spec.set_dp(o.dp);
   spec.set_zero(o.zero);
+  spec.set_sequence_parallel(o.sp);
+  if (!o.recompute.empty()) spec.set_recompute(o.recompute);
   if (o.optimizer) {
     v1::OptimizerSpec* opt = spec.mutable_optimizer();
     opt->set_beta1(o.beta1);
@@ -345,7 +349,8 @@ Status Pipelined(const Options& o, Dump* dump) {
   dump->Meta("microbatches", std::to_string(global_mbs));
   dump->Meta("schedule", o.schedule + (o.tp > 1 ? " tp " + std::to_string(o.tp) : "") +
                              (o.dp > 1 ? " dp " + std::to_string(o.dp) : "") +
-                             (o.zero > 0 ? " zero " + std::to_string(o.zero) : "") + (o.optimizer ? " optimizer" : ""));
+                             (o.zero > 0 ? " zero " + std::to_string(o.zero) : "") + (o.sp ? " sp" : "") +
+                             (o.recompute.empty() ? "" : " recompute " + o.recompute) + (o.optimizer ? " optimizer" : ""));
   return Status::Ok();
 }
 
@@ -379,6 +384,8 @@ int Main(int argc, char** argv) {
   flags.Int("tp", &o.tp, "pipelined: tensor-parallel degree (default 1)");
   flags.Int("dp", &o.dp, "pipelined: data-parallel replicas (default 1)");
   flags.Int("zero", &o.zero, "pipelined: ZeRO stage (default 0)");
+  flags.Bool("sp", &o.sp, "pipelined: sequence parallelism (with --tp > 1)");
+  flags.String("recompute", &o.recompute, "pipelined: activation recompute, none|selective|full");
   flags.Bool("optimizer", &o.optimizer, "pipelined: set spec.optimizer from the flags below and --weight-decay");
   flags.Double("beta1", &o.beta1, "pipelined --optimizer: AdamW beta1 (default 0.9)");
   flags.Double("beta2", &o.beta2, "pipelined --optimizer: AdamW beta2 (default 0.95)");

@@ -8,7 +8,8 @@
 #    per rank, TCP on loopback), 3 AdamW steps: step losses, weights and AdamW moments against
 #    PyTorch running the same steps in one process;
 # 3. spec.optimizer (betas, eps, weight decay, warmup + cosine or linear decay, clipping by the
-#    global norm) through tp x pp x dp and ZeRO-1, against PyTorch's AdamW, LinearLR /
+#    global norm) through tp (with and without sequence parallelism) x pp x dp, ZeRO-1 and
+#    activation recompute, against PyTorch's AdamW, LinearLR /
 #    CosineAnnealingLR / SequentialLR and clip_grad_norm_ on one process;
 # 4. and that it can fail: a gradient off by 1e-4 in one element, PyTorch's RoPE with another
 #    base, and PyTorch clipping at another threshold are all refused.
@@ -61,11 +62,17 @@ opt=(--hidden 16 --heads 2 --vocab 32 --seq 8 --batch 2 --seed 11 --lr 0.001 --s
      --beta2 0.98 --eps 1e-6 --weight-decay 0.1 --min-lr 0.0001 --clip 0.3)
 $dump pipelined --out "$work/opt_zbh1.st" "${opt[@]}" --schedule zbh1 --pp 2 --tp 2 --dp 2 --zero 1 --microbatches 4 \
   --layers 4 --lr-schedule cosine --warmup 2
+# Sequence parallelism with full recompute, and zbv with selective recompute.
+$dump pipelined --out "$work/opt_sp.st" "${opt[@]}" --schedule 1f1b --pp 2 --tp 2 --sp --recompute full --dp 2 \
+  --microbatches 4 --layers 4 --lr-schedule cosine --warmup 2
+$dump pipelined --out "$work/opt_zbv.st" "${opt[@]}" --schedule zbv --pp 2 --vpp 2 --tp 2 --sp --recompute selective \
+  --zero 1 --dp 2 --microbatches 4 --layers 8 --lr-schedule linear
 $dump pipelined --out "$work/opt_interleaved.st" "${opt[@]}" --schedule interleaved --pp 2 --vpp 2 --tp 2 --dp 2 \
   --microbatches 4 --layers 7 --lr-schedule linear --decay-steps 3
 $dump pipelined --out "$work/opt_dualpipev.st" "${opt[@]}" --schedule dualpipev --pp 2 --vpp 2 --dp 3 --zero 1 \
   --microbatches 4 --layers 8 --lr-schedule cosine
-compare --dtype float64 "$work/opt_zbh1.st" "$work/opt_interleaved.st" "$work/opt_dualpipev.st"
+compare --dtype float64 "$work/opt_zbh1.st" "$work/opt_interleaved.st" "$work/opt_dualpipev.st" "$work/opt_sp.st" \
+  "$work/opt_zbv.st"
 
 echo "== it can fail"
 /usr/bin/python3 - "$work/mb_small.st" "$work/mb_bad.st" <<'PY'

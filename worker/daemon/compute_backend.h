@@ -112,6 +112,11 @@ class ComputeBackend {
   virtual Result<std::vector<std::span<float>>> StageValues(int stage) {
     return Unimplemented("stage " + std::to_string(stage) + ": this backend does not give one stage's values (ZeRO)");
   }
+  // After the data-parallel reduction, before the norm and the optimizer step: the backend's own
+  // gradient synchronisation (sequence parallelism's norm-gain gradients summed over the
+  // tensor-parallel group). Every rank calls it at OPT; OK by default (nothing to do).
+  virtual Status FinalizeGradients() { return Status::Ok(); }
+
   // Gradient clipping's inputs (spec.optimizer.clipGradNorm, and the norm every step reports):
   // the sum of squares, in double, of the gradients OptimizerStep will apply (every element this
   // rank steps: all, or under ZeRO its shard), where a tensor replicated over the tensor-parallel

@@ -24,15 +24,22 @@ class CpuBackend final : public ComputeBackend {
         hidden_(a.spec().model().hidden()), spec_(a.spec()) {}
 
   Status AddStage(const model::ModelConfig& config, const model::BatchShape& batch, const v1::StageShard& s,
-                  parallel::TensorParallel* tp) {
-    auto stage = model::StageModel::Create(config, StageShardOf(s), batch, tp);
+                  parallel::TensorParallel* tp, bool sequence_parallel) {
+    auto stage = model::StageModel::Create(config, StageShardOf(s), batch, tp, sequence_parallel);
     if (!stage.ok()) return stage.status();
     stages_[s.stage()] = std::move(stage).value();
     return Status::Ok();
   }
 
   kernels::TensorSpec BoundarySpec() const override {
+    // With sequence parallelism this rank's 1/tp of the micro-batch's tokens, [b s / tp, h].
+    if (spec_.sequence_parallel()) return {kernels::DType::kF32, {mbs_size_ * seq_ / spec_.tp(), hidden_}};
     return {kernels::DType::kF32, {mbs_size_, seq_, hidden_}};
+  }
+
+  Status FinalizeGradients() override {
+    for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->FinalizeGradients());
+    return Status::Ok();
   }
 
   Result<kernels::Tensor> Forward(int stage, int mb, int step, kernels::Tensor input) override {
@@ -279,7 +286,8 @@ Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a, par
     return InvalidArgument("spec.tp is " + std::to_string(a.spec().tp()) + ": the rank needs its tensor-parallel group");
   }
   for (const v1::StageShard& s : a.shards()) {
-    PIPECOORD_RETURN_IF_ERROR(backend->AddStage(config, batch, s, a.spec().tp() > 1 ? tp : nullptr));
+    PIPECOORD_RETURN_IF_ERROR(
+        backend->AddStage(config, batch, s, a.spec().tp() > 1 ? tp : nullptr, a.spec().sequence_parallel()));
   }
   const int dp = std::max(1, a.spec().dp());
   if (a.spec().zero() >= 1 && dp > 1) PIPECOORD_RETURN_IF_ERROR(backend->ShardOptimizerStates(dp, a.dp_rank()));

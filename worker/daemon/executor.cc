@@ -167,6 +167,7 @@ Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
     PIPECOORD_RETURN_IF_ERROR(parallel::AllReduceMean(*transport_, group, step, backend_->Gradients(),
                                                       {options_.recv_timeout, kFirstCollectiveChannel, bytes}));
   }
+  PIPECOORD_RETURN_IF_ERROR(backend_->FinalizeGradients());
   PIPECOORD_RETURN_IF_ERROR(GlobalNormAndClip(step));
   PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(step));
   if (!zero_) return Status::Ok();

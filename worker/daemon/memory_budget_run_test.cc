@@ -23,6 +23,7 @@ struct Case {
   int tp = 1;
   int zero = 0;
   std::string recompute = "";
+  bool sp = false;
 };
 
 // The demo's tiny model (examples/job.json: h 64, 4 heads, V 128, s 32, b 4), shorter.
@@ -36,6 +37,7 @@ v1::JobSpec Spec(const Case& c) {
   s.set_tp(c.tp);
   s.set_zero(c.zero);
   if (!c.recompute.empty()) s.set_recompute(c.recompute);
+  s.set_sequence_parallel(c.sp);
   s.set_microbatches(c.microbatches);
   s.set_micro_batch_size(4);
   s.set_steps(2);
@@ -83,8 +85,8 @@ std::vector<uint64_t> RunAndCompare(const v1::JobSpec& raw) {
           << spec.schedule() << " " << layout.Name(g) << " step " << report.summary.step()
           << ": the budget is above what the backend allocated";
     }
-    std::printf("%s pp %d vpp %d dp %d tp %d zero %d recompute %s m %d: %s: peak %llu B, budget %llu B\n", spec.schedule().c_str(),
-                spec.pp(), spec.vpp(), spec.dp(), layout.tp(), spec.zero(),
+    std::printf("%s pp %d vpp %d dp %d tp %d%s zero %d recompute %s m %d: %s: peak %llu B, budget %llu B\n", spec.schedule().c_str(),
+                spec.pp(), spec.vpp(), spec.dp(), layout.tp(), spec.sequence_parallel() ? "+sp" : "", spec.zero(),
                 spec.recompute().empty() ? "none" : spec.recompute().c_str(), spec.microbatches(), layout.Name(g).c_str(),
                 static_cast<unsigned long long>(peak), static_cast<unsigned long long>(budget));
     peaks.push_back(peak);
@@ -129,14 +131,18 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"1f1b", 4, 0, 1, 8, 8, {}, 1, 0, "selective"}, Case{"1f1b", 4, 0, 1, 8, 8, {}, 1, 0, "full"},
                       Case{"zbh1", 2, 0, 2, 4, 8, {}, 2, 1, "full"}, Case{"zbv", 2, 2, 1, 4, 8, {}, 1, 0, "selective"},
                       Case{"dualpipev", 2, 2, 1, 4, 8, {}, 2, 0, "full"},
-                      Case{"interleaved", 2, 2, 1, 5, 7, {}, 1, 0, "full"}),
+                      Case{"interleaved", 2, 2, 1, 5, 7, {}, 1, 0, "full"},
+                      // Sequence parallelism: what lies outside the tp regions on 1/tp of the tokens.
+                      Case{"1f1b", 2, 0, 1, 4, 8, {}, 2, 0, "", true}, Case{"zbh1", 2, 0, 2, 4, 8, {}, 2, 1, "", true},
+                      Case{"zbv", 2, 2, 1, 4, 8, {}, 4, 0, "selective", true},
+                      Case{"interleaved", 2, 2, 1, 5, 7, {}, 2, 0, "full", true}, Case{"dualpipev", 2, 2, 1, 4, 8, {}, 2, 0, "", true}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string name = c.schedule + "_pp" + std::to_string(c.pp) + "_vpp" + std::to_string(c.vpp) + "_dp" +
                          std::to_string(c.dp) + "_m" + std::to_string(c.microbatches) + "_layers" +
                          std::to_string(c.layers) + (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "") +
                          (c.zero > 0 ? "_zero" + std::to_string(c.zero) : "") +
-                         (c.recompute.empty() ? "" : "_" + c.recompute);
+                         (c.recompute.empty() ? "" : "_" + c.recompute) + (c.sp ? "_sp" : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

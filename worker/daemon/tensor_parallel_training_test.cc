@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <string>
@@ -30,6 +31,7 @@ struct Case {
   std::vector<int> stage_layers;
   int zero = 0;
   bool optimizer = false;  // spec.optimizer as users set it (SetOptimizer)
+  bool sp = false;         // spec.sequenceParallel
 };
 
 // Betas, eps, weight decay, warmup then cosine decay, and a clipping threshold below the
@@ -59,6 +61,7 @@ v1::JobSpec Spec(const Case& c) {
   s.set_steps(3);
   s.set_learning_rate(0.01);
   s.set_zero(c.zero);
+  s.set_sequence_parallel(c.sp);
   if (c.optimizer) SetOptimizer(&s);
   for (int n : c.stage_layers) s.add_stage_layers(n);
   auto* m = s.mutable_model();
@@ -173,10 +176,10 @@ TEST_P(TensorParallelTrainingTest, LossesAndWeightsEqualTheSingleProcessRun) {
     for (double n : ref->grad_norms()) EXPECT_GT(n, spec.optimizer().clip_grad_norm());
   }
   const WeightErrors w = CompareWeights(spec, *run, *ref);
-  std::printf("%s tp %d pp %d dp %d zero %d%s: worst step-loss error %.3g (by step: %s), grad norm %.3g; weights after 3 steps (%d tensors) worst |d|/|w| "
+  std::printf("%s tp %d pp %d dp %d zero %d%s%s: worst step-loss error %.3g (by step: %s), grad norm %.3g; weights after 3 steps (%d tensors) worst |d|/|w| "
               "%.3g (%s), max|d|/max|w| %.3g\n",
               spec.schedule().c_str(), spec.tp(), spec.pp(), spec.dp(), spec.zero(),
-              spec.has_optimizer() ? " optimizer" : "", worst,  per_step.c_str(), norm_error, w.tensors, w.l2_rel, w.worst.c_str(),
+              spec.has_optimizer() ? " optimizer" : "", spec.sequence_parallel() ? " sp" : "", worst,  per_step.c_str(), norm_error, w.tensors, w.l2_rel, w.worst.c_str(),
               w.max_rel);
   EXPECT_LE(worst, 1e-5);
   EXPECT_GT(w.tensors, 0);
@@ -210,12 +213,16 @@ INSTANTIATE_TEST_SUITE_P(
                       // spec.optimizer: schedule, clipping by the global norm over tp, pp and ZeRO shards
                       Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 0, true}, Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 1, true},
                       Case{"interleaved", 2, 2, 2, 2, 4, 7, {}, 1, true}, Case{"zbv", 2, 2, 2, 2, 4, 8, {}, 1, true},
-                      Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}, 0, true}, Case{"zbh1", 1, 2, 0, 3, 2, 4, {}, 1, true}),
+                      Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}, 0, true}, Case{"zbh1", 1, 2, 0, 3, 2, 4, {}, 1, true},
+                      // Sequence parallelism: norms and residuals on token shards, W gathering again
+                      Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 0, false, true}, Case{"interleaved", 2, 2, 2, 2, 4, 7, {}, 1, false, true},
+                      Case{"zbh1", 2, 2, 0, 2, 4, 4, {}, 0, true, true}, Case{"zbv", 2, 2, 2, 2, 4, 8, {}, 1, true, true},
+                      Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}, 0, false, true}, Case{"1f1b", 4, 2, 0, 1, 4, 4, {}, 0, false, true}),
     [](const auto& info) {
       const Case& c = info.param;
       return c.schedule + "_tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) +
              "_layers" + std::to_string(c.layers) + (c.zero ? "_zero" + std::to_string(c.zero) : "") +
-             (c.optimizer ? "_optimizer" : "");
+             (c.optimizer ? "_optimizer" : "") + (c.sp ? "_sp" : "");
     });
 
 // ZeRO-1 with tp 1: each stage's moment shards, put together over the dp replicas by the element
@@ -374,6 +381,54 @@ TEST(ZeroTrainingTest, AutoChoosesZeroWhenMemoryForcesIt) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i])) << "step " << i;
   for (const auto& rank : run->reports) {
     for (const StepReport& r : rank) EXPECT_LE(r.summary.memory_peak_bytes(), 900u << 10);
+  }
+}
+
+// Sequence parallelism's bytes, per action, against the closed form: U = (tp-1)/tp x T h x 4 bytes
+// for each all-gather or reduce-scatter of T = b s tokens x h; per block and micro-batch F runs 2
+// of each (4U), B 4U, W 4 all-gathers (4U: the shards W gathers again); the embedding's F a
+// reduce-scatter and its W an all-gather (U each); the head's F gathers y (U) and runs the
+// vocabulary-parallel loss's gather of T maxima and all-reduce of 2T sums, its B a reduce-scatter
+// and its W another gather of y (U each). Without sp the blocks' F and B send as many bytes (2
+// all-reduces of 2U each per block and pass), the embedding's F and the head's B one all-reduce
+// (2U), and W nothing.
+TEST(SequenceParallelTest, BytesPerActionAreTheClosedForm) {
+  Case c{"1f1b", 2, 2, 0, 1, 4, 4, {}, 0, false, true};
+  for (bool sp : {true, false}) {
+    c.sp = sp;
+    const v1::JobSpec spec = Spec(c);
+    auto run = RunLocally(spec);
+    ASSERT_TRUE(run.ok()) << run.status().ToString();
+    const int tp = spec.tp();
+    const uint64_t T = spec.micro_batch_size() * spec.model().seq_len(), h = spec.model().hidden();
+    const uint64_t U = (tp - 1) * T * h * 4 / tp, loss = (tp - 1) * T * 4 + 2 * (tp - 1) * 2 * T * 4 / tp;
+    const uint64_t blocks = 4 * 2 * U;  // 2 blocks a stage, 4U each per pass (F, B or W)
+    // [stage][op]: F, and B + W (or BW)
+    // Without sp the embedding's F and the head's B all-reduce (2U each) and W sends nothing.
+    const std::array<std::array<uint64_t, 2>, 2> want = sp ? std::array<std::array<uint64_t, 2>, 2>{{{blocks + U, blocks + blocks + U},
+                                                                          {blocks + U + loss, blocks + U + blocks + U}}}
+                                   : std::array<std::array<uint64_t, 2>, 2>{{{blocks + 2 * U, blocks},
+                                                                          {blocks + loss, blocks + 2 * U}}};
+    int checked = 0;
+    for (const auto& rank : run->reports) {
+      for (const StepReport& r : rank) {
+        std::map<std::pair<int, int>, uint64_t> backward;  // (stage, mb) -> B + W bytes
+        for (const v1::ActionTiming& t : r.actions) {
+          const int s = t.action().stage();
+          if (t.action().op() == v1::F) {
+            EXPECT_EQ(t.tp_comm_bytes(), want[s][0]) << "sp " << sp << " F of stage " << s;
+            ++checked;
+          } else if (t.action().op() == v1::B || t.action().op() == v1::W || t.action().op() == v1::BW) {
+            backward[{s, t.action().microbatch()}] += t.tp_comm_bytes();
+          }
+        }
+        for (const auto& [key, bytes] : backward) {
+          EXPECT_EQ(bytes, want[key.first][1]) << "sp " << sp << " backward of stage " << key.first;
+          ++checked;
+        }
+      }
+    }
+    EXPECT_EQ(checked, 4 * 3 * 4 * 2);  // 4 ranks, 3 steps, 4 micro-batches, F and backward
   }
 }
 

@@ -81,16 +81,29 @@ void LmHead<T>::ParallelDlogits(double dloss, HeadSaved<T>* s) const {
 }
 
 template <typename T>
+std::vector<T> LmHead<T>::GatherSequence(const std::vector<T>& shard) const {
+  if constexpr (std::is_same_v<T, float>) {
+    if (d_.sp && tp_ != nullptr) {
+      std::vector<T> all(shard.size() * static_cast<size_t>(d_.tp));
+      (void)tp_->GatherFromTensorParallel(shard, all);  // sticky: the caller checks
+      return all;
+    }
+  }
+  return shard;
+}
+
+template <typename T>
 double LmHead<T>::Forward(std::vector<T> x, std::span<const int32_t> targets,
                           HeadSaved<T>* s) const {
-  const int64_t n = d_.tokens, h = d_.hidden, V = d_.vocab;
+  const int64_t n = d_.tokens, nl = d_.local_tokens(), h = d_.hidden, V = d_.vocab;
   s->x = std::move(x);
-  s->rstd.resize(n);
-  s->y.resize(n * h);
-  RmsNormForward(s->x.data(), w_.norm, s->y.data(), s->rstd.data(), n, h, d_.norm_eps);
+  s->rstd.resize(nl);
+  s->y.resize(nl * h);
+  RmsNormForward(s->x.data(), w_.norm, s->y.data(), s->rstd.data(), nl, h, d_.norm_eps);
   const int64_t Vl = d_.local_vocab();
   s->logits.resize(n * Vl);
-  LinearForward(s->y.data(), w_.output, s->logits.data(), {n, h, Vl});
+  const std::vector<T> y_all = d_.sp ? GatherSequence(s->y) : std::vector<T>();
+  LinearForward(d_.sp ? y_all.data() : s->y.data(), w_.output, s->logits.data(), {n, h, Vl});
   s->targets.assign(targets.begin(), targets.end());
   if (d_.tp > 1) return ParallelLoss(s);
   return CrossEntropyForward(s->logits.data(), s->targets.data(), n, V);
@@ -99,7 +112,14 @@ double LmHead<T>::Forward(std::vector<T> x, std::span<const int32_t> targets,
 template <typename T>
 void LmHead<T>::ReduceFromTensorParallel(std::vector<T>& partial) const {
   if constexpr (std::is_same_v<T, float>) {
-    if (tp_ != nullptr) (void)tp_->ReduceFromTensorParallel(partial);  // sticky: the caller checks
+    if (tp_ == nullptr) return;
+    if (d_.sp) {  // this rank's rows of the sum
+      std::vector<T> mine(partial.size() / static_cast<size_t>(d_.tp));
+      (void)tp_->ReduceScatterToSequenceParallel(partial, mine);
+      partial = std::move(mine);
+      return;
+    }
+    (void)tp_->ReduceFromTensorParallel(partial);  // sticky: the caller checks
   }
 }
 
@@ -117,28 +137,34 @@ void LmHead<T>::Dlogits(double dloss, HeadSaved<T>* s) const {
 
 template <typename T>
 std::vector<T> LmHead<T>::BackwardInput(double dloss, HeadSaved<T>* s) const {
-  const int64_t n = d_.tokens, h = d_.hidden, Vl = d_.local_vocab();
+  const int64_t n = d_.tokens, nl = d_.local_tokens(), h = d_.hidden, Vl = d_.local_vocab();
   Dlogits(dloss, s);
   std::vector<T>().swap(s->logits);
   std::vector<int32_t>().swap(s->targets);
   s->dy.resize(n * h);
   LinearBackwardInput(s->dlogits.data(), w_.output, s->dy.data(), {n, h, Vl}, false);
-  ReduceFromTensorParallel(s->dy);  // the vocabulary-parallel head's input gradient
-  std::vector<T> dx(n * h);
-  RmsNormBackwardInput(s->dy.data(), s->x.data(), w_.norm, s->rstd.data(), dx.data(), n, h, false);
+  ReduceFromTensorParallel(s->dy);  // the vocabulary-parallel head's input gradient (sp: its shard)
+  std::vector<T> dx(nl * h);
+  RmsNormBackwardInput(s->dy.data(), s->x.data(), w_.norm, s->rstd.data(), dx.data(), nl, h, false);
   return dx;
 }
 
 template <typename T>
 void LmHead<T>::BackwardWeight(HeadSaved<T>* s) const {
-  const int64_t n = d_.tokens, h = d_.hidden, Vl = d_.local_vocab();
-  LinearBackwardWeight(s->dlogits.data(), s->y.data(), g_.output, {n, h, Vl});
-  RmsNormBackwardWeight(s->dy.data(), s->x.data(), s->rstd.data(), g_.norm, n, h);
+  const int64_t n = d_.tokens, nl = d_.local_tokens(), h = d_.hidden, Vl = d_.local_vocab();
+  const std::vector<T> y_all = d_.sp ? GatherSequence(s->y) : std::vector<T>();
+  LinearBackwardWeight(s->dlogits.data(), d_.sp ? y_all.data() : s->y.data(), g_.output, {n, h, Vl});
+  RmsNormBackwardWeight(s->dy.data(), s->x.data(), s->rstd.data(), g_.norm, nl, h);
   *s = HeadSaved<T>();
 }
 
 template <typename T>
 std::vector<T> LmHead<T>::BackwardFused(double dloss, HeadSaved<T>* s) const {
+  if (d_.sp) {  // B then W (W's gather of y is its own)
+    std::vector<T> dx = BackwardInput(dloss, s);
+    BackwardWeight(s);
+    return dx;
+  }
   const int64_t n = d_.tokens, h = d_.hidden, Vl = d_.local_vocab();
   Dlogits(dloss, s);
   std::vector<T> dlogits = std::move(s->dlogits);

@@ -17,6 +17,12 @@
 // rank's dlogits from its probabilities; the input gradient of the head summed over the group
 // (tokens x hidden), then the final norm's backward on every rank alike. W: no communication.
 // Every rank returns the same loss and the same dx.
+//
+// Sequence parallelism (dims.sp): x, dx and the final norm are this rank's 1/tp of the tokens;
+// F all-gathers the norm's output y before the head (the logits and the loss cover every token,
+// targets whole), B reduce-scatters the head's input gradient, W gathers y again (only its
+// shard is kept) and the norm gain's gradient covers this rank's tokens (StageModel sums it
+// over the group).
 #ifndef PIPECOORD_WORKER_MODEL_LM_HEAD_H_
 #define PIPECOORD_WORKER_MODEL_LM_HEAD_H_
 
@@ -34,8 +40,10 @@ struct HeadDims {
   int64_t vocab = 0;
   double norm_eps = 1e-5;  // the final RMSNorm's epsilon (ModelConfig::rms_norm_eps)
   int64_t tp = 1;          // vocabulary-parallel degree; divides vocab
+  bool sp = false;         // sequence parallelism: x, dx, y and the norm on tokens / tp rows
 
   int64_t local_vocab() const { return vocab / tp; }
+  int64_t local_tokens() const { return sp ? tokens / tp : tokens; }
 };
 
 template <typename P>
@@ -74,6 +82,7 @@ class LmHead {
 
  private:
   double ParallelLoss(HeadSaved<T>* s) const;
+  std::vector<T> GatherSequence(const std::vector<T>& shard) const;  // sp: every token's rows
   void ReduceFromTensorParallel(std::vector<T>& partial) const;
   void ParallelDlogits(double dloss, HeadSaved<T>* s) const;
   void Dlogits(double dloss, HeadSaved<T>* s) const;

@@ -40,7 +40,8 @@ int64_t StageModel::MicroBatch::Bytes() const {
 Result<std::unique_ptr<StageModel>> StageModel::Create(const ModelConfig& config,
                                                        const StageShard& shard,
                                                        const BatchShape& batch,
-                                                       worker::parallel::TensorParallel* tp) {
+                                                       worker::parallel::TensorParallel* tp,
+                                                       bool sequence_parallel) {
   PIPECOORD_RETURN_IF_ERROR(config.Validate());
   PIPECOORD_RETURN_IF_ERROR(ValidateShard(config, shard));
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
@@ -52,7 +53,12 @@ Result<std::unique_ptr<StageModel>> StageModel::Create(const ModelConfig& config
                              std::to_string(value) + ")");
     }
   }
+  if (sequence_parallel && (t < 2 || (batch.micro_batch_size * config.seq_len) % t != 0)) {
+    return InvalidArgument("sequence_parallel: needs tp > 1 dividing micro_batch_size x seq_len (" +
+                           std::to_string(batch.micro_batch_size * config.seq_len) + "), tp is " + std::to_string(t));
+  }
   std::unique_ptr<StageModel> m(new StageModel(config, shard, batch, t > 1 ? tp : nullptr));
+  m->dims_.sp = sequence_parallel;
   m->Build();
   return m;
 }
@@ -123,7 +129,7 @@ void StageModel::Build() {
     Parameter* norm = add("norm.weight", {h}, kOnes, false);
     Parameter* out =
         add("output.weight", {V, h}, 1.0 / std::sqrt(static_cast<double>(h)), true);
-    head_.emplace(HeadDims{dims_.tokens(), h, V, config_.rms_norm_eps, dims_.tp},
+    head_.emplace(HeadDims{dims_.tokens(), h, V, config_.rms_norm_eps, dims_.tp, dims_.sp},
                   HeadTensors<const float>{norm->value.data(), out->value.data()},
                   HeadTensors<float>{norm->grad.data(), out->grad.data()}, tp_);
   }
@@ -143,8 +149,8 @@ Status StageModel::CheckInput(int mb, const StageInput& in) const {
                              std::to_string(in.activations.size()) + " floats");
     }
   } else {
-    if (static_cast<int64_t>(in.activations.size()) != n * dims_.hidden) {
-      return InvalidArgument("activations: expected " + std::to_string(n * dims_.hidden) +
+    if (static_cast<int64_t>(in.activations.size()) != activation_size()) {
+      return InvalidArgument("activations: expected " + std::to_string(activation_size()) +
                              " floats (micro_batch_size x seq_len x hidden), got " +
                              std::to_string(in.activations.size()));
     }
@@ -167,7 +173,7 @@ Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
   MicroBatch& state = in_flight_[mb];
   std::vector<float> x;
   if (shard_.has_embedding) {
-    x.resize(activation_size());
+    x.resize(dims_.tokens() * dims_.hidden);
     if (tp_ == nullptr) {
       kernels::cpu::EmbeddingForward(embedding_->value.data(), input.tokens.data(), x.data(),
                                      dims_.tokens(), dims_.hidden);
@@ -179,7 +185,13 @@ Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
         const int64_t id = input.tokens[r] - first;
         if (id >= 0 && id < rows) std::copy_n(embedding_->value.data() + id * h, h, x.data() + r * h);
       }
-      (void)tp_->ReduceFromTensorParallel(x);
+      if (dims_.sp) {  // this rank's tokens of the sum
+        std::vector<float> mine(static_cast<size_t>(activation_size()));
+        (void)tp_->ReduceScatterToSequenceParallel(x, mine);
+        x = std::move(mine);
+      } else {
+        (void)tp_->ReduceFromTensorParallel(x);
+      }
     }
     state.tokens = std::move(input.tokens);
   } else {
@@ -273,6 +285,11 @@ Result<std::vector<float>> StageModel::BackwardFused(int mb, std::vector<float> 
 }
 
 void StageModel::EmbeddingWeightGrad(MicroBatch* state) {
+  if (dims_.sp) {  // B kept this rank's tokens' rows; the rows of every token, again
+    std::vector<float> all(static_cast<size_t>(dims_.tokens() * dims_.hidden));
+    (void)tp_->GatherFromTensorParallel(state->embed_grad, all);
+    state->embed_grad = std::move(all);
+  }
   if (tp_ == nullptr) {
     kernels::cpu::EmbeddingBackwardWeight(state->embed_grad.data(), state->tokens.data(),
                                           embedding_->grad.data(), dims_.tokens(), dims_.hidden);
@@ -349,6 +366,15 @@ int64_t StageModel::recompute_ns() const {
   int64_t ns = 0;
   for (const TransformerBlock<float>& b : blocks_) ns += b.recompute_ns();
   return ns;
+}
+
+Status StageModel::FinalizeGradients() {
+  if (!dims_.sp) return Status::Ok();
+  // The norm gains' gradients cover this rank's tokens: summed over the group, in model order.
+  for (const auto& p : params_.all()) {
+    if (TpSplitOf(p->name) == TpSplit::kWhole) (void)tp_->ReduceFromTensorParallel(p->grad);
+  }
+  return TensorParallelStatus();
 }
 
 double StageModel::GradientSquareSum(bool count_replicated) const {

@@ -21,6 +21,12 @@
 // 1/sqrt(h); wo 1/sqrt(h) and w2 1/sqrt(ffn), each divided by sqrt(2 layers); output
 // 1/sqrt(h); norm gains 1. AdamW decays matrices and the embedding, never norm gains.
 //
+// Sequence parallelism (Create's sequence_parallel, tp > 1): activations passed between stages
+// and everything outside the tensor-parallel regions are this rank's 1/tp of the micro-batch's
+// tokens (rows [r T/tp, (r+1) T/tp) of [b s, h]); tokens and targets stay whole; the embedding
+// reduce-scatters its lookups and its W gathers the output gradient again (transformer_block.h,
+// lm_head.h).
+//
 // Tensor parallelism: Create with the group's TensorParallel (tp = its size() > 1) builds this
 // rank's slices (transformer_block.h, lm_head.h: Megatron's split; a vocabulary-parallel
 // embedding: rows [r V/tp, (r+1) V/tp), tokens outside them looked up as zeros and the group's
@@ -72,7 +78,8 @@ class StageModel {
   static Result<std::unique_ptr<StageModel>> Create(const ModelConfig& config,
                                                     const StageShard& shard,
                                                     const BatchShape& batch,
-                                                    worker::parallel::TensorParallel* tp = nullptr);
+                                                    worker::parallel::TensorParallel* tp = nullptr,
+                                                    bool sequence_parallel = false);
   StageModel(const StageModel&) = delete;
   StageModel& operator=(const StageModel&) = delete;
 
@@ -99,6 +106,11 @@ class StageModel {
   // out of range (lr, eps, weight_decay >= 0; betas in [0, 1)) and refuses to run while a
   // micro-batch is in flight (its W would be lost or land in the next step).
   Status OptimizerStep(const kernels::cpu::AdamWOptions& options);
+  // After the step's last W and the data-parallel reduction, before the norm and the optimizer:
+  // with sequence parallelism the norm gains' gradients (each rank's over its own tokens) summed
+  // over the tensor-parallel group; nothing otherwise. Every rank of the group calls it.
+  Status FinalizeGradients();
+
   // Activation recompute for every block of the stage (transformer_block.h); the results stay
   // bit for bit the same. Set before the first micro-batch. recompute_ns: the time B and BW spent
   // rebuilding, since creation.
@@ -140,7 +152,10 @@ class StageModel {
   const StageShard& shard() const { return shard_; }
   const BatchShape& batch() const { return batch_; }
   int64_t tokens_per_microbatch() const { return dims_.tokens(); }  // b * s
-  int64_t activation_size() const { return dims_.tokens() * dims_.hidden; }  // b * s * h
+  // b * s * h, or this rank's 1/tp of the tokens with sequence parallelism: what passes between
+  // stages.
+  int64_t activation_size() const { return dims_.local_tokens() * dims_.hidden; }
+  bool sequence_parallel() const { return dims_.sp; }
 
  private:
   enum class Phase { kForwardDone, kInputGradDone };

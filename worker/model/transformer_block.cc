@@ -82,42 +82,72 @@ void TransformerBlock<T>::Rebuild(BlockSaved<T>* s) const {
 }
 
 template <typename T>
+std::vector<T> TransformerBlock<T>::GatherSequence(const std::vector<T>& shard) const {
+  if constexpr (std::is_same_v<T, float>) {
+    if (d_.sp && tp_ != nullptr) {
+      std::vector<T> all(shard.size() * static_cast<size_t>(d_.tp));
+      (void)tp_->GatherFromTensorParallel(shard, all);  // sticky: the caller checks tp->status()
+      return all;
+    }
+  }
+  return shard;
+}
+
+template <typename T>
+std::vector<T> TransformerBlock<T>::ScatterSequence(std::vector<T> partial) const {
+  if constexpr (std::is_same_v<T, float>) {
+    if (d_.sp && tp_ != nullptr) {
+      std::vector<T> mine(partial.size() / static_cast<size_t>(d_.tp));
+      (void)tp_->ReduceScatterToSequenceParallel(partial, mine);
+      return mine;
+    }
+  }
+  ReduceFromTensorParallel(partial);
+  return partial;
+}
+
+template <typename T>
 std::vector<T> TransformerBlock<T>::ForwardAll(std::vector<T> x, BlockSaved<T>* s) const {
-  const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
+  const int64_t n = d_.tokens(), nl = d_.local_tokens(), h = d_.hidden, hq = d_.local_width(),
+                f = d_.local_ffn();
   const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
   s->x = std::move(x);
-  s->rstd1.resize(n);
-  s->a.resize(n * h);
-  RmsNormForward(s->x.data(), w_.attention_norm, s->a.data(), s->rstd1.data(), n, h, d_.norm_eps);
-  // Column-parallel q, k, v: this rank's heads.
+  s->rstd1.resize(nl);
+  s->a.resize(nl * h);
+  RmsNormForward(s->x.data(), w_.attention_norm, s->a.data(), s->rstd1.data(), nl, h, d_.norm_eps);
+  // Column-parallel q, k, v: this rank's heads, over every token (gathered with sp).
+  const std::vector<T> a_all = d_.sp ? GatherSequence(s->a) : std::vector<T>();
+  const T* a = d_.sp ? a_all.data() : s->a.data();
   s->q.resize(n * hq);
   s->k.resize(n * hq);
   s->v.resize(n * hq);
-  LinearForward(s->a.data(), w_.wq, s->q.data(), {n, h, hq});
-  LinearForward(s->a.data(), w_.wk, s->k.data(), {n, h, hq});
-  LinearForward(s->a.data(), w_.wv, s->v.data(), {n, h, hq});
+  LinearForward(a, w_.wq, s->q.data(), {n, h, hq});
+  LinearForward(a, w_.wk, s->k.data(), {n, h, hq});
+  LinearForward(a, w_.wv, s->v.data(), {n, h, hq});
   RopeForward(s->q.data(), *rope_, d_.batch, d_.local_heads());
   RopeForward(s->k.data(), *rope_, d_.batch, d_.local_heads());
   s->probs.resize(ad.probs_size());
   s->o.resize(n * hq);
   AttentionForward(s->q.data(), s->k.data(), s->v.data(), s->probs.data(), s->o.data(), ad);
   // Row-parallel wo: each rank's heads' share of the projection, summed over the group (g).
-  s->x1.resize(n * h);
-  LinearForward(s->o.data(), w_.wo, s->x1.data(), {n, hq, h});
-  ReduceFromTensorParallel(s->x1);
+  std::vector<T> x1(n * h);
+  LinearForward(s->o.data(), w_.wo, x1.data(), {n, hq, h});
+  s->x1 = ScatterSequence(std::move(x1));
   AddInPlace(s->x1, s->x);
-  s->rstd2.resize(n);
-  s->c.resize(n * h);
-  RmsNormForward(s->x1.data(), w_.ffn_norm, s->c.data(), s->rstd2.data(), n, h, d_.norm_eps);
+  s->rstd2.resize(nl);
+  s->c.resize(nl * h);
+  RmsNormForward(s->x1.data(), w_.ffn_norm, s->c.data(), s->rstd2.data(), nl, h, d_.norm_eps);
+  const std::vector<T> c_all = d_.sp ? GatherSequence(s->c) : std::vector<T>();
+  const T* c = d_.sp ? c_all.data() : s->c.data();
   s->gate.resize(n * f);
   s->up.resize(n * f);
-  LinearForward(s->c.data(), w_.w1, s->gate.data(), {n, h, f});
-  LinearForward(s->c.data(), w_.w3, s->up.data(), {n, h, f});
+  LinearForward(c, w_.w1, s->gate.data(), {n, h, f});
+  LinearForward(c, w_.w3, s->up.data(), {n, h, f});
   s->z.resize(n * f);
   SwiGluForward(s->gate.data(), s->up.data(), s->z.data(), n * f);
   std::vector<T> y(n * h);
   LinearForward(s->z.data(), w_.w2, y.data(), {n, f, h});
-  ReduceFromTensorParallel(y);  // row-parallel w2 (g)
+  y = ScatterSequence(std::move(y));  // row-parallel w2 (g)
   AddInPlace(y, s->x1);
   return y;
 }
@@ -125,28 +155,35 @@ std::vector<T> TransformerBlock<T>::ForwardAll(std::vector<T> x, BlockSaved<T>* 
 template <typename T>
 std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<T>* s) const {
   Rebuild(s);
-  const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
+  const int64_t n = d_.tokens(), nl = d_.local_tokens(), h = d_.hidden, hq = d_.local_width(),
+                f = d_.local_ffn();
   const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
   // MLP: y = x1 + W2 swiglu(W1 c, W3 c), c = norm(x1).
   std::vector<T> dz(n * f);
-  LinearBackwardInput(dy.data(), w_.w2, dz.data(), {n, f, h}, false);
+  {
+    const std::vector<T> dy_all = d_.sp ? GatherSequence(dy) : std::vector<T>();
+    LinearBackwardInput(d_.sp ? dy_all.data() : dy.data(), w_.w2, dz.data(), {n, f, h}, false);
+  }
   s->dgate.resize(n * f);
   s->dup.resize(n * f);
   SwiGluBackward(dz.data(), s->gate.data(), s->up.data(), s->dgate.data(), s->dup.data(), n * f);
   Free(dz);
   Free(s->gate);
   Free(s->up);
-  s->dc.resize(n * h);
-  LinearBackwardInput(s->dgate.data(), w_.w1, s->dc.data(), {n, h, f}, false);
-  LinearBackwardInput(s->dup.data(), w_.w3, s->dc.data(), {n, h, f}, true);
-  ReduceFromTensorParallel(s->dc);  // column-parallel w1, w3: f's backward
+  std::vector<T> dc(n * h);
+  LinearBackwardInput(s->dgate.data(), w_.w1, dc.data(), {n, h, f}, false);
+  LinearBackwardInput(s->dup.data(), w_.w3, dc.data(), {n, h, f}, true);
+  s->dc = ScatterSequence(std::move(dc));  // column-parallel w1, w3: f's backward
   s->dx1 = dy;  // residual path
-  RmsNormBackwardInput(s->dc.data(), s->x1.data(), w_.ffn_norm, s->rstd2.data(), s->dx1.data(), n,
+  RmsNormBackwardInput(s->dc.data(), s->x1.data(), w_.ffn_norm, s->rstd2.data(), s->dx1.data(), nl,
                        h, true);
   s->dy = std::move(dy);
   // Attention: x1 = x + Wo attn(rope(Wq a), rope(Wk a), Wv a), a = norm(x).
   std::vector<T> dout(n * hq);
-  LinearBackwardInput(s->dx1.data(), w_.wo, dout.data(), {n, hq, h}, false);
+  {
+    const std::vector<T> dx1_all = d_.sp ? GatherSequence(s->dx1) : std::vector<T>();
+    LinearBackwardInput(d_.sp ? dx1_all.data() : s->dx1.data(), w_.wo, dout.data(), {n, hq, h}, false);
+  }
   s->dq.resize(n * hq);
   s->dk.resize(n * hq);
   s->dv.resize(n * hq);
@@ -159,36 +196,52 @@ std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<
   Free(s->probs);
   RopeBackward(s->dq.data(), *rope_, d_.batch, d_.local_heads());
   RopeBackward(s->dk.data(), *rope_, d_.batch, d_.local_heads());
-  s->da.resize(n * h);
-  LinearBackwardInput(s->dq.data(), w_.wq, s->da.data(), {n, h, hq}, false);
-  LinearBackwardInput(s->dk.data(), w_.wk, s->da.data(), {n, h, hq}, true);
-  LinearBackwardInput(s->dv.data(), w_.wv, s->da.data(), {n, h, hq}, true);
-  ReduceFromTensorParallel(s->da);  // column-parallel wq, wk, wv: f's backward
+  std::vector<T> da(n * h);
+  LinearBackwardInput(s->dq.data(), w_.wq, da.data(), {n, h, hq}, false);
+  LinearBackwardInput(s->dk.data(), w_.wk, da.data(), {n, h, hq}, true);
+  LinearBackwardInput(s->dv.data(), w_.wv, da.data(), {n, h, hq}, true);
+  s->da = ScatterSequence(std::move(da));  // column-parallel wq, wk, wv: f's backward
   std::vector<T> dx = s->dx1;  // residual path
-  RmsNormBackwardInput(s->da.data(), s->x.data(), w_.attention_norm, s->rstd1.data(), dx.data(), n,
+  RmsNormBackwardInput(s->da.data(), s->x.data(), w_.attention_norm, s->rstd1.data(), dx.data(), nl,
                        h, true);
   return dx;
 }
 
 template <typename T>
 void TransformerBlock<T>::BackwardWeight(BlockSaved<T>* s) const {
-  // No communication: each rank's weight slices from its own activations and gradients; the norm
-  // gains' gradients come from tensors every rank holds whole (dc, da, x, x1).
-  const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
-  LinearBackwardWeight(s->dy.data(), s->z.data(), g_.w2, {n, f, h});
-  LinearBackwardWeight(s->dgate.data(), s->c.data(), g_.w1, {n, h, f});
-  LinearBackwardWeight(s->dup.data(), s->c.data(), g_.w3, {n, h, f});
-  RmsNormBackwardWeight(s->dc.data(), s->x1.data(), s->rstd2.data(), g_.ffn_norm, n, h);
-  LinearBackwardWeight(s->dx1.data(), s->o.data(), g_.wo, {n, hq, h});
-  LinearBackwardWeight(s->dq.data(), s->a.data(), g_.wq, {n, h, hq});
-  LinearBackwardWeight(s->dk.data(), s->a.data(), g_.wk, {n, h, hq});
-  LinearBackwardWeight(s->dv.data(), s->a.data(), g_.wv, {n, h, hq});
-  RmsNormBackwardWeight(s->da.data(), s->x.data(), s->rstd1.data(), g_.attention_norm, n, h);
+  // Without sequence parallelism no communication: each rank's weight slices from its own
+  // activations and gradients; the norm gains' gradients come from tensors every rank holds whole
+  // (dc, da, x, x1). With it, the shards kept are gathered again (dy, c, dx1, a, in this order on
+  // every rank) and the norm gains' gradients cover this rank's tokens only.
+  const int64_t n = d_.tokens(), nl = d_.local_tokens(), h = d_.hidden, hq = d_.local_width(),
+                f = d_.local_ffn();
+  auto all = [&](const std::vector<T>& shard, std::vector<T>* keep) {
+    if (!d_.sp) return shard.data();
+    *keep = GatherSequence(shard);
+    return static_cast<const T*>(keep->data());
+  };
+  std::vector<T> gathered;
+  LinearBackwardWeight(all(s->dy, &gathered), s->z.data(), g_.w2, {n, f, h});
+  const T* c = all(s->c, &gathered);
+  LinearBackwardWeight(s->dgate.data(), c, g_.w1, {n, h, f});
+  LinearBackwardWeight(s->dup.data(), c, g_.w3, {n, h, f});
+  RmsNormBackwardWeight(s->dc.data(), s->x1.data(), s->rstd2.data(), g_.ffn_norm, nl, h);
+  LinearBackwardWeight(all(s->dx1, &gathered), s->o.data(), g_.wo, {n, hq, h});
+  const T* a = all(s->a, &gathered);
+  LinearBackwardWeight(s->dq.data(), a, g_.wq, {n, h, hq});
+  LinearBackwardWeight(s->dk.data(), a, g_.wk, {n, h, hq});
+  LinearBackwardWeight(s->dv.data(), a, g_.wv, {n, h, hq});
+  RmsNormBackwardWeight(s->da.data(), s->x.data(), s->rstd1.data(), g_.attention_norm, nl, h);
   *s = BlockSaved<T>();
 }
 
 template <typename T>
 std::vector<T> TransformerBlock<T>::BackwardFused(std::vector<T> dy, BlockSaved<T>* s) const {
+  if (d_.sp) {  // the shards' gathers are B's and W's; one after the other
+    std::vector<T> dx = BackwardInput(std::move(dy), s);
+    BackwardWeight(s);
+    return dx;
+  }
   Rebuild(s);
   const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
   const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};

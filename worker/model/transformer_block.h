@@ -33,6 +33,19 @@
 // block and micro-batch, 2 in F and 2 in B. x, y, dy, dx stay whole on every rank. The block
 // takes the group's TensorParallel (worker/parallel/tensor_parallel.h), whose errors are sticky:
 // the caller checks its status() after each call.
+//
+// Sequence parallelism (dims.sp, Korthikanti et al. 2022): x, y, dx, dy, the norms and the
+// residual adds are this rank's 1/tp of the tokens. F all-gathers each norm's output before its
+// tensor-parallel region and reduce-scatters the region's output (g) instead of all-reducing it;
+// B all-gathers the output gradient before each region (dy, dx1) and reduce-scatters the
+// column-parallel layers' input gradient (f's backward). Only the shards are kept for W (a, c,
+// dy, dx1: memory/'s pipecoord-cpu recipe counts T h / tp each), so W gathers them again: 4
+// all-gathers in W, and zero-bubble schedules keep their B/W split with W communicating (every
+// rank of the group runs its W's in the same order). The norm gains' gradients are then partial
+// sums over this rank's tokens; StageModel sums them over the group before the optimizer step.
+// Bytes per block and micro-batch: 4 all-gathers and 4 reduce-scatters of T h floats in F and B
+// (as many bytes as the 4 all-reduces without it), plus 4 all-gathers in W. The fused BW is B
+// then W.
 #ifndef PIPECOORD_WORKER_MODEL_TRANSFORMER_BLOCK_H_
 #define PIPECOORD_WORKER_MODEL_TRANSFORMER_BLOCK_H_
 
@@ -56,8 +69,12 @@ struct BlockDims {
   double norm_eps = 1e-5;  // both RMSNorms' epsilon (ModelConfig::rms_norm_eps)
   int64_t tp = 1;          // tensor-parallel degree; divides heads and ffn
   Recompute recompute = Recompute::kNone;
+  // Sequence parallelism (tp > 1): x, y, dx, dy and everything outside the tensor-parallel regions
+  // are this rank's shard of the tokens, rows [r T/tp, (r+1) T/tp) of [tokens, h].
+  bool sp = false;
 
   int64_t tokens() const { return batch * seq; }
+  int64_t local_tokens() const { return sp ? tokens() / tp : tokens(); }
   int64_t local_heads() const { return heads / tp; }
   int64_t local_width() const { return hidden / tp; }  // this rank's q, k, v, o features
   int64_t local_ffn() const { return ffn / tp; }
@@ -116,6 +133,10 @@ class TransformerBlock {
   int64_t recompute_ns() const { return recompute_ns_; }
 
  private:
+  // Sequence parallelism's mapping points (no-ops without it): all the tokens from this rank's
+  // shard, and this rank's shard of the group's sum of `partial`.
+  std::vector<T> GatherSequence(const std::vector<T>& shard) const;
+  std::vector<T> ScatterSequence(std::vector<T> partial) const;
   // F without dropping anything (Forward, and full recompute's rebuild).
   std::vector<T> ForwardAll(std::vector<T> x, BlockSaved<T>* saved) const;
   // Before B or BW: rebuild what recompute dropped.

@@ -188,6 +188,7 @@ class NoReduce final : public TensorParallel {
   int rank() const override { return rank_; }
   Status ReduceFromTensorParallel(std::span<float>) override { return Status::Ok(); }
   Status GatherFromTensorParallel(std::span<const float>, std::span<float>) override { return Status::Ok(); }
+  Status ReduceScatterToSequenceParallel(std::span<float>, std::span<float>) override { return Status::Ok(); }
   uint64_t bytes_sent() const override { return 0; }
   int64_t comm_ns() const override { return 0; }
   Status status() const override { return Status::Ok(); }

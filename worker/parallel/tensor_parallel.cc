@@ -45,4 +45,23 @@ Status RingTensorParallel::GatherFromTensorParallel(std::span<const float> mine,
   return Run("GatherFromTensorParallel", buffer, AllGather);
 }
 
+Status RingTensorParallel::ReduceScatterToSequenceParallel(std::span<float> partial, std::span<float> out) {
+  const int n = size();
+  if (partial.size() != out.size() * static_cast<size_t>(n)) {
+    return status_ = InvalidArgument("ReduceScatterToSequenceParallel: partial holds " + std::to_string(partial.size()) +
+                                     " floats, need " + std::to_string(out.size() * n) + " (" + std::to_string(n) +
+                                     " x " + std::to_string(out.size()) + ")");
+  }
+  if (!status_.ok()) return status_;
+  const size_t at = static_cast<size_t>(group_.me) * out.size();
+  if (n > 1) {
+    HostFloats buffer(partial);
+    // The ring's chunk r is [r L / n, (r+1) L / n): exactly this rank's rows, as L = n x out.size().
+    if (!Run("ReduceScatterToSequenceParallel", buffer, ReduceScatterSum).ok()) return status_;
+  }
+  std::copy(partial.begin() + static_cast<std::ptrdiff_t>(at), partial.begin() + static_cast<std::ptrdiff_t>(at + out.size()),
+            out.begin());
+  return Status::Ok();
+}
+
 }  // namespace pipecoord::worker::parallel

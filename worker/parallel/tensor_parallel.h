@@ -6,7 +6,13 @@
 //                             gradients (f's backward: wq/wk/wv, w1/w3, the LM head) in B: the
 //                             partial sums of the group's ranks added, in place
 //   GatherFromTensorParallel  every rank's slice side by side (the vocabulary-parallel
-//                             cross-entropy's row maxima)
+//                             cross-entropy's row maxima; with sequence parallelism the token
+//                             shards before each tensor-parallel region in F, and the output
+//                             gradients in B: gather_from_sequence_parallel_region)
+//   ReduceScatterToSequenceParallel  sequence parallelism's g: a row-parallel layer's partial
+//                             output (and, in B, the column-parallel layers' partial input
+//                             gradient) summed over the group, each rank keeping its shard of
+//                             the rows (reduce_scatter_to_sequence_parallel_region)
 //
 // The model layer (worker/model/) calls these and nothing else; a stage with tp = 1 has no
 // TensorParallel (null) and calls nothing. The ranks of a group call the same collectives in the
@@ -42,6 +48,9 @@ class TensorParallel {
   // out[i * n, (i + 1) * n) = rank i's `mine`, n = mine.size() (the same on every rank);
   // out.size() == n * size().
   virtual Status GatherFromTensorParallel(std::span<const float> mine, std::span<float> out) = 0;
+  // out = elements [r n, (r+1) n) of the sum over the group's ranks of `partial` (r = rank(),
+  // n = out.size(), partial.size() == n * size()); `partial` is used as scratch (unspecified after).
+  virtual Status ReduceScatterToSequenceParallel(std::span<float> partial, std::span<float> out) = 0;
   // Bytes this rank sent in its collectives so far (the closed-form communication checks).
   virtual uint64_t bytes_sent() const = 0;
   // Wall time spent inside its collectives so far, ns (telemetry: ActionTiming.tp_comm_ns).
@@ -65,6 +74,7 @@ class RingTensorParallel final : public TensorParallel {
   int rank() const override { return group_.me; }
   Status ReduceFromTensorParallel(std::span<float> data) override;
   Status GatherFromTensorParallel(std::span<const float> mine, std::span<float> out) override;
+  Status ReduceScatterToSequenceParallel(std::span<float> partial, std::span<float> out) override;
   uint64_t bytes_sent() const override { return bytes_sent_; }
   int64_t comm_ns() const override { return comm_ns_; }
   Status status() const override { return status_; }
