@@ -136,8 +136,9 @@ Status ValidateZero(const v1::JobSpec& s) {
   if (s.device() == "cuda") {
     return InvalidArgument("spec.zero: device \"cuda\" runs zero 0 only (the distributed optimizer runs on the CPU backend)");
   }
-  if (s.worker().kind() == v1::kTorchWorker) {
-    return InvalidArgument("spec.zero: torch workers run zero 0 only (the distributed optimizer runs on the C++ workers)");
+  if (s.worker().kind() == v1::kTorchWorker && s.checkpoint_every() > 0) {
+    return InvalidArgument("spec.zero: torch workers do not checkpoint ZeRO's sharded optimizer state yet; set "
+                           "checkpointEvery 0 or zero 0");
   }
   if (s.zero() == 2) {
     return InvalidArgument("spec.zero: 2 (gradients sharded too) is not run by the workers yet; zero 1 is");
@@ -271,10 +272,6 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (s.optimizer().clip_grad_norm() > 0 && s.device() == "cuda") {
     return InvalidArgument("spec.optimizer.clipGradNorm: device \"cuda\" does not clip yet (the CPU backend does)");
-  }
-  if (s.has_optimizer() && s.worker().kind() == v1::kTorchWorker) {
-    return InvalidArgument("spec.optimizer: torch workers run AdamW with pipecoord's defaults and a constant "
-                           "learningRate only; leave spec.optimizer unset");
   }
   const long long world = static_cast<long long>(s.pp()) * std::max(1, s.dp()) * std::max(1, s.tp());
   if (world > 4096) {

@@ -189,7 +189,11 @@ TEST(SpecValidationTest, ZeroStages) {
   s.set_device("cpu");
   s.mutable_worker()->set_kind("torch");
   s.mutable_worker()->set_module("m:f");
-  EXPECT_EQ(Error(s), "spec.zero: torch workers run zero 0 only (the distributed optimizer runs on the C++ workers)");
+  EXPECT_EQ(Error(s), "");  // PyTorch's ZeroRedundancyOptimizer
+  s.set_checkpoint_every(2);
+  s.set_max_restarts(1);
+  EXPECT_EQ(Error(s), "spec.zero: torch workers do not checkpoint ZeRO's sharded optimizer state yet; set "
+                      "checkpointEvery 0 or zero 0");
 }
 
 TEST(SpecValidationTest, FieldsAreTheirJsonNames) {

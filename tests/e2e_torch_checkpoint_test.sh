@@ -26,6 +26,7 @@ from pipecoord.stage_api import ModelSpec, StageShard
 from pipecoord.synthetic_data import SyntheticData
 from pipecoord.torch_checkpoint import CheckpointWriter, checkpoint_path, fnv1a64, resume
 from pipecoord.torch_stages import StageRunner
+from proto import job_pb2
 torch.set_num_threads(1)
 assert fnv1a64(b"") == 0xcbf29ce484222325 and fnv1a64(b"a") == 0xaf63dc4c8601ec8c  # FNV-1a 64's test vectors
 d = sys.argv[1]
@@ -36,7 +37,8 @@ data = SyntheticData(3, 64, 8, 2)
 def runner(last_layers=2):  # last_layers: the layers of stage 1 (another module with 1)
     held = dict(shards)
     held[1] = StageShard(1, 2, last_layers, False, True)
-    return StageRunner({k: build_stage(s, model) for k, s in held.items()}, held, 2, 0.01, "cpu")
+    spec = job_pb2.JobSpec(learning_rate=0.01, steps=100)  # a constant learning rate, default AdamW
+    return StageRunner({k: build_stage(s, model) for k, s in held.items()}, held, 2, spec, "cpu")
 
 def step(r, n):  # both stages of the rank, two micro-batches, as the executor's F and BW
     for mb in range(2):

@@ -6,7 +6,9 @@
 #     same model on the same token stream (relative 1e-5 every step); pp 2 x dp 2 jobs (1f1b, zbh1,
 #     interleaved, zbv; a REDUCE_GRAD per stage in the plan) train to the losses of the single
 #     process on the replicas' concatenated batch (2 m micro-batches a step); a built-in job is
-#     not handed to torch workers (it waits); SIGTERM deregisters them;
+#     not handed to torch workers (it waits); spec.optimizer (schedule, clipping, decay) with zero 0
+#     and 1 against one process running PyTorch's own AdamW, schedulers and clip_grad_norm_;
+#     SIGTERM deregisters them;
 #  2. a slow torch worker (--inject slow:1:4) is reported by the straggler check, naming rank 1;
 #  3. a torch worker killed mid-job: the job FAILED naming the dead rank;
 #  4. docs/pytorch.md's complete example (its module and job as written) prints what the docs show,
@@ -16,6 +18,7 @@ source tests/lib.sh
 gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
 export PYTHONPATH="$gen:$PWD/python"
 TORCH_LOGS=()
+TORCH_PIDS=()
 
 # start_torch_workers N [flags...]: waits until N workers are registered.
 start_torch_workers() {
@@ -25,6 +28,7 @@ start_torch_workers() {
     log="$WORK/torch-$i-$RANDOM.log"
     /usr/bin/python3 -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples "$@" > "$log" 2>&1 &
     PIDS+=($!)
+    TORCH_PIDS+=($!)
     TORCH_LOGS+=("$log")
   done
   for _ in $(seq 600); do
@@ -42,6 +46,7 @@ stop_all() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   PIDS=()
+  TORCH_PIDS=()
   TORCH_LOGS=()
 }
 submit() { "$PIPECTL" submit "$1" --format json | json_field '["jobId"]'; }
@@ -194,9 +199,82 @@ assert max(abs(g - r) / abs(r) for g, r in zip(got, ref_dp1)) > 1e-3, (got, ref_
 PY
     fail "pp 2 dp 2 $schedule: losses differ"
 done
+# spec.optimizer and ZeRO-1 on torch workers: pp 2 x dp 2 with betas, eps, weight decay, warmup +
+# cosine and clipping, with zero 1 (PyTorch's ZeroRedundancyOptimizer over the replicas) and 0:
+# both train to the losses of one process running PyTorch's AdamW, LinearLR + CosineAnnealingLR
+# (SequentialLR) and clip_grad_norm_ on the replicas' batch, report its gradient norms and learning
+# rates, and zero 1's ranks hold less AdamW state (their reported memory).
+OPT='optimizer={"beta1": 0.85, "beta2": 0.98, "eps": 1e-6, "weightDecay": 0.1, "lrSchedule": "cosine", "warmupSteps": 2, "minLr": 0.001, "clipGradNorm": 0.5}'
+torch_job "$WORK/opt.json" pp=2 dp=2 'schedule="zbh1"' "$OPT"
+/usr/bin/python3 - "$WORK/opt.json" > "$WORK/reference-opt.json" <<'PY' || fail "the single-process optimizer run failed"
+import json, sys, warnings
+import torch
+import torch.nn.functional as F
+sys.path.insert(0, "python/examples")
+from reference_stages import build_stage
+from pipecoord.stage_api import ModelSpec, StageShard
+from pipecoord.synthetic_data import SyntheticData
+torch.set_num_threads(1)
+warnings.filterwarnings("ignore", message="The epoch parameter", category=UserWarning)
+spec = json.load(open(sys.argv[1]))
+o, m, b, ms = spec["optimizer"], spec["microbatches"] * spec["dp"], spec["microBatchSize"], spec["model"]
+model = build_stage(StageShard(0, 0, ms["layers"], True, True),
+                    ModelSpec(layers=ms["layers"], hidden=ms["hidden"], heads=ms["heads"], vocab=ms["vocab"],
+                              seq_len=ms["seqLen"], seed=int(ms["seed"])))
+params = list(model.parameters())
+opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": o["weightDecay"]},
+                         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+                        lr=spec["learningRate"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
+w = o["warmupSteps"]
+sched = torch.optim.lr_scheduler.SequentialLR(opt, [
+    torch.optim.lr_scheduler.LinearLR(opt, start_factor=1 / w, end_factor=1.0, total_iters=w - 1),
+    torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=spec["steps"] - w, eta_min=o["minLr"])], milestones=[w])
+data = SyntheticData(int(ms["seed"]), ms["vocab"], ms["seqLen"], b)
+out = {"loss": [], "norm": [], "lr": []}
+for step in range(spec["steps"]):
+    total = 0.0
+    for mb in range(m):
+        tokens, targets = data.batch(step, mb)
+        logits = model(tokens)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        (loss / m).backward()
+        total += loss.item()
+    out["norm"].append(float(torch.nn.utils.clip_grad_norm_(params, o["clipGradNorm"])))
+    out["lr"].append(opt.param_groups[0]["lr"])
+    opt.step()
+    sched.step()
+    opt.zero_grad()
+    out["loss"].append(total / m)
+print(json.dumps(out))
+PY
+for zero in 1 0; do
+  torch_job "$WORK/opt.json" pp=2 dp=2 'schedule="zbh1"' "zero=$zero" "$OPT"
+  job=$(submit "$WORK/opt.json")
+  timeout 120 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "zero $zero: $(tail -3 "$WORK/watch.out")"
+  "$PIPECTL" status "$job" --format json > "$WORK/status-zero$zero.json"
+done
+/usr/bin/python3 - "$WORK/status-zero1.json" "$WORK/status-zero0.json" "$WORK/reference-opt.json" <<'PY' ||
+import json, sys
+zero1, zero0, ref = (json.load(open(p)) for p in sys.argv[1:4])
+for job, name in ((zero1, "zero 1"), (zero0, "zero 0")):
+    assert job["state"] == "SUCCEEDED", (name, job.get("failureCause"))
+    for key, field in (("loss", "loss"), ("norm", "gradNorm"), ("lr", "learningRate")):
+        got = [s[field] for s in job["steps"]]
+        worst = max(abs(g - r) / abs(r) for g, r in zip(got, ref[key]))
+        print(f"{name} {key}: {' '.join('%.6g' % g for g in got)}, worst relative difference {worst:.2e}")
+        assert len(got) == len(ref[key]) and worst <= 1e-5, (name, key, got, ref[key])
+assert min(ref["norm"]) > 0.5, ref["norm"]  # every step clipped
+# ZeRO-1 keeps about half the AdamW state on each of the 2 replicas: every rank reports less.
+peaks1, peaks0 = (list(map(int, j["steps"][-1]["peakMemoryBytes"])) for j in (zero1, zero0))
+print(f"peak memory per rank, zero 1 {peaks1} against zero 0 {peaks0}")
+assert all(a < b for a, b in zip(peaks1, peaks0)), (peaks1, peaks0)
+PY
+  fail "spec.optimizer / ZeRO-1 on torch workers"
 [ "$("$PIPECTL" status "$builtin" --format json | json_field '["state"]')" = PENDING ] || fail "a built-in job ran on torch workers"
 "$PIPECTL" cancel "$builtin" > /dev/null
-# SIGTERM: every torch worker deregisters.
+# SIGTERM: every torch worker deregisters (the workers first, while the coordinator still listens).
+for p in "${TORCH_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+for p in "${TORCH_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 stop_all
 for log in "$WORK"/torch-*.log; do grep -q "deregistered worker-" "$log" || fail "no deregistration in $log"; done
 

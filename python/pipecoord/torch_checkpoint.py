@@ -34,13 +34,9 @@ def checkpoint_path(directory, job_id, global_rank, step):
 
 
 def optimizer_steps(runner):
-    """AdamW's step count (every parameter's is the same); 0 before the first step."""
-    if runner.optimizer is None:
-        return 0
-    for state in runner.optimizer.state.values():
-        if "step" in state:
-            return int(float(state["step"]))
-    return 0
+    """The optimizer steps the rank took (AdamW's bias correction and the learning-rate schedule
+    use it); 0 before the first step."""
+    return runner.steps_done
 
 
 def rank_state(runner):
@@ -168,4 +164,5 @@ def resume(runner, directory, job_id, global_rank, step):
                 runner.optimizer.state[p] = {"step": torch.tensor(float(opt_steps)),
                                              "exp_avg": stored[key + "/adam_m"].to(p.device),
                                              "exp_avg_sq": stored[key + "/adam_v"].to(p.device)}
+    runner.steps_done = opt_steps
     return opt_steps

@@ -409,6 +409,9 @@ class RankExecutor:
             loss = self.runner.step_loss()
             if loss is not None:
                 summary.loss, summary.has_loss = loss, True
+            if self.runner.last_grad_norm is not None:  # this step's OPT: its global norm and learning rate
+                summary.grad_norm, summary.has_grad_norm = self.runner.last_grad_norm, True
+                summary.learning_rate = self.runner.last_lr
             in_use, peak, reserved = self.runner.memory()
             summary.memory_in_use_bytes, summary.memory_peak_bytes, summary.memory_reserved_bytes = in_use, peak, reserved
             if evaluates_after(self.a.spec, step):  # after the memory figures (torch_eval.py)

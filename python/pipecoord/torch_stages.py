@@ -14,19 +14,26 @@ compute_backend.h); no communication here (torch_executor.py moves the tensors).
 - Gradients for data parallel (torch_executor.py averages them over the replicas): one stage's
   (REDUCE_GRAD) or the rank's every stage's (OPT without REDUCE_GRAD), as the .grad tensors
   themselves; a parameter with no gradient yet gets zeros, so every replica reduces the same list.
-- OPT: torch.optim.AdamW (betas 0.9, 0.95, eps 1e-8, no weight decay: the C++ worker's
-  kernels/cpu/adamw.h defaults) over every stage of the rank, then the gradients are zeroed.
+- OPT: torch.optim.AdamW over every stage of the rank with the job's settings
+  (optimizer_schedule.py: spec.optimizer's betas, eps, weight decay on tensors of 2+ dimensions,
+  the step's learning rate), after the global gradient norm (summed over `norm_group`, the
+  replica's pipeline ranks) and clipping (spec.optimizer.clipGradNorm, as clip_grad_norm_);
+  then the gradients are zeroed. With spec.zero 1 over `dp_group`, PyTorch's
+  ZeroRedundancyOptimizer: each replica keeps the AdamW state of its share of the parameters and
+  broadcasts what it updated.
 
 Memory (what the rank's StepSummary reports): on CUDA, torch.cuda's allocated/peak/reserved
 bytes; on the CPU, parameters, their gradients and AdamW's states plus the bytes the kept graphs
 hold (counted by saved_tensors_hooks while F runs).
 """
+import math
+
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.optim import ZeroRedundancyOptimizer
 
-ADAMW_BETAS = (0.9, 0.95)
-ADAMW_EPS = 1e-8
-
+from pipecoord.optimizer_schedule import adamw_settings, lr_at
 
 def head_loss(module, out, targets):
     """The head stage's loss of one micro-batch: the module's own loss(out, targets) when it has
@@ -50,12 +57,27 @@ class _Saved:
 class StageRunner:
     """The stages of one rank. `modules`: {stage: torch.nn.Module}, `shards`: {stage: StageShard}."""
 
-    def __init__(self, modules, shards, microbatches, lr, device):
+    def __init__(self, modules, shards, microbatches, spec, device, dp_group=None, norm_group=None):
+        """spec: the JobSpec (its learningRate, optimizer and zero); dp_group: the replicas' process
+        group (ZeRO-1 shards over it); norm_group: the ranks the global gradient norm is summed over
+        (this replica's pipeline ranks; None: this rank alone)."""
         self.modules, self.shards, self.m, self.device = modules, shards, microbatches, torch.device(device)
         params = [p for s in sorted(modules) for p in modules[s].parameters() if p.requires_grad]
         self.params = params
-        self.optimizer = torch.optim.AdamW(params, lr=lr, betas=ADAMW_BETAS, eps=ADAMW_EPS, weight_decay=0.0) \
-            if params else None
+        self.spec, self.norm_group, self.steps_done = spec, norm_group, 0
+        betas, eps, weight_decay, self.clip = adamw_settings(spec)
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        groups = [g for g in groups if g["params"]]
+        self.zero = spec.zero >= 1 and dp_group is not None
+        if not params:
+            self.optimizer = None
+        elif self.zero:
+            self.optimizer = ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, process_group=dp_group,
+                                                     lr=lr_at(spec, 0), betas=betas, eps=eps)
+        else:
+            self.optimizer = torch.optim.AdamW(groups, lr=lr_at(spec, 0), betas=betas, eps=eps)
+        self.last_grad_norm = self.last_lr = None
         self.saved = {}  # (stage, mb) -> _Saved
         self.loss_sum, self.has_loss = 0.0, False
         self.graph_bytes = 0
@@ -132,9 +154,34 @@ class StageRunner:
         return grads
 
     def optimizer_step(self):
+        """The global gradient norm (kept as last_grad_norm), clipping, and the AdamW step at this
+        step's learning rate (last_lr)."""
+        lr = lr_at(self.spec, self.steps_done)
+        square = sum(float(p.grad.double().pow(2).sum()) for p in self.params if p.grad is not None)
+        total = torch.tensor([square], dtype=torch.float64)
+        if self.norm_group is not None:
+            dist.all_reduce(total, op=dist.ReduceOp.SUM, group=self.norm_group)
+        norm = math.sqrt(float(total[0]))
+        if self.clip > 0:
+            coef = self.clip / (norm + 1e-6)
+            if coef < 1:
+                for p in self.params:
+                    if p.grad is not None:
+                        p.grad.mul_(coef)
         if self.optimizer is not None:
+            for g in self.optimizer.param_groups:
+                g["lr"] = lr
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=False)
+        self.steps_done += 1
+        self.last_grad_norm, self.last_lr = norm, lr
+
+    def optimizer_state_bytes(self):
+        """Bytes of AdamW state this rank holds (under ZeRO-1 its share only)."""
+        if self.optimizer is None:
+            return 0
+        state = self.optimizer.optim.state if self.zero else self.optimizer.state
+        return sum(t.numel() * t.element_size() for s in state.values() for t in s.values() if torch.is_tensor(t))
 
     def step_loss(self):
         """The mean loss over the step's micro-batches (head stage), or None; resets it."""
@@ -155,8 +202,7 @@ class StageRunner:
         if self.device.type == "cuda":
             return (torch.cuda.memory_allocated(self.device), torch.cuda.max_memory_allocated(self.device),
                     torch.cuda.memory_reserved(self.device))
-        state = sum(t.numel() * t.element_size() for s in self.optimizer.state.values() for t in s.values()
-                    if torch.is_tensor(t)) if self.optimizer is not None else 0
+        state = self.optimizer_state_bytes()
         fixed = sum(2 * p.numel() * p.element_size() for p in self.params) + state
         return fixed + self.graph_bytes, fixed + self.peak_graph_bytes, fixed + self.peak_graph_bytes
 

@@ -269,8 +269,6 @@ class TorchWorker:
                     raise TypeError(f"spec.worker.module {spec.worker.module!r} returned {type(module).__name__} "
                                     f"for stage {shard.stage}, not a torch.nn.Module")
                 modules[shard.stage], shards[shard.stage] = module.to(device), shard
-            runner = StageRunner(modules, shards, spec.microbatches, spec.learning_rate, device)
-            job.checkpoints = self.prepare_checkpoints(a, g, runner)  # a restart loads its checkpoint
             data = training_data(spec)  # spec.data's windows (token_data.py), else the synthetic stream
             # The process group: global rank 0 hosts its store and says where through the coordinator.
             key = f"torch-store-{a.session}"
@@ -290,6 +288,15 @@ class TorchWorker:
                 members = dist.new_group(ranks=layout.data_group(layout.global_rank(RankCoords(r, 0, 0))))
                 if r == a.rank:
                     dp_group = members
+            # The global gradient norm sums over each replica's pipeline ranks (one group each,
+            # created by every process in the same order).
+            norm_group = None
+            for d in range(layout.dp if spec.pp > 1 else 0):
+                members = dist.new_group(ranks=layout.pipeline_group(layout.global_rank(RankCoords(0, d, 0))))
+                if d == a.dp_rank:
+                    norm_group = members
+            runner = StageRunner(modules, shards, spec.microbatches, spec, device, dp_group, norm_group)
+            job.checkpoints = self.prepare_checkpoints(a, g, runner)  # a restart loads its checkpoint
             outbox = queue.Queue()
 
             def batches():
