@@ -1,6 +1,6 @@
-// Tensor parallelism and ZeRO-1 on the CPU backend, in one run (issue 26's benchmark): the same
+// Tensor parallelism and ZeRO on the CPU backend, in one run (issue 26's benchmark): the same
 // job (bench/cpu_bench_job.h: pp 2, 8 micro-batches of 4, h 128, 4 layers) on dp 2, at tp 1, 2
-// and 4, each with zero 0 and 1; tp 1 zero 0 is the baseline. Each rank is a real rank run over
+// and 4, each with zero 0, 1 and 2; tp 1 zero 0 is the baseline. Each rank is a real rank run over
 // TCP on loopback (RunLocally). Per strategy it prints the mean step time and its ratio to the
 // baseline's, the share of compute time spent inside tensor-parallel collectives, the bytes
 // those sent per rank and step against Megatron's closed form, the bytes the data-parallel
@@ -110,7 +110,7 @@ int main() {
   Measured base;
   for (int tp : {1, 2, 4}) {
     Measured zero0;
-    for (int zero : {0, 1}) {
+    for (int zero : {0, 1, 2}) {
       const Measured r = Run(tp, zero);
       if (tp == 1 && zero == 0) base = r;
       if (zero == 0) zero0 = r;

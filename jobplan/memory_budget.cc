@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "memory/activations.h"
 #include "memory/pipecoord_cpu.h"
@@ -28,6 +29,9 @@ struct StagePrice {
   // (the CPU's B frees more than it keeps).
   int64_t forward_peak = 0;
   int64_t backward_peak = 0;
+  // ZeRO-2 (CPU): what the stage's whole gradients add to the shard's (parameter_bytes counts
+  // those) from its first W (or BW) of a step to OPT; 0 otherwise.
+  int64_t step_gradient_bytes = 0;
 };
 
 StagePrice Unresolvable() {
@@ -76,6 +80,10 @@ class Pricer {
     p.parameter_bytes = static_cast<uint64_t>(st.parameter_bytes);
     p.forward_peak = st.per_microbatch.stored;
     p.backward_peak = st.per_microbatch.kept_for_w - st.per_microbatch.stored;
+    if (training_.zero >= 2 && training_.dp > 1) {
+      // fp32: the whole gradients replace the shard's (ceil(n / dp), counted in parameter_bytes).
+      p.step_gradient_bytes = (st.parameters - (st.parameters + training_.dp - 1) / training_.dp) * 4;
+    }
     return p;
   }
 
@@ -131,6 +139,12 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
     // read), and the most seen during any op.
     int64_t now = 0, peak = 0;
     std::map<std::pair<int, int>, int64_t> held;  // (stage, micro-batch) -> bytes
+    // ZeRO-2: the gradients allocated this step (from each stage's first W or BW), and by whom.
+    int64_t grads = 0;
+    std::set<int> grads_live;
+    auto allocate_grads = [&](int s, const StagePrice& p) {
+      if (p.step_gradient_bytes > 0 && grads_live.insert(s).second) grads += p.step_gradient_bytes;
+    };
     for (const v1::Action& act : jobs.actions()) {
       const v1::Op op = act.op();
       const int s = act.stage();
@@ -155,19 +169,26 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
       switch (op) {
         case v1::F:
           if (s > 0) take_input(s - 1);
-          peak = std::max(peak, now + p.forward_peak);
+          peak = std::max(peak, now + grads + p.forward_peak);
           set(p.saved.after_f);
           if (s + 1 < stages) now += p.boundary;  // the output, until sent or read here
           break;
         case v1::B:
         case v1::BW:
           if (s + 1 < stages) take_input(s + 1);
-          peak = std::max(peak, now + p.backward_peak);
+          if (op == v1::BW) {
+            // ZeRO-2's gradients come first; the backend notes the op with what it held at its start.
+            allocate_grads(s, p);
+            if (p.step_gradient_bytes > 0) peak = std::max(peak, now + grads);
+          }
+          peak = std::max(peak, now + grads + p.backward_peak);
           set(p.saved.after_b);
           if (s > 0) now += p.boundary;  // the input's gradient, until sent or read here
           if (op == v1::BW) set(0);      // W only frees
           break;
         case v1::W:
+          allocate_grads(s, p);
+          if (p.step_gradient_bytes > 0) peak = std::max(peak, now + grads);  // before W frees
           set(0);
           break;
         default:

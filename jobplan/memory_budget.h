@@ -6,7 +6,10 @@
 // memory/pipecoord_cpu.h).
 //   parameters: memory/'s parameter count of the stage's blocks, embedding and head, at the
 //     fp32 policy's 16 B each (values, gradients, AdamW's two moments); under ZeRO-1 the
-//     moments of ceil(n / dp) of the stage's n parameters (the worker's padded shard);
+//     moments of ceil(n / dp) of the stage's n parameters (the worker's padded shard); under
+//     ZeRO-2 the gradients of that shard too, replaced by the whole gradients (4 n) from the
+//     stage's first W or BW of the step (which allocates them) to OPT: the walk below adds the
+//     difference there;
 //   activations: the most bytes the rank's micro-batches in flight hold at once, over all the
 //     stages it holds (the peak of the rank's total, as the CPU backend measures it: a V-shaped
 //     rank's two chunks peak at different moments, so this is less than the sum of their peaks).
@@ -67,7 +70,9 @@ struct SavedBytes {
 struct RankMemoryEstimate {
   uint64_t parameter_bytes = 0;   // values + gradients + two moments (+ bf16 copies on cuda)
   uint64_t constant_bytes = 0;    // cuda: RoPE tables and loss accumulators; 0 on the CPU
-  uint64_t activation_bytes = 0;  // the most held at once above those, over the rank's stages
+  // The most held at once above those, over the rank's stages (ZeRO-2: with the stages' whole
+  // gradients, held from each one's first W or BW of a step to OPT, where they are held).
+  uint64_t activation_bytes = 0;
   uint64_t budget_bytes = 0;      // the sum of the three
 };
 

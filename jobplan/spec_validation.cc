@@ -140,8 +140,8 @@ Status ValidateZero(const v1::JobSpec& s) {
     return InvalidArgument("spec.zero: torch workers do not checkpoint ZeRO's sharded optimizer state yet; set "
                            "checkpointEvery 0 or zero 0");
   }
-  if (s.zero() == 2) {
-    return InvalidArgument("spec.zero: 2 (gradients sharded too) is not run by the workers yet; zero 1 is");
+  if (s.zero() == 2 && s.worker().kind() == v1::kTorchWorker) {
+    return InvalidArgument("spec.zero: torch workers run zero 0 or 1 (ZeRO-2 runs on the C++ workers)");
   }
   return Status::Ok();
 }

@@ -102,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(Schedules, CheckpointResumeTest,
                                            // Each tensor-parallel rank saves and restores its own slices.
                                            Case{"zbh1", 2, 1, 2, 2},
                                            // Each ZeRO-1 replica saves and restores its moment shard.
-                                           Case{"zbh1", 2, 1, 2, 1, 1}, Case{"zbh1", 2, 1, 2, 2, 1}),
+                                           Case{"zbh1", 2, 1, 2, 1, 1}, Case{"zbh1", 2, 1, 2, 2, 1},
+                                           Case{"zbh1", 2, 1, 2, 1, 2}),
                          [](const auto& info) {
                            const std::string tp = (info.param.tp > 1 ? "_tp" + std::to_string(info.param.tp) : "") +
                                                   (info.param.zero > 0 ? "_zero" + std::to_string(info.param.zero) : "");

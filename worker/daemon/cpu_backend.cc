@@ -38,7 +38,10 @@ class CpuBackend final : public ComputeBackend {
   }
 
   Status FinalizeGradients() override {
-    for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->FinalizeGradients());
+    for (auto& [k, m] : stages_) {
+      PIPECOORD_RETURN_IF_ERROR(m->FinalizeGradients());
+      m->ReleaseGradients();  // ZeRO-2: the shard's gradients only, until the next step's first W
+    }
     return Status::Ok();
   }
 
@@ -146,9 +149,10 @@ class CpuBackend final : public ComputeBackend {
     for (auto& [k, m] : stages_) m->SetRecompute(r);
   }
 
-  // ZeRO-1: each stage keeps the moments of shard `index` of `shards`.
-  Status ShardOptimizerStates(int shards, int index) {
-    for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->ShardOptimizerStates(shards, index));
+  // ZeRO-1: each stage keeps the moments of shard `index` of `shards`; ZeRO-2 its gradients too
+  // (outside a step's first W .. OPT).
+  Status ShardOptimizerStates(int shards, int index, bool shard_gradients) {
+    for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->ShardOptimizerStates(shards, index, shard_gradients));
     return Status::Ok();
   }
 
@@ -185,13 +189,9 @@ class CpuBackend final : public ComputeBackend {
     return b;
   }
 
-  uint64_t memory_peak_bytes() const override {
-    uint64_t b = static_cast<uint64_t>(peak_activation_bytes_);
-    for (const auto& [k, m] : stages_) b += m->ParameterBytes();
-    return b;
-  }
+  uint64_t memory_peak_bytes() const override { return static_cast<uint64_t>(peak_bytes_); }
 
-  void ResetPeak() override { peak_activation_bytes_ = ActivationBytes(); }
+  void ResetPeak() override { peak_bytes_ = ParameterBytes() + ActivationBytes(); }
 
   std::vector<StateTensor> CheckpointState() override {
     std::vector<StateTensor> out;
@@ -227,17 +227,24 @@ class CpuBackend final : public ComputeBackend {
     for (const auto& [k, m] : stages_) b += m->ActivationBytes();
     return b;
   }
+  // Parameters, gradients (ZeRO-2: while allocated) and optimizer states, every stage.
+  int64_t ParameterBytes() const {
+    int64_t b = 0;
+    for (const auto& [k, m] : stages_) b += m->ParameterBytes();
+    return b;
+  }
 
-  // Runs one op on stage `m` and notes the rank's activation peak: the most its stages hold
-  // together at once (the peak of the sum, what the process really held), not the sum of each
-  // stage's own peak. Ops run one at a time, so while `m` runs the other stages hold still and
-  // the rank's peak during the op is theirs plus `m`'s own peak inside it.
+  // Runs one op on stage `m` and notes the rank's peak: the most its stages hold together at once
+  // (the peak of the sum, what the process really held), not the sum of each stage's own peak.
+  // Ops run one at a time, so while `m` runs the other stages hold still and the rank's peak
+  // during the op is theirs plus `m`'s own activation peak inside it, plus the parameters'
+  // bytes as the op leaves them (ZeRO-2's W allocates the gradients before anything else).
   template <typename Op>
   std::invoke_result_t<Op> Tracked(model::StageModel* m, Op op) {
     const int64_t others = ActivationBytes() - m->ActivationBytes();
     m->ResetPeakActivationBytes();
     auto result = op();
-    peak_activation_bytes_ = std::max(peak_activation_bytes_, others + m->PeakActivationBytes());
+    peak_bytes_ = std::max(peak_bytes_, ParameterBytes() + others + m->PeakActivationBytes());
     return result;
   }
 
@@ -260,7 +267,7 @@ class CpuBackend final : public ComputeBackend {
   const v1::JobSpec spec_;  // its optimizer settings, step by step (AdamWOptionsAt)
   std::map<int, std::unique_ptr<model::StageModel>> stages_;
   double loss_sum_ = 0;
-  int64_t peak_activation_bytes_ = 0;  // the rank's, since ResetPeak (see Tracked)
+  int64_t peak_bytes_ = 0;  // the rank's, since ResetPeak (see Tracked)
   bool has_loss_ = false;
   double val_loss_sum_ = 0;  // validation batches' losses since TakeValidationLoss
   int val_batches_ = 0;
@@ -290,7 +297,9 @@ Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a, par
         backend->AddStage(config, batch, s, a.spec().tp() > 1 ? tp : nullptr, a.spec().sequence_parallel()));
   }
   const int dp = std::max(1, a.spec().dp());
-  if (a.spec().zero() >= 1 && dp > 1) PIPECOORD_RETURN_IF_ERROR(backend->ShardOptimizerStates(dp, a.dp_rank()));
+  if (a.spec().zero() >= 1 && dp > 1) {
+    PIPECOORD_RETURN_IF_ERROR(backend->ShardOptimizerStates(dp, a.dp_rank(), a.spec().zero() >= 2));
+  }
   const std::string& recompute = a.spec().recompute();
   if (recompute == "selective") backend->SetRecompute(model::Recompute::kSelective);
   if (recompute == "full") backend->SetRecompute(model::Recompute::kFull);

@@ -135,7 +135,11 @@ INSTANTIATE_TEST_SUITE_P(
                       // Sequence parallelism: what lies outside the tp regions on 1/tp of the tokens.
                       Case{"1f1b", 2, 0, 1, 4, 8, {}, 2, 0, "", true}, Case{"zbh1", 2, 0, 2, 4, 8, {}, 2, 1, "", true},
                       Case{"zbv", 2, 2, 1, 4, 8, {}, 4, 0, "selective", true},
-                      Case{"interleaved", 2, 2, 1, 5, 7, {}, 2, 0, "full", true}, Case{"dualpipev", 2, 2, 1, 4, 8, {}, 2, 0, "", true}),
+                      Case{"interleaved", 2, 2, 1, 5, 7, {}, 2, 0, "full", true}, Case{"dualpipev", 2, 2, 1, 4, 8, {}, 2, 0, "", true},
+                      // ZeRO-2: the gradients of the shard only, whole from a stage's first W to OPT.
+                      Case{"1f1b", 2, 0, 2, 4, 8, {}, 1, 2}, Case{"zbh1", 2, 0, 3, 4, 7, {}, 1, 2},
+                      Case{"zbv", 2, 2, 2, 4, 8, {}, 2, 2, "selective", true}, Case{"interleaved", 2, 2, 3, 5, 7, {}, 1, 2},
+                      Case{"dualpipev", 2, 2, 2, 4, 8, {}, 1, 2}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string name = c.schedule + "_pp" + std::to_string(c.pp) + "_vpp" + std::to_string(c.vpp) + "_dp" +

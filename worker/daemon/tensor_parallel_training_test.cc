@@ -217,7 +217,11 @@ INSTANTIATE_TEST_SUITE_P(
                       // Sequence parallelism: norms and residuals on token shards, W gathering again
                       Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 0, false, true}, Case{"interleaved", 2, 2, 2, 2, 4, 7, {}, 1, false, true},
                       Case{"zbh1", 2, 2, 0, 2, 4, 4, {}, 0, true, true}, Case{"zbv", 2, 2, 2, 2, 4, 8, {}, 1, true, true},
-                      Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}, 0, false, true}, Case{"1f1b", 4, 2, 0, 1, 4, 4, {}, 0, false, true}),
+                      Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}, 0, false, true}, Case{"1f1b", 4, 2, 0, 1, 4, 4, {}, 0, false, true},
+                      // ZeRO-2: gradients kept for the shard only outside W .. OPT
+                      Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 2, true}, Case{"interleaved", 2, 2, 2, 2, 4, 7, {}, 2, false, true},
+                      Case{"zbh1", 1, 2, 0, 3, 2, 4, {}, 2, true}, Case{"zbv", 2, 2, 2, 2, 4, 8, {}, 2, true, true},
+                      Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}, 2}),
     [](const auto& info) {
       const Case& c = info.param;
       return c.schedule + "_tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) +

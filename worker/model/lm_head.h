@@ -77,6 +77,8 @@ class LmHead {
   std::vector<T> BackwardInput(double dloss, HeadSaved<T>* saved) const;
   // W: adds the gradients of norm and output; saved is empty afterwards.
   void BackwardWeight(HeadSaved<T>* saved) const;
+  // Where W adds the gradients from now on (ZeRO-2 allocates them again each step).
+  void set_grads(HeadTensors<T> grads) { g_ = grads; }
   // One-pass baseline, bit-identical to BackwardInput + BackwardWeight.
   std::vector<T> BackwardFused(double dloss, HeadSaved<T>* saved) const;
 

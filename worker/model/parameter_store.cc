@@ -38,6 +38,7 @@ void ParameterStore::ShardMoments(int shards, int index) {
     const size_t at = lo < hi ? static_cast<size_t>(lo - shard_begin_) : 0;
     p->adam_m = std::span<float>(adam_m_.data() + at, count);
     p->adam_v = std::span<float>(adam_v_.data() + at, count);
+    p->offset = offset;
     offset += p->numel();
   }
 }
@@ -70,7 +71,43 @@ int64_t ParameterStore::NumElements() const {
 }
 
 void ParameterStore::ZeroGrad() {
+  if (released_) {
+    std::fill(shard_grad_.begin(), shard_grad_.end(), 0.0f);
+    return;
+  }
   for (auto& p : params_) std::fill(p->grad.begin(), p->grad.end(), 0.0f);
+}
+
+void ParameterStore::KeepShardGradients() { shard_gradients_ = true; }
+
+void ParameterStore::ReleaseGradients() {
+  if (released_ || !shard_gradients_) return;
+  shard_grad_.assign(adam_m_.size(), 0.0f);
+  for (auto& p : params_) {
+    if (!p->adam_m.empty()) {
+      float* dst = shard_grad_.data() + (p->offset + p->moment_begin - shard_begin_);
+      std::copy_n(p->grad.data() + p->moment_begin, p->adam_m.size(), dst);
+    }
+    std::vector<float>().swap(p->grad);
+  }
+  released_ = true;
+}
+
+bool ParameterStore::RestoreGradients() {
+  if (!released_) return false;
+  std::vector<float>().swap(shard_grad_);  // the whole gradients hold the shard's from here
+  for (auto& p : params_) p->grad.assign(static_cast<size_t>(p->numel()), 0.0f);
+  released_ = false;
+  return true;
+}
+
+std::span<float> ParameterStore::OptimizerGrad(const Parameter& p) const {
+  if (p.adam_m.empty()) return {};
+  if (released_) {
+    return std::span<float>(const_cast<float*>(shard_grad_.data()) + (p.offset + p.moment_begin - shard_begin_),
+                            p.adam_m.size());
+  }
+  return std::span<float>(const_cast<float*>(p.grad.data()) + p.moment_begin, p.adam_m.size());
 }
 
 }  // namespace pipecoord::model

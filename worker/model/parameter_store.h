@@ -10,7 +10,8 @@
 // distributed optimizer's buffers (the last shards' tail is padding, never read). Each
 // parameter's moments are then views of its overlap with the shard (possibly empty). Tensors added after
 // the last ShardMoments have no moments until the next: call it once all are added (one shard:
-// the whole store).
+// the whole store). Bytes() counts values, the gradients (when not released), both moment
+// buffers and the shard's gradient buffer.
 #ifndef PIPECOORD_WORKER_MODEL_PARAMETER_STORE_H_
 #define PIPECOORD_WORKER_MODEL_PARAMETER_STORE_H_
 
@@ -32,6 +33,7 @@ struct Parameter {
   // it, or its overlap with the store's shard), views into the store's moment buffers.
   int64_t moment_begin = 0;
   std::span<float> adam_m, adam_v;
+  int64_t offset = 0;  // of the tensor's first element in the store's flat index space
 
   int64_t numel() const { return static_cast<int64_t>(value.size()); }
 };
@@ -56,6 +58,17 @@ class ParameterStore {
   // every moment to zero (call before training, or restore them from a checkpoint after).
   void ShardMoments(int shards, int index);
   int shards() const { return shards_; }
+  // ZeRO-2: ReleaseGradients copies the shard's elements of every tensor's gradient into a flat
+  // buffer of ceil(N / shards) floats (like the moments) and frees the tensors' gradients (empty
+  // vectors); RestoreGradients frees that buffer and allocates the gradients again, zero, and
+  // returns true when it did (views into them must then be taken again). So the store holds the
+  // whole gradients or the shard's, never both. OptimizerGrad is the
+  // gradient of the elements a tensor's moments cover, wherever it lives now.
+  void KeepShardGradients();
+  void ReleaseGradients();
+  bool RestoreGradients();
+  bool gradients_released() const { return released_; }
+  std::span<float> OptimizerGrad(const Parameter& p) const;
   // The store's elements whose moments it holds: [shard_begin(), shard_end()).
   int64_t shard_begin() const { return shard_begin_; }
   int64_t shard_end() const { return shard_end_; }
@@ -69,15 +82,20 @@ class ParameterStore {
   int64_t NumElements() const;
   // Bytes of values, gradients and both moment buffers (padding included).
   int64_t Bytes() const {
-    return (NumElements() * 2 + static_cast<int64_t>(adam_m_.size() + adam_v_.size())) * static_cast<int64_t>(sizeof(float));
+    return (NumElements() * (released_ ? 1 : 2) +
+            static_cast<int64_t>(adam_m_.size() + adam_v_.size() + shard_grad_.size())) *
+           static_cast<int64_t>(sizeof(float));
   }
-  void ZeroGrad();
+  void ZeroGrad();  // the tensors' gradients, or the shard's while they are released
 
  private:
   std::vector<std::unique_ptr<Parameter>> params_;
   int shards_ = 1;
   int64_t shard_begin_ = 0, shard_end_ = 0;
   std::vector<float> adam_m_, adam_v_;  // ceil(N / shards) each
+  std::vector<float> shard_grad_;       // ZeRO-2, while released: ceil(N / shards)
+  bool shard_gradients_ = false;        // ZeRO-2 (KeepShardGradients)
+  bool released_ = false;
 };
 
 }  // namespace pipecoord::model

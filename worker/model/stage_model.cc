@@ -106,7 +106,10 @@ void StageModel::Build() {
     const std::string p = "layers." + std::to_string(l) + ".";
     BlockTensors<const float> w;
     BlockTensors<float> g;
+    std::array<Parameter*, 9>& held = block_params_.emplace_back();
+    int next = 0;  // BlockTensors' order: attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3
     auto bind = [&](Parameter* param, const float** wp, float** gp) {
+      held[next++] = param;
       *wp = param->value.data();
       *gp = param->grad.data();
     };
@@ -129,6 +132,7 @@ void StageModel::Build() {
     Parameter* norm = add("norm.weight", {h}, kOnes, false);
     Parameter* out =
         add("output.weight", {V, h}, 1.0 / std::sqrt(static_cast<double>(h)), true);
+    head_params_ = {norm, out};
     head_.emplace(HeadDims{dims_.tokens(), h, V, config_.rms_norm_eps, dims_.tp, dims_.sp},
                   HeadTensors<const float>{norm->value.data(), out->value.data()},
                   HeadTensors<float>{norm->grad.data(), out->grad.data()}, tp_);
@@ -249,6 +253,7 @@ Result<std::vector<float>> StageModel::Backward(int mb, std::vector<float> grad_
                            " floats (micro_batch_size x seq_len x hidden), got " +
                            std::to_string(grad_output.size()));
   }
+  if (fused) EnsureGradients();
   std::vector<float> g = std::move(grad_output);
   if (head_) {
     const double dloss = 1.0 / batch_.microbatches;
@@ -309,6 +314,7 @@ void StageModel::EmbeddingWeightGrad(MicroBatch* state) {
 Status StageModel::BackwardWeight(int mb) {
   auto found = Find(mb, Phase::kInputGradDone, "weight gradient (W)");
   if (!found.ok()) return found.status();
+  EnsureGradients();
   MicroBatch* state = *found;
   if (head_) head_->BackwardWeight(&state->head);
   for (size_t i = blocks_.size(); i-- > 0;) blocks_[i].BackwardWeight(&state->blocks[i]);
@@ -351,7 +357,7 @@ Status StageModel::OptimizerStep(const kernels::cpu::AdamWOptions& options) {
     kernels::cpu::AdamWOptions o = options;
     if (!p->weight_decay) o.weight_decay = 0.0;
     const int64_t at = p->moment_begin;
-    kernels::cpu::AdamWStep(p->value.data() + at, p->grad.data() + at, p->adam_m.data(), p->adam_v.data(),
+    kernels::cpu::AdamWStep(p->value.data() + at, params_.OptimizerGrad(*p).data(), p->adam_m.data(), p->adam_v.data(),
                             static_cast<int64_t>(p->adam_m.size()), o, optimizer_steps_);
   }
   return Status::Ok();
@@ -381,19 +387,32 @@ double StageModel::GradientSquareSum(bool count_replicated) const {
   double sum = 0;
   for (const auto& p : params_.all()) {
     if (tp_ != nullptr && tp_->size() > 1 && !count_replicated && TpSplitOf(p->name) == TpSplit::kWhole) continue;
-    const float* g = p->grad.data() + p->moment_begin;
-    for (size_t i = 0; i < p->adam_m.size(); ++i) sum += static_cast<double>(g[i]) * g[i];
+    for (float g : params_.OptimizerGrad(*p)) sum += static_cast<double>(g) * g;
   }
   return sum;
 }
 
 void StageModel::ScaleGradients(float factor) {
   for (const auto& p : params_.all()) {
-    for (float& g : p->grad) g *= factor;
+    for (float& g : params_.gradients_released() ? params_.OptimizerGrad(*p) : std::span<float>(p->grad)) g *= factor;
   }
 }
 
-Status StageModel::ShardOptimizerStates(int shards, int index) {
+void StageModel::ReleaseGradients() { params_.ReleaseGradients(); }
+
+void StageModel::EnsureGradients() {
+  if (!params_.RestoreGradients()) return;
+  // The tensors' gradients moved: every block and the head take their new addresses.
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const std::array<Parameter*, 9>& p = block_params_[i];
+    blocks_[i].set_grads({p[0]->grad.data(), p[1]->grad.data(), p[2]->grad.data(), p[3]->grad.data(),
+                          p[4]->grad.data(), p[5]->grad.data(), p[6]->grad.data(), p[7]->grad.data(),
+                          p[8]->grad.data()});
+  }
+  if (head_) head_->set_grads({head_params_[0]->grad.data(), head_params_[1]->grad.data()});
+}
+
+Status StageModel::ShardOptimizerStates(int shards, int index, bool shard_gradients) {
   if (shards < 1 || index < 0 || index >= shards) {
     return InvalidArgument("optimizer shard " + std::to_string(index) + " of " + std::to_string(shards) +
                            ": needs shards >= 1 and 0 <= index < shards");
@@ -403,6 +422,10 @@ Status StageModel::ShardOptimizerStates(int shards, int index) {
                               std::to_string(optimizer_steps_) + " taken)");
   }
   params_.ShardMoments(shards, index);
+  if (shard_gradients) {  // ZeRO-2: the gradients live only from a step's first W to its OPT
+    params_.KeepShardGradients();
+    params_.ReleaseGradients();
+  }
   return Status::Ok();
 }
 

@@ -39,6 +39,7 @@
 #ifndef PIPECOORD_WORKER_MODEL_STAGE_MODEL_H_
 #define PIPECOORD_WORKER_MODEL_STAGE_MODEL_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -127,7 +128,13 @@ class StageModel {
   // reduce-scatter leaves them), so OptimizerStep updates those elements only; the caller brings
   // the gradients of the shard (their mean over the replicas) and gathers the updated values.
   // Before the first step (FAILED_PRECONDITION after); INVALID_ARGUMENT for a bad shard.
-  Status ShardOptimizerStates(int shards, int index);
+  // shard_gradients (ZeRO-2): the gradients are also kept for the shard only, outside a step's
+  // span from its first W (or fused backward), which allocates them again (zero), to
+  // ReleaseGradients (called at OPT after the data-parallel reduction): they start released.
+  Status ShardOptimizerStates(int shards, int index, bool shard_gradients = false);
+  // ZeRO-2: the shard's gradients kept, every tensor's gradient freed (nothing without
+  // shard_gradients). The optimizer step, the norm and clipping then read the shard's.
+  void ReleaseGradients();
   // The flat elements [begin, end) whose moments this stage holds.
   std::pair<int64_t, int64_t> OptimizerShard() const { return {params_.shard_begin(), params_.shard_end()}; }
   // Steps taken so far (AdamW's bias correction uses it); settable to restore a checkpoint.
@@ -178,6 +185,8 @@ class StageModel {
   // B of the head and blocks (or the fused baseline, which also does W and retires mb).
   Result<std::vector<float>> Backward(int mb, std::vector<float> grad_output, bool fused);
   void EmbeddingWeightGrad(MicroBatch* state);
+  // ZeRO-2: allocates the released gradients again (zero) and rebinds them; nothing otherwise.
+  void EnsureGradients();
   void NotePeak();
 
   ModelConfig config_;
@@ -187,6 +196,10 @@ class StageModel {
   ParameterStore params_;
   Parameter* embedding_ = nullptr;
   std::vector<TransformerBlock<float>> blocks_;
+  // Each block's nine tensors in BlockTensors' order, and the head's norm and output: where
+  // EnsureGradients rebinds the gradients after ZeRO-2 allocated them again.
+  std::vector<std::array<Parameter*, 9>> block_params_;
+  std::array<Parameter*, 2> head_params_{};
   std::optional<LmHead<float>> head_;
   std::map<int, MicroBatch> in_flight_;
   worker::parallel::TensorParallel* tp_ = nullptr;

@@ -129,6 +129,8 @@ class TransformerBlock {
 
   const BlockDims& dims() const { return d_; }
   void set_recompute(Recompute r) { d_.recompute = r; }
+  // Where W adds the weight gradients from now on (ZeRO-2 allocates them again each step).
+  void set_grads(BlockTensors<T> grads) { g_ = grads; }
   // Nanoseconds spent in B and BW rebuilding what F dropped, since construction.
   int64_t recompute_ns() const { return recompute_ns_; }
 
