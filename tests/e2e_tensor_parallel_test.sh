@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Tensor parallelism and ZeRO-1 over real processes: a coordinator and 8 CPU workers run a tp 2 x
+# Tensor parallelism and ZeRO over real processes: a coordinator and 8 CPU workers run a tp 2 x
 # pp 2 x dp 2 job with zero 1 to SUCCEEDED; the coordinator places each tp group on one host and says so; every step's
 # loss equals the same job's at tp 1 (run next on 4 of the workers) within 1e-5; every rank's peak
-# is its budget; a tp job the CUDA backend cannot run is refused by name at submit.
+# is its budget; then a tp 2 + sequence parallelism job with ZeRO-2 and full recompute on the same
+# workers trains to the same losses; a tp job the CUDA backend cannot run is refused by name at
+# submit.
 source tests/lib.sh
 start_coordinator --http 127.0.0.1:0
 HTTP=$(sed -n 's/^coordinator http on \([^ ]*\) .*/\1/p' "$WORK/coordinator.log")
@@ -89,6 +91,28 @@ budget = [int(b) for b in tp["plan"]["memoryBudgetBytes"]]
 for s in tp["steps"]:
     peaks = [int(b) for b in s["peakMemoryBytes"]]
     assert peaks == [budget[(g // 2) % 2] for g in range(8)], (peaks, budget)
+PY
+
+# Sequence parallelism with full recompute and ZeRO-2 over the same 8 processes: token shards
+# cross the pipeline between worker processes; losses equal the tp 1 job's, every peak its budget.
+job_json "$WORK/sp.json" tp=2 pp=2 dp=2 zero=2 sequenceParallel=true recompute='"full"' microbatches=4 \
+  model.layers=4 model.ffnHidden=64 steps=4 "$OPT"
+job_sp=$("$PIPECTL" submit "$WORK/sp.json" --format json | json_field '["jobId"]')
+"$PIPECTL" watch "$job_sp" > /dev/null || fail "the sp job did not succeed"
+"$PIPECTL" status "$job_sp" > "$WORK/sp-status.txt"
+grep -q "submitted: 1f1b, pp 2, dp 2, tp 2+sp, zero 2, recompute full, waiting for 8 worker(s)" "$WORK/sp-status.txt" ||
+  fail "pipectl status does not show sp, zero 2 and recompute: $(head -12 "$WORK/sp-status.txt")"
+"$PIPECTL" status "$job_sp" --format json > "$WORK/sp-status.json"
+/usr/bin/python3 - "$WORK/sp-status.json" "$WORK/one-status.json" <<'PY' || fail "sp losses"
+import json, sys
+sp, one = (json.load(open(p)) for p in sys.argv[1:3])
+a, b = [s["loss"] for s in sp["steps"]], [s["loss"] for s in one["steps"]]
+worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
+print(f"tp 2 + sp, zero 2, full recompute against tp 1: worst relative loss difference {worst:.3g}")
+assert len(a) == 4 and worst <= 1e-5, (a, b)
+budget = [int(x) for x in sp["plan"]["memoryBudgetBytes"]]
+for s in sp["steps"]:
+    assert [int(x) for x in s["peakMemoryBytes"]] == [budget[(g // 2) % 2] for g in range(8)], (s, budget)
 PY
 
 job_json "$WORK/cuda.json" tp=2 device='"cuda"'
