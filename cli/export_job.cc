@@ -4,24 +4,32 @@
 #include <map>
 #include <vector>
 
+#include "data/hf_llama_layout.h"
 #include "data/hf_llama_weights.h"
 #include "data/rank_checkpoint.h"
 #include "data/safetensors_file.h"
+#include "common/rank_layout.h"
 #include "jobplan/hf_config.h"
+#include "jobplan/layout.h"
+#include "worker/model/weight_init.h"
 
 namespace pipecoord::cli {
 
 Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o) {
-  if (spec.tp() > 1) {
-    return FailedPrecondition("spec.tp is " + std::to_string(spec.tp()) + ": exporting a tensor-parallel job is not "
-                              "implemented yet (each rank's checkpoint holds its slices; they are not put back together)");
-  }
+  const RankLayout layout = jobplan::LayoutOf(spec);
+  const int tp = layout.tp();
   const v1::ModelSpec& m = spec.model();
   const int ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
   const data::LlamaShape shape{m.layers(), m.hidden(), m.heads(), ffn, m.vocab()};
-  std::map<std::string, std::vector<float>> weights;  // our name -> values
-  std::map<std::string, std::string> source;          // our name -> the file it came from
-  for (int rank = 0; rank < spec.pp(); ++rank) {
+  // our name -> each tensor-parallel rank's slice (the whole tensor with tp 1); the files store
+  // them flat, so the whole shapes come from the model's table
+  std::map<std::string, std::vector<std::vector<float>>> slices;
+  std::map<std::string, std::vector<uint64_t>> whole_shape;
+  for (const data::HfTensorInfo& info : data::HfLlamaTensors(shape)) whole_shape[info.our_name] = info.shape;
+  std::map<std::pair<std::string, int>, std::string> source;  // (name, tp rank) -> the file
+  for (int g = 0; g < layout.world(); ++g) {
+    if (layout.DataRank(g) != 0) continue;  // every replica holds the same weights (ZeRO too)
+    const int rank = g, t = layout.TensorRank(g);
     const std::string path = data::RankCheckpointPath(o.checkpoint_dir, o.job_id, rank, o.step);
     if (!std::filesystem::exists(path)) {
       const std::string legacy = data::LegacyRankCheckpointPath(o.checkpoint_dir, o.job_id, rank, o.step);
@@ -40,22 +48,45 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
       return InvalidArgument(path + ": holds step " + std::to_string(info->step) + ", expected " + std::to_string(o.step));
     }
     constexpr std::string_view kValue = "/value";
-    for (const data::SafetensorsTensor& t : file->layout().tensors) {
-      const std::string_view name = t.name;
+    for (const data::SafetensorsTensor& tensor : file->layout().tensors) {
+      const std::string_view name = tensor.name;
       if (name.size() <= kValue.size() || name.substr(name.size() - kValue.size()) != kValue) continue;
       const size_t slash = name.find('/');
-      if (slash == std::string_view::npos) return InvalidArgument(path + ": tensor \"" + t.name + "\": not stageK/NAME/value");
-      const std::string ours(name.substr(slash + 1, name.size() - kValue.size() - slash - 1));
-      if (!source.emplace(ours, path).second) {
-        return InvalidArgument(path + ": tensor \"" + t.name + "\": " + ours + " is also in " + source[ours]);
+      if (slash == std::string_view::npos) {
+        return InvalidArgument(path + ": tensor \"" + tensor.name + "\": not stageK/NAME/value");
       }
-      auto view = file->Tensor(t.name);
+      const std::string ours(name.substr(slash + 1, name.size() - kValue.size() - slash - 1));
+      if (!source.emplace(std::pair{ours, t}, path).second) {
+        return InvalidArgument(path + ": tensor \"" + std::string(name) + "\": " + ours + " is also in " +
+                               source[{ours, t}]);
+      }
+      auto view = file->Tensor(std::string(name));
       if (!view.ok()) return view.status();
-      std::vector<float>& v = weights[ours];
-      v.resize(t.elements());
+      auto& per_rank = slices[ours];
+      per_rank.resize(tp);
+      std::vector<float>& v = per_rank[t];
+      v.resize(tensor.elements());
       Status st = view->CopyToFloat(v);
       if (!st.ok()) return InvalidArgument(path + ": " + st.message());
     }
+  }
+  // Each tensor whole: the tensor-parallel ranks' slices put together as the model split them.
+  std::map<std::string, std::vector<float>> weights;  // our name -> values
+  for (const auto& [name, per_rank] : slices) {
+    const model::TpSplit split = model::TpSplitOf(name);
+    const auto known = whole_shape.find(name);
+    if (known == whole_shape.end()) return InvalidArgument(name + ": not a tensor of the model (" + source.begin()->second + ")");
+    const std::vector<uint64_t>& dims = known->second;
+    const int64_t rows = dims.size() == 2 ? static_cast<int64_t>(dims[0]) : 1;
+    const int64_t cols = dims.empty() ? 1 : static_cast<int64_t>(dims.back());
+    for (int t = 0; t < tp; ++t) {
+      if (per_rank[t].empty() && rows * cols > 0) {
+        return InvalidArgument(name + ": no tensor-parallel rank " + std::to_string(t) + " slice in the step's files");
+      }
+    }
+    auto whole = model::TensorParallelJoin(per_rank, rows, cols, split);
+    if (!whole.ok()) return InvalidArgument(name + ": " + whole.status().message());
+    weights[name] = std::move(whole).value();
   }
   std::vector<data::ModelTensor> tensors;
   ExportSummary summary;

@@ -27,8 +27,10 @@ struct ExportSummary {
 };
 
 // `spec` is the job's spec as the coordinator stores it (defaults applied). Reads the files of
-// data-parallel replica 0 (global ranks 0 .. pp-1; every replica holds the same weights), checks
-// each (format, hash, step) and that together they hold every weight of the model exactly once.
+// data-parallel replica 0 (every replica holds the same weights, under ZeRO too), checks each
+// (format, hash, step), puts each tensor's tensor-parallel slices back together as the model split
+// them (worker/model/weight_init.h) and checks that together they hold every weight of the model
+// exactly once.
 // Errors name the file and the tensor.
 Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& options);
 

@@ -43,4 +43,30 @@ std::vector<float> TensorParallelSlice(std::span<const float> whole, int64_t row
   return out;
 }
 
+Result<std::vector<float>> TensorParallelJoin(const std::vector<std::vector<float>>& slices, int64_t rows, int64_t cols,
+                                              TpSplit split) {
+  const int64_t tp = static_cast<int64_t>(slices.size());
+  if (tp == 0) return InvalidArgument("no slices to join");
+  const bool whole = split == TpSplit::kWhole || tp == 1;
+  const int64_t each = whole ? rows * cols : rows * cols / tp;
+  for (int64_t r = 0; r < tp; ++r) {
+    if (static_cast<int64_t>(slices[r].size()) != each) {
+      return InvalidArgument("tensor-parallel rank " + std::to_string(r) + "'s slice holds " +
+                             std::to_string(slices[r].size()) + " elements, expected " + std::to_string(each));
+    }
+  }
+  if (whole) return slices[0];
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(rows * cols));
+  if (split == TpSplit::kRows) {  // row blocks, one after the other
+    for (const auto& s : slices) out.insert(out.end(), s.begin(), s.end());
+    return out;
+  }
+  const int64_t n = cols / tp;  // each row: every rank's columns in turn
+  for (int64_t r = 0; r < rows; ++r) {
+    for (const auto& s : slices) out.insert(out.end(), s.begin() + r * n, s.begin() + (r + 1) * n);
+  }
+  return out;
+}
+
 }  // namespace pipecoord::model

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
+
 namespace pipecoord::model {
 
 // The stream seed for one tensor: CombineSeeds(model_seed, HashString(name)).
@@ -36,6 +38,12 @@ TpSplit TpSplitOf(std::string_view name);
 // Rank `rank`'s slice of `whole` (rows x cols elements); tp must divide the split dimension.
 std::vector<float> TensorParallelSlice(std::span<const float> whole, int64_t rows, int64_t cols, TpSplit split,
                                        int tp, int rank);
+
+// The inverse: the whole [rows, cols] tensor from every rank's slice, slices[r] rank r's (one
+// slice: kWhole, or tp 1). Each slice must hold rows x cols / slices.size() elements (kWhole:
+// rows x cols); INVALID_ARGUMENT naming the rank otherwise.
+Result<std::vector<float>> TensorParallelJoin(const std::vector<std::vector<float>>& slices, int64_t rows, int64_t cols,
+                                              TpSplit split);
 
 }  // namespace pipecoord::model
 
