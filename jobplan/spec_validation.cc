@@ -120,10 +120,8 @@ Status ValidateTensorParallel(const v1::JobSpec& s) {
       return InvalidArgument("spec.tp: torch workers run tp 1 only (tensor parallelism runs on the C++ workers)");
     }
     // Checkpoints: each rank writes its slices to its own file and a restart with the same
-    // layout reads them back (pipectl export puts the slices back together).
-    if (!s.init().empty()) {
-      return InvalidArgument("spec.init: initial weights for tp > 1 jobs are not cut into slices yet; leave it empty");
-    }
+    // layout reads them back (pipectl export puts the slices back together); spec.init is cut
+    // into each rank's slices.
   }
   return Status::Ok();
 }

@@ -157,7 +157,7 @@ TEST(SpecValidationTest, TensorParallelShapes) {
   s.set_max_restarts(1);
   EXPECT_EQ(Error(s), "");  // each rank checkpoints its slices
   s.set_init("/weights");
-  EXPECT_EQ(Error(s), "spec.init: initial weights for tp > 1 jobs are not cut into slices yet; leave it empty");
+  EXPECT_EQ(Error(s), "");  // cut into each rank's slices
   s.clear_init();
   s.set_checkpoint_every(0);
   s.set_max_restarts(0);

@@ -199,6 +199,15 @@ TEST(HfRoundTripTest, ATensorParallelJobExportsWholeTensors) {
   auto again = worker::RunLocally(fresh);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(worker::StepLosses(*again)[0], sum / trained.microbatches());
+  // And into a tp 2 job (with sequence parallelism): each rank cuts its slices from the export;
+  // the same loss up to the group's summation order.
+  fresh.set_tp(2);
+  fresh.set_pp(2);
+  fresh.set_sequence_parallel(true);
+  ASSERT_TRUE(jobplan::ValidateJobSpec(fresh).ok()) << jobplan::ValidateJobSpec(fresh).ToString();
+  auto sliced = worker::RunLocally(fresh);
+  ASSERT_TRUE(sliced.ok()) << sliced.status().ToString();
+  EXPECT_NEAR(worker::StepLosses(*sliced)[0], sum / trained.microbatches(), 1e-6 * sum / trained.microbatches());
 }
 
 TEST(HfRoundTripTest, BadInitIsRefusedNamingTheTensor) {

@@ -1,9 +1,14 @@
 #include "worker/daemon/init_weights.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "data/hf_llama_layout.h"
 #include "data/hf_llama_weights.h"
+#include "worker/model/weight_init.h"
 #include "worker/daemon/assignment_model.h"
 
 namespace pipecoord::worker {
@@ -13,6 +18,14 @@ Status LoadInitialWeights(const v1::Assignment& a, ComputeBackend* backend) {
   const data::LlamaShape shape{config.layers, config.hidden, config.heads, config.FfnHidden(), config.vocab};
   auto weights = data::HfLlamaWeights::Open(a.spec().init(), shape);
   if (!weights.ok()) return Status(weights.status().code(), "spec.init: " + weights.status().message());
+  // With tensor parallelism each rank holds its slice of a tensor: the whole tensor read, then
+  // cut as the model cuts it (weight_init.h), so a tp job starts from the same model as tp 1.
+  const int tp = std::max(1, a.spec().tp());
+  std::map<std::string, std::pair<int64_t, int64_t>, std::less<>> dims;  // our name -> rows, cols
+  for (const data::HfTensorInfo& info : data::HfLlamaTensors(shape)) {
+    dims[info.our_name] = {info.shape.size() == 2 ? static_cast<int64_t>(info.shape[0]) : 1,
+                           static_cast<int64_t>(info.shape.back())};
+  }
   constexpr std::string_view kValue = "/value";
   for (const StateTensor& t : backend->CheckpointState()) {
     // "stageK/NAME/value": the weight NAME of virtual stage K; the moments stay 0.
@@ -20,8 +33,23 @@ Status LoadInitialWeights(const v1::Assignment& a, ComputeBackend* backend) {
     if (name.size() <= kValue.size() || name.substr(name.size() - kValue.size()) != kValue) continue;
     const size_t slash = name.find('/');
     const std::string_view ours = name.substr(slash + 1, name.size() - kValue.size() - slash - 1);
-    Status st = weights->Read(ours, t.data);
+    const model::TpSplit split = model::TpSplitOf(ours);
+    if (tp == 1 || split == model::TpSplit::kWhole) {
+      Status st = weights->Read(ours, t.data);
+      if (!st.ok()) return Status(st.code(), "spec.init: " + st.message());
+      continue;
+    }
+    const auto d = dims.find(ours);
+    if (d == dims.end()) return InvalidArgument("spec.init: " + std::string(ours) + " is not a tensor of the model");
+    std::vector<float> whole(static_cast<size_t>(d->second.first * d->second.second));
+    Status st = weights->Read(ours, whole);
     if (!st.ok()) return Status(st.code(), "spec.init: " + st.message());
+    const std::vector<float> mine = model::TensorParallelSlice(whole, d->second.first, d->second.second, split, tp, a.tp_rank());
+    if (mine.size() != t.data.size()) {
+      return Internal("spec.init: " + std::string(ours) + ": the slice holds " + std::to_string(mine.size()) +
+                      " values, the rank's tensor " + std::to_string(t.data.size()));
+    }
+    std::copy(mine.begin(), mine.end(), t.data.begin());
   }
   backend->set_optimizer_steps(0);  // a device backend uploads the views now
   return Status::Ok();
