@@ -133,6 +133,15 @@ try:
         note = driver.find_element(By.ID, "note-loss").text
         assert note.startswith("validation loss %.4f nats (" % validated[-1]["valLoss"]), note
         print(f"validation curve: {points(val)} points, {note}")
+    # The global gradient norm: a point per step, the last one the job's; the note names the last
+    # step's learning rate.
+    norm = lines("chart-grad-norm")["gradient norm"]
+    assert points(norm) == n and same(norm.get_attribute("data-last"), steps[-1]["gradNorm"]), \
+        (points(norm), norm.get_attribute("data-last"), steps[-1])
+    note = driver.find_element(By.ID, "note-grad-norm").text
+    lr = steps[-1]["learningRate"]  # JavaScript's toPrecision(4) for 1e-6 <= lr < 1
+    assert note.startswith("learning rate %.*f at the last step" % (3 - math.floor(math.log10(lr)), lr)), note
+    print(f"gradient norm curve: {points(norm)} points, {note}")
     name = "predicted (calibrated)" if calibrated else "predicted (plan)"
     for chart, measured_key in (("chart-step-time", "stepTimeS"), ("chart-bubble", "measuredBubbleRate")):
         got = lines(chart)

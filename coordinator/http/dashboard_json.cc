@@ -60,6 +60,11 @@ void StepSeries(JsonWriter* w, const v1::Job& j, int world) {
       });
     }
   }
+  // The global gradient norm (null where the backend computed none) and the learning rate.
+  w->Key("grad_norm");
+  NumberArray(w, n, [&](int i) { return steps[i].has_grad_norm() ? steps[i].grad_norm() : kNoValue; });
+  w->Key("learning_rate");
+  NumberArray(w, n, [&](int i) { return steps[i].learning_rate(); });
   w->Key("step_time_s");
   NumberArray(w, n, [&](int i) { return steps[i].step_time_s(); });
   w->Key("bubble");
@@ -195,6 +200,7 @@ std::string JobDetailJson(const v1::Job& j, const health::HealthSnapshot& h) {
   w.Key("steps_done").Int(j.steps_done()).Key("steps").Int(j.spec().steps());
   w.Key("failure_cause").String(j.failure_cause());
   w.Key("predicted_bubble_rate").Number(j.plan().predicted_bubble_rate());
+  w.Key("clip_grad_norm").Number(j.spec().optimizer().clip_grad_norm());
   w.Key("health").BeginObject().Key("enabled").Bool(h.enabled);
   w.Key("seconds_per_cost").Number(h.seconds_per_cost).Key("predicted_step_s").Number(h.predicted_step_s);
   w.Key("hang_deadline_s").Number(h.hang_deadline_s).Key("probes_checked").Int(h.probes_checked);

@@ -95,7 +95,7 @@ TEST(DashboardJsonTest, JobDetailExact) {
   EXPECT_EQ(JobDetailJson(SmallJob(), h),
             "{\"id\":\"job-1\",\"name\":\"a\\u003cb\\u003e\\u0026\\\"c\\\"\",\"state\":\"RUNNING\","
             "\"schedule\":\"1f1b\",\"pp\":2,\"dp\":1,\"steps_done\":1,\"steps\":4,\"failure_cause\":\"\","
-            "\"predicted_bubble_rate\":0.25,"
+            "\"predicted_bubble_rate\":0.25,\"clip_grad_norm\":0,"
             "\"health\":{\"enabled\":true,\"seconds_per_cost\":0.25,\"predicted_step_s\":1.5,"
             "\"hang_deadline_s\":null,\"probes_checked\":2},"
             "\"timeline\":{\"actions\":[{\"rank\":1,\"dp\":0,\"row\":1,\"step\":7,\"op\":\"BW\",\"stage\":1,"
@@ -106,7 +106,7 @@ TEST(DashboardJsonTest, JobDetailExact) {
             "\"memory\":[{\"rank\":0,\"dp\":0,\"peak_bytes\":100,\"budget_bytes\":1000},"
             "{\"rank\":1,\"dp\":0,\"peak_bytes\":18446744073709551615,\"budget_bytes\":0}],"
             "\"scores\":[{\"rank\":1,\"dp\":0,\"op\":\"B\",\"relative\":0.5,\"individual\":0.75}],"
-            "\"series\":{\"step\":[0],\"loss\":[2.5],\"step_time_s\":[0.125],\"bubble\":[0.3],"
+            "\"series\":{\"step\":[0],\"loss\":[2.5],\"grad_norm\":[null],\"learning_rate\":[0],\"step_time_s\":[0.125],\"bubble\":[0.3],"
             "\"predicted_step_s\":[null],\"predicted_bubble\":[null],\"idle\":{\"inherent_s\":[null],"
             "\"imbalance_s\":[null],\"variation_s\":[null],\"comm_s\":[null],\"cause_rank\":[-1]},"
             "\"peak_bytes\":[[null],[null]]},\"budget_bytes\":[0,0],\"calibration\":null,\"rebalance\":null}");
@@ -181,7 +181,7 @@ TEST(DashboardJsonTest, JobCurvesExact) {
   const size_t at = json.find(",\"series\":");
   ASSERT_NE(at, std::string::npos) << json;
   EXPECT_EQ(json.substr(at),
-            ",\"series\":{\"step\":[0,1,2],\"loss\":[2.5,2.25,null],\"step_time_s\":[0.125,0.25,0.5],"
+            ",\"series\":{\"step\":[0,1,2],\"loss\":[2.5,2.25,null],\"grad_norm\":[null,null,null],\"learning_rate\":[0,0,0],\"step_time_s\":[0.125,0.25,0.5],"
             "\"bubble\":[0.3,0.5,0.25],\"predicted_step_s\":[null,0.2,0.375],\"predicted_bubble\":[null,0,0.125],"
             "\"idle\":{\"inherent_s\":[null,0.01,null],\"imbalance_s\":[null,0.02,null],"
             "\"variation_s\":[null,-0.005,null],\"comm_s\":[null,0.001,null],\"cause_rank\":[-1,1,-1]},"
@@ -195,6 +195,28 @@ TEST(DashboardJsonTest, JobCurvesExact) {
 
 // A job with validation (spec.evalEvery) on byte-level data: the validation curve in nats and
 // bits per byte, null on the steps without a validation pass.
+// The gradient norm per step (null where a backend computed none), the learning rate, and the
+// clipping threshold the chart draws as a level.
+TEST(DashboardJsonTest, GradientNormAndLearningRateCurves) {
+  v1::Job j;
+  j.set_id("job-000004");
+  j.mutable_spec()->set_pp(1);
+  j.mutable_spec()->mutable_optimizer()->set_clip_grad_norm(0.5);
+  for (int step = 0; step < 2; ++step) {
+    v1::StepRecord* s = j.add_steps();
+    s->set_step(step);
+    s->set_loss(3);
+    s->set_learning_rate(step == 0 ? 0.001 : 0.002);
+    if (step == 0) {
+      s->set_grad_norm(1.5);
+      s->set_has_grad_norm(true);
+    }
+  }
+  const std::string json = JobDetailJson(j, health::HealthSnapshot{});
+  EXPECT_NE(json.find("\"loss\":[3,3],\"grad_norm\":[1.5,null],\"learning_rate\":[0.001,0.002],"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"clip_grad_norm\":0.5,"), std::string::npos) << json;
+}
+
 TEST(DashboardJsonTest, ValidationCurveOnlyWhenTheJobHasOne) {
   v1::Job j;
   j.set_id("job-000003");
@@ -212,7 +234,7 @@ TEST(DashboardJsonTest, ValidationCurveOnlyWhenTheJobHasOne) {
   }
   const std::string json = JobDetailJson(j, health::HealthSnapshot{});
   EXPECT_NE(json.find("\"loss\":[3,3,3],\"val_loss\":[1.3862943611198906,null,0.6931471805599453],"
-                      "\"val_bits_per_byte\":[2,null,1],\"step_time_s\""),
+                      "\"val_bits_per_byte\":[2,null,1],\"grad_norm\":[null,null,null],\"learning_rate\":[0,0,0],\"step_time_s\""),
             std::string::npos)
       << json;
   // Not byte-level: nats only. No validation at all: no key (the other curves' tests above).

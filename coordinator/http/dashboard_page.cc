@@ -25,6 +25,7 @@ const char kDashboardHtml[] = R"HTML(<!DOCTYPE html>
 <div id="rebalance" hidden><strong>Rebalance suggestion</strong> <span id="rebalance-text"></span></div>
 <div class="charts">
 <figure><figcaption>Loss</figcaption><svg id="chart-loss" class="chart"></svg><p class="note" id="note-loss"></p></figure>
+<figure><figcaption>Gradient norm</figcaption><svg id="chart-grad-norm" class="chart"></svg><p class="note" id="note-grad-norm"></p></figure>
 <figure><figcaption>Step time</figcaption><svg id="chart-step-time" class="chart"></svg><p class="note" id="note-step-time"></p></figure>
 <figure><figcaption>Bubble rate</figcaption><svg id="chart-bubble" class="chart"></svg><p class="note" id="note-bubble"></p></figure>
 <figure><figcaption>Idle time by cause, summed over ranks</figcaption><svg id="chart-idle" class="chart"></svg><p class="note" id="note-idle"></p></figure>
@@ -285,6 +286,16 @@ function showCurves(job) {
                (last[2] !== null ? ' (' + last[2].toFixed(4) + ' bits per byte)' : '') + ' at step ' + last[0];
   }
   note('note-loss', lossNote);
+  // The global gradient norm before clipping, the clipping threshold as a level; the learning
+  // rate of the last step in the note.
+  const clip = job.clip_grad_norm || 0;
+  lineChart(document.getElementById('chart-grad-norm'), s.step, 'L2 norm', 1, [{name: 'gradient norm', color: '#2ca02c', ys: s.grad_norm}],
+            clip > 0 ? [{name: 'clip', color: '#888', y: clip}] : [], {fromZero: true});
+  const lr = s.learning_rate.length ? s.learning_rate[s.learning_rate.length - 1] : null;
+  const clipped = clip > 0 ? s.grad_norm.filter(g => g !== null && g > clip).length : 0;
+  note('note-grad-norm', !any(s.grad_norm) ? 'no gradient norm reported (the backend computes none)'
+                         : 'learning rate ' + (lr !== null ? lr.toPrecision(4) : '-') + ' at the last step' +
+                           (clip > 0 ? '; clipped to ' + clip + ' in ' + clipped + ' step(s)' : ''));
   // The records' predictions are the calibrated ones once the job is calibrated, the plan's before.
   const predicted = cal ? 'predicted (calibrated)' : 'predicted (plan)';
   const calNote = cal ? 'calibrated on ' + cal.steps_measured + ' measured steps; steps before it show the plan\'s prediction'
