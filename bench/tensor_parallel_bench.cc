@@ -9,6 +9,10 @@
 // measured peak against the plan's budget (memory/'s pipecoord-cpu recipe, the planner's
 // prediction) and against zero 0's peak at the same tp.
 //
+// A second table, at tp 2 zero 1, runs sequence parallelism off and on with each activation
+// recompute mode: step time against neither, the share of compute time spent rebuilding, and the
+// peaks against neither's.
+//
 // On this 2-core machine tp 2 x pp 2 x dp 2 runs 8 ranks and tp 4 16 ranks on 2 cores, so the
 // step times measure the overhead of splitting, not a speed-up (which needs a core per rank).
 // The planner's step-time model (planner/step_time.h) prices GPUs and links, not this CPU, so no
@@ -31,22 +35,25 @@ using namespace pipecoord;
 
 struct Measured {
   double step_s = 0;
+  double recompute_share = 0;    // recompute time / compute time
   double tp_share = 0;           // tp collective time / compute time
   double tp_bytes = 0;           // per rank and step, mean over ranks
   double dp_bytes = 0, dp_closed = 0;  // the same for the data-parallel part, and its closed form
   std::vector<uint64_t> peak, budget;  // by pipeline rank (the worst over its tp and dp ranks)
 };
 
-v1::JobSpec Job(int tp, int zero) {
+v1::JobSpec Job(int tp, int zero, bool sp = false, const std::string& recompute = "") {
   v1::JobSpec spec = bench::CpuBenchJob("1f1b", 5);
   spec.set_dp(2);
   spec.set_tp(tp);
   spec.set_zero(zero);
+  spec.set_sequence_parallel(sp);
+  if (!recompute.empty()) spec.set_recompute(recompute);
   return spec;
 }
 
-Measured Run(int tp, int zero) {
-  const v1::JobSpec spec = Job(tp, zero);
+Measured Run(int tp, int zero, bool sp = false, const std::string& recompute = "") {
+  const v1::JobSpec spec = Job(tp, zero, sp, recompute);
   if (auto st = jobplan::ValidateJobSpec(spec); !st.ok()) {
     std::fprintf(stderr, "tp %d zero %d: %s\n", tp, zero, st.ToString().c_str());
     std::exit(1);
@@ -63,7 +70,7 @@ Measured Run(int tp, int zero) {
   r.peak.assign(layout.pp(), 0);
   for (int p = 0; p < layout.pp(); ++p) r.budget.push_back(plan->memory_budget_bytes(p));
   std::map<int, std::pair<int64_t, int64_t>> span;
-  double tp_ns = 0, compute_ns = 0, tp_bytes = 0, dp_bytes = 0, params = 0;
+  double tp_ns = 0, compute_ns = 0, tp_bytes = 0, dp_bytes = 0, params = 0, recompute_ns = 0;
   int steps = 0;
   for (int g = 0; g < layout.world(); ++g) {
     for (const auto& [name, values] : run->final_state[g]) {
@@ -81,6 +88,7 @@ Measured Run(int tp, int zero) {
         }
         if (v1::IsCompute(t.action().op())) compute_ns += t.end_ns() - t.start_ns();
         tp_ns += t.tp_comm_ns();
+        recompute_ns += t.recompute_ns();
         tp_bytes += t.tp_comm_bytes();
         dp_bytes += t.dp_comm_bytes();
       }
@@ -89,6 +97,7 @@ Measured Run(int tp, int zero) {
   for (const auto& [step, s] : span) r.step_s += (s.second - s.first) * 1e-9;
   r.step_s /= span.size();
   r.tp_share = compute_ns > 0 ? tp_ns / compute_ns : 0;
+  r.recompute_share = compute_ns > 0 ? recompute_ns / compute_ns : 0;
   r.tp_bytes = steps ? tp_bytes / steps : 0;
   r.dp_bytes = steps ? dp_bytes / steps : 0;
   r.dp_closed = 4 * params / layout.world();  // dp 2: 4 L per rank, L its parameters (mean over ranks)
@@ -127,6 +136,24 @@ int main() {
       for (size_t p = 0; p < r.peak.size(); ++p) {
         std::printf(" r%zu %.3f/%.3f (%s) %.3fx", p, r.peak[p] / 1048576.0, r.budget[p] / 1048576.0,
                     Same(r.peak[p], r.budget[p]), static_cast<double>(r.peak[p]) / zero0.peak[p]);
+      }
+      std::printf("\n");
+    }
+  }
+  // Sequence parallelism and recompute at tp 2, zero 1: what each costs in step time (the share of
+  // compute spent rebuilding) and saves in memory, against tp 2 zero 1 without either.
+  const Measured plain = Run(2, 1);
+  std::printf("\ntp 2, zero 1: sequence parallelism and activation recompute; baseline: neither (%.4f s)\n", plain.step_s);
+  std::printf("%-4s %-10s %9s %9s %10s %9s  %s\n", "sp", "recompute", "step (s)", "vs base", "recompute", "tp comm",
+              "peak / budget per pipeline rank (MiB), peak vs baseline");
+  for (bool sp : {false, true}) {
+    for (const char* recompute : {"none", "selective", "full"}) {
+      const Measured r = Run(2, 1, sp, recompute);
+      std::printf("%-4s %-10s %9.4f %8.2fx %9.1f%% %8.1f%% ", sp ? "on" : "off", recompute, r.step_s, r.step_s / plain.step_s,
+                  100 * r.recompute_share, 100 * r.tp_share);
+      for (size_t p = 0; p < r.peak.size(); ++p) {
+        std::printf(" r%zu %.3f/%.3f (%s) %.3fx", p, r.peak[p] / 1048576.0, r.budget[p] / 1048576.0,
+                    Same(r.peak[p], r.budget[p]), static_cast<double>(r.peak[p]) / plain.peak[p]);
       }
       std::printf("\n");
     }
