@@ -2,10 +2,12 @@
 //
 // The search covers what those workers can run today: dp, pp, vpp, tp (on CPU workers: the
 // planner's divisors of the world that divide heads and ffn, up to the free workers of one host,
-// priced with the planner's collective model), the schedule and the micro-batch count and size
-// (no ZeRO, no recompute, no sequence parallelism, fp32 with AdamW: the pipecoord-cpu recipe),
-// with dp x microbatches x microBatchSize = spec.globalBatch and whatever the spec fixed kept
-// fixed (spec.tp 0 leaves tp to the search). The job may use fewer workers than are free: every world size up to their
+// priced with the planner's collective model) with and without sequence parallelism, ZeRO 0 or 1
+// and activation recompute none, selective or full (CPU workers; ZeRO-2 is left out: under
+// pipelining its peaks measured as ZeRO-1's while the planner's model would rate it leaner), the
+// schedule and the micro-batch count and size (fp32 with AdamW: the pipecoord-cpu recipe), with
+// dp x microbatches x microBatchSize = spec.globalBatch and whatever the spec fixed kept fixed
+// (spec.tp 0, and zero and recompute left unset, leave them to the search). The job may use fewer workers than are free: every world size up to their
 // count is tried, since the global batch or the layers may not split over all of them, and the
 // fastest predicted plan wins wherever it lands. The planner ranks; each of the fastest is then
 // planned as a job (PlanJob) and the first whose every rank's memory budget (what the
