@@ -9,9 +9,9 @@
 #include "data/rank_checkpoint.h"
 #include "data/safetensors_file.h"
 #include "common/rank_layout.h"
+#include "common/tensor_parallel_split.h"
 #include "jobplan/hf_config.h"
 #include "jobplan/layout.h"
-#include "worker/model/weight_init.h"
 
 namespace pipecoord::cli {
 
@@ -73,7 +73,7 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
   // Each tensor whole: the tensor-parallel ranks' slices put together as the model split them.
   std::map<std::string, std::vector<float>> weights;  // our name -> values
   for (const auto& [name, per_rank] : slices) {
-    const model::TpSplit split = model::TpSplitOf(name);
+    const TpSplit split = TpSplitOf(name);
     const auto known = whole_shape.find(name);
     if (known == whole_shape.end()) return InvalidArgument(name + ": not a tensor of the model (" + source.begin()->second + ")");
     const std::vector<uint64_t>& dims = known->second;
@@ -84,7 +84,7 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
         return InvalidArgument(name + ": no tensor-parallel rank " + std::to_string(t) + " slice in the step's files");
       }
     }
-    auto whole = model::TensorParallelJoin(per_rank, rows, cols, split);
+    auto whole = TensorParallelJoin(per_rank, rows, cols, split);
     if (!whole.ok()) return InvalidArgument(name + ": " + whole.status().message());
     weights[name] = std::move(whole).value();
   }

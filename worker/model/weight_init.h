@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/tensor_parallel_split.h"
 
 namespace pipecoord::model {
 
@@ -21,29 +22,12 @@ uint64_t TensorSeed(uint64_t model_seed, std::string_view name);
 // Fills out with values uniform in [-sqrt(3) std, sqrt(3) std) from TensorSeed(seed, name).
 void InitUniform(std::span<float> out, uint64_t model_seed, std::string_view name, double std);
 
-// How a [rows, cols] weight (row-major, rows = output features) is cut over tensor-parallel
-// ranks: kRows gives rank r rows [r rows/tp, (r+1) rows/tp) (column-parallel layers: wq, wk,
-// wv, w1, w3; a vocabulary-parallel table), kColumns the columns [r cols/tp, (r+1) cols/tp) of
-// every row (row-parallel layers: wo, w2), kWhole everything (norm gains). Every rank cuts its
-// slice from the same whole tensor (InitUniform's, or a checkpoint's), so a model starts
-// identical under every tp and its checkpoints can be put back together.
-enum class TpSplit { kWhole, kRows, kColumns };
-
-// How the model's tensor `name` (StageModel's names: "layers.3.attention.wq.weight",
-// "tok_embeddings.weight", ...) is split: Megatron's column-parallel wq, wk, wv, w1, w3 and the
-// vocabulary-parallel embedding and output by rows, the row-parallel wo, w2 by columns, norm
-// gains whole.
-TpSplit TpSplitOf(std::string_view name);
-
-// Rank `rank`'s slice of `whole` (rows x cols elements); tp must divide the split dimension.
-std::vector<float> TensorParallelSlice(std::span<const float> whole, int64_t rows, int64_t cols, TpSplit split,
-                                       int tp, int rank);
-
-// The inverse: the whole [rows, cols] tensor from every rank's slice, slices[r] rank r's (one
-// slice: kWhole, or tp 1). Each slice must hold rows x cols / slices.size() elements (kWhole:
-// rows x cols); INVALID_ARGUMENT naming the rank otherwise.
-Result<std::vector<float>> TensorParallelJoin(const std::vector<std::vector<float>>& slices, int64_t rows, int64_t cols,
-                                              TpSplit split);
+// The tensor-parallel split of the model's tensors lives in common/tensor_parallel_split.h (the
+// CLI's export joins slices with it too); the model's code names it as its own.
+using ::pipecoord::TensorParallelJoin;
+using ::pipecoord::TensorParallelSlice;
+using ::pipecoord::TpSplit;
+using ::pipecoord::TpSplitOf;
 
 }  // namespace pipecoord::model
 
