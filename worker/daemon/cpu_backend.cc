@@ -124,19 +124,11 @@ class CpuBackend final : public ComputeBackend {
   }
 
   Result<std::vector<std::span<float>>> StageGradients(int stage) override {
-    auto* m = Stage(stage);
-    if (m == nullptr) return NoStage(stage);
-    std::vector<std::span<float>> out;
-    for (const model::ParameterRef& p : m->Parameters()) out.push_back(p.grad);
-    return out;
+    return StageSpans(stage, &model::ParameterRef::grad);
   }
 
   Result<std::vector<std::span<float>>> StageValues(int stage) override {
-    auto* m = Stage(stage);
-    if (m == nullptr) return NoStage(stage);
-    std::vector<std::span<float>> out;
-    for (const model::ParameterRef& p : m->Parameters()) out.push_back(p.value);
-    return out;
+    return StageSpans(stage, &model::ParameterRef::value);
   }
 
   int64_t recompute_ns() const override {
@@ -183,11 +175,7 @@ class CpuBackend final : public ComputeBackend {
     return true;
   }
 
-  uint64_t memory_in_use_bytes() const override {
-    uint64_t b = 0;
-    for (const auto& [k, m] : stages_) b += m->ParameterBytes() + m->ActivationBytes();
-    return b;
-  }
+  uint64_t memory_in_use_bytes() const override { return static_cast<uint64_t>(ParameterBytes() + ActivationBytes()); }
 
   uint64_t memory_peak_bytes() const override { return static_cast<uint64_t>(peak_bytes_); }
 
@@ -246,6 +234,15 @@ class CpuBackend final : public ComputeBackend {
     auto result = op();
     peak_bytes_ = std::max(peak_bytes_, ParameterBytes() + others + m->PeakActivationBytes());
     return result;
+  }
+
+  // One stage's parameters' `field` (their values or gradients), in parameter order.
+  Result<std::vector<std::span<float>>> StageSpans(int stage, std::span<float> model::ParameterRef::*field) {
+    auto* m = Stage(stage);
+    if (m == nullptr) return NoStage(stage);
+    std::vector<std::span<float>> out;
+    for (const model::ParameterRef& p : m->Parameters()) out.push_back(p.*field);
+    return out;
   }
 
   model::StageModel* Stage(int stage) {
