@@ -140,6 +140,36 @@ WeightErrors CompareWeights(const v1::JobSpec& spec, const LocalRunResult& run, 
   return e;
 }
 
+// `open` (a schedule "auto" spec) planned for `workers` fits where `fixed` (the same spec with
+// one choice pinned) fits nowhere: `fixed` is refused FAILED_PRECONDITION; `open` gets a plan whose
+// every budget fits the workers' memory, whose job trains like the single-process reference
+// (1e-5 every step) and whose ranks' peaks stay within that memory. *planned receives the plan.
+void ExpectAutoFitsWhereFixedCannot(const v1::JobSpec& fixed, const v1::JobSpec& open,
+                                    const jobplan::FreeWorkers& workers, jobplan::AutoPlan* planned) {
+  ASSERT_TRUE(jobplan::ValidateJobSpec(open).ok()) << jobplan::ValidateJobSpec(open).ToString();
+  auto refused = jobplan::PlanAuto(fixed, workers);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition);
+  std::printf("pinned: %s\n", refused.status().message().c_str());
+  auto plan = jobplan::PlanAuto(open, workers);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::printf("auto: %s, peak %llu B (workers %llu B)\n", jobplan::DescribeStrategy(plan->report.chosen()).c_str(),
+              static_cast<unsigned long long>(plan->report.chosen().peak_bytes()),
+              static_cast<unsigned long long>(workers.memory_bytes));
+  for (uint64_t b : plan->plan.memory_budget_bytes()) EXPECT_LE(b, workers.memory_bytes);
+  std::vector<double> want;
+  Reference(plan->spec, &want);
+  auto run = RunLocally(plan->spec);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::vector<double> got = StepLosses(*run);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i])) << "step " << i;
+  for (const auto& rank : run->reports) {
+    for (const StepReport& r : rank) EXPECT_LE(r.summary.memory_peak_bytes(), workers.memory_bytes);
+  }
+  *planned = std::move(plan).value();
+}
+
 class TensorParallelTrainingTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TensorParallelTrainingTest, LossesAndWeightsEqualTheSingleProcessRun) {
@@ -326,27 +356,11 @@ TEST(TensorParallelTrainingTest, AutoChoosesTensorParallelismWhenMemoryForcesIt)
   spec.set_micro_batch_size(0);
   spec.set_global_batch(4);
   spec.mutable_model()->set_vocab(4096);
-  ASSERT_TRUE(jobplan::ValidateJobSpec(spec).ok()) << jobplan::ValidateJobSpec(spec).ToString();
-  const jobplan::FreeWorkers workers{8, 800 << 10, "cpu", 8};
   v1::JobSpec one = spec;
   one.set_tp(1);
-  auto refused = jobplan::PlanAuto(one, workers);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition);
-  std::printf("tp 1: %s\n", refused.status().message().c_str());
-  auto planned = jobplan::PlanAuto(spec, workers);
-  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
-  std::printf("auto: %s, peak %llu B (workers 819200 B)\n", jobplan::DescribeStrategy(planned->report.chosen()).c_str(),
-              static_cast<unsigned long long>(planned->report.chosen().peak_bytes()));
-  EXPECT_GT(planned->spec.tp(), 1);
-  for (uint64_t b : planned->plan.memory_budget_bytes()) EXPECT_LE(b, 800u << 10);
-  std::vector<double> want;
-  Reference(planned->spec, &want);
-  auto run = RunLocally(planned->spec);
-  ASSERT_TRUE(run.ok()) << run.status().ToString();
-  const std::vector<double> got = StepLosses(*run);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i])) << "step " << i;
+  jobplan::AutoPlan planned;
+  ASSERT_NO_FATAL_FAILURE(ExpectAutoFitsWhereFixedCannot(one, spec, {8, 800 << 10, "cpu", 8}, &planned));
+  EXPECT_GT(planned.spec.tp(), 1);
 }
 
 // Schedule "auto" chooses ZeRO-1 when memory forces it: the same vocabulary-heavy model with tp
@@ -361,31 +375,12 @@ TEST(ZeroTrainingTest, AutoChoosesZeroWhenMemoryForcesIt) {
   spec.set_global_batch(8);
   spec.clear_zero();
   spec.mutable_model()->set_vocab(4096);
-  ASSERT_TRUE(jobplan::ValidateJobSpec(spec).ok()) << jobplan::ValidateJobSpec(spec).ToString();
-  const jobplan::FreeWorkers workers{8, 900 << 10, "cpu", 8};
   v1::JobSpec zero0 = spec;
   zero0.set_zero(0);
-  auto refused = jobplan::PlanAuto(zero0, workers);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition);
-  std::printf("zero 0: %s\n", refused.status().message().c_str());
-  auto planned = jobplan::PlanAuto(spec, workers);
-  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
-  std::printf("auto: %s, peak %llu B (workers 921600 B)\n", jobplan::DescribeStrategy(planned->report.chosen()).c_str(),
-              static_cast<unsigned long long>(planned->report.chosen().peak_bytes()));
-  EXPECT_EQ(planned->spec.zero(), 1);
-  EXPECT_EQ(planned->report.chosen().zero(), 1);
-  for (uint64_t b : planned->plan.memory_budget_bytes()) EXPECT_LE(b, 900u << 10);
-  std::vector<double> want;
-  Reference(planned->spec, &want);
-  auto run = RunLocally(planned->spec);
-  ASSERT_TRUE(run.ok()) << run.status().ToString();
-  const std::vector<double> got = StepLosses(*run);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i])) << "step " << i;
-  for (const auto& rank : run->reports) {
-    for (const StepReport& r : rank) EXPECT_LE(r.summary.memory_peak_bytes(), 900u << 10);
-  }
+  jobplan::AutoPlan planned;
+  ASSERT_NO_FATAL_FAILURE(ExpectAutoFitsWhereFixedCannot(zero0, spec, {8, 900 << 10, "cpu", 8}, &planned));
+  EXPECT_EQ(planned.spec.zero(), 1);
+  EXPECT_EQ(planned.report.chosen().zero(), 1);
 }
 
 // Sequence parallelism's bytes, per action, against the closed form: U = (tp-1)/tp x T h x 4 bytes
