@@ -83,11 +83,7 @@ void LmHead<T>::ParallelDlogits(double dloss, HeadSaved<T>* s) const {
 template <typename T>
 std::vector<T> LmHead<T>::GatherSequence(const std::vector<T>& shard) const {
   if constexpr (std::is_same_v<T, float>) {
-    if (d_.sp && tp_ != nullptr) {
-      std::vector<T> all(shard.size() * static_cast<size_t>(d_.tp));
-      (void)tp_->GatherFromTensorParallel(shard, all);  // sticky: the caller checks
-      return all;
-    }
+    if (d_.sp && tp_ != nullptr) return worker::parallel::GatherSequence(*tp_, shard);  // sticky errors
   }
   return shard;
 }
@@ -114,9 +110,7 @@ void LmHead<T>::ReduceFromTensorParallel(std::vector<T>& partial) const {
   if constexpr (std::is_same_v<T, float>) {
     if (tp_ == nullptr) return;
     if (d_.sp) {  // this rank's rows of the sum
-      std::vector<T> mine(partial.size() / static_cast<size_t>(d_.tp));
-      (void)tp_->ReduceScatterToSequenceParallel(partial, mine);
-      partial = std::move(mine);
+      partial = worker::parallel::ScatterSequence(*tp_, std::move(partial));
       return;
     }
     (void)tp_->ReduceFromTensorParallel(partial);  // sticky: the caller checks

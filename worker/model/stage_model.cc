@@ -190,9 +190,7 @@ Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
         if (id >= 0 && id < rows) std::copy_n(embedding_->value.data() + id * h, h, x.data() + r * h);
       }
       if (dims_.sp) {  // this rank's tokens of the sum
-        std::vector<float> mine(static_cast<size_t>(activation_size()));
-        (void)tp_->ReduceScatterToSequenceParallel(x, mine);
-        x = std::move(mine);
+        x = worker::parallel::ScatterSequence(*tp_, std::move(x));
       } else {
         (void)tp_->ReduceFromTensorParallel(x);
       }
@@ -291,9 +289,7 @@ Result<std::vector<float>> StageModel::BackwardFused(int mb, std::vector<float> 
 
 void StageModel::EmbeddingWeightGrad(MicroBatch* state) {
   if (dims_.sp) {  // B kept this rank's tokens' rows; the rows of every token, again
-    std::vector<float> all(static_cast<size_t>(dims_.tokens() * dims_.hidden));
-    (void)tp_->GatherFromTensorParallel(state->embed_grad, all);
-    state->embed_grad = std::move(all);
+    state->embed_grad = worker::parallel::GatherSequence(*tp_, state->embed_grad);
   }
   if (tp_ == nullptr) {
     kernels::cpu::EmbeddingBackwardWeight(state->embed_grad.data(), state->tokens.data(),

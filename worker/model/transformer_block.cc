@@ -84,11 +84,7 @@ void TransformerBlock<T>::Rebuild(BlockSaved<T>* s) const {
 template <typename T>
 std::vector<T> TransformerBlock<T>::GatherSequence(const std::vector<T>& shard) const {
   if constexpr (std::is_same_v<T, float>) {
-    if (d_.sp && tp_ != nullptr) {
-      std::vector<T> all(shard.size() * static_cast<size_t>(d_.tp));
-      (void)tp_->GatherFromTensorParallel(shard, all);  // sticky: the caller checks tp->status()
-      return all;
-    }
+    if (d_.sp && tp_ != nullptr) return worker::parallel::GatherSequence(*tp_, shard);  // sticky errors
   }
   return shard;
 }
@@ -96,11 +92,7 @@ std::vector<T> TransformerBlock<T>::GatherSequence(const std::vector<T>& shard) 
 template <typename T>
 std::vector<T> TransformerBlock<T>::ScatterSequence(std::vector<T> partial) const {
   if constexpr (std::is_same_v<T, float>) {
-    if (d_.sp && tp_ != nullptr) {
-      std::vector<T> mine(partial.size() / static_cast<size_t>(d_.tp));
-      (void)tp_->ReduceScatterToSequenceParallel(partial, mine);
-      return mine;
-    }
+    if (d_.sp && tp_ != nullptr) return worker::parallel::ScatterSequence(*tp_, std::move(partial));
   }
   ReduceFromTensorParallel(partial);
   return partial;

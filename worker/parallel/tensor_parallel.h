@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "common/status.h"
 #include "worker/parallel/collectives.h"
@@ -58,6 +59,15 @@ class TensorParallel {
   // OK, or the first error of any call (sticky).
   virtual Status status() const = 0;
 };
+
+// Sequence parallelism's two mapping points over a group, as new vectors (errors are the group's,
+// sticky: the caller checks tp.status()):
+//   GatherSequence   every rank's token shard `mine` in rank order: all the tokens
+//                    (Megatron's gather_from_sequence_parallel_region)
+//   ScatterSequence  this rank's rows of the group's sum of `partial`
+//                    (reduce_scatter_to_sequence_parallel_region)
+std::vector<float> GatherSequence(TensorParallel& tp, std::span<const float> mine);
+std::vector<float> ScatterSequence(TensorParallel& tp, std::vector<float> partial);
 
 // TensorParallel over a rank's Transport: collectives.h's ring on the group's ranks, on channel
 // kTensorParallelChannel with the call's sequence number as the step (the ranks count their
