@@ -237,6 +237,12 @@ class RankExecutor:
             self.failed_peers.append(self.global_rank(peer))
             raise
 
+    def collective_failed(self, members):
+        """A collective over `members` (global ranks) broke: gloo does not say whose link, so every
+        other member is a suspect; the coordinator waits for the one that has not spoken
+        (coordinator/attempt_outcome.h) and, if it lost its lease, names it."""
+        self.failed_peers.extend(p for p in members if p != self.g and p not in self.failed_peers)
+
     def hand_on(self, channel, producer, consumer, mb, tensor):
         if self.stage_to_rank[consumer] == self.rank:
             self.local[(channel, consumer, mb)] = tensor
@@ -259,6 +265,7 @@ class RankExecutor:
             try:
                 start, end = done.result()
             except Exception as e:  # noqa: BLE001
+                self.collective_failed(self.layout.data_group(self.g))
                 if first is None:
                     first = RuntimeError(f"the gradient all-reduce of stage {stage} (its REDUCE_GRAD, "
                                          f"{stage}REDUCE_GRAD): {type(e).__name__}: {e}")
@@ -350,9 +357,15 @@ class RankExecutor:
             # Stage by stage: the reductions ran on the lane; waiting for them is idle time.
             self.finish_stage_reduces(timings)
             start = self.clock_ns()
-            if self.dp > 1 and not self.reduces_by_stage:  # one all-reduce of every gradient now
-                all_reduce_mean(self.runner.all_gradients(), self.dp_group, self.dp)
-            self.runner.optimizer_step()
+            try:
+                if self.dp > 1 and not self.reduces_by_stage:  # one all-reduce of every gradient now
+                    all_reduce_mean(self.runner.all_gradients(), self.dp_group, self.dp)
+                self.runner.optimizer_step()  # the global norm's all-reduce, ZeRO's broadcasts
+            except RuntimeError:
+                # Which group broke is not told apart: the replica's pipeline (the norm) and its
+                # data group (all-reduce, ZeRO) are both suspects.
+                self.collective_failed(self.layout.pipeline_group(self.g) + self.layout.data_group(self.g))
+                raise
         elif op == schedule_pb2.REDUCE_GRAD:
             if self.dp > 1:  # a group of one has nothing to reduce
                 self.launch_stage_reduce(s, len(timings))
