@@ -46,6 +46,10 @@ Status Coordinator::Restore() {
   ids_.next_job = std::max<uint64_t>(ids_.next_job, state->next_job);
   ids_.next_worker = std::max<uint64_t>(ids_.next_worker, state->next_worker);
   ids_.next_session = std::max<uint64_t>(ids_.next_session, state->next_session);
+  // A new epoch, stored before anything is served: a worker that saw this coordinator's answers
+  // obeys no coordinator still running on the old one (fencing).
+  ids_.epoch = state->epoch + 1;
+  PIPECOORD_RETURN_IF_ERROR(state_.PutCounters(ids_));
   for (size_t i = 0; i < state->jobs.size(); ++i) {
     auto record = std::make_unique<JobRecord>();
     JobRecord& j = *record;
@@ -102,9 +106,21 @@ Status Coordinator::Restore() {
     j.TrimActions(options_.trace_actions_per_job);
     jobs_.push_back(std::move(record));
     if (j.job.state() == v1::RUNNING) {
-      // Its workers lost their command and telemetry streams with the old process: it fails, or
-      // with restarts left resumes from its last checkpoint once workers register again.
-      FinishJobLocked(j, v1::FAILED, "the coordinator restarted while the job was running", -1);
+      if (j.job.session() == 0 || j.job.worker_ids_size() != j.world()) {
+        // A state file from before sessions were stored: its workers cannot be matched.
+        FinishJobLocked(j, v1::FAILED, "the coordinator restarted while the job was running", -1);
+        continue;
+      }
+      // Its workers ride out the coordinator's absence: wait for them to register again.
+      j.session = j.job.session();
+      ResumeAttemptLocked(j, state->telemetry[i]);
+      j.adopting = true;
+      j.adopted.assign(j.world(), false);
+      j.adopt_deadline = Clock::now() + options_.adopt_grace;
+      RecordEventLocked(j, "the coordinator restarted (epoch " + std::to_string(ids_.epoch) + "): waiting up to " +
+                               std::to_string(options_.adopt_grace.count()) + " ms for the job's " +
+                               std::to_string(j.world()) + " worker(s) to come back; steps recorded: " +
+                               std::to_string(j.job.steps_done()));
     }
   }
   // A lowered --max-jobs drops the oldest finished jobs now; live ones all stay (then new
@@ -114,6 +130,40 @@ Status Coordinator::Restore() {
 }
 
 int64_t Coordinator::NowNs() const { return options_.now_ns(); }
+
+void Coordinator::ResumeAttemptLocked(JobRecord& j, const std::vector<StoredBatch>& rows) {
+  // Each rank's place in its telemetry, and the steps some ranks summarized but not all (or all,
+  // when the previous process stopped between storing the batch and recording the step): taken
+  // again from the batches of this attempt, newest rows only (older ones may have left the window).
+  const RankLayout layout = jobplan::LayoutOf(j.job.spec());
+  const int recorded = j.job.steps_size() > 0 ? j.job.steps(j.job.steps_size() - 1).step() : j.job.start_step() - 1;
+  std::vector<int> last(j.world(), j.job.start_step() - 1), open_actions(j.world(), 0);
+  std::vector<const v1::TelemetryBatch*> unmeasured;
+  std::vector<int> unmeasured_rank;
+  for (const StoredBatch& row : rows) {
+    const v1::TelemetryBatch& b = row.batch;
+    if (b.session() != j.session) continue;
+    const int g = layout.Global({b.rank(), b.dp_rank(), b.tp_rank()});
+    if (g < 0 || g >= j.world()) continue;
+    if (b.steps_size() > 0) {
+      last[g] = b.steps(b.steps_size() - 1).step();
+      open_actions[g] = 0;
+    } else {
+      open_actions[g] += b.actions_size();
+    }
+    const int step = b.steps_size() > 0 ? b.steps(0).step() : b.actions_size() > 0 ? b.actions(0).step() : -1;
+    if (step > recorded) {
+      unmeasured.push_back(&b);
+      unmeasured_rank.push_back(g);
+    }
+  }
+  for (int g = 0; g < j.world(); ++g) j.order.Resume(g, last[g], open_actions[g]);
+  for (size_t k = 0; k < unmeasured.size(); ++k) {
+    std::vector<jobplan::StepActions> actions;
+    const std::vector<v1::StepRecord> measured = j.measuring.Add(unmeasured_rank[k], *unmeasured[k], &actions);
+    for (size_t m = 0; m < measured.size(); ++m) StepMeasuredLocked(j, measured[m], actions[m]);
+  }
+}
 
 JobRecord* Coordinator::FindJobLocked(const std::string& id) const {
   for (const auto& j : jobs_) {
@@ -302,6 +352,7 @@ Status Coordinator::ReleaseJob(const v1::ReleaseJobRequest& r) {
 }
 
 void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::string& cause, int rank) {
+  j.adopting = false;
   if (state == v1::FAILED && j.job.restarts() < j.job.spec().max_restarts()) return RestartJobLocked(j, cause);
   j.job.set_state(state);
   if (state == v1::FAILED) {
@@ -332,6 +383,7 @@ void Coordinator::QueueAgainLocked(JobRecord& j, int from, const std::string& ev
   j.job.clear_worker_ids();
   j.DropStepsFrom(from);
   j.ResetAttempt(from);
+  j.adopting = false;
   j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
   j.job.set_state(v1::PENDING);
   state_.PutJob(j.job, ids_);
@@ -382,6 +434,7 @@ void Coordinator::TryDispatchLocked() {
       free[g]->commands.push_back(std::move(cmd));
     }
     j.job.set_state(v1::RUNNING);
+    j.job.set_session(j.session);
     j.monitor->Start(NowNs());
     for (int g = 0; g < j.world(); ++g) j.monitor->SetDeviceMemory(g, free[g]->info.device_memory_bytes());
     state_.PutJob(j.job, ids_);
@@ -447,11 +500,30 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
   }
   id = workers_.ChooseId(id, &ids_.next_worker);
   PIPECOORD_RETURN_IF_ERROR(state_.PutWorker(id, ids_));
-  workers_.Add(id, r, Clock::now());
-  TryDispatchLocked();
+  RegisteredWorker& w = workers_.Add(id, r, Clock::now());
   v1::RegisterResponse out;
   out.set_worker_id(id);
   out.set_lease_ms(options_.lease.count());
+  out.set_epoch(ids_.epoch);
+  if (JobRecord* j = r.held_job_id().empty() ? nullptr : FindJobLocked(r.held_job_id());
+      j != nullptr && j->adopting && r.held_session() == j->session) {
+    // A worker of an attempt this coordinator found running after its restart: it keeps its rank.
+    for (int g = 0; g < j->world(); ++g) {
+      if (j->job.worker_ids(g) != id || j->adopted[g]) continue;
+      workers_.Assign(w, j->job.id(), g, jobplan::LayoutOf(j->job.spec()), j->session);
+      j->adopted[g] = true;
+      j->monitor->SetDeviceMemory(g, w.info.device_memory_bytes());
+      out.set_held_job_adopted(true);
+      if (std::all_of(j->adopted.begin(), j->adopted.end(), [](bool b) { return b; })) {
+        j->adopting = false;
+        j->monitor->Start(NowNs());  // the gap while the coordinator was away is no hang
+        RecordEventLocked(*j, "re-adopted after the coordinator restart: all " + std::to_string(j->world()) +
+                                  " rank(s) back, training went on; steps recorded: " + std::to_string(j->job.steps_done()));
+      }
+      break;
+    }
+  }
+  TryDispatchLocked();
   return out;
 }
 
@@ -474,7 +546,11 @@ Result<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest&
   if (JobRecord* j = w->info.job_id().empty() ? nullptr : FindJobLocked(w->info.job_id()); j != nullptr) {
     out.set_job_id(j->job.id());
     out.set_checkpointed_steps(j->job.checkpointed_steps());
+    if (w->session == j->session && w->global_rank >= 0 && w->global_rank < j->world() && !w->info.closing()) {
+      out.set_next_telemetry_step(j->order.open_step(w->global_rank));
+    }
   }
+  out.set_epoch(ids_.epoch);
   out.set_coordinator_recv_ns(recv);
   out.set_coordinator_send_ns(NowNs());
   out.set_lease_ms(options_.lease.count());
@@ -491,7 +567,10 @@ Status Coordinator::WaitCommands(const std::string& worker_id, std::vector<v1::W
     return shutdown_ || w == nullptr || !w->commands.empty();
   });
   if (w == nullptr) return NotFound("worker \"" + worker_id + "\" lost its lease");
-  for (auto& c : w->commands) out->push_back(std::move(c));
+  for (auto& c : w->commands) {
+    c.set_epoch(ids_.epoch);
+    out->push_back(std::move(c));
+  }
   w->commands.clear();
   return Status::Ok();
 }
@@ -582,6 +661,12 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
                               " (restarted); the current one is " + std::to_string(j->session));
   }
   const int g = w->global_rank;
+  // A batch of a step this rank already summarized was stored before: a worker sends again what
+  // it could not see acknowledged (a coordinator restart cut its stream). Acknowledged, not counted.
+  if (const int step = b.steps_size() > 0 ? b.steps(0).step() : b.actions_size() > 0 ? b.actions(0).step() : -1;
+      step >= 0 && step < j->order.open_step(g)) {
+    return Status::Ok();
+  }
   PIPECOORD_RETURN_IF_ERROR(j->order.Check(g, b, j->job.spec().steps(), j->job.plan().ranks(b.rank()).actions_size()));
   // Stored before it counts (and before the ack): nothing acknowledged is lost to a crash.
   PIPECOORD_RETURN_IF_ERROR(state_.AppendTelemetry(j->job.id(), b));
@@ -664,10 +749,28 @@ void Coordinator::Tick() {
   }
   bool blamed = false;
   for (auto& jp : jobs_) {
+    JobRecord& j = *jp;
+    if (!j.adopting || j.terminal() || now < j.adopt_deadline) continue;
+    j.adopting = false;
+    std::string missing;
+    int first = -1;
+    const RankLayout layout = jobplan::LayoutOf(j.job.spec());
+    for (int g = 0; g < j.world(); ++g) {
+      if (j.adopted[g]) continue;
+      if (first < 0) first = g;
+      missing += (missing.empty() ? "" : ", ") + layout.Name(g) + " on " + j.job.worker_ids(g);
+    }
+    FinishJobLocked(j, v1::FAILED,
+                    "the coordinator restarted and " + missing + " did not come back within " +
+                        std::to_string(options_.adopt_grace.count()) + " ms",
+                    first < 0 ? -1 : layout.PipelineRank(first));
+    blamed = true;
+  }
+  for (auto& jp : jobs_) {
     const AttemptOutcome::Suspicion* overdue = jp->terminal() ? nullptr : jp->outcome.Overdue(now);
     if (overdue == nullptr) continue;
     const int g = overdue->suspect_global;
-    const int rank = g % jp->job.spec().pp();
+    const int rank = jobplan::LayoutOf(jp->job.spec()).PipelineRank(g);
     const std::string worker = g < jp->job.worker_ids_size() ? jp->job.worker_ids(g) : "?";
     workers_.MarkSuspect(worker);
     LoseWorkerLocked(*jp,
@@ -678,7 +781,7 @@ void Coordinator::Tick() {
   }
   if (!expired.empty() || blamed) changed_.notify_all();
   for (auto& jp : jobs_) {
-    if (jp->job.state() != v1::RUNNING) continue;
+    if (jp->job.state() != v1::RUNNING || jp->adopting) continue;  // no progress is heard while its workers come back
     for (v1::HealthEvent& e : jp->monitor->OnTick(NowNs())) RecordHealthEventLocked(*jp, std::move(e));
   }
 }

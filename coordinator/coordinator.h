@@ -42,6 +42,10 @@ struct CoordinatorOptions {
   // waits this long (capped at the lease) for the peer's own report or lease loss, the root
   // cause, before failing the job with the suspect named.
   std::chrono::milliseconds suspect_grace{1000};
+  // After a restart, how long a job that was RUNNING waits for its workers to register again
+  // holding it (they ride out a coordinator's absence, docs/operations.md); a rank still missing
+  // then fails the attempt (the restart policy applies).
+  std::chrono::milliseconds adopt_grace{60000};
   // Stored jobs, at least 1: finished ones are kept for listing and traces until a new job needs
   // room (the oldest finished one goes, from the state file too); all live: RESOURCE_EXHAUSTED.
   size_t max_jobs = 10000;
@@ -61,10 +65,12 @@ class Coordinator {
   explicit Coordinator(CoordinatorOptions options = {});
 
   // Loads options.store's state: every job with its events, steps and measured actions, the
-  // worker identities handed out and the id counters. A job that was RUNNING when the previous
-  // coordinator stopped is FAILED with that cause (its workers' streams were cut), or, with
-  // restarts left, queued to resume from its last checkpoint; PENDING jobs wait for workers as
-  // before. Call once, before serving.
+  // worker identities handed out and the id counters, and starts a new epoch (one above the
+  // stored one). A job that was RUNNING when the previous coordinator stopped stays RUNNING: its
+  // workers keep training and register again holding it (Register re-adopts each rank; the
+  // telemetry they kept is taken where the stored one ends); a rank not back within
+  // options.adopt_grace fails the attempt (the restart policy applies). PENDING jobs wait for
+  // workers as before. Call once, before serving.
   Status Restore();
   ~Coordinator();
 
@@ -89,7 +95,10 @@ class Coordinator {
   Result<health::HealthSnapshot> JobHealth(const std::string& job_id) const;
 
   // --- Workers (WorkerService) ---
-  // A worker_id in the request re-registers that identity (after a coordinator restart).
+  // A worker_id in the request re-registers that identity (after a coordinator restart). One
+  // that names a held job (held_job_id, held_session) keeps its rank when that attempt is still
+  // running with it (held_job_adopted); otherwise it is busy closing that job until it releases
+  // it, and must stop it.
   // With id_from_credentials (mutual TLS: the handler put the client certificate's identity in
   // request.worker_id()), that id is used as is, never a fresh one: FAILED_PRECONDITION while
   // another registration of it holds a live lease.
@@ -122,8 +131,8 @@ class Coordinator {
                                             const v1::RendezvousRequest& request,
                                             Clock::time_point deadline);
 
-  // Expires leases (failing their jobs) and runs the jobs' timed health checks (the hang
-  // check); the server calls it every TickPeriod(lease).
+  // Expires leases (failing their jobs), ends re-adoptions past their grace, and runs the jobs'
+  // timed health checks (the hang check); the server calls it every TickPeriod(lease).
   void Tick();
   // Wakes every waiter so streaming handlers can end (server shutdown).
   void Shutdown();
@@ -154,6 +163,8 @@ class Coordinator {
   void RecordEventLocked(JobRecord& job, const std::string& event);
   void RecordHealthEventLocked(JobRecord& job, v1::HealthEvent event);
   JobRecord* FindJobLocked(const std::string& job_id) const;
+  // Restore: a RUNNING attempt's telemetry order and partly measured steps from its stored batches.
+  void ResumeAttemptLocked(JobRecord& job, const std::vector<StoredBatch>& rows);
   int64_t NowNs() const;
 
   CoordinatorOptions options_;

@@ -7,6 +7,7 @@
 #ifndef PIPECOORD_COORDINATOR_JOB_RECORD_H_
 #define PIPECOORD_COORDINATOR_JOB_RECORD_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -53,6 +54,11 @@ struct JobRecord {
   TelemetryOrder order;      // each rank's telemetry
   StepAggregator measuring;  // steps not every rank has reported yet
   std::map<std::string, std::map<std::string, std::string>> rendezvous;  // key -> worker -> value
+  // A RUNNING attempt a restarted coordinator found in its state: it waits until `adopt_deadline`
+  // for each rank's worker to register again holding it (adopted, by global rank).
+  bool adopting = false;
+  std::chrono::steady_clock::time_point adopt_deadline;
+  std::vector<bool> adopted;
 
   // Over all attempts.
   // Restart policy: the last step each global rank checkpointed (-1: none).

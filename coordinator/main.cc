@@ -26,8 +26,8 @@ void OnSignal(int) { g_stop = true; }
 int main(int argc, char** argv) {
   using namespace pipecoord;
   std::string listen = "127.0.0.1:50051", http, state;
-  int lease_ms = 5000, max_jobs = 10000, trace_actions = 200000;
-  FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--max-jobs N] [--trace-actions N] [--tls-cert FILE --tls-key FILE "
+  int lease_ms = 5000, max_jobs = 10000, trace_actions = 200000, adopt_grace_ms = 60000;
+  FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--adopt-grace-ms N] [--max-jobs N] [--trace-actions N] [--tls-cert FILE --tls-key FILE "
                      "--tls-ca FILE --token-file FILE] [--health-listen HOST:PORT]",
                      "pipecoord's coordinator: plans jobs, hands workers their job lists over gRPC and "
                      "collects their telemetry. Serves grpc.health.v1 and server reflection.");
@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   flags.String("state", &state, "SQLite state file (WAL mode) keeping jobs, events, steps and telemetry across "
                                  "restarts; created if missing (default: state in memory only)");
   flags.Int("lease-ms", &lease_ms, "a worker silent this long is considered gone, in ms (default 5000)");
+  flags.Int("adopt-grace-ms", &adopt_grace_ms,
+            "after a restart on --state, how long a job that was running waits for its workers to come back "
+            "holding it, in ms (default 60000); a rank still missing then fails the attempt");
   flags.Int("max-jobs", &max_jobs,
             "jobs kept, finished ones included (default 10000); a new job drops the oldest finished one, "
             "with its events, steps and telemetry");
@@ -60,6 +63,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (st.ok() && (lease_ms < 100 || lease_ms > 3'600'000)) st = InvalidArgument("--lease-ms: must be in 100..3600000");
+  if (st.ok() && (adopt_grace_ms < 100 || adopt_grace_ms > 86'400'000)) {
+    st = InvalidArgument("--adopt-grace-ms: must be in 100..86400000");
+  }
   if (st.ok() && (max_jobs < 1 || max_jobs > 1'000'000)) st = InvalidArgument("--max-jobs: must be in 1..1000000");
   if (st.ok() && (trace_actions < 1000 || trace_actions > 100'000'000)) {
     st = InvalidArgument("--trace-actions: must be in 1000..100000000");
@@ -78,6 +84,7 @@ int main(int argc, char** argv) {
 
   coordinator::CoordinatorOptions options;
   options.lease = std::chrono::milliseconds(lease_ms);
+  options.adopt_grace = std::chrono::milliseconds(adopt_grace_ms);
   options.max_jobs = static_cast<size_t>(max_jobs);
   options.trace_actions_per_job = static_cast<size_t>(trace_actions);
   coordinator::http::PrometheusMetrics metrics;

@@ -79,9 +79,12 @@ TEST(RestoreTest, AcknowledgedStateSurvivesANewCoordinator) {
     ASSERT_EQ(c.GetJob(running)->state(), v1::RUNNING);
     pending = c.SubmitJob(Spec(100))->job_id();  // no worker left
   }
-  OnFile second(path);
+  OnFile second(path, ShortAdoption());
   ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
   Coordinator& c = *second.c;
+  // The running job waits for its worker to come back holding it; it does not within the grace.
+  EXPECT_EQ(c.GetJob(running)->state(), v1::RUNNING);
+  EndAdoption(c);
   auto d = c.GetJob(done);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->state(), v1::SUCCEEDED);
@@ -92,7 +95,8 @@ TEST(RestoreTest, AcknowledgedStateSurvivesANewCoordinator) {
   EXPECT_NE(c.Trace(done)->find("\"ts\": 0, \"dur\": 4"), std::string::npos) << *c.Trace(done);
   auto r = c.GetJob(running);
   EXPECT_EQ(r->state(), v1::FAILED);
-  EXPECT_EQ(r->failure_cause(), "the coordinator restarted while the job was running");
+  EXPECT_EQ(r->failure_cause(), "the coordinator restarted and rank 0 (dp 0) on " + worker + " did not come back within 1 ms");
+  EXPECT_EQ(r->failed_rank(), 0);
   EXPECT_EQ(c.GetJob(pending)->state(), v1::PENDING);
   // Ids continue; the old worker may come back under its identity and takes the pending job.
   EXPECT_EQ(c.SubmitJob(Spec(1))->job_id(), "job-000004");
@@ -149,11 +153,12 @@ TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordin
     for (int step = 2; step < 6; ++step) ASSERT_TRUE(c.IngestTelemetry(StepBatch(worker, job, step, step % 2 == 1, session), &ack).ok());
     ASSERT_EQ(c.GetJob(job)->checkpointed_steps(), 6);
   }
-  OnFile second(path);
+  OnFile second(path, ShortAdoption());
   ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
   Coordinator& c = *second.c;
+  EndAdoption(c);  // its worker is not back within the grace: the restart policy applies
   auto j = c.GetJob(job);
-  EXPECT_EQ(j->state(), v1::PENDING);  // waits for its worker to come back
+  EXPECT_EQ(j->state(), v1::PENDING);  // waits for a worker
   EXPECT_EQ(j->restarts(), 2);
   EXPECT_EQ(j->start_step(), 6);
   ASSERT_EQ(j->steps_size(), 6);  // steps 0..5 once each: attempt 1's step 2 was replaced
@@ -162,12 +167,122 @@ TEST(RestoreTest, ARestartableRunningJobResumesFromItsCheckpointAfterANewCoordin
     EXPECT_EQ(j->steps(k).loss(), 10.0 - k);
   }
   EXPECT_EQ(j->events(j->events_size() - 1).message(),
-            "restarting (2 of 2) from step 6 (its checkpoint): the coordinator restarted while the job was running");
+            "restarting (2 of 2) from step 6 (its checkpoint): the coordinator restarted and rank 0 (dp 0) on " + worker +
+                " did not come back within 1 ms");
   ASSERT_TRUE(c.Register(CpuWorker(worker)).ok());
   std::vector<v1::WorkerCommand> cmds;
   ASSERT_TRUE(c.WaitCommands(worker, &cmds, std::chrono::steady_clock::now()).ok());
   EXPECT_EQ(cmds.at(0).assign().start_step(), 6);
   EXPECT_EQ(c.GetJob(job)->state(), v1::RUNNING);
+}
+
+// A coordinator killed while a pp 2 job runs, and a new one on its state file: the job stays
+// RUNNING, each worker that registers again holding the attempt keeps its rank, a step only one
+// rank had reported is completed by the other's batch, batches sent again are acknowledged and
+// not counted, and the job runs to the end with every step once and no restart. A registration
+// naming another attempt is not adopted. The epoch grows with the restart.
+TEST(RestoreTest, ARunningJobsWorkersComingBackAreReadoptedAndNoStepIsLostOrCountedTwice) {
+  const std::string path = FreshStatePath("restore-adopt");
+  v1::JobSpec spec = Spec(10);
+  spec.set_pp(2);
+  std::string job;
+  std::string by_rank[2];
+  uint64_t session = 0;
+  auto batch = [&](int rank, int step) {
+    v1::TelemetryBatch b = StepBatch(by_rank[rank], job, step, false, session);
+    b.set_rank(rank);
+    return b;
+  };
+  v1::TelemetryAck ack;
+  {
+    OnFile first(path);
+    ASSERT_TRUE(first.restored.ok());
+    Coordinator& c = *first.c;
+    job = c.SubmitJob(spec)->job_id();
+    for (int k = 0; k < 2; ++k) {
+      auto reg = c.Register(CpuWorker());
+      ASSERT_TRUE(reg.ok());
+      EXPECT_EQ(reg->epoch(), 1u);  // a fresh state file's first coordinator
+    }
+    const v1::Job running = *c.GetJob(job);
+    ASSERT_EQ(running.state(), v1::RUNNING);
+    for (int g = 0; g < 2; ++g) {
+      std::vector<v1::WorkerCommand> cmds;
+      ASSERT_TRUE(c.WaitCommands(running.worker_ids(g), &cmds, std::chrono::steady_clock::now()).ok());
+      ASSERT_EQ(cmds.size(), 1u);
+      EXPECT_EQ(cmds[0].epoch(), 1u);
+      by_rank[cmds[0].assign().rank()] = running.worker_ids(g);
+      session = cmds[0].assign().session();
+    }
+    for (int step = 0; step < 3; ++step) {
+      for (int rank = 0; rank < 2; ++rank) ASSERT_TRUE(c.IngestTelemetry(batch(rank, step), &ack).ok());
+    }
+    ASSERT_TRUE(c.IngestTelemetry(batch(0, 3), &ack).ok());  // rank 1's step 3 is in flight
+    ASSERT_EQ(c.GetJob(job)->steps_size(), 3);
+  }
+  OnFile second(path);
+  ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
+  Coordinator& c = *second.c;
+  EXPECT_EQ(c.GetJob(job)->state(), v1::RUNNING);
+  EXPECT_EQ(c.GetJob(job)->steps_size(), 3);
+  auto come_back = [&](const std::string& id, uint64_t held_session) {
+    v1::RegisterRequest r = CpuWorker(id);
+    r.set_held_job_id(job);
+    r.set_held_session(held_session);
+    return c.Register(r);
+  };
+  auto stale = come_back("worker-from-elsewhere", session);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_FALSE(stale->held_job_adopted()) << "a worker the attempt never had";
+  auto other_session = come_back("worker-other-attempt", session + 1);
+  ASSERT_TRUE(other_session.ok());
+  EXPECT_FALSE(other_session->held_job_adopted());
+  for (int rank = 0; rank < 2; ++rank) {
+    auto back = come_back(by_rank[rank], session);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_TRUE(back->held_job_adopted());
+    EXPECT_EQ(back->epoch(), 2u);
+  }
+  const v1::Job adopted = *c.GetJob(job);
+  EXPECT_EQ(adopted.state(), v1::RUNNING);
+  EXPECT_EQ(adopted.restarts(), 0);
+  EXPECT_EQ(adopted.events(adopted.events_size() - 1).message(),
+            "re-adopted after the coordinator restart: all 2 rank(s) back, training went on; steps recorded: 3");
+  // Sent again (the workers cannot know what was stored): acknowledged, not counted.
+  v1::TelemetryAck again;
+  ASSERT_TRUE(c.IngestTelemetry(batch(0, 2), &again).ok());
+  ASSERT_TRUE(c.IngestTelemetry(batch(0, 3), &again).ok());
+  EXPECT_EQ(again.steps_accepted(), 0);
+  EXPECT_EQ(c.GetJob(job)->steps_size(), 3);
+  // Rank 1's step 3 completes the step rank 0 reported to the previous coordinator.
+  ASSERT_TRUE(c.IngestTelemetry(batch(1, 3), &ack).ok());
+  ASSERT_EQ(c.GetJob(job)->steps_size(), 4);
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(by_rank[0]);
+  auto answer = c.Heartbeat(hb);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->next_telemetry_step(), 4);
+  EXPECT_EQ(answer->epoch(), 2u);
+  for (int step = 4; step < 10; ++step) {
+    for (int rank = 0; rank < 2; ++rank) ASSERT_TRUE(c.IngestTelemetry(batch(rank, step), &ack).ok());
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::ReportResultRequest ok;
+    ok.set_worker_id(by_rank[rank]);
+    ok.set_job_id(job);
+    ok.set_rank(rank);
+    ok.set_ok(true);
+    ok.set_session(session);
+    ASSERT_TRUE(c.ReportResult(ok).ok());
+  }
+  const v1::Job done = *c.GetJob(job);
+  EXPECT_EQ(done.state(), v1::SUCCEEDED) << done.failure_cause();
+  EXPECT_EQ(done.restarts(), 0);
+  ASSERT_EQ(done.steps_size(), 10);
+  for (int k = 0; k < 10; ++k) {
+    EXPECT_EQ(done.steps(k).step(), k);
+    EXPECT_EQ(done.steps(k).loss(), 10.0 - k);
+  }
 }
 
 // Occurrences of `needle` in `text`.
@@ -222,9 +337,10 @@ TEST(RestoreTest, TheStateFileKeepsTheTraceWindowOfTelemetryAndTheCheckpointBeyo
     }
     EXPECT_EQ(state->jobs.at(0).checkpointed_steps(), 4);
   }
-  OnFile second(path, small_window);
+  OnFile second(path, ShortAdoption(small_window));
   ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
   Coordinator& c = *second.c;
+  EndAdoption(c);
   auto j = c.GetJob(job);
   EXPECT_EQ(j->checkpointed_steps(), 4);
   EXPECT_EQ(j->steps_size(), 4);  // the steps after the checkpoint will be run again

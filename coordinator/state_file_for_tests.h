@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "coordinator/coordinator.h"
 #include "coordinator/state_store.h"
@@ -37,6 +38,18 @@ struct OnFile {
   std::unique_ptr<Coordinator> c;
   Status restored;
 };
+
+// Options whose re-adoption grace ends at once (EndAdoption): for tests of what follows when a
+// RUNNING job's workers do not come back after a restart.
+inline CoordinatorOptions ShortAdoption(CoordinatorOptions o = {}) {
+  o.adopt_grace = std::chrono::milliseconds(1);
+  return o;
+}
+// Lets a ShortAdoption grace pass and ticks, ending the re-adoption of every job waiting for it.
+inline void EndAdoption(Coordinator& c) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  c.Tick();
+}
 
 // A CPU worker's registration; `id` set when it comes back under its identity.
 inline v1::RegisterRequest CpuWorker(const std::string& id = "") {

@@ -165,9 +165,12 @@ Status StateStore::PutWorker(const std::string& worker_id) {
   return Done(s, db_, path_);
 }
 
-Status StateStore::PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t next_session) {
-  Stmt s(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES ('next_job', ?1), ('next_worker', ?2), ('next_session', ?3)");
+Status StateStore::PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t next_session, uint64_t epoch) {
+  Stmt s(db_,
+         "INSERT OR REPLACE INTO meta (key, value) VALUES ('next_job', ?1), ('next_worker', ?2), ('next_session', ?3), "
+         "('epoch', ?4)");
   s.Int(1, static_cast<int64_t>(next_job)).Int(2, static_cast<int64_t>(next_worker)).Int(3, static_cast<int64_t>(next_session));
+  s.Int(4, static_cast<int64_t>(epoch));
   return Done(s, db_, path_);
 }
 
@@ -250,6 +253,7 @@ Result<StoredState> StateStore::Load(std::vector<std::vector<std::string>>* even
       if (key == "next_job") out.next_job = v;
       if (key == "next_worker") out.next_worker = v;
       if (key == "next_session") out.next_session = v;
+      if (key == "epoch") out.epoch = v;
     }
   }
   return out;

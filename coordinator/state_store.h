@@ -33,6 +33,7 @@ struct StoredState {
   std::vector<std::vector<StoredBatch>> telemetry;  // per job, in arrival order
   std::vector<std::string> worker_ids;
   uint64_t next_job = 1, next_worker = 1, next_session = 1;
+  uint64_t epoch = 0;  // the last coordinator's (it grows at every Restore)
 };
 
 class StateStore {
@@ -58,7 +59,7 @@ class StateStore {
   // row, which holds the plan and is not rewritten for it.
   Status PutCheckpointedSteps(const std::string& job_id, int n);
   Status PutWorker(const std::string& worker_id);
-  Status PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t next_session);
+  Status PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t next_session, uint64_t epoch = 0);
   // Removes a job and everything kept with it.
   Status DeleteJob(const std::string& job_id);
 

@@ -40,7 +40,7 @@ void StateWriter::NoteStoredTelemetry(const std::string& job_id, int64_t seq, in
 Status StateWriter::PutNewJob(const v1::Job& job, const IdCounters& ids) {
   if (store_ == nullptr) return Status::Ok();
   Status st = store_->PutJob(job);
-  if (st.ok()) st = store_->PutCounters(ids.next_job, ids.next_worker, ids.next_session);
+  if (st.ok()) st = store_->PutCounters(ids.next_job, ids.next_worker, ids.next_session, ids.epoch);
   if (!st.ok()) return Unavailable("job not stored: " + st.message());
   return Status::Ok();
 }
@@ -48,14 +48,19 @@ Status StateWriter::PutNewJob(const v1::Job& job, const IdCounters& ids) {
 void StateWriter::PutJob(const v1::Job& job, const IdCounters& ids) {
   if (store_ == nullptr) return;
   Status st = store_->PutJob(job);
-  if (st.ok()) st = store_->PutCounters(ids.next_job, ids.next_worker, ids.next_session);
+  if (st.ok()) st = store_->PutCounters(ids.next_job, ids.next_worker, ids.next_session, ids.epoch);
   Log(st);
+}
+
+Status StateWriter::PutCounters(const IdCounters& ids) {
+  if (store_ == nullptr) return Status::Ok();
+  return store_->PutCounters(ids.next_job, ids.next_worker, ids.next_session, ids.epoch);
 }
 
 Status StateWriter::PutWorker(const std::string& worker_id, const IdCounters& ids) {
   if (store_ == nullptr) return Status::Ok();
   Status st = store_->PutWorker(worker_id);
-  if (st.ok()) st = store_->PutCounters(ids.next_job, ids.next_worker, ids.next_session);
+  if (st.ok()) st = store_->PutCounters(ids.next_job, ids.next_worker, ids.next_session, ids.epoch);
   if (!st.ok()) return Unavailable("worker not stored: " + st.message());
   return Status::Ok();
 }

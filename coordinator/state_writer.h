@@ -27,6 +27,7 @@ namespace pipecoord::coordinator {
 // The next job, worker and session numbers: stored with every job and worker row.
 struct IdCounters {
   uint64_t next_job = 1, next_worker = 1, next_session = 1;
+  uint64_t epoch = 1;  // this coordinator's (RegisterResponse.epoch)
 };
 
 class StateWriter {
@@ -44,6 +45,8 @@ class StateWriter {
   Status PutNewJob(const v1::Job& job, const IdCounters& ids);
   void PutJob(const v1::Job& job, const IdCounters& ids);
   Status PutWorker(const std::string& worker_id, const IdCounters& ids);
+  // The counters alone (the epoch, at Restore).
+  Status PutCounters(const IdCounters& ids);
   void AppendEvent(const std::string& job_id, const v1::HealthEvent& event);
   // Only the step record: steps_done is their count, derived again on restore, so the job's row
   // (its plan can be megabytes) is not rewritten at every step.

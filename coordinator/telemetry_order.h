@@ -27,6 +27,12 @@ class TelemetryOrder {
   // Counts a batch Check accepted.
   void Accept(int global_rank, const v1::TelemetryBatch& batch);
 
+  // After a coordinator restart: `global_rank` had summarized steps up to `last_summarized` and
+  // sent `open_step_actions` actions of the step after it (from the stored batches).
+  void Resume(int global_rank, int last_summarized, int open_step_actions) {
+    last_summarized_[global_rank] = last_summarized;
+    open_step_actions_[global_rank] = open_step_actions;
+  }
   // The step `global_rank` reports now.
   int open_step(int global_rank) const { return last_summarized_[global_rank] + 1; }
   // No rank has reported an action or a step since from_step.

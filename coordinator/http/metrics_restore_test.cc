@@ -38,7 +38,7 @@ v1::JobSpec Spec(int steps) {
 
 // A coordinator over the state file at `path` feeding `metrics`, restored from the file.
 OnFile WithMetrics(const std::string& path, health::MetricsSink* metrics) {
-  CoordinatorOptions o;
+  CoordinatorOptions o = ShortAdoption();
   o.metrics = metrics;
   return OnFile(path, o);
 }
@@ -234,7 +234,8 @@ TEST(MetricsRestoreTest, KeptJobsSeriesComeBackAndAResumedJobsCountersContinue) 
   const std::string after = metrics.Serialize();
   // The finished job: every series, every value, as before.
   EXPECT_EQ(Series(after, done), done_before);
-  // The running one: the same, plus the restore's own event ("restarting (2 of 2) from step 40").
+  // The running one: the same, plus the restore's own event ("the coordinator restarted ...:
+  // waiting ... for the job's 2 worker(s) to come back").
   auto want = resumed_before;
   const std::string lifecycle = "pipecoord_health_events_total{job_id=\"" + resumed + "\",kind=\"LIFECYCLE\"}";
   want[lifecycle] = std::to_string(std::stoi(want[lifecycle]) + 1);
@@ -245,6 +246,7 @@ TEST(MetricsRestoreTest, KeptJobsSeriesComeBackAndAResumedJobsCountersContinue) 
   for (const auto& [k, v] : want) {
     if (Value(Series(after, resumed), k) == "(absent)") ADD_FAILURE() << k << " missing, want " << v;
   }
+  EndAdoption(c);  // they do not come back holding it: restarting (2 of 2) from step 40
   ASSERT_EQ(c.GetJob(resumed)->state(), v1::PENDING);
   ASSERT_EQ(c.GetJob(resumed)->start_step(), 40);
 

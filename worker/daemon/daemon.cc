@@ -135,11 +135,29 @@ Status Daemon::RegisterWithRetry() {
     }
     v1::RegisterResponse resp;
     grpc::Status st = stub_->Register(&ctx, req, &resp);
+    if (st.ok() && !CurrentEpoch(resp.epoch())) {
+      Log("a coordinator of an older epoch (%s) answered the registration: ignored", std::to_string(resp.epoch()));
+      std::this_thread::sleep_for(kRegisterRetry);
+      continue;
+    }
     if (st.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      worker_id_ = resp.worker_id();
-      lease_ms_ = resp.lease_ms();
-      Log("registered as %s, peers reach it at %s", worker_id_, endpoint_);
+      std::shared_ptr<HeldJob> job;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        worker_id_ = resp.worker_id();
+        lease_ms_ = resp.lease_ms();
+        job = held_;
+      }
+      Log("registered as %s, peers reach it at %s", resp.worker_id(), endpoint_);
+      if (job != nullptr && req.held_job_id() == job->assignment().job_id()) {
+        if (resp.held_job_adopted()) {
+          Log("%s: the coordinator took the job back; it goes on", req.held_job_id());
+        } else if (!job->cancelled() && !job->releasing()) {
+          // Ended or restarted elsewhere while this worker could not hear about it.
+          Log("%s: the coordinator no longer runs it on this worker: stopping it", req.held_job_id());
+          job->Cancel("the coordinator no longer runs the job on this worker");
+        }
+      }
       return Status::Ok();
     }
     // Bad input or credentials do not get better by retrying (a live registration of the same
@@ -158,6 +176,13 @@ Status Daemon::RegisterWithRetry() {
     std::this_thread::sleep_for(kRegisterRetry);
   }
   return Unavailable("stopped before the coordinator answered a registration");
+}
+
+bool Daemon::CurrentEpoch(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (epoch < max_epoch_) return false;
+  max_epoch_ = epoch;
+  return true;
 }
 
 void Daemon::HeartbeatLoop() {
@@ -179,22 +204,23 @@ void Daemon::HeartbeatLoop() {
       if (hooks_ != nullptr) *req.mutable_progress() = hooks_->progress();
     }
     v1::HeartbeatResponse resp;
-    if (stub_->Heartbeat(&ctx, req, &resp).ok()) {
+    if (stub_->Heartbeat(&ctx, req, &resp).ok() && CurrentEpoch(resp.epoch())) {
       clock_.AddSample(t0, resp.coordinator_recv_ns(), resp.coordinator_send_ns(), WallNs());
       last_heard = std::chrono::steady_clock::now();
       std::lock_guard<std::mutex> lock(mu_);
-      if (checkpoints_ != nullptr && held_ != nullptr && resp.job_id() == held_->assignment().job_id() &&
-          resp.checkpointed_steps() > 0) {
+      const bool held = held_ != nullptr && resp.job_id() == held_->assignment().job_id();
+      if (checkpoints_ != nullptr && held && resp.checkpointed_steps() > 0) {
         checkpoints_->KeepFrom(resp.checkpointed_steps() - 1);  // the coordinator's restart point
       }
-    } else if (std::chrono::steady_clock::now() - last_heard > std::chrono::milliseconds(lease)) {
-      // The coordinator has had no heartbeat for a lease: it counts this worker gone and is
-      // failing or restarting its job elsewhere (or is down itself). Running on would only
-      // write checkpoints and telemetry nobody will read, beside the job's next attempt.
+      if (outbox_ != nullptr && held && resp.next_telemetry_step() > 0) outbox_->Confirm(resp.next_telemetry_step());
+    } else if (std::chrono::steady_clock::now() - last_heard > options_.coordinator_grace) {
+      // No coordinator for the whole grace: none is coming back to read this job's telemetry or
+      // to tell it to stop (a lost lease is told at the next registration, and peers' failures
+      // reach the job through its data plane, so this is the last resort).
       if (std::shared_ptr<HeldJob> job = Held(); job != nullptr && !job->cancelled() && !job->releasing()) {
-        Log("%s: no answer from the coordinator for a lease (%s ms): stopping the job", job->assignment().job_id(),
-            std::to_string(lease));
-        job->Cancel("no answer from the coordinator for a lease");
+        const std::string grace = std::to_string(options_.coordinator_grace.count()) + " ms";
+        Log("%s: no answer from the coordinator for %s: stopping the job", job->assignment().job_id(), grace);
+        job->Cancel("no answer from the coordinator for " + grace);
       }
     }
     for (int i = 0; i < 10 && (!stop_ || draining_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(lease / 30));
@@ -202,6 +228,10 @@ void Daemon::HeartbeatLoop() {
 }
 
 void Daemon::Handle(const v1::WorkerCommand& cmd) {
+  if (!CurrentEpoch(cmd.epoch())) {
+    Log("a command of an older coordinator epoch (%s) was ignored", std::to_string(cmd.epoch()));
+    return;
+  }
   if (cmd.has_assign()) {
     if (stop_) {
       Log("%s: not started, the worker is shutting down", cmd.assign().job_id());
@@ -300,11 +330,24 @@ void Daemon::Report(const v1::Assignment& a, const Status& st, const TcpTranspor
     for (int g : transport->BrokenPeers()) req.add_unreachable_peers(g);
     for (int g : transport->UnconnectedPeers()) req.add_unreachable_peers(g);
   }
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::ReportResultResponse resp;
-  stub_->ReportResult(&ctx, req, &resp);
   Log("%s: %s", a.job_id(), st.ok() ? std::string("done") : st.ToString());
+  // Retried while no coordinator answers (one may be restarting), up to the grace: the result
+  // is what the coordinator waits for to end the job.
+  const auto give_up = std::chrono::steady_clock::now() + options_.coordinator_grace;
+  for (int attempt = 0; !stop_ || attempt == 0; ++attempt) {
+    req.set_worker_id(WorkerId());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ReportResultResponse resp;
+    const grpc::Status rst = stub_->ReportResult(&ctx, req, &resp);
+    const auto code = rst.error_code();
+    if (rst.ok() || code == grpc::StatusCode::PERMISSION_DENIED || code == grpc::StatusCode::UNAUTHENTICATED ||
+        code == grpc::StatusCode::INVALID_ARGUMENT || std::chrono::steady_clock::now() > give_up) {
+      return;  // heard, refused for good, or nobody left to tell
+    }
+    if (attempt % 20 == 0) Log("%s: result not heard yet (%s), retrying", a.job_id(), rst.error_message());
+    std::this_thread::sleep_for(kReleaseRetry);
+  }
 }
 
 // Runs the job to its end and reports the result (unless it leaves quietly) before its links
@@ -329,9 +372,7 @@ void Daemon::RunJob(HeldJob& job) {
   rendezvous.stopped = [&job] { return job.cancelled(); };
   ropt.rendezvous = CoordinatorRendezvous(stub_.get(), std::move(rendezvous));
   RankRun rank(a, std::move(ropt));  // its executor and checkpoint writer outlive the code below
-  grpc::ClientContext tctx;
-  v1::TelemetryAck ack;
-  std::unique_ptr<grpc::ClientWriter<v1::TelemetryBatch>> telemetry;
+  std::unique_ptr<TelemetryOutbox> telemetry;
   RankRunCallbacks callbacks;
   callbacks.on_transport = [&](Transport* t) { return job.AttachTransport(t); };
   callbacks.on_start = [&](Executor* executor, AsyncCheckpointWriter* checkpoints) {
@@ -340,8 +381,9 @@ void Daemon::RunJob(HeldJob& job) {
       std::lock_guard<std::mutex> lock(mu_);
       hooks_ = &hooks;
       checkpoints_ = checkpoints;
+      telemetry = std::make_unique<TelemetryOutbox>(stub_.get());
+      outbox_ = telemetry.get();
     }
-    telemetry = stub_->Telemetry(&tctx, &ack);
     return true;
   };
   callbacks.on_step = [&](StepReport&& r) {
@@ -354,8 +396,7 @@ void Daemon::RunJob(HeldJob& job) {
     batch.set_session(a.session());
     for (auto& t : r.actions) *batch.add_actions() = std::move(t);
     *batch.add_steps() = r.summary;
-    if (!telemetry->Write(batch)) return Unavailable("telemetry stream to the coordinator closed");
-    return Status::Ok();
+    return telemetry->Put(std::move(batch));  // the coordinator's refusal stops the rank
   };
   Status st = rank.Run(
       [&](const v1::Assignment&) -> Result<TcpTransport*> {
@@ -373,14 +414,17 @@ void Daemon::RunJob(HeldJob& job) {
       },
       callbacks);
   if (telemetry != nullptr) {
-    telemetry->WritesDone();
-    grpc::Status tst = telemetry->Finish();
+    // What the coordinator has not stored yet is delivered before the result (a coordinator
+    // away now has the grace to come back).
+    Status tst = telemetry->Close(std::chrono::steady_clock::now() +
+                                  (job.cancelled() ? std::chrono::milliseconds(5000) : options_.coordinator_grace));
     {
       std::lock_guard<std::mutex> lock(mu_);
       hooks_ = nullptr;
       checkpoints_ = nullptr;
+      outbox_ = nullptr;
     }
-    if (st.ok() && !tst.ok()) st = Unavailable("telemetry refused: " + tst.error_message());
+    if (st.ok() && !tst.ok()) st = tst;
   }
   job.Detach();
   if (job.cancelled()) st = FailedPrecondition("stopped: " + job.cancel_reason());

@@ -16,8 +16,13 @@
 //    checkpoint complete) and fails naming it; a job not yet running is left quietly (no report, no
 //    release: the coordinator queues it again when the worker deregisters). A job still running
 //    after the shutdown grace is cancelled; then the worker deregisters.
-//  - Fencing: when no heartbeat was answered for a lease, the coordinator counts this worker gone
-//    and fails or restarts its job elsewhere, so the held job is stopped.
+//  - The coordinator may go away (a crash, a restart, a failover) without stopping training: the
+//    job runs on, its telemetry waits in a TelemetryOutbox and its result is retried, and when a
+//    coordinator answers again the worker registers naming the job and session it holds. The
+//    coordinator either re-adopts it (the job goes on) or not (the worker stops it: the job was
+//    failed or restarted elsewhere meanwhile). With no answer for coordinator_grace the job stops.
+//  - Fencing: every answer and command carries the coordinator's epoch; one below the highest
+//    seen (a coordinator paused through a failover) is not obeyed.
 //  - Checkpoints: each heartbeat's answer names the held job's restart point; the job's checkpoint
 //    files from there on are kept (AsyncCheckpointWriter::KeepFrom).
 #ifndef PIPECOORD_WORKER_DAEMON_DAEMON_H_
@@ -42,6 +47,7 @@
 #include "worker/daemon/fault_injection.h"
 #include "worker/daemon/health_hooks.h"
 #include "worker/daemon/held_job.h"
+#include "worker/daemon/telemetry_outbox.h"
 #include "worker/transport/port_reservation.h"
 #include "worker/transport/tcp_transport.h"
 
@@ -70,6 +76,9 @@ struct DaemonOptions {
   std::chrono::milliseconds shutdown_grace{25000};
   // How long a job's Connect waits for its peers (RankRunOptions::connect_timeout).
   std::chrono::milliseconds connect_timeout{30000};
+  // How long a running job goes on while no coordinator answers (hours: a restart or failover of
+  // the coordinator must not stop training); then it stops.
+  std::chrono::milliseconds coordinator_grace{std::chrono::hours(2)};
 };
 
 class Daemon {
@@ -104,6 +113,9 @@ class Daemon {
   void RunJob(HeldJob& job);
   void Release(const v1::Assignment& a);
   void Report(const v1::Assignment& a, const Status& st, const TcpTransport* transport);
+  // Fencing: notes `epoch` and says whether it is current (not below the highest seen; 0, from a
+  // coordinator that sends none, is current).
+  bool CurrentEpoch(uint64_t epoch);
 
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   const DaemonOptions options_;
@@ -123,6 +135,8 @@ class Daemon {
   std::shared_ptr<HeldJob> held_;                 // from assignment until released; null when free
   HealthHooks* hooks_ = nullptr;                  // the running job's progress, for the heartbeat
   AsyncCheckpointWriter* checkpoints_ = nullptr;  // the running job's, told the restart point
+  TelemetryOutbox* outbox_ = nullptr;             // the running job's, told what is stored
+  uint64_t max_epoch_ = 0;
   grpc::ClientContext* commands_ctx_ = nullptr;
   std::thread job_thread_;
   std::atomic<bool> draining_{true};  // heartbeats go on until the last job has stopped

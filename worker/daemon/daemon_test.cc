@@ -269,17 +269,25 @@ class FakeCoordinator final : public v1::WorkerService::Service {
 
   void Assign(const v1::Assignment& a) { Push([&](v1::WorkerCommand& c) { *c.mutable_assign() = a; }); }
   void Cancel(const std::string& job) { Push([&](v1::WorkerCommand& c) { c.set_cancel_job_id(job); }); }
-  // Heartbeats answer UNAVAILABLE from now on.
+  // Heartbeats answer UNAVAILABLE from now on (until AnswerHeartbeats).
   void FailHeartbeats() { heartbeats_fail_ = true; }
+  void AnswerHeartbeats() { heartbeats_fail_ = false; }
+  // After Restart(false): Register answers at once (a worker need not release first).
+  void AllowRegistration() {
+    std::lock_guard<std::mutex> lock(mu_);
+    refused_release_ = true;
+  }
   // Heartbeats sent while a job runs are answered with that job and this restart point.
   void AnswerCheckpointedSteps(int steps) { checkpointed_steps_ = steps; }
   // Forgets the worker, as a coordinator that restarted: Commands, Heartbeat and ReleaseJob answer
   // NOT_FOUND until it registers again; and, so a release meets NOT_FOUND first, Register answers
   // UNAVAILABLE until a release was refused.
-  void Restart() {
+  // With `adopt`, Register answers at once and takes the held job back (held_job_adopted).
+  void Restart(bool adopt = false) {
     std::lock_guard<std::mutex> lock(mu_);
     known_ = false;
     refused_release_ = false;
+    adopt_ = adopt;
   }
   void Shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -302,11 +310,12 @@ class FakeCoordinator final : public v1::WorkerService::Service {
 
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* req, v1::RegisterResponse* resp) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!known_ && !refused_release_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting");
+    if (!known_ && !refused_release_ && !adopt_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting");
     seen_.registers.push_back(*req);
     known_ = true;
     resp->set_worker_id("worker-0001");
     resp->set_lease_ms(lease_ms_);
+    resp->set_held_job_adopted(adopt_ && !req->held_job_id().empty());
     return grpc::Status::OK;
   }
 
@@ -391,7 +400,7 @@ class FakeCoordinator final : public v1::WorkerService::Service {
   std::mutex mu_;
   std::condition_variable changed_;
   std::deque<v1::WorkerCommand> commands_;
-  bool known_ = true, refused_release_ = false, shutdown_ = false;
+  bool known_ = true, refused_release_ = false, shutdown_ = false, adopt_ = false;
   Seen seen_;
 };
 
@@ -464,10 +473,16 @@ class ScriptedCoordinatorTest : public ::testing::Test {
   std::string endpoint_;
 };
 
-// Fencing: once no heartbeat was answered for a lease, the coordinator counts the worker gone and
-// runs the job elsewhere: the daemon stops its job, says why, and still releases it.
-TEST_F(ScriptedCoordinatorTest, AJobIsStoppedOnceNoHeartbeatWasAnsweredForALease) {
-  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+// With no coordinator answering for the whole grace (here one lease), the daemon stops its job,
+// says why, and still releases it.
+DaemonOptions GraceOfALease() {
+  DaemonOptions o = SlowTimeouts();
+  o.coordinator_grace = milliseconds(2000);
+  return o;
+}
+
+TEST_F(ScriptedCoordinatorTest, AJobIsStoppedOnceNoCoordinatorAnsweredForTheGrace) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(GraceOfALease()));
   const v1::Assignment a = Job("job-fenced", 10'000'000);
   fake_.Assign(a);
   ASSERT_TRUE(WaitFor([&] { return fake_.seen().last_step >= 1; })) << "the job did not run";
@@ -477,7 +492,7 @@ TEST_F(ScriptedCoordinatorTest, AJobIsStoppedOnceNoHeartbeatWasAnsweredForALease
   ASSERT_TRUE(WaitFor([&] { return !fake_.seen().reports.empty(); })) << "the job was not stopped";
   const v1::ReportResultRequest report = fake_.seen().reports[0];
   EXPECT_FALSE(report.ok());
-  EXPECT_EQ(report.message(), "stopped: no answer from the coordinator for a lease");
+  EXPECT_EQ(report.message(), "stopped: no answer from the coordinator for 2000 ms");
   EXPECT_EQ(report.session(), a.session());
   ASSERT_TRUE(WaitFor([&] { return Released(a.job_id()); })) << "the fenced job was not released";
   EXPECT_LT(Stop(), kPrompt);
@@ -485,10 +500,11 @@ TEST_F(ScriptedCoordinatorTest, AJobIsStoppedOnceNoHeartbeatWasAnsweredForALease
 }
 
 // A coordinator that restarted does not know the worker: its heartbeats go unanswered (NOT_FOUND),
-// so it stops its job after a lease; the release meets NOT_FOUND and is retried until the command
-// loop has registered again, naming the job still held; then it is heard.
+// and this one answers no registration for the grace, so the job stops; the release meets
+// NOT_FOUND and is retried until the command loop has registered again, naming the job still
+// held; then it is heard.
 TEST_F(ScriptedCoordinatorTest, TheReleaseIsRetriedThroughACoordinatorRestart) {
-  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(GraceOfALease()));
   const v1::Assignment a = Job("job-held", 10'000'000);
   fake_.Assign(a);
   ASSERT_TRUE(WaitFor([&] { return fake_.seen().last_step >= 1; })) << "the job did not run";
@@ -496,7 +512,7 @@ TEST_F(ScriptedCoordinatorTest, TheReleaseIsRetriedThroughACoordinatorRestart) {
   ASSERT_TRUE(WaitFor([&] { return Released(a.job_id()); })) << "the release was never heard";
   const FakeCoordinator::Seen seen = fake_.seen();
   ASSERT_EQ(seen.reports.size(), 1u);
-  EXPECT_EQ(seen.reports[0].message(), "stopped: no answer from the coordinator for a lease");
+  EXPECT_EQ(seen.reports[0].message(), "stopped: no answer from the coordinator for 2000 ms");
   ASSERT_GE(seen.releases.size(), 2u);
   EXPECT_FALSE(seen.releases.front().second);
   ASSERT_EQ(seen.registers.size(), 2u);
@@ -506,6 +522,47 @@ TEST_F(ScriptedCoordinatorTest, TheReleaseIsRetriedThroughACoordinatorRestart) {
   EXPECT_LT(Stop(), kPrompt);
   EXPECT_TRUE(result_.ok()) << result_.ToString();
   EXPECT_EQ(fake_.seen().deregisters, 1);
+}
+
+// A coordinator that restarted and takes the job back (held_job_adopted): the job never stopped,
+// however long the coordinator was away (here over the default lease of the old rule), and runs
+// on after the worker registered again naming it.
+TEST_F(ScriptedCoordinatorTest, ACoordinatorRestartThatAdoptsTheJobDoesNotStopIt) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  const v1::Assignment a = Job("job-adopted", 10'000'000);
+  fake_.Assign(a);
+  ASSERT_TRUE(WaitFor([&] { return fake_.seen().last_step >= 1; })) << "the job did not run";
+  fake_.FailHeartbeats();
+  std::this_thread::sleep_for(milliseconds(3 * kLeaseMs));  // the old rule stopped the job after one lease
+  fake_.Restart(/*adopt=*/true);
+  fake_.AnswerHeartbeats();
+  ASSERT_TRUE(WaitFor([&] { return fake_.seen().registers.size() >= 2; })) << "no registration after the restart";
+  const int at_register = fake_.seen().last_step;
+  ASSERT_TRUE(WaitFor([&] { return fake_.seen().last_step >= at_register + 3; })) << "the job did not go on";
+  const FakeCoordinator::Seen seen = fake_.seen();
+  EXPECT_TRUE(seen.reports.empty()) << seen.reports[0].message();
+  EXPECT_EQ(seen.registers[1].held_job_id(), a.job_id());
+  EXPECT_EQ(seen.registers[1].held_session(), a.session());
+  fake_.Cancel(a.job_id());
+  ASSERT_TRUE(WaitFor([&] { return Released(a.job_id()); })) << "the cancelled job was not released";
+  EXPECT_LT(Stop(), kPrompt);
+  EXPECT_TRUE(result_.ok()) << result_.ToString();
+}
+
+// A coordinator that restarted and does not take the job back (it failed or restarted it while
+// the worker was away): the worker stops the job as soon as it registers again.
+TEST_F(ScriptedCoordinatorTest, ACoordinatorRestartThatDoesNotAdoptTheJobStopsIt) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  const v1::Assignment a = Job("job-orphaned", 10'000'000);
+  fake_.Assign(a);
+  ASSERT_TRUE(WaitFor([&] { return fake_.seen().last_step >= 1; })) << "the job did not run";
+  fake_.Restart(/*adopt=*/false);
+  fake_.AllowRegistration();
+  ASSERT_TRUE(WaitFor([&] { return !fake_.seen().reports.empty(); })) << "the job was not stopped";
+  EXPECT_EQ(fake_.seen().reports[0].message(), "stopped: the coordinator no longer runs the job on this worker");
+  ASSERT_TRUE(WaitFor([&] { return Released(a.job_id()); })) << "the stopped job was not released";
+  EXPECT_LT(Stop(), kPrompt);
+  EXPECT_TRUE(result_.ok()) << result_.ToString();
 }
 
 // The heartbeat's answer names the held job's restart point (steps [0, 3) checkpointed on every

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   using namespace pipecoord;
   std::string coordinator_addr, device = "cpu", data_listen = "127.0.0.1:0", advertise;
   FlagSet flags("worker --coordinator HOST:PORT [--device cpu|cuda] [--data-listen HOST:PORT] [--advertise HOST] "
-                     "[--checkpoint-dir DIR] [--tls-ca FILE --tls-cert FILE --tls-key FILE]",
+                     "[--checkpoint-dir DIR] [--coordinator-grace-s N] [--tls-ca FILE --tls-cert FILE --tls-key FILE]",
                      "A pipecoord worker: registers with the coordinator, runs the job lists it is "
                      "assigned (its rank comes from the assignment) and reports telemetry.");
   flags.String("coordinator", &coordinator_addr, "the coordinator's gRPC address (or PIPECOORD_ADDR)");
@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
   flags.String("inject", &inject,
                "faults to inject, for tests and demos: RULE[,RULE...] with RULE slow:RANK:FACTOR[:STEP], "
                "hang:RANK:STEP, corrupt:RANK:STEP or oom:RANK:BYTES[:STEP] (RANK: global rank)");
+  int coordinator_grace_s = 7200;
+  flags.Int("coordinator-grace-s", &coordinator_grace_s,
+            "how long a running job goes on with no coordinator answering, in seconds (default 7200): it keeps "
+            "training and its telemetry while a coordinator restarts or fails over, then stops");
   flags.String("data-listen", &data_listen, "address peers send activations to (default 127.0.0.1:0: any free port)");
   flags.String("advertise", &advertise,
                "host name or IP peers dial for the data port, e.g. the pod IP (default: the --data-listen "
@@ -83,6 +87,10 @@ int main(int argc, char** argv) {
     if (rules.ok()) options.faults = std::move(rules).value();
     else st = rules.status();
   }
+  if (st.ok() && (coordinator_grace_s < 1 || coordinator_grace_s > 30 * 86400)) {
+    st = InvalidArgument("--coordinator-grace-s: must be in 1..2592000");
+  }
+  options.coordinator_grace = std::chrono::seconds(coordinator_grace_s);
   const size_t colon = data_listen.rfind(':');
   if (st.ok() && colon == std::string::npos) st = InvalidArgument("--data-listen: must be HOST:PORT");
   // A host name or an IPv4/IPv6 address, never HOST:PORT nor an unexpanded "$(POD_IP)".
