@@ -91,8 +91,8 @@ grep -qE "^job-[0-9]+ submitted from $again's spec \(predicted bubble rate 0\.[0
 expect 2 "--max-jobs: must be in 1..1000000" "$COORDINATOR" --listen 127.0.0.1:0 --max-jobs 0
 expect 2 "--lease-ms: must be in 100..3600000" "$COORDINATOR" --listen 127.0.0.1:0 --lease-ms 5
 
-# A failure no rank caused names no rank (it said "(rank -1)"): a running job whose coordinator
-# is killed and restarted on its state file fails as "the coordinator restarted ...".
+# A running job whose coordinator is killed and restarted on its state file while its workers
+# die too: it waits --adopt-grace-ms for them, then fails naming the ranks that did not come back.
 start_coordinator --state "$WORK/state.db"
 killed=${PIDS[-1]}
 start_workers 2
@@ -102,10 +102,17 @@ for _ in $(seq 200); do
   [ "$("$PIPECTL" status "$running" --format json | json_field '["state"]')" = "RUNNING" ] && break
   sleep 0.05
 done
-kill -9 "$killed"
-wait "$killed" 2>/dev/null || true
-start_coordinator --state "$WORK/state.db"
+ids=$("$PIPECTL" status "$running" --format json | json_field '["workerIds"]' | tr -d "[]',")
+kill -9 "$killed" "${PIDS[-1]}" "${PIDS[-2]}"
+wait "$killed" "${PIDS[-1]}" "${PIDS[-2]}" 2>/dev/null || true
+start_coordinator --state "$WORK/state.db" --adopt-grace-ms 500
+for _ in $(seq 100); do
+  [ "$("$PIPECTL" status "$running" --format json | json_field '["state"]')" = "FAILED" ] && break
+  sleep 0.05
+done
+read -r w0 w1 <<< "$ids"
 "$PIPECTL" status "$running" > "$WORK/status.out" || fail "status after the restart failed"
-grep -qx "cause     the coordinator restarted while the job was running" "$WORK/status.out" ||
-  fail "status of a failure without a rank: $(cat "$WORK/status.out")"
+grep -qx "cause     the coordinator restarted and rank 0 (dp 0) on $w0, rank 1 (dp 0) on $w1 did not come back within 500 ms (rank 0)" \
+  "$WORK/status.out" || fail "status of a job whose workers did not come back: $(cat "$WORK/status.out")"
+expect 2 "--adopt-grace-ms: must be in 100..86400000" "$COORDINATOR" --listen 127.0.0.1:0 --adopt-grace-ms 5
 echo "e2e errors: ok"
