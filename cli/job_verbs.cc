@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include "cli/auto_plan_text.h"
@@ -89,21 +92,28 @@ std::string LossText(double nats, bool byte_level) {
   return buf;
 }
 
+bool Terminal(v1::JobState s) { return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED; }
+
+// How long watch keeps trying to reach a coordinator that went away (a restart or failover).
+constexpr auto kWatchReconnectFor = std::chrono::minutes(10);
+
 // Follows a job until it ends: a line per step (a live line on a terminal), events, the end;
-// with `json`, each JobUpdate as one line of JSON.
+// with `json`, each JobUpdate as one line of JSON. A coordinator that goes away (UNAVAILABLE, or
+// a stream ended before the job did: a shutdown) is reached again for up to kWatchReconnectFor,
+// and the watch continues where it was: a new stream replays the job's log from its start, so
+// steps already shown and events already shown (by text, as often as shown) are skipped.
 int Watch(Connection conn, const std::string& job, const char* verb, bool json) {
   auto made = JobStub(&conn);
   if (!made.ok()) return Fail(verb, made.status());
   auto stub = std::move(made).value();
-  grpc::ClientContext ctx;
   v1::WatchJobRequest req;
   req.set_job_id(job);
-  auto reader = stub->WatchJob(&ctx, req);
   v1::JobUpdate u;
   v1::JobState last = v1::JOB_STATE_UNSPECIFIED;
   const bool tty = isatty(STDOUT_FILENO);
   int steps = 0;
   bool byte_level = false;  // losses also in bits per byte
+  bool reached = false;     // a coordinator never reached is an error at once, not waited for
   {
     auto info = Deadline(10);
     v1::GetJobRequest g;
@@ -112,31 +122,71 @@ int Watch(Connection conn, const std::string& job, const char* verb, bool json) 
     if (stub->GetJob(info.get(), g, &j).ok()) {
       steps = j.spec().steps();
       byte_level = jobplan::ByteLevel(j.spec());
+      reached = true;
     }
   }
-  while (reader->Read(&u)) {
-    last = u.state();
-    if (json) {
-      std::printf("%s\n", ToJson(u, false).c_str());
-    } else if (!u.event().empty()) {
-      std::printf("%s%s: %s\n", tty ? "\r\033[K" : "", job.c_str(), u.event().c_str());
-    } else {
-      std::string losses = LossText(u.loss(), byte_level);
-      if (u.has_val_loss()) losses += "  val " + LossText(u.val_loss(), byte_level);
-      if (u.has_grad_norm()) {
-        char norm[64];
-        std::snprintf(norm, sizeof norm, "  grad norm %.4g  lr %.3g", u.grad_norm(), u.learning_rate());
-        losses += norm;
+  int last_step = -1;
+  std::map<std::string, int> events_shown;
+  bool lost = false;
+  std::chrono::steady_clock::time_point lost_since{};
+  for (;;) {
+    grpc::ClientContext ctx;
+    auto reader = stub->WatchJob(&ctx, req);
+    std::map<std::string, int> events_read;  // on this stream
+    while (reader->Read(&u)) {
+      reached = true;
+      if (lost) {
+        std::fprintf(stderr, "pipectl %s: reached the coordinator again; following %s\n", verb, job.c_str());
+        lost = false;
       }
-      std::printf("%s%s step %d/%d  loss %s  step %.3f s  bubble measured %.3f predicted %.3f%s",
-                  tty ? "\r\033[K" : "", job.c_str(), u.step() + 1, steps, losses.c_str(), u.step_time_s(),
-                  u.measured_bubble_rate(), u.predicted_bubble_rate(), tty ? "" : "\n");
+      last = u.state();
+      if (!u.event().empty()) {
+        if (++events_read[u.event()] <= events_shown[u.event()]) continue;  // shown before the reconnect
+        events_shown[u.event()] = events_read[u.event()];
+      } else {
+        if (u.step() <= last_step) continue;
+        last_step = u.step();
+      }
+      if (json) {
+        std::printf("%s\n", ToJson(u, false).c_str());
+      } else if (!u.event().empty()) {
+        std::printf("%s%s: %s\n", tty ? "\r\033[K" : "", job.c_str(), u.event().c_str());
+      } else {
+        std::string losses = LossText(u.loss(), byte_level);
+        if (u.has_val_loss()) losses += "  val " + LossText(u.val_loss(), byte_level);
+        if (u.has_grad_norm()) {
+          char norm[64];
+          std::snprintf(norm, sizeof norm, "  grad norm %.4g  lr %.3g", u.grad_norm(), u.learning_rate());
+          losses += norm;
+        }
+        std::printf("%s%s step %d/%d  loss %s  step %.3f s  bubble measured %.3f predicted %.3f%s",
+                    tty ? "\r\033[K" : "", job.c_str(), u.step() + 1, steps, losses.c_str(), u.step_time_s(),
+                    u.measured_bubble_rate(), u.predicted_bubble_rate(), tty ? "" : "\n");
+      }
+      std::fflush(stdout);
     }
-    std::fflush(stdout);
+    const grpc::Status gst = reader->Finish();
+    if (gst.ok() && Terminal(last)) break;
+    const bool gone = gst.error_code() == grpc::StatusCode::UNAVAILABLE || gst.ok();  // gst.ok(): a shutdown
+    if (!gone || !reached) {
+      if (tty && !json) std::printf("\n");
+      return Fail(verb, FromGrpc(gst, conn));
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!lost) {
+      lost = true;
+      lost_since = now;
+      std::fprintf(stderr, "%spipectl %s: lost the coordinator (%s); reconnecting for up to %d s\n",
+                   tty && !json ? "\n" : "", verb, gst.ok() ? "it shut down" : gst.error_message().c_str(),
+                   static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(kWatchReconnectFor).count()));
+    } else if (now - lost_since > kWatchReconnectFor) {
+      return Fail(verb, FromGrpc(gst.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator shut down")
+                                          : gst,
+                                 conn));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   if (tty && !json) std::printf("\n");
-  Status st = FromGrpc(reader->Finish(), conn);
-  if (!st.ok()) return Fail(verb, st);
   return last == v1::SUCCEEDED ? kExitOk : kExitFailed;
 }
 
@@ -362,7 +412,9 @@ int RunWatch(int argc, char** argv) {
   std::string format = "text";
   FlagSet flags("pipectl watch JOB [--coordinator HOST:PORT] [--tls-ca FILE] [--format text|json]",
                 "Follows a job until it ends: a live line per step (loss, step time, measured and "
-                "predicted bubble rate) and its events. Exit 0 if it succeeded, 1 otherwise.");
+                "predicted bubble rate) and its events. A coordinator that restarts or fails over "
+                "meanwhile is reached again (for up to 10 minutes) and the watch goes on where it was. "
+                "Exit 0 if it succeeded, 1 otherwise.");
   AddConnectionFlags(flags, &conn);
   flags.Format(&format, {"text", "json"}, "text (default) or json (each JobUpdate on a line of its own)");
   if (int rc = Parse(flags, argc, argv, "watch", &job, true); rc >= 0) return rc;

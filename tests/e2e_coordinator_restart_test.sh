@@ -4,7 +4,8 @@
 # workers train on meanwhile, keep their telemetry and results, register again holding the job,
 # and the new coordinator re-adopts it: the job SUCCEEDS with no restart counted, every step
 # recorded once, losses equal to an uninterrupted run's bit for bit, and as many measured actions
-# as that run (every acknowledged telemetry record there once).
+# as that run (every acknowledged telemetry record there once). pipectl watch and the Python
+# client's watch, started before the kill, reconnect and follow the job to its end.
 source tests/lib.sh
 
 STATE="$WORK/state.db"
@@ -24,6 +25,21 @@ for _ in $(seq 600); do
   [ "$("$PIPECTL" status "$job" --format json | json_field '.get("stepsDone", 0)')" -ge 5 ] && break
   sleep 0.02
 done
+# Two watchers started before the kill follow the job through it: pipectl watch and the Python
+# client's watch().
+"$PIPECTL" watch "$job" > "$WORK/watcher.out" 2> "$WORK/watcher.err" &
+watcher=$!
+gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
+PYTHONPATH="$gen:python" /usr/bin/python3 - "$PIPECOORD_ADDR" "$job" > "$WORK/pywatch.out" 2>&1 <<'PY' &
+import sys
+from pipecoord.client import Client, StepUpdate
+client = Client(sys.argv[1])
+steps = [u.step for u in client.watch(sys.argv[2]) if isinstance(u, StepUpdate)]
+print("python watch: %d steps, %s" % (len(steps), "each once in order" if steps == list(range(len(steps))) else "NOT in order"))
+print("python watch ended: " + client.get(sys.argv[2]).state)
+PY
+pywatcher=$!
+sleep 0.5
 done_at_kill=$("$PIPECTL" status "$job" --format json | json_field '.get("stepsDone", 0)')
 [ "$done_at_kill" -ge 5 ] && [ "$done_at_kill" -lt "$steps" ] || fail "steps done at the kill: $done_at_kill"
 kill -KILL "$coordinator_pid"
@@ -40,6 +56,15 @@ state_after=$("$PIPECTL" status "$job" --format json | json_field '["state"]')
 echo "killed after step $done_at_kill; the new coordinator found the job $state_after"
 timeout 300 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "the job did not succeed: $(tail -5 "$WORK/watch.out")"
 ended_at=$(date +%s.%N)
+wait "$watcher" || fail "pipectl watch did not exit 0 through the restart: $(tail -3 "$WORK/watcher.err")"
+grep -q "lost the coordinator" "$WORK/watcher.err" && grep -q "reached the coordinator again" "$WORK/watcher.err" ||
+  fail "pipectl watch did not say it reconnected: $(cat "$WORK/watcher.err")"
+[ "$(grep -c "^$job step " "$WORK/watcher.out")" = "$steps" ] || fail "pipectl watch did not show each step once"
+[ "$(grep "^$job step " "$WORK/watcher.out" | sed 's/^[^ ]* step \([0-9]*\)\/.*/\1/' | sort -n | uniq | wc -l)" = "$steps" ] ||
+  fail "pipectl watch repeated a step"
+wait "$pywatcher" || fail "the Python client's watch failed: $(cat "$WORK/pywatch.out")"
+grep -qx "python watch: $steps steps, each once in order" "$WORK/pywatch.out" &&
+  grep -qx "python watch ended: SUCCEEDED" "$WORK/pywatch.out" || fail "Python client's watch: $(cat "$WORK/pywatch.out")"
 
 "$PIPECTL" status "$reference" --format json > "$WORK/reference.status.json"
 "$PIPECTL" status "$job" --format json > "$WORK/job.status.json"

@@ -502,14 +502,53 @@ class Client:
         coordinator publishes a new state together with the lifecycle event that records it, so a
         watch that runs to the end finishes with EventUpdate (message "SUCCEEDED", "FAILED: ...",
         "CANCELLED: ...") then StateUpdate of that state. It does not raise for a failed job;
-        wait() does. Errors (NotFound, Unavailable, ...) are raised when iterating."""
-        call = self._stub.WatchJob(job_pb2.WatchJobRequest(job_id=job_id))
-        try:
-            yield from typed_updates(call)
-        except grpc.RpcError as e:
-            raise _from_rpc_error(e) from None
-        finally:
-            call.cancel()  # a consumer that stops early ends the stream; no-op once it has ended
+        wait() does. A coordinator that restarts or fails over meanwhile is reached again and the
+        watch goes on where it was (see _updates). Errors (NotFound, Unavailable once the
+        coordinator stayed away for WATCH_RECONNECT_S, ...) are raised when iterating."""
+        yield from typed_updates(self._updates(job_id))
+
+    # How long watch() keeps trying to reach a coordinator that went away (restart, failover).
+    WATCH_RECONNECT_S = 600.0
+
+    def _updates(self, job_id):
+        """The job's JobUpdates, across coordinator restarts: when the stream breaks (UNAVAILABLE)
+        or ends before the job did (a shutdown), after the coordinator answered once, it is opened
+        again for up to WATCH_RECONNECT_S; a new stream replays the log from the start, so steps
+        and events already yielded (by text, as often as yielded) are skipped."""
+        import time
+        terminal = (job_pb2.SUCCEEDED, job_pb2.FAILED, job_pb2.CANCELLED)
+        last_step, shown, reached, lost_since = -1, {}, False, None
+        while True:
+            call = self._stub.WatchJob(job_pb2.WatchJobRequest(job_id=job_id))
+            state, read = None, {}
+            try:
+                for update in call:
+                    reached, lost_since, state = True, None, update.state
+                    if _is_event(update):
+                        text = update.event or update.health_event.message
+                        read[text] = read.get(text, 0) + 1
+                        if read[text] <= shown.get(text, 0):
+                            continue
+                        shown[text] = read[text]
+                    elif _has_step(update):
+                        if update.step <= last_step:
+                            continue
+                        last_step = update.step
+                    yield update
+                if state in terminal:
+                    return
+                error = Unavailable(f"{job_id}: the coordinator shut down while the job was running")
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNAVAILABLE or not reached:
+                    raise _from_rpc_error(e) from None
+                error = _from_rpc_error(e)
+            finally:
+                call.cancel()  # a consumer that stops early ends the stream; no-op once it has ended
+            now = time.monotonic()
+            lost_since = lost_since or now
+            if now - lost_since > self.WATCH_RECONNECT_S:
+                raise error
+            time.sleep(0.5)
 
     def wait(self, job_id):
         """Follows the job to its end; returns the final Job if it SUCCEEDED, raises JobFailed if
