@@ -328,6 +328,42 @@ cause=$(json_field '["failureCause"]' < "$WORK/status.json")
 echo "killed: $cause"
 stop_all
 
+# --- 3b. The coordinator killed and started again mid-job: the torch workers train on ---
+start_coordinator --state "$WORK/state.db" --lease-ms 2000
+coordinator_pid=${PIDS[-1]}
+ADDR=$PIPECOORD_ADDR
+start_torch_workers 2
+torch_job "$WORK/ride-ref.json" steps=200
+ref=$(submit "$WORK/ride-ref.json")
+timeout 300 "$PIPECTL" watch "$ref" > /dev/null || fail "the uninterrupted torch run failed"
+torch_job "$WORK/ride.json" steps=200
+job=$(submit "$WORK/ride.json")
+for _ in $(seq 600); do
+  [ "$("$PIPECTL" status "$job" --format json | json_field '.get("stepsDone", 0)')" -ge 3 ] && break
+  sleep 0.05
+done
+kill -KILL "$coordinator_pid"
+wait "$coordinator_pid" 2>/dev/null || true
+sleep 3  # longer than the lease: the old rule stopped the job here
+: > "$WORK/coordinator.log"
+"$COORDINATOR" --listen "$ADDR" --state "$WORK/state.db" --lease-ms 2000 > "$WORK/coordinator.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q "listening on" "$WORK/coordinator.log" && break; sleep 0.05; done
+timeout 300 "$PIPECTL" watch "$job" > "$WORK/ride.out" || fail "the torch job did not survive the coordinator restart: $(tail -3 "$WORK/ride.out")"
+"$PIPECTL" status "$ref" --format json > "$WORK/ride-ref.status.json"
+"$PIPECTL" status "$job" --format json > "$WORK/ride.status.json"
+/usr/bin/python3 - "$WORK/ride-ref.status.json" "$WORK/ride.status.json" <<'PY' || fail "torch coordinator restart checks"
+import json, sys
+ref, job = (json.load(open(p)) for p in sys.argv[1:3])
+assert job["state"] == "SUCCEEDED" and job.get("restarts", 0) == 0, (job["state"], job.get("restarts"))
+assert [s.get("step", 0) for s in job["steps"]] == list(range(200)), "each step once"
+assert [s["loss"] for s in job["steps"]] == [s["loss"] for s in ref["steps"]], "losses differ from the uninterrupted run"
+assert any(e["message"].startswith("re-adopted after the coordinator restart") for e in job["events"])
+print("torch workers rode out the coordinator restart: 200 steps once, losses equal the uninterrupted run's")
+PY
+grep -q "the coordinator took the job back; it goes on" "$WORK"/torch-*.log || fail "no torch worker says it was re-adopted"
+stop_all
+
 # --- 4. docs/pytorch.md's example ---
 mkdir -p "$WORK/example"
 /usr/bin/python3 - docs/pytorch.md "$WORK/example" <<'PY' || fail "docs/pytorch.md: example blocks not found"

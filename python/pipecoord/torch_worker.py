@@ -19,7 +19,6 @@ worker deregisters and exits.
 import argparse
 import datetime
 import os
-import queue
 import signal
 import socket
 import sys
@@ -39,6 +38,7 @@ from pipecoord.token_data import training_data
 from pipecoord.torch_checkpoint import CheckpointWriter, resume
 from pipecoord.torch_executor import Cancelled, Faults, Progress, RankExecutor
 from pipecoord.torch_stages import StageRunner
+from pipecoord.telemetry_outbox import TelemetryOutbox
 
 WORKER_KIND = "torch"
 SHUTDOWN_GRACE_S = 25.0
@@ -89,6 +89,7 @@ class HeldJob:
         self.progress = Progress(assignment)
         self.running = False
         self.checkpoints = None  # its CheckpointWriter (spec.checkpointEvery)
+        self.telemetry = None    # its TelemetryOutbox while it runs
 
     def cancel(self, reason):
         if not self.cancelled.is_set():
@@ -114,6 +115,14 @@ class TorchWorker:
         self.draining = True
         self.faults = Faults(args.inject)
         self.endpoint = ""
+        self.max_epoch = 0  # fencing: answers and commands of an older coordinator epoch are ignored
+
+    def current_epoch(self, epoch):
+        with self.lock:
+            if epoch < self.max_epoch:
+                return False
+            self.max_epoch = epoch
+            return True
 
     # --- registration, lease, commands ---
     def register(self):
@@ -136,9 +145,20 @@ class TorchWorker:
                 attempt += 1
                 time.sleep(0.5)
                 continue
+            if not self.current_epoch(resp.epoch):
+                log(f"a coordinator of an older epoch ({resp.epoch}) answered the registration: ignored")
+                time.sleep(0.5)
+                continue
             with self.lock:
                 self.worker_id, self.lease_ms = resp.worker_id, resp.lease_ms
             log(f"registered as {resp.worker_id}, peers reach it at {self.endpoint}")
+            if held is not None and held is self.held:
+                if resp.held_job_adopted:
+                    log(f"{held.a.job_id}: the coordinator took the job back; it goes on")
+                elif not held.cancelled.is_set():
+                    # Ended or restarted elsewhere while this worker could not hear about it.
+                    log(f"{held.a.job_id}: the coordinator no longer runs it on this worker: stopping it")
+                    held.cancel("the coordinator no longer runs the job on this worker")
             return True
         return False
 
@@ -154,15 +174,23 @@ class TorchWorker:
             req.worker_send_ns = t0
             try:
                 resp = self.stub.Heartbeat(req, timeout=lease_ms / 1000)
+                if not self.current_epoch(resp.epoch):
+                    raise ValueError("an older coordinator epoch")
                 self.clock.add(t0, resp.coordinator_recv_ns, resp.coordinator_send_ns, wall_ns())
-                if held is not None and held.checkpoints is not None and resp.job_id == held.a.job_id and \
-                        resp.checkpointed_steps > 0:
+                mine = held is not None and resp.job_id == held.a.job_id
+                if mine and held.checkpoints is not None and resp.checkpointed_steps > 0:
                     held.checkpoints.keep_from_step(resp.checkpointed_steps - 1)  # the coordinator's restart point
+                if mine and held.telemetry is not None and resp.next_telemetry_step > 0:
+                    held.telemetry.confirm(resp.next_telemetry_step)  # stored: no need to send again
                 last_heard = time.monotonic()
-            except grpc.RpcError:
-                if time.monotonic() - last_heard > lease_ms / 1000 and held is not None and not held.cancelled.is_set():
-                    log(f"{held.a.job_id}: no answer from the coordinator for a lease ({lease_ms} ms): stopping the job")
-                    held.cancel("no answer from the coordinator for a lease")
+            except (grpc.RpcError, ValueError):
+                # No coordinator for the whole grace: none is coming back to read this job's telemetry
+                # or to stop it (a lost lease is told at the next registration; peers' failures reach
+                # the job through its data plane).
+                grace = self.args.coordinator_grace_s
+                if time.monotonic() - last_heard > grace and held is not None and not held.cancelled.is_set():
+                    log(f"{held.a.job_id}: no answer from the coordinator for {grace:g} s: stopping the job")
+                    held.cancel(f"no answer from the coordinator for {grace:g} s")
             for _ in range(10):
                 if self.stop.is_set() and not self.draining:
                     break
@@ -188,6 +216,9 @@ class TorchWorker:
             time.sleep(0.2)
 
     def handle(self, cmd):
+        if not self.current_epoch(cmd.epoch):
+            log(f"a command of an older coordinator epoch ({cmd.epoch}) was ignored")
+            return
         which = cmd.WhichOneof("command")
         if which == "assign":
             if self.stop.is_set():
@@ -297,23 +328,14 @@ class TorchWorker:
                     norm_group = members
             runner = StageRunner(modules, shards, spec.microbatches, spec, device, dp_group, norm_group)
             job.checkpoints = self.prepare_checkpoints(a, g, runner)  # a restart loads its checkpoint
-            outbox = queue.Queue()
-
-            def batches():
-                while True:
-                    b = outbox.get()
-                    if b is None:
-                        return
-                    yield b
-
-            telemetry = self.stub.Telemetry.future(batches())
+            # Kept and sent again while a coordinator restarts (telemetry_outbox.py).
+            telemetry = TelemetryOutbox(self.stub)
+            job.telemetry = telemetry
             executor = RankExecutor(a, runner, data, self.clock.now_ns, [r for r in self.faults.for_rank(g)],
                                     job.progress, job.cancelled, device, dp_group)
             job.running = True
 
             def on_step(batch):
-                if telemetry.done():
-                    raise RuntimeError(f"telemetry refused: {telemetry.exception()}")
                 batch.worker_id, batch.job_id, batch.rank = self.worker_id, a.job_id, a.rank
                 batch.dp_rank, batch.session = a.dp_rank, a.session
                 step = batch.steps[0].step
@@ -324,7 +346,7 @@ class TorchWorker:
                     except RuntimeError as e:
                         raise RuntimeError(f"step {step}: {e}") from None
                     batch.steps[0].checkpointed_steps.append(step)
-                outbox.put(batch)
+                telemetry.put(batch)  # raises the coordinator's refusal: the rank stops
                 if stopping:
                     raise StopAfterStep(f"shutting down: stopped after step {step} of {spec.steps}")
 
@@ -333,8 +355,7 @@ class TorchWorker:
             finally:
                 failed_peers = executor.failed_peers
                 job.running = False
-                outbox.put(None)
-            telemetry.result(timeout=30)
+            telemetry.close(self.args.coordinator_grace_s)  # delivered before the result
         except Cancelled:
             ok, message = False, f"stopped: {job.cancel_reason}"
         except StopAfterStep as e:
@@ -345,11 +366,12 @@ class TorchWorker:
                 message = f"stopped: {job.cancel_reason}"
             elif self.args.verbose:
                 traceback.print_exc()
-        if telemetry is not None and not telemetry.done():
+        if telemetry is not None and not ok:
             try:
-                telemetry.result(timeout=10)
+                telemetry.close(5)
             except Exception:  # noqa: BLE001 (the job's result is what is reported)
                 pass
+        job.telemetry = None
         self.report(a, ok, message, failed_peers if not ok else [])
         if group:
             try:
@@ -378,13 +400,26 @@ class TorchWorker:
         return writer
 
     def report(self, a, ok, message, unreachable):
-        req = worker_pb2.ReportResultRequest(worker_id=self.worker_id, job_id=a.job_id, rank=a.rank, ok=ok,
-                                             message=message, session=a.session, unreachable_peers=unreachable)
-        try:
-            self.stub.ReportResult(req, timeout=10)
-        except grpc.RpcError as e:
-            log(f"{a.job_id}: result not heard: {e.details()}")
         log(f"{a.job_id}: {'done' if ok else message}")
+        # Retried while no coordinator answers (one may be restarting), up to the grace.
+        give_up = time.monotonic() + self.args.coordinator_grace_s
+        attempt = 0
+        while True:
+            req = worker_pb2.ReportResultRequest(worker_id=self.worker_id, job_id=a.job_id, rank=a.rank, ok=ok,
+                                                 message=message, session=a.session, unreachable_peers=unreachable)
+            try:
+                self.stub.ReportResult(req, timeout=10)
+                return
+            except grpc.RpcError as e:
+                if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED,
+                                grpc.StatusCode.INVALID_ARGUMENT) or time.monotonic() > give_up or \
+                        (self.stop.is_set() and not self.draining):
+                    log(f"{a.job_id}: result not heard: {e.details()}")
+                    return
+                if attempt % 20 == 0:
+                    log(f"{a.job_id}: result not heard yet ({e.details()}), retrying")
+                attempt += 1
+                time.sleep(0.25)
 
     def release(self, a):
         attempt = 0
@@ -453,6 +488,9 @@ def parse_args(argv):
     p.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to wait for the job's peers")
     p.add_argument("--peer-timeout", type=float, default=300.0, help="seconds a transfer may wait for its peer")
     p.add_argument("--shutdown-grace", type=float, default=SHUTDOWN_GRACE_S)
+    p.add_argument("--coordinator-grace-s", type=float, default=7200.0,
+                   help="seconds a running job goes on with no coordinator answering (default 7200): it keeps "
+                        "training and its telemetry while a coordinator restarts or fails over, then stops")
     p.add_argument("--checkpoint-dir", default="",
                    help="directory for the checkpoints of jobs with checkpointEvery (DIR/JOB/rank-G/step-N.safetensors); "
                         "a restarted job resumes from it, so every worker of a job needs the same (shared) one")
