@@ -662,9 +662,12 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   }
   const int g = w->global_rank;
   // A batch of a step this rank already summarized was stored before: a worker sends again what
-  // it could not see acknowledged (a coordinator restart cut its stream). Acknowledged, not counted.
+  // it could not see acknowledged (a coordinator restart cut its stream). Acknowledged (it is
+  // stored), not stored or counted again.
   if (const int step = b.steps_size() > 0 ? b.steps(0).step() : b.actions_size() > 0 ? b.actions(0).step() : -1;
       step >= 0 && step < j->order.open_step(g)) {
+    ack->set_actions_accepted(ack->actions_accepted() + b.actions_size());
+    ack->set_steps_accepted(ack->steps_accepted() + b.steps_size());
     return Status::Ok();
   }
   PIPECOORD_RETURN_IF_ERROR(j->order.Check(g, b, j->job.spec().steps(), j->job.plan().ranks(b.rank()).actions_size()));
