@@ -14,6 +14,7 @@
 #include "data/job_data.h"
 #include "jobplan/data_spec.h"
 #include "jobplan/spec_validation.h"
+#include "memory/units.h"
 #include "proto/worker_kinds.h"
 
 namespace pipecoord::coordinator {
@@ -351,9 +352,9 @@ Status Coordinator::ReleaseJob(const v1::ReleaseJobRequest& r) {
   return Status::Ok();
 }
 
-void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::string& cause, int rank) {
+void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::string& cause, int rank, bool restart) {
   j.adopting = false;
-  if (state == v1::FAILED && j.job.restarts() < j.job.spec().max_restarts()) return RestartJobLocked(j, cause);
+  if (state == v1::FAILED && restart && j.job.restarts() < j.job.spec().max_restarts()) return RestartJobLocked(j, cause);
   j.job.set_state(state);
   if (state == v1::FAILED) {
     j.job.set_failure_cause(cause);
@@ -410,6 +411,37 @@ void Coordinator::TryDispatchLocked() {
     if (j.job.state() != v1::PENDING) continue;
     std::vector<RegisteredWorker*> available = workers_.Available(j.job.spec().device(), j.job.spec().worker().kind());
     if (static_cast<int>(available.size()) < j.world()) continue;  // FIFO per device kind is not strict: later jobs may fit
+    // A worker that offers less memory than a rank's budget (what the rank will hold at its peak,
+    // jobplan/memory_budget.h) would run out of it: such a job is never dispatched there, and
+    // waits, saying why, for workers with room (a worker that reports no memory is not judged).
+    uint64_t need = 0;
+    for (uint64_t b : j.job.plan().memory_budget_bytes()) need = std::max(need, b);
+    if (need > 0) {
+      std::vector<RegisteredWorker*> roomy;
+      uint64_t largest_short = 0;
+      for (RegisteredWorker* w : available) {
+        const uint64_t offered = w->info.device_memory_bytes();
+        if (offered == 0 || offered >= need) {
+          roomy.push_back(w);
+        } else {
+          largest_short = std::max(largest_short, offered);
+        }
+      }
+      if (static_cast<int>(roomy.size()) < j.world()) {
+        const std::string why = "waiting for workers with room: its largest rank budget is " +
+                                memory::FormatBytes(static_cast<int64_t>(need)) + ", " +
+                                std::to_string(j.world() - static_cast<int>(roomy.size())) +
+                                " more worker(s) offering that much are needed (free workers offering less, at most " +
+                                memory::FormatBytes(static_cast<int64_t>(largest_short)) + ", are passed over)";
+        if (why != j.waiting_reason) {
+          j.waiting_reason = why;
+          RecordEventLocked(j, why);
+        }
+        continue;
+      }
+      available = std::move(roomy);
+    }
+    j.waiting_reason.clear();
     // Each tensor-parallel group on one host where one has room; a restart keeps each rank's
     // previous worker where it is free (jobplan/placement.h).
     std::vector<jobplan::FreeWorker> hosts;
@@ -595,10 +627,25 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
     return PermissionDenied("worker " + r.worker_id() + " does not hold rank " + std::to_string(r.rank()) + " of " + r.job_id());
   }
   if (!r.ok()) {
-    const std::string cause = "rank " + std::to_string(r.rank()) + " (" + r.worker_id() + "): " + r.message();
+    std::string cause = "rank " + std::to_string(r.rank()) + " (" + r.worker_id() + "): " + r.message();
     const std::vector<int> lost(r.unreachable_peers().begin(), r.unreachable_peers().end());
     const auto deadline = Clock::now() + std::min(options_.suspect_grace, options_.lease);
-    if (j->outcome.Failed(w->global_rank, cause, lost, deadline)) FinishJobLocked(*j, v1::FAILED, cause, r.rank());
+    if (j->outcome.Failed(w->global_rank, cause, lost, deadline)) {
+      // The job's own failure, not its workers' (the same message from distinct workers, e.g. out
+      // of memory): restarting it elsewhere would only fail, or take down, the next workers too.
+      bool restart = true;
+      if (lost.empty() && r.message().rfind("stopped", 0) != 0) {
+        std::set<std::string>& on = j->failed_on[r.message()];
+        on.insert(r.worker_id());
+        if (static_cast<int>(on.size()) >= kSameFailureWorkers) {
+          restart = false;
+          std::string names;
+          for (const std::string& id : on) names += (names.empty() ? "" : ", ") + id;
+          cause += " (the same failure on " + std::to_string(on.size()) + " workers: " + names + "; not restarted)";
+        }
+      }
+      FinishJobLocked(*j, v1::FAILED, cause, r.rank(), restart);
+    }
     return Status::Ok();
   }
   if (j->outcome.Succeeded(w->global_rank)) FinishJobLocked(*j, v1::SUCCEEDED, "", -1);

@@ -34,6 +34,10 @@ namespace pipecoord::coordinator {
 
 using Clock = std::chrono::steady_clock;
 
+// A failure a rank reports with the same message on this many distinct workers is the job's own
+// (out of memory, a bad input): it is not restarted again.
+inline constexpr int kSameFailureWorkers = 2;
+
 struct JobRecord;
 
 struct CoordinatorOptions {
@@ -139,8 +143,9 @@ class Coordinator {
 
  private:
   void TryDispatchLocked();
-  // Ends the job; a failure with restarts left (spec.max_restarts) restarts it instead.
-  void FinishJobLocked(JobRecord& job, v1::JobState state, const std::string& cause, int rank);
+  // Ends the job; a failure with restarts left (spec.max_restarts) restarts it instead, unless
+  // `restart` is false.
+  void FinishJobLocked(JobRecord& job, v1::JobState state, const std::string& cause, int rank, bool restart = true);
   void RestartJobLocked(JobRecord& job, const std::string& cause);
   // Stops the attempt (its workers told to stop; each rank goes back to its worker when that one
   // is free), forgets what it measured from `from` on, and queues the job to start there; `event`

@@ -116,6 +116,99 @@ struct Running {
   }
 };
 
+// A job is never dispatched to workers that offer less memory than a rank's budget (the plan's
+// memory_budget_bytes, the rank's measured peak): it waits, saying so once, until workers with
+// room come; workers that report no memory are not judged.
+TEST(CoordinatorTest, AJobWaitsForWorkersWithRoomForItsLargestRankBudget) {
+  Coordinator c;
+  const std::string job = c.SubmitJob(jobplan::TinySpec())->job_id();
+  const v1::Job submitted = *c.GetJob(job);
+  ASSERT_EQ(submitted.plan().memory_budget_bytes_size(), 2);
+  const uint64_t need = std::max(submitted.plan().memory_budget_bytes(0), submitted.plan().memory_budget_bytes(1));
+  ASSERT_GT(need, 0u);
+  auto small = [&](int port, uint64_t bytes) {
+    v1::RegisterRequest r = Worker(port);
+    r.set_device_memory_bytes(bytes);
+    return c.Register(r)->worker_id();
+  };
+  small(1, need - 1);
+  small(2, need - 1);
+  small(3, 1000);
+  v1::Job waiting = *c.GetJob(job);
+  EXPECT_EQ(waiting.state(), v1::PENDING);
+  const std::string why = waiting.events(waiting.events_size() - 1).message();
+  EXPECT_EQ(why.rfind("waiting for workers with room: its largest rank budget is ", 0), 0u) << why;
+  EXPECT_NE(why.find(", 2 more worker(s) offering that much are needed"), std::string::npos) << why;
+  small(4, 2000);  // another one too small: the reason is not said again
+  EXPECT_EQ(c.GetJob(job)->events_size(), waiting.events_size());
+  const std::string exact = small(5, need);
+  EXPECT_EQ(c.GetJob(job)->state(), v1::PENDING);
+  const std::string unknown = small(6, 0);
+  const v1::Job running = *c.GetJob(job);
+  ASSERT_EQ(running.state(), v1::RUNNING);
+  EXPECT_EQ(std::vector<std::string>(running.worker_ids().begin(), running.worker_ids().end()),
+            (std::vector<std::string>{exact, unknown}));
+}
+
+// A failure reported with the same message from two distinct workers is the job's own (out of
+// memory, say): it is not restarted again, however many restarts are left; a different message,
+// or one from the same worker, is restarted as before.
+TEST(CoordinatorTest, TheSameFailureOnTwoWorkersIsNotRestarted) {
+  v1::JobSpec spec = jobplan::TinySpec();
+  spec.set_max_restarts(5);
+  Coordinator c;
+  const std::string job = c.SubmitJob(spec)->job_id();
+  std::vector<std::string> workers;
+  for (int port = 1; port <= 4; ++port) workers.push_back(c.Register(Worker(port))->worker_id());
+  auto fail_rank0 = [&](const std::string& message) {
+    const v1::Job j = *c.GetJob(job);
+    EXPECT_EQ(j.state(), v1::RUNNING);
+    v1::ReportResultRequest r;
+    r.set_worker_id(j.worker_ids(0));
+    r.set_job_id(job);
+    r.set_rank(0);
+    r.set_message(message);
+    r.set_session(j.session());
+    EXPECT_TRUE(c.ReportResult(r).ok());
+    for (const std::string& w : j.worker_ids()) {  // the ranks close the attempt's links
+      v1::ReleaseJobRequest release;
+      release.set_worker_id(w);
+      release.set_job_id(job);
+      release.set_session(j.session());
+      EXPECT_TRUE(c.ReleaseJob(release).ok());
+    }
+    return j.worker_ids(0);
+  };
+  const std::string oom = "out of memory: the host could not allocate what rank 0 (dp 0) needs (std::bad_alloc)";
+  const std::string first = fail_rank0(oom);
+  EXPECT_EQ(c.GetJob(job)->restarts(), 1);
+  const std::string other = fail_rank0("something else");
+  EXPECT_EQ(c.GetJob(job)->restarts(), 2);
+  // Restarts keep each rank on its previous worker where it is free: the same worker again.
+  const v1::Job third = *c.GetJob(job);
+  ASSERT_EQ(third.worker_ids(0), first);
+  (void)other;
+  fail_rank0(oom);  // the same worker: still one distinct worker
+  EXPECT_EQ(c.GetJob(job)->restarts(), 3);
+  // Rank 0 on another worker, with the same message.
+  {
+    const v1::Job j = *c.GetJob(job);
+    v1::ReportResultRequest r;
+    r.set_worker_id(j.worker_ids(1));
+    r.set_job_id(job);
+    r.set_rank(1);
+    r.set_message(oom);
+    r.set_session(j.session());
+    ASSERT_TRUE(c.ReportResult(r).ok());
+    const v1::Job done = *c.GetJob(job);
+    EXPECT_EQ(done.state(), v1::FAILED);
+    EXPECT_EQ(done.restarts(), 3);
+    EXPECT_EQ(done.failure_cause(), "rank 1 (" + j.worker_ids(1) + "): " + oom + " (the same failure on 2 workers: " +
+                                        std::min(first, j.worker_ids(1)) + ", " + std::max(first, j.worker_ids(1)) +
+                                        "; not restarted)");
+  }
+}
+
 TEST(CoordinatorTest, TelemetryMeasuresEachStepOnceAllRanksReport) {
   Running r;
   v1::TelemetryAck ack;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,9 @@ struct JobRecord {
   // StatefulSet's replacement pod keeps its name, hence its worker id, and its volume).
   std::vector<std::string> previous_workers;
   int requeues = 0;  // times a lost worker sent it back to the queue before its first step
+  // A failure message its ranks reported -> the workers that reported it (kSameFailureWorkers).
+  std::map<std::string, std::set<std::string>> failed_on;
+  std::string waiting_reason;  // the last "waiting for workers with room" event, said once
 
   std::vector<v1::ActionTiming> actions;  // measured, for the trace (bounded)
   std::vector<int> action_rank;           // global rank of each entry in `actions`

@@ -115,4 +115,39 @@ read -r w0 w1 <<< "$ids"
 grep -qx "cause     the coordinator restarted and rank 0 (dp 0) on $w0, rank 1 (dp 0) on $w1 did not come back within 500 ms (rank 0)" \
   "$WORK/status.out" || fail "status of a job whose workers did not come back: $(cat "$WORK/status.out")"
 expect 2 "--adopt-grace-ms: must be in 100..86400000" "$COORDINATOR" --listen 127.0.0.1:0 --adopt-grace-ms 5
+for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+PIDS=()
+
+# A job can never take its workers down. A job whose rank budgets exceed what every free worker
+# offers is never dispatched: it waits, saying why (a 16-layer h 2048 pp 2 job needs ~8 GB a rank,
+# the workers offer 3 GiB).
+start_coordinator
+start_workers 2 --memory 3GiB
+job_json "$WORK/huge-model.json" model.layers=16 model.hidden=2048 model.heads=16
+huge=$("$PIPECTL" submit "$WORK/huge-model.json" --format json | json_field '["jobId"]')
+sleep 0.5
+"$PIPECTL" status "$huge" > "$WORK/huge.out"
+grep -q "^state     PENDING$" "$WORK/huge.out" || fail "a job too big for its workers was dispatched: $(cat "$WORK/huge.out")"
+grep -qE "^event     waiting for workers with room: its largest rank budget is [0-9.]+ GiB, 2 more worker\(s\) offering that much are needed \(free workers offering less, at most 3.00 GiB, are passed over\)$" \
+  "$WORK/huge.out" || fail "no reason given for the wait: $(cat "$WORK/huge.out")"
+"$PIPECTL" cancel "$huge" > /dev/null
+# A worker whose host cannot give a rank's memory (std::bad_alloc: here an address-space limit
+# below what it claims to offer) reports it and stays up for the next job.
+(ulimit -v 3000000; exec "$WORKER" --coordinator "$PIPECOORD_ADDR" --memory 64GiB > "$WORK/capped.log" 2>&1) &
+capped_pid=$!
+PIDS+=("$capped_pid")
+for _ in $(seq 100); do grep -q "registered as" "$WORK/capped.log" && break; sleep 0.05; done
+capped=$(sed -n 's/^worker: registered as \([^,]*\),.*/\1/p' "$WORK/capped.log")
+[ -n "$capped" ] || fail "the capped worker did not register"
+job_json "$WORK/oom.json" pp=1 maxRestarts=0 model.layers=4 model.hidden=2048 model.heads=16
+oom=$("$PIPECTL" submit "$WORK/oom.json" --format json | json_field '["jobId"]')
+timeout 60 "$PIPECTL" watch "$oom" > /dev/null && fail "the job that cannot fit succeeded"
+"$PIPECTL" status "$oom" > "$WORK/oom.out"
+grep -qE "^cause     rank 0 \(worker-[0-9]+\): out of memory: the host could not allocate what rank 0 \(dp 0\) needs \(std::bad_alloc\) \(rank 0\)$" \
+  "$WORK/oom.out" || fail "out of memory not reported: $(cat "$WORK/oom.out")"
+job_json "$WORK/after.json" pp=1 steps=2
+after=$("$PIPECTL" submit "$WORK/after.json" --format json | json_field '["jobId"]')
+timeout 60 "$PIPECTL" watch "$after" > /dev/null || fail "the next job failed"
+kill -0 "$capped_pid" && "$PIPECTL" workers --format json | grep -q "\"$capped\"" || fail "the worker that ran out of memory is gone"
 echo "e2e errors: ok"

@@ -276,13 +276,16 @@ void Daemon::HoldJob(const std::shared_ptr<HeldJob>& job) {
   RunJob(*job);
   {
     // Every link of the job is closed: hold the data port again until the next job (before the
-    // release, after which the coordinator may hand this worker another).
-    auto held = PortReservation::Bind(options_.data_host, data_port_);
+    // release, after which the coordinator may hand this worker another). A job that failed
+    // before it listened never gave it up.
     std::lock_guard<std::mutex> lock(port_mu_);
-    if (held.ok()) {
-      port_held_ = std::move(held).value();
-    } else {
-      Log("%s: could not hold the data port again: %s", a.job_id(), held.status().message());
+    if (!port_held_) {
+      auto held = PortReservation::Bind(options_.data_host, data_port_);
+      if (held.ok()) {
+        port_held_ = std::move(held).value();
+      } else {
+        Log("%s: could not hold the data port again: %s", a.job_id(), held.status().message());
+      }
     }
   }
   job->MarkReleasing();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <new>
 #include <set>
 #include <string>
 
@@ -48,6 +49,18 @@ std::vector<int> RankRun::TensorPeers(const v1::Assignment& a) {
 }
 
 Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callbacks) {
+  try {
+    return RunOrThrow(source, callbacks);
+  } catch (const std::bad_alloc&) {
+    // What was allocated so far is freed as the stack unwinds; the worker stays up for its next
+    // job (a job too big for it is kept off workers like it by its memory budget at dispatch).
+    return ResourceExhausted("out of memory: the host could not allocate what " +
+                             jobplan::LayoutOf(assignment_.spec()).Name(GlobalRank(assignment_)) +
+                             " needs (std::bad_alloc)");
+  }
+}
+
+Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks& callbacks) {
   const v1::Assignment& a = assignment_;
   const int global = GlobalRank(a);
   const RankLayout layout = jobplan::LayoutOf(a.spec());

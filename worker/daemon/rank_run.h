@@ -89,6 +89,8 @@ class RankRun {
   // boundary transport (with the other ranks, through options.rendezvous), and runs steps
   // start_step .. spec.steps - 1. Returns the first error; FAILED_PRECONDITION "stopped before it ran" when a
   // callback said stop. The transport is left open: the caller reports first, then shuts it down.
+  // Memory the host cannot give (std::bad_alloc on the run's thread) is RESOURCE_EXHAUSTED
+  // naming the rank, never a crash: the worker reports it and lives on.
   Status Run(const TransportSource& source, const RankRunCallbacks& callbacks);
   // The backend Run built (null before): after Run, it holds the state of the last step.
   ComputeBackend* backend() const { return backend_.get(); }
@@ -101,6 +103,8 @@ class RankRun {
   static std::vector<int> TensorPeers(const v1::Assignment& assignment);
 
  private:
+  Status RunOrThrow(const TransportSource& source, const RankRunCallbacks& callbacks);
+
   const v1::Assignment& assignment_;
   RankRunOptions options_;
   // With spec.tp > 1: the stage's tensor-parallel group (common/rank_layout.h's TensorGroup) on the
