@@ -17,6 +17,7 @@
 #include "cli/idle_text.h"
 #include "cli/job_client.h"
 #include "cli/json_keys.h"
+#include "cli/spec_field_hint.h"
 #include "cli/verbs.h"
 #include "cli/weights_submit.h"
 #include "common/flags.h"
@@ -258,7 +259,10 @@ int RunSubmit(int argc, char** argv) {
   if (!keys.ok()) return Fail("submit", InvalidArgument(file + ": " + keys.message()));
   v1::JobSpec spec;
   auto parsed = google::protobuf::util::JsonStringToMessage(*text, &spec);
-  if (!parsed.ok()) return Fail("submit", InvalidArgument(file + ": not a JobSpec: " + std::string(parsed.message())));
+  if (!parsed.ok()) {
+    const auto hint = UnknownFieldMessage(*v1::JobSpec::descriptor(), "spec", std::string(parsed.message()));
+    return Fail("submit", InvalidArgument(file + ": " + (hint ? *hint : "not a JobSpec: " + std::string(parsed.message()))));
+  }
   if (Status weights = ResolveWeightFields(file, &spec); !weights.ok()) return Fail("submit", weights);
   return SubmitAndReport(conn, spec, format, watch, "submit", "", dry_run);
 }

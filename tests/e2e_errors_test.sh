@@ -47,7 +47,12 @@ check "spec.microbatches: dualpipev needs at least 2 x pp = 4 micro-batches, got
 echo '{"pp": "two"}' > "$WORK/malformed.json"
 expect 2 "not a JobSpec" "$PIPECTL" submit "$WORK/malformed.json"
 echo '{"pipeline": 2}' > "$WORK/unknown.json"
-expect 2 "pipeline" "$PIPECTL" submit "$WORK/unknown.json"
+expect 2 "pipectl submit: $WORK/unknown.json: spec: unknown field \"pipeline\" (JobSpec's fields: name, model, schedule, pp," \
+  "$PIPECTL" submit "$WORK/unknown.json"
+# A misspelt key: the closest valid names, at the depth it was written.
+echo '{"model": {"hiden": 32}}' > "$WORK/misspelt.json"
+expect 2 "pipectl submit: $WORK/misspelt.json: spec.model: unknown field \"hiden\": did you mean \"hidden\"? (ModelSpec's fields: " \
+  "$PIPECTL" submit "$WORK/misspelt.json"
 expect 2 "pipectl submit: cannot open $WORK/missing.json: No such file or directory" "$PIPECTL" submit "$WORK/missing.json"
 # A key given twice is refused, not read as its last value.
 job_json "$WORK/dup.json" learningRate=0.01
@@ -115,6 +120,14 @@ read -r w0 w1 <<< "$ids"
 grep -qx "cause     the coordinator restarted and rank 0 (dp 0) on $w0, rank 1 (dp 0) on $w1 did not come back within 500 ms (rank 0)" \
   "$WORK/status.out" || fail "status of a job whose workers did not come back: $(cat "$WORK/status.out")"
 expect 2 "--adopt-grace-ms: must be in 100..86400000" "$COORDINATOR" --listen 127.0.0.1:0 --adopt-grace-ms 5
+# A worker given a wrong coordinator address says so and exits instead of retrying forever.
+expect 2 'worker: --coordinator: must be HOST:PORT (the coordinator'"'"'s gRPC --listen address, e.g. 127.0.0.1:50051), got "127.0.0.1"' \
+  timeout 20 "$WORKER" --coordinator 127.0.0.1
+start_coordinator --http 127.0.0.1:0
+http_addr=$(sed -n 's/^coordinator http on \([^ ]*\) .*/\1/p' "$WORK/coordinator.log")
+[ -n "$http_addr" ] || fail "no http address in $(cat "$WORK/coordinator.log")"
+expect 1 "worker: the coordinator address answers HTTP/1, not gRPC (the coordinator's --http port?): give its gRPC --listen address" \
+  timeout 20 "$WORKER" --coordinator "$http_addr"
 for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 PIDS=()

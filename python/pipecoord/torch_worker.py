@@ -140,6 +140,10 @@ class TorchWorker:
                 if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED,
                                 grpc.StatusCode.PERMISSION_DENIED):
                     raise SystemExit(f"torch worker: registration refused: {e.details()}")
+                if not self.worker_id and "Failed parsing HTTP/2" in (e.details() or ""):
+                    # Something answers, but not in gRPC (the coordinator's --http port?): waiting won't fix it.
+                    raise SystemExit("torch worker: the coordinator address answers HTTP/1, not gRPC (the "
+                                     f"coordinator's --http port?): give its gRPC --listen address ({e.details()})")
                 if attempt % 10 == 0:
                     log(f"coordinator not reachable yet ({e.details()}), retrying")
                 attempt += 1
@@ -496,6 +500,11 @@ def parse_args(argv):
                         "a restarted job resumes from it, so every worker of a job needs the same (shared) one")
     p.add_argument("--verbose", action="store_true", help="print the traceback of a failed job")
     args = p.parse_args(argv)
+    host, _, port = args.coordinator.rpartition(":")
+    if "://" not in args.coordinator and not args.coordinator.startswith(("unix:", "ipv4:", "ipv6:")) and \
+            (not host or not port.isdigit() or not 0 < int(port) < 65536):
+        p.error(f"--coordinator: must be HOST:PORT (the coordinator's gRPC --listen address, e.g. 127.0.0.1:50051), "
+                f"got {args.coordinator!r}")
     try:
         Faults(args.inject)
     except ValueError as e:

@@ -172,6 +172,12 @@ Status Daemon::RegisterWithRetry() {
       default:
         break;
     }
+    // Something answers, but not in gRPC (HTTP/1: e.g. the coordinator's --http port): a wrong
+    // address, which waiting will not fix.
+    if (WorkerId().empty() && st.error_message().find("Failed parsing HTTP/2") != std::string::npos) {
+      return InvalidArgument("the coordinator address answers HTTP/1, not gRPC (the coordinator's --http port?): "
+                             "give its gRPC --listen address (" + st.error_message() + ")");
+    }
     if (attempt % 10 == 0) Log("coordinator not reachable yet (%s), retrying", st.error_message());
     std::this_thread::sleep_for(kRegisterRetry);
   }

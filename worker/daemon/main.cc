@@ -17,6 +17,7 @@
 #include "common/host_memory.h"
 #include "kernels/cpu/freed_memory.h"
 #include "worker/daemon/daemon.h"
+#include "worker/transport/endpoint.h"
 #include "worker/daemon/fault_injection.h"
 
 namespace {
@@ -69,6 +70,19 @@ int main(int argc, char** argv) {
   }
   if (coordinator_addr.empty() && std::getenv("PIPECOORD_ADDR")) coordinator_addr = std::getenv("PIPECOORD_ADDR");
   if (st.ok() && coordinator_addr.empty()) st = InvalidArgument("--coordinator: required (or set PIPECOORD_ADDR)");
+  // HOST:PORT (gRPC would dial port 443 of a bare host and retry forever); a gRPC target with a
+  // scheme (dns:///, unix:, ipv4:) is taken as is.
+  if (st.ok() && coordinator_addr.find(':') != std::string::npos &&
+      (coordinator_addr.find("://") != std::string::npos || coordinator_addr.rfind("unix:", 0) == 0 ||
+       coordinator_addr.rfind("ipv4:", 0) == 0 || coordinator_addr.rfind("ipv6:", 0) == 0)) {
+    // a gRPC target URI
+  } else if (st.ok()) {
+    auto hp = worker::ParseHostPort(coordinator_addr);
+    if (!hp.ok() || hp->port == 0) {
+      st = InvalidArgument("--coordinator: must be HOST:PORT (the coordinator's gRPC --listen address, e.g. "
+                           "127.0.0.1:50051), got \"" + coordinator_addr + "\"");
+    }
+  }
   if (st.ok() && flags.Given("checkpoint-dir") && checkpoint_dir.empty()) st = InvalidArgument("--checkpoint-dir: must not be empty");
   if (st.ok() && device != "cpu" && device != "cuda") st = InvalidArgument("--device: must be cpu or cuda, got \"" + device + "\"");
   // Each micro-batch's saved activations reuse the memory the last one freed instead of
