@@ -537,6 +537,19 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
   out.set_worker_id(id);
   out.set_lease_ms(options_.lease.count());
   out.set_epoch(ids_.epoch);
+  // A worker an adopting attempt waits for, back without it: the previous coordinator died
+  // before the worker's command stream carried the assignment. No rank of the attempt can have
+  // got past connecting to it, so the attempt goes back to the queue (no restart counted).
+  for (auto& jp : jobs_) {
+    JobRecord& j = *jp;
+    if (!j.adopting || (r.held_job_id() == j.job.id() && r.held_session() == j.session)) continue;
+    for (int g = 0; g < j.world(); ++g) {
+      if (j.job.worker_ids(g) != id || j.adopted[g]) continue;
+      LoseWorkerLocked(j, "the coordinator restarted before worker " + id + " got its assignment",
+                       jobplan::LayoutOf(j.job.spec()).PipelineRank(g));
+      break;
+    }
+  }
   if (JobRecord* j = r.held_job_id().empty() ? nullptr : FindJobLocked(r.held_job_id());
       j != nullptr && j->adopting && r.held_session() == j->session) {
     // A worker of an attempt this coordinator found running after its restart: it keeps its rank.

@@ -285,6 +285,42 @@ TEST(RestoreTest, ARunningJobsWorkersComingBackAreReadoptedAndNoStepIsLostOrCoun
   }
 }
 
+// The coordinator died after dispatching a job but before a worker's command stream carried the
+// assignment: that worker comes back holding nothing. The attempt cannot have got past
+// connecting, so it goes back to the queue at once (no restart counted, no grace waited out) and
+// runs again on the workers that are back.
+TEST(RestoreTest, AWorkerThatNeverGotItsAssignmentSendsTheAttemptBackToTheQueue) {
+  const std::string path = FreshStatePath("restore-undelivered");
+  v1::JobSpec spec = Spec(10);
+  spec.set_pp(2);
+  std::string job, w0, w1;
+  {
+    OnFile first(path);
+    ASSERT_TRUE(first.restored.ok());
+    Coordinator& c = *first.c;
+    job = c.SubmitJob(spec)->job_id();
+    w0 = c.Register(CpuWorker())->worker_id();
+    w1 = c.Register(CpuWorker())->worker_id();
+    ASSERT_EQ(c.GetJob(job)->state(), v1::RUNNING);  // dispatched; the commands were never read
+  }
+  OnFile second(path);
+  ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
+  Coordinator& c = *second.c;
+  ASSERT_TRUE(c.Register(CpuWorker(w0)).ok());
+  v1::Job queued = *c.GetJob(job);
+  EXPECT_EQ(queued.state(), v1::PENDING);
+  EXPECT_EQ(queued.restarts(), 0);
+  EXPECT_EQ(queued.events(queued.events_size() - 1).message(),
+            "back in the queue (the coordinator restarted before worker " + w0 +
+                " got its assignment, before its first step)");
+  ASSERT_TRUE(c.Register(CpuWorker(w1)).ok());
+  EXPECT_EQ(c.GetJob(job)->state(), v1::RUNNING);
+  std::vector<v1::WorkerCommand> cmds;
+  ASSERT_TRUE(c.WaitCommands(w1, &cmds, std::chrono::steady_clock::now()).ok());
+  ASSERT_EQ(cmds.size(), 1u);
+  EXPECT_EQ(cmds[0].assign().start_step(), 0);
+}
+
 // Occurrences of `needle` in `text`.
 int Count(const std::string& text, const std::string& needle) {
   int n = 0;
