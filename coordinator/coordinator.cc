@@ -342,7 +342,7 @@ Status Coordinator::ReleaseJob(const v1::ReleaseJobRequest& r) {
   workers_.Free(*w);
   JobRecord* j = FindJobLocked(r.job_id());
   if (!was_closing && j != nullptr && !j->terminal() && j->session == r.session() && g >= 0 && g < j->world() &&
-      !j->outcome.reported(g)) {
+      !j->outcome.reported(g) && !(j->drain_step >= 0 && j->drained[g])) {
     // It closed its links without a word on how its part ended (the report was lost).
     FinishJobLocked(*j, v1::FAILED,
                     "rank " + std::to_string(g % j->job.spec().pp()) + " (" + worker + ") left the job without reporting a result",
@@ -639,6 +639,21 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
   if (w->info.job_id() != r.job_id() || w->info.rank() != r.rank() || w->session != j->session) {
     return PermissionDenied("worker " + r.worker_id() + " does not hold rank " + std::to_string(r.rank()) + " of " + r.job_id());
   }
+  if (!r.ok() && j->drain_step >= 0 &&
+      r.message() == "shutting down: stopped after step " + std::to_string(j->drain_step) + " of " +
+                         std::to_string(j->job.spec().steps())) {
+    // A rank of a coordinated graceful stop: once every rank stopped there, the job goes back to
+    // the queue from the checkpoint they all saved; not a failure, no restart counted.
+    j->drained[w->global_rank] = true;
+    if (std::all_of(j->drained.begin(), j->drained.end(), [](bool b) { return b; })) {
+      const int step = j->drain_step;
+      QueueAgainLocked(*j, j->job.checkpointed_steps(),
+                       "drained for worker " + j->drain_worker + "'s shutdown: every rank stopped after step " +
+                           std::to_string(step) + "; resuming from step " + std::to_string(j->job.checkpointed_steps()) +
+                           (j->job.checkpointed_steps() == step + 1 ? " (their checkpoint)" : " (the last checkpoint every rank has)"));
+    }
+    return Status::Ok();
+  }
   if (!r.ok()) {
     std::string cause = "rank " + std::to_string(r.rank()) + " (" + r.worker_id() + "): " + r.message();
     const std::vector<int> lost(r.unreachable_peers().begin(), r.unreachable_peers().end());
@@ -663,6 +678,48 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
   }
   if (j->outcome.Succeeded(w->global_rank)) FinishJobLocked(*j, v1::SUCCEEDED, "", -1);
   return Status::Ok();
+}
+
+Result<v1::DrainResponse> Coordinator::Drain(const v1::DrainRequest& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RegisteredWorker* w = workers_.Find(r.worker_id());
+  if (w == nullptr) return NotFound("worker \"" + r.worker_id() + "\" is not registered (lease lost?)");
+  JobRecord* j = FindJobLocked(r.job_id());
+  if (j == nullptr || j->terminal() || j->session != r.session() || !w->Holds(r.job_id(), r.session()) ||
+      w->info.closing()) {
+    return PermissionDenied("worker " + r.worker_id() + " does not hold a running attempt of " + r.job_id());
+  }
+  v1::DrainResponse out;
+  out.set_stop_after_step(-1);
+  const v1::JobSpec& spec = j->job.spec();
+  const std::string& kind = spec.worker().kind();
+  if (spec.checkpoint_every() <= 0 || !(kind.empty() || kind == v1::kBuiltinWorker) || j->adopting) return out;
+  if (j->drain_step >= 0) {  // another of its workers is being drained: the same step
+    out.set_stop_after_step(j->drain_step);
+    return out;
+  }
+  // A step no rank can have passed: one after the furthest any has reported (telemetry follows
+  // each step closely), at most the last.
+  int furthest = j->job.start_step();
+  for (int g = 0; g < j->world(); ++g) furthest = std::max(furthest, j->order.open_step(g));
+  const int step = std::min(furthest + 1, spec.steps() - 1);
+  j->drain_step = step;
+  j->drain_worker = r.worker_id();
+  j->drained.assign(j->world(), false);
+  for (int g = 0; g < j->world(); ++g) {
+    RegisteredWorker* rank_worker = workers_.Find(j->job.worker_ids(g));
+    if (rank_worker == nullptr || !rank_worker->Holds(j->job.id(), j->session)) continue;
+    v1::WorkerCommand cmd;
+    cmd.mutable_stop_after()->set_job_id(j->job.id());
+    cmd.mutable_stop_after()->set_session(j->session);
+    cmd.mutable_stop_after()->set_step(step);
+    rank_worker->commands.push_back(std::move(cmd));
+  }
+  RecordEventLocked(*j, "worker " + r.worker_id() + " is shutting down: every rank stops after step " +
+                            std::to_string(step) + " and checkpoints it");
+  changed_.notify_all();
+  out.set_stop_after_step(step);
+  return out;
 }
 
 void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {

@@ -123,6 +123,13 @@ class Coordinator {
   // when no rank has measured anything yet, goes back to the queue (as when a lease runs out).
   // NOT_FOUND if it is not registered.
   Status Deregister(const std::string& worker_id);
+  // The worker is shutting down while it runs its job (SIGTERM): every rank of the job is told to
+  // stop after one step, the same for all (a step no rank can have passed: one after the furthest
+  // any has reported), checkpointing it; once all have, the job goes back to the queue from that
+  // checkpoint, no restart counted. Only for jobs that save checkpoints, on the built-in workers
+  // (others answer -1: the worker stops after its current step, as before). NOT_FOUND for an
+  // unknown worker; PERMISSION_DENIED when it does not hold that attempt.
+  Result<v1::DrainResponse> Drain(const v1::DrainRequest& request);
   // PERMISSION_DENIED when the worker does not hold that job and rank; INVALID_ARGUMENT when the
   // batch breaks the order of a rank's reports (steps in order, each once; at most the rank's job
   // list of actions per step). A refused batch changes nothing.

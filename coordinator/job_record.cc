@@ -13,6 +13,9 @@ void JobRecord::ResetAttempt(int from_step) {
   outcome = AttemptOutcome(world());
   order = TelemetryOrder(world(), from_step, job.spec().pp());
   measuring = StepAggregator(world());
+  drain_step = -1;
+  drain_worker.clear();
+  drained.clear();
 }
 
 void JobRecord::DropStepsFrom(int from) {

@@ -57,6 +57,11 @@ struct JobRecord {
   std::map<std::string, std::map<std::string, std::string>> rendezvous;  // key -> worker -> value
   // A RUNNING attempt a restarted coordinator found in its state: it waits until `adopt_deadline`
   // for each rank's worker to register again holding it (adopted, by global rank).
+  // A coordinated graceful stop of this attempt (Drain): every rank stops after drain_step (-1:
+  // none), asked by drain_worker; the ranks that reported stopping there (by global rank).
+  int drain_step = -1;
+  std::string drain_worker;
+  std::vector<bool> drained;
   bool adopting = false;
   std::chrono::steady_clock::time_point adopt_deadline;
   std::vector<bool> adopted;

@@ -128,6 +128,13 @@ grpc::Status WorkerServiceImpl::ReleaseJob(grpc::ServerContext* ctx, const v1::R
   return ToGrpc(c_->ReleaseJob(*req));
 }
 
+grpc::Status WorkerServiceImpl::Drain(grpc::ServerContext* ctx, const v1::DrainRequest* req, v1::DrainResponse* out) {
+  if (Status st = OrOpen(auth_).CheckWorker(CallCredentialsOf(*ctx), req->worker_id()); !st.ok()) return ToGrpc(st);
+  auto r = c_->Drain(*req);
+  if (r.ok()) *out = *r;
+  return ToGrpc(r.status());
+}
+
 grpc::Status WorkerServiceImpl::Rendezvous(grpc::ServerContext* ctx, const v1::RendezvousRequest* req, v1::RendezvousResponse* out) {
   // The worker id travels in metadata so the request message stays a plain key-value.
   const CallCredentials creds = CallCredentialsOf(*ctx);

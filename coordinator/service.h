@@ -43,6 +43,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   grpc::Status Rendezvous(grpc::ServerContext*, const v1::RendezvousRequest*, v1::RendezvousResponse*) override;
   grpc::Status Telemetry(grpc::ServerContext*, grpc::ServerReader<v1::TelemetryBatch>*, v1::TelemetryAck*) override;
   grpc::Status Deregister(grpc::ServerContext*, const v1::DeregisterRequest*, v1::DeregisterResponse*) override;
+  grpc::Status Drain(grpc::ServerContext*, const v1::DrainRequest*, v1::DrainResponse*) override;
 
  private:
   Coordinator* c_;

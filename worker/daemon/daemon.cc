@@ -101,6 +101,24 @@ void Daemon::StopWatch() {
     if (commands_ctx_ != nullptr) commands_ctx_->TryCancel();
     job = held_;
   }
+  if (job != nullptr && job->running()) {
+    // Every rank of the job stops after the same step and checkpoints it, so the next attempt
+    // resumes there; without the coordinator's answer, this rank finishes its current step.
+    const v1::Assignment& a = job->assignment();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::DrainRequest req;
+    req.set_worker_id(WorkerId());
+    req.set_job_id(a.job_id());
+    req.set_session(a.session());
+    v1::DrainResponse resp;
+    if (stub_->Drain(&ctx, req, &resp).ok() && resp.stop_after_step() >= 0) {
+      job->StopAfter(resp.stop_after_step());
+      Log("shutting down: every rank of %s stops after step %s and checkpoints it", a.job_id(),
+          std::to_string(resp.stop_after_step()));
+      return;
+    }
+  }
   if (job != nullptr) {
     Log(job->StopGracefully() ? "shutting down: finishing the current step of %s"
                               : "shutting down: leaving %s before it started (it goes back to the queue)",
@@ -257,6 +275,13 @@ void Daemon::Handle(const v1::WorkerCommand& cmd) {
       held_ = job;
     }
     job_thread_ = std::thread([this, job] { HoldJob(job); });
+  } else if (cmd.has_stop_after()) {
+    std::shared_ptr<HeldJob> job = Held();
+    const v1::StopAfterStep& s = cmd.stop_after();
+    if (job != nullptr && job->assignment().job_id() == s.job_id() && job->assignment().session() == s.session()) {
+      Log("%s: the coordinator stops every rank after step %s (a graceful stop)", s.job_id(), std::to_string(s.step()));
+      job->StopAfter(s.step());
+    }
   } else if (!cmd.cancel_job_id().empty()) {
     std::shared_ptr<HeldJob> job = Held();
     if (job != nullptr && job->assignment().job_id() == cmd.cancel_job_id()) {

@@ -423,7 +423,7 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
       report.summary.set_loss(loss);
       report.summary.set_has_loss(true);
     }
-    const bool stopping = stop_after_step_ && step + 1 < a_.spec().steps();
+    const bool stopping = step >= stop_after_step_ && step + 1 < a_.spec().steps();
     if (AsyncCheckpointWriter* ck = options_.checkpoints; ck != nullptr) {
       Status st;
       if (every > 0 && ((step + 1) % every == 0 || stopping)) {

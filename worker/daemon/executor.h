@@ -42,6 +42,7 @@
 #define PIPECOORD_WORKER_DAEMON_EXECUTOR_H_
 
 #include <atomic>
+#include <climits>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -97,9 +98,11 @@ class Executor {
 
   // Makes Run return FAILED_PRECONDITION("cancelled") at the next action; thread-safe.
   void Cancel() { cancelled_ = true; }
-  // Makes Run return FAILED_PRECONDITION("shutting down: ...") once the current step is done
-  // (a graceful stop: the step's work and telemetry are complete); thread-safe.
-  void StopAfterStep() { stop_after_step_ = true; }
+  // Makes Run return FAILED_PRECONDITION("shutting down: stopped after step N of S") once step
+  // `step` is done (-1: the current step), with its checkpoint saved when the job saves any (a
+  // graceful stop: the step's work and telemetry are complete). A step already passed stops after
+  // the current one. The last call wins; thread-safe.
+  void StopAfterStep(int step = -1) { stop_after_step_ = step; }
 
  private:
   Status RunAction(const v1::Action& a, int step, StepReport* report);
@@ -173,7 +176,7 @@ class Executor {
   // The last timed action's device end (this step or an earlier one); none yet: the minimum.
   int64_t device_free_since_ = std::numeric_limits<int64_t>::min();
   std::atomic<bool> cancelled_{false};
-  std::atomic<bool> stop_after_step_{false};
+  std::atomic<int> stop_after_step_{INT_MAX};  // INT_MAX: run to the end
 };
 
 }  // namespace pipecoord::worker

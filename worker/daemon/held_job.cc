@@ -13,7 +13,7 @@ void HeldJob::Cancel(const std::string& why) {
 bool HeldJob::StopGracefully() {
   std::lock_guard<std::mutex> lock(mu_);
   if (executor_ != nullptr) {
-    executor_->StopAfterStep();
+    if (stop_after_ == -2) executor_->StopAfterStep();  // a coordinated stop step stays
     return true;
   }
   if (!cancelled_) {
@@ -23,6 +23,17 @@ bool HeldJob::StopGracefully() {
   cancelled_ = true;
   if (transport_ != nullptr) transport_->Shutdown();
   return false;
+}
+
+void HeldJob::StopAfter(int step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_after_ = step;
+  if (executor_ != nullptr) executor_->StopAfterStep(step);
+}
+
+bool HeldJob::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return executor_ != nullptr && !cancelled_;
 }
 
 bool HeldJob::cancelled() const {
@@ -61,6 +72,7 @@ bool HeldJob::AttachExecutor(Executor* executor) {
   std::lock_guard<std::mutex> lock(mu_);
   if (cancelled_) return false;
   executor_ = executor;
+  if (stop_after_ != -2) executor_->StopAfterStep(stop_after_);
   return true;
 }
 

@@ -31,6 +31,12 @@ class HeldJob {
   // quietly: no failure report and no release, the worker deregisters and the coordinator queues
   // the job again. Returns true when a running step is being finished.
   bool StopGracefully();
+  // A coordinated stop (the coordinator's StopAfterStep, every rank the same step): the run
+  // finishes step `step`, checkpoints it and stops; applied when the executor attaches if it has
+  // not yet, and kept by a later StopGracefully.
+  void StopAfter(int step);
+  // The run has started (its executor is attached) and is not cancelled.
+  bool running() const;
 
   bool cancelled() const;
   // The reason given to Cancel (empty when not cancelled).
@@ -57,6 +63,7 @@ class HeldJob {
   bool cancelled_ = false;
   bool quiet_ = false;
   bool releasing_ = false;
+  int stop_after_ = -2;  // -2: none; else a coordinated stop step
   Transport* transport_ = nullptr;
   Executor* executor_ = nullptr;
 };
