@@ -97,12 +97,16 @@ Result<JobData> JobData::Open(const JobDataSpec& spec) {
 }
 
 Result<SequenceBatch> JobData::Train(int64_t step, int replica, int microbatch) const {
-  return train_sampler_.Read(train_.tokens(), step, replica, microbatch);
+  auto batch = train_sampler_.Read(train_.tokens(), step, replica, microbatch);
+  if (!batch.ok()) return Status(batch.status().code(), train_.bin_path() + ": " + batch.status().message());
+  return batch;
 }
 
 Result<SequenceBatch> JobData::Validation(int replica, int batch) const {
   if (!val_sampler_) return FailedPrecondition("validation: the job's data has no validation split");
-  return val_sampler_->Read(validation().tokens(), 0, replica, batch);
+  auto read = val_sampler_->Read(validation().tokens(), 0, replica, batch);
+  if (!read.ok()) return Status(read.status().code(), validation().bin_path() + ": " + read.status().message());
+  return read;
 }
 
 }  // namespace pipecoord::data

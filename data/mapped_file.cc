@@ -10,7 +10,6 @@
 #include <utility>
 
 namespace pipecoord::data {
-
 Result<MappedFile> MappedFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return InvalidArgument("cannot open " + path + ": " + std::strerror(errno));

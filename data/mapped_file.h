@@ -3,7 +3,8 @@
 // being copied into the heap.
 //
 // The mapping is private and read-only. A file truncated by someone else while it is mapped
-// makes a read past its new end fault (SIGBUS): the readers here check sizes once, at open.
+// makes a read past its new end fault (SIGBUS): readers that go on reading during a job read
+// through ReadMapped, which turns that fault into an error instead of the end of the process.
 #ifndef PIPECOORD_DATA_MAPPED_FILE_H_
 #define PIPECOORD_DATA_MAPPED_FILE_H_
 
@@ -14,6 +15,7 @@
 #include <utility>
 
 #include "common/status.h"
+#include "data/mapped_read.h"  // ReadMapped, for readers of the bytes
 
 namespace pipecoord::data {
 

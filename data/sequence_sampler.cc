@@ -98,14 +98,17 @@ Result<SequenceBatch> SequenceSampler::Read(const TokenStream& tokens, int64_t s
   return ReadSequences(tokens, *starts, spec_.seq_len);
 }
 
-SequenceBatch ReadSequences(const TokenStream& tokens, std::span<const uint64_t> starts, int seq_len) {
+Result<SequenceBatch> ReadSequences(const TokenStream& tokens, std::span<const uint64_t> starts, int seq_len) {
   const size_t s = static_cast<size_t>(seq_len);
   SequenceBatch batch;
   batch.inputs.resize(starts.size() * s);
   batch.targets.resize(starts.size() * s);
   for (size_t row = 0; row < starts.size(); ++row) {
-    tokens.CopyTo(starts[row], std::span<int32_t>(batch.inputs).subspan(row * s, s));
-    tokens.CopyTo(starts[row] + 1, std::span<int32_t>(batch.targets).subspan(row * s, s));
+    if (!tokens.CopyTo(starts[row], std::span<int32_t>(batch.inputs).subspan(row * s, s)) ||
+        !tokens.CopyTo(starts[row] + 1, std::span<int32_t>(batch.targets).subspan(row * s, s))) {
+      return Unavailable("reading tokens " + std::to_string(starts[row]) + ".." + std::to_string(starts[row] + s) +
+                         " faulted (SIGBUS): the file was truncated or replaced while the job ran");
+    }
   }
   return batch;
 }

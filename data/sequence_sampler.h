@@ -106,7 +106,8 @@ class SequenceSampler {
 };
 
 // The b sequences of s tokens starting at `starts` (each with its next-token targets).
-SequenceBatch ReadSequences(const TokenStream& tokens, std::span<const uint64_t> starts, int seq_len);
+// UNAVAILABLE when the tokens' bytes faulted (their file truncated or replaced while mapped).
+Result<SequenceBatch> ReadSequences(const TokenStream& tokens, std::span<const uint64_t> starts, int seq_len);
 
 }  // namespace pipecoord::data
 

@@ -58,7 +58,7 @@ TEST(TokenStream, CopiesARangeAsInt32) {
     const std::string bytes = Packed(ids, TokenDtypeSize(dtype));
     TokenStream s(Bytes(bytes), dtype);
     std::vector<int32_t> out(7, -99);
-    s.CopyTo(11, out);
+    ASSERT_TRUE(s.CopyTo(11, out));
     for (int i = 0; i < 7; ++i) EXPECT_EQ(out[i], static_cast<int32_t>(ids[11 + i])) << TokenDtypeName(dtype) << " " << i;
   }
 }

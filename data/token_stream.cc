@@ -1,5 +1,7 @@
 #include "data/token_stream.h"
 
+#include "data/mapped_read.h"
+
 #include "data/little_endian.h"
 
 namespace pipecoord::data {
@@ -48,18 +50,21 @@ int64_t TokenStream::At(uint64_t i) const {
   return static_cast<int64_t>(raw ^ sign) - static_cast<int64_t>(sign);  // sign-extend
 }
 
-void TokenStream::CopyTo(uint64_t begin, std::span<int32_t> out) const {
-  if (dtype_ == TokenDtype::kUint16) {  // the common case, without the generic decode
-    const uint8_t* p = data_ + 2 * begin;
-    for (size_t i = 0; i < out.size(); ++i, p += 2) out[i] = static_cast<int32_t>(p[0] | (p[1] << 8));
-    return;
-  }
-  if (dtype_ == TokenDtype::kInt32 || dtype_ == TokenDtype::kUint32) {  // Megatron-LM's large vocabularies
-    const uint8_t* p = data_ + 4 * begin;
-    for (size_t i = 0; i < out.size(); ++i, p += 4) out[i] = LoadI32(p);
-    return;
-  }
-  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int32_t>(At(begin + i));
+bool TokenStream::CopyTo(uint64_t begin, std::span<int32_t> out) const {
+  auto copy = [&] {
+    if (dtype_ == TokenDtype::kUint16) {  // the common case, without the generic decode
+      const uint8_t* p = data_ + 2 * begin;
+      for (size_t i = 0; i < out.size(); ++i, p += 2) out[i] = static_cast<int32_t>(p[0] | (p[1] << 8));
+      return;
+    }
+    if (dtype_ == TokenDtype::kInt32 || dtype_ == TokenDtype::kUint32) {  // Megatron-LM's large vocabularies
+      const uint8_t* p = data_ + 4 * begin;
+      for (size_t i = 0; i < out.size(); ++i, p += 4) out[i] = LoadI32(p);
+      return;
+    }
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int32_t>(At(begin + i));
+  };
+  return ReadMapped(data_, size_ * static_cast<uint64_t>(width_), copy);
 }
 
 std::optional<uint64_t> TokenStream::FirstOutside(int64_t vocab_size) const {

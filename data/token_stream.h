@@ -35,8 +35,9 @@ class TokenStream {
   // The id of token i < size(), sign-extended for the signed dtypes.
   int64_t At(uint64_t i) const;
   // Tokens [begin, begin + out.size()) as int32 (the model's id type). The caller has checked
-  // the ids (CheckTokenIds) and the range.
-  void CopyTo(uint64_t begin, std::span<int32_t> out) const;
+  // the ids (CheckTokenIds) and the range. False when the bytes faulted (a mapped file truncated
+  // under the stream: mapped_file.h ReadMapped); `out` is then partly written.
+  bool CopyTo(uint64_t begin, std::span<int32_t> out) const;
   // The offset of the first id outside [0, vocab_size), if any.
   std::optional<uint64_t> FirstOutside(int64_t vocab_size) const;
 

@@ -77,4 +77,23 @@ assert [s for s, _ in points] == [1, 3, 5] and abs(points[-1][1] - last) < 1e-12
 assert abs(series["val_bits_per_byte"][series["step"].index(5)] - last / math.log(2)) < 1e-12
 print("validation loss %s nats at steps 1, 3, 5" % [round(val[s], 4) for s in (1, 3, 5)])
 PY
+
+# The dataset truncated under a running job (it is memory-mapped: reading past the new end
+# faults): the job fails naming the file, and every worker lives on.
+cp -r "$WORK/data" "$WORK/doomed"
+job_json "$WORK/doomed.json" pp=2 dp=2 steps=100000 model.vocab=256 model.seqLen=16 "data={\"path\": \"$WORK/doomed\"}"
+doomed=$("$PIPECTL" submit "$WORK/doomed.json" --format json | json_field '["jobId"]')
+for _ in $(seq 600); do
+  [ "$("$PIPECTL" status "$doomed" --format json | json_field '.get("stepsDone", 0)')" -ge 2 ] && break
+  sleep 0.02
+done
+truncate -s 0 "$WORK/doomed/train.bin"
+timeout 60 "$PIPECTL" watch "$doomed" > /dev/null && fail "the job on a truncated dataset succeeded"
+cause=$("$PIPECTL" status "$doomed" --format json | json_field '["failureCause"]')
+[[ "$cause" == *"$WORK/doomed/train.bin: reading tokens "*" faulted (SIGBUS): the file was truncated or replaced while the job ran"* ]] ||
+  fail "the cause does not name the truncated file: $cause"
+sleep 0.5
+[ "$("$PIPECTL" workers --format json | json_field '["workers"].__len__()')" = "4" ] || fail "a worker died of the truncated file"
+for p in "${PIDS[@]}"; do kill -0 "$p" || fail "process $p died"; done
+echo "truncated dataset: $cause"
 echo "PASS"
