@@ -104,9 +104,9 @@ victim=$("$PIPECTL" workers --format json | /usr/bin/python3 -c '
 import json, sys
 print([w for w in json.load(sys.stdin)["workers"] if w.get("jobId") and w.get("rank", 0) == 1][0]["workerId"])')
 victim_pid="" victim_log=""
-for log in "$WORK"/worker-*.log; do grep -q "registered as $victim," "$log" && victim_log=$log; done
-for pid in "${PIDS[@]}"; do  # the worker whose stderr is that log
-  [ "$(readlink -f "/proc/$pid/fd/2" 2>/dev/null)" = "$(readlink -f "$victim_log")" ] && victim_pid=$pid
+for pid in "${PIDS[@]}"; do  # this coordinator's processes only: ids were reused by the earlier ones
+  log=$(readlink -f "/proc/$pid/fd/2" 2>/dev/null) || continue
+  if grep -q "registered as $victim," "$log" 2>/dev/null; then victim_pid=$pid victim_log=$log; fi
 done
 [ -n "$victim_pid" ] || fail "no process for $victim"
 kill -TERM "$victim_pid"
