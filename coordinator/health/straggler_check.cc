@@ -75,10 +75,12 @@ std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
     sc.best = s.best;
     sc.mean_cost = s.mean_cost();
     best[key.second][key.first] = sc.best;
-    // A rank already flagged is no reference for how the machine drifts: its own slowness would
-    // make a healthy peer's ordinary drift look like a slowdown (with two ranks, the peer's only
-    // reference). Its relative comparison keeps it: it only makes the others look faster.
-    if (!flagged_[key.first]) drift[key.second][key.first] = sc.recent / sc.best;
+    // A rank already flagged drifts from its pace when it was flagged, not from its best: its
+    // own slowness is no drift of the machine, and what it does since is (clamped at 1: its
+    // recovery is no sign that the machine sped up).
+    drift[key.second][key.first] = flagged_[key.first] && s.flagged_pace > 0
+                                       ? std::max(1.0, sc.recent / s.flagged_pace)
+                                       : sc.recent / sc.best;
     scores_.push_back(sc);
   }
   // Per rank and kind, the two scores, and whether the kind is slow beyond the absolute floor.
@@ -98,7 +100,7 @@ std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
     if (pb <= 0) continue;  // no other rank runs this kind
     const double d = sc.recent / sc.best;
     sc.relative = std::min(1.0, pb / sc.best);
-    sc.individual = pd > 0 ? std::min(1.0, pd / d) : 1.0;  // no unflagged peer: no drift reference
+    sc.individual = pd > 0 ? std::min(1.0, pd / d) : 1.0;
     RankView& r = ranks[sc.global_rank];
     r.any = true;
     const double min_delta = settings_.straggler_min_delta_s;
@@ -118,7 +120,12 @@ std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
     fine_[g] = slow ? 0 : fine_[g] + 1;
     const int slow_steps = std::popcount(slow_bits_[g]);
     if (flagged_[g]) {
-      if (fine_[g] > settings_.straggler_window) flagged_[g] = false;  // the episode is over
+      if (fine_[g] > settings_.straggler_window) {  // the episode is over
+        flagged_[g] = false;
+        for (auto& [key, s] : series_) {
+          if (key.first == g) s.flagged_pace = 0;
+        }
+      }
       continue;
     }
     if (slow && slow_steps >= kStragglerPersistence) {
@@ -144,6 +151,7 @@ std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
                        settings_.straggler_window, detail.c_str());
       events.push_back(MakeEvent(v1::STRAGGLER, g, layout_, step, msg));
       flagged_[g] = true;
+      for (const StragglerScore* sc : r.kinds) series_[{g, static_cast<int>(sc->op)}].flagged_pace = sc->recent;
     }
   }
   return events;

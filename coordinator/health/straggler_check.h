@@ -14,8 +14,10 @@
 //   individual = median over the other ranks of drift(g', op) / drift(g, op)
 //                (slower than its own baseline while its peers are not: a rank that slowed
 //                down; a machine-wide slowdown moves every rank's drift alike and scores 1).
-//                Ranks already flagged are left out of the peers (a known straggler is no
-//                reference for the machine's drift); with no peer left the score is 1.
+//                A rank already flagged is judged against its own pace when it was flagged (its
+//                new normal): its drift as a peer is max(1, recent / recent-when-flagged), so a
+//                known straggler neither hides a later slowdown of another rank (in a 2-rank
+//                pipeline it is that rank's only peer) nor makes a healthy rank look slow.
 // A persistently slow rank is slow in every kind of action it runs, while contention hits one
 // kind at a time (a rank's forwards may overlap its neighbours' work for several steps while its
 // backwards do not). So a rank's score is its HIGHEST over its kinds, and a rank is slow in a
@@ -77,6 +79,7 @@ class StragglerCheck {
   struct Series {
     std::deque<std::pair<int, double>> values;  // (step, seconds per cost) in the window, oldest first
     double best = 0;                            // 0: nothing yet
+    double flagged_pace = 0;                    // `recent` when its rank was flagged (0: not flagged)
     double cost_sum = 0;                        // predicted costs added, for the mean action
     int64_t cost_count = 0;
     double mean_cost() const { return cost_count ? cost_sum / cost_count : 0; }
