@@ -9,7 +9,7 @@
 #   slow 2x on rank 1 from the start         STRAGGLER rank 1 at the first scored step (4) + 1 or 2
 #   hang of rank 1 at step 6                 HANG rank 1 step 6, within deadline + 1 s of the
 #                                            rank's last progress (its log), end to end
-#   corrupt probe of rank 2 at step 5        SDC rank 2 step 5
+#   corrupt GEMM of rank 2 from step 5       SDC rank 2 step 5; the losses leave the clean run's
 #   oom: rank 3 holds 64 MiB more from step 6   MEMORY rank 3 step 6
 #   SIGKILL of the worker holding rank 2     the job FAILED naming rank 2 within lease + 1 s
 # and the clean runs: 5 jobs x 40 steps and one of 200 steps, zero health events. Everything at
@@ -138,11 +138,25 @@ fa=$(false_alarms "$job" HANG 1)
 report "hang:1:6: HANG rank 1 step 6, ${latency} s after the rank's last progress, $(( event_ms - stopped_ms )) ms after it stopped (deadline ${deadline_s} s, bound deadline + 1 s, lease ${LEASE_MS} ms), $fa false alarms"
 stop_all
 
-# --- corrupt: rank 2's probe at step 5 flips one bit ------------------------------------------
-scenario --inject corrupt:2:5
+# --- corrupt: rank 2's GEMM flips one bit of its output from step 5 on (training and probe) ----
+scenario
 demo_job "$WORK/sdc.json" 10
+clean=$(submit "$WORK/sdc.json")
+"$PIPECTL" watch "$clean" > /dev/null || fail "the clean run of the sdc job did not succeed"
+"$PIPECTL" status "$clean" --format json > "$WORK/sdc-clean.json"
+stop_all
+scenario --inject corrupt:2:5
 job=$(submit "$WORK/sdc.json")
 "$PIPECTL" watch "$job" > /dev/null || fail "sdc job did not succeed"
+"$PIPECTL" status "$job" --format json > "$WORK/sdc-corrupt.json"
+/usr/bin/python3 - "$WORK/sdc-clean.json" "$WORK/sdc-corrupt.json" <<'PY' || fail "the corrupted GEMM did not change training"
+import json, sys
+clean, bad = ([s["loss"] for s in json.load(open(p))["steps"]] for p in sys.argv[1:3])
+assert clean[:5] == bad[:5], ("steps before the fault differ", clean[:5], bad[:5])
+assert clean[5:] != bad[5:], ("the corrupted GEMM left the losses as they were", clean[5:])
+print("corrupt:2:5: losses equal the clean run's through step 4, differ from step %d on" %
+      next(i for i in range(5, 10) if clean[i] != bad[i]))
+PY
 e=$(first_event "$job" SDC)
 [ -n "$e" ] || fail "no SDC event: $(events "$job")"
 [ "$(field "$e" rank)" = 2 ] && [ "$(field "$e" step)" = 5 ] || fail "sdc names the wrong rank or step: $e"

@@ -10,13 +10,19 @@ uint64_t ProbeSeed(uint64_t job_seed, int step) {
   return CombineSeeds(CombineSeeds(job_seed, 0x70726f6265ULL), static_cast<uint64_t>(step));
 }
 
-std::vector<float> KnownAnswerGemm(uint64_t seed, int n) {
+ProbeInputs MakeProbeInputs(uint64_t seed, int n) {
   const int64_t nn = static_cast<int64_t>(n) * n;
-  std::vector<float> x(nn), w(nn), y(nn);
+  ProbeInputs in{std::vector<float>(nn), std::vector<float>(nn)};
   Rng rng(seed);
-  rng.FillUniform(x.data(), nn, -1.0, 1.0);
-  rng.FillUniform(w.data(), nn, -1.0, 1.0);
-  LinearForwardReference(x.data(), w.data(), y.data(), LinearDims{n, n, n});
+  for (float& v : in.x) v = static_cast<float>(static_cast<int>(rng.Below(17)) - 8);
+  for (float& v : in.w) v = static_cast<float>(static_cast<int>(rng.Below(17)) - 8);
+  return in;
+}
+
+std::vector<float> KnownAnswerGemm(uint64_t seed, int n) {
+  const ProbeInputs in = MakeProbeInputs(seed, n);
+  std::vector<float> y(static_cast<size_t>(n) * n);
+  LinearForwardReference(in.x.data(), in.w.data(), y.data(), LinearDims{n, n, n});
   return y;
 }
 

@@ -3,21 +3,54 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 
 #include "kernels/cpu/checksum.h"
 #include "kernels/cpu/known_answers_for_tests.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/rng.h"
 
 namespace pipecoord::kernels::cpu {
 namespace {
 
-TEST(KnownAnswerGemm, OneByOneIsTheProductOfTheTwoDraws) {
+TEST(KnownAnswerGemm, OneByOneIsTheProductOfTheTwoIntegerDraws) {
   Rng rng(7);
-  float xw[2];
-  rng.FillUniform(xw, 2, -1.0, 1.0);
+  const int x = static_cast<int>(rng.Below(17)) - 8, w = static_cast<int>(rng.Below(17)) - 8;
   const std::vector<float> y = KnownAnswerGemm(7, 1);
   ASSERT_EQ(y.size(), 1u);
-  EXPECT_EQ(y[0], static_cast<float>(static_cast<double>(xw[0]) * xw[1]));
+  EXPECT_EQ(y[0], static_cast<float>(x * w));
+}
+
+// The point of integer inputs: the training kernel (OpenBLAS's sgemm, its own blocking and
+// order) gives the reference's bits exactly, at sizes where random fp32 inputs would not.
+TEST(KnownAnswerGemm, TheTrainingGemmGivesTheKnownAnswerBitForBit) {
+  for (const int n : {1, 7, 32, 100, 257}) {
+    const ProbeInputs in = MakeProbeInputs(ProbeSeed(5, n), n);
+    for (float v : in.x) ASSERT_TRUE(v == static_cast<int>(v) && v >= -8 && v <= 8) << v;
+    std::vector<float> y(static_cast<size_t>(n) * n);
+    LinearForward<float>(in.x.data(), in.w.data(), y.data(), LinearDims{n, n, n});
+    EXPECT_EQ(HashFloats(y.data(), static_cast<int64_t>(y.size())), KnownAnswerChecksum(ProbeSeed(5, n), n)) << n;
+  }
+}
+
+// The corrupt fault lives in the training GEMM: on this thread only, and every call while on.
+TEST(KnownAnswerGemm, ACorruptedGemmMissesTheKnownAnswerOnItsThreadOnly) {
+  const int n = 32;
+  const ProbeInputs in = MakeProbeInputs(ProbeSeed(9, 1), n);
+  auto run = [&] {
+    std::vector<float> y(static_cast<size_t>(n) * n);
+    LinearForward<float>(in.x.data(), in.w.data(), y.data(), LinearDims{n, n, n});
+    return HashFloats(y.data(), static_cast<int64_t>(y.size()));
+  };
+  const uint64_t known = KnownAnswerChecksum(ProbeSeed(9, 1), n);
+  SetGemmCorruption(true);
+  EXPECT_NE(run(), known);
+  EXPECT_NE(run(), known);  // every call
+  uint64_t other = 0;
+  std::thread([&] { other = run(); }).join();
+  EXPECT_EQ(other, known);  // another thread's GEMM is sound
+  SetGemmCorruption(false);
+  EXPECT_EQ(run(), known);
 }
 
 // The coordinator's expected answer and a worker's report must agree on every machine, so the

@@ -140,20 +140,17 @@ def probe_seed(job_seed, step):
 
 
 def known_answer_gemm(seed, n):
-    """Y = X W^T, X then W drawn from Rng(seed) in [-1, 1); each y a double sum over i = 0..n-1
-    (a float times a float is exact in double), rounded to float once."""
+    """Y = X W^T, X then W drawn from Rng(seed) as integers in [-8, 8] (below(17) - 8); each y an
+    exact integer sum (Python ints), then a float: exact, since |y| <= 64 n < 2^24."""
     rng = Rng(seed)
-    x = rng.fill_uniform_float(n * n, -1.0, 1.0)
-    w = rng.fill_uniform_float(n * n, -1.0, 1.0)
+    x = [rng.below(17) - 8 for _ in range(n * n)]
+    w = [rng.below(17) - 8 for _ in range(n * n)]
     y = []
     for t in range(n):
         xr = x[t * n:(t + 1) * n]
         for o in range(n):
             wr = w[o * n:(o + 1) * n]
-            acc = 0.0
-            for i in range(n):
-                acc += xr[i] * wr[i]
-            y.append(to_f32(acc))
+            y.append(to_f32(float(sum(a * b for a, b in zip(xr, wr)))))
     return y
 
 

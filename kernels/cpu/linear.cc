@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -60,18 +61,38 @@ void SetGemmThreads(int threads) {
   g_threads.store(n, std::memory_order_release);
 }
 
+namespace {
+thread_local bool t_corrupt_gemm = false;
+
+// The `corrupt` fault: one mantissa bit (bit 20, a 1/8 relative change) of the middle element.
+void Corrupt(float* y, int64_t n) {
+  if (!t_corrupt_gemm || n == 0) return;
+  uint32_t bits;
+  std::memcpy(&bits, &y[n / 2], sizeof bits);
+  bits ^= 1u << 20;
+  std::memcpy(&y[n / 2], &bits, sizeof bits);
+}
+}  // namespace
+
+void SetGemmCorruption(bool on) { t_corrupt_gemm = on; }
+bool GemmCorruption() { return t_corrupt_gemm; }
+
 template <>
 void LinearForward<float>(const float* x, const float* w, float* y, const LinearDims& d) {
-  if (UseReference()) return LinearForwardReference(x, w, y, d);
+  if (UseReference()) {
+    LinearForwardReference(x, w, y, d);
+    return Corrupt(y, d.n * d.out);
+  }
   if (d.n == 0 || d.out == 0) return;
   if (d.in == 0) {
     std::fill(y, y + d.n * d.out, 0.0f);
-    return;
+    return Corrupt(y, d.n * d.out);
   }
   EnsureThreads();
   // y [n, out] = x [n, in] . w [out, in]^T
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int(d.n), Int(d.out), Int(d.in), 1.0f, x,
               Int(d.in), w, Int(d.in), 0.0f, y, Int(d.out));
+  Corrupt(y, d.n * d.out);
 }
 
 template <>

@@ -34,6 +34,13 @@ void LinearBackwardInput(const T* dy, const T* w, T* dx, const LinearDims& d, bo
 template <typename T>
 void LinearBackwardWeight(const T* dy, const T* x, T* dw, const LinearDims& d);
 
+// Fault injection (the `corrupt` fault, worker/daemon/fault_injection.h): while on, every fp32
+// LinearForward on the calling thread flips one mantissa bit (bit 20: a 1/8 relative change) of
+// its output's middle element: a unit whose GEMM corrupts its output, for training and the
+// numerical probe alike. Thread-local (a rank runs its kernels on its own thread); off by default.
+void SetGemmCorruption(bool on);
+bool GemmCorruption();
+
 // Threads each fp32 GEMM uses: 1 unless the environment's PIPECOORD_CPU_THREADS says otherwise
 // (read once, at the first GEMM) or SetGemmThreads changed it. One worker rank per core is the
 // usual layout, so one thread is the default. Process-wide.

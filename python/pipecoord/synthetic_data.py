@@ -117,16 +117,13 @@ def hash_floats(values):
 
 
 def known_answer_gemm(seed, n):
-    """Y = X W^T (float32 [n, n]) for X then W drawn from Rng(seed) uniform in [-1, 1)."""
+    """Y = X W^T (float32 [n, n]) for X then W drawn from Rng(seed) as integers in [-8, 8]
+    (kernels/cpu/known_answer_gemm.h): every sum is exact in float32, so torch.matmul, the kernel
+    the PyTorch worker trains with, gives the known answer bit for bit."""
     rng = Rng(seed)
-    draw = lambda: torch.tensor([-1.0 + 2.0 * rng.uniform_double() for _ in range(n * n)],
-                                dtype=torch.float64).to(torch.float32).view(n, n)
+    draw = lambda: torch.tensor([float(rng.below(17) - 8) for _ in range(n * n)], dtype=torch.float32).view(n, n)
     x, w = draw(), draw()
-    x64, w64 = x.to(torch.float64), w.to(torch.float64)
-    acc = torch.zeros(n, n, dtype=torch.float64)
-    for i in range(n):  # y[t, o] += x[t, i] w[o, i], i = 0, 1, ... as LinearForward adds them
-        acc += x64[:, i:i + 1] * w64[:, i][None, :]
-    return acc.to(torch.float32)
+    return torch.matmul(x, w.t())
 
 
 def probe_checksum(job_seed, step, n):

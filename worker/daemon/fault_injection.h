@@ -3,7 +3,10 @@
 //   slow:RANK:FACTOR[:STEP]  every compute action of RANK takes FACTOR times as long (sleeps
 //                      after it), from STEP on (default 0)
 //   hang:RANK:STEP     RANK stops at its first compute action of STEP until the job is cancelled
-//   corrupt:RANK:STEP  RANK's numerical probe at STEP returns a result with one bit flipped
+//   corrupt:RANK:STEP  from STEP on, RANK's fp32 GEMM (kernels/cpu LinearForward, on the rank's
+//                      thread) flips one bit of one output element in every call: its training
+//                      and its numerical probe alike (a CUDA rank's training GEMMs run on the
+//                      device and are not touched: only its probe, which runs on the host)
 //   oom:RANK:BYTES[:STEP]  RANK allocates and holds BYTES more from STEP on (default 0)
 #ifndef PIPECOORD_WORKER_DAEMON_FAULT_INJECTION_H_
 #define PIPECOORD_WORKER_DAEMON_FAULT_INJECTION_H_

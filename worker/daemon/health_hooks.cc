@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/checksum.h"
 #include "kernels/cpu/known_answer_gemm.h"
+#include "kernels/cpu/linear.h"
 
 namespace pipecoord::worker {
 
@@ -14,6 +15,7 @@ HealthHooks::HealthHooks(const v1::Assignment& a, std::vector<FaultRule> faults)
     : seed_(a.spec().model().seed()),
       probe_size_(a.spec().health().probe_size() > 0 ? a.spec().health().probe_size() : kernels::cpu::kDefaultProbeSize),
       faults_(std::move(faults)) {
+  for (const FaultRule& f : faults_) has_corrupt_ = has_corrupt_ || f.kind == FaultRule::Kind::kCorrupt;
   progress_.set_job_id(a.job_id());
   progress_.set_rank(a.rank());
   progress_.set_dp_rank(a.dp_rank());
@@ -52,7 +54,15 @@ void HealthHooks::OnActionDone() {
   progress_.set_actions_done(progress_.actions_done() + 1);
 }
 
+bool HealthHooks::CorruptAt(int step) const {
+  for (const FaultRule& f : faults_) {
+    if (f.kind == FaultRule::Kind::kCorrupt && step >= f.step) return true;
+  }
+  return false;
+}
+
 Status HealthHooks::BeforeCompute(int step, const v1::Action&, const std::atomic<bool>& cancelled) {
+  if (has_corrupt_) kernels::cpu::SetGemmCorruption(CorruptAt(step));  // this rank's thread's GEMMs
   for (const FaultRule& f : faults_) {
     if (f.kind != FaultRule::Kind::kHang || f.step != step || hung_) continue;
     hung_ = true;  // once: the first compute action of that step
@@ -79,15 +89,13 @@ void HealthHooks::AfterCompute(int step, const v1::Action&, int64_t elapsed_ns) 
 }
 
 uint64_t HealthHooks::Probe(int step) {
-  std::vector<float> y = kernels::cpu::KnownAnswerGemm(kernels::cpu::ProbeSeed(seed_, step), probe_size_);
-  for (const FaultRule& f : faults_) {
-    if (f.kind == FaultRule::Kind::kCorrupt && f.step == step && !y.empty()) {
-      uint32_t bits;
-      std::memcpy(&bits, &y[y.size() / 2], sizeof bits);
-      bits ^= 1u << 12;  // one mantissa bit of one element
-      std::memcpy(&y[y.size() / 2], &bits, sizeof bits);
-    }
-  }
+  // The training kernel on the known-answer inputs (integers: exact in any summation order), so a
+  // GEMM that corrupts what it computes is caught, not a reference copy of it.
+  if (has_corrupt_) kernels::cpu::SetGemmCorruption(CorruptAt(step));
+  const int n = probe_size_;
+  const kernels::cpu::ProbeInputs in = kernels::cpu::MakeProbeInputs(kernels::cpu::ProbeSeed(seed_, step), n);
+  std::vector<float> y(static_cast<size_t>(n) * n);
+  kernels::cpu::LinearForward<float>(in.x.data(), in.w.data(), y.data(), kernels::cpu::LinearDims{n, n, n});
   return kernels::cpu::HashFloats(y.data(), static_cast<int64_t>(y.size()));
 }
 

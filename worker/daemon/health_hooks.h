@@ -30,6 +30,8 @@ class HealthHooks final : public RunHooks {
   Status BeforeCompute(int step, const v1::Action& action, const std::atomic<bool>& cancelled) override;
   void AfterCompute(int step, const v1::Action& action, int64_t elapsed_ns) override;
   uint64_t Probe(int step) override;
+  // A corrupt rule covers `step` (from its step on).
+  bool CorruptAt(int step) const;
   uint64_t ExtraMemoryBytes(int step) override;
 
  private:
@@ -38,6 +40,7 @@ class HealthHooks final : public RunHooks {
   std::chrono::steady_clock::time_point moved_;  // when (step, action_index) last changed
   uint64_t seed_;
   int probe_size_;
+  bool has_corrupt_ = false;  // a corrupt rule: the thread's GEMMs are switched per step
   std::vector<FaultRule> faults_;
   std::vector<char> ballast_;  // oom
   bool hung_ = false;
