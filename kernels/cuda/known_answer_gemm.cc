@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/rng.h"
+#include "kernels/cpu/known_answer_gemm.h"
 #include "kernels/cuda/checksum.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/exact_linear.h"
@@ -28,11 +28,10 @@ Status KnownAnswerGemm(uint64_t seed, int n, float* y, cudaStream_t stream) {
   PIPECOORD_RETURN_IF_ERROR(CheckProbeSize(n));
   PIPECOORD_RETURN_IF_ERROR(CheckPointer("KnownAnswerGemm", "y", y));
   const int64_t nn = static_cast<int64_t>(n) * n;
-  // Drawn in cpu::KnownAnswerGemm's order: all of X, then all of W, from one generator.
-  std::vector<float> xw(static_cast<size_t>(2 * nn));
-  cpu::Rng rng(seed);
-  rng.FillUniform(xw.data(), nn, -1.0, 1.0);
-  rng.FillUniform(xw.data() + nn, nn, -1.0, 1.0);
+  // cpu::KnownAnswerGemm's inputs (integers: exact in fp32 in any order), X then W, one buffer.
+  const cpu::ProbeInputs in = cpu::MakeProbeInputs(seed, n);
+  std::vector<float> xw(in.x);
+  xw.insert(xw.end(), in.w.begin(), in.w.end());
 
   StreamScratch inputs(stream);
   const size_t bytes = xw.size() * sizeof(float);
