@@ -900,6 +900,17 @@ void Coordinator::Tick() {
     blamed = true;
   }
   if (!expired.empty() || blamed) changed_.notify_all();
+  if (options_.metrics != nullptr) {
+    // A finished job's last event is its end (FinishJobLocked records it last).
+    const int64_t now_ms = NowNs() / 1'000'000;
+    for (auto& jp : jobs_) {
+      JobRecord& j = *jp;
+      if (!j.terminal() || j.metrics_forgotten || j.job.events_size() == 0) continue;
+      if (now_ms - j.job.events(j.job.events_size() - 1).unix_ms() < options_.metrics_retention.count()) continue;
+      options_.metrics->ForgetJob(j.job.id());
+      j.metrics_forgotten = true;
+    }
+  }
   for (auto& jp : jobs_) {
     if (jp->job.state() != v1::RUNNING || jp->adopting) continue;  // no progress is heard while its workers come back
     for (v1::HealthEvent& e : jp->monitor->OnTick(NowNs())) RecordHealthEventLocked(*jp, std::move(e));

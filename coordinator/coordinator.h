@@ -59,6 +59,9 @@ struct CoordinatorOptions {
   std::function<int64_t()> now_ns;
   // Measurements also go here (the /metrics exporter); may be null, not owned.
   health::MetricsSink* metrics = nullptr;
+  // How long a finished job's series stay in `metrics` after it ended (its history stays in the
+  // state and GetJob): /metrics stays the size of the recent jobs, not of --max-jobs of them.
+  std::chrono::milliseconds metrics_retention{std::chrono::hours(1)};
   // Durable state (--state); may be null (state in memory only), not owned. Every change is
   // written through before it is acknowledged; Restore() reads it back.
   StateStore* store = nullptr;
@@ -142,8 +145,9 @@ class Coordinator {
                                             const v1::RendezvousRequest& request,
                                             Clock::time_point deadline);
 
-  // Expires leases (failing their jobs), ends re-adoptions past their grace, and runs the jobs'
-  // timed health checks (the hang check); the server calls it every TickPeriod(lease).
+  // Expires leases (failing their jobs), ends re-adoptions past their grace, takes finished jobs'
+  // series off /metrics after options.metrics_retention, and runs the jobs' timed health checks
+  // (the hang check); the server calls it every TickPeriod(lease).
   void Tick();
   // Wakes every waiter so streaming handlers can end (server shutdown).
   void Shutdown();

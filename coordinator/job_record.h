@@ -76,7 +76,8 @@ struct JobRecord {
   int requeues = 0;  // times a lost worker sent it back to the queue before its first step
   // A failure message its ranks reported -> the workers that reported it (kSameFailureWorkers).
   std::map<std::string, std::set<std::string>> failed_on;
-  std::string waiting_reason;  // the last "waiting for workers with room" event, said once
+  std::string waiting_reason;
+  bool metrics_forgotten = false;  // finished, and its series left /metrics (metrics_retention)  // the last "waiting for workers with room" event, said once
 
   std::vector<v1::ActionTiming> actions;  // measured, for the trace (bounded)
   std::vector<int> action_rank;           // global rank of each entry in `actions`

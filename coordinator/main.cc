@@ -26,7 +26,7 @@ void OnSignal(int) { g_stop = true; }
 int main(int argc, char** argv) {
   using namespace pipecoord;
   std::string listen = "127.0.0.1:50051", http, state;
-  int lease_ms = 5000, max_jobs = 10000, trace_actions = 200000, adopt_grace_ms = 60000;
+  int lease_ms = 5000, max_jobs = 10000, trace_actions = 200000, adopt_grace_ms = 60000, metrics_retention_s = 3600;
   FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--adopt-grace-ms N] [--max-jobs N] [--trace-actions N] [--tls-cert FILE --tls-key FILE "
                      "--tls-ca FILE --token-file FILE] [--health-listen HOST:PORT]",
                      "pipecoord's coordinator: plans jobs, hands workers their job lists over gRPC and "
@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
   flags.Int("adopt-grace-ms", &adopt_grace_ms,
             "after a restart on --state, how long a job that was running waits for its workers to come back "
             "holding it, in ms (default 60000); a rank still missing then fails the attempt");
+  flags.Int("metrics-retention-s", &metrics_retention_s,
+            "how long a finished job's series stay on /metrics after it ended, in seconds (default 3600); its "
+            "history stays in the state file and pipectl status");
   flags.Int("max-jobs", &max_jobs,
             "jobs kept, finished ones included (default 10000); a new job drops the oldest finished one, "
             "with its events, steps and telemetry");
@@ -66,6 +69,9 @@ int main(int argc, char** argv) {
   if (st.ok() && (adopt_grace_ms < 100 || adopt_grace_ms > 86'400'000)) {
     st = InvalidArgument("--adopt-grace-ms: must be in 100..86400000");
   }
+  if (st.ok() && (metrics_retention_s < 0 || metrics_retention_s > 30 * 86400)) {
+    st = InvalidArgument("--metrics-retention-s: must be in 0..2592000");
+  }
   if (st.ok() && (max_jobs < 1 || max_jobs > 1'000'000)) st = InvalidArgument("--max-jobs: must be in 1..1000000");
   if (st.ok() && (trace_actions < 1000 || trace_actions > 100'000'000)) {
     st = InvalidArgument("--trace-actions: must be in 1000..100000000");
@@ -85,6 +91,7 @@ int main(int argc, char** argv) {
   coordinator::CoordinatorOptions options;
   options.lease = std::chrono::milliseconds(lease_ms);
   options.adopt_grace = std::chrono::milliseconds(adopt_grace_ms);
+  options.metrics_retention = std::chrono::seconds(metrics_retention_s);
   options.max_jobs = static_cast<size_t>(max_jobs);
   options.trace_actions_per_job = static_cast<size_t>(trace_actions);
   coordinator::http::PrometheusMetrics metrics;

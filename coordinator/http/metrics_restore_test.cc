@@ -158,6 +158,43 @@ std::string Value(const std::map<std::string, std::string>& series, const std::s
   return it == series.end() ? "(absent)" : it->second;
 }
 
+// A finished job's series leave /metrics once metrics_retention has passed since it ended (its
+// history stays: GetJob still has every step); a running job's series stay.
+TEST(MetricsRestoreTest, AFinishedJobsSeriesLeaveMetricsAfterTheRetention) {
+  int64_t now_ns = 1'700'000'000'000'000'000;
+  http::PrometheusMetrics metrics;
+  CoordinatorOptions o;
+  o.metrics = &metrics;
+  o.now_ns = [&] { return now_ns; };
+  o.metrics_retention = std::chrono::seconds(60);
+  Coordinator c(o);
+  const std::vector<std::string> workers = {RegisterCpu(c), RegisterCpu(c), RegisterCpu(c), RegisterCpu(c)};
+  const std::string done = c.SubmitJob(Spec(3))->job_id();
+  const std::string running = c.SubmitJob(Spec(100))->job_id();
+  std::map<std::string, std::map<int, std::pair<std::string, v1::Assignment>>> by_job;
+  for (const std::string& w : workers) {
+    std::vector<v1::WorkerCommand> cmds;
+    ASSERT_TRUE(c.WaitCommands(w, &cmds, std::chrono::steady_clock::now()).ok());
+    for (const v1::WorkerCommand& cmd : cmds) by_job[cmd.assign().job_id()][cmd.assign().rank()] = {w, cmd.assign()};
+  }
+  ASSERT_EQ(by_job[done].size(), 2u);
+  ASSERT_EQ(by_job[running].size(), 2u);
+  Feed(c, by_job[done], 0, 3);
+  Feed(c, by_job[running], 0, 5);
+  Report(c, by_job[done], true);
+  ASSERT_EQ(c.GetJob(done)->state(), v1::SUCCEEDED);
+  const std::string steps_done = "pipecoord_steps_total{job_id=\"" + done + "\"}";
+  now_ns += 59'000'000'000;  // within the retention
+  c.Tick();
+  EXPECT_EQ(Value(Series(metrics.Serialize(), done), steps_done), "3");
+  now_ns += 2'000'000'000;  // past it
+  c.Tick();
+  const std::string page = metrics.Serialize();
+  EXPECT_TRUE(Series(page, done).empty()) << "still on /metrics: " << Series(page, done).begin()->first;
+  EXPECT_EQ(Value(Series(page, running), "pipecoord_steps_total{job_id=\"" + running + "\"}"), "5");
+  EXPECT_EQ(c.GetJob(done)->steps_size(), 3);  // its history stays
+}
+
 TEST(MetricsRestoreTest, KeptJobsSeriesComeBackAndAResumedJobsCountersContinue) {
   const std::string path = FreshStatePath("metrics-restore");
   std::string done, resumed;
