@@ -429,18 +429,27 @@ int RunCancel(int argc, char** argv) {
   Connection conn;
   std::string job;
   std::string format = "text";
-  FlagSet flags("pipectl cancel JOB [--coordinator HOST:PORT] [--tls-ca FILE] [--token TOKEN] [--format text|json]",
+  bool checkpoint = false;
+  FlagSet flags("pipectl cancel JOB [--checkpoint] [--coordinator HOST:PORT] [--tls-ca FILE] [--token TOKEN] [--format text|json]",
                 "Cancels a pending or running job.");
   AddConnectionFlags(flags, &conn);
+  flags.Bool("checkpoint", &checkpoint,
+             "a running job that saves checkpoints stops after one step that every rank checkpoints, then ends "
+             "CANCELLED (pipectl export takes its weights); the answer is RUNNING until it has");
   flags.Format(&format, {"text", "json"}, "text (default) or json (the job's state after the call)");
   if (int rc = Parse(flags, argc, argv, "cancel", &job, true); rc >= 0) return rc;
   v1::CancelJobRequest req;
   req.set_job_id(job);
+  req.set_checkpoint(checkpoint);
   v1::CancelJobResponse resp;
   Status st = CallJobService(conn, 10, &v1::JobService::Stub::CancelJob, req, &resp);
   if (!st.ok()) return Fail("cancel", st);
   if (format == "json") {
     std::printf("%s", ToJson(resp).c_str());
+    return kExitOk;
+  }
+  if (checkpoint && resp.state() == v1::RUNNING) {
+    std::printf("%s RUNNING: stopping after a step every rank checkpoints, then CANCELLED\n", job.c_str());
     return kExitOk;
   }
   std::printf("%s %s\n", job.c_str(), State(resp.state()));

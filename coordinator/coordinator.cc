@@ -319,10 +319,27 @@ std::vector<v1::Job> Coordinator::ListJobs() const {
   return out;
 }
 
-Result<v1::JobState> Coordinator::CancelJob(const std::string& id) {
+Result<v1::JobState> Coordinator::CancelJob(const std::string& id, bool checkpoint) {
   std::lock_guard<std::mutex> lock(mu_);
   JobRecord* j = FindJobLocked(id);
   if (j == nullptr) return NotFound("job \"" + id + "\" not found");
+  if (checkpoint) {
+    const v1::JobSpec& spec = j->job.spec();
+    const std::string& kind = spec.worker().kind();
+    if (j->job.state() != v1::RUNNING || j->adopting) {
+      return FailedPrecondition("checkpoint: " + id + " is " + StateName(j->job.state()) +
+                                ", not running: nothing to checkpoint (cancel it without --checkpoint)");
+    }
+    if (spec.checkpoint_every() <= 0) {
+      return FailedPrecondition("checkpoint: " + id + " saves no checkpoints (spec.checkpointEvery 0)");
+    }
+    if (!(kind.empty() || kind == v1::kBuiltinWorker)) {
+      return FailedPrecondition("checkpoint: " + id + " runs on " + kind + " workers, which stop at once (not yet after a step)");
+    }
+    if (j->drain_step < 0) StopEveryRankAfterAStepLocked(*j, "", /*cancel=*/true);
+    j->drain_cancels = true;  // a drain already under way ends the job instead of resuming it
+    return j->job.state();
+  }
   if (!j->terminal()) FinishJobLocked(*j, v1::CANCELLED, "cancelled by the user", -1);
   return j->job.state();
 }
@@ -645,7 +662,11 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
     // A rank of a coordinated graceful stop: once every rank stopped there, the job goes back to
     // the queue from the checkpoint they all saved; not a failure, no restart counted.
     j->drained[w->global_rank] = true;
-    if (std::all_of(j->drained.begin(), j->drained.end(), [](bool b) { return b; })) {
+    if (std::all_of(j->drained.begin(), j->drained.end(), [](bool b) { return b; }) && j->drain_cancels) {
+      FinishJobLocked(*j, v1::CANCELLED,
+                      "cancelled by the user after step " + std::to_string(j->drain_step) + ", checkpointed on every rank",
+                      -1);
+    } else if (std::all_of(j->drained.begin(), j->drained.end(), [](bool b) { return b; })) {
       const int step = j->drain_step;
       QueueAgainLocked(*j, j->job.checkpointed_steps(),
                        "drained for worker " + j->drain_worker + "'s shutdown: every rank stopped after step " +
@@ -698,28 +719,33 @@ Result<v1::DrainResponse> Coordinator::Drain(const v1::DrainRequest& r) {
     out.set_stop_after_step(j->drain_step);
     return out;
   }
+  out.set_stop_after_step(StopEveryRankAfterAStepLocked(*j, r.worker_id(), /*cancel=*/false));
+  return out;
+}
+
+int Coordinator::StopEveryRankAfterAStepLocked(JobRecord& j, const std::string& asked_by, bool cancel) {
   // A step no rank can have passed: one after the furthest any has reported (telemetry follows
   // each step closely), at most the last.
-  int furthest = j->job.start_step();
-  for (int g = 0; g < j->world(); ++g) furthest = std::max(furthest, j->order.open_step(g));
-  const int step = std::min(furthest + 1, spec.steps() - 1);
-  j->drain_step = step;
-  j->drain_worker = r.worker_id();
-  j->drained.assign(j->world(), false);
-  for (int g = 0; g < j->world(); ++g) {
-    RegisteredWorker* rank_worker = workers_.Find(j->job.worker_ids(g));
-    if (rank_worker == nullptr || !rank_worker->Holds(j->job.id(), j->session)) continue;
+  int furthest = j.job.start_step();
+  for (int g = 0; g < j.world(); ++g) furthest = std::max(furthest, j.order.open_step(g));
+  const int step = std::min(furthest + 1, j.job.spec().steps() - 1);
+  j.drain_step = step;
+  j.drain_worker = asked_by;
+  j.drain_cancels = cancel;
+  j.drained.assign(j.world(), false);
+  for (int g = 0; g < j.world(); ++g) {
+    RegisteredWorker* rank_worker = workers_.Find(j.job.worker_ids(g));
+    if (rank_worker == nullptr || !rank_worker->Holds(j.job.id(), j.session)) continue;
     v1::WorkerCommand cmd;
-    cmd.mutable_stop_after()->set_job_id(j->job.id());
-    cmd.mutable_stop_after()->set_session(j->session);
+    cmd.mutable_stop_after()->set_job_id(j.job.id());
+    cmd.mutable_stop_after()->set_session(j.session);
     cmd.mutable_stop_after()->set_step(step);
     rank_worker->commands.push_back(std::move(cmd));
   }
-  RecordEventLocked(*j, "worker " + r.worker_id() + " is shutting down: every rank stops after step " +
-                            std::to_string(step) + " and checkpoints it");
+  RecordEventLocked(j, (cancel ? std::string("cancelling") : "worker " + asked_by + " is shutting down") +
+                           ": every rank stops after step " + std::to_string(step) + " and checkpoints it");
   changed_.notify_all();
-  out.set_stop_after_step(step);
-  return out;
+  return step;
 }
 
 void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {

@@ -90,7 +90,10 @@ class Coordinator {
   Result<v1::Job> GetJob(const std::string& job_id) const;  // NOT_FOUND
   std::vector<v1::Job> ListJobs() const;                      // without plans, newest last
   // Cancels a PENDING or RUNNING job (workers are told to stop); a terminal job stays as is.
-  Result<v1::JobState> CancelJob(const std::string& job_id);
+  // With `checkpoint`, a RUNNING job stops after one step that every rank checkpoints (as Drain)
+  // and ends CANCELLED then; FAILED_PRECONDITION when it saves no checkpoints, runs on PyTorch
+  // workers, or is not running.
+  Result<v1::JobState> CancelJob(const std::string& job_id, bool checkpoint = false);
   // Appends to `out` the job's updates from *cursor on, waiting until there is at least one or
   // `deadline` passes; advances *cursor. *finished: the job is terminal and all was read.
   Status WaitJobUpdates(const std::string& job_id, size_t* cursor, std::vector<v1::JobUpdate>* out,
@@ -169,6 +172,10 @@ class Coordinator {
   // `cancel`.
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);
   void NoteCheckpointLocked(JobRecord& job, int global_rank, int step);
+  // A coordinated stop: every rank of the job's attempt is told to stop after one step (one past
+  // the furthest any has reported) and checkpoint it; `why` names who asked ("worker W is
+  // shutting down", "cancelled by the user"). Returns that step.
+  int StopEveryRankAfterAStepLocked(JobRecord& job, const std::string& asked_by, bool cancel);
   // Records a step every rank has reported: stored, streamed, exported and checked.
   // `actions`: each global rank's actions of the step (the calibration and the idle split).
   void StepMeasuredLocked(JobRecord& job, v1::StepRecord record, const jobplan::StepActions& actions);

@@ -15,6 +15,7 @@ void JobRecord::ResetAttempt(int from_step) {
   measuring = StepAggregator(world());
   drain_step = -1;
   drain_worker.clear();
+  drain_cancels = false;
   drained.clear();
 }
 

@@ -60,7 +60,8 @@ struct JobRecord {
   // A coordinated graceful stop of this attempt (Drain): every rank stops after drain_step (-1:
   // none), asked by drain_worker; the ranks that reported stopping there (by global rank).
   int drain_step = -1;
-  std::string drain_worker;
+  std::string drain_worker;  // empty: the user's cancel --checkpoint
+  bool drain_cancels = false;  // the job ends CANCELLED once drained, instead of resuming
   std::vector<bool> drained;
   bool adopting = false;
   std::chrono::steady_clock::time_point adopt_deadline;

@@ -51,7 +51,7 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRe
 
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req, v1::CancelJobResponse* out) {
   if (Status st = OrOpen(auth_).CheckMutatingJobCall(CallCredentialsOf(*ctx), "CancelJob"); !st.ok()) return ToGrpc(st);
-  auto r = c_->CancelJob(req->job_id());
+  auto r = c_->CancelJob(req->job_id(), req->checkpoint());
   if (r.ok()) out->set_state(*r);
   return ToGrpc(r.status());
 }

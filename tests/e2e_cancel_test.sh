@@ -28,4 +28,48 @@ w2=$("$PIPECTL" status "$job2" --format json | /usr/bin/python3 -c 'import json,
 [ -n "$w1" ] && [ "$w1" = "$w2" ] || fail "the next job ran on other workers ($w1 / $w2)"
 s2=$("$PIPECTL" status "$job" --format json | json_field '.get("stepsDone", 0)')
 [ "$s1" = "$s2" ] || fail "cancelled job still stepping ($s1 -> $s2)"
+
+# cancel --checkpoint: every rank stops after the same step and checkpoints it, then CANCELLED.
+for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+PIDS=()
+CKPT="$WORK/cancel-checkpoints"
+start_coordinator
+start_workers 2 --checkpoint-dir "$CKPT"
+job_json "$WORK/plain.json" steps=100000
+plain=$("$PIPECTL" submit "$WORK/plain.json" --format json | json_field '["jobId"]')
+for _ in $(seq 200); do [ "$("$PIPECTL" status "$plain" --format json | json_field '["state"]')" = RUNNING ] && break; sleep 0.05; done
+rc=0
+"$PIPECTL" cancel "$plain" --checkpoint 2> "$WORK/err" || rc=$?
+[ "$rc" = 1 ] && grep -qF "checkpoint: $plain saves no checkpoints (spec.checkpointEvery 0)" "$WORK/err" ||
+  fail "cancel --checkpoint of a job without checkpoints: exit $rc, $(cat "$WORK/err")"
+"$PIPECTL" cancel "$plain" > /dev/null
+job_json "$WORK/ck.json" steps=100000 checkpointEvery=5
+ck=$("$PIPECTL" submit "$WORK/ck.json" --format json | json_field '["jobId"]')
+for _ in $(seq 600); do
+  [ "$("$PIPECTL" status "$ck" --format json | json_field '.get("stepsDone", 0)')" -ge 7 ] && break
+  sleep 0.02
+done
+"$PIPECTL" cancel "$ck" --checkpoint | grep -qx "$ck RUNNING: stopping after a step every rank checkpoints, then CANCELLED" ||
+  fail "cancel --checkpoint output"
+rc=0
+timeout 60 "$PIPECTL" watch "$ck" > /dev/null || rc=$?
+[ "$rc" = 1 ] || fail "watch of the cancelled job exited $rc"
+"$PIPECTL" status "$ck" --format json > "$WORK/ck.status.json"
+/usr/bin/python3 - "$WORK/ck.status.json" "$CKPT" <<'PY' || fail "cancel --checkpoint checks"
+import json, os, re, sys
+job, ckpt = json.load(open(sys.argv[1])), sys.argv[2]
+assert job["state"] == "CANCELLED", job["state"]
+events = [e["message"] for e in job["events"]]
+asked = [m for m in events if m.startswith("cancelling: every rank stops after step ")]
+assert len(asked) == 1, events
+n = int(re.search(r"after step (\d+)", asked[0]).group(1))
+assert "CANCELLED: cancelled by the user after step %d, checkpointed on every rank" % n in events, events
+assert job["checkpointedSteps"] == n + 1, (job["checkpointedSteps"], n)
+assert [s.get("step", 0) for s in job["steps"]][-1] == n, "the last step measured is the one checkpointed"
+for g in (0, 1):
+    path = os.path.join(ckpt, job["id"], "rank-%d" % g, "step-%d.safetensors" % n)
+    assert os.path.exists(path), (path, os.listdir(os.path.join(ckpt, job["id"], "rank-%d" % g)))
+print("cancel --checkpoint: every rank stopped after step %d with its checkpoint (checkpoints every 5)" % n)
+PY
 echo "e2e cancel: ok"

@@ -491,10 +491,13 @@ class Client:
         (closing: its part is over and it is closing the job's links); a free one lists none."""
         return list(self._call(self._stub.ListWorkers, job_pb2.ListWorkersRequest()).workers)
 
-    def cancel(self, job_id):
+    def cancel(self, job_id, checkpoint=False):
         """Cancels a job; returns its state name afterwards ("CANCELLED", or the state it had
-        already ended in)."""
-        return state_name(self._call(self._stub.CancelJob, job_pb2.CancelJobRequest(job_id=job_id)))
+        already ended in). With checkpoint, a running job that saves checkpoints stops after one
+        step every rank checkpoints and ends CANCELLED then: "RUNNING" is returned meanwhile
+        (FailedPrecondition when it saves none)."""
+        return state_name(self._call(self._stub.CancelJob,
+                                     job_pb2.CancelJobRequest(job_id=job_id, checkpoint=checkpoint)))
 
     def watch(self, job_id):
         """Yields StepUpdate, EventUpdate and StateUpdate, in the coordinator's order, from the
