@@ -816,6 +816,35 @@ TEST(CalibrationCoordinatorTest, UnevenStageLayersShowAsImbalanceAndRebalanceRem
   EXPECT_TRUE(event);
 }
 
+// A proposal must predict more gain than the step time varied over the calibration steps: the
+// same uneven job, its calibration steps measured with the step time varying by half the clean
+// run's predicted gain, is proposed the same layout; varying by 1.5 times that gain, nothing.
+TEST(CalibrationCoordinatorTest, ARebalanceIsProposedOnlyWhenItsGainBeatsTheMeasuredNoise) {
+  auto run_with = [](double jitter, v1::Job* out) {
+    SimulatedRun run(FourRanks("1f1b", {2, 2, 1, 3}));
+    for (int step = 0; step < 5; ++step) {
+      const double s = step == 2 ? 1 + jitter : 1.0;  // one calibration step (1-3) slower
+      run.Step(step, jobplan::PlanDurations(run.spec, run.plan, s * kMs, s * kMs, s * kMs, s * 0.2 * kMs, s * 0.1 * kMs));
+    }
+    *out = *run.c.GetJob(run.job);
+  };
+  v1::Job clean;
+  run_with(0, &clean);
+  ASSERT_TRUE(clean.has_calibration());
+  ASSERT_TRUE(clean.has_rebalance());
+  const double gain = clean.rebalance().gain();
+  ASSERT_GT(gain, 0.02);
+  v1::Job quiet, noisy;
+  run_with(0.5 * gain, &quiet);
+  run_with(1.5 * gain, &noisy);
+  ASSERT_TRUE(quiet.has_rebalance());
+  EXPECT_EQ(std::vector<int>(quiet.rebalance().stage_layers().begin(), quiet.rebalance().stage_layers().end()),
+            std::vector<int>(clean.rebalance().stage_layers().begin(), clean.rebalance().stage_layers().end()));
+  EXPECT_NE(quiet.rebalance().reason().find("> the measured step-time noise"), std::string::npos) << quiet.rebalance().reason();
+  ASSERT_TRUE(noisy.has_calibration());
+  EXPECT_FALSE(noisy.has_rebalance()) << "gain " << noisy.rebalance().gain() << " within noise " << 1.5 * gain;
+}
+
 TEST(CalibrationCoordinatorTest, ASlowRankShowsAsVariationNamingIt) {
   SimulatedRun run(FourRanks("zbh1"));
   const auto d = jobplan::PlanDurations(run.spec, run.plan, 1 * kMs, 1 * kMs, 1 * kMs, 0.2 * kMs, 0.1 * kMs);

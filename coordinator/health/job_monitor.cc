@@ -1,5 +1,9 @@
 #include "coordinator/health/job_monitor.h"
 
+#include <algorithm>
+#include <cstdio>
+
+#include "common/median.h"
 #include "coordinator/health/event_text.h"
 #include "jobplan/idle_breakdown.h"
 #include "jobplan/layout.h"
@@ -51,15 +55,33 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
   bool calibrated_now = false;
   if (!calibrated_ && matches && ++steps_measured_ > settings_.warmup_steps) {
     calibration_steps_.push_back(actions);
+    calibration_times_.push_back(rec->step_time_s());
     if (static_cast<int>(calibration_steps_.size()) >= settings_.calibration_steps) {
       auto costs = jobplan::MeasureCosts(spec_, plan_proto_, calibration_steps_);
       auto job = costs.ok() ? jobplan::Calibrate(spec_, plan_proto_, *costs) : Result<jobplan::CalibratedJob>(costs.status());
       calibration_steps_.clear();
+      // A proposal must gain more than the step time varied while it was measured (max - min
+      // over the median of the calibration steps), 2 % at least: a smaller predicted gain cannot
+      // be told from noise, and proposing it sends users round in circles.
+      std::vector<double> times = std::move(calibration_times_);
+      calibration_times_.clear();
+      double noise = 0;
+      if (!times.empty()) {
+        const auto [lo, hi] = std::minmax_element(times.begin(), times.end());
+        const double median = Median(times);
+        noise = median > 0 ? (*hi - *lo) / median : 0;
+      }
       if (job.ok()) {
         calibration_proto_ = jobplan::ToProto(*job, PlanStepSeconds());
         calibrated_ = std::move(job).value();
-        auto proposal = jobplan::ProposeRebalance(spec_, plan_proto_, *calibrated_);
-        if (proposal.ok() && proposal->has_value()) rebalance_ = **proposal;
+        auto proposal = jobplan::ProposeRebalance(spec_, plan_proto_, *calibrated_, std::max(0.02, noise));
+        if (proposal.ok() && proposal->has_value()) {
+          rebalance_ = **proposal;
+          char beats[96];
+          std::snprintf(beats, sizeof beats, "; gain %.1f %% > the measured step-time noise %.1f %%",
+                        100 * rebalance_->gain(), 100 * noise);
+          rebalance_->set_reason(rebalance_->reason() + beats);
+        }
         // The checks now compare with the calibrated timeline, in seconds (scale 1).
         if (bubble_) bubble_ = std::make_unique<BubbleCheck>(settings_, calibrated_->expect, layout_);
         calibrated_now = true;

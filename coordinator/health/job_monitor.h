@@ -95,6 +95,7 @@ class JobMonitor {
   std::vector<double> stage_work_;  // per virtual stage: the head's extra work (stage_work.h)
   int steps_measured_ = 0;  // this attempt's
   std::vector<jobplan::StepActions> calibration_steps_;
+  std::vector<double> calibration_times_;  // their measured step times: the noise a proposal must beat
   std::optional<jobplan::CalibratedJob> calibrated_;
   std::optional<v1::Calibration> calibration_proto_;
   std::optional<v1::RebalanceProposal> rebalance_;
