@@ -325,16 +325,12 @@ Result<v1::JobState> Coordinator::CancelJob(const std::string& id, bool checkpoi
   if (j == nullptr) return NotFound("job \"" + id + "\" not found");
   if (checkpoint) {
     const v1::JobSpec& spec = j->job.spec();
-    const std::string& kind = spec.worker().kind();
     if (j->job.state() != v1::RUNNING || j->adopting) {
       return FailedPrecondition("checkpoint: " + id + " is " + StateName(j->job.state()) +
                                 ", not running: nothing to checkpoint (cancel it without --checkpoint)");
     }
     if (spec.checkpoint_every() <= 0) {
       return FailedPrecondition("checkpoint: " + id + " saves no checkpoints (spec.checkpointEvery 0)");
-    }
-    if (!(kind.empty() || kind == v1::kBuiltinWorker)) {
-      return FailedPrecondition("checkpoint: " + id + " runs on " + kind + " workers, which stop at once (not yet after a step)");
     }
     if (j->drain_step < 0) StopEveryRankAfterAStepLocked(*j, "", /*cancel=*/true);
     j->drain_cancels = true;  // a drain already under way ends the job instead of resuming it
@@ -713,8 +709,7 @@ Result<v1::DrainResponse> Coordinator::Drain(const v1::DrainRequest& r) {
   v1::DrainResponse out;
   out.set_stop_after_step(-1);
   const v1::JobSpec& spec = j->job.spec();
-  const std::string& kind = spec.worker().kind();
-  if (spec.checkpoint_every() <= 0 || !(kind.empty() || kind == v1::kBuiltinWorker) || j->adopting) return out;
+  if (spec.checkpoint_every() <= 0 || j->adopting) return out;
   if (j->drain_step >= 0) {  // another of its workers is being drained: the same step
     out.set_stop_after_step(j->drain_step);
     return out;

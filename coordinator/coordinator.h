@@ -91,8 +91,7 @@ class Coordinator {
   std::vector<v1::Job> ListJobs() const;                      // without plans, newest last
   // Cancels a PENDING or RUNNING job (workers are told to stop); a terminal job stays as is.
   // With `checkpoint`, a RUNNING job stops after one step that every rank checkpoints (as Drain)
-  // and ends CANCELLED then; FAILED_PRECONDITION when it saves no checkpoints, runs on PyTorch
-  // workers, or is not running.
+  // and ends CANCELLED then; FAILED_PRECONDITION when it saves no checkpoints or is not running.
   Result<v1::JobState> CancelJob(const std::string& job_id, bool checkpoint = false);
   // Appends to `out` the job's updates from *cursor on, waiting until there is at least one or
   // `deadline` passes; advances *cursor. *finished: the job is terminal and all was read.
@@ -132,8 +131,8 @@ class Coordinator {
   // The worker is shutting down while it runs its job (SIGTERM): every rank of the job is told to
   // stop after one step, the same for all (a step no rank can have passed: one after the furthest
   // any has reported), checkpointing it; once all have, the job goes back to the queue from that
-  // checkpoint, no restart counted. Only for jobs that save checkpoints, on the built-in workers
-  // (others answer -1: the worker stops after its current step, as before). NOT_FOUND for an
+  // checkpoint, no restart counted. Only for jobs that save checkpoints (others answer -1: the
+  // worker stops after its current step, as before), on either kind of worker. NOT_FOUND for an
   // unknown worker; PERMISSION_DENIED when it does not hold that attempt.
   Result<v1::DrainResponse> Drain(const v1::DrainRequest& request);
   // PERMISSION_DENIED when the worker does not hold that job and rank; INVALID_ARGUMENT when the

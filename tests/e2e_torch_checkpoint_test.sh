@@ -182,4 +182,41 @@ cause=$("$PIPECTL" status "$job" --format json | json_field '.get("failureCause"
 [[ "$cause" == *"spec.checkpointEvery: the job saves checkpoints but this worker has no --checkpoint-dir"* ]] ||
   fail "no --checkpoint-dir: the cause does not name it: $cause"
 echo "no --checkpoint-dir: $cause"
+for p in "${PIDS[@]:1}"; do kill "$p" 2>/dev/null || true; done
+
+# --- 3. SIGTERM to a torch worker (a node drain): every rank stops after the same step and
+#        checkpoints it; the job resumes there on a spare with no restart used ---
+start_coordinator
+start_torch "$WORK/drain-1.log" --checkpoint-dir "$CKPT"
+start_torch "$WORK/drain-2.log" --checkpoint-dir "$CKPT"
+start_torch "$WORK/drain-3.log" --checkpoint-dir "$CKPT"
+torch_job "$WORK/drain.json" steps=60 checkpointEvery=5 maxRestarts=0
+job=$("$PIPECTL" submit "$WORK/drain.json" --format json | json_field '["jobId"]')
+for _ in $(seq 600); do
+  [ "$("$PIPECTL" status "$job" --format json | json_field '.get("stepsDone", 0)')" -ge 7 ] && break
+  sleep 0.05
+done
+victim=$("$PIPECTL" workers --format json | /usr/bin/python3 -c '
+import json, sys
+print([w for w in json.load(sys.stdin)["workers"] if w.get("jobId") and w.get("rank", 0) == 1][0]["workerId"])')
+victim_pid=""
+for pid in "${PIDS[@]}"; do
+  log=$(readlink -f "/proc/$pid/fd/2" 2>/dev/null) || continue
+  grep -q "registered as $victim," "$log" 2>/dev/null && victim_pid=$pid victim_log=$log
+done
+[ -n "$victim_pid" ] || fail "no process for $victim"
+kill -TERM "$victim_pid"
+timeout 300 "$PIPECTL" watch "$job" > /dev/null || fail "the drained torch job did not succeed"
+grep -q "shutting down: every rank of $job stops after step " "$victim_log" || fail "no coordinated stop: $(tail -3 "$victim_log")"
+"$PIPECTL" status "$job" --format json > "$WORK/drain.status.json"
+/usr/bin/python3 - "$WORK/drain.status.json" <<'PY' || fail "torch drain checks"
+import json, re, sys
+job = json.load(open(sys.argv[1]))
+assert job["state"] == "SUCCEEDED" and job.get("restarts", 0) == 0, (job["state"], job.get("restarts"))
+events = [e["message"] for e in job["events"]]
+n = int(re.search(r"every rank stops after step (\d+)", next(m for m in events if "every rank stops after step" in m)).group(1))
+assert any(m.startswith("drained for worker ") and m.endswith("resuming from step %d (their checkpoint)" % (n + 1)) for m in events), events
+assert [s.get("step", 0) for s in job["steps"]] == list(range(60)), "each step once"
+print("torch drain: every rank stopped after step %d, resumed from %d, no restart" % (n, n + 1))
+PY
 echo "e2e torch checkpoints: ok"

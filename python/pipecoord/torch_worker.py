@@ -85,7 +85,7 @@ class HeldJob:
         self.a = assignment
         self.cancelled = threading.Event()
         self.cancel_reason = ""
-        self.stop_after_step = False
+        self.stop_after_step = None  # a step to stop after (None: run to the end; -1: the current one)
         self.progress = Progress(assignment)
         self.running = False
         self.checkpoints = None  # its CheckpointWriter (spec.checkpointEvery)
@@ -238,6 +238,12 @@ class TorchWorker:
             self.held = job
             self.job_thread = threading.Thread(target=self.hold_job, args=(job,), daemon=True)
             self.job_thread.start()
+        elif which == "stop_after":
+            s = cmd.stop_after
+            job = self.held
+            if job is not None and job.a.job_id == s.job_id and job.a.session == s.session:
+                log(f"{s.job_id}: the coordinator stops every rank after step {s.step} (a graceful stop)")
+                job.stop_after_step = s.step
         elif which == "cancel_job_id":
             job = self.held
             if job is not None and job.a.job_id == cmd.cancel_job_id:
@@ -343,7 +349,7 @@ class TorchWorker:
                 batch.worker_id, batch.job_id, batch.rank = self.worker_id, a.job_id, a.rank
                 batch.dp_rank, batch.session = a.dp_rank, a.session
                 step = batch.steps[0].step
-                stopping = job.stop_after_step and step + 1 < spec.steps
+                stopping = job.stop_after_step is not None and step >= job.stop_after_step and step + 1 < spec.steps
                 if job.checkpoints is not None and ((step + 1) % spec.checkpoint_every == 0 or stopping):
                     try:
                         job.checkpoints.save(runner, step)  # synchronous: this step's summary reports it
@@ -458,8 +464,21 @@ class TorchWorker:
         job = self.held
         if job is not None:
             if job.running:
-                log(f"shutting down: finishing the current step of {job.a.job_id}")
-                job.stop_after_step = True
+                # Every rank of the job stops after the same step and checkpoints it (the
+                # coordinator's Drain), so the next attempt resumes there; without its answer,
+                # this rank finishes its current step.
+                step = -1
+                try:
+                    step = self.stub.Drain(worker_pb2.DrainRequest(worker_id=self.worker_id, job_id=job.a.job_id,
+                                                                   session=job.a.session), timeout=5).stop_after_step
+                except grpc.RpcError as e:
+                    log(f"{job.a.job_id}: drain not heard ({e.details()}): finishing the current step")
+                if step >= 0:
+                    log(f"shutting down: every rank of {job.a.job_id} stops after step {step} and checkpoints it")
+                else:
+                    log(f"shutting down: finishing the current step of {job.a.job_id}")
+                if job.stop_after_step is None or step >= 0:
+                    job.stop_after_step = step
             else:
                 job.cancel("the worker is shutting down")
         end = time.monotonic() + self.args.shutdown_grace
