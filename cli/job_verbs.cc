@@ -476,15 +476,17 @@ int RunWorkers(int argc, char** argv) {
   // Ids from certificates (pod names) are longer than the coordinator's own worker-NNNN.
   int id_width = 12;
   for (const v1::WorkerInfo& w : resp.workers()) id_width = std::max(id_width, static_cast<int>(w.worker_id().size()));
-  std::printf("%-*s %-6s %-10s %-22s %-8s %-12s %5s %10s\n", id_width, "WORKER", "DEVICE", "MEMORY", "DATA ENDPOINT",
-              "STATE", "JOB", "RANK", "LEASE");
+  std::printf("%-*s %-6s %-7s %-10s %-22s %-8s %-12s %5s %10s\n", id_width, "WORKER", "DEVICE", "KIND", "MEMORY",
+              "DATA ENDPOINT", "STATE", "JOB", "RANK", "LEASE");
   for (const v1::WorkerInfo& w : resp.workers()) {
     const char* state = w.job_id().empty() ? "idle" : w.closing() ? "closing" : "running";
     // What the worker offers jobs (schedule "auto" plans against the smallest); "-": not reported.
     const std::string memory =
         w.device_memory_bytes() == 0 ? "-" : memory::FormatBytes(static_cast<int64_t>(w.device_memory_bytes()));
-    std::printf("%-*s %-6s %-10s %-22s %-8s %-12s %5s %8lld ms\n", id_width, w.worker_id().c_str(),
-                w.device_kind().c_str(), memory.c_str(), w.data_endpoint().c_str(), state, w.job_id().empty() ? "-" : w.job_id().c_str(),
+    // The worker program: the C++ daemon ("builtin") or pipecoord.torch_worker ("torch").
+    const std::string kind = w.worker_kind().empty() ? "builtin" : w.worker_kind();
+    std::printf("%-*s %-6s %-7s %-10s %-22s %-8s %-12s %5s %8lld ms\n", id_width, w.worker_id().c_str(),
+                w.device_kind().c_str(), kind.c_str(), memory.c_str(), w.data_endpoint().c_str(), state, w.job_id().empty() ? "-" : w.job_id().c_str(),
                 w.job_id().empty() || w.rank() < 0 ? "-" : std::to_string(w.rank()).c_str(),
                 static_cast<long long>(w.lease_expires_in_ms()));
   }

@@ -11,8 +11,8 @@ gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
 
 # Each worker lists the memory it offers (--memory).
 "$PIPECTL" workers > "$WORK/workers.out"
-head -1 "$WORK/workers.out" | grep -q "^WORKER  *DEVICE MEMORY  *DATA ENDPOINT" || fail "workers header: $(cat "$WORK/workers.out")"
-[ "$(grep -cE "^worker-[0-9]+ +cpu +1.00 GiB +127.0.0.1:" "$WORK/workers.out")" = 3 ] || fail "workers memory: $(cat "$WORK/workers.out")"
+head -1 "$WORK/workers.out" | grep -q "^WORKER  *DEVICE KIND  *MEMORY  *DATA ENDPOINT" || fail "workers header: $(cat "$WORK/workers.out")"
+[ "$(grep -cE "^worker-[0-9]+ +cpu +builtin +1.00 GiB +127.0.0.1:" "$WORK/workers.out")" = 3 ] || fail "workers memory: $(cat "$WORK/workers.out")"
 
 # A tiny model, 8 samples per step, every strategy field left to the coordinator.
 job_json "$WORK/auto.json" schedule='"auto"' pp=0 microbatches=0 microBatchSize=0 globalBatch=8 steps=3 \

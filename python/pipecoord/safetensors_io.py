@@ -63,7 +63,8 @@ def encode_safetensors(tensors):
     header, blobs, offset = {}, [], 0
     for name, t in tensors.items():
         t = t.detach().contiguous().cpu()
-        blob = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        # reshape(-1): a 0-dimensional tensor (a scalar buffer) cannot be viewed as bytes itself.
+        blob = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
         header[name] = {"dtype": _NAMES[t.dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)

@@ -104,4 +104,18 @@ if compare "$work/opt_clip.st" > "$work/clip.out"; then
   cat "$work/clip.out"; echo "FAIL: another clipping threshold passed"; exit 1
 fi
 grep -q "^FAIL weights after 5 AdamW steps" "$work/clip.out" || { cat "$work/clip.out"; echo "FAIL: weights not refused"; exit 1; }
+# Every tensor a module has, a 0-dimensional buffer included (register_buffer("scale",
+# torch.tensor(0.5)) once failed with "self.dim() cannot be 0 to view Float as Byte"): written and
+# read back by the torch checkpoints' safetensors code, shape and value kept.
+/usr/bin/python3 - "$work/scalar.st" <<'PY' || { echo "FAIL: a 0-dimensional buffer"; exit 1; }
+import sys
+import torch
+from pipecoord.safetensors_io import read_safetensors, write_safetensors
+m = torch.nn.Linear(2, 3)
+m.register_buffer("scale", torch.tensor(0.5))
+write_safetensors(sys.argv[1], dict(m.state_dict()))
+back = read_safetensors(sys.argv[1])
+assert back["scale"].shape == torch.Size([]) and back["scale"].item() == 0.5, back["scale"]
+assert torch.equal(back["weight"], m.weight.detach()), "weights"
+PY
 echo "PASS"
