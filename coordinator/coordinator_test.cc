@@ -160,53 +160,42 @@ TEST(CoordinatorTest, TheSameFailureOnTwoWorkersIsNotRestarted) {
   const std::string job = c.SubmitJob(spec)->job_id();
   std::vector<std::string> workers;
   for (int port = 1; port <= 4; ++port) workers.push_back(c.Register(Worker(port))->worker_id());
-  auto fail_rank0 = [&](const std::string& message) {
+  // Global rank g reports `message`; the ranks then close the attempt's links. Its worker.
+  auto fail = [&](int g, const std::string& message) {
     const v1::Job j = *c.GetJob(job);
     EXPECT_EQ(j.state(), v1::RUNNING);
     v1::ReportResultRequest r;
-    r.set_worker_id(j.worker_ids(0));
+    r.set_worker_id(j.worker_ids(g));
     r.set_job_id(job);
-    r.set_rank(0);
+    r.set_rank(g);
     r.set_message(message);
     r.set_session(j.session());
     EXPECT_TRUE(c.ReportResult(r).ok());
-    for (const std::string& w : j.worker_ids()) {  // the ranks close the attempt's links
+    for (const std::string& w : j.worker_ids()) {
       v1::ReleaseJobRequest release;
       release.set_worker_id(w);
       release.set_job_id(job);
       release.set_session(j.session());
       EXPECT_TRUE(c.ReleaseJob(release).ok());
     }
-    return j.worker_ids(0);
+    return j.worker_ids(g);
   };
   const std::string oom = "out of memory: the host could not allocate what rank 0 (dp 0) needs (std::bad_alloc)";
-  const std::string first = fail_rank0(oom);
+  const std::string first = fail(0, oom);
   EXPECT_EQ(c.GetJob(job)->restarts(), 1);
-  const std::string other = fail_rank0("something else");
+  fail(0, "something else");
   EXPECT_EQ(c.GetJob(job)->restarts(), 2);
   // Restarts keep each rank on its previous worker where it is free: the same worker again.
-  const v1::Job third = *c.GetJob(job);
-  ASSERT_EQ(third.worker_ids(0), first);
-  (void)other;
-  fail_rank0(oom);  // the same worker: still one distinct worker
+  ASSERT_EQ(c.GetJob(job)->worker_ids(0), first);
+  fail(0, oom);  // the same worker: still one distinct worker
   EXPECT_EQ(c.GetJob(job)->restarts(), 3);
-  // Rank 0 on another worker, with the same message.
-  {
-    const v1::Job j = *c.GetJob(job);
-    v1::ReportResultRequest r;
-    r.set_worker_id(j.worker_ids(1));
-    r.set_job_id(job);
-    r.set_rank(1);
-    r.set_message(oom);
-    r.set_session(j.session());
-    ASSERT_TRUE(c.ReportResult(r).ok());
-    const v1::Job done = *c.GetJob(job);
-    EXPECT_EQ(done.state(), v1::FAILED);
-    EXPECT_EQ(done.restarts(), 3);
-    EXPECT_EQ(done.failure_cause(), "rank 1 (" + j.worker_ids(1) + "): " + oom + " (the same failure on 2 workers: " +
-                                        std::min(first, j.worker_ids(1)) + ", " + std::max(first, j.worker_ids(1)) +
-                                        "; not restarted)");
-  }
+  // The same message from another worker (rank 1's): not restarted.
+  const std::string second = fail(1, oom);
+  const v1::Job done = *c.GetJob(job);
+  EXPECT_EQ(done.state(), v1::FAILED);
+  EXPECT_EQ(done.restarts(), 3);
+  EXPECT_EQ(done.failure_cause(), "rank 1 (" + second + "): " + oom + " (the same failure on 2 workers: " +
+                                      std::min(first, second) + ", " + std::max(first, second) + "; not restarted)");
 }
 
 TEST(CoordinatorTest, TelemetryMeasuresEachStepOnceAllRanksReport) {

@@ -46,10 +46,7 @@ rc=0
 "$PIPECTL" cancel "$plain" > /dev/null
 job_json "$WORK/ck.json" steps=100000 checkpointEvery=5
 ck=$("$PIPECTL" submit "$WORK/ck.json" --format json | json_field '["jobId"]')
-for _ in $(seq 600); do
-  [ "$("$PIPECTL" status "$ck" --format json | json_field '.get("stepsDone", 0)')" -ge 7 ] && break
-  sleep 0.02
-done
+wait_steps "$ck" 7
 "$PIPECTL" cancel "$ck" --checkpoint | grep -qx "$ck RUNNING: stopping after a step every rank checkpoints, then CANCELLED" ||
   fail "cancel --checkpoint output"
 rc=0

@@ -96,19 +96,12 @@ ref=$("$PIPECTL" submit "$WORK/drain-ref.json" --format json | json_field '["job
 timeout 120 "$PIPECTL" watch "$ref" > /dev/null || fail "the uninterrupted run failed"
 job_json "$WORK/drain.json" steps=$steps checkpointEvery=5 maxRestarts=0
 drain=$("$PIPECTL" submit "$WORK/drain.json" --format json | json_field '["jobId"]')
-for _ in $(seq 600); do
-  [ "$("$PIPECTL" status "$drain" --format json | json_field '.get("stepsDone", 0)')" -ge 7 ] && break
-  sleep 0.02
-done
+wait_steps "$drain" 7
 victim=$("$PIPECTL" workers --format json | /usr/bin/python3 -c '
 import json, sys
 print([w for w in json.load(sys.stdin)["workers"] if w.get("jobId") and w.get("rank", 0) == 1][0]["workerId"])')
-victim_pid="" victim_log=""
-for pid in "${PIDS[@]}"; do  # this coordinator's processes only: ids were reused by the earlier ones
-  log=$(readlink -f "/proc/$pid/fd/2" 2>/dev/null) || continue
-  if grep -q "registered as $victim," "$log" 2>/dev/null; then victim_pid=$pid victim_log=$log; fi
-done
-[ -n "$victim_pid" ] || fail "no process for $victim"
+worker_process "$victim"
+victim_pid=$WORKER_PID victim_log=$WORKER_LOG
 kill -TERM "$victim_pid"
 timeout 120 "$PIPECTL" watch "$drain" > "$WORK/drain.out" || fail "the drained job did not succeed: $(tail -5 "$WORK/drain.out")"
 grep -q "shutting down: every rank of $drain stops after step " "$victim_log" || fail "no coordinated stop: $(tail -5 "$victim_log")"

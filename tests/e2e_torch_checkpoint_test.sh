@@ -192,19 +192,12 @@ start_torch "$WORK/drain-2.log" --checkpoint-dir "$CKPT"
 start_torch "$WORK/drain-3.log" --checkpoint-dir "$CKPT"
 torch_job "$WORK/drain.json" steps=60 checkpointEvery=5 maxRestarts=0
 job=$("$PIPECTL" submit "$WORK/drain.json" --format json | json_field '["jobId"]')
-for _ in $(seq 600); do
-  [ "$("$PIPECTL" status "$job" --format json | json_field '.get("stepsDone", 0)')" -ge 7 ] && break
-  sleep 0.05
-done
+wait_steps "$job" 7
 victim=$("$PIPECTL" workers --format json | /usr/bin/python3 -c '
 import json, sys
 print([w for w in json.load(sys.stdin)["workers"] if w.get("jobId") and w.get("rank", 0) == 1][0]["workerId"])')
-victim_pid=""
-for pid in "${PIDS[@]}"; do
-  log=$(readlink -f "/proc/$pid/fd/2" 2>/dev/null) || continue
-  grep -q "registered as $victim," "$log" 2>/dev/null && victim_pid=$pid victim_log=$log
-done
-[ -n "$victim_pid" ] || fail "no process for $victim"
+worker_process "$victim"
+victim_pid=$WORKER_PID victim_log=$WORKER_LOG
 kill -TERM "$victim_pid"
 timeout 300 "$PIPECTL" watch "$job" > /dev/null || fail "the drained torch job did not succeed"
 grep -q "shutting down: every rank of $job stops after step " "$victim_log" || fail "no coordinated stop: $(tail -3 "$victim_log")"

@@ -69,3 +69,23 @@ PY
 
 # json_field FIELD < json
 json_field() { /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
+
+# wait_steps JOB N: until JOB has measured N steps (30 s at most; the caller checks what it needs).
+wait_steps() {
+  for _ in $(seq 600); do
+    [ "$("$PIPECTL" status "$1" --format json | json_field '.get("stepsDone", 0)')" -ge "$2" ] && return
+    sleep 0.05
+  done
+}
+
+# worker_process ID: sets WORKER_PID and WORKER_LOG to the process of this run (PIDS) that
+# registered as worker ID (ids restart with each coordinator: only live processes are looked at).
+worker_process() {
+  WORKER_PID="" WORKER_LOG=""
+  local pid log
+  for pid in "${PIDS[@]}"; do
+    log=$(readlink -f "/proc/$pid/fd/2" 2>/dev/null) || continue
+    if grep -q "registered as $1," "$log" 2>/dev/null; then WORKER_PID=$pid WORKER_LOG=$log; fi
+  done
+  [ -n "$WORKER_PID" ] || fail "no process registered as $1"
+}
