@@ -27,6 +27,10 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
   std::map<std::string, std::vector<uint64_t>> whole_shape;
   for (const data::HfTensorInfo& info : data::HfLlamaTensors(shape)) whole_shape[info.our_name] = info.shape;
   std::map<std::pair<std::string, int>, std::string> source;  // (name, tp rank) -> the file
+  // Names outside the built-in model (a PyTorch module of the user's own): every one (the first
+  // 8 named, with their files), so the user sees at once what cannot be mapped to Hugging Face's.
+  std::string unknown;
+  int unknown_count = 0;
   for (int g = 0; g < layout.world(); ++g) {
     if (layout.DataRank(g) != 0) continue;  // every replica holds the same weights (ZeRO too)
     const int rank = g, t = layout.TensorRank(g);
@@ -56,6 +60,10 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
         return InvalidArgument(path + ": tensor \"" + tensor.name + "\": not stageK/NAME/value");
       }
       const std::string ours(name.substr(slash + 1, name.size() - kValue.size() - slash - 1));
+      if (whole_shape.count(ours) == 0) {  // a module's own name: listed below, with every other
+        if (++unknown_count <= 8) unknown += (unknown.empty() ? "" : ", ") + ours + " (" + path + ")";
+        continue;
+      }
       if (!source.emplace(std::pair{ours, t}, path).second) {
         return InvalidArgument(path + ": tensor \"" + std::string(name) + "\": " + ours + " is also in " +
                                source[{ours, t}]);
@@ -70,12 +78,18 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
       if (!st.ok()) return InvalidArgument(path + ": " + st.message());
     }
   }
+  if (unknown_count > 0) {
+    return InvalidArgument(std::to_string(unknown_count) +
+                           " tensor(s) are not the built-in Llama model's, whose names pipectl export maps to "
+                           "Hugging Face's: " + unknown + (unknown_count > 8 ? ", ..." : "") +
+                           " (a PyTorch module with names of its own cannot be exported this way; its checkpoint "
+                           "files hold its state_dict)");
+  }
   // Each tensor whole: the tensor-parallel ranks' slices put together as the model split them.
   std::map<std::string, std::vector<float>> weights;  // our name -> values
   for (const auto& [name, per_rank] : slices) {
     const TpSplit split = TpSplitOf(name);
     const auto known = whole_shape.find(name);
-    if (known == whole_shape.end()) return InvalidArgument(name + ": not a tensor of the model (" + source.begin()->second + ")");
     const std::vector<uint64_t>& dims = known->second;
     const int64_t rows = dims.size() == 2 ? static_cast<int64_t>(dims[0]) : 1;
     const int64_t cols = dims.empty() ? 1 : static_cast<int64_t>(dims.back());

@@ -706,6 +706,7 @@ Result<v1::DrainResponse> Coordinator::Drain(const v1::DrainRequest& r) {
       w->info.closing()) {
     return PermissionDenied("worker " + r.worker_id() + " does not hold a running attempt of " + r.job_id());
   }
+  w->draining = true;  // it is shutting down: its job's next attempt must not land on it
   v1::DrainResponse out;
   out.set_stop_after_step(-1);
   const v1::JobSpec& spec = j->job.spec();

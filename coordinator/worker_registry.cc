@@ -80,7 +80,7 @@ std::vector<RegisteredWorker*> WorkerRegistry::Available(const std::string& devi
   const std::string wanted = v1::NormalWorkerKind(worker_kind);
   std::vector<RegisteredWorker*> out;
   for (const auto& [id, w] : workers_) {
-    if (w->free() && !w->suspect && w->info.device_kind() == device_kind &&
+    if (w->free() && !w->suspect && !w->draining && w->info.device_kind() == device_kind &&
         v1::NormalWorkerKind(w->info.worker_kind()) == wanted) {
       out.push_back(w.get());
     }

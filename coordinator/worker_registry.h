@@ -32,6 +32,7 @@ struct RegisteredWorker {
   int tp_rank = -1;
   uint64_t session = 0;
   bool suspect = false;
+  bool draining = false;  // shutting down (it asked to drain its job): never handed work again
   Clock::time_point lease_expiry;
   std::vector<v1::WorkerCommand> commands;  // waiting for the worker's command stream
 

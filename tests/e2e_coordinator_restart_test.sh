@@ -95,4 +95,33 @@ print("%d steps, losses equal the uninterrupted run's, %d measured actions as it
       "%.1f s from the kill to the job's end (10 s of it without a coordinator)" % (steps, n_job, ended_at - killed_at))
 PY
 grep -q "the coordinator took the job back; it goes on" "$WORK"/worker-*.log || fail "no worker says it was re-adopted"
+
+# A job that ends while no coordinator runs: its ranks keep their telemetry and results until one
+# answers again, then the job is recorded SUCCEEDED with every step.
+short=200
+job_json "$WORK/short.json" steps=$short dp=2
+quick=$("$PIPECTL" submit "$WORK/short.json" --format json | json_field '["jobId"]')
+wait_steps "$quick" 3
+coordinator_pid=${PIDS[-1]}
+kill -KILL "$coordinator_pid"
+wait "$coordinator_pid" 2>/dev/null || true
+# Until every rank's run has ended (each then waits to deliver its telemetry and result).
+for _ in $(seq 600); do
+  [ "$(grep -l "$quick: its run ended; " "$WORK"/worker-*.log 2>/dev/null | wc -l)" -ge 4 ] && break
+  sleep 0.1
+done
+[ "$(grep -l "$quick: its run ended; " "$WORK"/worker-*.log | wc -l)" -ge 4 ] || fail "the short job did not end without a coordinator"
+: > "$WORK/coordinator.log"
+"$COORDINATOR" --listen "$ADDR" --state "$STATE" --lease-ms 2000 > "$WORK/coordinator.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q "listening on" "$WORK/coordinator.log" && break; sleep 0.05; done
+timeout 120 "$PIPECTL" watch "$quick" > /dev/null || fail "the job that ended without a coordinator: $("$PIPECTL" status "$quick" | head -5)"
+"$PIPECTL" status "$quick" --format json > "$WORK/quick.json"
+/usr/bin/python3 - "$WORK/quick.json" "$short" <<'PY' || fail "the job that ended without a coordinator"
+import json, sys
+job, steps = json.load(open(sys.argv[1])), int(sys.argv[2])
+assert job["state"] == "SUCCEEDED" and job.get("restarts", 0) == 0, (job["state"], job.get("restarts"))
+assert [s.get("step", 0) for s in job["steps"]] == list(range(steps)), "each step once"
+print("a job that ended while no coordinator ran: SUCCEEDED, %d steps once, no restart" % steps)
+PY
 echo "e2e coordinator restart: ok"

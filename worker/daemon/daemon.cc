@@ -82,7 +82,11 @@ Status Daemon::Run() {
   while (Held() != nullptr && std::chrono::steady_clock::now() < grace_end) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (std::shared_ptr<HeldJob> job = Held(); job != nullptr) job->Cancel("the worker's shutdown grace period ran out");
+  if (std::shared_ptr<HeldJob> job = Held(); job != nullptr) {
+    job->Cancel("the worker's shutdown grace period ran out");
+    std::lock_guard<std::mutex> lock(mu_);
+    if (outbox_ != nullptr) outbox_->Abandon();  // no coordinator took the rest: stop waiting for one
+  }
   if (job_thread_.joinable()) job_thread_.join();
   draining_ = false;
   stopper.join();
@@ -447,6 +451,10 @@ void Daemon::RunJob(HeldJob& job) {
         return transport.get();
       },
       callbacks);
+  if (telemetry != nullptr && telemetry->coordinator_away()) {
+    Log("%s: its run ended; %s telemetry batch(es) wait for the coordinator", a.job_id(),
+        std::to_string(telemetry->waiting()));
+  }
   if (telemetry != nullptr) {
     // What the coordinator has not stored yet is delivered before the result (a coordinator
     // away now has the grace to come back).

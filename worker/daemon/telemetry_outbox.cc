@@ -108,6 +108,7 @@ void TelemetryOutbox::Send() {
       }
       if (outage_logged) std::fprintf(stderr, "worker: telemetry: delivered again\n");
       outage_logged = false;
+      away_ = false;
       if (closing_ && entries_.empty()) break;
       continue;
     }
@@ -119,6 +120,7 @@ void TelemetryOutbox::Send() {
                         "telemetry refused: " + st.error_message());
       break;
     }
+    away_ = true;
     if (!outage_logged) {
       std::fprintf(stderr, "worker: telemetry: stream to the coordinator broke (%s); keeping %zu batch(es), retrying\n",
                    st.error_message().c_str(), entries_.size());
@@ -144,8 +146,10 @@ Status TelemetryOutbox::Close(std::chrono::steady_clock::time_point deadline) {
     cv_.notify_all();
   }
   {
+    // deadline_, not `deadline`: Abandon may bring it forward.
     std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_until(lock, deadline, [&] { return done_; }) && ctx_ != nullptr) ctx_->TryCancel();
+    while (!done_ && std::chrono::steady_clock::now() < deadline_) cv_.wait_until(lock, deadline_);
+    if (!done_ && ctx_ != nullptr) ctx_->TryCancel();
   }
   if (sender_.joinable()) sender_.join();
   std::lock_guard<std::mutex> lock(mu_);
@@ -157,6 +161,14 @@ Status TelemetryOutbox::Close(std::chrono::steady_clock::time_point deadline) {
   return Status::Ok();
 }
 
+void TelemetryOutbox::Abandon() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closing_ = true;
+  deadline_ = std::chrono::steady_clock::now();
+  if (ctx_ != nullptr) ctx_->TryCancel();
+  cv_.notify_all();
+}
+
 Status TelemetryOutbox::status() const {
   std::lock_guard<std::mutex> lock(mu_);
   return refused_;
@@ -165,6 +177,11 @@ Status TelemetryOutbox::status() const {
 int64_t TelemetryOutbox::dropped_actions() const {
   std::lock_guard<std::mutex> lock(mu_);
   return dropped_actions_;
+}
+
+bool TelemetryOutbox::coordinator_away() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return away_;
 }
 
 size_t TelemetryOutbox::waiting() const {

@@ -54,10 +54,14 @@ class TelemetryOutbox {
   // it: OK when every batch was stored, the refusal, or UNAVAILABLE naming how many batches were
   // not delivered. Stops the sender; Put after Close is refused.
   Status Close(std::chrono::steady_clock::time_point deadline);
+  // Ends a Close (or the sending) now, whatever is left: the worker is shutting down and no
+  // coordinator took the rest (Close then returns UNAVAILABLE naming what was not delivered).
+  void Abandon();
 
   Status status() const;
   int64_t dropped_actions() const;
   size_t waiting() const;  // batches not confirmed
+  bool coordinator_away() const;  // the last stream broke and none has ended OK since
 
  private:
   struct Entry {
@@ -78,6 +82,7 @@ class TelemetryOutbox {
   int64_t dropped_actions_ = 0;
   Status refused_;
   bool closing_ = false;
+  bool away_ = false;
   bool done_ = false;  // the sender has stopped
   std::chrono::steady_clock::time_point deadline_;
   grpc::ClientContext* ctx_ = nullptr;  // the open stream's
