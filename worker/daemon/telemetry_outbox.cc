@@ -35,6 +35,7 @@ Status TelemetryOutbox::Put(v1::TelemetryBatch batch) {
   Entry e;
   e.step = StepOf(batch);
   e.bytes = batch.ByteSizeLong();
+  e.seq = next_seq_++;
   e.batch = std::move(batch);
   bytes_ += e.bytes;
   entries_.push_back(std::move(e));
@@ -54,14 +55,13 @@ Status TelemetryOutbox::Put(v1::TelemetryBatch batch) {
 
 void TelemetryOutbox::Confirm(int next_step) {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t popped = 0;
+  bool popped = false;
   while (!entries_.empty() && entries_.front().step >= 0 && entries_.front().step < next_step) {
     bytes_ -= entries_.front().bytes;
     entries_.pop_front();
-    ++popped;
+    popped = true;
   }
-  sent_ = sent_ > popped ? sent_ - popped : 0;
-  if (popped > 0) cv_.notify_all();
+  if (popped) cv_.notify_all();
 }
 
 void TelemetryOutbox::Send() {
@@ -82,10 +82,17 @@ void TelemetryOutbox::Send() {
     lock.lock();
     // One stream per burst (usually one step's batch): its end says the coordinator stored all
     // of it, or refused it, at once; a stream left open would tell neither until the next write.
-    sent_ = 0;  // a new stream: everything not confirmed is sent again
+    // A new stream: everything not confirmed is sent again, in order. Confirm may drop entries
+    // (the written one too) while the lock is released for a write, so the next one to write is
+    // the first past the last written, by sequence number.
+    uint64_t written = 0;
     bool broken = false;
-    while (sent_ < entries_.size()) {
-      v1::TelemetryBatch copy = entries_[sent_].batch;  // Confirm may drop entries meanwhile
+    while (true) {
+      // Sequence numbers are consecutive and entries only leave from the front: O(1) to find.
+      const size_t index = entries_.empty() || written < entries_.front().seq ? 0 : written - entries_.front().seq + 1;
+      if (index >= entries_.size()) break;
+      v1::TelemetryBatch copy = entries_[index].batch;
+      const uint64_t seq = entries_[index].seq;
       lock.unlock();
       const bool ok = writer->Write(copy);
       lock.lock();
@@ -93,7 +100,7 @@ void TelemetryOutbox::Send() {
         broken = true;
         break;
       }
-      ++sent_;
+      written = seq;
     }
     lock.unlock();
     if (!broken) writer->WritesDone();
@@ -102,7 +109,7 @@ void TelemetryOutbox::Send() {
     ctx_ = nullptr;
     if (st.ok()) {
       // The stream ended as the coordinator's success: all it carried is stored.
-      for (; sent_ > 0 && !entries_.empty(); --sent_) {
+      while (!entries_.empty() && entries_.front().seq <= written) {
         bytes_ -= entries_.front().bytes;
         entries_.pop_front();
       }

@@ -68,6 +68,7 @@ class TelemetryOutbox {
     v1::TelemetryBatch batch;
     int step = -1;
     size_t bytes = 0;
+    uint64_t seq = 0;  // Put order: what a stream wrote is told by it, not by a position Confirm shifts
   };
   void Send();  // the sender thread
   static int StepOf(const v1::TelemetryBatch& b);
@@ -77,7 +78,7 @@ class TelemetryOutbox {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Entry> entries_;  // not confirmed, in Put order
-  size_t sent_ = 0;            // entries_[0, sent_) written on the current stream
+  uint64_t next_seq_ = 1;
   size_t bytes_ = 0;
   int64_t dropped_actions_ = 0;
   Status refused_;

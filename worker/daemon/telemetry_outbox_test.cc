@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -43,7 +44,10 @@ class Store final : public v1::WorkerService::Service {
       ++received_;
       const int step = b.steps(0).step();
       if (step < next_) continue;  // a resend
-      EXPECT_EQ(step, next_) << "steps out of order";
+      if (step != next_) {         // a step skipped: the coordinator refuses it too
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "got step " + std::to_string(step) + ", expected " +
+                                                                    std::to_string(next_));
+      }
       stored_.push_back(b);
       next_ = step + 1;
     }
@@ -153,6 +157,25 @@ TEST_F(TelemetryOutboxTest, ConfirmedStepsAreNotSentAgain) {
   ASSERT_TRUE(outbox.Close(Clock::now() + seconds(20)).ok());
   EXPECT_EQ(store_.next(), 5);
   EXPECT_EQ(store_.received(), 5) << "a confirmed batch was sent again";
+}
+
+// Heartbeats confirm what is stored while the sender writes (the coordinator's
+// next_telemetry_step): a batch confirmed mid-write must not make the sender drop the next one
+// unsent (it once did, counting written batches by position while Confirm shifted them).
+TEST_F(TelemetryOutboxTest, ConfirmsArrivingDuringWritesLoseNoStep) {
+  TelemetryOutbox outbox(stub_.get());
+  std::atomic<bool> done{false};
+  std::thread heartbeats([&] {
+    while (!done) outbox.Confirm(store_.next());
+  });
+  constexpr int kSteps = 2000;
+  for (int s = 0; s < kSteps; ++s) ASSERT_TRUE(outbox.Put(Batch(s)).ok()) << "step " << s;
+  const Status closed = outbox.Close(Clock::now() + seconds(60));
+  done = true;
+  heartbeats.join();
+  ASSERT_TRUE(closed.ok()) << closed.ToString();
+  EXPECT_EQ(store_.next(), kSteps);
+  EXPECT_EQ(store_.stored().size(), static_cast<size_t>(kSteps));
 }
 
 TEST_F(TelemetryOutboxTest, ARefusalIsStickyAndNamesTheCause) {
