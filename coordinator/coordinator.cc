@@ -152,8 +152,7 @@ void Coordinator::ResumeAttemptLocked(JobRecord& j, const std::vector<StoredBatc
     } else {
       open_actions[g] += b.actions_size();
     }
-    const int step = b.steps_size() > 0 ? b.steps(0).step() : b.actions_size() > 0 ? b.actions(0).step() : -1;
-    if (step > recorded) {
+    if (BatchStep(b) > recorded) {
       unmeasured.push_back(&b);
       unmeasured_rank.push_back(g);
     }
@@ -332,8 +331,11 @@ Result<v1::JobState> Coordinator::CancelJob(const std::string& id, bool checkpoi
     if (spec.checkpoint_every() <= 0) {
       return FailedPrecondition("checkpoint: " + id + " saves no checkpoints (spec.checkpointEvery 0)");
     }
-    if (j->drain_step < 0) StopEveryRankAfterAStepLocked(*j, "", /*cancel=*/true);
-    j->drain_cancels = true;  // a drain already under way ends the job instead of resuming it
+    if (j->drain_step < 0) {
+      StopEveryRankAfterAStepLocked(*j, "", /*cancel=*/true);
+    } else {
+      j->drain_cancels = true;  // a drain already under way ends the job instead of resuming it
+    }
     return j->job.state();
   }
   if (!j->terminal()) FinishJobLocked(*j, v1::CANCELLED, "cancelled by the user", -1);
@@ -658,11 +660,12 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
     // A rank of a coordinated graceful stop: once every rank stopped there, the job goes back to
     // the queue from the checkpoint they all saved; not a failure, no restart counted.
     j->drained[w->global_rank] = true;
-    if (std::all_of(j->drained.begin(), j->drained.end(), [](bool b) { return b; }) && j->drain_cancels) {
+    if (!std::all_of(j->drained.begin(), j->drained.end(), [](bool b) { return b; })) return Status::Ok();
+    if (j->drain_cancels) {
       FinishJobLocked(*j, v1::CANCELLED,
                       "cancelled by the user after step " + std::to_string(j->drain_step) + ", checkpointed on every rank",
                       -1);
-    } else if (std::all_of(j->drained.begin(), j->drained.end(), [](bool b) { return b; })) {
+    } else {
       const int step = j->drain_step;
       QueueAgainLocked(*j, j->job.checkpointed_steps(),
                        "drained for worker " + j->drain_worker + "'s shutdown: every rank stopped after step " +
@@ -803,8 +806,7 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   // A batch of a step this rank already summarized was stored before: a worker sends again what
   // it could not see acknowledged (a coordinator restart cut its stream). Acknowledged (it is
   // stored), not stored or counted again.
-  if (const int step = b.steps_size() > 0 ? b.steps(0).step() : b.actions_size() > 0 ? b.actions(0).step() : -1;
-      step >= 0 && step < j->order.open_step(g)) {
+  if (const int step = BatchStep(b); step >= 0 && step < j->order.open_step(g)) {
     ack->set_actions_accepted(ack->actions_accepted() + b.actions_size());
     ack->set_steps_accepted(ack->steps_accepted() + b.steps_size());
     return Status::Ok();
@@ -893,7 +895,6 @@ void Coordinator::Tick() {
   for (auto& jp : jobs_) {
     JobRecord& j = *jp;
     if (!j.adopting || j.terminal() || now < j.adopt_deadline) continue;
-    j.adopting = false;
     std::string missing;
     int first = -1;
     const RankLayout layout = jobplan::LayoutOf(j.job.spec());

@@ -4,6 +4,11 @@
 
 namespace pipecoord::coordinator {
 
+int BatchStep(const v1::TelemetryBatch& b) {
+  if (b.steps_size() > 0) return b.steps(0).step();
+  return b.actions_size() > 0 ? b.actions(0).step() : -1;
+}
+
 TelemetryOrder::TelemetryOrder(int world, int from_step, int pp)
     : from_step_(from_step), pp_(pp), last_summarized_(world, from_step - 1), open_step_actions_(world, 0) {}
 

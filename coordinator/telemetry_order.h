@@ -14,6 +14,9 @@
 
 namespace pipecoord::coordinator {
 
+// The step a batch reports: its first summary's, else its first action's; -1 for an empty batch.
+int BatchStep(const v1::TelemetryBatch& batch);
+
 class TelemetryOrder {
  public:
   // `world` ranks (by global rank) that report from `from_step` on, in a pipeline of `pp` ranks

@@ -10,6 +10,7 @@ Beyond the stubs it gives three things (docs/usage.md, "The Python client"):
 import dataclasses
 import json
 import os
+import time
 from typing import Optional
 
 import grpc
@@ -518,7 +519,6 @@ class Client:
         or ends before the job did (a shutdown), after the coordinator answered once, it is opened
         again for up to WATCH_RECONNECT_S; a new stream replays the log from the start, so steps
         and events already yielded (by text, as often as yielded) are skipped."""
-        import time
         terminal = (job_pb2.SUCCEEDED, job_pb2.FAILED, job_pb2.CANCELLED)
         last_step, shown, reached, lost_since = -1, {}, False, None
         while True:

@@ -16,6 +16,12 @@ constexpr std::chrono::milliseconds kCommandsRetry{200};
 constexpr std::chrono::milliseconds kRegisterRetry{500};
 constexpr std::chrono::milliseconds kReleaseRetry{250};
 
+// A coordinator's answer that retrying would not change (bad input, credentials, a rank not held).
+bool RefusedForGood(grpc::StatusCode code) {
+  return code == grpc::StatusCode::PERMISSION_DENIED || code == grpc::StatusCode::UNAUTHENTICATED ||
+         code == grpc::StatusCode::INVALID_ARGUMENT;
+}
+
 int64_t WallNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch()).count();
@@ -344,8 +350,7 @@ void Daemon::Release(const v1::Assignment& a) {
     v1::ReleaseJobResponse resp;
     grpc::Status st = stub_->ReleaseJob(&ctx, req, &resp);
     const auto code = st.error_code();
-    if (st.ok() || code == grpc::StatusCode::PERMISSION_DENIED || code == grpc::StatusCode::UNAUTHENTICATED ||
-        code == grpc::StatusCode::INVALID_ARGUMENT) {
+    if (st.ok() || RefusedForGood(code)) {
       return;  // heard (or refused for good: retrying would not change it)
     }
     if (attempt % 20 == 0) Log("%s: release not heard yet (%s), retrying", a.job_id(), st.error_message());
@@ -379,8 +384,7 @@ void Daemon::Report(const v1::Assignment& a, const Status& st, const TcpTranspor
     v1::ReportResultResponse resp;
     const grpc::Status rst = stub_->ReportResult(&ctx, req, &resp);
     const auto code = rst.error_code();
-    if (rst.ok() || code == grpc::StatusCode::PERMISSION_DENIED || code == grpc::StatusCode::UNAUTHENTICATED ||
-        code == grpc::StatusCode::INVALID_ARGUMENT || std::chrono::steady_clock::now() > give_up) {
+    if (rst.ok() || RefusedForGood(code) || std::chrono::steady_clock::now() > give_up) {
       return;  // heard, refused for good, or nobody left to tell
     }
     if (attempt % 20 == 0) Log("%s: result not heard yet (%s), retrying", a.job_id(), rst.error_message());

@@ -15,7 +15,6 @@ HealthHooks::HealthHooks(const v1::Assignment& a, std::vector<FaultRule> faults)
     : seed_(a.spec().model().seed()),
       probe_size_(a.spec().health().probe_size() > 0 ? a.spec().health().probe_size() : kernels::cpu::kDefaultProbeSize),
       faults_(std::move(faults)) {
-  for (const FaultRule& f : faults_) has_corrupt_ = has_corrupt_ || f.kind == FaultRule::Kind::kCorrupt;
   progress_.set_job_id(a.job_id());
   progress_.set_rank(a.rank());
   progress_.set_dp_rank(a.dp_rank());
@@ -62,7 +61,7 @@ bool HealthHooks::CorruptAt(int step) const {
 }
 
 Status HealthHooks::BeforeCompute(int step, const v1::Action&, const std::atomic<bool>& cancelled) {
-  if (has_corrupt_) kernels::cpu::SetGemmCorruption(CorruptAt(step));  // this rank's thread's GEMMs
+  kernels::cpu::SetGemmCorruption(CorruptAt(step));  // this rank's thread's GEMMs
   for (const FaultRule& f : faults_) {
     if (f.kind != FaultRule::Kind::kHang || f.step != step || hung_) continue;
     hung_ = true;  // once: the first compute action of that step
@@ -91,7 +90,7 @@ void HealthHooks::AfterCompute(int step, const v1::Action&, int64_t elapsed_ns) 
 uint64_t HealthHooks::Probe(int step) {
   // The training kernel on the known-answer inputs (integers: exact in any summation order), so a
   // GEMM that corrupts what it computes is caught, not a reference copy of it.
-  if (has_corrupt_) kernels::cpu::SetGemmCorruption(CorruptAt(step));
+  kernels::cpu::SetGemmCorruption(CorruptAt(step));
   const int n = probe_size_;
   const kernels::cpu::ProbeInputs in = kernels::cpu::MakeProbeInputs(kernels::cpu::ProbeSeed(seed_, step), n);
   std::vector<float> y(static_cast<size_t>(n) * n);

@@ -40,7 +40,6 @@ class HealthHooks final : public RunHooks {
   std::chrono::steady_clock::time_point moved_;  // when (step, action_index) last changed
   uint64_t seed_;
   int probe_size_;
-  bool has_corrupt_ = false;  // a corrupt rule: the thread's GEMMs are switched per step
   std::vector<FaultRule> faults_;
   std::vector<char> ballast_;  // oom
   bool hung_ = false;
