@@ -253,6 +253,9 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (s.precision() == "bf16" && s.device() != "cuda") {
     return InvalidArgument("spec.precision: \"bf16\" needs device \"cuda\" (the CPU backend trains in fp32)");
   }
+  if (!s.recovery().empty() && s.recovery() != "auto" && s.recovery() != "restart") {
+    return InvalidArgument("spec.recovery: must be \"auto\" or \"restart\", got \"" + s.recovery() + "\"");
+  }
   PIPECOORD_RETURN_IF_ERROR(ValidateWorkerSpec(s));
   PIPECOORD_RETURN_IF_ERROR(ValidateTensorParallel(s));
   PIPECOORD_RETURN_IF_ERROR(ValidateZero(s));

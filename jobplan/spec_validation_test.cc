@@ -95,6 +95,11 @@ TEST(SpecValidationTest, EveryFieldNamesItsRule) {
   s.set_device("cuda");
   EXPECT_EQ(Error(s), "");
   s = TinySpec();
+  s.set_recovery("spare");
+  EXPECT_EQ(Error(s), "spec.recovery: must be \"auto\" or \"restart\", got \"spare\"");
+  s.set_recovery("restart");
+  EXPECT_EQ(Error(s), "");
+  s = TinySpec();
   s.add_stage_layers(3);
   s.add_stage_layers(2);
   EXPECT_EQ(Error(s), "spec.stageLayers: counts must sum to spec.model.layers (4), got 5");

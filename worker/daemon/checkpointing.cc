@@ -6,12 +6,15 @@
 namespace pipecoord::worker {
 
 Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assignment& a, int global,
-                                                                  const std::string& dir, ComputeBackend* backend) {
+                                                                  const std::string& dir, ComputeBackend* backend,
+                                                                  bool load_state) {
   const bool saves = a.spec().checkpoint_every() > 0;
-  if ((saves || a.start_step() > 0) && dir.empty()) {
+  if ((saves || (load_state && a.start_step() > 0)) && dir.empty()) {
     return FailedPrecondition("spec.checkpointEvery: the job saves checkpoints but this worker has no --checkpoint-dir");
   }
-  if (a.start_step() > 0) {
+  if (!load_state) {
+    // nothing to load here
+  } else if (a.start_step() > 0) {
     auto info = ReadCheckpointFile(dir, a.job_id(), global, a.start_step() - 1, backend->CheckpointState());
     if (!info.ok()) {
       return Status(info.status().code(), "resuming at step " + std::to_string(a.start_step()) + ": " + info.status().message());

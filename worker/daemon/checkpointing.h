@@ -25,8 +25,11 @@ inline constexpr int kCheckpointsKept = 1;
 // (init_weights.h). Returns the writer for the executor (ExecutorOptions::checkpoints),
 // keeping every file from the resumed one on (KeepFrom), null when the job saves none. FAILED_PRECONDITION when the job needs `dir` and it is empty;
 // the checkpoint's own errors name its path.
+// With !load_state (a spare taking over a lost rank in place gets its state from a replica) nothing
+// is loaded; the writer is prepared as for a resume.
 Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assignment& assignment, int global,
-                                                                  const std::string& dir, ComputeBackend* backend);
+                                                                  const std::string& dir, ComputeBackend* backend,
+                                                                  bool load_state = true);
 
 }  // namespace pipecoord::worker
 

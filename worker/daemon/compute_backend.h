@@ -134,6 +134,9 @@ class ComputeBackend {
   // Under ZeRO (spec.zero >= 1, dp > 1) it updates this replica's shard of each stage only: the
   // elements whose gradients the reduce-scatter left averaged here.
   virtual Status OptimizerStep(int step) = 0;
+  // Abandons the step in flight (in-place recovery runs it again): every micro-batch in flight
+  // forgotten, gradients zero, the step's losses dropped; weights and optimizer state untouched.
+  virtual Status AbortStep() { return Unimplemented("this backend does not abandon a step in place (the CPU one does)"); }
   // Mean loss over this step's micro-batches; false if this rank holds no loss.
   virtual bool StepLoss(double* loss) = 0;
   virtual uint64_t memory_in_use_bytes() const = 0;

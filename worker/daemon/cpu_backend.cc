@@ -168,6 +168,18 @@ class CpuBackend final : public ComputeBackend {
     return Status::Ok();
   }
 
+  Status AbortStep() override {
+    for (auto& [k, m] : stages_) {
+      m->DropMicroBatches();
+      m->ZeroGrad();
+    }
+    loss_sum_ = 0;
+    has_loss_ = false;
+    val_loss_sum_ = 0;
+    val_batches_ = 0;
+    return Status::Ok();
+  }
+
   bool StepLoss(double* loss) override {
     if (!has_loss_) return false;
     *loss = loss_sum_ / mbs_;

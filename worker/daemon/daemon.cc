@@ -444,7 +444,7 @@ void Daemon::RunJob(HeldJob& job) {
       [&](const v1::Assignment&) -> Result<TcpTransport*> {
         if (a.start_step() > 0) Log("%s: resumed from the checkpoint of step %s", a.job_id(), std::to_string(a.start_step() - 1));
         TcpTransportOptions topt;
-        topt.session = a.session();
+        topt.session = RankRun::DataSession(a);
         {
           std::lock_guard<std::mutex> lock(port_mu_);
           port_held_.reset();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <span>
 #include <string>
 
@@ -23,6 +24,13 @@ constexpr uint32_t kStageGradientChannel = 1u << 16;
 constexpr uint32_t kParameterGatherChannel = 2u << 16;
 // The global gradient norm's all-reduce (one float).
 constexpr uint32_t kGradNormChannel = 3u << 16;
+// The step commit's all-gather over every rank of the job (executor.h).
+constexpr uint32_t kCommitChannel = 4u << 16;
+// Floats each rank puts in the commit: [holds a loss, the loss's 8 bytes as two floats, 0].
+constexpr size_t kCommitFloats = 4;
+// The commits whose losses a rank keeps for the coordinator (a lost rank's records lag by a step
+// or two at most: telemetry follows each step).
+constexpr int kCommitsKept = 4;
 
 
 std::string Describe(const v1::Action& a) {
@@ -58,6 +66,11 @@ Executor::Executor(const v1::Assignment& a, ComputeBackend* backend, Transport* 
     }
   }
   std::sort(stages_held_.begin(), stages_held_.end());
+  first_step_ = a.start_step();
+  applied_step_ = reported_through_ = a.start_step() - 1;
+  commit_.set_committed_step(a.start_step() - 1);
+  commit_.set_prepared_step(-1);
+  commit_.set_in_flight_step(-1);
   if (!options_.clock_ns) {
     options_.clock_ns = [] {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -169,7 +182,9 @@ Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
   }
   PIPECOORD_RETURN_IF_ERROR(backend_->FinalizeGradients());
   PIPECOORD_RETURN_IF_ERROR(GlobalNormAndClip(step));
+  if (options_.commit) PIPECOORD_RETURN_IF_ERROR(Commit(step));
   PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(step));
+  applied_step_ = step;
   if (!zero_) return Status::Ok();
   // Every replica updated its own chunk of each stage; the all-gather gives each all of them.
   for (int s : stages_held_) {
@@ -180,6 +195,85 @@ Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
                                     {options_.recv_timeout, kParameterGatherChannel + static_cast<uint32_t>(s), bytes});
     if (!st.ok()) return Status(st.code(), "ZeRO's parameter all-gather of stage " + std::to_string(s) + ": " + st.message());
   }
+  return Status::Ok();
+}
+
+Status Executor::Commit(int step) {
+  step_has_loss_ = backend_->StepLoss(&step_loss_);
+  const int world = layout_.world();
+  std::vector<float> all(kCommitFloats * static_cast<size_t>(world), 0.0f);
+  float* mine = all.data() + kCommitFloats * static_cast<size_t>(global_);
+  mine[0] = step_has_loss_ ? 1.0f : 0.0f;
+  std::memcpy(mine + 1, &step_loss_, sizeof(double));  // moved, never added: the bits arrive as sent
+  {
+    std::lock_guard<std::mutex> lock(commit_mu_);
+    commit_.set_prepared_step(step);
+  }
+  std::vector<int> everyone(world);
+  for (int g = 0; g < world; ++g) everyone[g] = g;
+  parallel::HostFloats buffer{std::span<float>(all)};
+  Status st = parallel::AllGather(*transport_, parallel::Group{everyone, global_}, step, buffer,
+                                  {options_.recv_timeout, kCommitChannel});
+  if (!st.ok()) return Status(st.code(), "the step commit: " + st.message());
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  commit_.set_committed_step(step);
+  commit_.set_prepared_step(-1);
+  v1::CommitLosses* losses = commit_.add_losses();
+  losses->set_step(step);
+  for (int g = 0; g < world; ++g) {
+    const float* theirs = all.data() + kCommitFloats * static_cast<size_t>(g);
+    if (theirs[0] == 0.0f) continue;
+    double loss = 0;
+    std::memcpy(&loss, theirs + 1, sizeof(double));
+    losses->add_global_rank(g);
+    losses->add_loss(loss);
+  }
+  if (commit_.losses_size() > kCommitsKept) commit_.mutable_losses()->DeleteSubrange(0, 1);
+  return Status::Ok();
+}
+
+v1::CommitState Executor::commit_state() const {
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  return commit_;
+}
+
+Status Executor::ResumeAt(int resume_step, Transport* transport, const std::function<Status(StepReport&&)>& on_step) {
+  if (!stage_reduces_.empty()) (void)FinishStageReduces(&current_);  // they ended with the old data plane
+  const int last = resume_step - 1;
+  const v1::CommitState c = commit_state();
+  const std::string where = "resuming at step " + std::to_string(resume_step) + ": this rank committed step " +
+                            std::to_string(c.committed_step()) +
+                            (c.prepared_step() >= 0 ? " and waited in step " + std::to_string(c.prepared_step()) + "'s commit" : "");
+  if (last < c.committed_step() || (last > c.committed_step() && c.prepared_step() != last)) {
+    return FailedPrecondition(where);
+  }
+  if (applied_step_ < last) {
+    // Another rank passed this step's commit, so every rank had entered it with all it needs.
+    PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(last));
+    applied_step_ = last;
+    std::lock_guard<std::mutex> lock(commit_mu_);
+    commit_.set_committed_step(last);
+    commit_.set_prepared_step(-1);
+  }
+  if (reported_through_ < last) {
+    if (current_step_ != last) return Internal(where + ", but its report of step " + std::to_string(last) + " is gone");
+    bool stopping = false;
+    PIPECOORD_RETURN_IF_ERROR(FinishStep(last, &current_, /*validate=*/false, on_step, &stopping));
+  }
+  PIPECOORD_RETURN_IF_ERROR(backend_->AbortStep());
+  for (auto* slots : {&local_act_, &local_grad_, &out_act_, &out_grad_}) {
+    for (kernels::Tensor& t : *slots) t = kernels::Tensor();
+  }
+  device_timed_.clear();
+  current_ = StepReport();
+  current_step_ = -1;
+  {
+    std::lock_guard<std::mutex> lock(commit_mu_);
+    commit_.set_in_flight_step(-1);
+  }
+  transport_ = transport;
+  first_step_ = resume_step;
+  cancelled_ = false;
   return Status::Ok();
 }
 
@@ -387,17 +481,22 @@ Status Executor::ResolveDeviceTimes(StepReport* report) {
 }
 
 Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
-  const int every = a_.spec().checkpoint_every();
-  for (int step = a_.start_step(); step < a_.spec().steps(); ++step) {
-    StepReport report;
-    report.actions.reserve(a_.jobs().actions_size());
+  for (int step = first_step_; step < a_.spec().steps(); ++step) {
+    current_ = StepReport();
+    current_.actions.reserve(a_.jobs().actions_size());
+    current_step_ = step;
+    step_has_loss_ = false;
+    {
+      std::lock_guard<std::mutex> lock(commit_mu_);
+      commit_.set_in_flight_step(step);
+    }
     backend_->ResetPeak();
     device_timed_.clear();  // what a failed step left
     for (int i = 0; i < a_.jobs().actions_size(); ++i) {
       if (cancelled_) return FailedPrecondition("cancelled");
       const v1::Action& act = a_.jobs().actions(i);
       if (options_.hooks != nullptr) options_.hooks->OnActionStart(step, i, act, InputPeer(act));
-      Status st = RunAction(act, step, &report);
+      Status st = RunAction(act, step, &current_);
       if (!st.ok()) {
         if (cancelled_) return FailedPrecondition("cancelled");
         return Status(st.code(), "step " + std::to_string(step) + ", position " + std::to_string(i) + " (" +
@@ -405,53 +504,20 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
       }
     }
     if (!stage_reduces_.empty()) {  // a list with REDUCE_GRAD and no OPT after them
-      Status st = FinishStageReduces(&report);
+      Status st = FinishStageReduces(&current_);
       if (!st.ok()) return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
     }
     if (!device_timed_.empty()) {
-      Status st = ResolveDeviceTimes(&report);
+      Status st = ResolveDeviceTimes(&current_);
       if (!st.ok()) return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
     }
-    report.summary.set_step(step);
-    if (has_grad_norm_) {
-      report.summary.set_grad_norm(grad_norm_);
-      report.summary.set_has_grad_norm(true);
+    bool stopping = false;
+    PIPECOORD_RETURN_IF_ERROR(FinishStep(step, &current_, /*validate=*/true, on_step, &stopping));
+    current_step_ = -1;
+    {
+      std::lock_guard<std::mutex> lock(commit_mu_);
+      commit_.set_in_flight_step(-1);
     }
-    report.summary.set_learning_rate(learning_rate_);
-    double loss = 0;
-    if (backend_->StepLoss(&loss)) {
-      report.summary.set_loss(loss);
-      report.summary.set_has_loss(true);
-    }
-    const bool stopping = step >= stop_after_step_ && step + 1 < a_.spec().steps();
-    if (AsyncCheckpointWriter* ck = options_.checkpoints; ck != nullptr) {
-      Status st;
-      if (every > 0 && ((step + 1) % every == 0 || stopping)) {
-        st = ck->Save({step, backend_->optimizer_steps()}, backend_->CheckpointState());
-      }
-      // The run's last step waits for its checkpoint, so its report carries it.
-      if (st.ok() && (stopping || step + 1 == a_.spec().steps())) st = ck->Wait();
-      auto durable = st.ok() ? ck->TakeDurable() : Result<std::vector<int64_t>>(st);
-      if (!durable.ok()) return Status(durable.status().code(), "step " + std::to_string(step) + ": " + durable.status().message());
-      for (int64_t s : *durable) report.summary.add_checkpointed_steps(static_cast<int32_t>(s));
-    }
-    const uint64_t extra = options_.hooks != nullptr ? options_.hooks->ExtraMemoryBytes(step) : 0;
-    report.summary.set_memory_in_use_bytes(backend_->memory_in_use_bytes() + extra);
-    report.summary.set_memory_peak_bytes(backend_->memory_peak_bytes() + extra);
-    report.summary.set_memory_reserved_bytes(backend_->memory_reserved_bytes() + extra);
-    // After the memory figures: validation's activations are not the step's.
-    if (jobplan::EvaluatesAfter(a_.spec(), step)) {
-      auto val = RunValidation(step);
-      if (!val.ok()) {
-        if (cancelled_) return FailedPrecondition("cancelled");
-        return Status(val.status().code(), "step " + std::to_string(step) + ": " + val.status().message());
-      }
-      if (val->has_value()) {
-        report.summary.set_val_loss(**val);
-        report.summary.set_has_val_loss(true);
-      }
-    }
-    PIPECOORD_RETURN_IF_ERROR(on_step(std::move(report)));
     if (stopping) {
       transport_->Flush(options_.recv_timeout);  // what this step sent still reaches its peers
       return FailedPrecondition("shutting down: stopped after step " + std::to_string(step) + " of " +
@@ -459,6 +525,57 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
     }
   }
   return transport_->Flush(options_.recv_timeout);
+}
+
+Status Executor::FinishStep(int step, StepReport* report_in, bool validate, const std::function<Status(StepReport&&)>& on_step,
+                            bool* stopping) {
+  const int every = a_.spec().checkpoint_every();
+  StepReport& report = *report_in;
+  report.summary.set_step(step);
+  if (has_grad_norm_) {
+    report.summary.set_grad_norm(grad_norm_);
+    report.summary.set_has_grad_norm(true);
+  }
+  report.summary.set_learning_rate(learning_rate_);
+  double loss = 0;
+  // With the commit, the loss was taken there (its bits are the ones every rank saw).
+  const bool has_loss = options_.commit ? step_has_loss_ : backend_->StepLoss(&loss);
+  if (options_.commit) loss = step_loss_;
+  if (has_loss) {
+    report.summary.set_loss(loss);
+    report.summary.set_has_loss(true);
+  }
+  *stopping = step >= stop_after_step_ && step + 1 < a_.spec().steps();
+  if (AsyncCheckpointWriter* ck = options_.checkpoints; ck != nullptr) {
+    Status st;
+    if (every > 0 && ((step + 1) % every == 0 || *stopping)) {
+      st = ck->Save({step, backend_->optimizer_steps()}, backend_->CheckpointState());
+    }
+    // The run's last step waits for its checkpoint, so its report carries it.
+    if (st.ok() && (*stopping || step + 1 == a_.spec().steps())) st = ck->Wait();
+    auto durable = st.ok() ? ck->TakeDurable() : Result<std::vector<int64_t>>(st);
+    if (!durable.ok()) return Status(durable.status().code(), "step " + std::to_string(step) + ": " + durable.status().message());
+    for (int64_t s : *durable) report.summary.add_checkpointed_steps(static_cast<int32_t>(s));
+  }
+  const uint64_t extra = options_.hooks != nullptr ? options_.hooks->ExtraMemoryBytes(step) : 0;
+  report.summary.set_memory_in_use_bytes(backend_->memory_in_use_bytes() + extra);
+  report.summary.set_memory_peak_bytes(backend_->memory_peak_bytes() + extra);
+  report.summary.set_memory_reserved_bytes(backend_->memory_reserved_bytes() + extra);
+  // After the memory figures: validation's activations are not the step's.
+  if (validate && jobplan::EvaluatesAfter(a_.spec(), step)) {
+    auto val = RunValidation(step);
+    if (!val.ok()) {
+      if (cancelled_) return FailedPrecondition("cancelled");
+      return Status(val.status().code(), "step " + std::to_string(step) + ": " + val.status().message());
+    }
+    if (val->has_value()) {
+      report.summary.set_val_loss(**val);
+      report.summary.set_has_val_loss(true);
+    }
+  }
+  // Reported once: a failure in on_step (a refused telemetry batch) is not retried by ResumeAt.
+  reported_through_ = step;
+  return on_step(std::move(report));
 }
 
 }  // namespace pipecoord::worker

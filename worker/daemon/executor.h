@@ -26,6 +26,16 @@
 // spec.optimizer.clipGradNorm asks, and reports the norm and the step's learning rate in the
 // step's summary (backends without GradientSquareSum report none).
 //
+// The step commit (options.commit: jobs that recover a lost rank in place, jobplan/recovery.h):
+// right before the optimizer step, after the reductions, the norm and clipping, every rank of the
+// job all-gathers a few floats (channel kCommitChannel: whether it holds a loss, and the loss's
+// bits), so no rank updates its weights for a step before every rank has everything it needs to
+// update its own. When a rank is lost, the survivors' commit states (commit_state()) decide where
+// the job resumes: a survivor that passed step S's commit proves every rank entered it, so each
+// one that was still waiting there can apply S itself (ResumeAt), and no survivor can have passed
+// S + 1's; the step in flight is abandoned and run again. The all-gather also tells every rank
+// each rank's step loss, so the coordinator can complete a lost rank's step records.
+//
 // Each action is timed for telemetry (v1::ActionTiming) on options.clock_ns. By the host clock:
 // a compute action from when its input is there to when its call returned, wait_ns how long
 // the input took to come (wait_peer: from which rank). A backend that queues its work
@@ -47,6 +57,7 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -73,6 +84,8 @@ struct ExecutorOptions {
   // Saves the backend's state at the end of every spec.checkpoint_every-th step and of the step
   // a graceful stop ends on, in the background; null: no checkpoints. Not owned.
   AsyncCheckpointWriter* checkpoints = nullptr;
+  // Runs the step commit before each optimizer step (above); jobplan::RunsStepCommit(spec).
+  bool commit = false;
 };
 
 // One finished step: its timed actions and its summary (loss, memory).
@@ -98,6 +111,18 @@ class Executor {
 
   // Makes Run return FAILED_PRECONDITION("cancelled") at the next action; thread-safe.
   void Cancel() { cancelled_ = true; }
+
+  // Where this rank stands in the step commits (options.commit); thread-safe, meaningful once Run
+  // has returned.
+  v1::CommitState commit_state() const;
+  // After Run failed or was cancelled, on a job that commits its steps: brings the rank to the end
+  // of step resume_step - 1 and makes the next Run start at resume_step over `transport` (the
+  // rebuilt data plane). That step must be the last one whose commit this rank passed, or the one
+  // after it when it was waiting in that step's commit (another rank passed it): its optimizer
+  // step is applied now. A step whose report Run had not given yet is reported to `on_step`
+  // (without its validation, which needs every rank). The step in flight is abandoned
+  // (ComputeBackend::AbortStep). FAILED_PRECONDITION when the rank cannot get there.
+  Status ResumeAt(int resume_step, Transport* transport, const std::function<Status(StepReport&&)>& on_step);
   // Makes Run return FAILED_PRECONDITION("shutting down: stopped after step N of S") once step
   // `step` is done (-1: the current step), with its checkpoint saved when the job saves any (a
   // graceful stop: the step's work and telemetry are complete). A step already passed stops after
@@ -106,6 +131,12 @@ class Executor {
 
  private:
   Status RunAction(const v1::Action& a, int step, StepReport* report);
+  // The end of a step whose actions all ran: its summary, due checkpoint, memory figures,
+  // validation (when `validate`), then on_step. *stopping: a graceful stop ends the run here.
+  Status FinishStep(int step, StepReport* report, bool validate, const std::function<Status(StepReport&&)>& on_step,
+                    bool* stopping);
+  // The step commit of `step` (options.commit), before its optimizer step.
+  Status Commit(int step);
   // Validation after `step` (jobplan::EvaluatesAfter): evalBatches micro-batches forward through
   // the pipeline, each rank running its stages in model order (activations to the next stage's
   // rank on their own channel), no weight touched. The loss when this rank holds the head.
@@ -175,6 +206,16 @@ class Executor {
   std::vector<DeviceTimed> device_timed_;
   // The last timed action's device end (this step or an earlier one); none yet: the minimum.
   int64_t device_free_since_ = std::numeric_limits<int64_t>::min();
+  // The step commits (options.commit), guarded by commit_mu_ for commit_state().
+  mutable std::mutex commit_mu_;
+  v1::CommitState commit_;
+  bool step_has_loss_ = false;  // the step's loss, taken at its commit
+  double step_loss_ = 0;
+  int first_step_ = 0;          // where Run starts: the assignment's start_step, or ResumeAt's
+  int applied_step_ = -1;       // the last step whose optimizer step the backend applied
+  int reported_through_ = -1;   // the last step given to on_step
+  int current_step_ = -1;       // the step `current_` holds the actions of
+  StepReport current_;          // the step in progress (kept when Run fails, for ResumeAt)
   std::atomic<bool> cancelled_{false};
   std::atomic<int> stop_after_step_{INT_MAX};  // INT_MAX: run to the end
 };

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <new>
 #include <set>
 #include <string>
 
 #include "jobplan/layout.h"
+#include "jobplan/recovery.h"
 #include "worker/daemon/backend_factory.h"
 #include "worker/daemon/checkpointing.h"
 
@@ -17,6 +19,8 @@ namespace {
 // A tensor-parallel collective waits for the group's slowest rank to reach it: as long as a
 // pipeline receive may wait (ExecutorOptions::recv_timeout's default).
 constexpr std::chrono::milliseconds kTensorParallelTimeout{60000};
+// A spare's state from its replica, tensor k on stage k (the executor's channels are below).
+constexpr uint32_t kRecoveryStateChannel = 5u << 16;
 
 }  // namespace
 
@@ -48,6 +52,79 @@ std::vector<int> RankRun::TensorPeers(const v1::Assignment& a) {
   return {peers.begin(), peers.end()};
 }
 
+uint64_t RankRun::DataSession(const v1::Assignment& a) {
+  return jobplan::DataPlaneSession(a.session(), a.has_recovery() ? a.recovery().generation() : 0);
+}
+
+Status RankRun::SendState(TcpTransport& link, int peer, int step) {
+  std::vector<StateTensor> state = backend_->CheckpointState();
+  int32_t k = 0;
+  for (const StateTensor& t : state) {
+    PIPECOORD_RETURN_IF_ERROR(link.SendFloats(peer, MessageTag{kRecoveryStateChannel, k++, 0, step},
+                                              std::vector<float>(t.data.begin(), t.data.end())));
+    state_bytes_ += t.data.size_bytes();
+  }
+  const int64_t steps = backend_->optimizer_steps();
+  std::vector<float> bits(2);
+  std::memcpy(bits.data(), &steps, sizeof(steps));
+  PIPECOORD_RETURN_IF_ERROR(link.SendFloats(peer, MessageTag{kRecoveryStateChannel, k, 0, step}, std::move(bits)));
+  return link.Flush(options_.connect_timeout);
+}
+
+Status RankRun::ReceiveState(TcpTransport& link, int peer, int step) {
+  std::vector<StateTensor> state = backend_->CheckpointState();
+  int32_t k = 0;
+  for (const StateTensor& t : state) {
+    auto values = link.RecvFloats(peer, MessageTag{kRecoveryStateChannel, k++, 0, step}, t.data.size(),
+                                  options_.connect_timeout);
+    if (!values.ok()) {
+      return Status(values.status().code(), "receiving " + t.name + " from global rank " + std::to_string(peer) + ": " +
+                                                values.status().message());
+    }
+    std::copy(values->begin(), values->end(), t.data.begin());
+    state_bytes_ += t.data.size_bytes();
+  }
+  auto bits = link.RecvFloats(peer, MessageTag{kRecoveryStateChannel, k, 0, step}, 2, options_.connect_timeout);
+  if (!bits.ok()) return Status(bits.status().code(), "receiving the optimizer's step count: " + bits.status().message());
+  int64_t steps = 0;
+  std::memcpy(&steps, bits->data(), sizeof(steps));
+  backend_->set_optimizer_steps(steps);
+  return Status::Ok();
+}
+
+Status RankRun::Resume(const v1::Recovery& recovery, const TransportSource& source, const RankRunCallbacks& callbacks) {
+  try {
+    return ResumeOrThrow(recovery, source, callbacks);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory while " + jobplan::LayoutOf(assignment_.spec()).Name(GlobalRank(assignment_)) +
+                             " recovered in place (std::bad_alloc)");
+  }
+}
+
+Status RankRun::ResumeOrThrow(const v1::Recovery& recovery, const TransportSource& source, const RankRunCallbacks& callbacks) {
+  if (executor_ == nullptr) return FailedPrecondition("recovering in place: this rank never started its steps");
+  recovered_ = std::make_unique<v1::Assignment>(assignment_);
+  *recovered_->mutable_peers() = recovery.peers();
+  *recovered_->mutable_recovery() = recovery;
+  const v1::Assignment& a = *recovered_;
+  const int global = GlobalRank(a);
+  auto transport = source(a);
+  if (!transport.ok()) return transport.status();
+  TcpTransport* link = *transport;
+  if (callbacks.on_transport && !callbacks.on_transport(link)) return FailedPrecondition("stopped before it ran");
+  std::map<int, std::string> peers;
+  for (const v1::Peer& p : a.peers()) {
+    if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
+  }
+  PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, DataSession(a), options_.connect_timeout));
+  PIPECOORD_RETURN_IF_ERROR(executor_->ResumeAt(recovery.resume_step(), link, callbacks.on_step));
+  for (int spare : recovery.state_to()) {
+    Status st = SendState(*link, spare, recovery.resume_step());
+    if (!st.ok()) return Status(st.code(), "streaming the state to global rank " + std::to_string(spare) + ": " + st.message());
+  }
+  return executor_->Run(callbacks.on_step);
+}
+
 Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callbacks) {
   try {
     return RunOrThrow(source, callbacks);
@@ -73,7 +150,8 @@ Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks
   if (!backend.ok()) return backend.status();
   backend_ = std::move(backend).value();
   // A restart resumes from this rank's checkpoint in the (shared) checkpoint dir.
-  auto checkpoints = PrepareCheckpoints(a, global, options_.checkpoint_dir, backend_.get());
+  // A spare (a.recovery) gets its state from its replica once connected, not from a checkpoint.
+  auto checkpoints = PrepareCheckpoints(a, global, options_.checkpoint_dir, backend_.get(), !a.has_recovery());
   if (!checkpoints.ok()) return checkpoints.status();
   checkpoints_ = std::move(checkpoints).value();
   auto transport = source(a);
@@ -86,12 +164,16 @@ Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks
   for (const v1::Peer& p : a.peers()) {
     if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
   }
-  PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, a.session(), options_.connect_timeout));
+  PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, DataSession(a), options_.connect_timeout));
+  if (a.has_recovery() && a.recovery().state_from() >= 0) {
+    Status st = ReceiveState(*link, a.recovery().state_from(), a.recovery().resume_step());
+    if (!st.ok()) return Status(st.code(), "taking over in place: " + st.message());
+  }
   BoundaryTransportContext context;
   context.rank = global;
   context.world = layout.world();
   context.peers = TensorPeers(a);
-  context.session = a.session();
+  context.session = DataSession(a);
   context.rendezvous = options_.rendezvous;
   context.timeout = options_.connect_timeout;
   std::string how;
@@ -107,6 +189,7 @@ Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks
   eopt.hooks = options_.hooks;
   eopt.checkpoints = checkpoints_.get();
   eopt.tensor_parallel = tensor_parallel_.get();
+  eopt.commit = jobplan::RunsStepCommit(a.spec());
   executor_ = std::make_unique<Executor>(a, backend_.get(), boundary_ ? boundary_.get() : link, std::move(eopt));
   if (callbacks.on_start && !callbacks.on_start(executor_.get(), checkpoints_.get())) return stopped;
   return executor_->Run(callbacks.on_step);

@@ -92,6 +92,24 @@ class RankRun {
   // Memory the host cannot give (std::bad_alloc on the run's thread) is RESOURCE_EXHAUSTED
   // naming the rank, never a crash: the worker reports it and lives on.
   Status Run(const TransportSource& source, const RankRunCallbacks& callbacks);
+  // In-place recovery of a lost rank (jobs with jobplan::RunsStepCommit): after Run failed on a
+  // broken data plane or a halt, with this RankRun's backend and executor still holding the
+  // rank's state, rebuilds the data plane for `recovery` (listening through `source` with the
+  // assignment's peers and recovery replaced, connecting with DataSession), brings the state to
+  // the end of step resume_step - 1 (Executor::ResumeAt: a step another rank committed is applied
+  // here, the step in flight abandoned), streams it to recovery.state_to (the spares this rank is
+  // the replica of), and runs on from resume_step. Only on_step and on_transport are called.
+  // FAILED_PRECONDITION when Run never got as far as running steps.
+  Status Resume(const v1::Recovery& recovery, const TransportSource& source, const RankRunCallbacks& callbacks);
+  // The executor of the last Run (null before it started running steps).
+  Executor* executor() const { return executor_.get(); }
+  // Bytes of state this rank streamed to spares, or received as one (0: none).
+  uint64_t state_bytes_moved() const { return state_bytes_; }
+
+  // The session the assignment's data plane connects with: jobplan::DataPlaneSession of its
+  // session and its recovery's generation (0 without one).
+  static uint64_t DataSession(const v1::Assignment& assignment);
+
   // The backend Run built (null before): after Run, it holds the state of the last step.
   ComputeBackend* backend() const { return backend_.get(); }
 
@@ -104,6 +122,11 @@ class RankRun {
 
  private:
   Status RunOrThrow(const TransportSource& source, const RankRunCallbacks& callbacks);
+  Status ResumeOrThrow(const v1::Recovery& recovery, const TransportSource& source, const RankRunCallbacks& callbacks);
+  // The rank's state (ComputeBackend::CheckpointState and its optimizer step count) to or from
+  // global rank `peer`, tensor by tensor on the recovery channel; bytes added to state_bytes_.
+  Status SendState(TcpTransport& link, int peer, int step);
+  Status ReceiveState(TcpTransport& link, int peer, int step);
 
   const v1::Assignment& assignment_;
   RankRunOptions options_;
@@ -113,6 +136,8 @@ class RankRun {
   std::unique_ptr<ComputeBackend> backend_;
   std::unique_ptr<AsyncCheckpointWriter> checkpoints_;
   std::unique_ptr<Transport> boundary_;  // the backend's transport over the TCP one, if it has one
+  std::unique_ptr<v1::Assignment> recovered_;  // the assignment as Resume rebuilt it
+  uint64_t state_bytes_ = 0;
   std::unique_ptr<Executor> executor_;  // declared last: goes first
 };
 

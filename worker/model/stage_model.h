@@ -102,6 +102,9 @@ class StageModel {
   Result<std::vector<float>> BackwardFused(int mb, std::vector<float> grad_output);
 
   void ZeroGrad();
+  // Forgets every micro-batch in flight (a step abandoned half way: in-place recovery runs it
+  // again); gradients are the caller's to zero.
+  void DropMicroBatches() { in_flight_.clear(); }
   // One AdamW step on every parameter element whose moments the stage holds (all of them, or its
   // ZeRO shard: ShardOptimizerStates), weight_decay on matrices only. Refuses options
   // out of range (lr, eps, weight_decay >= 0; betas in [0, 1)) and refuses to run while a
