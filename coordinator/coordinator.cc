@@ -6,6 +6,7 @@
 #include "jobplan/auto_plan.h"
 #include "jobplan/assignment.h"
 #include "jobplan/layout.h"
+#include "jobplan/recovery.h"
 #include "jobplan/placement.h"
 #include "jobplan/plan_job.h"
 #include "coordinator/job_record.h"
@@ -407,17 +408,177 @@ void Coordinator::QueueAgainLocked(JobRecord& j, int from, const std::string& ev
   TryDispatchLocked();
 }
 
-void Coordinator::LoseWorkerLocked(JobRecord& j, const std::string& why, int rank) {
+void Coordinator::LoseWorkerLocked(JobRecord& j, const std::string& why, int rank, const std::string& worker) {
   // A few requeues at most: a job whose workers keep vanishing before its first step fails.
   constexpr int kMaxRequeues = 3;
-  if (j.order.MeasuredNothing() && j.requeues < kMaxRequeues) {
+  if (j.order.MeasuredNothing() && j.requeues < kMaxRequeues && !j.recovery.active) {
     ++j.requeues;
     // Nothing measured, so nothing lost by starting again elsewhere; not the job's failure (no
     // restart is counted).
     QueueAgainLocked(j, j.job.start_step(), "back in the queue (" + why + ", before its first step)");
-  } else {
+  } else if (worker.empty() || !RecoverInPlaceLocked(j, worker, why)) {
     FinishJobLocked(j, v1::FAILED, why, rank);
   }
+}
+
+bool Coordinator::RecoverInPlaceLocked(JobRecord& j, const std::string& worker, const std::string& why) {
+  const v1::JobSpec& spec = j.job.spec();
+  const RankLayout layout = jobplan::LayoutOf(spec);
+  if (j.job.state() != v1::RUNNING || j.adopting || j.drain_step >= 0) return false;
+  int lost = -1;
+  for (int g = 0; g < j.job.worker_ids_size(); ++g) {
+    if (j.job.worker_ids(g) == worker) lost = g;
+  }
+  if (lost < 0) return false;
+  auto refuse = [&](const std::string& reason) {
+    RecordEventLocked(j, "not recovering " + layout.Name(lost) + " in place: " + reason + "; the restart policy applies");
+    return false;
+  };
+  if (j.recovery.active) {
+    j.recovery.active = false;
+    return refuse("another rank (" + layout.Name(j.recovery.lost) + ") was being recovered");
+  }
+  if (const std::string refusal = jobplan::InPlaceRecoveryRefusal(spec); !refusal.empty()) return refuse(refusal);
+  if (j.generation + 1 >= jobplan::kMaxGenerations) return refuse("too many recoveries in one attempt");
+  // A spare: a free worker of the job's kind with room for the largest rank budget.
+  uint64_t need = 0;
+  for (uint64_t b : j.job.plan().memory_budget_bytes()) need = std::max(need, b);
+  RegisteredWorker* spare = nullptr;
+  for (RegisteredWorker* w : workers_.Available(spec.device(), spec.worker().kind())) {
+    const uint64_t offered = w->info.device_memory_bytes();
+    if (!w->draining && (offered == 0 || offered >= need)) {
+      spare = w;
+      break;
+    }
+  }
+  if (spare == nullptr) {
+    return refuse("no spare worker is free (going on with one replica fewer is not implemented)");
+  }
+  // A lost worker still registered (blamed by its peers, not dead) is told to stop its part.
+  workers_.Close(worker, j.job.id(), j.session, /*cancel=*/true);
+  workers_.Assign(*spare, j.job.id(), lost, layout, j.session);
+  j.job.set_worker_ids(lost, spare->info.worker_id());
+  j.monitor->SetDeviceMemory(lost, spare->info.device_memory_bytes());
+  j.outcome = AttemptOutcome(j.world());  // the broken links were the lost rank's
+  j.recovery = JobRecord::Recovery();
+  j.recovery.active = true;
+  j.recovery.lost = lost;
+  j.recovery.lost_worker = worker;
+  j.recovery.spare = spare->info.worker_id();
+  j.recovery.why = why;
+  j.recovery.began = Clock::now();
+  j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(std::chrono::seconds(10), 2 * options_.lease);
+  j.awaiting.erase(lost);
+  // Every other rank stops where it is, keeping its state (those that reported stopped already).
+  for (int g = 0; g < j.world(); ++g) {
+    if (g == lost || j.awaiting.count(g) > 0) continue;
+    RegisteredWorker* w = workers_.Find(j.job.worker_ids(g));
+    if (w == nullptr || !w->Holds(j.job.id(), j.session)) continue;
+    v1::WorkerCommand cmd;
+    cmd.mutable_halt()->set_job_id(j.job.id());
+    cmd.mutable_halt()->set_session(j.session);
+    w->commands.push_back(std::move(cmd));
+  }
+  state_.PutJob(j.job, ids_);
+  const int source = layout.AtDataRank(lost, (layout.DataRank(lost) + 1) % layout.dp());
+  RecordEventLocked(j, "lost " + layout.Name(lost) + " (" + why + "): taking it over in place on spare worker " +
+                           j.recovery.spare + " with the state of replica " + std::to_string(layout.DataRank(source)) +
+                           " (no checkpoint read, no restart counted)");
+  ResumeInPlaceLocked(j);
+  changed_.notify_all();
+  return true;
+}
+
+void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
+  if (!j.recovery.active || j.recovery.resume_step >= 0) return;
+  const int lost = j.recovery.lost;
+  if (static_cast<int>(j.awaiting.size()) < j.world() - 1) return;  // some rank is still stopping
+  const v1::JobSpec& spec = j.job.spec();
+  const RankLayout layout = jobplan::LayoutOf(spec);
+  // The furthest commit a survivor passed: every rank entered it, so every survivor can apply it
+  // (executor.h); the step after it was in flight and runs again.
+  int committed = -1;
+  for (const auto& [g, c] : j.awaiting) committed = std::max(committed, c.committed_step());
+  bool recomputes = false;
+  for (const auto& [g, c] : j.awaiting) {
+    if (c.committed_step() != committed && !(c.committed_step() == committed - 1 && c.prepared_step() == committed)) {
+      j.recovery.active = false;
+      FinishJobLocked(j, v1::FAILED,
+                      "in-place recovery of " + layout.Name(lost) + ": " + layout.Name(g) + " committed step " +
+                          std::to_string(c.committed_step()) + " while another committed step " + std::to_string(committed),
+                      layout.PipelineRank(g));
+      return;
+    }
+    recomputes = recomputes || c.in_flight_step() == committed + 1;
+  }
+  const int resume = committed + 1;
+  j.recovery.resume_step = resume;
+  j.recovery.recomputes = recomputes;
+  // The lost rank's records of the steps it finished but never told: completed from the commits,
+  // which carried its loss to every rank (its timings and memory of those steps are lost).
+  if (j.order.open_step(lost) <= committed) {
+    v1::TelemetryBatch b;
+    b.set_job_id(j.job.id());
+    b.set_rank(layout.PipelineRank(lost));
+    b.set_dp_rank(layout.DataRank(lost));
+    b.set_tp_rank(layout.TensorRank(lost));
+    b.set_session(j.session);
+    for (int step = j.order.open_step(lost); step <= committed; ++step) {
+      v1::StepSummary* s = b.add_steps();
+      s->set_step(step);
+      for (const auto& [g, c] : j.awaiting) {
+        for (const v1::CommitLosses& l : c.losses()) {
+          if (l.step() != step) continue;
+          for (int k = 0; k < l.global_rank_size(); ++k) {
+            if (l.global_rank(k) != lost) continue;
+            s->set_loss(l.loss(k));
+            s->set_has_loss(true);
+          }
+        }
+      }
+    }
+    Status st = j.order.Check(lost, b, spec.steps(), j.job.plan().ranks(b.rank()).actions_size());
+    if (st.ok()) st = AcceptBatchLocked(j, lost, b, /*health=*/false);
+    if (!st.ok()) RecordEventLocked(j, "the lost rank's records of steps up to " + std::to_string(committed) + ": " + st.message());
+  }
+  ++j.generation;
+  v1::Recovery r;
+  r.set_generation(j.generation);
+  r.set_resume_step(resume);
+  r.set_state_from(-1);
+  std::vector<std::string> endpoints;
+  for (int g = 0; g < j.world(); ++g) {
+    const RegisteredWorker* w = workers_.Find(j.job.worker_ids(g));
+    endpoints.push_back(w != nullptr ? w->info.data_endpoint() : "");
+    v1::Peer* p = r.add_peers();
+    p->set_global_rank(g);
+    p->set_data_endpoint(endpoints.back());
+  }
+  const int source = layout.AtDataRank(lost, (layout.DataRank(lost) + 1) % layout.dp());
+  for (int g = 0; g < j.world(); ++g) {
+    RegisteredWorker* w = workers_.Find(j.job.worker_ids(g));
+    if (w == nullptr) continue;  // gone meanwhile: its lease loss fails the recovery
+    v1::WorkerCommand cmd;
+    if (g == lost) {
+      v1::Assignment* a = cmd.mutable_assign();
+      *a = jobplan::BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
+      a->set_start_step(resume);
+      *a->mutable_recovery() = r;
+      a->mutable_recovery()->set_state_from(source);
+    } else {
+      v1::ResumeInPlace* ri = cmd.mutable_recover();
+      ri->set_job_id(j.job.id());
+      ri->set_session(j.session);
+      *ri->mutable_recovery() = r;
+      if (g == source) ri->mutable_recovery()->add_state_to(lost);
+    }
+    w->commands.push_back(std::move(cmd));
+  }
+  j.awaiting.clear();
+  j.monitor->Start(NowNs());  // the pause while the ranks stopped and reconnect is no hang
+  RecordEventLocked(j, "every rank resumes at step " + std::to_string(resume) + " (steps before it are committed on all" +
+                           (recomputes ? "; the step in flight runs again)" : ")"));
+  changed_.notify_all();
 }
 
 void Coordinator::TryDispatchLocked() {
@@ -651,8 +812,23 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
   if (j == nullptr) return NotFound("job \"" + r.job_id() + "\" not found");
   if (j->terminal()) return Status::Ok();  // e.g. a cancelled job's workers reporting late
   if (r.session() != 0 && r.session() != j->session) return Status::Ok();  // an earlier attempt's, stopped
+  // Queued again and not running yet: the session is still the stopped attempt's, whose ranks
+  // report how they stopped; no attempt runs whose outcome that could be.
+  if (j->job.state() == v1::PENDING) return Status::Ok();
   if (w->info.job_id() != r.job_id() || w->info.rank() != r.rank() || w->session != j->session) {
     return PermissionDenied("worker " + r.worker_id() + " does not hold rank " + std::to_string(r.rank()) + " of " + r.job_id());
+  }
+  if (!r.ok() && r.awaiting_recovery()) {
+    // A rank of a job that recovers in place stopped (its data plane broke, or a Halt) and keeps
+    // its state: where it stands decides where the job resumes.
+    const int g = w->global_rank;
+    if (j->recovery.active && g == j->recovery.lost) return Status::Ok();  // the lost rank's own word
+    j->awaiting[g] = r.commit();
+    if (j->recovery.active) {
+      ResumeInPlaceLocked(*j);
+      return Status::Ok();
+    }
+    // Not known yet which rank is lost: the broken links name the suspects (below).
   }
   if (!r.ok() && j->drain_step >= 0 &&
       r.message() == "shutting down: stopped after step " + std::to_string(j->drain_step) + " of " +
@@ -752,7 +928,10 @@ void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {
 }
 
 void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const jobplan::StepActions& actions) {
-  if (j.monitor->OnStepMeasured(&rec, actions)) {
+  // A step a lost rank's timings are missing from (a recovery completed its record) is recorded
+  // but not checked or calibrated on.
+  const bool complete = std::none_of(actions.begin(), actions.end(), [](const auto& rank) { return rank.empty(); });
+  if (complete && j.monitor->OnStepMeasured(&rec, actions)) {
     // Calibrated: the job keeps the calibration (and a rebalance proposal with a gain).
     *j.job.mutable_calibration() = *j.monitor->calibration();
     if (j.monitor->rebalance()) {
@@ -781,7 +960,24 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
     }
     options_.metrics->Optimizer(j.job.id(), rec.has_grad_norm() ? rec.grad_norm() : -1, rec.learning_rate());
   }
-  for (v1::HealthEvent& e : j.monitor->OnStepDone(rec)) RecordHealthEventLocked(j, std::move(e));
+  if (complete) {
+    for (v1::HealthEvent& e : j.monitor->OnStepDone(rec)) RecordHealthEventLocked(j, std::move(e));
+  }
+  if (j.recovery.active && j.recovery.resume_step >= 0 && rec.step() >= j.recovery.resume_step) {
+    // The first step after an in-place recovery is measured: the job is whole again.
+    const double seconds = std::chrono::duration<double>(Clock::now() - j.recovery.began).count();
+    const RankLayout layout = jobplan::LayoutOf(j.job.spec());
+    const int source = layout.AtDataRank(j.recovery.lost, (layout.DataRank(j.recovery.lost) + 1) % layout.dp());
+    j.job.set_recoveries(j.job.recoveries() + 1);
+    j.recovery.active = false;
+    state_.PutJob(j.job, ids_);
+    char text[64];
+    std::snprintf(text, sizeof text, "%.2f s", seconds);
+    RecordEventLocked(j, "recovered " + layout.Name(j.recovery.lost) + " on worker " + j.recovery.spare + " from replica " +
+                             std::to_string(layout.DataRank(source)) + " in " + text + "; " +
+                             (j.recovery.recomputes ? "1 step" : "no step") + " recomputed, no checkpoint read");
+    if (options_.metrics != nullptr) options_.metrics->Recovery(j.job.id(), "spare", seconds);
+  }
 }
 
 Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
@@ -812,24 +1008,31 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
     return Status::Ok();
   }
   PIPECOORD_RETURN_IF_ERROR(j->order.Check(g, b, j->job.spec().steps(), j->job.plan().ranks(b.rank()).actions_size()));
+  PIPECOORD_RETURN_IF_ERROR(AcceptBatchLocked(*j, g, b, /*health=*/true));
+  ack->set_actions_accepted(ack->actions_accepted() + b.actions_size());
+  ack->set_steps_accepted(ack->steps_accepted() + b.steps_size());
+  return Status::Ok();
+}
+
+Status Coordinator::AcceptBatchLocked(JobRecord& j, int g, const v1::TelemetryBatch& b, bool health) {
   // Stored before it counts (and before the ack): nothing acknowledged is lost to a crash.
-  PIPECOORD_RETURN_IF_ERROR(state_.AppendTelemetry(j->job.id(), b));
-  j->order.Accept(g, b);
+  PIPECOORD_RETURN_IF_ERROR(state_.AppendTelemetry(j.job.id(), b));
+  j.order.Accept(g, b);
   actions_ingested_ += b.actions_size();
-  for (const v1::ActionTiming& t : b.actions()) j->KeepAction(t, g, options_.trace_actions_per_job);
+  for (const v1::ActionTiming& t : b.actions()) j.KeepAction(t, g, options_.trace_actions_per_job);
   std::vector<jobplan::StepActions> measured_actions;
-  const std::vector<v1::StepRecord> measured = j->measuring.Add(g, b, &measured_actions);
-  for (v1::HealthEvent& e : j->monitor->OnBatch(g, b, NowNs())) RecordHealthEventLocked(*j, std::move(e));
+  const std::vector<v1::StepRecord> measured = j.measuring.Add(g, b, &measured_actions);
+  if (health) {
+    for (v1::HealthEvent& e : j.monitor->OnBatch(g, b, NowNs())) RecordHealthEventLocked(j, std::move(e));
+  }
   size_t next = 0;  // measured[] follows the batch's summaries
   for (const v1::StepSummary& s : b.steps()) {
-    for (int c : s.checkpointed_steps()) NoteCheckpointLocked(*j, g, c);
+    for (int c : s.checkpointed_steps()) NoteCheckpointLocked(j, g, c);
     if (next < measured.size() && measured[next].step() == s.step()) {
-      StepMeasuredLocked(*j, measured[next], measured_actions[next]);
+      StepMeasuredLocked(j, measured[next], measured_actions[next]);
       ++next;
     }
   }
-  ack->set_actions_accepted(ack->actions_accepted() + b.actions_size());
-  ack->set_steps_accepted(ack->steps_accepted() + b.steps_size());
   return Status::Ok();
 }
 
@@ -875,7 +1078,7 @@ Status Coordinator::Deregister(const std::string& worker_id) {
   const WorkerRegistry::Left left = workers_.Remove(worker_id);
   if (JobRecord* j = left.job_id.empty() ? nullptr : FindJobLocked(left.job_id); j != nullptr && !j->terminal()) {
     const std::string why = "worker " + worker_id + " (rank " + std::to_string(left.rank) + ") shut down";
-    LoseWorkerLocked(*j, why, left.rank);
+    LoseWorkerLocked(*j, why, left.rank, worker_id);
   }
   changed_.notify_all();
   return Status::Ok();
@@ -888,7 +1091,7 @@ void Coordinator::Tick() {
   for (const std::string& id : expired) {
     const WorkerRegistry::Left left = workers_.Remove(id);  // a worker only closing a job takes nothing with it
     if (JobRecord* j = left.job_id.empty() ? nullptr : FindJobLocked(left.job_id); j != nullptr && !j->terminal()) {
-      LoseWorkerLocked(*j, "worker " + id + " (rank " + std::to_string(left.rank) + ") lost its lease", left.rank);
+      LoseWorkerLocked(*j, "worker " + id + " (rank " + std::to_string(left.rank) + ") lost its lease", left.rank, id);
     }
   }
   bool blamed = false;
@@ -910,6 +1113,23 @@ void Coordinator::Tick() {
     blamed = true;
   }
   for (auto& jp : jobs_) {
+    JobRecord& j = *jp;
+    if (j.terminal() || !j.recovery.active || j.recovery.resume_step >= 0 || now < j.recovery.deadline) continue;
+    const RankLayout layout = jobplan::LayoutOf(j.job.spec());
+    std::string missing;
+    for (int g = 0; g < j.world(); ++g) {
+      if (g != j.recovery.lost && j.awaiting.count(g) == 0) missing += (missing.empty() ? "" : ", ") + layout.Name(g);
+    }
+    j.recovery.active = false;
+    FinishJobLocked(j, v1::FAILED,
+                    "in-place recovery of " + layout.Name(j.recovery.lost) + " (" + j.recovery.why + "): " + missing +
+                        " did not stop within " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(j.recovery.deadline - j.recovery.began).count()) +
+                        " ms",
+                    -1);
+    blamed = true;
+  }
+  for (auto& jp : jobs_) {
     const AttemptOutcome::Suspicion* overdue = jp->terminal() ? nullptr : jp->outcome.Overdue(now);
     if (overdue == nullptr) continue;
     const int g = overdue->suspect_global;
@@ -919,7 +1139,7 @@ void Coordinator::Tick() {
     LoseWorkerLocked(*jp,
                      "rank " + std::to_string(rank) + " (" + worker + ", global rank " + std::to_string(g) +
                          ") stopped answering its peers: " + overdue->cause,
-                     rank);
+                     rank, worker);
     blamed = true;
   }
   if (!expired.empty() || blamed) changed_.notify_all();
@@ -935,7 +1155,9 @@ void Coordinator::Tick() {
     }
   }
   for (auto& jp : jobs_) {
-    if (jp->job.state() != v1::RUNNING || jp->adopting) continue;  // no progress is heard while its workers come back
+    // No progress is heard while its workers come back, or while they stop and reconnect around a
+    // lost rank.
+    if (jp->job.state() != v1::RUNNING || jp->adopting || jp->recovery.active) continue;
     for (v1::HealthEvent& e : jp->monitor->OnTick(NowNs())) RecordHealthEventLocked(*jp, std::move(e));
   }
 }

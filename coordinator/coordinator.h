@@ -165,8 +165,22 @@ class Coordinator {
   // records why.
   void QueueAgainLocked(JobRecord& job, int from, const std::string& event);
   // A worker of the job is gone (shut down, lease lost, silent to its peers): the job goes back to
-  // the queue when no rank has measured anything yet (a few times at most), else it fails.
-  void LoseWorkerLocked(JobRecord& job, const std::string& why, int rank);
+  // the queue when no rank has measured anything yet (a few times at most); else a spare takes
+  // the lost rank over in place when it can (RecoverInPlaceLocked), or the job fails (the restart
+  // policy applies). `worker`: the lost worker's id (empty: not known).
+  void LoseWorkerLocked(JobRecord& job, const std::string& why, int rank, const std::string& worker = "");
+  // In-place recovery (docs/operations.md, "a lost rank"): `worker`, which holds a rank of the
+  // running job, is lost. When the job can recover in place (jobplan::InPlaceRecoveryRefusal)
+  // and a free worker with room is there (a spare), the spare takes the rank, the other ranks are
+  // halted, and the job resumes once all of them stopped (ResumeInPlaceLocked). False: the
+  // caller applies the restart policy; an event says why.
+  bool RecoverInPlaceLocked(JobRecord& job, const std::string& worker, const std::string& why);
+  // Once every other rank stopped: the resume step from their commit states, the lost rank's
+  // step records completed up to it, the recover commands and the spare's assignment sent.
+  void ResumeInPlaceLocked(JobRecord& job);
+  // A rank's batch that passed the order check: stored, accepted, measured; `health`: through
+  // the online checks too (not for step records a recovery completes for a lost rank).
+  Status AcceptBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);
   // Marks the job's workers closing (free once they release it), telling them to stop it when
   // `cancel`.
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);

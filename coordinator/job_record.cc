@@ -17,6 +17,9 @@ void JobRecord::ResetAttempt(int from_step) {
   drain_worker.clear();
   drain_cancels = false;
   drained.clear();
+  recovery = Recovery();
+  awaiting.clear();
+  generation = 0;
 }
 
 void JobRecord::DropStepsFrom(int from) {

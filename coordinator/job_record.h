@@ -23,6 +23,7 @@
 #include "jobplan/layout.h"
 #include "proto/job.pb.h"
 #include "proto/telemetry.pb.h"
+#include "proto/worker.pb.h"
 
 namespace pipecoord::coordinator {
 
@@ -66,6 +67,21 @@ struct JobRecord {
   bool adopting = false;
   std::chrono::steady_clock::time_point adopt_deadline;
   std::vector<bool> adopted;
+  // In-place recovery of a lost rank (docs/operations.md, "a lost rank"): the attempt goes on,
+  // the lost rank on a spare. `states`: the commit states of the ranks that stopped and wait for
+  // it (ReportResultRequest.awaiting_recovery), by global rank, kept from before it begins (a
+  // survivor may report before the coordinator knows which rank is lost).
+  struct Recovery {
+    bool active = false;
+    int lost = -1;  // global rank
+    std::string lost_worker, spare, why;
+    std::chrono::steady_clock::time_point began, deadline;
+    int resume_step = -1;  // decided once every survivor stopped; -1: not yet
+    bool recomputes = false;  // some rank had begun the step it resumes at
+  };
+  Recovery recovery;
+  std::map<int, v1::CommitState> awaiting;
+  int generation = 0;  // recoveries of this attempt: its data plane's generation
 
   // Over all attempts.
   // Restart policy: the last step each global rank checkpointed (-1: none).

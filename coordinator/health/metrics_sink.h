@@ -48,6 +48,9 @@ class MetricsSink {
   virtual void Optimizer(const std::string& /*job*/, double /*grad_norm*/, double /*learning_rate*/) {}
   // kind: "LIFECYCLE", "BUBBLE", "STRAGGLER", "HANG", "MEMORY", "SDC".
   virtual void Event(const std::string& job, const std::string& kind) = 0;
+  // A lost rank recovered without a restart (`path`: "spare"), in `seconds` from the loss being
+  // detected to the first step measured after it.
+  virtual void Recovery(const std::string& /*job*/, const std::string& /*path*/, double /*seconds*/) {}
   // The job left the coordinator (dropped to make room, --max-jobs): its series go with it, so
   // a long-lived coordinator's exposition does not grow with every job it ever ran.
   virtual void ForgetJob(const std::string& job) = 0;

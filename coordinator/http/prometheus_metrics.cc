@@ -103,6 +103,16 @@ PrometheusMetrics::PrometheusMetrics()
                  .Name("pipecoord_steps_total")
                  .Help("Steps every rank of the job finished")
                  .Register(*registry_)),
+      recoveries_(prometheus::BuildCounter()
+                      .Name("pipecoord_recoveries_total")
+                      .Help("Lost ranks recovered without a restart, by path (spare: taken over in place by a free "
+                            "worker with its replica's state)")
+                      .Register(*registry_)),
+      recovery_seconds_(prometheus::BuildGauge()
+                            .Name("pipecoord_recovery_seconds")
+                            .Help("The last recovery's time from the loss being detected to the first step measured "
+                                  "after it")
+                            .Register(*registry_)),
       jobs_(prometheus::BuildGauge().Name("pipecoord_jobs").Help("Stored jobs by state").Register(*registry_)),
       workers_(prometheus::BuildGauge()
                    .Name("pipecoord_workers")
@@ -124,6 +134,8 @@ void PrometheusMetrics::ForgetJob(const std::string& job) {
   RemoveJob(learning_rate_, job);
   RemoveJob(events_, job);
   RemoveJob(steps_, job);
+  RemoveJob(recoveries_, job);
+  RemoveJob(recovery_seconds_, job);
 }
 
 // A per-rank series' labels: job_id, rank, dp, tp (jobs with tensor parallelism only), then `more`.
@@ -190,6 +202,11 @@ void PrometheusMetrics::Memory(const std::string& job, const health::RankLabel& 
 
 void PrometheusMetrics::Event(const std::string& job, const std::string& kind) {
   events_.Add({{"job_id", job}, {"kind", kind}}).Increment();
+}
+
+void PrometheusMetrics::Recovery(const std::string& job, const std::string& path, double seconds) {
+  recoveries_.Add({{"job_id", job}, {"path", path}}).Increment();
+  recovery_seconds_.Add({{"job_id", job}, {"path", path}}).Set(seconds);
 }
 
 void PrometheusMetrics::UpdateFleet(const std::vector<v1::Job>& jobs, const std::vector<v1::WorkerInfo>& workers) {

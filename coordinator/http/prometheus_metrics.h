@@ -16,6 +16,9 @@
 //   pipecoord_grad_norm{job_id}, pipecoord_learning_rate{job_id}  gauges, the last step's global
 //     gradient norm before clipping (backends that compute it) and learning rate
 //   pipecoord_health_events_total{job_id,kind}, pipecoord_steps_total{job_id}   counters
+//   pipecoord_recoveries_total{job_id,path="spare"}  counter, lost ranks recovered without a restart
+//   pipecoord_recovery_seconds{job_id,path}  gauge, the last one's time from the loss being detected
+//     to the first step measured after it
 //   pipecoord_jobs{state}, pipecoord_workers{state="idle"|"busy"}          gauges
 // Thread-safe (prometheus-cpp's families lock).
 #ifndef PIPECOORD_COORDINATOR_HTTP_PROMETHEUS_METRICS_H_
@@ -53,6 +56,7 @@ class PrometheusMetrics final : public health::MetricsSink {
   void Validation(const std::string& job, double loss_nats, double bits_per_byte) override;
   void Optimizer(const std::string& job, double grad_norm, double learning_rate) override;
   void Event(const std::string& job, const std::string& kind) override;
+  void Recovery(const std::string& job, const std::string& path, double seconds) override;
   void ForgetJob(const std::string& job) override;
 
   // Sets the job and worker gauges from the coordinator's listings (before each scrape).
@@ -76,6 +80,8 @@ class PrometheusMetrics final : public health::MetricsSink {
   prometheus::Family<prometheus::Gauge>& learning_rate_;
   prometheus::Family<prometheus::Counter>& events_;
   prometheus::Family<prometheus::Counter>& steps_;
+  prometheus::Family<prometheus::Counter>& recoveries_;
+  prometheus::Family<prometheus::Gauge>& recovery_seconds_;
   prometheus::Family<prometheus::Gauge>& jobs_;
   prometheus::Family<prometheus::Gauge>& workers_;
 };

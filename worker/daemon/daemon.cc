@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "jobplan/layout.h"
+#include "jobplan/recovery.h"
 #include "worker/daemon/coordinator_rendezvous.h"
 #include "worker/daemon/rank_run.h"
 #include "worker/transport/endpoint.h"
@@ -15,6 +16,9 @@ constexpr std::chrono::milliseconds kStopPoll{50};
 constexpr std::chrono::milliseconds kCommandsRetry{200};
 constexpr std::chrono::milliseconds kRegisterRetry{500};
 constexpr std::chrono::milliseconds kReleaseRetry{250};
+// How long a rank that stopped for an in-place recovery waits for the coordinator's resume (it
+// comes within the coordinator's recovery deadline, or a cancel does).
+constexpr std::chrono::milliseconds kRecoveryWait{60000};
 
 // A coordinator's answer that retrying would not change (bad input, credentials, a rank not held).
 bool RefusedForGood(grpc::StatusCode code) {
@@ -292,6 +296,19 @@ void Daemon::Handle(const v1::WorkerCommand& cmd) {
       Log("%s: the coordinator stops every rank after step %s (a graceful stop)", s.job_id(), std::to_string(s.step()));
       job->StopAfter(s.step());
     }
+  } else if (cmd.has_halt()) {
+    std::shared_ptr<HeldJob> job = Held();
+    const v1::Halt& h = cmd.halt();
+    if (job != nullptr && job->assignment().job_id() == h.job_id() && job->assignment().session() == h.session()) {
+      Log("%s: halted by the coordinator: a rank of the job is lost, this one keeps its state for the recovery", h.job_id());
+      job->Halt();
+    }
+  } else if (cmd.has_recover()) {
+    std::shared_ptr<HeldJob> job = Held();
+    const v1::ResumeInPlace& r = cmd.recover();
+    if (job != nullptr && job->assignment().job_id() == r.job_id() && job->assignment().session() == r.session()) {
+      job->Recover(r.recovery());
+    }
   } else if (!cmd.cancel_job_id().empty()) {
     std::shared_ptr<HeldJob> job = Held();
     if (job != nullptr && job->assignment().job_id() == cmd.cancel_job_id()) {
@@ -361,8 +378,13 @@ void Daemon::Release(const v1::Assignment& a) {
 // Tells the coordinator how this rank's part ended; on failure, with the peers whose links
 // broke or never came up (from `transport`, when there is one), so the coordinator can find the
 // root cause rather than blame this rank.
-void Daemon::Report(const v1::Assignment& a, const Status& st, const TcpTransport* transport) {
+void Daemon::Report(const v1::Assignment& a, const Status& st, const TcpTransport* transport,
+                    const v1::CommitState* awaiting) {
   v1::ReportResultRequest req;
+  if (awaiting != nullptr) {
+    req.set_awaiting_recovery(true);
+    *req.mutable_commit() = *awaiting;
+  }
   req.set_worker_id(WorkerId());
   req.set_job_id(a.job_id());
   req.set_rank(a.rank());
@@ -373,7 +395,8 @@ void Daemon::Report(const v1::Assignment& a, const Status& st, const TcpTranspor
     for (int g : transport->BrokenPeers()) req.add_unreachable_peers(g);
     for (int g : transport->UnconnectedPeers()) req.add_unreachable_peers(g);
   }
-  Log("%s: %s", a.job_id(), st.ok() ? std::string("done") : st.ToString());
+  Log("%s: %s", a.job_id(), st.ok() ? std::string("done")
+                                     : st.ToString() + (awaiting != nullptr ? " (waiting to recover in place)" : ""));
   // Retried while no coordinator answers (one may be restarting), up to the grace: the result
   // is what the coordinator waits for to end the job.
   const auto give_up = std::chrono::steady_clock::now() + options_.coordinator_grace;
@@ -440,21 +463,49 @@ void Daemon::RunJob(HeldJob& job) {
     *batch.add_steps() = r.summary;
     return telemetry->Put(std::move(batch));  // the coordinator's refusal stops the rank
   };
-  Status st = rank.Run(
-      [&](const v1::Assignment&) -> Result<TcpTransport*> {
-        if (a.start_step() > 0) Log("%s: resumed from the checkpoint of step %s", a.job_id(), std::to_string(a.start_step() - 1));
-        TcpTransportOptions topt;
-        topt.session = RankRun::DataSession(a);
-        {
-          std::lock_guard<std::mutex> lock(port_mu_);
-          port_held_.reset();
-        }
-        auto listening = TcpTransport::Listen(options_.data_host, data_port_, topt);
-        if (!listening.ok()) return listening.status();
-        transport = std::move(listening).value();
-        return transport.get();
-      },
-      callbacks);
+  // Data planes of earlier recovery generations, shut down, kept until the job is over (a
+  // background reduction of the step abandoned may still hold one).
+  std::vector<std::unique_ptr<TcpTransport>> old_transports;
+  const TransportSource source = [&](const v1::Assignment& current) -> Result<TcpTransport*> {
+    if (current.has_recovery()) {
+      Log("%s: resuming in place at step %s", a.job_id(), std::to_string(current.recovery().resume_step()));
+    } else if (a.start_step() > 0) {
+      Log("%s: resumed from the checkpoint of step %s", a.job_id(), std::to_string(a.start_step() - 1));
+    }
+    TcpTransportOptions topt;
+    topt.session = RankRun::DataSession(current);
+    {
+      std::lock_guard<std::mutex> lock(port_mu_);
+      port_held_.reset();
+    }
+    if (transport != nullptr) {
+      transport->Shutdown();  // frees the data port
+      old_transports.push_back(std::move(transport));
+    }
+    auto listening = TcpTransport::Listen(options_.data_host, data_port_, topt);
+    if (!listening.ok()) return listening.status();
+    transport = std::move(listening).value();
+    return transport.get();
+  };
+  Status st = rank.Run(source, callbacks);
+  // In-place recovery: a rank of a job that recovers a lost rank in place, stopped by its broken
+  // data plane or the coordinator's halt, keeps its state, says where it stands, and resumes when
+  // the coordinator says so (or ends as any failed rank when no recovery comes).
+  while (!st.ok() && jobplan::RunsStepCommit(a.spec()) && rank.executor() != nullptr && !job.cancelled() &&
+         (job.halted() || st.code() == Code::kUnavailable)) {
+    const v1::CommitState commit = rank.executor()->commit_state();
+    Report(a, st, transport.get(), &commit);
+    if (transport != nullptr) transport->Shutdown();  // every peer sees this rank stop
+    std::optional<v1::Recovery> recovery = job.WaitRecovery(std::chrono::steady_clock::now() + kRecoveryWait);
+    if (!recovery.has_value()) {
+      if (!job.cancelled()) st = Unavailable("no in-place recovery came within " + std::to_string(kRecoveryWait.count()) + " ms: " + st.message());
+      break;
+    }
+    st = rank.Resume(*recovery, source, callbacks);
+    if (recovery->state_to_size() > 0) {
+      Log("%s: streamed %s bytes of state to the spare", a.job_id(), std::to_string(rank.state_bytes_moved()));
+    }
+  }
   if (telemetry != nullptr && telemetry->coordinator_away()) {
     Log("%s: its run ended; %s telemetry batch(es) wait for the coordinator", a.job_id(),
         std::to_string(telemetry->waiting()));

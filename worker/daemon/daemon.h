@@ -112,7 +112,9 @@ class Daemon {
   void HoldJob(const std::shared_ptr<HeldJob>& job);
   void RunJob(HeldJob& job);
   void Release(const v1::Assignment& a);
-  void Report(const v1::Assignment& a, const Status& st, const TcpTransport* transport);
+  // `awaiting`: the rank stopped for an in-place recovery and waits for it, standing there.
+  void Report(const v1::Assignment& a, const Status& st, const TcpTransport* transport,
+              const v1::CommitState* awaiting = nullptr);
   // Fencing: notes `epoch` and says whether it is current (not below the highest seen; 0, from a
   // coordinator that sends none, is current).
   bool CurrentEpoch(uint64_t epoch);

@@ -8,6 +8,38 @@ void HeldJob::Cancel(const std::string& why) {
   cancelled_ = true;
   if (executor_ != nullptr) executor_->Cancel();
   if (transport_ != nullptr) transport_->Shutdown();  // wakes Connect and every Recv
+  recovery_cv_.notify_all();
+}
+
+void HeldJob::Halt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) return;
+  halted_ = true;
+  if (executor_ != nullptr) executor_->Cancel();
+  if (transport_ != nullptr) transport_->Shutdown();
+}
+
+bool HeldJob::halted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return halted_;
+}
+
+void HeldJob::Recover(v1::Recovery recovery) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (recovery.generation() <= generation_) return;  // one already taken (a command sent again)
+  recovery_ = std::move(recovery);
+  recovery_cv_.notify_all();
+}
+
+std::optional<v1::Recovery> HeldJob::WaitRecovery(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  recovery_cv_.wait_until(lock, deadline, [&] { return cancelled_ || recovery_.has_value(); });
+  if (cancelled_ || !recovery_.has_value()) return std::nullopt;
+  std::optional<v1::Recovery> out = std::move(recovery_);
+  recovery_.reset();
+  generation_ = out->generation();
+  halted_ = false;
+  return out;
 }
 
 bool HeldJob::StopGracefully() {

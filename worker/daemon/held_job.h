@@ -8,7 +8,10 @@
 #ifndef PIPECOORD_WORKER_DAEMON_HELD_JOB_H_
 #define PIPECOORD_WORKER_DAEMON_HELD_JOB_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "proto/worker.pb.h"
@@ -44,6 +47,16 @@ class HeldJob {
   // True when the job should end without a report or a release (see StopGracefully).
   bool quiet() const;
 
+  // In-place recovery of a lost rank (jobs with jobplan::RunsStepCommit). Halt: the coordinator
+  // stops the run at once to take a lost rank over: the executor stops and the data plane closes,
+  // but the rank's state stays (not a cancel). Recover: the coordinator's resume for this job
+  // (its generation once). WaitRecovery: the job's thread waits for it until a cancel or
+  // `deadline`, and takes it (nullopt: none came).
+  void Halt();
+  bool halted() const;
+  void Recover(v1::Recovery recovery);
+  std::optional<v1::Recovery> WaitRecovery(std::chrono::steady_clock::time_point deadline);
+
   // Its links are closed and the release is on its way: the coordinator may hand the worker its
   // next job any moment, and that is no reason to stop this one.
   void MarkReleasing();
@@ -64,6 +77,10 @@ class HeldJob {
   bool quiet_ = false;
   bool releasing_ = false;
   int stop_after_ = -2;  // -2: none; else a coordinated stop step
+  std::condition_variable recovery_cv_;
+  bool halted_ = false;
+  int generation_ = 0;                      // the last recovery handed to WaitRecovery
+  std::optional<v1::Recovery> recovery_;    // a recovery not taken yet
   Transport* transport_ = nullptr;
   Executor* executor_ = nullptr;
 };

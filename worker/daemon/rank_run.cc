@@ -168,6 +168,9 @@ Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks
   if (a.has_recovery() && a.recovery().state_from() >= 0) {
     Status st = ReceiveState(*link, a.recovery().state_from(), a.recovery().resume_step());
     if (!st.ok()) return Status(st.code(), "taking over in place: " + st.message());
+    std::fprintf(stderr, "worker: rank %d: took over in place at step %d with %llu bytes of state from global rank %d\n",
+                 global, a.recovery().resume_step(), static_cast<unsigned long long>(state_bytes_),
+                 a.recovery().state_from());
   }
   BoundaryTransportContext context;
   context.rank = global;
