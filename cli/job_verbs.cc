@@ -349,6 +349,11 @@ int RunStatus(int argc, char** argv) {
     std::printf("restarts  %d of %d (this attempt from step %d; checkpointed on every rank: %s)\n", j.restarts(),
                 j.spec().max_restarts(), j.start_step(), saved.c_str());
   }
+  if (!j.recovering().empty()) std::printf("degraded  %s\n", j.recovering().c_str());
+  if (j.recoveries() > 0) {
+    std::printf("recovered %d lost rank(s) in place (no restart, no checkpoint read; events say how long each took)\n",
+                j.recoveries());
+  }
   if (j.steps_size() > 0) {
     const v1::StepRecord& first = j.steps(0);
     const v1::StepRecord& last = j.steps(j.steps_size() - 1);

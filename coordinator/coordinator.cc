@@ -370,6 +370,8 @@ Status Coordinator::ReleaseJob(const v1::ReleaseJobRequest& r) {
 
 void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::string& cause, int rank, bool restart) {
   j.adopting = false;
+  j.recovery.active = false;
+  j.job.clear_recovering();
   if (state == v1::FAILED && restart && j.job.restarts() < j.job.spec().max_restarts()) return RestartJobLocked(j, cause);
   j.job.set_state(state);
   if (state == v1::FAILED) {
@@ -469,6 +471,7 @@ bool Coordinator::RecoverInPlaceLocked(JobRecord& j, const std::string& worker, 
   j.recovery.began = Clock::now();
   j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(std::chrono::seconds(10), 2 * options_.lease);
   j.awaiting.erase(lost);
+  j.job.set_recovering(layout.Name(lost) + " lost (" + worker + "): being taken over by " + j.recovery.spare);
   // Every other rank stops where it is, keeping its state (those that reported stopped already).
   for (int g = 0; g < j.world(); ++g) {
     if (g == lost || j.awaiting.count(g) > 0) continue;
@@ -969,6 +972,7 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
     const RankLayout layout = jobplan::LayoutOf(j.job.spec());
     const int source = layout.AtDataRank(j.recovery.lost, (layout.DataRank(j.recovery.lost) + 1) % layout.dp());
     j.job.set_recoveries(j.job.recoveries() + 1);
+    j.job.clear_recovering();
     j.recovery.active = false;
     state_.PutJob(j.job, ids_);
     char text[64];

@@ -18,6 +18,7 @@ void JobRecord::ResetAttempt(int from_step) {
   drain_cancels = false;
   drained.clear();
   recovery = Recovery();
+  job.clear_recovering();
   awaiting.clear();
   generation = 0;
 }

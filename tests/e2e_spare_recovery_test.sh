@@ -86,6 +86,9 @@ else:
     assert any("no spare worker is free" in m and "the restart policy applies" in m for m in events), events[-6:]
 PY
     fail "$name: $(tail -5 "$WORK/$name-status.json")"
+  if [ "$spares" != 0 ]; then
+    "$PIPECTL" status "$job" | grep -q "^recovered 1 lost rank(s) in place" || fail "$name: pipectl status does not say it recovered"
+  fi
   if [ -n "$recovered_ms" ]; then
     echo "$name: kill -> recovered event seen after $((recovered_ms - killed_ms)) ms"
   fi

@@ -199,6 +199,7 @@ std::string JobDetailJson(const v1::Job& j, const health::HealthSnapshot& h) {
   if (layout.tp() > 1) w.Key("tp").Int(layout.tp());
   w.Key("steps_done").Int(j.steps_done()).Key("steps").Int(j.spec().steps());
   w.Key("failure_cause").String(j.failure_cause());
+  w.Key("recovering").String(j.recovering()).Key("recoveries").Int(j.recoveries()).Key("restarts").Int(j.restarts());
   w.Key("predicted_bubble_rate").Number(j.plan().predicted_bubble_rate());
   w.Key("clip_grad_norm").Number(j.spec().optimizer().clip_grad_norm());
   w.Key("health").BeginObject().Key("enabled").Bool(h.enabled);

@@ -94,7 +94,7 @@ TEST(DashboardJsonTest, JobDetailExact) {
   h.budget_bytes = {1000};
   EXPECT_EQ(JobDetailJson(SmallJob(), h),
             "{\"id\":\"job-1\",\"name\":\"a\\u003cb\\u003e\\u0026\\\"c\\\"\",\"state\":\"RUNNING\","
-            "\"schedule\":\"1f1b\",\"pp\":2,\"dp\":1,\"steps_done\":1,\"steps\":4,\"failure_cause\":\"\","
+            "\"schedule\":\"1f1b\",\"pp\":2,\"dp\":1,\"steps_done\":1,\"steps\":4,\"failure_cause\":\"\",\"recovering\":\"\",\"recoveries\":0,\"restarts\":0,"
             "\"predicted_bubble_rate\":0.25,\"clip_grad_norm\":0,"
             "\"health\":{\"enabled\":true,\"seconds_per_cost\":0.25,\"predicted_step_s\":1.5,"
             "\"hang_deadline_s\":null,\"probes_checked\":2},"

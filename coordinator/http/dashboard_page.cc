@@ -338,13 +338,16 @@ function showCurves(job) {
 
 function showJob(job) {
   document.getElementById('job-id').textContent = job.id;
-  document.getElementById('job-state').textContent = job.state;
+  document.getElementById('job-state').textContent =
+      job.state + (job.recovering ? ' (degraded: ' + job.recovering + ')' : '');
   const n = job.series.step.length;
   document.getElementById('job-summary').textContent =
       job.schedule + ', pp ' + job.pp + ', dp ' + job.dp + ', step ' + job.steps_done + '/' + job.steps +
       (n ? ', step time ' + (job.series.step_time_s[n - 1] * 1e3).toFixed(2) + ' ms, bubble measured ' +
            job.series.bubble[n - 1].toFixed(3) : '') +
       ', predicted ' + job.predicted_bubble_rate.toFixed(3) + ', probes checked ' + job.health.probes_checked +
+      (job.recoveries ? ', lost ranks recovered in place ' + job.recoveries : '') +
+      (job.restarts ? ', restarts ' + job.restarts : '') +
       (job.failure_cause ? ', failure: ' + job.failure_cause : '');
   showCurves(job);
   showTimeline(job);

@@ -86,7 +86,9 @@ Status Daemon::Run() {
     if (st.error_code() == grpc::StatusCode::NOT_FOUND) RegisterWithRetry();  // lease lost
     std::this_thread::sleep_for(kCommandsRetry);
   }
-  // A job started just before the stop was seen is told too.
+  // A job started just before the stop was seen is told too, once StopWatch's drain was answered
+  // (its Drain call has a 5 s deadline).
+  for (int i = 0; i < 400 && !stop_told_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (std::shared_ptr<HeldJob> job = Held(); job != nullptr) job->StopGracefully();
   const auto grace_end = std::chrono::steady_clock::now() + options_.shutdown_grace;
   while (Held() != nullptr && std::chrono::steady_clock::now() < grace_end) {
@@ -130,6 +132,7 @@ void Daemon::StopWatch() {
       job->StopAfter(resp.stop_after_step());
       Log("shutting down: every rank of %s stops after step %s and checkpoints it", a.job_id(),
           std::to_string(resp.stop_after_step()));
+      stop_told_ = true;
       return;
     }
   }
@@ -138,6 +141,7 @@ void Daemon::StopWatch() {
                               : "shutting down: leaving %s before it started (it goes back to the queue)",
         job->assignment().job_id());
   }
+  stop_told_ = true;
 }
 
 std::string Daemon::WorkerId() {

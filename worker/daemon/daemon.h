@@ -142,6 +142,10 @@ class Daemon {
   grpc::ClientContext* commands_ctx_ = nullptr;
   std::thread job_thread_;
   std::atomic<bool> draining_{true};  // heartbeats go on until the last job has stopped
+  // StopWatch has told the held job how to stop (the coordinator's drain step, or its own step):
+  // Run waits for it before its own catch-all stop, which would otherwise stop the job after its
+  // current step while the drain's answer (a later step, the same for every rank) is on its way.
+  std::atomic<bool> stop_told_{false};
 };
 
 }  // namespace pipecoord::worker

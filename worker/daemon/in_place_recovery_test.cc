@@ -111,10 +111,21 @@ TEST_P(InPlaceRecoveryTest, ASpareTakesOverTheLostRankBitForBit) {
   std::mutex mu;
   std::vector<std::map<int, v1::StepSummary>> reported(world);  // by rank, step (each once)
   int repeats = 0;
+  // The lost rank may have reported a step whose commit no survivor passed (its last chunks died
+  // with it): the spare computes it again, bit for bit (the coordinator keeps the first record).
+  int lost_repeats = 0;
   auto report_to = [&](int g) {
     return [&, g](StepReport&& r) {
       std::lock_guard<std::mutex> lock(mu);
-      if (!reported[g].emplace(r.summary.step(), r.summary).second) ++repeats;
+      auto [it, fresh] = reported[g].emplace(r.summary.step(), r.summary);
+      if (fresh) return Status::Ok();
+      if (g != c.lost) {
+        ++repeats;
+      } else {
+        ++lost_repeats;
+        EXPECT_EQ(it->second.has_loss(), r.summary.has_loss());
+        EXPECT_EQ(it->second.loss(), r.summary.loss()) << "step " << r.summary.step() << " computed again differs";
+      }
       return Status::Ok();
     };
   };
@@ -166,8 +177,10 @@ TEST_P(InPlaceRecoveryTest, ASpareTakesOverTheLostRankBitForBit) {
     EXPECT_TRUE(s.committed_step() == committed || (s.committed_step() == committed - 1 && s.prepared_step() == committed))
         << "global rank " << g << ": " << s.ShortDebugString();
   }
+  // The step in flight when the rank died, or the one before it when the rank died just past a
+  // commit no survivor passed.
   const int resume = committed + 1;
-  EXPECT_GE(resume, c.step) << "a commit was lost";
+  EXPECT_GE(resume, c.step - 1);
   EXPECT_LE(resume, c.step + 1);
 
   // Phase 2: a new data plane; the spare gets the lost rank's state from its replica.
@@ -211,7 +224,8 @@ TEST_P(InPlaceRecoveryTest, ASpareTakesOverTheLostRankBitForBit) {
   }
   for (auto& t : threads) t.join();
   for (int g = 0; g < world; ++g) EXPECT_TRUE(second[g].ok()) << "global rank " << g << ": " << second[g].ToString();
-  EXPECT_EQ(repeats, 0) << "a step was reported twice by one rank";
+  EXPECT_EQ(repeats, 0) << "a step was reported twice by a rank that was not lost";
+  EXPECT_LE(lost_repeats, 1);
   EXPECT_GT(ranks[c.lost]->state_bytes_moved(), 0u);
   EXPECT_EQ(ranks[c.lost]->state_bytes_moved(), ranks[source]->state_bytes_moved());
 

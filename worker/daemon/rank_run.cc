@@ -151,8 +151,16 @@ Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks
   backend_ = std::move(backend).value();
   // A restart resumes from this rank's checkpoint in the (shared) checkpoint dir.
   // A spare (a.recovery) gets its state from its replica once connected, not from a checkpoint.
+  const auto load_start = std::chrono::steady_clock::now();
   auto checkpoints = PrepareCheckpoints(a, global, options_.checkpoint_dir, backend_.get(), !a.has_recovery());
   if (!checkpoints.ok()) return checkpoints.status();
+  if (a.start_step() > 0 && !a.has_recovery()) {
+    uint64_t bytes = 0;
+    for (const StateTensor& t : backend_->CheckpointState()) bytes += t.data.size_bytes();
+    std::fprintf(stderr, "worker: rank %d: loaded the checkpoint of step %d: %llu bytes of state in %.3f s\n", global,
+                 a.start_step() - 1, static_cast<unsigned long long>(bytes),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+  }
   checkpoints_ = std::move(checkpoints).value();
   auto transport = source(a);
   if (!transport.ok()) return transport.status();
@@ -166,11 +174,13 @@ Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks
   }
   PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, DataSession(a), options_.connect_timeout));
   if (a.has_recovery() && a.recovery().state_from() >= 0) {
+    const auto receive_start = std::chrono::steady_clock::now();
     Status st = ReceiveState(*link, a.recovery().state_from(), a.recovery().resume_step());
     if (!st.ok()) return Status(st.code(), "taking over in place: " + st.message());
-    std::fprintf(stderr, "worker: rank %d: took over in place at step %d with %llu bytes of state from global rank %d\n",
+    std::fprintf(stderr, "worker: rank %d: took over in place at step %d: %llu bytes of state from global rank %d in %.3f s\n",
                  global, a.recovery().resume_step(), static_cast<unsigned long long>(state_bytes_),
-                 a.recovery().state_from());
+                 a.recovery().state_from(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - receive_start).count());
   }
   BoundaryTransportContext context;
   context.rank = global;
