@@ -1,0 +1,215 @@
+// The coordinator's side of in-place recovery (docs/operations.md, "A lost rank"), driven
+// directly: who is halted, when the spare gets its assignment, where the job resumes, how the lost
+// rank's step records are completed, and when it does not recover in place and why.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "coordinator/coordinator.h"
+#include "jobplan/layout.h"
+#include "jobplan/tiny_spec_for_tests.h"
+
+namespace pipecoord::coordinator {
+namespace {
+
+v1::RegisterRequest WorkerAt(int port) {
+  v1::RegisterRequest r;
+  r.set_device_kind("cpu");
+  r.set_host("localhost");
+  r.set_data_endpoint("127.0.0.1:" + std::to_string(port));
+  return r;
+}
+
+// A pp 2 x dp 2 job on four of `workers` registered workers, with helpers acting as their daemons.
+struct Cluster {
+  Coordinator c;
+  std::vector<std::string> workers;
+  std::string job;
+  std::map<std::string, v1::Assignment> assigned;  // by worker
+  explicit Cluster(int n, int dp = 2) {
+    for (int i = 0; i < n; ++i) workers.push_back(c.Register(WorkerAt(7000 + i))->worker_id());
+    v1::JobSpec spec = jobplan::TinySpec(2);
+    spec.set_dp(dp);
+    spec.set_steps(10);
+    job = c.SubmitJob(spec)->job_id();
+    for (const std::string& w : workers) Drain(w);
+  }
+  v1::Job Job() { return *c.GetJob(job); }
+  std::string WorkerOf(int g) { return Job().worker_ids(g); }
+  // The worker's queued commands (assignments remembered).
+  std::vector<v1::WorkerCommand> Drain(const std::string& w) {
+    std::vector<v1::WorkerCommand> out;
+    EXPECT_TRUE(c.WaitCommands(w, &out, Clock::now() + std::chrono::milliseconds(5)).ok());
+    for (const auto& cmd : out) {
+      if (cmd.has_assign()) assigned[w] = cmd.assign();
+    }
+    return out;
+  }
+  // Global rank g reports step `step` (the head ranks a loss).
+  void Step(int g, int step, double loss) {
+    const RankLayout layout = jobplan::LayoutOf(Job().spec());
+    v1::TelemetryBatch b;
+    b.set_worker_id(WorkerOf(g));
+    b.set_job_id(job);
+    b.set_rank(layout.PipelineRank(g));
+    b.set_dp_rank(layout.DataRank(g));
+    b.set_session(Job().session());
+    auto* t = b.add_actions();
+    t->mutable_action()->set_op(v1::F);
+    t->set_step(step);
+    t->set_start_ns(1000 + step * 10000);
+    t->set_end_ns(2000 + step * 10000);
+    auto* s = b.add_steps();
+    s->set_step(step);
+    if (layout.PipelineRank(g) == 1) {
+      s->set_loss(loss);
+      s->set_has_loss(true);
+    }
+    v1::TelemetryAck ack;
+    Status st = c.IngestTelemetry(b, &ack);
+    EXPECT_TRUE(st.ok()) << "rank " << g << " step " << step << ": " << st.ToString();
+  }
+  // Global rank g stopped for the recovery, standing at `commit`.
+  Status Stopped(int g, const v1::CommitState& commit, std::vector<int> unreachable = {}) {
+    const RankLayout layout = jobplan::LayoutOf(Job().spec());
+    v1::ReportResultRequest r;
+    r.set_worker_id(WorkerOf(g));
+    r.set_job_id(job);
+    r.set_rank(layout.PipelineRank(g));
+    r.set_session(Job().session());
+    r.set_ok(false);
+    r.set_message("UNAVAILABLE: link to peer broke");
+    r.set_awaiting_recovery(true);
+    *r.mutable_commit() = commit;
+    for (int u : unreachable) r.add_unreachable_peers(u);
+    return c.ReportResult(r);
+  }
+  bool HasEvent(const std::string& part) {
+    const v1::Job j = Job();
+    for (const auto& e : j.events()) {
+      if (e.message().find(part) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+v1::CommitState Commit(int committed, int prepared = -1, int in_flight = -1) {
+  v1::CommitState c;
+  c.set_committed_step(committed);
+  c.set_prepared_step(prepared);
+  c.set_in_flight_step(in_flight);
+  return c;
+}
+
+TEST(InPlaceRecoveryTest, ASpareTakesTheLostRankOnceEverySurvivorStopped) {
+  Cluster k(5);
+  ASSERT_EQ(k.Job().state(), v1::RUNNING);
+  std::string spare;
+  for (const std::string& w : k.workers) {
+    if (k.assigned.count(w) == 0) spare = w;
+  }
+  ASSERT_FALSE(spare.empty());
+  const int lost = 3;  // the head of replica 1
+  const std::string lost_worker = k.WorkerOf(lost);
+  for (int step = 0; step < 2; ++step) {
+    for (int g = 0; g < 4; ++g) k.Step(g, step, 4.0 + g + step);
+  }
+  for (int g = 0; g < 3; ++g) k.Step(g, 2, 2.0);  // the lost rank never told step 2
+  ASSERT_EQ(k.Job().steps_done(), 2);
+  // Rank 2 (its pipeline neighbour) saw the link break; it passed step 2's commit and knows the
+  // lost rank's loss of it.
+  v1::CommitState at2 = Commit(2, -1, 3);
+  v1::CommitLosses* l = at2.add_losses();
+  l->set_step(2);
+  l->add_global_rank(1);
+  l->add_loss(2.0);
+  l->add_global_rank(3);
+  l->add_loss(3.25);
+  ASSERT_TRUE(k.Stopped(2, at2, {lost}).ok());
+  ASSERT_TRUE(k.c.Deregister(lost_worker).ok());  // the lost worker's end, as a lease loss would be
+  EXPECT_TRUE(k.HasEvent("lost rank 1 (dp 1)"));
+  EXPECT_TRUE(k.HasEvent("taking it over in place on spare worker " + spare));
+  EXPECT_EQ(k.WorkerOf(lost), spare);
+  EXPECT_NE(k.Job().recovering(), "");
+  // The ranks that had not stopped are halted; the spare waits for where to resume.
+  for (int g : {0, 1}) {
+    auto cmds = k.Drain(k.WorkerOf(g));
+    ASSERT_EQ(cmds.size(), 1u) << "global rank " << g;
+    EXPECT_TRUE(cmds[0].has_halt());
+  }
+  EXPECT_TRUE(k.Drain(k.WorkerOf(2)).empty());
+  EXPECT_TRUE(k.Drain(spare).empty());
+  // Rank 0 waited in step 2's commit (rank 2 passed it: it applies step 2); rank 1 passed it.
+  ASSERT_TRUE(k.Stopped(0, Commit(1, 2, 2)).ok());
+  EXPECT_TRUE(k.Drain(spare).empty());
+  ASSERT_TRUE(k.Stopped(1, Commit(2, -1, 3)).ok());
+  // Step 2 is complete: the lost rank's record from the commit, its loss with it.
+  v1::Job j = k.Job();
+  ASSERT_EQ(j.steps_done(), 3);
+  EXPECT_DOUBLE_EQ(j.steps(2).loss(), (2.0 + 3.25) / 2);
+  auto spare_cmds = k.Drain(spare);
+  ASSERT_EQ(spare_cmds.size(), 1u);
+  ASSERT_TRUE(spare_cmds[0].has_assign());
+  const v1::Assignment& a = spare_cmds[0].assign();
+  EXPECT_EQ(a.start_step(), 3);
+  EXPECT_EQ(a.recovery().resume_step(), 3);
+  EXPECT_EQ(a.recovery().state_from(), 1);  // replica 0's rank of the same stage
+  EXPECT_EQ(a.dp_rank(), 1);
+  EXPECT_EQ(a.rank(), 1);
+  EXPECT_EQ(a.session(), j.session());  // the same attempt
+  for (int g = 0; g < 3; ++g) {
+    auto cmds = k.Drain(k.WorkerOf(g));
+    ASSERT_EQ(cmds.size(), 1u);
+    ASSERT_TRUE(cmds[0].has_recover()) << "global rank " << g;
+    const v1::Recovery& r = cmds[0].recover().recovery();
+    EXPECT_EQ(r.resume_step(), 3);
+    EXPECT_EQ(r.generation(), a.recovery().generation());
+    EXPECT_EQ(r.peers(lost).data_endpoint(), a.peers(lost).data_endpoint());
+    EXPECT_EQ(r.state_to_size(), g == 1 ? 1 : 0);
+  }
+  EXPECT_TRUE(k.HasEvent("every rank resumes at step 3"));
+  // The first step after it ends the recovery.
+  for (int g = 0; g < 4; ++g) k.Step(g, 3, 1.0);
+  j = k.Job();
+  EXPECT_EQ(j.steps_done(), 4);
+  EXPECT_EQ(j.recoveries(), 1);
+  EXPECT_EQ(j.restarts(), 0);
+  EXPECT_EQ(j.recovering(), "");
+  EXPECT_EQ(j.state(), v1::RUNNING);
+  EXPECT_TRUE(k.HasEvent("recovered rank 1 (dp 1) on worker " + spare + " from replica 0 in "));
+  EXPECT_TRUE(k.HasEvent("; 1 step recomputed, no checkpoint read"));
+}
+
+TEST(InPlaceRecoveryTest, WithoutASpareTheRestartPolicyAppliesAndTheEventSaysWhy) {
+  Cluster k(4);
+  for (int g = 0; g < 4; ++g) k.Step(g, 0, 1.0);
+  ASSERT_TRUE(k.c.Deregister(k.WorkerOf(3)).ok());
+  EXPECT_TRUE(k.HasEvent("not recovering rank 1 (dp 1) in place: no spare worker is free"));
+  EXPECT_EQ(k.Job().state(), v1::FAILED);  // spec.maxRestarts 0
+  EXPECT_EQ(k.Job().recoveries(), 0);
+}
+
+TEST(InPlaceRecoveryTest, OneReplicaHoldsNoCopyOfTheLostState) {
+  Cluster k(3, /*dp=*/1);
+  for (int g = 0; g < 2; ++g) k.Step(g, 0, 1.0);
+  ASSERT_TRUE(k.c.Deregister(k.WorkerOf(1)).ok());
+  EXPECT_TRUE(k.HasEvent("not recovering rank 1 (dp 0) in place: dp 1: no data-parallel replica holds the lost rank's state"));
+  EXPECT_EQ(k.Job().state(), v1::FAILED);
+}
+
+TEST(InPlaceRecoveryTest, SurvivorsTwoCommitsApartFailTheAttempt) {
+  Cluster k(5);
+  for (int g = 0; g < 4; ++g) k.Step(g, 0, 1.0);
+  ASSERT_TRUE(k.c.Deregister(k.WorkerOf(3)).ok());
+  ASSERT_TRUE(k.Stopped(0, Commit(4)).ok());
+  ASSERT_TRUE(k.Stopped(1, Commit(4)).ok());
+  ASSERT_TRUE(k.Stopped(2, Commit(2)).ok());  // impossible with the commit: not resumed
+  EXPECT_EQ(k.Job().state(), v1::FAILED);
+  EXPECT_NE(k.Job().failure_cause().find("in-place recovery of rank 1 (dp 1): rank 0 (dp 1) committed step 2"),
+            std::string::npos)
+      << k.Job().failure_cause();
+}
+
+}  // namespace
+}  // namespace pipecoord::coordinator
