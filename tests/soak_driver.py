@@ -214,7 +214,7 @@ def main():
     kill_words = [re.escape(w) for w in sorted(cluster.killed_ids)]
     by_kill = re.compile("|".join(kill_words))
     undelivered = re.compile(r"^back in the queue \(the coordinator restarted before worker worker-\d+ got its assignment")
-    counts = {"SUCCEEDED": 0, "FAILED": 0, "restarts": 0, "requeues": 0}
+    counts = {"SUCCEEDED": 0, "FAILED": 0, "restarts": 0, "requeues": 0, "in place": 0}
     for job_id in submitted:
         job = client.get(job_id)
         spec = specs[job_id]
@@ -229,6 +229,13 @@ def main():
                 if not by_kill.search(e):
                     fail("%s (%s): a restart or requeue not caused by a kill: %r" % (job_id, spec["name"], e))
                 counts["restarts" if e.startswith("restarting") else "requeues"] += 1
+            if e.startswith("lost ") and "taking it over in place" in e and not by_kill.search(e):
+                fail("%s (%s): a rank taken over in place not lost to a kill: %r" % (job_id, spec["name"], e))
+        # Each recovery in place ended with its event (a lost rank of a dp 2 job, a spare free).
+        recovered = sum(1 for e in events if e.startswith("recovered ") and "no checkpoint read" in e)
+        if recovered != job.recoveries:
+            fail("%s: %d recoveries counted, %d recovered events: %s" % (job_id, job.recoveries, recovered, events))
+        counts["in place"] += job.recoveries
         if job.state == "SUCCEEDED":
             if job.steps_done != spec["steps"] or [r.step for r in job.steps] != list(range(spec["steps"])):
                 fail("%s (%s, pp %d dp %d): SUCCEEDED with %d of %d steps, step records %s; events: %s"
@@ -278,11 +285,13 @@ def main():
     cluster.stop()
     hit_jobs = sorted({j for running in hits.values() for j in running})
     print("soak: %d jobs (seed %d) in %.0f s: %d SUCCEEDED, %d FAILED (each by a kill, no restarts left); "
-          "%d restarts and %d requeues, each caused by a kill; jobs running at the kills: %s; "
+          "%d restarts and %d requeues, each caused by a kill; %d lost rank(s) recovered in place; "
+          "jobs running at the kills: %s; "
           "0 session mismatches; 4 workers free at the end; %d job(s) rode out the coordinator's restart, "
           "all SUCCEEDED with no restart"
           % (len(submitted), SEED, time.time() - t0, counts["SUCCEEDED"], counts["FAILED"], counts["restarts"],
-             counts["requeues"], ", ".join("%s %d" % (k, len(v)) for k, v in hits.items()), len(rode)))
+             counts["requeues"], counts["in place"], ", ".join("%s %d" % (k, len(v)) for k, v in hits.items()),
+             len(rode)))
     print("soak: jobs running at the kills: %s" % ", ".join(hit_jobs))
 
 
