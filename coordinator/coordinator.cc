@@ -453,25 +453,60 @@ bool Coordinator::RecoverInPlaceLocked(JobRecord& j, const std::string& worker, 
       break;
     }
   }
+  // No spare: one replica fewer at the same global batch (dp x m samples per micro-batch size),
+  // when the micro-batches divide over the replicas left and the new plan fits their workers.
+  v1::JobSpec shrunk;
+  v1::Plan shrunk_plan;
   if (spare == nullptr) {
-    return refuse("no spare worker is free (going on with one replica fewer is not implemented)");
+    const int dp = layout.dp(), m = spec.microbatches();
+    if ((dp * m) % (dp - 1) != 0) {
+      return refuse("no spare worker is free, and the " + std::to_string(dp * m) + " micro-batches of a step do not divide over " +
+                    std::to_string(dp - 1) + " replica(s)");
+    }
+    shrunk = spec;
+    shrunk.set_dp(dp - 1);
+    shrunk.set_microbatches(dp * m / (dp - 1));
+    if (Status st = jobplan::ValidateJobSpec(shrunk); !st.ok()) {
+      return refuse("no spare worker is free, and one replica fewer is not a valid job: " + st.message());
+    }
+    auto plan = jobplan::PlanJob(shrunk);
+    if (!plan.ok()) return refuse("no spare worker is free, and one replica fewer cannot be planned: " + plan.status().message());
+    shrunk_plan = std::move(plan).value();
+    uint64_t shrunk_need = 0;
+    for (uint64_t b : shrunk_plan.memory_budget_bytes()) shrunk_need = std::max(shrunk_need, b);
+    for (int g = 0; g < j.world(); ++g) {
+      if (layout.DataRank(g) == layout.DataRank(lost)) continue;
+      const RegisteredWorker* w = workers_.Find(j.job.worker_ids(g));
+      const uint64_t offered = w != nullptr ? w->info.device_memory_bytes() : 0;
+      if (offered > 0 && offered < shrunk_need) {
+        return refuse("no spare worker is free, and one replica fewer needs " + memory::FormatBytes(static_cast<int64_t>(shrunk_need)) +
+                      " per rank, more than " + j.job.worker_ids(g) + " offers");
+      }
+    }
   }
   // A lost worker still registered (blamed by its peers, not dead) is told to stop its part.
   workers_.Close(worker, j.job.id(), j.session, /*cancel=*/true);
-  workers_.Assign(*spare, j.job.id(), lost, layout, j.session);
-  j.job.set_worker_ids(lost, spare->info.worker_id());
-  j.monitor->SetDeviceMemory(lost, spare->info.device_memory_bytes());
+  if (spare != nullptr) {
+    workers_.Assign(*spare, j.job.id(), lost, layout, j.session);
+    j.job.set_worker_ids(lost, spare->info.worker_id());
+    j.monitor->SetDeviceMemory(lost, spare->info.device_memory_bytes());
+  }
   j.outcome = AttemptOutcome(j.world());  // the broken links were the lost rank's
   j.recovery = JobRecord::Recovery();
   j.recovery.active = true;
+  j.recovery.shrink = spare == nullptr;
+  j.recovery.shrunk_spec = std::move(shrunk);
+  j.recovery.shrunk_plan = std::move(shrunk_plan);
   j.recovery.lost = lost;
   j.recovery.lost_worker = worker;
-  j.recovery.spare = spare->info.worker_id();
+  j.recovery.lost_name = layout.Name(lost);
+  if (spare != nullptr) j.recovery.spare = spare->info.worker_id();
   j.recovery.why = why;
   j.recovery.began = Clock::now();
   j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(std::chrono::seconds(10), 2 * options_.lease);
   j.awaiting.erase(lost);
-  j.job.set_recovering(layout.Name(lost) + " lost (" + worker + "): being taken over by " + j.recovery.spare);
+  j.job.set_recovering(layout.Name(lost) + " lost (" + worker + "): " +
+                       (j.recovery.shrink ? "going on with one replica fewer" : "being taken over by " + j.recovery.spare));
   // Every other rank stops where it is, keeping its state (those that reported stopped already).
   for (int g = 0; g < j.world(); ++g) {
     if (g == lost || j.awaiting.count(g) > 0) continue;
@@ -484,9 +519,16 @@ bool Coordinator::RecoverInPlaceLocked(JobRecord& j, const std::string& worker, 
   }
   state_.PutJob(j.job, ids_);
   const int source = layout.AtDataRank(lost, (layout.DataRank(lost) + 1) % layout.dp());
-  RecordEventLocked(j, "lost " + layout.Name(lost) + " (" + why + "): taking it over in place on spare worker " +
-                           j.recovery.spare + " with the state of replica " + std::to_string(layout.DataRank(source)) +
-                           " (no checkpoint read, no restart counted)");
+  if (j.recovery.shrink) {
+    RecordEventLocked(j, "lost " + layout.Name(lost) + " (" + why + "): no spare worker is free; going on with one replica fewer: dp " +
+                             std::to_string(layout.dp()) + " -> " + std::to_string(j.recovery.shrunk_spec.dp()) + ", " +
+                             std::to_string(j.recovery.shrunk_spec.microbatches()) +
+                             " micro-batches per replica (the same global batch; no checkpoint read, no restart counted)");
+  } else {
+    RecordEventLocked(j, "lost " + layout.Name(lost) + " (" + why + "): taking it over in place on spare worker " +
+                             j.recovery.spare + " with the state of replica " + std::to_string(layout.DataRank(source)) +
+                             " (no checkpoint read, no restart counted)");
+  }
   ResumeInPlaceLocked(j);
   changed_.notify_all();
   return true;
@@ -517,32 +559,42 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
   const int resume = committed + 1;
   j.recovery.resume_step = resume;
   j.recovery.recomputes = recomputes;
-  // The lost rank's records of the steps it finished but never told: completed from the commits,
-  // which carried its loss to every rank (its timings and memory of those steps are lost).
-  if (j.order.open_step(lost) <= committed) {
+  // Records of committed steps a rank finished but never told (the lost rank's; with a shrink,
+  // any rank's, as the old layout ends here): completed from the commits, which carried every
+  // rank's loss (the timings and memory of those steps are lost).
+  auto complete = [&](int target) {
+    if (j.order.open_step(target) > committed) return;
     v1::TelemetryBatch b;
     b.set_job_id(j.job.id());
-    b.set_rank(layout.PipelineRank(lost));
-    b.set_dp_rank(layout.DataRank(lost));
-    b.set_tp_rank(layout.TensorRank(lost));
+    b.set_rank(layout.PipelineRank(target));
+    b.set_dp_rank(layout.DataRank(target));
+    b.set_tp_rank(layout.TensorRank(target));
     b.set_session(j.session);
-    for (int step = j.order.open_step(lost); step <= committed; ++step) {
+    for (int step = j.order.open_step(target); step <= committed; ++step) {
       v1::StepSummary* s = b.add_steps();
       s->set_step(step);
       for (const auto& [g, c] : j.awaiting) {
         for (const v1::CommitLosses& l : c.losses()) {
           if (l.step() != step) continue;
           for (int k = 0; k < l.global_rank_size(); ++k) {
-            if (l.global_rank(k) != lost) continue;
+            if (l.global_rank(k) != target) continue;
             s->set_loss(l.loss(k));
             s->set_has_loss(true);
           }
         }
       }
     }
-    Status st = j.order.Check(lost, b, spec.steps(), j.job.plan().ranks(b.rank()).actions_size());
-    if (st.ok()) st = AcceptBatchLocked(j, lost, b, /*health=*/false);
-    if (!st.ok()) RecordEventLocked(j, "the lost rank's records of steps up to " + std::to_string(committed) + ": " + st.message());
+    Status st = j.order.Check(target, b, spec.steps(), j.job.plan().ranks(b.rank()).actions_size());
+    if (st.ok()) st = AcceptBatchLocked(j, target, b, /*health=*/false);
+    if (!st.ok()) {
+      RecordEventLocked(j, layout.Name(target) + "'s records of steps up to " + std::to_string(committed) + ": " + st.message());
+    }
+  };
+  complete(lost);
+  if (j.recovery.shrink) {
+    for (int g = 0; g < j.world(); ++g) complete(g);
+    ShrinkLocked(j, resume);
+    return;
   }
   ++j.generation;
   v1::Recovery r;
@@ -581,6 +633,75 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
   j.monitor->Start(NowNs());  // the pause while the ranks stopped and reconnect is no hang
   RecordEventLocked(j, "every rank resumes at step " + std::to_string(resume) + " (steps before it are committed on all" +
                            (recomputes ? "; the step in flight runs again)" : ")"));
+  changed_.notify_all();
+}
+
+void Coordinator::ShrinkLocked(JobRecord& j, int resume) {
+  const RankLayout old_layout = jobplan::LayoutOf(j.job.spec());
+  const int lost = j.recovery.lost, lost_replica = old_layout.DataRank(lost);
+  const v1::JobSpec& spec = j.recovery.shrunk_spec;
+  const RankLayout layout = jobplan::LayoutOf(spec);
+  // Replicas after the lost one move down by one; the lost replica's other ranks are let go.
+  std::vector<std::string> workers(layout.world());
+  for (int g = 0; g < old_layout.world(); ++g) {
+    const int d = old_layout.DataRank(g);
+    if (d == lost_replica) {
+      if (g != lost) workers_.Close(j.job.worker_ids(g), j.job.id(), j.session, /*cancel=*/true);
+      continue;
+    }
+    workers[layout.Global({old_layout.PipelineRank(g), d < lost_replica ? d : d - 1, old_layout.TensorRank(g)})] =
+        j.job.worker_ids(g);
+  }
+  const std::string before = "dp " + std::to_string(old_layout.dp()) + " x " + std::to_string(j.job.spec().microbatches());
+  *j.job.mutable_spec() = spec;
+  *j.job.mutable_plan() = j.recovery.shrunk_plan;
+  j.job.clear_worker_ids();
+  for (const std::string& id : workers) j.job.add_worker_ids(id);
+  // The new layout's telemetry from the resume step on; its restart point is the checkpoint each
+  // rank saves there under its new global rank (none before it fits the new layout).
+  j.outcome = AttemptOutcome(layout.world());
+  j.order = TelemetryOrder(layout.world(), resume, layout.pp());
+  j.measuring = StepAggregator(layout.world());
+  j.last_checkpoint.assign(layout.world(), -1);
+  j.job.set_checkpointed_steps(0);
+  state_.PutCheckpointedSteps(j.job.id(), 0);
+  j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
+  j.monitor->Start(NowNs());
+  ++j.generation;
+  v1::Recovery r;
+  r.set_generation(j.generation);
+  r.set_resume_step(resume);
+  r.set_state_from(-1);
+  std::vector<std::string> endpoints;
+  for (int g = 0; g < layout.world(); ++g) {
+    const RegisteredWorker* w = workers_.Find(workers[g]);
+    endpoints.push_back(w != nullptr ? w->info.data_endpoint() : "");
+    v1::Peer* p = r.add_peers();
+    p->set_global_rank(g);
+    p->set_data_endpoint(endpoints.back());
+  }
+  for (int g = 0; g < layout.world(); ++g) {
+    RegisteredWorker* w = workers_.Find(workers[g]);
+    if (w == nullptr) continue;  // gone meanwhile: its lease loss fails the attempt
+    workers_.Assign(*w, j.job.id(), g, layout, j.session);
+    j.monitor->SetDeviceMemory(g, w->info.device_memory_bytes());
+    v1::WorkerCommand cmd;
+    v1::ResumeInPlace* ri = cmd.mutable_recover();
+    ri->set_job_id(j.job.id());
+    ri->set_session(j.session);
+    *ri->mutable_recovery() = r;
+    v1::Assignment* a = ri->mutable_reshaped();
+    *a = jobplan::BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
+    a->set_start_step(resume);
+    *a->mutable_recovery() = r;
+    w->commands.push_back(std::move(cmd));
+  }
+  j.awaiting.clear();
+  state_.PutJob(j.job, ids_);
+  RecordEventLocked(j, "every rank of the " + std::to_string(layout.dp()) + " replica(s) left resumes at step " + std::to_string(resume) +
+                           " in the new plan: " + before + " micro-batches -> dp " + std::to_string(layout.dp()) + " x " +
+                           std::to_string(spec.microbatches()) + (j.recovery.recomputes ? "; the step in flight runs again" : "") +
+                           "; the lost replica's workers are free (growing back is not implemented)");
   changed_.notify_all();
 }
 
@@ -821,6 +942,9 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
   if (w->info.job_id() != r.job_id() || w->info.rank() != r.rank() || w->session != j->session) {
     return PermissionDenied("worker " + r.worker_id() + " does not hold rank " + std::to_string(r.rank()) + " of " + r.job_id());
   }
+  // Its part is over (let go by a shrink, or a lost worker that is still alive): how it stopped
+  // changes nothing.
+  if (w->info.closing() || w->global_rank < 0 || w->global_rank >= j->world()) return Status::Ok();
   if (!r.ok() && r.awaiting_recovery()) {
     // A rank of a job that recovers in place stopped (its data plane broke, or a Halt) and keeps
     // its state: where it stands decides where the job resumes.
@@ -970,17 +1094,22 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
     // The first step after an in-place recovery is measured: the job is whole again.
     const double seconds = std::chrono::duration<double>(Clock::now() - j.recovery.began).count();
     const RankLayout layout = jobplan::LayoutOf(j.job.spec());
-    const int source = layout.AtDataRank(j.recovery.lost, (layout.DataRank(j.recovery.lost) + 1) % layout.dp());
     j.job.set_recoveries(j.job.recoveries() + 1);
     j.job.clear_recovering();
     j.recovery.active = false;
     state_.PutJob(j.job, ids_);
     char text[64];
     std::snprintf(text, sizeof text, "%.2f s", seconds);
-    RecordEventLocked(j, "recovered " + layout.Name(j.recovery.lost) + " on worker " + j.recovery.spare + " from replica " +
-                             std::to_string(layout.DataRank(source)) + " in " + text + "; " +
-                             (j.recovery.recomputes ? "1 step" : "no step") + " recomputed, no checkpoint read");
-    if (options_.metrics != nullptr) options_.metrics->Recovery(j.job.id(), "spare", seconds);
+    const std::string recomputed = std::string(j.recovery.recomputes ? "1 step" : "no step") + " recomputed, no checkpoint read";
+    if (j.recovery.shrink) {
+      RecordEventLocked(j, "recovered from the loss of " + j.recovery.lost_name + " by going on with dp " +
+                               std::to_string(layout.dp()) + " in " + text + "; " + recomputed);
+    } else {
+      const int source = layout.AtDataRank(j.recovery.lost, (layout.DataRank(j.recovery.lost) + 1) % layout.dp());
+      RecordEventLocked(j, "recovered " + j.recovery.lost_name + " on worker " + j.recovery.spare + " from replica " +
+                               std::to_string(layout.DataRank(source)) + " in " + text + "; " + recomputed);
+    }
+    if (options_.metrics != nullptr) options_.metrics->Recovery(j.job.id(), j.recovery.shrink ? "shrink" : "spare", seconds);
   }
 }
 
@@ -1003,6 +1132,9 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
                               " (restarted); the current one is " + std::to_string(j->session));
   }
   const int g = w->global_rank;
+  if (w->info.closing() || g < 0 || g >= j->world()) {
+    return FailedPrecondition("worker " + b.worker_id() + "'s part of " + b.job_id() + " is over: no more telemetry from it");
+  }
   // A batch of a step this rank already summarized was stored before: a worker sends again what
   // it could not see acknowledged (a coordinator restart cut its stream). Acknowledged (it is
   // stored), not stored or counted again.

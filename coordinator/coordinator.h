@@ -178,6 +178,10 @@ class Coordinator {
   // Once every other rank stopped: the resume step from their commit states, the lost rank's
   // step records completed up to it, the recover commands and the spare's assignment sent.
   void ResumeInPlaceLocked(JobRecord& job);
+  // No spare was free: the job goes on at `resume` with one replica fewer (JobRecord::Recovery's
+  // shrunk spec and plan): the lost replica's workers let go, the others' new places and plan
+  // sent, the telemetry and checks restarted for the new layout.
+  void ShrinkLocked(JobRecord& job, int resume);
   // A rank's batch that passed the order check: stored, accepted, measured; `health`: through
   // the online checks too (not for step records a recovery completes for a lost rank).
   Status AcceptBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);

@@ -181,11 +181,62 @@ TEST(InPlaceRecoveryTest, ASpareTakesTheLostRankOnceEverySurvivorStopped) {
   EXPECT_TRUE(k.HasEvent("; 1 step recomputed, no checkpoint read"));
 }
 
-TEST(InPlaceRecoveryTest, WithoutASpareTheRestartPolicyAppliesAndTheEventSaysWhy) {
+TEST(InPlaceRecoveryTest, WithoutASpareTheJobGoesOnWithOneReplicaFewer) {
   Cluster k(4);
-  for (int g = 0; g < 4; ++g) k.Step(g, 0, 1.0);
+  for (int step = 0; step < 2; ++step) {
+    for (int g = 0; g < 4; ++g) k.Step(g, step, 1.0 + step);
+  }
+  const std::string let_go = k.WorkerOf(2);  // the lost replica's other rank
+  const std::string w0 = k.WorkerOf(0), w1 = k.WorkerOf(1);
   ASSERT_TRUE(k.c.Deregister(k.WorkerOf(3)).ok());
-  EXPECT_TRUE(k.HasEvent("not recovering rank 1 (dp 1) in place: no spare worker is free"));
+  EXPECT_TRUE(k.HasEvent("no spare worker is free; going on with one replica fewer: dp 2 -> 1, 8 micro-batches per replica"));
+  for (int g = 0; g < 3; ++g) ASSERT_TRUE(k.Stopped(g, Commit(1, -1, 2)).ok());
+  v1::Job j = k.Job();
+  EXPECT_EQ(j.spec().dp(), 1);
+  EXPECT_EQ(j.spec().microbatches(), 8);
+  ASSERT_EQ(j.worker_ids_size(), 2);
+  EXPECT_EQ(j.worker_ids(0), w0);
+  EXPECT_EQ(j.worker_ids(1), w1);
+  EXPECT_EQ(j.steps_done(), 2);
+  for (int g = 0; g < 2; ++g) {
+    auto cmds = k.Drain(j.worker_ids(g));
+    ASSERT_FALSE(cmds.empty());
+    ASSERT_TRUE(cmds.back().has_recover());
+    const v1::Assignment& a = cmds.back().recover().reshaped();
+    EXPECT_EQ(a.rank(), g);
+    EXPECT_EQ(a.dp_rank(), 0);
+    EXPECT_EQ(a.start_step(), 2);
+    EXPECT_EQ(a.spec().dp(), 1);
+    EXPECT_EQ(a.peers_size(), 2);
+    EXPECT_EQ(a.recovery().resume_step(), 2);
+    EXPECT_EQ(a.session(), j.session());
+  }
+  bool cancelled = false;
+  for (const auto& cmd : k.Drain(let_go)) cancelled = cancelled || cmd.cancel_job_id() == k.job;
+  EXPECT_TRUE(cancelled);
+  // The let-go worker's last words change nothing.
+  v1::ReportResultRequest late;
+  late.set_worker_id(let_go);
+  late.set_job_id(k.job);
+  late.set_rank(0);
+  late.set_session(j.session());
+  late.set_message("stopped: cancelled by the coordinator");
+  EXPECT_TRUE(k.c.ReportResult(late).ok());
+  EXPECT_EQ(k.Job().state(), v1::RUNNING);
+  for (int g = 0; g < 2; ++g) k.Step(g, 2, 0.5);
+  j = k.Job();
+  EXPECT_EQ(j.steps_done(), 3);
+  EXPECT_EQ(j.recoveries(), 1);
+  EXPECT_EQ(j.restarts(), 0);
+  EXPECT_TRUE(k.HasEvent("recovered from the loss of rank 1 (dp 1) by going on with dp 1 in "));
+}
+
+TEST(InPlaceRecoveryTest, WithoutASpareOrAnEvenSplitTheRestartPolicyApplies) {
+  Cluster k(8, /*dp=*/4);
+  for (int g = 0; g < 8; ++g) k.Step(g, 0, 1.0);
+  ASSERT_TRUE(k.c.Deregister(k.WorkerOf(7)).ok());
+  EXPECT_TRUE(k.HasEvent("not recovering rank 1 (dp 3) in place: no spare worker is free, and the 16 micro-batches of a "
+                         "step do not divide over 3 replica(s); the restart policy applies"));
   EXPECT_EQ(k.Job().state(), v1::FAILED);  // spec.maxRestarts 0
   EXPECT_EQ(k.Job().recoveries(), 0);
 }

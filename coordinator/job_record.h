@@ -75,9 +75,15 @@ struct JobRecord {
     bool active = false;
     int lost = -1;  // global rank
     std::string lost_worker, spare, why;
+    std::string lost_name;  // the lost rank in the layout it was lost from (RankLayout::Name)
     std::chrono::steady_clock::time_point began, deadline;
     int resume_step = -1;  // decided once every survivor stopped; -1: not yet
     bool recomputes = false;  // some rank had begun the step it resumes at
+    // No spare: the job goes on with one data-parallel replica fewer, at the same global batch,
+    // under this spec (dp - 1, more micro-batches per replica) and plan.
+    bool shrink = false;
+    v1::JobSpec shrunk_spec;
+    v1::Plan shrunk_plan;
   };
   Recovery recovery;
   std::map<int, v1::CommitState> awaiting;

@@ -311,7 +311,7 @@ void Daemon::Handle(const v1::WorkerCommand& cmd) {
     std::shared_ptr<HeldJob> job = Held();
     const v1::ResumeInPlace& r = cmd.recover();
     if (job != nullptr && job->assignment().job_id() == r.job_id() && job->assignment().session() == r.session()) {
-      job->Recover(r.recovery());
+      job->Recover(r);
     }
   } else if (!cmd.cancel_job_id().empty()) {
     std::shared_ptr<HeldJob> job = Held();
@@ -440,6 +440,9 @@ void Daemon::RunJob(HeldJob& job) {
   rendezvous.timeout = options_.connect_timeout;
   rendezvous.stopped = [&job] { return job.cancelled(); };
   ropt.rendezvous = CoordinatorRendezvous(stub_.get(), std::move(rendezvous));
+  // The assignment the rank runs under now: `a`, or its place in a shrunk job's new plan.
+  std::unique_ptr<v1::Assignment> reshaped;  // outlives `rank`, which refers to it
+  const v1::Assignment* current = &a;
   RankRun rank(a, std::move(ropt));  // its executor and checkpoint writer outlive the code below
   std::unique_ptr<TelemetryOutbox> telemetry;
   RankRunCallbacks callbacks;
@@ -450,7 +453,7 @@ void Daemon::RunJob(HeldJob& job) {
       std::lock_guard<std::mutex> lock(mu_);
       hooks_ = &hooks;
       checkpoints_ = checkpoints;
-      telemetry = std::make_unique<TelemetryOutbox>(stub_.get());
+      if (telemetry == nullptr) telemetry = std::make_unique<TelemetryOutbox>(stub_.get());  // one per job
       outbox_ = telemetry.get();
     }
     return true;
@@ -459,9 +462,9 @@ void Daemon::RunJob(HeldJob& job) {
     v1::TelemetryBatch batch;
     batch.set_worker_id(WorkerId());
     batch.set_job_id(a.job_id());
-    batch.set_rank(a.rank());
-    batch.set_dp_rank(a.dp_rank());
-    batch.set_tp_rank(a.tp_rank());
+    batch.set_rank(current->rank());
+    batch.set_dp_rank(current->dp_rank());
+    batch.set_tp_rank(current->tp_rank());
     batch.set_session(a.session());
     for (auto& t : r.actions) *batch.add_actions() = std::move(t);
     *batch.add_steps() = r.summary;
@@ -498,15 +501,27 @@ void Daemon::RunJob(HeldJob& job) {
   while (!st.ok() && jobplan::RunsStepCommit(a.spec()) && rank.executor() != nullptr && !job.cancelled() &&
          (job.halted() || st.code() == Code::kUnavailable)) {
     const v1::CommitState commit = rank.executor()->commit_state();
-    Report(a, st, transport.get(), &commit);
     if (transport != nullptr) transport->Shutdown();  // every peer sees this rank stop
-    std::optional<v1::Recovery> recovery = job.WaitRecovery(std::chrono::steady_clock::now() + kRecoveryWait);
-    if (!recovery.has_value()) {
+    // What the steps reported is stored first: the coordinator may put this rank elsewhere in a
+    // new plan, where a batch of its old place would be refused.
+    if (telemetry != nullptr) (void)telemetry->Flush(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    Report(*current, st, transport.get(), &commit);
+    std::optional<v1::ResumeInPlace> resume = job.WaitRecovery(std::chrono::steady_clock::now() + kRecoveryWait);
+    if (!resume.has_value()) {
       if (!job.cancelled()) st = Unavailable("no in-place recovery came within " + std::to_string(kRecoveryWait.count()) + " ms: " + st.message());
       break;
     }
-    st = rank.Resume(*recovery, source, callbacks);
-    if (recovery->state_to_size() > 0) {
+    if (resume->has_reshaped()) {
+      reshaped = std::make_unique<v1::Assignment>(resume->reshaped());
+      Log("%s: going on in the job's new plan as %s", a.job_id(),
+          jobplan::LayoutOf(reshaped->spec()).Name(RankRun::GlobalRank(*reshaped)));
+      job.Detach();  // the executor it reaches is replaced
+      current = reshaped.get();  // before its steps report
+      st = rank.Reshape(*reshaped, source, callbacks);
+    } else {
+      st = rank.Resume(resume->recovery(), source, callbacks);
+    }
+    if (resume->recovery().state_to_size() > 0) {
       Log("%s: streamed %s bytes of state to the spare", a.job_id(), std::to_string(rank.state_bytes_moved()));
     }
   }
@@ -529,7 +544,7 @@ void Daemon::RunJob(HeldJob& job) {
   }
   job.Detach();
   if (job.cancelled()) st = FailedPrecondition("stopped: " + job.cancel_reason());
-  if (!job.quiet()) Report(a, st, transport.get());
+  if (!job.quiet()) Report(*current, st, transport.get());
   if (transport != nullptr) transport->Shutdown();
 }
 

@@ -24,20 +24,20 @@ bool HeldJob::halted() const {
   return halted_;
 }
 
-void HeldJob::Recover(v1::Recovery recovery) {
+void HeldJob::Recover(v1::ResumeInPlace resume) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (recovery.generation() <= generation_) return;  // one already taken (a command sent again)
-  recovery_ = std::move(recovery);
+  if (resume.recovery().generation() <= generation_) return;  // one already taken (a command sent again)
+  recovery_ = std::move(resume);
   recovery_cv_.notify_all();
 }
 
-std::optional<v1::Recovery> HeldJob::WaitRecovery(std::chrono::steady_clock::time_point deadline) {
+std::optional<v1::ResumeInPlace> HeldJob::WaitRecovery(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   recovery_cv_.wait_until(lock, deadline, [&] { return cancelled_ || recovery_.has_value(); });
   if (cancelled_ || !recovery_.has_value()) return std::nullopt;
-  std::optional<v1::Recovery> out = std::move(recovery_);
+  std::optional<v1::ResumeInPlace> out = std::move(recovery_);
   recovery_.reset();
-  generation_ = out->generation();
+  generation_ = out->recovery().generation();
   halted_ = false;
   return out;
 }

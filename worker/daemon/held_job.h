@@ -54,8 +54,8 @@ class HeldJob {
   // `deadline`, and takes it (nullopt: none came).
   void Halt();
   bool halted() const;
-  void Recover(v1::Recovery recovery);
-  std::optional<v1::Recovery> WaitRecovery(std::chrono::steady_clock::time_point deadline);
+  void Recover(v1::ResumeInPlace resume);
+  std::optional<v1::ResumeInPlace> WaitRecovery(std::chrono::steady_clock::time_point deadline);
 
   // Its links are closed and the release is on its way: the coordinator may hand the worker its
   // next job any moment, and that is no reason to stop this one.
@@ -80,7 +80,7 @@ class HeldJob {
   std::condition_variable recovery_cv_;
   bool halted_ = false;
   int generation_ = 0;                      // the last recovery handed to WaitRecovery
-  std::optional<v1::Recovery> recovery_;    // a recovery not taken yet
+  std::optional<v1::ResumeInPlace> recovery_;  // a recovery not taken yet
   Transport* transport_ = nullptr;
   Executor* executor_ = nullptr;
 };

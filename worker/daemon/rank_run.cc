@@ -25,7 +25,7 @@ constexpr uint32_t kRecoveryStateChannel = 5u << 16;
 }  // namespace
 
 RankRun::RankRun(const v1::Assignment& assignment, RankRunOptions options)
-    : assignment_(assignment), options_(std::move(options)) {}
+    : assignment_(&assignment), options_(std::move(options)) {}
 
 RankRun::~RankRun() = default;
 
@@ -96,14 +96,14 @@ Status RankRun::Resume(const v1::Recovery& recovery, const TransportSource& sour
   try {
     return ResumeOrThrow(recovery, source, callbacks);
   } catch (const std::bad_alloc&) {
-    return ResourceExhausted("out of memory while " + jobplan::LayoutOf(assignment_.spec()).Name(GlobalRank(assignment_)) +
+    return ResourceExhausted("out of memory while " + jobplan::LayoutOf(assignment_->spec()).Name(GlobalRank(*assignment_)) +
                              " recovered in place (std::bad_alloc)");
   }
 }
 
 Status RankRun::ResumeOrThrow(const v1::Recovery& recovery, const TransportSource& source, const RankRunCallbacks& callbacks) {
   if (executor_ == nullptr) return FailedPrecondition("recovering in place: this rank never started its steps");
-  recovered_ = std::make_unique<v1::Assignment>(assignment_);
+  recovered_ = std::make_unique<v1::Assignment>(*assignment_);
   *recovered_->mutable_peers() = recovery.peers();
   *recovered_->mutable_recovery() = recovery;
   const v1::Assignment& a = *recovered_;
@@ -125,6 +125,67 @@ Status RankRun::ResumeOrThrow(const v1::Recovery& recovery, const TransportSourc
   return executor_->Run(callbacks.on_step);
 }
 
+Status RankRun::Reshape(const v1::Assignment& reshaped, const TransportSource& source, const RankRunCallbacks& callbacks) {
+  try {
+    return ReshapeOrThrow(reshaped, source, callbacks);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory while " + jobplan::LayoutOf(reshaped.spec()).Name(GlobalRank(reshaped)) +
+                             " took its place in the job's new plan (std::bad_alloc)");
+  }
+}
+
+Status RankRun::ReshapeOrThrow(const v1::Assignment& b, const TransportSource& source, const RankRunCallbacks& callbacks) {
+  if (executor_ == nullptr) return FailedPrecondition("reshaping in place: this rank never started its steps");
+  if (jobplan::LayoutOf(b.spec()).tp() > 1) return Unimplemented("reshaping in place with tp > 1");
+  const int resume = b.recovery().resume_step();
+  // Where the old plan stops: the coordinator completed the old layout's step records.
+  PIPECOORD_RETURN_IF_ERROR(executor_->ResumeAt(resume, nullptr, [](StepReport&&) { return Status::Ok(); }));
+  auto made = MakeBackend(b, nullptr);
+  if (!made.ok()) return made.status();
+  std::unique_ptr<ComputeBackend> backend = std::move(made).value();
+  std::map<std::string, std::span<float>> old;
+  for (const StateTensor& t : backend_->CheckpointState()) old[t.name] = t.data;
+  for (const StateTensor& t : backend->CheckpointState()) {
+    auto it = old.find(t.name);
+    if (it == old.end() || it->second.size() != t.data.size()) {
+      return Internal("reshaping in place: the new plan's " + t.name + " is not among this rank's tensors");
+    }
+    std::copy(it->second.begin(), it->second.end(), t.data.begin());
+  }
+  backend->set_optimizer_steps(backend_->optimizer_steps());
+  executor_.reset();  // it holds the old backend and assignment
+  boundary_.reset();
+  checkpoints_.reset();  // waits for its writes
+  backend_ = std::move(backend);
+  assignment_ = &b;
+  const int global = GlobalRank(b);
+  auto checkpoints = PrepareCheckpoints(b, global, options_.checkpoint_dir, backend_.get(), /*load_state=*/false);
+  if (!checkpoints.ok()) return checkpoints.status();
+  checkpoints_ = std::move(checkpoints).value();
+  if (checkpoints_ != nullptr && resume > 0) {
+    // Under the new global rank: a restart of the new plan finds it (reported with the next step).
+    PIPECOORD_RETURN_IF_ERROR(checkpoints_->Save({resume - 1, backend_->optimizer_steps()}, backend_->CheckpointState()));
+  }
+  auto transport = source(b);
+  if (!transport.ok()) return transport.status();
+  TcpTransport* link = *transport;
+  const Status stopped = FailedPrecondition("stopped before it ran");
+  if (callbacks.on_transport && !callbacks.on_transport(link)) return stopped;
+  std::map<int, std::string> peers;
+  for (const v1::Peer& p : b.peers()) {
+    if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
+  }
+  PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, DataSession(b), options_.connect_timeout));
+  ExecutorOptions eopt;
+  eopt.clock_ns = options_.clock_ns;
+  eopt.hooks = options_.hooks;
+  eopt.checkpoints = checkpoints_.get();
+  eopt.commit = jobplan::RunsStepCommit(b.spec());
+  executor_ = std::make_unique<Executor>(b, backend_.get(), link, std::move(eopt));
+  if (callbacks.on_start && !callbacks.on_start(executor_.get(), checkpoints_.get())) return stopped;
+  return executor_->Run(callbacks.on_step);
+}
+
 Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callbacks) {
   try {
     return RunOrThrow(source, callbacks);
@@ -132,13 +193,13 @@ Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callb
     // What was allocated so far is freed as the stack unwinds; the worker stays up for its next
     // job (a job too big for it is kept off workers like it by its memory budget at dispatch).
     return ResourceExhausted("out of memory: the host could not allocate what " +
-                             jobplan::LayoutOf(assignment_.spec()).Name(GlobalRank(assignment_)) +
+                             jobplan::LayoutOf(assignment_->spec()).Name(GlobalRank(*assignment_)) +
                              " needs (std::bad_alloc)");
   }
 }
 
 Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks& callbacks) {
-  const v1::Assignment& a = assignment_;
+  const v1::Assignment& a = *assignment_;
   const int global = GlobalRank(a);
   const RankLayout layout = jobplan::LayoutOf(a.spec());
   if (layout.tp() > 1) {

@@ -101,6 +101,17 @@ class RankRun {
   // the replica of), and runs on from resume_step. Only on_step and on_transport are called.
   // FAILED_PRECONDITION when Run never got as far as running steps.
   Status Resume(const v1::Recovery& recovery, const TransportSource& source, const RankRunCallbacks& callbacks);
+  // The shrink (no spare was free): as Resume, but the job goes on with one data-parallel replica
+  // fewer at the same global batch, and `reshaped` (its recovery set) is this rank's assignment in
+  // the new plan, possibly as another global rank with another job list. The state is brought to
+  // the end of step resume_step - 1 (its report is not given: the coordinator completed the old
+  // layout's records), copied tensor by tensor into the backend of the new assignment, and saved
+  // as that step's checkpoint under the new global rank when the job checkpoints (a later restart
+  // resumes there); then the data plane is rebuilt and the run goes on. Calls on_transport,
+  // on_start (the new executor) and on_step. `reshaped` must outlive the RankRun.
+  Status Reshape(const v1::Assignment& reshaped, const TransportSource& source, const RankRunCallbacks& callbacks);
+  // The assignment the rank runs now: the constructor's, or Reshape's.
+  const v1::Assignment& assignment() const { return *assignment_; }
   // The executor of the last Run (null before it started running steps).
   Executor* executor() const { return executor_.get(); }
   // Bytes of state this rank streamed to spares, or received as one (0: none).
@@ -123,12 +134,13 @@ class RankRun {
  private:
   Status RunOrThrow(const TransportSource& source, const RankRunCallbacks& callbacks);
   Status ResumeOrThrow(const v1::Recovery& recovery, const TransportSource& source, const RankRunCallbacks& callbacks);
+  Status ReshapeOrThrow(const v1::Assignment& reshaped, const TransportSource& source, const RankRunCallbacks& callbacks);
   // The rank's state (ComputeBackend::CheckpointState and its optimizer step count) to or from
   // global rank `peer`, tensor by tensor on the recovery channel; bytes added to state_bytes_.
   Status SendState(TcpTransport& link, int peer, int step);
   Status ReceiveState(TcpTransport& link, int peer, int step);
 
-  const v1::Assignment& assignment_;
+  const v1::Assignment* assignment_;  // the constructor's, or Reshape's (reshaped_)
   RankRunOptions options_;
   // With spec.tp > 1: the stage's tensor-parallel group (common/rank_layout.h's TensorGroup) on the
   // rank's TCP transport; declared before the backend, whose stages use it, so it outlives them.

@@ -113,6 +113,7 @@ void TelemetryOutbox::Send() {
         bytes_ -= entries_.front().bytes;
         entries_.pop_front();
       }
+      cv_.notify_all();  // a Flush may wait for it
       if (outage_logged) std::fprintf(stderr, "worker: telemetry: delivered again\n");
       outage_logged = false;
       away_ = false;
@@ -143,6 +144,14 @@ void TelemetryOutbox::Send() {
   }
   done_ = true;
   cv_.notify_all();
+}
+
+Status TelemetryOutbox::Flush(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_until(lock, deadline, [&] { return entries_.empty() || !refused_.ok() || done_; });
+  if (!refused_.ok()) return refused_;
+  if (!entries_.empty()) return Unavailable("telemetry: " + std::to_string(entries_.size()) + " batch(es) not stored yet");
+  return Status::Ok();
 }
 
 Status TelemetryOutbox::Close(std::chrono::steady_clock::time_point deadline) {

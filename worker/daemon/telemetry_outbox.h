@@ -54,6 +54,9 @@ class TelemetryOutbox {
   // it: OK when every batch was stored, the refusal, or UNAVAILABLE naming how many batches were
   // not delivered. Stops the sender; Put after Close is refused.
   Status Close(std::chrono::steady_clock::time_point deadline);
+  // Waits until `deadline` for every batch put so far to be stored (the stream carrying it ended
+  // well): OK, the refusal, or UNAVAILABLE naming how many are left. Sending goes on.
+  Status Flush(std::chrono::steady_clock::time_point deadline);
   // Ends a Close (or the sending) now, whatever is left: the worker is shutting down and no
   // coordinator took the rest (Close then returns UNAVAILABLE naming what was not delivered).
   void Abandon();
