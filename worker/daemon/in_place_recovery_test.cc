@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -55,17 +56,19 @@ struct Case {
   int lost;        // global rank
   int step;        // it dies at action `index` of this step
   int index;       // -1: at its OPT (before it enters the step's commit)
+  bool shrink = false;  // no spare: the job goes on with dp 1 and twice the micro-batches
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.schedule << " pp " << c.pp << ", global rank " << c.lost << " lost at step " << c.step << ", action "
-      << c.index;
+      << c.index << (c.shrink ? ", shrink" : "");
 }
 
 std::string Name(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   std::string s = c.schedule + "_pp" + std::to_string(c.pp) + "_lost" + std::to_string(c.lost) + "_step" +
-                  std::to_string(c.step) + "_at" + (c.index < 0 ? std::string("opt") : std::to_string(c.index));
+                  std::to_string(c.step) + "_at" + (c.index < 0 ? std::string("opt") : std::to_string(c.index)) +
+                  (c.shrink ? "_shrink" : "");
   for (char& ch : s) {
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }
@@ -74,7 +77,7 @@ std::string Name(const testing::TestParamInfo<Case>& info) {
 
 class InPlaceRecoveryTest : public testing::TestWithParam<Case> {};
 
-TEST_P(InPlaceRecoveryTest, ASpareTakesOverTheLostRankBitForBit) {
+TEST_P(InPlaceRecoveryTest, TheJobGoesOnAsIfUninterrupted) {
   const Case c = GetParam();
   v1::JobSpec raw = jobplan::TinySpec(c.pp, c.schedule);
   raw.set_dp(2);
@@ -183,6 +186,74 @@ TEST_P(InPlaceRecoveryTest, ASpareTakesOverTheLostRankBitForBit) {
   EXPECT_GE(resume, c.step - 1);
   EXPECT_LE(resume, c.step + 1);
 
+  if (c.shrink) {
+    // Phase 2 without a spare: replica 0 of a dp 1 job with twice the micro-batches, each rank's
+    // state moved into its new backend in memory; the lost replica's other ranks are let go.
+    v1::JobSpec shrunk = spec;
+    shrunk.set_dp(1);
+    shrunk.set_microbatches(spec.microbatches() * 2);
+    auto plan2 = jobplan::PlanJob(shrunk);
+    ASSERT_TRUE(plan2.ok());
+    const RankLayout layout2 = jobplan::LayoutOf(shrunk);
+    std::vector<int> old_of(layout2.world());  // new global rank -> old
+    for (int g = 0; g < world; ++g) {
+      if (layout.DataRank(g) != layout.DataRank(c.lost)) old_of[layout2.Global({layout.PipelineRank(g), 0, 0})] = g;
+    }
+    std::vector<std::unique_ptr<TcpTransport>> links2(layout2.world());
+    std::vector<std::string> endpoints2;
+    for (auto& link : links2) {
+      auto t = TcpTransport::Listen("127.0.0.1", 0);
+      ASSERT_TRUE(t.ok());
+      endpoints2.push_back((*t)->endpoint());
+      link = std::move(t).value();
+    }
+    std::vector<v1::Assignment> reshaped;
+    for (int g2 = 0; g2 < layout2.world(); ++g2) {
+      v1::Assignment a = jobplan::BuildAssignment("job", shrunk, *plan2, g2, endpoints2, kSession);
+      a.set_start_step(resume);
+      a.mutable_recovery()->set_generation(1);
+      a.mutable_recovery()->set_resume_step(resume);
+      a.mutable_recovery()->set_state_from(-1);
+      reshaped.push_back(std::move(a));
+    }
+    std::vector<Status> second(layout2.world());
+    for (int g2 = 0; g2 < layout2.world(); ++g2) {
+      threads.emplace_back([&, g2] {
+        RankRunCallbacks cb;
+        cb.on_step = report_to(old_of[g2]);
+        second[g2] = ranks[old_of[g2]]->Reshape(
+            reshaped[g2], [&](const v1::Assignment&) -> Result<TcpTransport*> { return links2[g2].get(); }, cb);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int g2 = 0; g2 < layout2.world(); ++g2) EXPECT_TRUE(second[g2].ok()) << second[g2].ToString();
+    EXPECT_EQ(repeats, 0);
+    // Before the resume step, the old layout's records (completed from the commits, as the
+    // coordinator does); from it on, the new one's. The same samples per step: the losses agree
+    // up to the order of the gradient's additions.
+    for (int step = 0; step < spec.steps(); ++step) {
+      double sum = 0;
+      int count = 0;
+      for (int g = 0; g < world; ++g) {
+        if (step >= resume && layout.DataRank(g) == layout.DataRank(c.lost)) continue;
+        auto it = reported[g].find(step);
+        if (it != reported[g].end()) {
+          if (it->second.has_loss()) sum += it->second.loss(), ++count;
+        } else if (auto l = commit_loss.find({g, step}); l != commit_loss.end()) {
+          sum += l->second, ++count;
+        }
+      }
+      ASSERT_EQ(count, step < resume ? 2 : 1) << "step " << step;
+      EXPECT_NEAR(sum / count, want[step], 1e-6 * std::abs(want[step])) << "step " << step;
+    }
+    for (int g2 = 0; g2 < layout2.world(); ++g2) {
+      EXPECT_EQ(ranks[old_of[g2]]->backend()->optimizer_steps(), spec.steps());
+      EXPECT_EQ(RankRun::GlobalRank(ranks[old_of[g2]]->assignment()), g2);
+      links2[g2]->Shutdown();
+    }
+    return;
+  }
+
   // Phase 2: a new data plane; the spare gets the lost rank's state from its replica.
   std::vector<std::unique_ptr<TcpTransport>> links2(world);
   std::vector<std::string> endpoints2;
@@ -274,7 +345,9 @@ INSTANTIATE_TEST_SUITE_P(
         // others apply the step it committed)
         Case{"1f1b", 2, 3, 2, 3, }, Case{"1f1b", 2, 3, 2, -1}, Case{"1f1b", 2, 1, 3, 0},
         // zero-bubble (B and W apart) and interleaved schedules, pp 4 x dp 2
-        Case{"zbh1", 4, 5, 1, 4}, Case{"interleaved", 4, 2, 2, -1}, Case{"zbv", 4, 6, 3, 0}),
+        Case{"zbh1", 4, 5, 1, 4}, Case{"interleaved", 4, 2, 2, -1}, Case{"zbv", 4, 6, 3, 0},
+        // no spare: dp 2 -> 1 with twice the micro-batches, replica 1 or replica 0 lost
+        Case{"1f1b", 2, 3, 2, 3, true}, Case{"zbh1", 4, 1, 2, -1, true}),
     Name);
 
 }  // namespace
