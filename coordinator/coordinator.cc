@@ -369,6 +369,12 @@ Status Coordinator::ReleaseJob(const v1::ReleaseJobRequest& r) {
 }
 
 void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::string& cause, int rank, bool restart) {
+  if (j.recovery.active && j.recovery.grow) {
+    // The workers held for a replica the job did not grow back to were never told: free now.
+    for (const std::string& id : j.recovery.joining) {
+      if (RegisteredWorker* w = workers_.Find(id); w != nullptr && w->Holds(j.job.id(), j.session)) workers_.Free(*w);
+    }
+  }
   j.adopting = false;
   j.recovery.active = false;
   j.job.clear_recovering();
@@ -537,7 +543,8 @@ bool Coordinator::RecoverInPlaceLocked(JobRecord& j, const std::string& worker, 
 void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
   if (!j.recovery.active || j.recovery.resume_step >= 0) return;
   const int lost = j.recovery.lost;
-  if (static_cast<int>(j.awaiting.size()) < j.world() - 1) return;  // some rank is still stopping
+  // Every rank but the lost one (growing: every rank) has stopped.
+  if (static_cast<int>(j.awaiting.size()) < j.world() - (lost >= 0 ? 1 : 0)) return;
   const v1::JobSpec& spec = j.job.spec();
   const RankLayout layout = jobplan::LayoutOf(spec);
   // The furthest commit a survivor passed: every rank entered it, so every survivor can apply it
@@ -549,7 +556,7 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
     if (c.committed_step() != committed && !(c.committed_step() == committed - 1 && c.prepared_step() == committed)) {
       j.recovery.active = false;
       FinishJobLocked(j, v1::FAILED,
-                      "in-place recovery of " + layout.Name(lost) + ": " + layout.Name(g) + " committed step " +
+                      "in-place recovery of " + j.recovery.lost_name + ": " + layout.Name(g) + " committed step " +
                           std::to_string(c.committed_step()) + " while another committed step " + std::to_string(committed),
                       layout.PipelineRank(g));
       return;
@@ -590,7 +597,11 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
       RecordEventLocked(j, layout.Name(target) + "'s records of steps up to " + std::to_string(committed) + ": " + st.message());
     }
   };
-  complete(lost);
+  if (lost >= 0) complete(lost);
+  if (j.recovery.grow) {
+    GrowLocked(j, resume);
+    return;
+  }
   if (j.recovery.shrink) {
     for (int g = 0; g < j.world(); ++g) complete(g);
     ShrinkLocked(j, resume);
@@ -639,8 +650,7 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
 void Coordinator::ShrinkLocked(JobRecord& j, int resume) {
   const RankLayout old_layout = jobplan::LayoutOf(j.job.spec());
   const int lost = j.recovery.lost, lost_replica = old_layout.DataRank(lost);
-  const v1::JobSpec& spec = j.recovery.shrunk_spec;
-  const RankLayout layout = jobplan::LayoutOf(spec);
+  const RankLayout layout = jobplan::LayoutOf(j.recovery.shrunk_spec);
   // Replicas after the lost one move down by one; the lost replica's other ranks are let go.
   std::vector<std::string> workers(layout.world());
   for (int g = 0; g < old_layout.world(); ++g) {
@@ -652,7 +662,102 @@ void Coordinator::ShrinkLocked(JobRecord& j, int resume) {
     workers[layout.Global({old_layout.PipelineRank(g), d < lost_replica ? d : d - 1, old_layout.TensorRank(g)})] =
         j.job.worker_ids(g);
   }
-  const std::string before = "dp " + std::to_string(old_layout.dp()) + " x " + std::to_string(j.job.spec().microbatches());
+  if (j.grow_dp == 0) {  // the job's size before its first shrink
+    j.grow_dp = old_layout.dp();
+    j.grow_microbatches = j.job.spec().microbatches();
+  }
+  ChangePlanInPlaceLocked(j, resume, workers, {});
+}
+
+void Coordinator::MaybeGrowLocked(JobRecord& j) {
+  const v1::JobSpec& spec = j.job.spec();
+  if (j.job.state() != v1::RUNNING || j.grow_dp <= spec.dp() || j.recovery.active || j.adopting || j.drain_step >= 0) return;
+  const RankLayout layout = jobplan::LayoutOf(spec);
+  const int dp = layout.dp(), m = spec.microbatches();
+  if ((dp * m) % (dp + 1) != 0) return;  // one replica more cannot share a step's micro-batches evenly
+  v1::JobSpec grown = spec;
+  grown.set_dp(dp + 1);
+  grown.set_microbatches(dp * m / (dp + 1));
+  if (!jobplan::ValidateJobSpec(grown).ok()) return;
+  auto plan = jobplan::PlanJob(grown);
+  if (!plan.ok()) return;
+  uint64_t need = 0;
+  for (uint64_t b : plan->memory_budget_bytes()) need = std::max(need, b);
+  std::vector<RegisteredWorker*> joining;
+  for (RegisteredWorker* w : workers_.Available(spec.device(), spec.worker().kind())) {
+    const uint64_t offered = w->info.device_memory_bytes();
+    if (!w->draining && (offered == 0 || offered >= need) && static_cast<int>(joining.size()) < layout.pp() * layout.tp()) {
+      joining.push_back(w);
+    }
+  }
+  if (static_cast<int>(joining.size()) < layout.pp() * layout.tp()) return;
+  // Every rank stops after one step no rank can have passed (one past the furthest any reported).
+  int furthest = j.job.start_step();
+  for (int g = 0; g < j.world(); ++g) furthest = std::max(furthest, j.order.open_step(g));
+  const int step = furthest + 1;
+  if (step + 2 >= spec.steps()) return;  // nearly done: not worth a stop
+  const RankLayout grown_layout = jobplan::LayoutOf(grown);
+  j.recovery = JobRecord::Recovery();
+  j.recovery.active = true;
+  j.recovery.grow = true;
+  j.recovery.lost_name = "none (growing back)";
+  j.recovery.why = "workers returned";
+  j.recovery.began = Clock::now();
+  // The stop comes after a step or two: the deadline allows for them.
+  double step_s = 0;
+  if (j.job.steps_size() > 0) step_s = j.job.steps(j.job.steps_size() - 1).step_time_s();
+  j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(std::chrono::seconds(10), 2 * options_.lease) +
+                        std::chrono::milliseconds(static_cast<int64_t>(3000 * step_s));
+  j.recovery.shrunk_spec = grown;
+  j.recovery.shrunk_plan = std::move(plan).value();
+  std::string names;
+  for (int r = 0; r < static_cast<int>(joining.size()); ++r) {
+    workers_.Assign(*joining[r], j.job.id(), grown_layout.Global({r, dp, 0}), grown_layout, j.session);  // held for it
+    j.recovery.joining.push_back(joining[r]->info.worker_id());
+    names += (names.empty() ? "" : ", ") + joining[r]->info.worker_id();
+  }
+  j.awaiting.clear();
+  for (int g = 0; g < j.world(); ++g) {
+    RegisteredWorker* w = workers_.Find(j.job.worker_ids(g));
+    if (w == nullptr || !w->Holds(j.job.id(), j.session)) continue;
+    v1::WorkerCommand cmd;
+    cmd.mutable_halt()->set_job_id(j.job.id());
+    cmd.mutable_halt()->set_session(j.session);
+    cmd.mutable_halt()->set_at_step_end(true);
+    cmd.mutable_halt()->set_step(step);
+    w->commands.push_back(std::move(cmd));
+  }
+  j.job.set_recovering("growing back to dp " + std::to_string(dp + 1) + " after step " + std::to_string(step));
+  state_.PutJob(j.job, ids_);
+  RecordEventLocked(j, "worker(s) " + names + " free: growing back to dp " + std::to_string(dp + 1) + ", " +
+                           std::to_string(grown.microbatches()) + " micro-batches per replica (the same global batch); every rank "
+                           "stops after step " + std::to_string(step));
+  changed_.notify_all();
+}
+
+void Coordinator::GrowLocked(JobRecord& j, int resume) {
+  const RankLayout old_layout = jobplan::LayoutOf(j.job.spec());
+  const RankLayout layout = jobplan::LayoutOf(j.recovery.shrunk_spec);
+  // The replicas there are keep their global ranks; the new one is appended, each of its ranks
+  // given its stage's state by replica 0's.
+  std::vector<std::string> workers(layout.world());
+  for (int g = 0; g < old_layout.world(); ++g) workers[g] = j.job.worker_ids(g);
+  std::map<int, int> state_from;  // new rank -> replica 0's rank of its stage
+  for (int r = 0; r < static_cast<int>(j.recovery.joining.size()); ++r) {
+    const int g = layout.Global({r, old_layout.dp(), 0});
+    workers[g] = j.recovery.joining[r];
+    state_from[g] = layout.Global({r, 0, 0});
+  }
+  if (layout.dp() >= j.grow_dp) j.grow_dp = j.grow_microbatches = 0;  // whole again
+  ChangePlanInPlaceLocked(j, resume, workers, state_from);
+}
+
+void Coordinator::ChangePlanInPlaceLocked(JobRecord& j, int resume, const std::vector<std::string>& workers,
+                                          const std::map<int, int>& state_from) {
+  const v1::JobSpec& spec = j.recovery.shrunk_spec;
+  const RankLayout layout = jobplan::LayoutOf(spec);
+  const std::string before =
+      "dp " + std::to_string(j.job.spec().dp()) + " x " + std::to_string(j.job.spec().microbatches());
   *j.job.mutable_spec() = spec;
   *j.job.mutable_plan() = j.recovery.shrunk_plan;
   j.job.clear_worker_ids();
@@ -685,27 +790,39 @@ void Coordinator::ShrinkLocked(JobRecord& j, int resume) {
     if (w == nullptr) continue;  // gone meanwhile: its lease loss fails the attempt
     workers_.Assign(*w, j.job.id(), g, layout, j.session);
     j.monitor->SetDeviceMemory(g, w->info.device_memory_bytes());
+    v1::Assignment a = jobplan::BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
+    a.set_start_step(resume);
+    *a.mutable_recovery() = r;
     v1::WorkerCommand cmd;
-    v1::ResumeInPlace* ri = cmd.mutable_recover();
-    ri->set_job_id(j.job.id());
-    ri->set_session(j.session);
-    *ri->mutable_recovery() = r;
-    v1::Assignment* a = ri->mutable_reshaped();
-    *a = jobplan::BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
-    a->set_start_step(resume);
-    *a->mutable_recovery() = r;
+    if (auto from = state_from.find(g); from != state_from.end()) {
+      // A new rank: a fresh assignment, its state from a replica.
+      a.mutable_recovery()->set_state_from(from->second);
+      *cmd.mutable_assign() = std::move(a);
+    } else {
+      for (const auto& [to, source] : state_from) {
+        if (source == g) a.mutable_recovery()->add_state_to(to);
+      }
+      v1::ResumeInPlace* ri = cmd.mutable_recover();
+      ri->set_job_id(j.job.id());
+      ri->set_session(j.session);
+      *ri->mutable_recovery() = a.recovery();
+      *ri->mutable_reshaped() = std::move(a);
+    }
     w->commands.push_back(std::move(cmd));
   }
   j.awaiting.clear();
   state_.PutJob(j.job, ids_);
-  RecordEventLocked(j, "every rank of the " + std::to_string(layout.dp()) + " replica(s) left resumes at step " + std::to_string(resume) +
+  RecordEventLocked(j, "every rank of the " + std::to_string(layout.dp()) + " replica(s) resumes at step " + std::to_string(resume) +
                            " in the new plan: " + before + " micro-batches -> dp " + std::to_string(layout.dp()) + " x " +
                            std::to_string(spec.microbatches()) + (j.recovery.recomputes ? "; the step in flight runs again" : "") +
-                           "; the lost replica's workers are free (growing back is not implemented)");
+                           (j.recovery.shrink ? "; the lost replica's workers are free; the job grows back when enough workers are"
+                                              : "; the new replica's ranks get their state from replica 0"));
   changed_.notify_all();
 }
 
 void Coordinator::TryDispatchLocked() {
+  // A job a shrink left smaller takes free workers back before a new job does.
+  for (auto& jp : jobs_) MaybeGrowLocked(*jp);
   for (auto& jp : jobs_) {
     JobRecord& j = *jp;
     if (j.job.state() != v1::PENDING) continue;
@@ -1094,14 +1211,16 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
     // The first step after an in-place recovery is measured: the job is whole again.
     const double seconds = std::chrono::duration<double>(Clock::now() - j.recovery.began).count();
     const RankLayout layout = jobplan::LayoutOf(j.job.spec());
-    j.job.set_recoveries(j.job.recoveries() + 1);
+    if (!j.recovery.grow) j.job.set_recoveries(j.job.recoveries() + 1);  // growing back recovers no rank
     j.job.clear_recovering();
     j.recovery.active = false;
     state_.PutJob(j.job, ids_);
     char text[64];
     std::snprintf(text, sizeof text, "%.2f s", seconds);
     const std::string recomputed = std::string(j.recovery.recomputes ? "1 step" : "no step") + " recomputed, no checkpoint read";
-    if (j.recovery.shrink) {
+    if (j.recovery.grow) {
+      RecordEventLocked(j, "grew back to dp " + std::to_string(layout.dp()) + " in " + text + "; no checkpoint read");
+    } else if (j.recovery.shrink) {
       RecordEventLocked(j, "recovered from the loss of " + j.recovery.lost_name + " by going on with dp " +
                                std::to_string(layout.dp()) + " in " + text + "; " + recomputed);
     } else {
@@ -1109,7 +1228,9 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
       RecordEventLocked(j, "recovered " + j.recovery.lost_name + " on worker " + j.recovery.spare + " from replica " +
                                std::to_string(layout.DataRank(source)) + " in " + text + "; " + recomputed);
     }
-    if (options_.metrics != nullptr) options_.metrics->Recovery(j.job.id(), j.recovery.shrink ? "shrink" : "spare", seconds);
+    if (options_.metrics != nullptr && !j.recovery.grow) {
+      options_.metrics->Recovery(j.job.id(), j.recovery.shrink ? "shrink" : "spare", seconds);
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -182,6 +183,17 @@ class Coordinator {
   // shrunk spec and plan): the lost replica's workers let go, the others' new places and plan
   // sent, the telemetry and checks restarted for the new layout.
   void ShrinkLocked(JobRecord& job, int resume);
+  // A job a shrink left smaller, RUNNING, with enough free workers for one more replica: those
+  // workers are held for it and every rank is told to stop after the same step (one past the
+  // furthest reported), then GrowLocked (from ResumeInPlaceLocked) changes the plan there.
+  void MaybeGrowLocked(JobRecord& job);
+  void GrowLocked(JobRecord& job, int resume);
+  // Shrink's and grow's common end: the job's spec and plan become JobRecord::Recovery's, its
+  // workers `workers` (by new global rank), its telemetry and checks start again at `resume`; the
+  // ranks already running get their new place (ResumeInPlace.reshaped), the ranks in state_from
+  // (new rank -> the rank streaming it its stage's state) a fresh assignment.
+  void ChangePlanInPlaceLocked(JobRecord& job, int resume, const std::vector<std::string>& workers,
+                               const std::map<int, int>& state_from);
   // A rank's batch that passed the order check: stored, accepted, measured; `health`: through
   // the online checks too (not for step records a recovery completes for a lost rank).
   Status AcceptBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);

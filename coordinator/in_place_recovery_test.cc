@@ -229,6 +229,60 @@ TEST(InPlaceRecoveryTest, WithoutASpareTheJobGoesOnWithOneReplicaFewer) {
   EXPECT_EQ(j.recoveries(), 1);
   EXPECT_EQ(j.restarts(), 0);
   EXPECT_TRUE(k.HasEvent("recovered from the loss of rank 1 (dp 1) by going on with dp 1 in "));
+
+  // Growing back: the let-go worker released its part, and one more worker registers.
+  v1::ReleaseJobRequest release;
+  release.set_worker_id(let_go);
+  release.set_job_id(k.job);
+  release.set_session(j.session());
+  ASSERT_TRUE(k.c.ReleaseJob(release).ok());
+  EXPECT_EQ(k.Job().spec().dp(), 1);  // one free worker is not a replica
+  const std::string back = k.c.Register(WorkerAt(7100))->worker_id();
+  EXPECT_TRUE(k.HasEvent("free: growing back to dp 2, 4 micro-batches per replica (the same global batch); every rank "
+                         "stops after step 4"));
+  for (int g = 0; g < 2; ++g) {
+    auto cmds = k.Drain(k.WorkerOf(g));
+    ASSERT_EQ(cmds.size(), 1u);
+    ASSERT_TRUE(cmds[0].has_halt());
+    EXPECT_TRUE(cmds[0].halt().at_step_end());
+    EXPECT_EQ(cmds[0].halt().step(), 4);
+  }
+  k.Step(0, 3, 0.5);
+  k.Step(1, 3, 0.5);
+  k.Step(0, 4, 0.5);
+  k.Step(1, 4, 0.5);
+  ASSERT_TRUE(k.Stopped(0, Commit(4)).ok());
+  ASSERT_TRUE(k.Stopped(1, Commit(4)).ok());
+  j = k.Job();
+  EXPECT_EQ(j.spec().dp(), 2);
+  EXPECT_EQ(j.spec().microbatches(), 4);
+  ASSERT_EQ(j.worker_ids_size(), 4);
+  EXPECT_EQ(j.worker_ids(0), w0);  // the running replica keeps its ranks
+  EXPECT_EQ(j.worker_ids(1), w1);
+  for (int g = 0; g < 2; ++g) {
+    auto cmds = k.Drain(j.worker_ids(g));
+    ASSERT_EQ(cmds.size(), 1u);
+    ASSERT_TRUE(cmds[0].has_recover());
+    EXPECT_EQ(cmds[0].recover().reshaped().spec().dp(), 2);
+    EXPECT_EQ(cmds[0].recover().reshaped().start_step(), 5);
+    ASSERT_EQ(cmds[0].recover().reshaped().recovery().state_to_size(), 1);
+    EXPECT_EQ(cmds[0].recover().reshaped().recovery().state_to(0), 2 + g);  // its stage's new rank
+  }
+  for (int g = 2; g < 4; ++g) {
+    auto cmds = k.Drain(j.worker_ids(g));
+    ASSERT_EQ(cmds.size(), 1u);
+    ASSERT_TRUE(cmds[0].has_assign());
+    EXPECT_EQ(cmds[0].assign().dp_rank(), 1);
+    EXPECT_EQ(cmds[0].assign().recovery().state_from(), g - 2);
+    EXPECT_EQ(cmds[0].assign().start_step(), 5);
+  }
+  EXPECT_TRUE(j.worker_ids(2) == back || j.worker_ids(3) == back);
+  for (int g = 0; g < 4; ++g) k.Step(g, 5, 0.25);
+  j = k.Job();
+  EXPECT_EQ(j.steps_done(), 6);
+  EXPECT_EQ(j.recoveries(), 1);
+  EXPECT_EQ(j.recovering(), "");
+  EXPECT_TRUE(k.HasEvent("grew back to dp 2 in "));
 }
 
 TEST(InPlaceRecoveryTest, WithoutASpareOrAnEvenSplitTheRestartPolicyApplies) {

@@ -84,8 +84,15 @@ struct JobRecord {
     bool shrink = false;
     v1::JobSpec shrunk_spec;
     v1::Plan shrunk_plan;
+    // Growing back (no rank lost: lost is -1): workers returned for the replica a shrink let go;
+    // they take the new replica's ranks under shrunk_spec/shrunk_plan (the grown ones).
+    bool grow = false;
+    std::vector<std::string> joining;  // the new replica's workers, by pipeline rank
   };
   Recovery recovery;
+  // What a shrink left the job: the replicas and micro-batches it grows back to when workers
+  // return (0: never shrunk, or grown back).
+  int grow_dp = 0, grow_microbatches = 0;
   std::map<int, v1::CommitState> awaiting;
   int generation = 0;  // recoveries of this attempt: its data plane's generation
 

@@ -5,7 +5,8 @@
 # same workers, run first), no checkpoint read; the time from the kill to the recovery's end is
 # printed. Then the same with no free worker: the job goes on with one replica fewer at the same
 # global batch (dp 1, twice the micro-batches), losses within 1e-6 relative of the uninterrupted
-# run's, no restart counted.
+# run's, no restart counted; and once more with a worker returning after the shrink: the job grows
+# back to dp 2 (its state streamed to the new replica), the same bound.
 source tests/lib.sh
 source tests/health_lib.sh
 
@@ -31,7 +32,7 @@ wait_state() {
 # scenario NAME PP SCHEDULE SPARES: a job of pp x dp 2 on 2 pp workers (+ SPARES free ones); the
 # worker of global rank 2 pp - 1 (the last stage of replica 1) SIGKILLed after step 10.
 scenario() {
-  local name=$1 pp=$2 schedule=$3 spares=$4
+  local name=$1 pp=$2 schedule=$3 spares=$4 grow=${5:-0}
   start_coordinator --lease-ms 2000
   start_workers_with $((2 * pp + spares)) --checkpoint-dir "$WORK/checkpoints"
   job_json "$WORK/$name.json" pp="$pp" dp=2 schedule="\"$schedule\"" steps=300 "model.layers=$((2 * pp))" maxRestarts=1 \
@@ -53,15 +54,23 @@ scenario() {
     if "$PIPECTL" status "$job" --format json | grep -q '"recovered '; then recovered_ms=$(date +%s%3N); break; fi
     sleep 0.02
   done
+  if [ "$grow" = 1 ]; then
+    # A worker returns: with the let-go one, a replica's worth: the job grows back to dp 2.
+    start_workers_with 1 --checkpoint-dir "$WORK/checkpoints"
+    for _ in $(seq 600); do
+      "$PIPECTL" status "$job" --format json | grep -q '"grew back to dp 2' && break
+      sleep 0.02
+    done
+  fi
   [ "$(wait_state "$job" 120)" = SUCCEEDED ] || fail "$name: the job did not succeed: $("$PIPECTL" status "$job" --format json |
     /usr/bin/python3 -c 'import json,sys; [print(e.get("message")) for e in json.load(sys.stdin)["events"]]')"
   "$PIPECTL" status "$job" --format json > "$WORK/$name-status.json"
   losses "$job" > "$WORK/$name-run.json"
-  /usr/bin/python3 - "$WORK/$name-status.json" "$WORK/$name-base.json" "$WORK/$name-run.json" "$spares" "$victim_id" <<'PY' ||
+  /usr/bin/python3 - "$WORK/$name-status.json" "$WORK/$name-base.json" "$WORK/$name-run.json" "$spares" "$victim_id" "$grow" <<'PY' ||
 import json, sys
 status = json.load(open(sys.argv[1]))
 base, run = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
-spares, victim = int(sys.argv[4]), sys.argv[5]
+spares, victim, grow = int(sys.argv[4]), sys.argv[5], sys.argv[6] == "1"
 events = [e.get("message", "") for e in status.get("events", [])]
 assert len(run) == 300, f"{len(run)} steps recorded, not 300"
 assert status.get("restarts", 0) == 0, f"restarts: {status.get('restarts')}"
@@ -78,8 +87,12 @@ else:
     worst = max(abs(float(run[k]) - float(base[k])) / abs(float(base[k])) for k in base)
     print(f"shrink: largest relative loss difference over 300 steps {worst:.2e}")
     assert worst <= 1e-6, f"losses differ by {worst:.2e} relative"
-    assert status["spec"]["dp"] == 1 and status["spec"]["microbatches"] == 8, status["spec"]
     assert any(m.startswith("recovered from the loss of ") and "by going on with dp 1" in m for m in events), events[-6:]
+    if grow:
+        assert status["spec"]["dp"] == 2 and status["spec"]["microbatches"] == 4, status["spec"]
+        assert any(m.startswith("grew back to dp 2 in ") for m in events), events[-6:]
+    else:
+        assert status["spec"]["dp"] == 1 and status["spec"]["microbatches"] == 8, status["spec"]
 PY
     fail "$name: $(tail -5 "$WORK/$name-status.json")"
   "$PIPECTL" status "$job" | grep -q "^recovered 1 lost rank(s) in place" || fail "$name: pipectl status does not say it recovered"
@@ -91,15 +104,16 @@ PY
 import json, sys
 for e in json.load(sys.stdin)["events"]:
     m = e.get("message", "")
-    if m.startswith(("lost ", "every rank", "recovered ", "not recovering")): print("  event:", m)'
+    if m.startswith(("lost ", "every rank", "recovered ", "not recovering", "worker(s) ", "grew ")): print("  event:", m)'
   stop_all
 }
 
-for s in ${SCENARIOS:-pp2-1f1b pp4-zbh1 pp2-shrink}; do
+for s in ${SCENARIOS:-pp2-1f1b pp4-zbh1 pp2-shrink pp2-shrink-grow}; do
   case "$s" in
     pp2-1f1b) scenario pp2-1f1b 2 1f1b 1 ;;
     pp4-zbh1) scenario pp4-zbh1 4 zbh1 1 ;;
     pp2-shrink) scenario pp2-shrink 2 1f1b 0 ;;
+    pp2-shrink-grow) scenario pp2-shrink-grow 2 1f1b 0 1 ;;
   esac
 done
 echo "e2e spare recovery: ok"

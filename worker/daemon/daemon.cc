@@ -304,8 +304,14 @@ void Daemon::Handle(const v1::WorkerCommand& cmd) {
     std::shared_ptr<HeldJob> job = Held();
     const v1::Halt& h = cmd.halt();
     if (job != nullptr && job->assignment().job_id() == h.job_id() && job->assignment().session() == h.session()) {
-      Log("%s: halted by the coordinator: a rank of the job is lost, this one keeps its state for the recovery", h.job_id());
-      job->Halt();
+      if (h.at_step_end()) {
+        Log("%s: the coordinator stops every rank after step %s to change the job's plan in place", h.job_id(),
+            std::to_string(h.step()));
+        job->Halt(h.step());
+      } else {
+        Log("%s: halted by the coordinator: a rank of the job is lost, this one keeps its state for the recovery", h.job_id());
+        job->Halt();
+      }
     }
   } else if (cmd.has_recover()) {
     std::shared_ptr<HeldJob> job = Held();

@@ -185,6 +185,11 @@ Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
   if (options_.commit) PIPECOORD_RETURN_IF_ERROR(Commit(step));
   PIPECOORD_RETURN_IF_ERROR(backend_->OptimizerStep(step));
   applied_step_ = step;
+  if (!options_.commit) {
+    // No commit: the last step applied (consistent across ranks when they all stopped after it).
+    std::lock_guard<std::mutex> lock(commit_mu_);
+    commit_.set_committed_step(step);
+  }
   if (!zero_) return Status::Ok();
   // Every replica updated its own chunk of each stage; the all-gather gives each all of them.
   for (int s : stages_held_) {

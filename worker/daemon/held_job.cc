@@ -11,10 +11,15 @@ void HeldJob::Cancel(const std::string& why) {
   recovery_cv_.notify_all();
 }
 
-void HeldJob::Halt() {
+void HeldJob::Halt(int after_step) {
   std::lock_guard<std::mutex> lock(mu_);
   if (cancelled_) return;
   halted_ = true;
+  if (after_step >= 0) {
+    stop_after_ = after_step;
+    if (executor_ != nullptr) executor_->StopAfterStep(after_step);
+    return;
+  }
   if (executor_ != nullptr) executor_->Cancel();
   if (transport_ != nullptr) transport_->Shutdown();
 }
@@ -38,6 +43,7 @@ std::optional<v1::ResumeInPlace> HeldJob::WaitRecovery(std::chrono::steady_clock
   std::optional<v1::ResumeInPlace> out = std::move(recovery_);
   recovery_.reset();
   generation_ = out->recovery().generation();
+  stop_after_ = -2;  // a halt's stop step is behind the run that resumes
   halted_ = false;
   return out;
 }

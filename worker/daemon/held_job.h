@@ -52,7 +52,8 @@ class HeldJob {
   // but the rank's state stays (not a cancel). Recover: the coordinator's resume for this job
   // (its generation once). WaitRecovery: the job's thread waits for it until a cancel or
   // `deadline`, and takes it (nullopt: none came).
-  void Halt();
+  // after_step >= 0: not at once, but once the run finished that step (all ranks the same step).
+  void Halt(int after_step = -1);
   bool halted() const;
   void Recover(v1::ResumeInPlace resume);
   std::optional<v1::ResumeInPlace> WaitRecovery(std::chrono::steady_clock::time_point deadline);

@@ -176,6 +176,10 @@ Status RankRun::ReshapeOrThrow(const v1::Assignment& b, const TransportSource& s
     if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
   }
   PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, DataSession(b), options_.connect_timeout));
+  for (int joining : b.recovery().state_to()) {  // a new replica's rank of this stage (growing back)
+    Status st = SendState(*link, joining, resume);
+    if (!st.ok()) return Status(st.code(), "streaming the state to global rank " + std::to_string(joining) + ": " + st.message());
+  }
   ExecutorOptions eopt;
   eopt.clock_ns = options_.clock_ns;
   eopt.hooks = options_.hooks;

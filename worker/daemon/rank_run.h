@@ -107,7 +107,8 @@ class RankRun {
   // the end of step resume_step - 1 (its report is not given: the coordinator completed the old
   // layout's records), copied tensor by tensor into the backend of the new assignment, and saved
   // as that step's checkpoint under the new global rank when the job checkpoints (a later restart
-  // resumes there); then the data plane is rebuilt and the run goes on. Calls on_transport,
+  // resumes there); then the data plane is rebuilt, the state streamed to recovery.state_to (a
+  // new replica's ranks when the job grows back), and the run goes on. Calls on_transport,
   // on_start (the new executor) and on_step. `reshaped` must outlive the RankRun.
   Status Reshape(const v1::Assignment& reshaped, const TransportSource& source, const RankRunCallbacks& callbacks);
   // The assignment the rank runs now: the constructor's, or Reshape's.
