@@ -577,6 +577,10 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
     b.set_dp_rank(layout.DataRank(target));
     b.set_tp_rank(layout.TensorRank(target));
     b.set_session(j.session);
+    const v1::Plan& plan = j.job.plan();  // the head stage's rank holds the loss
+    const bool holds_loss = plan.stage_to_rank_size() > 0 &&
+                            plan.stage_to_rank(plan.stage_to_rank_size() - 1) == layout.PipelineRank(target);
+    int without_loss = 0;
     for (int step = j.order.open_step(target); step <= committed; ++step) {
       v1::StepSummary* s = b.add_steps();
       s->set_step(step);
@@ -590,6 +594,12 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
           }
         }
       }
+      without_loss += holds_loss && !s->has_loss();
+    }
+    if (without_loss > 0) {
+      // Older than the commits the survivors keep: those steps' losses miss this rank's replica.
+      RecordEventLocked(j, layout.Name(target) + "'s loss of " + std::to_string(without_loss) +
+                               " step(s) up to " + std::to_string(committed) + " is lost with it");
     }
     Status st = j.order.Check(target, b, spec.steps(), j.job.plan().ranks(b.rank()).actions_size());
     if (st.ok()) st = AcceptBatchLocked(j, target, b, /*health=*/false);

@@ -80,13 +80,18 @@ assert not any("restarting" in m for m in events), events
 if spares:
     # Bit for bit: the same replicas, the same additions.
     diff = [k for k in base if base[k] != run.get(k)]
-    assert not diff, f"losses differ at steps {diff[:5]}: {[(base[k], run.get(k)) for k in diff[:3]]}"
+    recs = [(r.get("step", 0), r.get("loss")) for r in status.get("steps", []) if str(r.get("step", 0)) in diff]
+    assert not diff, (f"losses differ at steps {diff[:5]}: {[(base[k], run.get(k)) for k in diff[:3]]}; records {recs}; "
+                      f"events {[m for m in events if not m.startswith('calibrated')]}")
     assert any(m.startswith("recovered ") and "no checkpoint read" in m for m in events), events[-6:]
 else:
     # One replica fewer: the same samples per step, the gradient's additions in another order.
-    worst = max(abs(float(run[k]) - float(base[k])) / abs(float(base[k])) for k in base)
+    rel = {int(k): abs(float(run[k]) - float(base[k])) / abs(float(base[k])) for k in base}
+    worst = max(rel.values())
     print(f"shrink: largest relative loss difference over 300 steps {worst:.2e}")
-    assert worst <= 1e-6, f"losses differ by {worst:.2e} relative"
+    assert worst <= 1e-6, (f"losses differ by {worst:.2e} relative, first at step "
+                           f"{min(k for k, v in rel.items() if v > 1e-6)}; events "
+                           f"{[m for m in events if not m.startswith('calibrated')]}")
     assert any(m.startswith("recovered from the loss of ") and "by going on with dp 1" in m for m in events), events[-6:]
     if grow:
         assert status["spec"]["dp"] == 2 and status["spec"]["microbatches"] == 4, status["spec"]

@@ -28,9 +28,10 @@ constexpr uint32_t kGradNormChannel = 3u << 16;
 constexpr uint32_t kCommitChannel = 4u << 16;
 // Floats each rank puts in the commit: [holds a loss, the loss's 8 bytes as two floats, 0].
 constexpr size_t kCommitFloats = 4;
-// The commits whose losses a rank keeps for the coordinator (a lost rank's records lag by a step
-// or two at most: telemetry follows each step).
-constexpr int kCommitsKept = 4;
+// The commits whose losses a rank keeps for the coordinator: as far back as a lost rank's
+// telemetry may lag behind its steps (on a loaded 2-core machine, seen 6 steps; a few doubles per
+// commit: the ranks that hold a loss).
+constexpr int kCommitsKept = 128;
 
 
 std::string Describe(const v1::Action& a) {
