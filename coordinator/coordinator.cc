@@ -617,19 +617,8 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
     ShrinkLocked(j, resume);
     return;
   }
-  ++j.generation;
-  v1::Recovery r;
-  r.set_generation(j.generation);
-  r.set_resume_step(resume);
-  r.set_state_from(-1);
   std::vector<std::string> endpoints;
-  for (int g = 0; g < j.world(); ++g) {
-    const RegisteredWorker* w = workers_.Find(j.job.worker_ids(g));
-    endpoints.push_back(w != nullptr ? w->info.data_endpoint() : "");
-    v1::Peer* p = r.add_peers();
-    p->set_global_rank(g);
-    p->set_data_endpoint(endpoints.back());
-  }
+  const v1::Recovery r = NextGenerationLocked(j, resume, {j.job.worker_ids().begin(), j.job.worker_ids().end()}, &endpoints);
   const int source = layout.AtDataRank(lost, (layout.DataRank(lost) + 1) % layout.dp());
   for (int g = 0; g < j.world(); ++g) {
     RegisteredWorker* w = workers_.Find(j.job.worker_ids(g));
@@ -655,6 +644,22 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
   RecordEventLocked(j, "every rank resumes at step " + std::to_string(resume) + " (steps before it are committed on all" +
                            (recomputes ? "; the step in flight runs again)" : ")"));
   changed_.notify_all();
+}
+
+v1::Recovery Coordinator::NextGenerationLocked(JobRecord& j, int resume, const std::vector<std::string>& workers,
+                                               std::vector<std::string>* endpoints) {
+  v1::Recovery r;
+  r.set_generation(++j.generation);
+  r.set_resume_step(resume);
+  r.set_state_from(-1);
+  for (int g = 0; g < static_cast<int>(workers.size()); ++g) {
+    const RegisteredWorker* w = workers_.Find(workers[g]);
+    endpoints->push_back(w != nullptr ? w->info.data_endpoint() : "");
+    v1::Peer* p = r.add_peers();
+    p->set_global_rank(g);
+    p->set_data_endpoint(endpoints->back());
+  }
+  return r;
 }
 
 void Coordinator::ShrinkLocked(JobRecord& j, int resume) {
@@ -782,19 +787,8 @@ void Coordinator::ChangePlanInPlaceLocked(JobRecord& j, int resume, const std::v
   state_.PutCheckpointedSteps(j.job.id(), 0);
   j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
   j.monitor->Start(NowNs());
-  ++j.generation;
-  v1::Recovery r;
-  r.set_generation(j.generation);
-  r.set_resume_step(resume);
-  r.set_state_from(-1);
   std::vector<std::string> endpoints;
-  for (int g = 0; g < layout.world(); ++g) {
-    const RegisteredWorker* w = workers_.Find(workers[g]);
-    endpoints.push_back(w != nullptr ? w->info.data_endpoint() : "");
-    v1::Peer* p = r.add_peers();
-    p->set_global_rank(g);
-    p->set_data_endpoint(endpoints.back());
-  }
+  const v1::Recovery r = NextGenerationLocked(j, resume, workers, &endpoints);
   for (int g = 0; g < layout.world(); ++g) {
     RegisteredWorker* w = workers_.Find(workers[g]);
     if (w == nullptr) continue;  // gone meanwhile: its lease loss fails the attempt

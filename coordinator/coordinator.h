@@ -182,6 +182,10 @@ class Coordinator {
   // No spare was free: the job goes on at `resume` with one replica fewer (JobRecord::Recovery's
   // shrunk spec and plan): the lost replica's workers let go, the others' new places and plan
   // sent, the telemetry and checks restarted for the new layout.
+  // The next data-plane generation of the attempt, resuming at `resume`, its peers the data
+  // endpoints of `workers` (by global rank; also appended to *endpoints).
+  v1::Recovery NextGenerationLocked(JobRecord& job, int resume, const std::vector<std::string>& workers,
+                                    std::vector<std::string>* endpoints);
   void ShrinkLocked(JobRecord& job, int resume);
   // A job a shrink left smaller, RUNNING, with enough free workers for one more replica: those
   // workers are held for it and every rank is told to stop after the same step (one past the

@@ -446,8 +446,10 @@ void Daemon::RunJob(HeldJob& job) {
   rendezvous.timeout = options_.connect_timeout;
   rendezvous.stopped = [&job] { return job.cancelled(); };
   ropt.rendezvous = CoordinatorRendezvous(stub_.get(), std::move(rendezvous));
-  // The assignment the rank runs under now: `a`, or its place in a shrunk job's new plan.
-  std::unique_ptr<v1::Assignment> reshaped;  // outlives `rank`, which refers to it
+  // The assignment the rank runs under now: `a`, or its place in the job's latest plan (a shrink,
+  // a growth). Every one is kept: `rank` and its executor refer to the one before while they
+  // move to the next, and all outlive `rank`.
+  std::vector<std::unique_ptr<v1::Assignment>> reshaped;
   const v1::Assignment* current = &a;
   RankRun rank(a, std::move(ropt));  // its executor and checkpoint writer outlive the code below
   std::unique_ptr<TelemetryOutbox> telemetry;
@@ -518,12 +520,13 @@ void Daemon::RunJob(HeldJob& job) {
       break;
     }
     if (resume->has_reshaped()) {
-      reshaped = std::make_unique<v1::Assignment>(resume->reshaped());
+      reshaped.push_back(std::make_unique<v1::Assignment>(resume->reshaped()));
+      const v1::Assignment& next = *reshaped.back();
       Log("%s: going on in the job's new plan as %s", a.job_id(),
-          jobplan::LayoutOf(reshaped->spec()).Name(RankRun::GlobalRank(*reshaped)));
+          jobplan::LayoutOf(next.spec()).Name(RankRun::GlobalRank(next)));
       job.Detach();  // the executor it reaches is replaced
-      current = reshaped.get();  // before its steps report
-      st = rank.Reshape(*reshaped, source, callbacks);
+      current = &next;  // before its steps report
+      st = rank.Reshape(next, source, callbacks);
     } else {
       st = rank.Resume(resume->recovery(), source, callbacks);
     }
