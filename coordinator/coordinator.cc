@@ -491,7 +491,7 @@ bool Coordinator::RecoverInPlaceLocked(JobRecord& j, const std::string& worker, 
     }
   }
   // A lost worker still registered (blamed by its peers, not dead) is told to stop its part.
-  workers_.Close(worker, j.job.id(), j.session, /*cancel=*/true);
+  LetGoLocked(j, worker);
   if (spare != nullptr) {
     workers_.Assign(*spare, j.job.id(), lost, layout, j.session);
     j.job.set_worker_ids(lost, spare->info.worker_id());
@@ -646,6 +646,13 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
   changed_.notify_all();
 }
 
+void Coordinator::LetGoLocked(JobRecord& j, const std::string& worker) {
+  workers_.Close(worker, j.job.id(), j.session, /*cancel=*/true);
+  // Its global rank is another worker's now (or gone with the layout): nothing it still reports
+  // or sends counts.
+  if (RegisteredWorker* w = workers_.Find(worker); w != nullptr && w->Holds(j.job.id(), j.session)) w->global_rank = -1;
+}
+
 v1::Recovery Coordinator::NextGenerationLocked(JobRecord& j, int resume, const std::vector<std::string>& workers,
                                                std::vector<std::string>* endpoints) {
   v1::Recovery r;
@@ -671,7 +678,7 @@ void Coordinator::ShrinkLocked(JobRecord& j, int resume) {
   for (int g = 0; g < old_layout.world(); ++g) {
     const int d = old_layout.DataRank(g);
     if (d == lost_replica) {
-      if (g != lost) workers_.Close(j.job.worker_ids(g), j.job.id(), j.session, /*cancel=*/true);
+      if (g != lost) LetGoLocked(j, j.job.worker_ids(g));
       continue;
     }
     workers[layout.Global({old_layout.PipelineRank(g), d < lost_replica ? d : d - 1, old_layout.TensorRank(g)})] =
@@ -1063,9 +1070,9 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
   if (w->info.job_id() != r.job_id() || w->info.rank() != r.rank() || w->session != j->session) {
     return PermissionDenied("worker " + r.worker_id() + " does not hold rank " + std::to_string(r.rank()) + " of " + r.job_id());
   }
-  // Its part is over (let go by a shrink, or a lost worker that is still alive): how it stopped
-  // changes nothing.
-  if (w->info.closing() || w->global_rank < 0 || w->global_rank >= j->world()) return Status::Ok();
+  // Its part is over (LetGoLocked: let go by a shrink, or a lost worker still alive whose rank a
+  // spare took): how it stopped changes nothing.
+  if (w->global_rank < 0 || w->global_rank >= j->world()) return Status::Ok();
   if (!r.ok() && r.awaiting_recovery()) {
     // A rank of a job that recovers in place stopped (its data plane broke, or a Halt) and keeps
     // its state: where it stands decides where the job resumes.
@@ -1257,7 +1264,8 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
                               " (restarted); the current one is " + std::to_string(j->session));
   }
   const int g = w->global_rank;
-  if (w->info.closing() || g < 0 || g >= j->world()) {
+  if (g < 0 || g >= j->world()) {
+    // Let go by a shrink, or replaced by a spare while still alive (LetGoLocked).
     return FailedPrecondition("worker " + b.worker_id() + "'s part of " + b.job_id() + " is over: no more telemetry from it");
   }
   // A batch of a step this rank already summarized was stored before: a worker sends again what

@@ -182,6 +182,10 @@ class Coordinator {
   // No spare was free: the job goes on at `resume` with one replica fewer (JobRecord::Recovery's
   // shrunk spec and plan): the lost replica's workers let go, the others' new places and plan
   // sent, the telemetry and checks restarted for the new layout.
+  // A worker of the running attempt whose part is over while the attempt goes on (a shrink's
+  // lost replica, a lost worker still alive): told to stop, free once it releases, and nothing it
+  // reports or sends counts any more.
+  void LetGoLocked(JobRecord& job, const std::string& worker);
   // The next data-plane generation of the attempt, resuming at `resume`, its peers the data
   // endpoints of `workers` (by global rank; also appended to *endpoints).
   v1::Recovery NextGenerationLocked(JobRecord& job, int resume, const std::vector<std::string>& workers,

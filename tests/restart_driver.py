@@ -130,10 +130,8 @@ def main():
         except grpc.RpcError as e:
             errors += 1
             if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND,
-                            grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
-                # The job failed or went back to the queue at a restart (our worker's part of it is
-                # over: its telemetry no longer counts), or we lost the rank: start another.
-                job_id = ""
+                            grpc.StatusCode.INVALID_ARGUMENT):
+                job_id = ""  # the job failed at a restart (or we lost the rank): start another
             else:
                 time.sleep(0.02)  # the coordinator is down or restarting
     ran_s = time.time() - start
