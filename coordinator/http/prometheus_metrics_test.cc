@@ -97,6 +97,19 @@ TEST(PrometheusMetricsTest, GradientNormAndLearningRate) {
   EXPECT_EQ(m.Serialize().find("job-000001"), std::string::npos);
 }
 
+TEST(PrometheusMetricsTest, RecoveriesCountedByPathWithTheLastDuration) {
+  PrometheusMetrics m;
+  m.Recovery("job-000001", "spare", 1.5);
+  m.Recovery("job-000001", "spare", 0.25);
+  m.Recovery("job-000001", "shrink", 2);
+  const std::string text = m.Serialize();
+  EXPECT_NE(text.find("pipecoord_recoveries_total{job_id=\"job-000001\",path=\"spare\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("pipecoord_recoveries_total{job_id=\"job-000001\",path=\"shrink\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("pipecoord_recovery_seconds{job_id=\"job-000001\",path=\"spare\"} 0.25"), std::string::npos) << text;
+  m.ForgetJob("job-000001");
+  EXPECT_EQ(m.Serialize().find("job-000001"), std::string::npos);
+}
+
 TEST(PrometheusMetricsTest, AForgottenJobLeavesNoSeriesAndOthersStay) {
   PrometheusMetrics m;
   Feed(m, "job-000001");
