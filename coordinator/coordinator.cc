@@ -1,6 +1,7 @@
 #include "coordinator/coordinator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "jobplan/auto_plan.h"
@@ -1154,11 +1155,19 @@ Result<v1::DrainResponse> Coordinator::Drain(const v1::DrainRequest& r) {
 }
 
 int Coordinator::StopEveryRankAfterAStepLocked(JobRecord& j, const std::string& asked_by, bool cancel) {
-  // A step no rank can have passed: one after the furthest any has reported (telemetry follows
-  // each step closely), at most the last.
+  // A step no rank can have passed: one after the furthest any has reported, plus the steps a
+  // rank may run while its telemetry and this command are on their way (0.2 s of the last
+  // measured step time, at most 50 steps: with 3 ms steps a rank was two steps past the furthest
+  // reported when the command came, stopped after another step than its peers, and the drain
+  // failed the job), at most the last.
   int furthest = j.job.start_step();
   for (int g = 0; g < j.world(); ++g) furthest = std::max(furthest, j.order.open_step(g));
-  const int step = std::min(furthest + 1, j.job.spec().steps() - 1);
+  int margin = 0;
+  if (j.job.steps_size() > 0) {
+    const double step_s = j.job.steps(j.job.steps_size() - 1).step_time_s();
+    if (step_s > 0) margin = static_cast<int>(std::min(50.0, std::ceil(0.2 / step_s)));
+  }
+  const int step = std::min(furthest + 1 + margin, j.job.spec().steps() - 1);
   j.drain_step = step;
   j.drain_worker = asked_by;
   j.drain_cancels = cancel;
