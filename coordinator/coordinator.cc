@@ -515,15 +515,10 @@ bool Coordinator::RecoverInPlaceLocked(JobRecord& j, const std::string& worker, 
   j.job.set_recovering(layout.Name(lost) + " lost (" + worker + "): " +
                        (j.recovery.shrink ? "going on with one replica fewer" : "being taken over by " + j.recovery.spare));
   // Every other rank stops where it is, keeping its state (those that reported stopped already).
-  for (int g = 0; g < j.world(); ++g) {
-    if (g == lost || j.awaiting.count(g) > 0) continue;
-    RegisteredWorker* w = workers_.Find(j.job.worker_ids(g));
-    if (w == nullptr || !w->Holds(j.job.id(), j.session)) continue;
-    v1::WorkerCommand cmd;
-    cmd.mutable_halt()->set_job_id(j.job.id());
-    cmd.mutable_halt()->set_session(j.session);
-    w->commands.push_back(std::move(cmd));
-  }
+  v1::WorkerCommand halt;
+  halt.mutable_halt()->set_job_id(j.job.id());
+  halt.mutable_halt()->set_session(j.session);
+  TellEveryRankLocked(j, halt, [&](int g) { return g == lost || j.awaiting.count(g) > 0; });
   state_.PutJob(j.job, ids_);
   const int source = layout.AtDataRank(lost, (layout.DataRank(lost) + 1) % layout.dp());
   if (j.recovery.shrink) {
@@ -714,10 +709,8 @@ void Coordinator::MaybeGrowLocked(JobRecord& j) {
     }
   }
   if (static_cast<int>(joining.size()) < layout.pp() * layout.tp()) return;
-  // Every rank stops after one step no rank can have passed (one past the furthest any reported).
-  int furthest = j.job.start_step();
-  for (int g = 0; g < j.world(); ++g) furthest = std::max(furthest, j.order.open_step(g));
-  const int step = furthest + 1;
+  // Every rank stops after one step no rank can have passed.
+  const int step = StopStepLocked(j);
   if (step + 2 >= spec.steps()) return;  // nearly done: not worth a stop
   const RankLayout grown_layout = jobplan::LayoutOf(grown);
   j.recovery = JobRecord::Recovery();
@@ -740,16 +733,12 @@ void Coordinator::MaybeGrowLocked(JobRecord& j) {
     names += (names.empty() ? "" : ", ") + joining[r]->info.worker_id();
   }
   j.awaiting.clear();
-  for (int g = 0; g < j.world(); ++g) {
-    RegisteredWorker* w = workers_.Find(j.job.worker_ids(g));
-    if (w == nullptr || !w->Holds(j.job.id(), j.session)) continue;
-    v1::WorkerCommand cmd;
-    cmd.mutable_halt()->set_job_id(j.job.id());
-    cmd.mutable_halt()->set_session(j.session);
-    cmd.mutable_halt()->set_at_step_end(true);
-    cmd.mutable_halt()->set_step(step);
-    w->commands.push_back(std::move(cmd));
-  }
+  v1::WorkerCommand halt;
+  halt.mutable_halt()->set_job_id(j.job.id());
+  halt.mutable_halt()->set_session(j.session);
+  halt.mutable_halt()->set_at_step_end(true);
+  halt.mutable_halt()->set_step(step);
+  TellEveryRankLocked(j, halt);
   j.job.set_recovering("growing back to dp " + std::to_string(dp + 1) + " after step " + std::to_string(step));
   state_.PutJob(j.job, ids_);
   RecordEventLocked(j, "worker(s) " + names + " free: growing back to dp " + std::to_string(dp + 1) + ", " +
@@ -1155,11 +1144,27 @@ Result<v1::DrainResponse> Coordinator::Drain(const v1::DrainRequest& r) {
 }
 
 int Coordinator::StopEveryRankAfterAStepLocked(JobRecord& j, const std::string& asked_by, bool cancel) {
-  // A step no rank can have passed: one after the furthest any has reported, plus the steps a
-  // rank may run while its telemetry and this command are on their way (0.2 s of the last
-  // measured step time, at most 50 steps: with 3 ms steps a rank was two steps past the furthest
-  // reported when the command came, stopped after another step than its peers, and the drain
-  // failed the job), at most the last.
+  const int step = std::min(StopStepLocked(j), j.job.spec().steps() - 1);
+  j.drain_step = step;
+  j.drain_worker = asked_by;
+  j.drain_cancels = cancel;
+  j.drained.assign(j.world(), false);
+  v1::WorkerCommand stop;
+  stop.mutable_stop_after()->set_job_id(j.job.id());
+  stop.mutable_stop_after()->set_session(j.session);
+  stop.mutable_stop_after()->set_step(step);
+  TellEveryRankLocked(j, stop);
+  RecordEventLocked(j, (cancel ? std::string("cancelling") : "worker " + asked_by + " is shutting down") +
+                           ": every rank stops after step " + std::to_string(step) + " and checkpoints it");
+  changed_.notify_all();
+  return step;
+}
+
+int Coordinator::StopStepLocked(const JobRecord& j) const {
+  // One after the furthest step any rank has reported, plus the steps a rank may run while its
+  // telemetry and the command are on their way: 0.2 s of the last measured step time, at most 50
+  // steps (with 3 ms steps a rank was two steps past the furthest reported when the command came,
+  // stopped after another step than its peers, and the drain failed the job).
   int furthest = j.job.start_step();
   for (int g = 0; g < j.world(); ++g) furthest = std::max(furthest, j.order.open_step(g));
   int margin = 0;
@@ -1167,24 +1172,16 @@ int Coordinator::StopEveryRankAfterAStepLocked(JobRecord& j, const std::string& 
     const double step_s = j.job.steps(j.job.steps_size() - 1).step_time_s();
     if (step_s > 0) margin = static_cast<int>(std::min(50.0, std::ceil(0.2 / step_s)));
   }
-  const int step = std::min(furthest + 1 + margin, j.job.spec().steps() - 1);
-  j.drain_step = step;
-  j.drain_worker = asked_by;
-  j.drain_cancels = cancel;
-  j.drained.assign(j.world(), false);
+  return furthest + 1 + margin;
+}
+
+void Coordinator::TellEveryRankLocked(JobRecord& j, const v1::WorkerCommand& command, const std::function<bool(int g)>& skip) {
   for (int g = 0; g < j.world(); ++g) {
-    RegisteredWorker* rank_worker = workers_.Find(j.job.worker_ids(g));
-    if (rank_worker == nullptr || !rank_worker->Holds(j.job.id(), j.session)) continue;
-    v1::WorkerCommand cmd;
-    cmd.mutable_stop_after()->set_job_id(j.job.id());
-    cmd.mutable_stop_after()->set_session(j.session);
-    cmd.mutable_stop_after()->set_step(step);
-    rank_worker->commands.push_back(std::move(cmd));
+    if (skip && skip(g)) continue;
+    RegisteredWorker* w = workers_.Find(j.job.worker_ids(g));
+    if (w == nullptr || !w->Holds(j.job.id(), j.session)) continue;
+    w->commands.push_back(command);
   }
-  RecordEventLocked(j, (cancel ? std::string("cancelling") : "worker " + asked_by + " is shutting down") +
-                           ": every rank stops after step " + std::to_string(step) + " and checkpoints it");
-  changed_.notify_all();
-  return step;
 }
 
 void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {

@@ -192,8 +192,8 @@ class Coordinator {
                                     std::vector<std::string>* endpoints);
   void ShrinkLocked(JobRecord& job, int resume);
   // A job a shrink left smaller, RUNNING, with enough free workers for one more replica: those
-  // workers are held for it and every rank is told to stop after the same step (one past the
-  // furthest reported), then GrowLocked (from ResumeInPlaceLocked) changes the plan there.
+  // workers are held for it and every rank is told to stop after the same step
+  // (StopStepLocked), then GrowLocked (from ResumeInPlaceLocked) changes the plan there.
   void MaybeGrowLocked(JobRecord& job);
   void GrowLocked(JobRecord& job, int resume);
   // Shrink's and grow's common end: the job's spec and plan become JobRecord::Recovery's, its
@@ -209,10 +209,16 @@ class Coordinator {
   // `cancel`.
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);
   void NoteCheckpointLocked(JobRecord& job, int global_rank, int step);
-  // A coordinated stop: every rank of the job's attempt is told to stop after one step (one past
-  // the furthest any has reported) and checkpoint it; `why` names who asked ("worker W is
+  // A coordinated stop: every rank of the job's attempt is told to stop after one step
+  // (StopStepLocked, at most the last) and checkpoint it; `why` names who asked ("worker W is
   // shutting down", "cancelled by the user"). Returns that step.
   int StopEveryRankAfterAStepLocked(JobRecord& job, const std::string& asked_by, bool cancel);
+  // The step a coordinated stop names (a drain, a cancel with checkpoint, growing back): one no
+  // rank can have passed when a command sent now arrives. Not capped at the job's last step.
+  int StopStepLocked(const JobRecord& job) const;
+  // Queues `command` to the worker of every rank of the job's attempt that still holds it, but
+  // the ranks `skip` names.
+  void TellEveryRankLocked(JobRecord& job, const v1::WorkerCommand& command, const std::function<bool(int g)>& skip = nullptr);
   // Records a step every rank has reported: stored, streamed, exported and checked.
   // `actions`: each global rank's actions of the step (the calibration and the idle split).
   void StepMeasuredLocked(JobRecord& job, v1::StepRecord record, const jobplan::StepActions& actions);

@@ -31,7 +31,7 @@ struct Cluster {
     for (int i = 0; i < n; ++i) workers.push_back(c.Register(WorkerAt(7000 + i))->worker_id());
     v1::JobSpec spec = jobplan::TinySpec(2);
     spec.set_dp(dp);
-    spec.set_steps(10);
+    spec.set_steps(20);
     job = c.SubmitJob(spec)->job_id();
     for (const std::string& w : workers) Drain(w);
   }
@@ -58,8 +58,9 @@ struct Cluster {
     auto* t = b.add_actions();
     t->mutable_action()->set_op(v1::F);
     t->set_step(step);
-    t->set_start_ns(1000 + step * 10000);
-    t->set_end_ns(2000 + step * 10000);
+    // Steps of 80 ms, as a small real job's: a coordinated stop's margin is 0.2 s of steps (3).
+    t->set_start_ns(int64_t{100'000'000} * step);
+    t->set_end_ns(int64_t{100'000'000} * step + 80'000'000);
     auto* s = b.add_steps();
     s->set_step(step);
     if (layout.PipelineRank(g) == 1) {
@@ -238,21 +239,24 @@ TEST(InPlaceRecoveryTest, WithoutASpareTheJobGoesOnWithOneReplicaFewer) {
   ASSERT_TRUE(k.c.ReleaseJob(release).ok());
   EXPECT_EQ(k.Job().spec().dp(), 1);  // one free worker is not a replica
   const std::string back = k.c.Register(WorkerAt(7100))->worker_id();
+  // The stop step: one past the furthest step open (3), plus 0.2 s of 80 ms steps (3).
+  ASSERT_NEAR(k.Job().steps(k.Job().steps_size() - 1).step_time_s(), 0.08, 1e-9);
+  const int stop = 3 + 1 + 3;
   EXPECT_TRUE(k.HasEvent("free: growing back to dp 2, 4 micro-batches per replica (the same global batch); every rank "
-                         "stops after step 4"));
+                         "stops after step " + std::to_string(stop)));
   for (int g = 0; g < 2; ++g) {
     auto cmds = k.Drain(k.WorkerOf(g));
     ASSERT_EQ(cmds.size(), 1u);
     ASSERT_TRUE(cmds[0].has_halt());
     EXPECT_TRUE(cmds[0].halt().at_step_end());
-    EXPECT_EQ(cmds[0].halt().step(), 4);
+    EXPECT_EQ(cmds[0].halt().step(), stop);
   }
-  k.Step(0, 3, 0.5);
-  k.Step(1, 3, 0.5);
-  k.Step(0, 4, 0.5);
-  k.Step(1, 4, 0.5);
-  ASSERT_TRUE(k.Stopped(0, Commit(4)).ok());
-  ASSERT_TRUE(k.Stopped(1, Commit(4)).ok());
+  for (int step = 3; step <= stop; ++step) {
+    k.Step(0, step, 0.5);
+    k.Step(1, step, 0.5);
+  }
+  ASSERT_TRUE(k.Stopped(0, Commit(stop)).ok());
+  ASSERT_TRUE(k.Stopped(1, Commit(stop)).ok());
   j = k.Job();
   EXPECT_EQ(j.spec().dp(), 2);
   EXPECT_EQ(j.spec().microbatches(), 4);
@@ -264,7 +268,7 @@ TEST(InPlaceRecoveryTest, WithoutASpareTheJobGoesOnWithOneReplicaFewer) {
     ASSERT_EQ(cmds.size(), 1u);
     ASSERT_TRUE(cmds[0].has_recover());
     EXPECT_EQ(cmds[0].recover().reshaped().spec().dp(), 2);
-    EXPECT_EQ(cmds[0].recover().reshaped().start_step(), 5);
+    EXPECT_EQ(cmds[0].recover().reshaped().start_step(), stop + 1);
     ASSERT_EQ(cmds[0].recover().reshaped().recovery().state_to_size(), 1);
     EXPECT_EQ(cmds[0].recover().reshaped().recovery().state_to(0), 2 + g);  // its stage's new rank
   }
@@ -274,12 +278,12 @@ TEST(InPlaceRecoveryTest, WithoutASpareTheJobGoesOnWithOneReplicaFewer) {
     ASSERT_TRUE(cmds[0].has_assign());
     EXPECT_EQ(cmds[0].assign().dp_rank(), 1);
     EXPECT_EQ(cmds[0].assign().recovery().state_from(), g - 2);
-    EXPECT_EQ(cmds[0].assign().start_step(), 5);
+    EXPECT_EQ(cmds[0].assign().start_step(), stop + 1);
   }
   EXPECT_TRUE(j.worker_ids(2) == back || j.worker_ids(3) == back);
-  for (int g = 0; g < 4; ++g) k.Step(g, 5, 0.25);
+  for (int g = 0; g < 4; ++g) k.Step(g, stop + 1, 0.25);
   j = k.Job();
-  EXPECT_EQ(j.steps_done(), 6);
+  EXPECT_EQ(j.steps_done(), stop + 2);
   EXPECT_EQ(j.recoveries(), 1);
   EXPECT_EQ(j.recovering(), "");
   EXPECT_TRUE(k.HasEvent("grew back to dp 2 in "));

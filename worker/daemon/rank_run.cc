@@ -107,16 +107,9 @@ Status RankRun::ResumeOrThrow(const v1::Recovery& recovery, const TransportSourc
   *recovered_->mutable_peers() = recovery.peers();
   *recovered_->mutable_recovery() = recovery;
   const v1::Assignment& a = *recovered_;
-  const int global = GlobalRank(a);
-  auto transport = source(a);
-  if (!transport.ok()) return transport.status();
-  TcpTransport* link = *transport;
-  if (callbacks.on_transport && !callbacks.on_transport(link)) return FailedPrecondition("stopped before it ran");
-  std::map<int, std::string> peers;
-  for (const v1::Peer& p : a.peers()) {
-    if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
-  }
-  PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, DataSession(a), options_.connect_timeout));
+  auto connected = ConnectDataPlane(a, source, callbacks);
+  if (!connected.ok()) return connected.status();
+  TcpTransport* link = *connected;
   PIPECOORD_RETURN_IF_ERROR(executor_->ResumeAt(recovery.resume_step(), link, callbacks.on_step));
   for (int spare : recovery.state_to()) {
     Status st = SendState(*link, spare, recovery.resume_step());
@@ -166,28 +159,14 @@ Status RankRun::ReshapeOrThrow(const v1::Assignment& b, const TransportSource& s
     // Under the new global rank: a restart of the new plan finds it (reported with the next step).
     PIPECOORD_RETURN_IF_ERROR(checkpoints_->Save({resume - 1, backend_->optimizer_steps()}, backend_->CheckpointState()));
   }
-  auto transport = source(b);
-  if (!transport.ok()) return transport.status();
-  TcpTransport* link = *transport;
-  const Status stopped = FailedPrecondition("stopped before it ran");
-  if (callbacks.on_transport && !callbacks.on_transport(link)) return stopped;
-  std::map<int, std::string> peers;
-  for (const v1::Peer& p : b.peers()) {
-    if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
-  }
-  PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, DataSession(b), options_.connect_timeout));
+  auto connected = ConnectDataPlane(b, source, callbacks);
+  if (!connected.ok()) return connected.status();
+  TcpTransport* link = *connected;
   for (int joining : b.recovery().state_to()) {  // a new replica's rank of this stage (growing back)
     Status st = SendState(*link, joining, resume);
     if (!st.ok()) return Status(st.code(), "streaming the state to global rank " + std::to_string(joining) + ": " + st.message());
   }
-  ExecutorOptions eopt;
-  eopt.clock_ns = options_.clock_ns;
-  eopt.hooks = options_.hooks;
-  eopt.checkpoints = checkpoints_.get();
-  eopt.commit = jobplan::RunsStepCommit(b.spec());
-  executor_ = std::make_unique<Executor>(b, backend_.get(), link, std::move(eopt));
-  if (callbacks.on_start && !callbacks.on_start(executor_.get(), checkpoints_.get())) return stopped;
-  return executor_->Run(callbacks.on_step);
+  return RunNewExecutor(b, link, callbacks);
 }
 
 Status RankRun::Run(const TransportSource& source, const RankRunCallbacks& callbacks) {
@@ -227,17 +206,10 @@ Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
   }
   checkpoints_ = std::move(checkpoints).value();
-  auto transport = source(a);
-  if (!transport.ok()) return transport.status();
-  TcpTransport* link = *transport;
+  auto connected = ConnectDataPlane(a, source, callbacks);
+  if (!connected.ok()) return connected.status();
+  TcpTransport* link = *connected;
   if (tensor_parallel_) tensor_parallel_->Bind(link);
-  const Status stopped = FailedPrecondition("stopped before it ran");
-  if (callbacks.on_transport && !callbacks.on_transport(link)) return stopped;
-  std::map<int, std::string> peers;
-  for (const v1::Peer& p : a.peers()) {
-    if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
-  }
-  PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, DataSession(a), options_.connect_timeout));
   if (a.has_recovery() && a.recovery().state_from() >= 0) {
     const auto receive_start = std::chrono::steady_clock::now();
     Status st = ReceiveState(*link, a.recovery().state_from(), a.recovery().resume_step());
@@ -261,15 +233,36 @@ Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks
     return Status(boundary.status().code(), "choosing the transport of boundary tensors: " + boundary.status().message());
   }
   boundary_ = std::move(boundary).value();
-  if (boundary_ != nullptr && callbacks.on_transport && !callbacks.on_transport(boundary_.get())) return stopped;
+  if (boundary_ != nullptr && callbacks.on_transport && !callbacks.on_transport(boundary_.get())) {
+    return FailedPrecondition("stopped before it ran");
+  }
+  return RunNewExecutor(a, boundary_ ? static_cast<Transport*>(boundary_.get()) : link, callbacks);
+}
+
+Result<TcpTransport*> RankRun::ConnectDataPlane(const v1::Assignment& a, const TransportSource& source,
+                                                const RankRunCallbacks& callbacks) {
+  const int global = GlobalRank(a);
+  auto transport = source(a);
+  if (!transport.ok()) return transport.status();
+  TcpTransport* link = *transport;
+  if (callbacks.on_transport && !callbacks.on_transport(link)) return FailedPrecondition("stopped before it ran");
+  std::map<int, std::string> peers;
+  for (const v1::Peer& p : a.peers()) {
+    if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
+  }
+  PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, DataSession(a), options_.connect_timeout));
+  return link;
+}
+
+Status RankRun::RunNewExecutor(const v1::Assignment& a, Transport* transport, const RankRunCallbacks& callbacks) {
   ExecutorOptions eopt;
   eopt.clock_ns = options_.clock_ns;
   eopt.hooks = options_.hooks;
   eopt.checkpoints = checkpoints_.get();
   eopt.tensor_parallel = tensor_parallel_.get();
   eopt.commit = jobplan::RunsStepCommit(a.spec());
-  executor_ = std::make_unique<Executor>(a, backend_.get(), boundary_ ? boundary_.get() : link, std::move(eopt));
-  if (callbacks.on_start && !callbacks.on_start(executor_.get(), checkpoints_.get())) return stopped;
+  executor_ = std::make_unique<Executor>(a, backend_.get(), transport, std::move(eopt));
+  if (callbacks.on_start && !callbacks.on_start(executor_.get(), checkpoints_.get())) return FailedPrecondition("stopped before it ran");
   return executor_->Run(callbacks.on_step);
 }
 

@@ -136,6 +136,13 @@ class RankRun {
   Status RunOrThrow(const TransportSource& source, const RankRunCallbacks& callbacks);
   Status ResumeOrThrow(const v1::Recovery& recovery, const TransportSource& source, const RankRunCallbacks& callbacks);
   Status ReshapeOrThrow(const v1::Assignment& reshaped, const TransportSource& source, const RankRunCallbacks& callbacks);
+  // The data plane of `a`: its transport from `source`, shown to callbacks.on_transport, connected
+  // to a's peers under a's session. FAILED_PRECONDITION "stopped before it ran" when on_transport
+  // declines.
+  Result<TcpTransport*> ConnectDataPlane(const v1::Assignment& a, const TransportSource& source, const RankRunCallbacks& callbacks);
+  // A new executor of `a` over this rank's backend and checkpoints, shown to callbacks.on_start,
+  // then run to its end.
+  Status RunNewExecutor(const v1::Assignment& a, Transport* transport, const RankRunCallbacks& callbacks);
   // The rank's state (ComputeBackend::CheckpointState and its optimizer step count) to or from
   // global rank `peer`, tensor by tensor on the recovery channel; bytes added to state_bytes_.
   Status SendState(TcpTransport& link, int peer, int step);
