@@ -25,7 +25,7 @@ job=$("$PIPECTL" submit "$WORK/job.json" --format json | json_field '["jobId"]')
   fail "pipectl export failed: $(cat "$WORK/export.err")"
 [ ! -s "$WORK/export.err" ] || fail "pipectl export wrote to stderr: $(cat "$WORK/export.err")"
 
-/usr/bin/python3 - "$WORK/export" "$CKPT/$job" "$job" "$WORK/export.out" <<'PY' || fail "the exported folder"
+"$PYTHON" - "$WORK/export" "$CKPT/$job" "$job" "$WORK/export.out" <<'PY' || fail "the exported folder"
 import json, os, struct, sys
 import numpy as np
 

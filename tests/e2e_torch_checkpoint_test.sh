@@ -16,7 +16,7 @@ export PYTHONPATH="$gen:$PWD/python"
 CKPT="$WORK/checkpoints"
 
 # --- 0. One process ---
-/usr/bin/python3 - "$WORK/unit" <<'PY' || fail "save and resume in one process"
+"$PYTHON" - "$WORK/unit" <<'PY' || fail "save and resume in one process"
 import os, sys
 sys.path.insert(0, "python/examples")
 import torch
@@ -95,7 +95,7 @@ start_coordinator --lease-ms 2000
 start_torch() {  # start_torch LOG [flags...]: one torch worker, waits for its registration
   local log=$1
   shift
-  /usr/bin/python3 -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples "$@" \
+  "$PYTHON" -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples "$@" \
     > "$log" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 600); do grep -q "registered as" "$log" && return; sleep 0.05; done
@@ -130,7 +130,7 @@ grep -q "resumed from the checkpoint of step" "$WORK/replacement.log" ||
 
 "$PIPECTL" status "$reference" --format json > "$WORK/reference.status.json"
 "$PIPECTL" status "$job" --format json > "$WORK/job.status.json"
-/usr/bin/python3 - "$WORK/reference.status.json" "$WORK/job.status.json" "$CKPT/$job" <<'PY' || fail "restart checks"
+"$PYTHON" - "$WORK/reference.status.json" "$WORK/job.status.json" "$CKPT/$job" <<'PY' || fail "restart checks"
 import json, os, sys
 from pipecoord.safetensors_io import read_metadata, read_safetensors
 from pipecoord.torch_checkpoint import fnv1a64
@@ -193,7 +193,7 @@ start_torch "$WORK/drain-3.log" --checkpoint-dir "$CKPT"
 torch_job "$WORK/drain.json" steps=60 checkpointEvery=5 maxRestarts=0
 job=$("$PIPECTL" submit "$WORK/drain.json" --format json | json_field '["jobId"]')
 wait_steps "$job" 7
-victim=$("$PIPECTL" workers --format json | /usr/bin/python3 -c '
+victim=$("$PIPECTL" workers --format json | "$PYTHON" -c '
 import json, sys
 print([w for w in json.load(sys.stdin)["workers"] if w.get("jobId") and w.get("rank", 0) == 1][0]["workerId"])')
 worker_process "$victim"
@@ -202,7 +202,7 @@ kill -TERM "$victim_pid"
 timeout 300 "$PIPECTL" watch "$job" > /dev/null || fail "the drained torch job did not succeed"
 grep -q "shutting down: every rank of $job stops after step " "$victim_log" || fail "no coordinated stop: $(tail -3 "$victim_log")"
 "$PIPECTL" status "$job" --format json > "$WORK/drain.status.json"
-/usr/bin/python3 - "$WORK/drain.status.json" <<'PY' || fail "torch drain checks"
+"$PYTHON" - "$WORK/drain.status.json" <<'PY' || fail "torch drain checks"
 import json, re, sys
 job = json.load(open(sys.argv[1]))
 assert job["state"] == "SUCCEEDED" and job.get("restarts", 0) == 0, (job["state"], job.get("restarts"))
@@ -217,7 +217,7 @@ for p in "${PIDS[@]:1}"; do kill "$p" 2>/dev/null || true; done
 # --- 4. pipectl export of a module with names of its own (docs/pytorch.md's tiny_lm) lists what
 #        it cannot map, with the files ---
 mkdir -p "$WORK/tiny"
-/usr/bin/python3 - docs/pytorch.md "$WORK/tiny" <<'PY' || fail "docs/pytorch.md: example blocks not found"
+"$PYTHON" - docs/pytorch.md "$WORK/tiny" <<'PY' || fail "docs/pytorch.md: example blocks not found"
 import json, os, re, sys
 text, out = open(sys.argv[1]).read(), sys.argv[2]
 for name in ("tiny_lm.py", "job.json"):

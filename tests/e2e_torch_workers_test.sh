@@ -26,7 +26,7 @@ start_torch_workers() {
   shift
   for i in $(seq "$n"); do
     log="$WORK/torch-$i-$RANDOM.log"
-    /usr/bin/python3 -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples "$@" > "$log" 2>&1 &
+    "$PYTHON" -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples "$@" > "$log" 2>&1 &
     PIDS+=($!)
     TORCH_PIDS+=($!)
     TORCH_LOGS+=("$log")
@@ -38,7 +38,7 @@ start_torch_workers() {
   fail "torch workers did not register"
 }
 free_torch_workers() {
-  "$PIPECTL" workers --format json | /usr/bin/python3 -c '
+  "$PIPECTL" workers --format json | "$PYTHON" -c '
 import json, sys
 print(sum(1 for w in json.load(sys.stdin).get("workers", []) if w.get("workerKind") == "torch" and not w.get("jobId")))'
 }
@@ -60,7 +60,7 @@ torch_job() {
 
 # --- 0. The C++ worker's token stream, bit for bit: worker/model/synthetic_data.cc's
 #        SyntheticData(3, 64, 8, 2).Batch(5, 3) as the C++ prints it; the --inject rules' errors. ---
-/usr/bin/python3 - <<'PY' || fail "python/pipecoord/synthetic_data.py differs from the C++ stream"
+"$PYTHON" - <<'PY' || fail "python/pipecoord/synthetic_data.py differs from the C++ stream"
 from pipecoord.synthetic_data import SyntheticData
 from pipecoord.torch_executor import Faults
 inputs, targets = SyntheticData(3, 64, 8, 2).batch(5, 3)
@@ -100,7 +100,7 @@ start_coordinator
 start_torch_workers 4
 # reference JOB_JSON OUT: the losses of the single-process run of JOB_JSON's model and steps.
 reference() {
-/usr/bin/python3 - "$1" > "$2" <<'PY' || fail "the single-process run failed"
+"$PYTHON" - "$1" > "$2" <<'PY' || fail "the single-process run failed"
 # The whole model in one process, plain PyTorch: m micro-batches, loss / m backward, AdamW. With
 # dp replicas, replica d reads the step's micro-batches d*m .. d*m+m-1 and their gradients are
 # averaged: one process on the concatenated batch, all dp*m micro-batches, loss / (dp*m).
@@ -150,7 +150,7 @@ for pp in 2 4; do
     job=$(submit "$WORK/job.json")
     timeout 120 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "pp $pp $schedule: $(tail -3 "$WORK/watch.out")"
     "$PIPECTL" status "$job" --format json > "$WORK/status.json"
-    /usr/bin/python3 - "$WORK/status.json" "$WORK/reference.json" "$pp $schedule" <<'PY' || fail "pp $pp $schedule: losses differ"
+    "$PYTHON" - "$WORK/status.json" "$WORK/reference.json" "$pp $schedule" <<'PY' || fail "pp $pp $schedule: losses differ"
 import json, sys
 job, ref, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
 assert job["state"] == "SUCCEEDED", job.get("failureCause")
@@ -176,7 +176,7 @@ for schedule in 1f1b zbh1 interleaved zbv; do
   job=$(submit "$WORK/job.json")
   timeout 120 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "dp 2 $schedule: $(tail -3 "$WORK/watch.out")"
   "$PIPECTL" status "$job" --format json > "$WORK/status.json"
-  /usr/bin/python3 - "$WORK/status.json" "$WORK/reference-dp.json" "$WORK/reference.json" "$schedule" <<'PY' ||
+  "$PYTHON" - "$WORK/status.json" "$WORK/reference-dp.json" "$WORK/reference.json" "$schedule" <<'PY' ||
 import json, sys
 job, ref, ref_dp1, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), sys.argv[4]
 assert job["state"] == "SUCCEEDED", job.get("failureCause")
@@ -206,7 +206,7 @@ done
 # rates, and zero 1's ranks hold less AdamW state (their reported memory).
 OPT='optimizer={"beta1": 0.85, "beta2": 0.98, "eps": 1e-6, "weightDecay": 0.1, "lrSchedule": "cosine", "warmupSteps": 2, "minLr": 0.001, "clipGradNorm": 0.5}'
 torch_job "$WORK/opt.json" pp=2 dp=2 'schedule="zbh1"' "$OPT"
-/usr/bin/python3 - "$WORK/opt.json" > "$WORK/reference-opt.json" <<'PY' || fail "the single-process optimizer run failed"
+"$PYTHON" - "$WORK/opt.json" > "$WORK/reference-opt.json" <<'PY' || fail "the single-process optimizer run failed"
 import json, sys, warnings
 import torch
 import torch.nn.functional as F
@@ -253,7 +253,7 @@ for zero in 1 0; do
   timeout 120 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "zero $zero: $(tail -3 "$WORK/watch.out")"
   "$PIPECTL" status "$job" --format json > "$WORK/status-zero$zero.json"
 done
-/usr/bin/python3 - "$WORK/status-zero1.json" "$WORK/status-zero0.json" "$WORK/reference-opt.json" <<'PY' ||
+"$PYTHON" - "$WORK/status-zero1.json" "$WORK/status-zero0.json" "$WORK/reference-opt.json" <<'PY' ||
 import json, sys
 zero1, zero0, ref = (json.load(open(p)) for p in sys.argv[1:4])
 for job, name in ((zero1, "zero 1"), (zero0, "zero 0")):
@@ -285,7 +285,7 @@ torch_job "$WORK/slow.json" steps=12 'health={"bubbleMinS": 0.001, "bubbleSlack"
 job=$(submit "$WORK/slow.json")
 timeout 180 "$PIPECTL" watch "$job" > /dev/null || fail "the slow job failed"
 "$PIPECTL" events "$job" --kind health --format json > "$WORK/events.json"
-/usr/bin/python3 - "$WORK/events.json" <<'PY' || fail "no straggler event for rank 1: $(cat "$WORK/events.json")"
+"$PYTHON" - "$WORK/events.json" <<'PY' || fail "no straggler event for rank 1: $(cat "$WORK/events.json")"
 import json, sys
 text = open(sys.argv[1]).read()
 events = json.loads(text)["events"] if text.lstrip().startswith("{") else [json.loads(l) for l in text.splitlines() if l.strip()]
@@ -309,7 +309,7 @@ for _ in $(seq 600); do
   [ "$("$PIPECTL" status "$job" --format json | json_field '.get("stepsDone", 0)')" -ge 2 ] && break
   sleep 0.05
 done
-read -r victim_id rank < <("$PIPECTL" workers --format json | /usr/bin/python3 -c '
+read -r victim_id rank < <("$PIPECTL" workers --format json | "$PYTHON" -c '
 import json, sys
 w = [w for w in json.load(sys.stdin)["workers"] if w.get("rank", 0) == 1][0]
 print(w["workerId"], w["rank"])')
@@ -356,7 +356,7 @@ for _ in $(seq 100); do grep -q "listening on" "$WORK/coordinator.log" && break;
 timeout 300 "$PIPECTL" watch "$job" > "$WORK/ride.out" || fail "the torch job did not survive the coordinator restart: $(tail -3 "$WORK/ride.out")"
 "$PIPECTL" status "$ref" --format json > "$WORK/ride-ref.status.json"
 "$PIPECTL" status "$job" --format json > "$WORK/ride.status.json"
-/usr/bin/python3 - "$WORK/ride-ref.status.json" "$WORK/ride.status.json" <<'PY' || fail "torch coordinator restart checks"
+"$PYTHON" - "$WORK/ride-ref.status.json" "$WORK/ride.status.json" <<'PY' || fail "torch coordinator restart checks"
 import json, sys
 ref, job = (json.load(open(p)) for p in sys.argv[1:3])
 assert job["state"] == "SUCCEEDED" and job.get("restarts", 0) == 0, (job["state"], job.get("restarts"))
@@ -370,7 +370,7 @@ stop_all
 
 # --- 4. docs/pytorch.md's example ---
 mkdir -p "$WORK/example"
-/usr/bin/python3 - docs/pytorch.md "$WORK/example" <<'PY' || fail "docs/pytorch.md: example blocks not found"
+"$PYTHON" - docs/pytorch.md "$WORK/example" <<'PY' || fail "docs/pytorch.md: example blocks not found"
 import os, re, sys
 text, out = open(sys.argv[1]).read(), sys.argv[2]
 for name in ("tiny_lm.py", "job.json", "output"):
@@ -381,7 +381,7 @@ start_coordinator
 start_torch_workers 2 --import-path "$WORK/example"
 { "$PIPECTL" submit "$WORK/example/job.json" && timeout 120 "$PIPECTL" watch job-000001; } > "$WORK/example.out" 2>&1 ||
   fail "the docs example failed: $(tail -3 "$WORK/example.out")"
-/usr/bin/python3 - "$WORK/example.out" "$WORK/example/output" <<'PY' || fail "docs/pytorch.md's example prints something else"
+"$PYTHON" - "$WORK/example.out" "$WORK/example/output" <<'PY' || fail "docs/pytorch.md's example prints something else"
 import re, sys
 health = re.compile(r"^job-\d+: (bubble|straggler|hang|memory|sdc): .*\n", re.M)
 norm = lambda s: re.sub(r"\d+", "N", health.sub("", s))

@@ -4,6 +4,7 @@ set -euo pipefail
 COORDINATOR=${COORDINATOR:-coordinator/coordinator}
 WORKER=${WORKER:-worker/daemon/worker}
 PIPECTL=${PIPECTL:-cli/pipectl}
+source tests/python.sh  # PYTHON
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/e2e.XXXXXX")
 PIDS=()
 

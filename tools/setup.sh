@@ -10,12 +10,10 @@ packages=(
   libboost-dev libboost-system-dev
   prometheus-cpp-dev libsqlite3-dev libssl-dev zlib1g-dev
   python3 python3-venv python3-grpcio python3-protobuf  # python3-venv: tools/python_env.sh
-  python3-torch              # PyTorch 1.13 (CPU, gloo): python/pipecoord reference model and torch workers
   openssl                    # certificates for the TLS tests and the local launcher (deploy/local/pki.sh)
   prometheus chromium chromium-driver python3-selenium  # /metrics and dashboard tests
   kubectl                    # deploy/ tests: kubectl kustomize (v1.32)
   clang-14 libclang-rt-14-dev  # fuzz/: libFuzzer targets with ASan and UBSan
-  python3-torch              # python/pipecoord/reference_model.py: the independent reference (tests/torch_reference)
   libopenblas-dev            # the CPU backend's fp32 GEMMs (kernels/cpu/linear.cc)
   fortunes                   # 2.5 MB of English text (/usr/share/games/fortunes): tools/demo.sh trains on it byte by byte
 )
@@ -34,8 +32,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${missing[@]}" >/dev/null
 fi
 
-# The Python packages taken from PyPI (tools/requirements.txt, pinned), in a virtual environment
-# outside the repository.
+# The Python packages taken from PyPI (tools/requirements.txt, pinned: PyTorch 2, numpy, the
+# client's grpcio and protobuf, deploy/'s validators), in a virtual environment outside the
+# repository.
 "$(dirname "$0")/python_env.sh"
 
 if [ ! -x /usr/local/cuda/bin/nvcc ]; then

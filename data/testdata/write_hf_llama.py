@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes a tiny Hugging Face Llama checkpoint with numpy (Debian's python3-numpy), for
+"""Writes a tiny Hugging Face Llama checkpoint with numpy (tools/requirements.txt's), for
 data/hf_llama_weights_test: an independent writer, and an independent statement of the rotary
 row permutation (transformers' convert_llama_weights_to_hf.py permutes Meta's interleaved rows
 into rotate_half's split halves; this script states the inverse, numpy's way).

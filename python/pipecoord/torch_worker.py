@@ -1,7 +1,7 @@
 """pipecoord's PyTorch worker: runs the user's own torch.nn.Module under pipecoord's plans and
 health checks (docs/pytorch.md).
 
-    /usr/bin/python3 -m pipecoord.torch_worker --coordinator HOST:PORT [--import-path DIR]...
+    python -m pipecoord.torch_worker --coordinator HOST:PORT [--import-path DIR]...
         [--device cpu|cuda] [--threads N] [--inject RULES]
 
 It speaks the C++ worker daemon's protocol (proto/worker.proto; worker/daemon/daemon.h): it
@@ -498,7 +498,7 @@ class TorchWorker:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python3 -m pipecoord.torch_worker", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m pipecoord.torch_worker", description=__doc__.split("\n\n")[0])
     p.add_argument("--coordinator", required=True, help="HOST:PORT of the coordinator")
     p.add_argument("--import-path", action="append", default=[],
                    help="a directory put first on sys.path, where the jobs' modules are found (repeatable)")

@@ -131,7 +131,10 @@ TEST(HfRoundTripTest, TheExportLoadedIntoAFreshJobGivesTheTrainedModelsLoss) {
 
   // PyTorch, knowing only transformers' Llama, computes the same loss from the folder.
   std::ofstream(dir + "/batch.json") << batch_json;
-  const std::string cmd = "/usr/bin/python3 tests/hf_weights/hf_llama_torch_loss.py " + o.out_dir + " " + dir +
+  // The project's Python (tests/python.sh): PyTorch 2 from tools/requirements.txt.
+  const char* venv = std::getenv("PIPECOORD_VENV");
+  const std::string python = std::string(venv != nullptr ? venv : "/var/cache/pipecoord/venv") + "/bin/python";
+  const std::string cmd = python + " tests/hf_weights/hf_llama_torch_loss.py " + o.out_dir + " " + dir +
                           "/batch.json > " + dir + "/torch_loss.txt";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const double torch_loss = std::stod(Read(dir + "/torch_loss.txt"));

@@ -18,12 +18,12 @@ DUMP=tests/torch_data/sampler_dump
 start_torch_workers() {  # N: waits until N are registered
   local n=$1
   for i in $(seq "$n"); do
-    /usr/bin/python3 -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples \
+    "$PYTHON" -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples \
       > "$WORK/torch-$i.log" 2>&1 &
     PIDS+=($!)
   done
   for _ in $(seq 600); do
-    [ "$("$PIPECTL" workers --format json | /usr/bin/python3 -c '
+    [ "$("$PIPECTL" workers --format json | "$PYTHON" -c '
 import json, sys
 print(sum(1 for w in json.load(sys.stdin).get("workers", []) if w.get("workerKind") == "torch"))')" -ge "$n" ] && return
     sleep 0.05
@@ -35,7 +35,7 @@ start_torch_workers 4
 
 # 360 bytes of text: train.bin holds 324 tokens, 20 windows of 17 tokens; 8 sequences a step
 # (dp 1) make 2 steps an epoch with 4 windows left over (dp 2: 16 a step, 1 step an epoch).
-/usr/bin/python3 -c '
+"$PYTHON" -c '
 import sys
 words = "stages pass activations forward and gradients back".split()
 with open(sys.argv[1], "w") as f:
@@ -43,7 +43,7 @@ with open(sys.argv[1], "w") as f:
         f.write(" ".join(words[(i * 3 + k) % len(words)] for k in range(6)) + ".\n")' "$WORK/text.txt"
 "$PIPECTL" data prepare "$WORK/text.txt" --out "$WORK/data" > "$WORK/prepare.out" || fail "data prepare"
 # The validation split (spec.data.valPath): another text's tokens, enough for dp 2 x 3 batches of 2.
-/usr/bin/python3 -c '
+"$PYTHON" -c '
 import sys
 words = "the coordinator plans every step and the workers report their losses".split()
 with open(sys.argv[1], "w") as f:
@@ -66,10 +66,10 @@ data_job() {  # data_job FILE overrides...
 # over the replicas (the coordinator's). Prints {"loss": [...], "val": {step: loss}}.
 reference() {  # reference JOB_JSON OUT: also writes OUT.windows (sampler_dump's answer)
   local dp
-  dp=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("dp", 1))' "$1")
+  dp=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("dp", 1))' "$1")
   $DUMP job --data "$WORK/data" --vocab 256 --seed 5 --seq 16 --batch 2 --microbatches 4 --dp "$dp" \
     --train-steps 6 --val-path "$WORK/valdata/train" --eval-batches 3 > "$2.windows" || fail "sampler_dump"
-  /usr/bin/python3 - "$1" "$2.windows" > "$2" <<'PY' || fail "the single-process run failed"
+  "$PYTHON" - "$1" "$2.windows" > "$2" <<'PY' || fail "the single-process run failed"
 import json, sys
 import torch
 import torch.nn.functional as F
@@ -122,7 +122,7 @@ for case in "1f1b 1" "zbh1 2" "zbv 1"; do
   job=$("$PIPECTL" submit "$WORK/job-$1.json" --format json | json_field '["jobId"]')
   timeout 120 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "$case: $(tail -3 "$WORK/watch.out")"
   "$PIPECTL" status "$job" --format json > "$WORK/status.json"
-  /usr/bin/python3 - "$WORK/status.json" "$WORK/ref-$1.json" "pp 2 dp $2 $1" <<'PY' || fail "$case: losses differ"
+  "$PYTHON" - "$WORK/status.json" "$WORK/ref-$1.json" "pp 2 dp $2 $1" <<'PY' || fail "$case: losses differ"
 import json, sys
 job, ref, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
 assert job["state"] == "SUCCEEDED", job.get("failureCause")

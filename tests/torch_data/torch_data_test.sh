@@ -11,12 +11,13 @@
 #    validation batches (sequential, per replica) of the folder's val, a valFraction tail, a valPath;
 # 3. that it can fail: a sampler with another seed, and a token changed in the .bin, are refused.
 set -euo pipefail
+source tests/python.sh  # PYTHON
 dump=tests/torch_data/sampler_dump
 gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
 export PYTHONPATH="$gen:python"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-compare() { /usr/bin/python3 tests/torch_data/compare.py "$@"; }
+compare() { "$PYTHON" tests/torch_data/compare.py "$@"; }
 
 range() {  # range NAME sampler_dump-range-flags...
   local name=$1
@@ -38,7 +39,7 @@ range sequential --begin 100 --end 2000 --seed 5 --seq 8 --batch 2 --microbatche
 
 # The "epochs" case exercises the rotation: 62 windows, 12 per step, 2 left over, and the two
 # windows epoch 0 leaves out are not the ones epoch 1 leaves out.
-/usr/bin/python3 - "$work/epochs.json" <<'PY'
+"$PYTHON" - "$work/epochs.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert (d["windows"], d["per_step"], d["steps_per_epoch"]) == (62, 12, 5), d
@@ -53,7 +54,7 @@ print(f"leftover windows by epoch: {[sorted(l) for l in left]}")
 PY
 
 echo "== a dataset from pipectl data prepare"
-/usr/bin/python3 -c '
+"$PYTHON" -c '
 import sys
 words = "tokens flow through the pipeline while every stage keeps its weights".split()
 with open(sys.argv[1], "w") as f:
@@ -91,7 +92,7 @@ if compare range "$work/odd.json" --begin 17 --end 5000 --seed 43 --seq 7 --batc
 fi
 grep -q "python .*, C++" "$work/out" || { cat "$work/out"; exit 1; }
 # One byte of the first window step 0 reads, changed in the .bin (the .json still agrees).
-/usr/bin/python3 - "$work/folder.json" "$work/data/train.bin" <<'PY'
+"$PYTHON" - "$work/folder.json" "$work/data/train.bin" <<'PY'
 import json, sys
 start = json.load(open(sys.argv[1]))["batches"][0][3][0]
 with open(sys.argv[2], "r+b") as f:

@@ -14,12 +14,13 @@
 # 4. and that it can fail: a gradient off by 1e-4 in one element, PyTorch's RoPE with another
 #    base, and PyTorch clipping at another threshold are all refused.
 set -euo pipefail
+source tests/python.sh  # PYTHON
 dump=tests/torch_reference/model_dump
 gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
 export PYTHONPATH="$gen:python"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-compare() { /usr/bin/python3 tests/torch_reference/compare.py "$@"; }
+compare() { "$PYTHON" tests/torch_reference/compare.py "$@"; }
 
 echo "== one micro-batch"
 $dump microbatch --out "$work/mb_small.st"
@@ -75,7 +76,7 @@ compare --dtype float64 "$work/opt_zbh1.st" "$work/opt_interleaved.st" "$work/op
   "$work/opt_zbv.st"
 
 echo "== it can fail"
-/usr/bin/python3 - "$work/mb_small.st" "$work/mb_bad.st" <<'PY'
+"$PYTHON" - "$work/mb_small.st" "$work/mb_bad.st" <<'PY'
 import sys
 from pipecoord.safetensors_io import read_metadata, read_safetensors, write_safetensors
 t = read_safetensors(sys.argv[1])
@@ -93,7 +94,7 @@ if compare --rope-theta 500000 "$work/mb_small.st" > "$work/rope.out"; then
 fi
 grep -q "^FAIL logits" "$work/rope.out" || { cat "$work/rope.out"; echo "FAIL: logits not refused"; exit 1; }
 # PyTorch clipping at another threshold than the job's: the weights part.
-/usr/bin/python3 - "$work/opt_zbh1.st" "$work/opt_clip.st" <<'PY'
+"$PYTHON" - "$work/opt_zbh1.st" "$work/opt_clip.st" <<'PY'
 import sys
 from pipecoord.safetensors_io import read_metadata, read_safetensors, write_safetensors
 meta = read_metadata(sys.argv[1])
@@ -107,7 +108,7 @@ grep -q "^FAIL weights after 5 AdamW steps" "$work/clip.out" || { cat "$work/cli
 # Every tensor a module has, a 0-dimensional buffer included (register_buffer("scale",
 # torch.tensor(0.5)) once failed with "self.dim() cannot be 0 to view Float as Byte"): written and
 # read back by the torch checkpoints' safetensors code, shape and value kept.
-/usr/bin/python3 - "$work/scalar.st" <<'PY' || { echo "FAIL: a 0-dimensional buffer"; exit 1; }
+"$PYTHON" - "$work/scalar.st" <<'PY' || { echo "FAIL: a 0-dimensional buffer"; exit 1; }
 import sys
 import torch
 from pipecoord.safetensors_io import read_safetensors, write_safetensors
