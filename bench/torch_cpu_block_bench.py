@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Our CPU backend's transformer block against PyTorch eager on the CPU, same machine, same
 shapes, same run: F, B and W per layer and the ratio of F+B+W (goal: ours >= 1.5x PyTorch's
 speed).
@@ -12,13 +12,13 @@ model, fp32, torch.set_num_threads(--threads), timed as a zero-bubble pipeline r
       without keeping a second graph; bench/torch_block_bench.py does the same).
 Each figure is the best of --reps after one warm-up. --threads sets both torch.set_num_threads
 and OpenBLAS's own pool (openblas_set_num_threads: torch.set_num_threads alone leaves PyTorch's
-GEMMs on every core). PyTorch's GEMMs go to the BLAS behind
-Debian's libblas.so.3 (printed: OpenBLAS once libopenblas-dev is installed, else the netlib
-reference BLAS the issue's 0.094 s baseline ran on; LD_PRELOAD=/usr/lib/x86_64-linux-gnu/blas/
-libblas.so.3 gives PyTorch that one again, and is taken out of our binary's environment).
+GEMMs on every core with Debian's build). PyTorch from PyPI (tools/requirements.txt, 2.11.0)
+runs its GEMMs on the MKL linked into it; a Debian build of PyTorch on the BLAS behind
+libblas.so.3 (printed either way; LD_PRELOAD of a libblas.so.3 is taken out of our binary's
+environment).
 
   bazel build -c opt //bench:cpu_block_bench
-  /usr/bin/python3 bench/torch_cpu_block_bench.py --ours bazel-bin/bench/cpu_block_bench \\
+  /var/cache/pipecoord/venv/bin/python bench/torch_cpu_block_bench.py --ours bazel-bin/bench/cpu_block_bench \\
       --shape demo --shape issue --shape large
 """
 import argparse
@@ -55,7 +55,13 @@ SHAPES = {  # batch, seq, hidden, heads
 
 
 def blas_library():
-    """The BLAS shared object this process loaded (PyTorch's GEMMs run on it)."""
+    """The BLAS PyTorch's GEMMs run on: the one its build names (PyPI's wheels link MKL into
+    libtorch_cpu, which torch.set_num_threads governs), else the shared object this process loaded
+    (Debian's builds use libblas.so.3)."""
+    import re
+    built = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    if built and built.group(1) != "open":
+        return "%s, linked into PyTorch (torch.set_num_threads sets its threads)" % built.group(1)
     with open("/proc/self/maps") as maps:
         libs = {line.split()[-1] for line in maps if "blas" in line.lower() and "/" in line}
     return ", ".join(sorted(libs)) or "none found"
