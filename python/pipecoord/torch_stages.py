@@ -5,11 +5,14 @@ compute_backend.h); no communication here (torch_executor.py moves the tensors).
 - F keeps the micro-batch's graph: the input (a leaf that requires grad, except the token ids of
   the first stage) and the output (on the head stage the loss, divided by the micro-batches of
   the step: gradients accumulate over them, as the C++ model's dloss = 1/m).
-- B: the input gradient only, torch.autograd.grad(output, input, grad, retain_graph=True); the
-  graph stays for W. The first stage has no input gradient: its B only keeps the gradient.
-- W: the parameters' gradients, torch.autograd.grad(output, params, grad), added to .grad; the
-  graph is freed. W walks the graph from the output again (PyTorch 1.13 cannot start from the
-  intermediate gradients B computed), so B + W cost more than BW here.
+- B: the input gradient only, with PyTorch's own split (torch.distributed.pipelining's
+  stage_backward_input, as its zero-bubble schedules run it): the gradients that reach the nodes
+  where the weights' paths branch off are kept, the rest of the graph goes. The first stage has
+  no input gradient: its B only keeps the output gradient.
+- W: the parameters' gradients from those kept gradients (stage_backward_weight), added to .grad,
+  so B + W cost about one BW (a block at h 256, s 128: B + W 1.10x BW; walking the graph again
+  from the output, as under PyTorch 1.13, cost 1.56x), with bit-identical gradients. The first
+  stage's W is its whole backward (torch.autograd.grad(output, params, grad)).
 - BW: both at once, torch.autograd.backward.
 - Gradients for data parallel (torch_executor.py averages them over the replicas): one stage's
   (REDUCE_GRAD) or the rank's every stage's (OPT without REDUCE_GRAD), as the .grad tensors
@@ -32,6 +35,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.optim import ZeroRedundancyOptimizer
+# PyTorch's own B/W split (a private module of torch.distributed.pipelining; tools/requirements.txt
+# pins the version it was written against).
+from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 
 from pipecoord.optimizer_schedule import adamw_settings, lr_at
 
@@ -47,10 +53,10 @@ def head_loss(module, out, targets):
 class _Saved:
     """One micro-batch's graph on one stage."""
 
-    __slots__ = ("input", "output", "grad", "bytes")
+    __slots__ = ("input", "output", "grad", "param_groups", "bytes")
 
     def __init__(self):
-        self.input = self.output = self.grad = None
+        self.input = self.output = self.grad = self.param_groups = None
         self.bytes = 0
 
 
@@ -111,15 +117,20 @@ class StageRunner:
     def backward_input(self, stage, mb, grad):
         """B: the gradient for the previous stage (None on the first stage)."""
         saved = self.saved[(stage, mb)]
-        saved.grad = grad
         if saved.input is None:
+            saved.grad = grad
             return None
-        (dx,) = torch.autograd.grad(saved.output, saved.input, grad_outputs=grad, retain_graph=True)
+        (dx,), saved.param_groups = stage_backward_input([saved.output], [grad], [saved.input],
+                                                          self._trainable(stage))
+        saved.input.grad = None  # dx goes to the previous stage; the leaf need not hold it
         return dx
 
     def backward_weight(self, stage, mb):
         saved = self._take((stage, mb))
-        params = [p for p in self.modules[stage].parameters() if p.requires_grad]
+        params = self._trainable(stage)
+        if saved.param_groups is not None:
+            stage_backward_weight(iter(params), saved.param_groups)
+            return
         grads = torch.autograd.grad(saved.output, params, grad_outputs=saved.grad, allow_unused=True)
         for p, g in zip(params, grads):
             if g is None:
@@ -133,6 +144,9 @@ class StageRunner:
         saved = self._take((stage, mb))
         torch.autograd.backward(saved.output, grad_tensors=grad)
         return None if saved.input is None else saved.input.grad
+
+    def _trainable(self, stage):
+        return [p for p in self.modules[stage].parameters() if p.requires_grad]
 
     def stage_gradients(self, stage):
         """The .grad tensors of `stage`'s trainable parameters, in parameter order."""
