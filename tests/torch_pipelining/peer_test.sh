@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# pipecoord's PyTorch workers against PyTorch's own pipelining runtime (torch.distributed.pipelining,
+# tests/torch_pipelining/peer_run.py) on the same model, data and batch split: for pp 2 and 4 and
+# each pair of schedules (ours -> PyTorch's: fthenb -> ScheduleGPipe, 1f1b -> Schedule1F1B,
+# interleaved -> ScheduleInterleaved1F1B, zbh1 -> ScheduleInterleavedZeroBubble (PyTorch has no
+# one-stage-per-rank zero-bubble schedule), zbv -> ScheduleZBVZeroBubble, dualpipev ->
+# ScheduleDualPipeV), a pipecoord job on torch workers under a real coordinator and the peer run
+# over gloo give every step's loss within 1e-5 relative of each other. Each pair's step time
+# (median) and peak memory per rank are printed side by side (not asserted: a benchmark's job).
+source tests/lib.sh
+gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
+export PYTHONPATH="$gen:$PWD/python"
+
+start_coordinator
+for i in 1 2 3 4; do
+  "$PYTHON" -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples \
+    > "$WORK/torch-$i.log" 2>&1 &
+  PIDS+=($!)
+done
+for _ in $(seq 600); do
+  n=$("$PIPECTL" workers --format json | "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin).get("workers", [])))')
+  [ "$n" -ge 4 ] && break
+  sleep 0.05
+done
+[ "$n" -ge 4 ] || fail "torch workers did not register"
+
+for pp in 2 4; do
+  for pair in fthenb:gpipe 1f1b:1f1b interleaved:interleaved zbh1:zb-interleaved zbv:zbv dualpipev:dualpipev; do
+    ours=${pair%%:*} theirs=${pair##*:}
+    job_json "$WORK/job.json" pp=$pp "schedule=\"$ours\"" microbatches=8 steps=6 learningRate=0.01 \
+      'model={"layers": 8, "hidden": 32, "heads": 4, "vocab": 64, "seqLen": 8, "seed": "11"}' \
+      'worker={"kind": "torch", "module": "reference_stages:build_stage"}'
+    job=$("$PIPECTL" submit "$WORK/job.json" --format json | json_field '["jobId"]')
+    timeout 180 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "pp $pp $ours: $(tail -3 "$WORK/watch.out")"
+    "$PIPECTL" status "$job" --format json > "$WORK/status.json"
+    timeout 300 "$PYTHON" tests/torch_pipelining/peer_run.py "$WORK/job.json" "$theirs" "$WORK/peer.json" \
+      > "$WORK/peer.log" 2>&1 || fail "PyTorch's $theirs at pp $pp: $(tail -5 "$WORK/peer.log")"
+    "$PYTHON" - "$WORK/status.json" "$WORK/peer.json" "pp $pp $ours" <<'PY' || fail "pp $pp $ours vs $theirs: losses differ"
+import json, statistics, sys
+job, peer, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+assert job["state"] == "SUCCEEDED", job.get("failureCause")
+ours = [s["loss"] for s in job["steps"]]
+theirs = peer["losses"]
+assert len(ours) == len(theirs) == 6, (ours, theirs)
+worst = max(abs(a - b) / abs(b) for a, b in zip(ours, theirs))
+assert worst <= 1e-5, (ours, theirs)
+assert theirs[-1] < theirs[0], theirs  # it learns
+# Steps after the first (PyTorch's first step infers shapes; ours connects): medians.
+our_t = statistics.median(s["stepTimeS"] for s in job["steps"][1:])
+their_t = statistics.median(peer["step_s"][1:])
+peaks = [max(p) for p in zip(*[s.get("peakMemoryBytes", []) for s in job["steps"]])] if job["steps"] else []
+bubble = statistics.median(s.get("measuredBubbleRate", 0) for s in job["steps"][1:])
+print(f"{name} vs {peer['schedule']}: losses equal within {worst:.1e}; step {our_t*1e3:.1f} ms (bubble "
+      f"{bubble:.2f}) vs {their_t*1e3:.1f} ms; peak per rank MiB ours "
+      f"{' '.join('%.2f' % (int(p) / 2**20) for p in peaks)} / PyTorch {' '.join('%.2f' % (p / 2**20) for p in peer['peak_bytes'])}")
+PY
+  done
+done
+echo "torch pipelining peer: ok"
