@@ -53,7 +53,7 @@ Status CheckWorkersRun(const sch::Schedule& s, std::string_view device) {
     for (size_t i = 0; i < s.ranks[r].size(); ++i) {
       const sch::Action& a = s.ranks[r][i];
       if (a.op == sch::Op::kReduceGrad && !cuda) continue;
-      if (a.op == sch::Op::kOverlapFB || sch::IsPerStage(a.op)) {
+      if (sch::IsPerStage(a.op)) {
         const std::string where =
             "rank " + std::to_string(r) + ", position " + std::to_string(i) + " (" + sch::ToString(a) + "): ";
         if (a.op == sch::Op::kReduceGrad) {
@@ -61,7 +61,8 @@ Status CheckWorkersRun(const sch::Schedule& s, std::string_view device) {
                                          "CPU workers do");
         }
         return InvalidArgument(where + "the workers do not run " + sch::OpName(a.op) +
-                               " (they run F, B, W, BW, SEND/RECV, PROBE, OPT and, on the CPU, REDUCE_GRAD)");
+                               " (they run F, B, W, BW, SEND/RECV, PROBE, OPT, OVERLAP_F_B (its F and backward one "
+                               "after the other) and, on the CPU, REDUCE_GRAD)");
       }
     }
   }

@@ -22,10 +22,11 @@ void ScheduleToPlan(const schedules::Schedule& schedule, v1::Plan* plan);
 // The plan's job lists as a schedule named and shaped by `spec`, every action kept.
 schedules::Schedule PlanToSchedule(const v1::JobSpec& spec, const v1::Plan& plan);
 
-// What a worker's executor runs on `device` ("cpu" or "", "cuda"): F, B, W, BW, SEND/RECV, PROBE
-// and OPT, and on the CPU REDUCE_GRAD (a stage's data-parallel gradient all-reduce, in the
-// background until OPT). PyTorch's OVERLAP_F_B, UNSHARD and RESHARD (an imported CSV's), and
-// REDUCE_GRAD on cuda, are carried by ToProto and FromProto like any op, but no plan may hold
+// What a worker's executor runs on `device` ("cpu" or "", "cuda"): F, B, W, BW, SEND/RECV, PROBE,
+// OPT, PyTorch's OVERLAP_F_B (an imported CSV's: its F and backward run one after the other, as
+// PyTorch's runtime runs them without a custom overlap), and on the CPU REDUCE_GRAD (a stage's
+// data-parallel gradient all-reduce, in the background until OPT). UNSHARD and RESHARD (FSDP's),
+// and REDUCE_GRAD on cuda, are carried by ToProto and FromProto like any op, but no plan may hold
 // them: INVALID_ARGUMENT naming the first one's rank, position and op (PlanJob refuses the job).
 Status CheckWorkersRun(const schedules::Schedule& schedule, std::string_view device);
 

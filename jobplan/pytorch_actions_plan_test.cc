@@ -32,10 +32,10 @@ TEST(PyTorchActionsPlanTest, WorkersDoNotRunThemSoThePlanIsRefused) {
   } cases[] = {
       {"0UNSHARD,0F0,0B0,0RESHARD\n1F0,1B0\n", 1,
        "spec.csvSchedule: rank 0, position 0 (0UNSHARD): the workers do not run UNSHARD (they run F, B, W, BW, "
-       "SEND/RECV, PROBE, OPT and, on the CPU, REDUCE_GRAD)"},
-      {"0F0,0F1,0B0,0B1\n1F0,(1F1;1B0)OVERLAP_F_B,1B1\n", 2,
-       "spec.csvSchedule: rank 1, position 3 (1OVERLAP_F_B1): the workers do not run OVERLAP_F_B (they run F, B, W, "
-       "BW, SEND/RECV, PROBE, OPT and, on the CPU, REDUCE_GRAD)"},
+       "SEND/RECV, PROBE, OPT, OVERLAP_F_B (its F and backward one after the other) and, on the CPU, REDUCE_GRAD)"},
+      {"0F0,0F1,0B0,0B1\n1UNSHARD,1F0,1F1,1B0,1B1,1RESHARD\n", 2,
+       "spec.csvSchedule: rank 1, position 0 (1UNSHARD): the workers do not run UNSHARD (they run F, B, W, "
+       "BW, SEND/RECV, PROBE, OPT, OVERLAP_F_B (its F and backward one after the other) and, on the CPU, REDUCE_GRAD)"},
   };
   for (const auto& c : cases) {
     const v1::JobSpec spec = CsvSpec(c.csv, c.microbatches);
@@ -45,7 +45,8 @@ TEST(PyTorchActionsPlanTest, WorkersDoNotRunThemSoThePlanIsRefused) {
     EXPECT_EQ(plan.status().code(), Code::kInvalidArgument);
     EXPECT_EQ(plan.status().message(), c.message);
   }
-  // Without them the same file plans, and REDUCE_GRAD plans for CPU workers.
+  // Without them the same file plans, and REDUCE_GRAD plans for CPU workers, and OVERLAP_F_B.
+  EXPECT_TRUE(PlanJob(WithDefaults(CsvSpec("0F0,0F1,0B0,0B1\n1F0,(1F1;1B0)OVERLAP_F_B,1B1\n", 2))).ok());
   EXPECT_TRUE(PlanJob(WithDefaults(CsvSpec("0F0,0B0\n1F0,1B0\n", 1))).ok());
   EXPECT_TRUE(PlanJob(WithDefaults(CsvSpec("0F0,0B0,0REDUCE_GRAD\n1F0,1B0,1REDUCE_GRAD\n", 1))).ok());
 }
@@ -61,7 +62,7 @@ TEST(PyTorchActionsPlanTest, CheckWorkersRunNamesTheFirst) {
   s->ranks[0].insert(s->ranks[0].begin(), sch::Action{sch::Op::kUnshard, 0, -1, -1});
   EXPECT_EQ(CheckWorkersRun(*s, "cpu").message(),
             "rank 0, position 0 (0UNSHARD): the workers do not run UNSHARD (they run F, B, W, BW, SEND/RECV, PROBE, "
-            "OPT and, on the CPU, REDUCE_GRAD)");
+            "OPT, OVERLAP_F_B (its F and backward one after the other) and, on the CPU, REDUCE_GRAD)");
   s->ranks[0].erase(s->ranks[0].begin());
   s->ranks[0].pop_back();
   s->ranks[1].pop_back();

@@ -369,9 +369,11 @@ class RankExecutor:
         elif op == schedule_pb2.REDUCE_GRAD:
             if self.dp > 1:  # a group of one has nothing to reduce
                 self.launch_stage_reduce(s, len(timings))
+        elif op == schedule_pb2.OVERLAP_F_B:
+            pass  # opens a slot: the F and the backward after it run one after the other (as the C++ worker)
         else:
             raise NotImplementedError(f"action {describe(a)}: a torch worker runs F, B, W, BW, SEND/RECV, PROBE, "
-                                      f"OPT and REDUCE_GRAD, not {schedule_pb2.Op.Name(op)}")
+                                      f"OPT, REDUCE_GRAD and OVERLAP_F_B, not {schedule_pb2.Op.Name(op)}")
         t = timings.add()
         t.action.CopyFrom(a)
         t.step = step

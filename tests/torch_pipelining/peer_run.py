@@ -6,8 +6,14 @@ step's micro-batches of pipecoord's synthetic stream (python/pipecoord/synthetic
 stream bit for bit) concatenated and split again by the schedule, mean next-token cross-entropy,
 AdamW with the settings pipecoord's torch workers use for a spec without `optimizer`.
 
-    peer_run.py JOB_JSON SCHEDULE OUT_JSON     (SCHEDULE: 1f1b, interleaved, zb-interleaved, zbv,
-                                                dualpipev, gpipe)
+    peer_run.py JOB_JSON SCHEDULE OUT_JSON [--dump-csv FILE]
+        SCHEDULE: gpipe, 1f1b, interleaved, zb-interleaved, zbv or dualpipev, PyTorch's class for
+        it (SCHEDULES); --dump-csv writes that class's schedule as PyTorch's compute-only CSV
+        (_dump_csv) for pipecoord to import.
+    peer_run.py JOB_JSON csv OUT_JSON --load-csv FILE
+        runs a CSV schedule (pipecoord's `pipectl schedule --format csv`: computation and
+        communication) on PyTorch's _PipelineScheduleRuntime (_load_csv "compute_comms"); each
+        rank's stages are the ones its row names.
 
 OUT_JSON: {"schedule": PyTorch's class, "losses": [...], "step_s": [...] (the slowest rank's wall
 time of each step), "peak_bytes": [...] (per rank: parameters, gradients and AdamW state plus the most
@@ -41,6 +47,20 @@ SCHEDULES = {
     "zbv": ("ScheduleZBVZeroBubble", 2, "v"),
     "dualpipev": ("ScheduleDualPipeV", 2, "v"),
 }
+
+
+def csv_stages(path):
+    """Each row's (rank's) stages, from the leading digits of its cells."""
+    rows = []
+    for line in open(path):
+        stages = set()
+        for cell in line.strip().split(","):
+            cell = cell.strip().strip('"').lstrip("(")
+            digits = cell[:len(cell) - len(cell.lstrip("0123456789"))]
+            if digits:
+                stages.add(int(digits))
+        rows.append(sorted(stages))
+    return rows
 
 
 def stages_of(rank, pp, vpp, placement):
@@ -77,11 +97,15 @@ def loss_fn(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def run_rank(rank, pp, job, schedule, port, out_dir):
+def run_rank(rank, pp, job, schedule, port, out_dir, load_csv, dump_csv):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=pp)
-    cls_name, vpp, placement = SCHEDULES[schedule]
+    if load_csv:
+        rows = csv_stages(load_csv)
+        cls_name, vpp = "_PipelineScheduleRuntime", len(rows[0])
+    else:
+        cls_name, vpp, placement = SCHEDULES[schedule]
     ms = job["model"]
     model = ModelSpec(layers=ms["layers"], hidden=ms["hidden"], heads=ms["heads"], vocab=ms["vocab"],
                       seq_len=ms["seqLen"], seed=int(ms["seed"]))
@@ -89,12 +113,22 @@ def run_rank(rank, pp, job, schedule, port, out_dir):
     if ms["layers"] % n:
         raise SystemExit(f"{ms['layers']} layers do not split evenly over {n} stages")
     per = ms["layers"] // n
-    mine = stages_of(rank, pp, vpp, placement)
+    mine = rows[rank] if load_csv else stages_of(rank, pp, vpp, placement)
     modules = [build_stage(StageShard(s, s * per, per, s == 0, s == n - 1), model) for s in mine]
     stages = [pipelining.PipelineStage(mod, s, n, torch.device("cpu")) for mod, s in zip(modules, mine)]
     m = job["microbatches"]
-    cls = getattr(pipelining, cls_name)
-    sched = cls(stages if vpp > 1 else stages[0], n_microbatches=m, loss_fn=loss_fn)
+    has_reduce_grad = bool(load_csv) and "REDUCE_GRAD" in open(load_csv).read()
+    if load_csv:
+        sched = pipelining.schedules._PipelineScheduleRuntime(stages, n_microbatches=m, loss_fn=loss_fn)
+        sched._load_csv(load_csv, format="compute_comms")
+    else:
+        cls = getattr(pipelining, cls_name)
+        sched = cls(stages if vpp > 1 else stages[0], n_microbatches=m, loss_fn=loss_fn)
+    if dump_csv and rank == 0:
+        if isinstance(sched, pipelining.schedules._PipelineScheduleRuntime):
+            sched._dump_csv(dump_csv, format="compute_only")
+        else:
+            sched._dump_csv(dump_csv)
     params = [p for mod in modules for p in mod.parameters()]
     opt = torch.optim.AdamW(params, lr=job["learningRate"], betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
     data = SyntheticData(int(ms["seed"]), ms["vocab"], ms["seqLen"], job["microBatchSize"])
@@ -128,6 +162,12 @@ def run_rank(rank, pp, job, schedule, port, out_dir):
         held["peak"] = held["now"]
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda holder: holder.tensor):
             sched.step(*args, **kwargs)
+        if load_csv and not has_reduce_grad:
+            # PyTorch's runtime divides the gradients by the micro-batches only at a REDUCE_GRAD
+            # action; a pipecoord CSV has none (a job's plan adds them with dp > 1). Done here as
+            # PyTorch's named schedules do at the end of their step.
+            for st in stages:
+                st.scale_grads(m)
         opt.step()
         opt.zero_grad(set_to_none=False)
         elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
@@ -149,19 +189,31 @@ def run_rank(rank, pp, job, schedule, port, out_dir):
 
 
 def main():
-    job_path, schedule, out = sys.argv[1:4]
-    if schedule not in SCHEDULES:
-        raise SystemExit(f"schedule {schedule!r}: PyTorch's runtime is run here for {sorted(SCHEDULES)}")
-    if not hasattr(pipelining, SCHEDULES[schedule][0]):
-        raise SystemExit(f"torch {torch.__version__} has no {SCHEDULES[schedule][0]}")
-    job = json.load(open(job_path))
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("job")
+    ap.add_argument("schedule")
+    ap.add_argument("out")
+    ap.add_argument("--load-csv")
+    ap.add_argument("--dump-csv")
+    a = ap.parse_args()
+    if a.load_csv:
+        if a.schedule != "csv":
+            raise SystemExit("--load-csv runs the file's schedule: give SCHEDULE csv")
+    elif a.schedule not in SCHEDULES:
+        raise SystemExit(f"schedule {a.schedule!r}: PyTorch's runtime is run here for {sorted(SCHEDULES)} or csv")
+    elif not hasattr(pipelining, SCHEDULES[a.schedule][0]):
+        raise SystemExit(f"torch {torch.__version__} has no {SCHEDULES[a.schedule][0]}")
+    job = json.load(open(a.job))
     pp = job["pp"]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    out_dir = os.path.dirname(os.path.abspath(out))
-    mp.spawn(run_rank, args=(pp, job, schedule, port, out_dir), nprocs=pp, join=True)
-    os.replace(os.path.join(out_dir, "peer.json"), out)
+    out_dir = os.path.dirname(os.path.abspath(a.out))
+    load = os.path.abspath(a.load_csv) if a.load_csv else None
+    dump = os.path.abspath(a.dump_csv) if a.dump_csv else None
+    mp.spawn(run_rank, args=(pp, job, a.schedule, port, out_dir, load, dump), nprocs=pp, join=True)
+    os.replace(os.path.join(out_dir, "peer.json"), a.out)
 
 
 if __name__ == "__main__":

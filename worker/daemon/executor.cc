@@ -393,12 +393,16 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
       if (dp_ > 1) PIPECOORD_RETURN_IF_ERROR(LaunchStageReduce(s, step, report->actions.size()));
       break;
     case v1::OVERLAP_F_B:
+      // Opens a slot: the F and the backward after it in the list run one after the other, as
+      // PyTorch's runtime runs them without a custom overlap function (a CPU has nothing to
+      // overlap them on). Reported with no duration, so the trace shows where the slot was.
+      break;
     case v1::UNSHARD:
     case v1::RESHARD:
-      // PyTorch's newer actions travel on the wire (an imported CSV's) but no backend runs them;
+      // PyTorch's FSDP actions travel on the wire (an imported CSV's) but no backend runs them;
       // the coordinator refuses such plans (jobplan::CheckWorkersRun), so this is a bad plan.
       return Unimplemented("action " + Describe(a) + ": this worker does not run " + v1::Op_Name(a.op()) +
-                           " (it runs F, B, W, BW, SEND/RECV, PROBE, OPT and REDUCE_GRAD)");
+                           " (it runs F, B, W, BW, SEND/RECV, PROBE, OPT, REDUCE_GRAD and OVERLAP_F_B)");
     default:
       return InvalidArgument("unknown op " + std::to_string(a.op()));
   }
