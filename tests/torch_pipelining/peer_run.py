@@ -16,7 +16,8 @@ AdamW with the settings pipecoord's torch workers use for a spec without `optimi
         rank's stages are the ones its row names.
 
 OUT_JSON: {"schedule": PyTorch's class, "losses": [...], "step_s": [...] (the slowest rank's wall
-time of each step), "peak_bytes": [...] (per rank: parameters, gradients and AdamW state plus the most
+time of each step), "bubble": [...] (each step's 1 - the ranks' compute time / (ranks x step_s),
+compute being its stages' forward_one_chunk, backward_one_chunk and backward_weight_one_chunk), "peak_bytes": [...] (per rank: parameters, gradients and AdamW state plus the most
 bytes of tensors autograd held saved at once during a step, as pipecoord's torch workers count
 theirs)}.
 """
@@ -86,6 +87,25 @@ pipelining.PipelineStage._get_init_p2p_neighbors_ops = _without_self_sends(
     pipelining.PipelineStage._get_init_p2p_neighbors_ops)
 
 
+# Each process's compute time (forward, input and weight backward: what a stage computes), for the
+# measured bubble 1 - busy / (ranks x step), as pipecoord measures its own.
+_busy = [0.0]
+
+
+def _timed(method):
+    def run(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _busy[0] += time.perf_counter() - t0
+    return run
+
+
+for _name in ("forward_one_chunk", "backward_one_chunk", "backward_weight_one_chunk"):
+    setattr(pipelining.stage._PipelineStageBase, _name, _timed(getattr(pipelining.stage._PipelineStageBase, _name)))
+
+
 class _Held:
     __slots__ = ("tensor", "__weakref__")
 
@@ -149,7 +169,7 @@ def run_rank(rank, pp, job, schedule, port, out_dir, load_csv, dump_csv):
         weakref.finalize(holder, release, n)
         return holder
 
-    losses, step_s, peak = [], [], 0
+    losses, step_s, bubble, peak = [], [], [], 0
     for step in range(job["steps"]):
         batch = [data.batch(step, i) for i in range(m)]
         tokens = torch.cat([t for t, _ in batch])
@@ -158,6 +178,7 @@ def run_rank(rank, pp, job, schedule, port, out_dir, load_csv, dump_csv):
         args = (tokens,) if first else ()
         kwargs = {"target": targets, "losses": mb_losses} if last else {}
         dist.barrier()
+        _busy[0] = 0.0
         t0 = time.perf_counter()
         held["peak"] = held["now"]
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda holder: holder.tensor):
@@ -173,6 +194,9 @@ def run_rank(rank, pp, job, schedule, port, out_dir, load_csv, dump_csv):
         elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
         step_s.append(float(elapsed[0]))
+        busy = torch.tensor([_busy[0]], dtype=torch.float64)
+        dist.all_reduce(busy, op=dist.ReduceOp.SUM)
+        bubble.append(1.0 - float(busy[0]) / (pp * float(elapsed[0])))
         state = sum(t.numel() * t.element_size() for st in opt.state.values() for t in st.values() if torch.is_tensor(t))
         fixed = sum(p.numel() * p.element_size() * 2 for p in params)  # values and gradients
         peak = max(peak, fixed + state + held["peak"])
@@ -182,7 +206,7 @@ def run_rank(rank, pp, job, schedule, port, out_dir, load_csv, dump_csv):
     dist.all_gather(peaks, torch.tensor([peak], dtype=torch.int64))
     if last:
         with open(os.path.join(out_dir, "peer.json"), "w") as f:
-            json.dump({"schedule": cls_name, "losses": losses, "step_s": step_s,
+            json.dump({"schedule": cls_name, "losses": losses, "step_s": step_s, "bubble": bubble,
                        "peak_bytes": [int(p[0]) for p in peaks]}, f)
     dist.barrier()
     dist.destroy_process_group()
