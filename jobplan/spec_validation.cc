@@ -117,7 +117,22 @@ Status ValidateTensorParallel(const v1::JobSpec& s) {
       return InvalidArgument("spec.tp: device \"cuda\" runs tp 1 only (tensor parallelism runs on the CPU backend)");
     }
     if (s.worker().kind() == v1::kTorchWorker) {
-      return InvalidArgument("spec.tp: torch workers run tp 1 only (tensor parallelism runs on the C++ workers)");
+      // Torch workers hand the stage builder its tensor-parallel group (docs/pytorch.md); what
+      // they do not combine with it yet is refused by name.
+      if (s.sequence_parallel()) {
+        return InvalidArgument("spec.sequenceParallel: torch workers run tp without sequence parallelism (it runs on the C++ workers)");
+      }
+      if (s.zero() > 0) {
+        return InvalidArgument("spec.zero: torch workers run ZeRO with tp 1 only (PyTorch's ZeroRedundancyOptimizer over "
+                               "tensor-parallel parameters is not run yet); set zero 0 or tp 1");
+      }
+      if (s.checkpoint_every() > 0) {
+        return InvalidArgument("spec.checkpointEvery: torch workers do not checkpoint tensor-parallel stages yet; set "
+                               "checkpointEvery 0 or tp 1");
+      }
+      if (!s.init().empty()) {
+        return InvalidArgument("spec.init: torch workers with tp > 1 do not load weights yet; set tp 1");
+      }
     }
     // Checkpoints: each rank writes its slices to its own file and a restart with the same
     // layout reads them back (pipectl export puts the slices back together); spec.init is cut

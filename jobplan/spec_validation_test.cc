@@ -168,7 +168,18 @@ TEST(SpecValidationTest, TensorParallelShapes) {
   s.set_max_restarts(0);
   s.mutable_worker()->set_kind("torch");
   s.mutable_worker()->set_module("m:f");
-  EXPECT_EQ(Error(s), "spec.tp: torch workers run tp 1 only (tensor parallelism runs on the C++ workers)");
+  EXPECT_EQ(Error(s), "");  // the stage builder gets the tensor-parallel group
+  s.set_sequence_parallel(true);
+  EXPECT_EQ(Error(s), "spec.sequenceParallel: torch workers run tp without sequence parallelism (it runs on the C++ workers)");
+  s.set_sequence_parallel(false);
+  s.set_zero(1);
+  EXPECT_EQ(Error(s), "spec.zero: torch workers run ZeRO with tp 1 only (PyTorch's ZeroRedundancyOptimizer over "
+                      "tensor-parallel parameters is not run yet); set zero 0 or tp 1");
+  s.set_zero(0);
+  s.set_checkpoint_every(2);
+  EXPECT_EQ(Error(s), "spec.checkpointEvery: torch workers do not checkpoint tensor-parallel stages yet; set "
+                      "checkpointEvery 0 or tp 1");
+  s.set_checkpoint_every(0);
   s.clear_worker();
   s.set_sequence_parallel(true);
   s.set_tp(0);

@@ -278,6 +278,59 @@ for p in "${TORCH_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 stop_all
 for log in "$WORK"/torch-*.log; do grep -q "deregistered worker-" "$log" || fail "no deregistration in $log"; done
 
+# --- 1b. Tensor parallelism: the stage builder splits its module over the group it is handed
+#         (reference_stages.py, PyTorch's DTensor styles): tp 2 x pp 2 (1f1b, zbv) train to the
+#         single-process losses and report the tp 1 job's gradient norms; tp 2 x dp 2 to the
+#         replicas' batch's; a builder that returns whole modules at tp 2 fails the job by name ---
+mkdir -p "$WORK/plain"
+cat > "$WORK/plain/plain_stages.py" <<'PY'
+from pipecoord.reference_model import Stage
+def build_stage(shard, model):  # ignores shard.tp_group: every tp rank would hold the whole stage
+    return Stage.from_shard(shard, model)
+PY
+start_coordinator
+start_torch_workers 4 --import-path "$WORK/plain"
+torch_job "$WORK/job.json" pp=2 'schedule="1f1b"'
+job=$(submit "$WORK/job.json")
+timeout 120 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "tp 1 pp 2: $(tail -3 "$WORK/watch.out")"
+"$PIPECTL" status "$job" --format json > "$WORK/tp1.json"
+tp_case() {
+  local name=$1 ref=$2
+  shift 2
+  torch_job "$WORK/job.json" tp=2 "$@"
+  job=$(submit "$WORK/job.json")
+  timeout 180 "$PIPECTL" watch "$job" > "$WORK/watch.out" || fail "$name: $(tail -3 "$WORK/watch.out")"
+  "$PIPECTL" status "$job" --format json > "$WORK/status.json"
+  "$PYTHON" - "$WORK/status.json" "$ref" "$WORK/tp1.json" "$name" <<'PY' || fail "$name: differs"
+import json, sys
+job, ref, tp1 = (json.load(open(p)) for p in sys.argv[1:4])
+name = sys.argv[4]
+assert job["state"] == "SUCCEEDED", job.get("failureCause")
+assert job["spec"]["tp"] == 2 and len(job["workerIds"]) == 4, (job["spec"], job["workerIds"])
+got = [s["loss"] for s in job["steps"]]
+worst = max(abs(g - r) / abs(r) for g, r in zip(got, ref))
+assert len(got) == len(ref) and worst <= 1e-5, (got, ref)
+line = f"{name}: losses {' '.join('%.6f' % g for g in got)}, worst relative difference {worst:.2e}"
+if job["spec"].get("dp", 1) == 1:  # the same batch as the tp 1 job: the same global gradient norms
+    norms, norms1 = ([s["gradNorm"] for s in j["steps"]] for j in (job, tp1))
+    worst_norm = max(abs(a - b) / b for a, b in zip(norms, norms1))
+    assert worst_norm <= 1e-5, (norms, norms1)
+    line += f"; grad norms within {worst_norm:.1e} of tp 1's"
+print(line)
+PY
+}
+tp_case "tp 2 x pp 2 1f1b" "$WORK/reference.json" pp=2 'schedule="1f1b"'
+tp_case "tp 2 x pp 2 zbv" "$WORK/reference.json" pp=2 'schedule="zbv"'
+tp_case "tp 2 x dp 2 1f1b" "$WORK/reference-dp.json" pp=1 dp=2 'schedule="1f1b"'
+torch_job "$WORK/job.json" tp=2 pp=2 'worker={"kind": "torch", "module": "plain_stages:build_stage"}'
+job=$(submit "$WORK/job.json")
+timeout 120 "$PIPECTL" watch "$job" > "$WORK/watch.out" 2>&1 && fail "a builder without tensor parallelism ran at tp 2"
+"$PIPECTL" status "$job" --format json | json_field '["failureCause"]' > "$WORK/cause.txt"
+grep -q "returned a module without tensor-parallel (DTensor) parameters for stage 0 at tp 2" "$WORK/cause.txt" ||
+  fail "tp 2 with a plain builder: $(cat "$WORK/cause.txt")"
+echo "tp 2 with a builder that ignores the group: $(cut -c1-160 "$WORK/cause.txt")"
+stop_all
+
 # --- 2. A slow torch worker: the straggler check names it ---
 start_coordinator
 start_torch_workers 2 --inject slow:1:4

@@ -122,15 +122,19 @@ class Attention(torch.nn.Module):
 
     def forward(self, a):
         b, s, h = a.shape
-        n, d = self.heads, h // self.heads
-        q = apply_rope(self.wq(a).view(b, s, n, d), self.rope_cos, self.rope_sin)
-        k = apply_rope(self.wk(a).view(b, s, n, d), self.rope_cos, self.rope_sin)
-        v = self.wv(a).view(b, s, n, d)
+        d = h // self.heads
+        # n: the heads this module computes, all of them, or under tensor parallelism
+        # (reference_stages.py) this rank's share, its q/k/v projections' width / d.
+        q, k, v = self.wq(a), self.wk(a), self.wv(a)
+        n = q.shape[-1] // d
+        q = apply_rope(q.view(b, s, n, d), self.rope_cos, self.rope_sin)
+        k = apply_rope(k.view(b, s, n, d), self.rope_cos, self.rope_sin)
+        v = v.view(b, s, n, d)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [b, n, s, d]
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
         causal = torch.ones(s, s, dtype=torch.bool, device=a.device).triu(1)
         probs = scores.masked_fill(causal, float("-inf")).softmax(-1)
-        o = (probs @ v).transpose(1, 2).reshape(b, s, h)
+        o = (probs @ v).transpose(1, 2).reshape(b, s, n * d)
         return self.wo(o)
 
 

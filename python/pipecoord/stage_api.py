@@ -9,6 +9,15 @@ on the stage with has_head, the logits [b, s, vocab] (the worker takes the mean 
 cross-entropy against the targets; a module with a method loss(output, targets) -> scalar tensor
 chooses its own loss). Weights must depend on the layer's index and model.seed only, not on the
 shard, so that every placement of the layers trains the same model.
+
+With spec.tp > 1 the shard also names this rank's tensor-parallel place: tp_rank of tp_size, and
+tp_group, the torch.distributed process group of the stage's tp_size ranks (they run the same
+actions on the same micro-batches). The builder splits its module over that group (e.g.
+torch.distributed.tensor.parallel.parallelize_module on DeviceMesh.from_group(tp_group, ...), as
+python/examples/reference_stages.py does); the module's input and output stay whole tensors (every
+rank of the group sends and receives the full activations of its own pipeline neighbour). A
+builder that returns a module without tensor-parallel (DTensor) parameters for tp > 1 fails the
+job, rather than train tp full copies.
 """
 import dataclasses
 import importlib
@@ -23,6 +32,9 @@ class StageShard:
     num_layers: int
     has_embedding: bool
     has_head: bool
+    tp_rank: int = 0
+    tp_size: int = 1
+    tp_group: object = None  # torch.distributed ProcessGroup when tp_size > 1
 
     @staticmethod
     def from_proto(s):

@@ -132,7 +132,8 @@ class Progress:
 
     def __init__(self, a):
         self._lock = threading.Lock()
-        self._p = telemetry_pb2.Progress(job_id=a.job_id, rank=a.rank, dp_rank=a.dp_rank, step=0, action_index=-1,
+        self._p = telemetry_pb2.Progress(job_id=a.job_id, rank=a.rank, dp_rank=a.dp_rank, tp_rank=a.tp_rank, step=0,
+                                         action_index=-1,
                                          wait_peer=-1)
         self._moved_ns = time.monotonic_ns()  # when (step, action_index) last changed
 

@@ -35,11 +35,19 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.distributed.tensor import DTensor
 # PyTorch's own B/W split (a private module of torch.distributed.pipelining; tools/requirements.txt
 # pins the version it was written against).
 from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 
 from pipecoord.optimizer_schedule import adamw_settings, lr_at
+
+def _local_bytes(t):
+    """Bytes this rank holds of `t` (a DTensor: its local shard)."""
+    if isinstance(t, DTensor):
+        t = t.to_local()
+    return t.numel() * t.element_size()
+
 
 def head_loss(module, out, targets):
     """The head stage's loss of one micro-batch: the module's own loss(out, targets) when it has
@@ -68,6 +76,7 @@ class StageRunner:
         group (ZeRO-1 shards over it); norm_group: the ranks the global gradient norm is summed over
         (this replica's pipeline ranks; None: this rank alone)."""
         self.modules, self.shards, self.m, self.device = modules, shards, microbatches, torch.device(device)
+        self.tp_rank = next(iter(shards.values())).tp_rank if shards else 0
         params = [p for s in sorted(modules) for p in modules[s].parameters() if p.requires_grad]
         self.params = params
         self.spec, self.norm_group, self.steps_done = spec, norm_group, 0
@@ -158,21 +167,40 @@ class StageRunner:
 
     @staticmethod
     def _gradients(params):
+        """Under tensor parallelism a parameter's gradient is a DTensor: its local shard (a view
+        of the same storage) is what the replicas average."""
         grads = []
         for p in params:
             if not p.requires_grad:
                 continue
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-            grads.append(p.grad)
+            grads.append(p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad)
         return grads
+
+    def _grad_square(self):
+        """This rank's share of the global gradient norm's square: a tensor-parallel shard's local
+        squares, and a parameter every rank of the group holds whole (one the split left alone,
+        the norms, or a replicated DTensor) counted on tp rank 0 only, so the sum over the group
+        counts it once."""
+        total = 0.0
+        for p in self.params:
+            g = p.grad
+            if g is None:
+                continue
+            sharded = isinstance(g, DTensor) and any(pl.is_shard() for pl in g.placements)
+            if not sharded and self.tp_rank != 0:
+                continue
+            if isinstance(g, DTensor):
+                g = g.to_local()
+            total += float(g.double().pow(2).sum())
+        return total
 
     def optimizer_step(self):
         """The global gradient norm (kept as last_grad_norm), clipping, and the AdamW step at this
         step's learning rate (last_lr)."""
         lr = lr_at(self.spec, self.steps_done)
-        square = sum(float(p.grad.double().pow(2).sum()) for p in self.params if p.grad is not None)
-        total = torch.tensor([square], dtype=torch.float64)
+        total = torch.tensor([self._grad_square()], dtype=torch.float64)
         if self.norm_group is not None:
             dist.all_reduce(total, op=dist.ReduceOp.SUM, group=self.norm_group)
         norm = math.sqrt(float(total[0]))
@@ -195,7 +223,7 @@ class StageRunner:
         if self.optimizer is None:
             return 0
         state = self.optimizer.optim.state if self.zero else self.optimizer.state
-        return sum(t.numel() * t.element_size() for s in state.values() for t in s.values() if torch.is_tensor(t))
+        return sum(_local_bytes(t) for s in state.values() for t in s.values() if torch.is_tensor(t))
 
     def step_loss(self):
         """The mean loss over the step's micro-batches (head stage), or None; resets it."""
@@ -217,7 +245,7 @@ class StageRunner:
             return (torch.cuda.memory_allocated(self.device), torch.cuda.max_memory_allocated(self.device),
                     torch.cuda.memory_reserved(self.device))
         state = self.optimizer_state_bytes()
-        fixed = sum(2 * p.numel() * p.element_size() for p in self.params) + state
+        fixed = sum(2 * _local_bytes(p) for p in self.params) + state
         return fixed + self.graph_bytes, fixed + self.peak_graph_bytes, fixed + self.peak_graph_bytes
 
     def _keep(self, key, saved):

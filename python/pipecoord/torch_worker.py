@@ -17,6 +17,7 @@ the next. SIGTERM/SIGINT: a running job finishes its current step and fails nami
 worker deregisters and exits.
 """
 import argparse
+import dataclasses
 import datetime
 import os
 import signal
@@ -29,6 +30,7 @@ import traceback
 import grpc
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 
 from proto import worker_pb2, worker_pb2_grpc
 
@@ -302,14 +304,6 @@ class TorchWorker:
                 device = f"cuda:{self.args.gpu}"
             build = load_builder(spec.worker.module)
             model = ModelSpec.from_proto(spec.model)
-            modules, shards = {}, {}
-            for s in a.shards:
-                shard = StageShard.from_proto(s)
-                module = build(shard, model)
-                if not isinstance(module, torch.nn.Module):
-                    raise TypeError(f"spec.worker.module {spec.worker.module!r} returned {type(module).__name__} "
-                                    f"for stage {shard.stage}, not a torch.nn.Module")
-                modules[shard.stage], shards[shard.stage] = module.to(device), shard
             data = training_data(spec)  # spec.data's windows (token_data.py), else the synthetic stream
             # The process group: global rank 0 hosts its store and says where through the coordinator.
             key = f"torch-store-{a.session}"
@@ -321,21 +315,45 @@ class TorchWorker:
                                     rank=g, world_size=world,
                                     timeout=datetime.timedelta(seconds=self.args.peer_timeout))
             group = True
-            # Data parallel: one process group per pipeline rank, of its replicas (the layout's
-            # data group), for the gradient all-reduce. new_group is collective: every process
-            # creates every group, in the same order, before the first step.
+            # new_group is collective: every process creates every group, in the same order,
+            # before the first step. Data parallel: one group per (pipeline rank, tp rank), of its
+            # replicas (the layout's data group), for the gradient all-reduce.
+            tp = layout.tp
             dp_group = None
             for r in range(spec.pp if layout.dp > 1 else 0):
-                members = dist.new_group(ranks=layout.data_group(layout.global_rank(RankCoords(r, 0, 0))))
-                if r == a.rank:
-                    dp_group = members
-            # The global gradient norm sums over each replica's pipeline ranks (one group each,
-            # created by every process in the same order).
+                for t in range(tp):
+                    members = dist.new_group(ranks=layout.data_group(layout.global_rank(RankCoords(r, 0, t))))
+                    if (r, t) == (a.rank, a.tp_rank):
+                        dp_group = members
+            # The global gradient norm sums over each replica's pipeline and tensor-parallel ranks
+            # (one group each).
             norm_group = None
-            for d in range(layout.dp if spec.pp > 1 else 0):
-                members = dist.new_group(ranks=layout.pipeline_group(layout.global_rank(RankCoords(0, d, 0))))
+            for d in range(layout.dp if spec.pp * tp > 1 else 0):
+                ranks = sorted(layout.global_rank(RankCoords(r, d, t)) for r in range(spec.pp) for t in range(tp))
+                members = dist.new_group(ranks=ranks)
                 if d == a.dp_rank:
                     norm_group = members
+            # Tensor parallel: one group per (pipeline rank, replica), handed to the stage builder.
+            tp_group = None
+            for d in range(layout.dp if tp > 1 else 0):
+                for r in range(spec.pp):
+                    members = dist.new_group(ranks=layout.tensor_group(layout.global_rank(RankCoords(r, d, 0))))
+                    if (r, d) == (a.rank, a.dp_rank):
+                        tp_group = members
+            modules, shards = {}, {}
+            for s in a.shards:
+                shard = StageShard.from_proto(s)
+                if tp > 1:
+                    shard = dataclasses.replace(shard, tp_rank=a.tp_rank, tp_size=tp, tp_group=tp_group)
+                module = build(shard, model)
+                if not isinstance(module, torch.nn.Module):
+                    raise TypeError(f"spec.worker.module {spec.worker.module!r} returned {type(module).__name__} "
+                                    f"for stage {shard.stage}, not a torch.nn.Module")
+                if tp > 1 and not any(isinstance(p, DTensor) for p in module.parameters()):
+                    raise TypeError(f"spec.worker.module {spec.worker.module!r} returned a module without "
+                                    f"tensor-parallel (DTensor) parameters for stage {shard.stage} at tp {tp}: a "
+                                    f"builder for tp > 1 splits its module over shard.tp_group (docs/pytorch.md)")
+                modules[shard.stage], shards[shard.stage] = module.to(device), shard
             runner = StageRunner(modules, shards, spec.microbatches, spec, device, dp_group, norm_group)
             job.checkpoints = self.prepare_checkpoints(a, g, runner)  # a restart loads its checkpoint
             # Kept and sent again while a coordinator restarts (telemetry_outbox.py).
@@ -347,7 +365,7 @@ class TorchWorker:
 
             def on_step(batch):
                 batch.worker_id, batch.job_id, batch.rank = self.worker_id, a.job_id, a.rank
-                batch.dp_rank, batch.session = a.dp_rank, a.session
+                batch.dp_rank, batch.tp_rank, batch.session = a.dp_rank, a.tp_rank, a.session
                 step = batch.steps[0].step
                 stopping = job.stop_after_step is not None and step >= job.stop_after_step and step + 1 < spec.steps
                 if job.checkpoints is not None and ((step + 1) % spec.checkpoint_every == 0 or stopping):
@@ -537,6 +555,12 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     sys.path[:0] = [os.path.abspath(d) for d in args.import_path]
     torch.set_num_threads(args.threads)
+    if hasattr(torch._C, "_ensureCUDADeviceGuardSet") and not torch.cuda.is_available():
+        # PyTorch 2.11's CUDA build on a machine without a GPU installs a no-op CUDA device guard
+        # the first time a FakeTensorMode is entered (DTensor's sharding propagation does, under
+        # tensor parallelism); done first in one job thread and then in the next job's thread it
+        # crashes the process (SIGSEGV), done once in the main thread it never does.
+        torch._C._ensureCUDADeviceGuardSet()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
