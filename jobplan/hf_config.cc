@@ -74,7 +74,7 @@ const std::set<std::string, std::less<>>& InterpretedKeys() {
       "architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
       "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "rms_norm_eps",
       "rope_theta", "max_position_embeddings", "tie_word_embeddings", "hidden_act", "rope_scaling",
-      "attention_bias", "mlp_bias", "attention_dropout", "torch_dtype"};
+      "attention_bias", "mlp_bias", "attention_dropout", "torch_dtype", "rope_parameters"};
   return keys;
 }
 
@@ -136,6 +136,27 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
   }
   PIPECOORD_RETURN_IF_ERROR(ReadPositive(root, "rms_norm_eps", &c.rms_norm_eps));
   PIPECOORD_RETURN_IF_ERROR(ReadPositive(root, "rope_theta", &c.rope_theta));
+  // transformers 5 writes the rotary settings as "rope_parameters": {"rope_type", "rope_theta",
+  // ...} instead of a top-level rope_theta and rope_scaling: the base is read there, and any
+  // rope_type but "default" (Llama 3's "llama3", "linear", "yarn", ...) is refused as rope_scaling is.
+  if (const JsonValue* r = root.Find("rope_parameters"); r != nullptr && r->type != JsonValue::Type::kNull) {
+    if (!r->is_object()) return Bad("rope_parameters", "must be an object", *r);
+    if (const JsonValue* t = r->Find("rope_type"); t != nullptr && t->type != JsonValue::Type::kNull) {
+      if (t->type != JsonValue::Type::kString || t->string != "default") {
+        return Bad("rope_parameters.rope_type", "must be \"default\": scaled rotary embeddings are not supported", *t);
+      }
+    }
+    double theta = 0;
+    PIPECOORD_RETURN_IF_ERROR(ReadPositive(*r, "rope_theta", &theta));
+    if (theta > 0) {
+      if (root.Find("rope_theta") != nullptr && root.Find("rope_theta")->type == JsonValue::Type::kNumber &&
+          root.Find("rope_theta")->number != theta) {
+        return Bad("rope_parameters.rope_theta", "must equal the top-level rope_theta (" + Num(c.rope_theta) + ")",
+                   *r->Find("rope_theta"));
+      }
+      c.rope_theta = theta;
+    }
+  }
   if (const JsonValue* act = root.Find("hidden_act"); act != nullptr && act->type != JsonValue::Type::kNull) {
     if (act->type != JsonValue::Type::kString || act->string != "silu") {
       return Bad("hidden_act", "must be \"silu\" (the MLP is SwiGLU)", *act);

@@ -67,6 +67,23 @@ TEST(HfConfigTest, AbsentOptionalKeysTakeTransformersLlamaDefaults) {
   EXPECT_EQ(c->max_positions, 2048);
 }
 
+// transformers 5 writes {"rope_parameters": {"rope_theta": ..., "rope_type": "default"}} and no
+// top-level rope_theta (tests/hf_weights's transformers-written Llama found it read as 10000).
+TEST(HfConfigTest, Transformers5RopeParametersCarryTheBase) {
+  const std::string v5 = R"({"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "vocab_size": 10, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}})";
+  auto c = ParseHfConfig(v5);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_theta, 500000.0);
+  auto error = [](const std::string& extra) { return ParseHfConfig(Config(extra)).status().message(); };
+  EXPECT_EQ(error(R"(, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0})"),
+            "rope_parameters.rope_type: must be \"default\": scaled rotary embeddings are not supported, got \"llama3\"");
+  EXPECT_EQ(error(R"(, "rope_parameters": {"rope_theta": 10000.0})"),
+            "rope_parameters.rope_theta: must equal the top-level rope_theta (500000), got 10000");
+  EXPECT_EQ(error(R"(, "rope_parameters": 3)"), "rope_parameters: must be an object, got 3");
+  EXPECT_TRUE(ParseHfConfig(Config(R"(, "rope_parameters": {"rope_theta": 500000.0})")).ok());
+}
+
 TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
   auto error = [](const std::string& extra) { return ParseHfConfig(Config(extra)).status().message(); };
   // Config()'s own keys come first; a repeated key's last value wins (memory::JsonValue::Find).

@@ -1,7 +1,8 @@
 // Train, export, load the export into a fresh job: the fresh job's loss at step 0 equals the
-// trained model's loss on the same batch, bit for bit; and PyTorch code that knows only
-// transformers' Llama (rotate_half, the folder's config.json) computes that loss from the
-// exported folder (tests/hf_weights/hf_llama_torch_loss.py).
+// trained model's loss on the same batch, bit for bit; and Hugging Face transformers itself
+// (from_pretrained of the exported folder, tests/hf_weights/hf_llama_torch_loss.py) computes that
+// loss. The other way: a Llama that transformers wrote (save_pretrained, sharded, random weights;
+// write_transformers_llama.py) loaded with spec.init gives transformers' own loss at step 0.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -43,7 +44,7 @@ std::string Read(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-v1::JobSpec Spec(const std::string& hf_config, int pp, int steps) {
+v1::JobSpec Spec(const std::string& hf_config, int pp, int steps, int seq_len = 8, int seed = 11) {
   v1::JobSpec s;
   s.set_schedule("1f1b");
   s.set_pp(pp);
@@ -52,8 +53,8 @@ v1::JobSpec Spec(const std::string& hf_config, int pp, int steps) {
   s.set_steps(steps);
   s.set_learning_rate(0.01);
   s.mutable_model()->set_hf_config(hf_config);
-  s.mutable_model()->set_seq_len(8);
-  s.mutable_model()->set_seed(11);
+  s.mutable_model()->set_seq_len(seq_len);
+  s.mutable_model()->set_seed(seed);
   EXPECT_TRUE(jobplan::ValidateJobSpec(s).ok()) << jobplan::ValidateJobSpec(s).ToString();
   return jobplan::WithDefaults(s);
 }
@@ -129,7 +130,7 @@ TEST(HfRoundTripTest, TheExportLoadedIntoAFreshJobGivesTheTrainedModelsLoss) {
     EXPECT_EQ(worker::StepLosses(*again)[0], trained_loss) << "pp " << pp;
   }
 
-  // PyTorch, knowing only transformers' Llama, computes the same loss from the folder.
+  // Hugging Face transformers itself (from_pretrained of the folder) computes the same loss.
   std::ofstream(dir + "/batch.json") << batch_json;
   // The project's Python (tests/python.sh): PyTorch 2 from tools/requirements.txt.
   const char* venv = std::getenv("PIPECOORD_VENV");
@@ -220,6 +221,21 @@ TEST(HfRoundTripTest, BadInitIsRefusedNamingTheTensor) {
   auto run = worker::RunLocally(s);
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.status().message().find("spec.init: "), std::string::npos) << run.status().message();
+}
+
+TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
+  const std::string dir = "tests/hf_weights/transformers_llama";
+  const double want = std::stod(Read(dir + "/loss.txt"));
+  for (int pp : {1, 2}) {
+    // write_transformers_llama.py's batch: seed 5, 4 micro-batches of 2 x 16 tokens.
+    v1::JobSpec s = Spec(Read(dir + "/config.json"), pp, 1, /*seq_len=*/16, /*seed=*/5);
+    s.set_init(dir);
+    auto run = worker::RunLocally(s);
+    ASSERT_TRUE(run.ok()) << run.status().ToString();
+    const double got = worker::StepLosses(*run)[0];
+    EXPECT_LT(std::fabs(got - want) / want, 1e-5) << "pp " << pp << ": " << got << " vs transformers' " << want;
+    std::printf("transformers-written Llama, pp %d: our step-0 loss %.10f, transformers' %.10f\n", pp, got, want);
+  }
 }
 
 }  // namespace
