@@ -28,16 +28,7 @@ source tests/lib.sh
 gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
 export PYTHONPATH="$gen:$PWD/python"
 start_coordinator
-for i in $(seq "$pp"); do
-  "$PYTHON" -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples \
-    > "$WORK/torch-$i.log" 2>&1 &
-  PIDS+=($!)
-done
-for _ in $(seq 600); do
-  n=$("$PIPECTL" workers --format json | "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin).get("workers", [])))')
-  [ "$n" -ge "$pp" ] && break
-  sleep 0.05
-done
+start_torch_workers "$pp"
 echo "pp $pp, $layers layers, h $hidden, 8 micro-batches of 2 x 64 tokens, $steps steps; PyTorch $("$PYTHON" -c 'import torch; print(torch.__version__)')"
 printf '%-12s %-30s %10s %10s %6s %14s  %s\n' ours PyTorch "ours ms" "PyTorch ms" ratio "bubble o/P" "peak MiB per rank, ours / PyTorch"
 for pair in fthenb:gpipe 1f1b:1f1b interleaved:interleaved zbh1:zb-interleaved zbv:zbv dualpipev:dualpipev; do

@@ -33,6 +33,26 @@ start_coordinator() {
   export PIPECOORD_ADDR
 }
 
+# start_torch_workers N [flags...]: N PyTorch workers (python -m pipecoord.torch_worker, with
+# python/examples importable; the caller puts the stubs and python/ on PYTHONPATH); waits until N
+# free torch workers are registered.
+start_torch_workers() {
+  local n=$1
+  shift
+  for i in $(seq "$n"); do
+    "$PYTHON" -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples "$@" \
+      > "$WORK/torch-$i-$RANDOM.log" 2>&1 &
+    PIDS+=($!)
+  done
+  for _ in $(seq 600); do
+    [ "$("$PIPECTL" workers --format json | "$PYTHON" -c '
+import json, sys
+print(sum(1 for w in json.load(sys.stdin).get("workers", []) if w.get("workerKind") == "torch" and not w.get("jobId")))')" -ge "$n" ] && return
+    sleep 0.05
+  done
+  fail "torch workers did not register"
+}
+
 # start_workers N [worker flags...]
 start_workers() {
   local n=$1

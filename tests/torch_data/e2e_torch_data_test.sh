@@ -15,21 +15,6 @@ gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
 export PYTHONPATH="$gen:$PWD/python"
 DUMP=tests/torch_data/sampler_dump
 
-start_torch_workers() {  # N: waits until N are registered
-  local n=$1
-  for i in $(seq "$n"); do
-    "$PYTHON" -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples \
-      > "$WORK/torch-$i.log" 2>&1 &
-    PIDS+=($!)
-  done
-  for _ in $(seq 600); do
-    [ "$("$PIPECTL" workers --format json | "$PYTHON" -c '
-import json, sys
-print(sum(1 for w in json.load(sys.stdin).get("workers", []) if w.get("workerKind") == "torch"))')" -ge "$n" ] && return
-    sleep 0.05
-  done
-  fail "torch workers did not register"
-}
 start_coordinator
 start_torch_workers 4
 

@@ -16,17 +16,7 @@ gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
 export PYTHONPATH="$gen:$PWD/python"
 
 start_coordinator
-for i in 1 2 3 4; do
-  "$PYTHON" -m pipecoord.torch_worker --coordinator "$PIPECOORD_ADDR" --import-path python/examples \
-    > "$WORK/torch-$i.log" 2>&1 &
-  PIDS+=($!)
-done
-for _ in $(seq 600); do
-  n=$("$PIPECTL" workers --format json | "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin).get("workers", [])))')
-  [ "$n" -ge 4 ] && break
-  sleep 0.05
-done
-[ "$n" -ge 4 ] || fail "torch workers did not register"
+start_torch_workers 4
 
 for pp in 2 4; do
   for pair in fthenb:gpipe 1f1b:1f1b interleaved:interleaved zbh1:zb-interleaved zbv:zbv dualpipev:dualpipev; do
