@@ -68,6 +68,39 @@ Status MustBeFalse(const JsonValue& root, const char* key, const char* why) {
   return Status::Ok();
 }
 
+// Llama 3's rope scaling from `v` (config.json's rope_scaling, or transformers 5's
+// rope_parameters): {"rope_type" (or "type"): "llama3", "factor", "low_freq_factor",
+// "high_freq_factor", "original_max_position_embeddings"}; any other type refused by name.
+Status ReadRopeScaling(const std::string& where, const JsonValue& v, v1::RopeScaling* out) {
+  if (!v.is_object()) return Bad(where, "must be an object or null", v);
+  const JsonValue* type = v.Find("rope_type");
+  if (type == nullptr || type->type == JsonValue::Type::kNull) type = v.Find("type");
+  if (type == nullptr || type->type != JsonValue::Type::kString || type->string != "llama3") {
+    return type != nullptr ? Bad(where + ".rope_type", "must be \"llama3\" (Llama 3's scaling, the only one the workers "
+                                                      "run) or \"default\"", *type)
+                           : InvalidArgument(where + ".rope_type: required (\"llama3\")");
+  }
+  out->set_rope_type("llama3");
+  double factor = 0, low = 0, high = 0, original = 0;
+  for (auto [key, dst] : {std::pair<const char*, double*>{"factor", &factor}, {"low_freq_factor", &low},
+                          {"high_freq_factor", &high}, {"original_max_position_embeddings", &original}}) {
+    const JsonValue* x = v.Find(key);
+    if (x == nullptr || x->type != JsonValue::Type::kNumber || !(x->number > 0) || !std::isfinite(x->number)) {
+      return x == nullptr ? InvalidArgument(where + "." + key + ": required (a finite number > 0) for rope_type llama3")
+                          : Bad(where + "." + key, "must be a finite number > 0", *x);
+    }
+    *dst = x->number;
+  }
+  if (!(high > low)) {
+    return Bad(where + ".high_freq_factor", "must be above low_freq_factor (" + Num(low) + ")", *v.Find("high_freq_factor"));
+  }
+  out->set_factor(factor);
+  out->set_low_freq_factor(low);
+  out->set_high_freq_factor(high);
+  out->set_original_max_position_embeddings(static_cast<int32_t>(original));
+  return Status::Ok();
+}
+
 // The keys ParseHfConfig reads and HfConfigJson writes itself.
 const std::set<std::string, std::less<>>& InterpretedKeys() {
   static const std::set<std::string, std::less<>> keys = {
@@ -142,8 +175,8 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
   if (const JsonValue* r = root.Find("rope_parameters"); r != nullptr && r->type != JsonValue::Type::kNull) {
     if (!r->is_object()) return Bad("rope_parameters", "must be an object", *r);
     if (const JsonValue* t = r->Find("rope_type"); t != nullptr && t->type != JsonValue::Type::kNull) {
-      if (t->type != JsonValue::Type::kString || t->string != "default") {
-        return Bad("rope_parameters.rope_type", "must be \"default\": scaled rotary embeddings are not supported", *t);
+      if (t->type == JsonValue::Type::kString && t->string != "default") {
+        PIPECOORD_RETURN_IF_ERROR(ReadRopeScaling("rope_parameters", *r, &c.rope_scaling));
       }
     }
     double theta = 0;
@@ -167,7 +200,7 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
   PIPECOORD_RETURN_IF_ERROR(MustBeFalse(root, "attention_bias", "the attention projections have no bias"));
   PIPECOORD_RETURN_IF_ERROR(MustBeFalse(root, "mlp_bias", "the MLP projections have no bias"));
   if (const JsonValue* s = root.Find("rope_scaling"); s != nullptr && s->type != JsonValue::Type::kNull) {
-    return Bad("rope_scaling", "must be null or absent: scaled rotary embeddings are not supported", *s);
+    PIPECOORD_RETURN_IF_ERROR(ReadRopeScaling("rope_scaling", *s, &c.rope_scaling));
   }
   if (const JsonValue* d = root.Find("attention_dropout"); d != nullptr && d->type != JsonValue::Type::kNull) {
     if (d->type != JsonValue::Type::kNumber || d->number != 0) {
@@ -202,6 +235,11 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   o->set_vocab(c->vocab);
   o->set_rms_norm_eps(c->rms_norm_eps);
   o->set_rope_theta(c->rope_theta);
+  if (c->rope_scaling.factor() > 0) {
+    *o->mutable_rope_scaling() = c->rope_scaling;
+  } else {
+    o->clear_rope_scaling();
+  }
   return out;
 }
 
@@ -211,6 +249,24 @@ Status ValidateWeightFields(const v1::JobSpec& spec) {
     if (!std::isfinite(v) || v < 0) {
       return InvalidArgument(std::string("spec.model.") + field + ": must be a finite number >= 0 (0: Llama's "
                              "default), got " + Num(v));
+    }
+  }
+  if (spec.model().has_rope_scaling()) {
+    const v1::RopeScaling& r = spec.model().rope_scaling();
+    if (r.rope_type() != "llama3") {
+      return InvalidArgument("spec.model.ropeScaling.ropeType: must be \"llama3\" (Llama 3's scaling, the only one the "
+                             "workers run), got \"" + r.rope_type() + "\"");
+    }
+    for (const auto& [field, v] : {std::pair<const char*, double>{"factor", r.factor()}, {"lowFreqFactor", r.low_freq_factor()},
+                                   {"highFreqFactor", r.high_freq_factor()},
+                                   {"originalMaxPositionEmbeddings", double(r.original_max_position_embeddings())}}) {
+      if (!(v > 0) || !std::isfinite(v)) {
+        return InvalidArgument(std::string("spec.model.ropeScaling.") + field + ": must be a finite number > 0, got " + Num(v));
+      }
+    }
+    if (!(r.high_freq_factor() > r.low_freq_factor())) {
+      return InvalidArgument("spec.model.ropeScaling.highFreqFactor: must be above lowFreqFactor (" + Num(r.low_freq_factor()) +
+                             "), got " + Num(r.high_freq_factor()));
     }
   }
   if (spec.init().size() > 4096) {
@@ -244,7 +300,16 @@ std::string HfConfigJson(const v1::ModelSpec& m) {
   w.Break("\n  ").Key("max_position_embeddings").Int(max_positions);
   w.Break("\n  ").Key("rms_norm_eps").Number(m.rms_norm_eps() != 0 ? m.rms_norm_eps() : 1e-5);
   w.Break("\n  ").Key("rope_theta").Number(m.rope_theta() != 0 ? m.rope_theta() : 10000.0);
-  w.Break("\n  ").Key("rope_scaling").Null();
+  if (m.has_rope_scaling() && m.rope_scaling().factor() > 0) {
+    const v1::RopeScaling& r = m.rope_scaling();
+    w.Break("\n  ").Key("rope_scaling").BeginObject();
+    w.Key("rope_type").String("llama3").Key("factor").Number(r.factor()).Key("low_freq_factor").Number(r.low_freq_factor());
+    w.Key("high_freq_factor").Number(r.high_freq_factor()).Key("original_max_position_embeddings").Int(
+        r.original_max_position_embeddings());
+    w.EndObject();
+  } else {
+    w.Break("\n  ").Key("rope_scaling").Null();
+  }
   w.Break("\n  ").Key("hidden_act").String("silu");
   w.Break("\n  ").Key("tie_word_embeddings").Bool(false);
   w.Break("\n  ").Key("attention_bias").Bool(false);

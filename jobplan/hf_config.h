@@ -9,7 +9,9 @@
 //
 // What the model cannot compute is refused by name with the rule, never silently changed:
 // grouped-query attention (num_key_value_heads != num_attention_heads), tied embeddings (the LM
-// head is its own matrix here), an activation other than silu, rope_scaling, biases, dropout,
+// head is its own matrix here), an activation other than silu, a rope scaling other than Llama
+// 3's ("llama3": factor, low_freq_factor, high_freq_factor, original_max_position_embeddings),
+// biases, dropout,
 // a head_dim other than hidden_size / num_attention_heads, model_type other than "llama".
 #ifndef PIPECOORD_JOBPLAN_HF_CONFIG_H_
 #define PIPECOORD_JOBPLAN_HF_CONFIG_H_
@@ -32,6 +34,9 @@ struct HfLlamaConfig {
   int max_positions = 2048;  // max_position_embeddings
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
+  // Llama 3's rotary scaling (rope_type "llama3" in rope_scaling or rope_parameters); factor 0:
+  // none.
+  v1::RopeScaling rope_scaling;
 };
 
 // Errors are INVALID_ARGUMENT "FIELD: RULE, got VALUE", FIELD being the config's key

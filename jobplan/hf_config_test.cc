@@ -76,12 +76,42 @@ TEST(HfConfigTest, Transformers5RopeParametersCarryTheBase) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->rope_theta, 500000.0);
   auto error = [](const std::string& extra) { return ParseHfConfig(Config(extra)).status().message(); };
+  EXPECT_EQ(error(R"(, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "yarn", "factor": 8.0})"),
+            "rope_parameters.rope_type: must be \"llama3\" (Llama 3's scaling, the only one the workers run) or "
+            "\"default\", got \"yarn\"");
   EXPECT_EQ(error(R"(, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0})"),
-            "rope_parameters.rope_type: must be \"default\": scaled rotary embeddings are not supported, got \"llama3\"");
+            "rope_parameters.low_freq_factor: required (a finite number > 0) for rope_type llama3");
   EXPECT_EQ(error(R"(, "rope_parameters": {"rope_theta": 10000.0})"),
             "rope_parameters.rope_theta: must equal the top-level rope_theta (500000), got 10000");
   EXPECT_EQ(error(R"(, "rope_parameters": 3)"), "rope_parameters: must be an object, got 3");
   EXPECT_TRUE(ParseHfConfig(Config(R"(, "rope_parameters": {"rope_theta": 500000.0})")).ok());
+}
+
+// Llama 3.1's rope_scaling (and transformers 5's rope_parameters form) reach spec.model.
+TEST(HfConfigTest, Llama3RopeScalingIsRead) {
+  const char* llama31 = R"(, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 8192, "rope_type": "llama3"})";
+  auto c = ParseHfConfig(Config(llama31));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_scaling.rope_type(), "llama3");
+  EXPECT_EQ(c->rope_scaling.factor(), 8.0);
+  EXPECT_EQ(c->rope_scaling.low_freq_factor(), 1.0);
+  EXPECT_EQ(c->rope_scaling.high_freq_factor(), 4.0);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings(), 8192);
+  auto v5 = ParseHfConfig(Config(R"(, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", "factor": 32.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})"));
+  ASSERT_TRUE(v5.ok()) << v5.status().ToString();
+  EXPECT_EQ(v5->rope_scaling.factor(), 32.0);
+  auto spec = ApplyHfConfig(HfSpec(Config(llama31)));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->model().rope_scaling().factor(), 8.0);
+  // Exported and read back: the same scaling.
+  auto back = ParseHfConfig(HfConfigJson(spec->model()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->rope_scaling.SerializeAsString(), c->rope_scaling.SerializeAsString());
+  EXPECT_EQ(ParseHfConfig(Config(R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0,
+      "high_freq_factor": 1.0, "original_max_position_embeddings": 8192})")).status().message(),
+            "rope_scaling.high_freq_factor: must be above low_freq_factor (4), got 1");
 }
 
 TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
@@ -97,7 +127,8 @@ TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
   EXPECT_EQ(error(R"(, "model_type": "mistral")"),
             "model_type: must be \"llama\" (the Llama architecture is the one the workers run), got \"mistral\"");
   EXPECT_EQ(error(R"(, "rope_scaling": {"type": "linear", "factor": 2.0})"),
-            "rope_scaling: must be null or absent: scaled rotary embeddings are not supported, got object");
+            "rope_scaling.rope_type: must be \"llama3\" (Llama 3's scaling, the only one the workers run) or "
+            "\"default\", got \"linear\"");
   EXPECT_EQ(error(R"(, "attention_bias": true)"),
             "attention_bias: must be false: the attention projections have no bias, got true");
   EXPECT_EQ(error(R"(, "mlp_bias": true)"), "mlp_bias: must be false: the MLP projections have no bias, got true");

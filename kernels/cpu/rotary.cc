@@ -30,7 +30,19 @@ void Rotate(T* x, const RopeTable& table, int64_t batch, int64_t heads, double s
 
 }  // namespace
 
-RopeTable MakeRopeTable(int64_t seq, int64_t head_dim, double base) {
+double RopeScaling::Frequency(double f) const {
+  if (!enabled()) return f;
+  constexpr double kPi = 3.14159265358979323846;
+  const double wavelength = 2 * kPi / f;
+  const double low_freq_wavelength = original_max_positions / low_freq_factor;
+  const double high_freq_wavelength = original_max_positions / high_freq_factor;
+  if (wavelength < high_freq_wavelength) return f;         // high frequencies: kept
+  if (wavelength > low_freq_wavelength) return f / factor;  // low frequencies: scaled
+  const double smooth = (original_max_positions / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor);
+  return (1 - smooth) * f / factor + smooth * f;
+}
+
+RopeTable MakeRopeTable(int64_t seq, int64_t head_dim, double base, const RopeScaling& scaling) {
   RopeTable t;
   t.seq = seq;
   t.head_dim = head_dim;
@@ -40,7 +52,7 @@ RopeTable MakeRopeTable(int64_t seq, int64_t head_dim, double base) {
   for (int64_t p = 0; p < seq; ++p) {
     for (int64_t i = 0; i < half; ++i) {
       const double angle =
-          static_cast<double>(p) * std::pow(base, -2.0 * static_cast<double>(i) / head_dim);
+          static_cast<double>(p) * scaling.Frequency(std::pow(base, -2.0 * static_cast<double>(i) / head_dim));
       t.cos[p * half + i] = std::cos(angle);
       t.sin[p * half + i] = std::sin(angle);
     }

@@ -52,6 +52,9 @@ class ModelShape:
     ffn_hidden: int = 0  # 0: ceil(8h / 3) rounded up to a multiple of 64
     rms_norm_eps: float = 0.0  # 0: 1e-5 (Llama's)
     rope_theta: float = 0.0  # 0: 10000 (Llama's)
+    # Llama 3's rotary scaling: (factor, low_freq_factor, high_freq_factor,
+    # original_max_position_embeddings), or None.
+    rope_scaling: tuple = None
 
     @property
     def ffn(self):
@@ -75,10 +78,14 @@ class ModelShape:
     @staticmethod
     def from_spec(spec):
         """From a proto ModelSpec (or anything with its field names)."""
+        scaling = getattr(spec, "rope_scaling", None)
+        if scaling is not None and not isinstance(scaling, tuple):  # a proto RopeScaling
+            scaling = (scaling.factor, scaling.low_freq_factor, scaling.high_freq_factor,
+                       scaling.original_max_position_embeddings) if scaling.factor > 0 else None
         return ModelShape(layers=spec.layers, hidden=spec.hidden, heads=spec.heads, vocab=spec.vocab,
                           seq_len=spec.seq_len, ffn_hidden=getattr(spec, "ffn_hidden", 0),
                           rms_norm_eps=getattr(spec, "rms_norm_eps", 0.0),
-                          rope_theta=getattr(spec, "rope_theta", 0.0))
+                          rope_theta=getattr(spec, "rope_theta", 0.0), rope_scaling=scaling)
 
 
 class RMSNorm(torch.nn.Module):
@@ -91,11 +98,26 @@ class RMSNorm(torch.nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rope_tables(seq, head_dim, dtype, base=ROPE_BASE):
-    """cos and sin [seq, head_dim / 2] of the angle pos * base^(-2i / head_dim), computed in
-    float64 (as kernels/cpu/rotary.cc does) and then cast."""
+def llama3_frequencies(inv, scaling):
+    """Llama 3's rotary scaling of the frequencies `inv` (transformers' rope_type "llama3"):
+    wavelengths above original / low_freq_factor divided by factor, below original /
+    high_freq_factor kept, between them interpolated (as kernels/cpu/rotary.cc's RopeScaling)."""
+    factor, low, high, original = scaling
+    wavelength = 2 * math.pi / inv
+    smooth = (original / wavelength - low) / (high - low)
+    scaled = torch.where(wavelength > original / low, inv / factor, inv)
+    medium = (wavelength >= original / high) & (wavelength <= original / low)
+    return torch.where(medium, (1 - smooth) * inv / factor + smooth * inv, scaled)
+
+
+def rope_tables(seq, head_dim, dtype, base=ROPE_BASE, scaling=None):
+    """cos and sin [seq, head_dim / 2] of the angle pos * base^(-2i / head_dim) (Llama 3's
+    scaling applied when given), computed in float64 (as kernels/cpu/rotary.cc does) and then
+    cast."""
     i = torch.arange(0, head_dim // 2, dtype=torch.float64)
     inv = base ** (-2.0 * i / head_dim)
+    if scaling is not None:
+        inv = llama3_frequencies(inv, scaling)
     angle = torch.outer(torch.arange(seq, dtype=torch.float64), inv)
     return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
 
@@ -116,7 +138,7 @@ class Attention(torch.nn.Module):
         self.wk = torch.nn.Linear(h, h, bias=False, dtype=dtype)
         self.wv = torch.nn.Linear(h, h, bias=False, dtype=dtype)
         self.wo = torch.nn.Linear(h, h, bias=False, dtype=dtype)
-        cos, sin = rope_tables(shape.seq_len, shape.head_dim, dtype, shape.rope_base)
+        cos, sin = rope_tables(shape.seq_len, shape.head_dim, dtype, shape.rope_base, shape.rope_scaling)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 

@@ -54,11 +54,19 @@ class ModelSpec:
     seed: int = 0
     rms_norm_eps: float = 0.0
     rope_theta: float = 0.0
+    # Llama 3's rotary scaling: (factor, low_freq_factor, high_freq_factor,
+    # original_max_position_embeddings), or None (proto RopeScaling unset).
+    rope_scaling: tuple = None
 
     @staticmethod
     def from_proto(m):
-        names = {f.name for f in dataclasses.fields(ModelSpec)}
-        return ModelSpec(**{f.name: getattr(m, f.name) for f in m.DESCRIPTOR.fields if f.name in names})
+        names = {f.name for f in dataclasses.fields(ModelSpec)} - {"rope_scaling"}
+        fields = {f.name: getattr(m, f.name) for f in m.DESCRIPTOR.fields if f.name in names}
+        if m.HasField("rope_scaling") and m.rope_scaling.factor > 0:
+            r = m.rope_scaling
+            fields["rope_scaling"] = (r.factor, r.low_freq_factor, r.high_freq_factor,
+                                      r.original_max_position_embeddings)
+        return ModelSpec(**fields)
 
 
 def load_builder(path):

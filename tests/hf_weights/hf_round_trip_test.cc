@@ -224,7 +224,10 @@ TEST(HfRoundTripTest, BadInitIsRefusedNamingTheTensor) {
 }
 
 TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
-  const std::string dir = "tests/hf_weights/transformers_llama";
+  // transformers_llama3: Llama 3's rope scaling (rope_parameters.rope_type "llama3"), which the
+  // writer checked changes the loss.
+  for (const std::string name : {"transformers_llama", "transformers_llama3"}) {
+  const std::string dir = "tests/hf_weights/" + name;
   const double want = std::stod(Read(dir + "/loss.txt"));
   for (int pp : {1, 2}) {
     // write_transformers_llama.py's batch: seed 5, 4 micro-batches of 2 x 16 tokens.
@@ -233,8 +236,9 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
     auto run = worker::RunLocally(s);
     ASSERT_TRUE(run.ok()) << run.status().ToString();
     const double got = worker::StepLosses(*run)[0];
-    EXPECT_LT(std::fabs(got - want) / want, 1e-5) << "pp " << pp << ": " << got << " vs transformers' " << want;
-    std::printf("transformers-written Llama, pp %d: our step-0 loss %.10f, transformers' %.10f\n", pp, got, want);
+    EXPECT_LT(std::fabs(got - want) / want, 1e-5) << name << " pp " << pp << ": " << got << " vs transformers' " << want;
+    std::printf("%s, pp %d: our step-0 loss %.10f, transformers' %.10f\n", name.c_str(), pp, got, want);
+  }
   }
 }
 

@@ -119,4 +119,28 @@ back = read_safetensors(sys.argv[1])
 assert back["scale"].shape == torch.Size([]) and back["scale"].item() == 0.5, back["scale"]
 assert torch.equal(back["weight"], m.weight.detach()), "weights"
 PY
+# The reference model's Llama 3 rotary scaling (what torch workers run for a config with
+# rope_type "llama3") against transformers' own (modeling_rope_utils' "llama3" init): the same
+# frequencies within float32's rounding (transformers computes them in float32), for two factors.
+"$PYTHON" - <<'PY' || { echo "FAIL: Llama 3 rope scaling differs from transformers'"; exit 1; }
+import os
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
+import transformers
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from pipecoord.reference_model import llama3_frequencies
+for factor, original in ((8.0, 8), (32.0, 64)):
+    rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": factor, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": original}
+    config = transformers.LlamaConfig(hidden_size=256, num_attention_heads=4, max_position_embeddings=4 * original,
+                                      rope_parameters=rope)
+    theirs, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    d = 64
+    base = 500000.0 ** (-2.0 * torch.arange(0, d // 2, dtype=torch.float64) / d)
+    ours = llama3_frequencies(base, (factor, 1.0, 4.0, original))
+    worst = float(((theirs.double() - ours).abs() / ours).max())
+    assert worst < 1e-6, (factor, worst)
+    assert float(((base - ours).abs() / base).max()) > 0.5  # it scales something
+print("llama3 rope scaling: the reference model's frequencies equal transformers' within 1e-6")
+PY
 echo "PASS"

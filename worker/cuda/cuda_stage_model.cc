@@ -202,7 +202,7 @@ Status CudaStageModel::Build() {
   if (!layers_.empty()) {
     // The CPU model's own table (double cos and sin), so both rotate by the same bits.
     const kernels::cpu::RopeTable table =
-        kernels::cpu::MakeRopeTable(config_.seq_len, config_.HeadDim(), config_.rope_theta);
+        kernels::cpu::MakeRopeTable(config_.seq_len, config_.HeadDim(), config_.rope_theta, config_.rope_scaling);
     const auto count = static_cast<int64_t>(table.cos.size());
     PIPECOORD_CUDA_STAGE_ASSIGN(rope_cos_, device_->Empty(Doubles(count)));
     PIPECOORD_CUDA_STAGE_ASSIGN(rope_sin_, device_->Empty(Doubles(count)));

@@ -23,6 +23,12 @@ inline model::ModelConfig ModelConfigOf(const v1::ModelSpec& ms) {
   config.seed = ms.seed();
   if (ms.rms_norm_eps() != 0) config.rms_norm_eps = ms.rms_norm_eps();  // 0: Llama's default
   if (ms.rope_theta() != 0) config.rope_theta = ms.rope_theta();
+  if (ms.has_rope_scaling()) {
+    config.rope_scaling.factor = ms.rope_scaling().factor();
+    config.rope_scaling.low_freq_factor = ms.rope_scaling().low_freq_factor();
+    config.rope_scaling.high_freq_factor = ms.rope_scaling().high_freq_factor();
+    config.rope_scaling.original_max_positions = ms.rope_scaling().original_max_position_embeddings();
+  }
   return config;
 }
 

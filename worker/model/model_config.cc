@@ -44,6 +44,10 @@ Status ModelConfig::Validate() const {
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) {
     return InvalidArgument("rope_theta: must be a finite number > 0, got " + std::to_string(rope_theta));
   }
+  if (rope_scaling.enabled() && !(rope_scaling.low_freq_factor > 0 && rope_scaling.high_freq_factor > rope_scaling.low_freq_factor &&
+                                  rope_scaling.original_max_positions > 0)) {
+    return InvalidArgument("rope_scaling: needs 0 < low_freq_factor < high_freq_factor and original_max_positions > 0");
+  }
   return Status::Ok();
 }
 

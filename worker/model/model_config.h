@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "kernels/cpu/rotary.h"
 
 namespace pipecoord::model {
 
@@ -24,6 +25,7 @@ struct ModelConfig {
   uint64_t seed = 0;   // initial weights (and the synthetic data) come from this seed
   double rms_norm_eps = kRmsNormEps;  // > 0
   double rope_theta = kRopeBase;      // > 0
+  kernels::cpu::RopeScaling rope_scaling{};  // Llama 3's (factor 0: none)
 
   // ffn_hidden if set, else ceil(8h/3) rounded up to a multiple of 64 (as proto/job.proto says).
   int FfnHidden() const;

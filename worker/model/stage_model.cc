@@ -100,7 +100,7 @@ void StageModel::Build() {
   const double kOnes = -1;
   if (shard_.has_embedding) embedding_ = add("tok_embeddings.weight", {V, h}, 1.0, true);
   auto rope = std::make_shared<const kernels::cpu::RopeTable>(
-      kernels::cpu::MakeRopeTable(dims_.seq, h / dims_.heads, config_.rope_theta));
+      kernels::cpu::MakeRopeTable(dims_.seq, h / dims_.heads, config_.rope_theta, config_.rope_scaling));
   blocks_.reserve(static_cast<size_t>(shard_.num_layers));
   for (int l = shard_.first_layer; l < shard_.first_layer + shard_.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
