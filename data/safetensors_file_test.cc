@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -35,6 +37,36 @@ std::vector<float> AsFloats(const TensorView& view) {
   const Status st = view.CopyToFloat(out);
   EXPECT_TRUE(st.ok()) << st.message();
   return out;
+}
+
+// The official safetensors package's own file (safetensors.torch.save_file: F32, BF16, F16, I64).
+TEST(SafetensorsFile, ReadsTheOfficialPackagesFileExactly) {
+  auto file = SafetensorsFile::Open(testing::kOfficialWritten + "model.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto metadata = file->layout().metadata;  // in the file's order, which the package chooses
+  std::sort(metadata.begin(), metadata.end());
+  EXPECT_EQ(metadata, (std::vector<std::pair<std::string, std::string>>{{"format", "pt"}, {"source", "safetensors"}}));
+  ASSERT_EQ(file->layout().tensors.size(), 4u);
+  auto weight = file->Tensor("weight");
+  ASSERT_TRUE(weight.ok());
+  EXPECT_EQ(weight->info->dtype, SafetensorsDtype::kF32);
+  EXPECT_EQ(weight->info->shape, (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(AsFloats(*weight), (std::vector<float>{-1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 1.5f}));
+  auto norm = file->Tensor("norm");
+  ASSERT_TRUE(norm.ok());
+  EXPECT_EQ(norm->info->dtype, SafetensorsDtype::kBF16);
+  EXPECT_EQ(AsFloats(*norm), (std::vector<float>{1.0f, -2.5f, 0.15625f, 65280.0f}));
+  auto bias = file->Tensor("bias");
+  ASSERT_TRUE(bias.ok());
+  EXPECT_EQ(bias->info->dtype, SafetensorsDtype::kF16);
+  EXPECT_EQ(AsFloats(*bias), (std::vector<float>{1.5f, -0.25f}));
+  auto ids = file->Tensor("ids");
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids->info->dtype, SafetensorsDtype::kI64);
+  ASSERT_EQ(ids->bytes.size(), 24u);
+  std::vector<int64_t> values(3);
+  std::memcpy(values.data(), ids->bytes.data(), 24);  // little-endian on this machine, as the file
+  EXPECT_EQ(values, (std::vector<int64_t>{-3, 0, int64_t{1} << 40}));
 }
 
 TEST(SafetensorsFile, ReadsPythonsFileExactly) {
@@ -138,6 +170,15 @@ TEST(SafetensorsFile, OurFileReadsBackInPythonExactly) {
             "model.norm.weight BF16 [3] 0x1.0000000000000p+0 0x1.0000000000000p+1 0x1.8000000000000p+1\n"
             "token_ids I32 [3] -2 0 7\n"
             "__metadata__ format=pt writer=pipecoord\n");
+
+  // The official safetensors package reads the same values (the project's Python, tests/python.sh).
+  const char* venv = std::getenv("PIPECOORD_VENV");
+  const std::string python = std::string(venv != nullptr ? venv : "/var/cache/pipecoord/venv") + "/bin/python";
+  int official_status = 0;
+  const std::string official =
+      testing::RunCommand(python + " data/testdata/read_safetensors_official.py " + path + " 2>&1", &official_status);
+  ASSERT_EQ(official_status, 0) << official;
+  EXPECT_EQ(official, out);
 
   // And ours reads it back, byte for byte.
   auto back = SafetensorsFile::Open(path);

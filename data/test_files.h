@@ -16,6 +16,8 @@ namespace pipecoord::data::testing {
 
 // The genrule :python_written's outputs.
 inline const std::string kPythonWritten = "data/python_written/";
+// What the official safetensors package wrote (data/testdata/write_safetensors_official.py).
+inline const std::string kOfficialWritten = "data/official_written/";
 
 // An empty folder named `name` under $TEST_TMPDIR (removed first if a previous case left it).
 inline std::string FreshDir(const std::string& name) {
