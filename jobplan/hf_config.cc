@@ -75,6 +75,7 @@ Status ReadRopeScaling(const std::string& where, const JsonValue& v, v1::RopeSca
   if (!v.is_object()) return Bad(where, "must be an object or null", v);
   const JsonValue* type = v.Find("rope_type");
   if (type == nullptr || type->type == JsonValue::Type::kNull) type = v.Find("type");
+  if (type != nullptr && type->type == JsonValue::Type::kString && type->string == "default") return Status::Ok();
   if (type == nullptr || type->type != JsonValue::Type::kString || type->string != "llama3") {
     return type != nullptr ? Bad(where + ".rope_type", "must be \"llama3\" (Llama 3's scaling, the only one the workers "
                                                       "run) or \"default\"", *type)

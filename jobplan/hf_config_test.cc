@@ -109,6 +109,9 @@ TEST(HfConfigTest, Llama3RopeScalingIsRead) {
   auto back = ParseHfConfig(HfConfigJson(spec->model()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->rope_scaling.SerializeAsString(), c->rope_scaling.SerializeAsString());
+  auto plain = ParseHfConfig(Config(R"(, "rope_scaling": {"rope_type": "default"})"));  // no scaling
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE(plain->rope_scaling.factor() > 0);
   EXPECT_EQ(ParseHfConfig(Config(R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0,
       "high_freq_factor": 1.0, "original_max_position_embeddings": 8192})")).status().message(),
             "rope_scaling.high_freq_factor: must be above low_freq_factor (4), got 1");
