@@ -16,6 +16,8 @@ namespace pipecoord::data::testing {
 
 // The genrule :python_written's outputs.
 inline const std::string kPythonWritten = "data/python_written/";
+// What megatron-core's IndexedDatasetBuilder wrote (data/testdata/write_megatron_core.py).
+inline const std::string kMegatronCoreWritten = "data/megatron_core_written/";
 // What the official safetensors package wrote (data/testdata/write_safetensors_official.py).
 inline const std::string kOfficialWritten = "data/official_written/";
 

@@ -16,6 +16,7 @@ namespace {
 
 using testing::CopyFile;
 using testing::FreshDir;
+using testing::kMegatronCoreWritten;
 using testing::kPythonWritten;
 using testing::ReadBytes;
 using testing::WriteBytes;
@@ -50,10 +51,14 @@ TEST(TokenDataset, ReadsPythonsFlatUint32FileExactly) {
   EXPECT_EQ(ds->document_starts(), (std::vector<uint64_t>{0}));
 }
 
+// Written by hand (write_token_datasets.py) and by megatron-core's own IndexedDatasetBuilder
+// (write_megatron_core.py): the same documents, read the same.
 TEST(TokenDataset, ReadsPythonsMegatronIndexedDatasetsExactly) {
+  for (const std::string& dir : {kPythonWritten, kMegatronCoreWritten}) {
+  SCOPED_TRACE(dir);
   TokenDatasetOptions options;
   options.vocab_size = 1000;
-  auto u16 = TokenDataset::Open(kPythonWritten + "megatron_u16", options);
+  auto u16 = TokenDataset::Open(dir + "megatron_u16", options);
   ASSERT_TRUE(u16.ok()) << u16.status().message();
   EXPECT_EQ(u16->format(), TokenDataset::Format::kMegatron);
   EXPECT_EQ(u16->tokens().dtype(), TokenDtype::kUint16);
@@ -63,12 +68,13 @@ TEST(TokenDataset, ReadsPythonsMegatronIndexedDatasetsExactly) {
   EXPECT_EQ(u16->document_starts(), (std::vector<uint64_t>{0, 5, 22, 23}));
 
   options.vocab_size = 70000;
-  auto i32 = TokenDataset::Open(kPythonWritten + "megatron_i32", options);
+  auto i32 = TokenDataset::Open(dir + "megatron_i32", options);
   ASSERT_TRUE(i32.ok()) << i32.status().message();
   EXPECT_EQ(i32->tokens().dtype(), TokenDtype::kInt32);
   ASSERT_EQ(i32->tokens().size(), 53u);
   for (uint64_t i = 0; i < 53; ++i) ASSERT_EQ(i32->tokens().At(i), static_cast<int64_t>((7919 * i + 13) % 70000)) << i;
   EXPECT_EQ(i32->document_starts(), (std::vector<uint64_t>{0, 5, 22, 23}));
+  }
 }
 
 TEST(TokenDataset, TheSamplerReadsThePythonDatasetsTokens) {
