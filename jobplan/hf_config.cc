@@ -181,7 +181,9 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
       }
     }
     double theta = 0;
-    PIPECOORD_RETURN_IF_ERROR(ReadPositive(*r, "rope_theta", &theta));
+    if (Status st = ReadPositive(*r, "rope_theta", &theta); !st.ok()) {
+      return InvalidArgument("rope_parameters." + st.message());
+    }
     if (theta > 0) {
       if (root.Find("rope_theta") != nullptr && root.Find("rope_theta")->type == JsonValue::Type::kNumber &&
           root.Find("rope_theta")->number != theta) {

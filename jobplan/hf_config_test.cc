@@ -84,6 +84,8 @@ TEST(HfConfigTest, Transformers5RopeParametersCarryTheBase) {
   EXPECT_EQ(error(R"(, "rope_parameters": {"rope_theta": 10000.0})"),
             "rope_parameters.rope_theta: must equal the top-level rope_theta (500000), got 10000");
   EXPECT_EQ(error(R"(, "rope_parameters": 3)"), "rope_parameters: must be an object, got 3");
+  EXPECT_EQ(error(R"(, "rope_parameters": {"rope_theta": -1})"),
+            "rope_parameters.rope_theta: must be a finite number > 0, got -1");
   EXPECT_TRUE(ParseHfConfig(Config(R"(, "rope_parameters": {"rope_theta": 500000.0})")).ok());
 }
 
