@@ -185,8 +185,9 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
       return InvalidArgument("rope_parameters." + st.message());
     }
     if (theta > 0) {
-      if (root.Find("rope_theta") != nullptr && root.Find("rope_theta")->type == JsonValue::Type::kNumber &&
-          root.Find("rope_theta")->number != theta) {
+      // A top-level rope_theta was read into c.rope_theta above (already checked to be a number).
+      if (const JsonValue* top = root.Find("rope_theta"); top != nullptr && top->type != JsonValue::Type::kNull &&
+                                                          c.rope_theta != theta) {
         return Bad("rope_parameters.rope_theta", "must equal the top-level rope_theta (" + Num(c.rope_theta) + ")",
                    *r->Find("rope_theta"));
       }
