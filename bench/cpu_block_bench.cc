@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   model::StageModel& block = **made;
-  std::vector<float> x(block.activation_size()), dy(block.activation_size());
+  kernels::HostBuffer<float> x(block.activation_size()), dy(block.activation_size());
   kernels::cpu::Rng rng(1);
   rng.FillUniform(x.data(), static_cast<int64_t>(x.size()), -1, 1);
   rng.FillUniform(dy.data(), static_cast<int64_t>(dy.size()), -1, 1);
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   double f = 1e100, b = 1e100, w = 1e100;
   for (int r = 0; r < reps + 1; ++r) {  // the first round warms up
     model::StageInput in{{}, x, {}};
-    std::vector<float> g = dy;
+    kernels::HostBuffer<float> g = dy;
     const double tf = bench::BestOf(1, [&] { check(block.Forward(0, std::move(in)).status()); });
     const double tb = bench::BestOf(1, [&] { check(block.BackwardInput(0, std::move(g)).status()); });
     const double tw = bench::BestOf(1, [&] { check(block.BackwardWeight(0)); });

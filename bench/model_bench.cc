@@ -40,7 +40,7 @@ int main() {
   auto made = StageModel::Create(config, StageShard{0, 0, 1, false, false}, batch);
   Check(made.status());
   StageModel& block = **made;
-  std::vector<float> x(block.activation_size()), dy(block.activation_size());
+  pipecoord::kernels::HostBuffer<float> x(block.activation_size()), dy(block.activation_size());
   pipecoord::kernels::cpu::Rng rng(1);
   rng.FillUniform(x.data(), static_cast<int64_t>(x.size()), -1, 1);
   rng.FillUniform(dy.data(), static_cast<int64_t>(dy.size()), -1, 1);
@@ -50,7 +50,7 @@ int main() {
   int64_t after_f = 0, after_b = 0;
   for (int r = 0; r < reps; ++r) {
     StageInput in{{}, x, {}};
-    std::vector<float> g = dy;
+    pipecoord::kernels::HostBuffer<float> g = dy;
     f = std::min(f, Time([&] { Check(block.Forward(0, std::move(in)).status()); }));
     after_f = block.ActivationBytes();
     b = std::min(b, Time([&] { Check(block.BackwardInput(0, std::move(g)).status()); }));
@@ -58,7 +58,7 @@ int main() {
     w = std::min(w, Time([&] { Check(block.BackwardWeight(0)); }));
     // The baseline on the same weights and input: F again (untimed), then the fused backward.
     StageInput in2{{}, x, {}};
-    std::vector<float> g2 = dy;
+    pipecoord::kernels::HostBuffer<float> g2 = dy;
     Check(block.Forward(0, std::move(in2)).status());
     fused = std::min(fused, Time([&] { Check(block.BackwardFused(0, std::move(g2)).status()); }));
   }

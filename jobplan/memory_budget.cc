@@ -5,6 +5,7 @@
 #include <set>
 
 #include "memory/activations.h"
+#include "memory/block_program.h"
 #include "memory/pipecoord_cpu.h"
 #include "memory/pipecoord_cuda.h"
 #include "proto/op_kinds.h"
@@ -21,8 +22,8 @@ struct StagePrice {
   SavedBytes saved;
   uint64_t parameter_bytes = 0;
   uint64_t constant_bytes = 0;
-  // A tensor passed to or from a neighbour stage, where the backend counts it (cuda); the CPU
-  // backend's are host tensors it does not count: 0.
+  // A tensor passed to or from a neighbour stage: counted from the op that made it until a
+  // transport takes it (SEND_F / SEND_B) or the next stage on this rank reads it.
   int64_t boundary = 0;
   // The most an op holds at once above the level before it: F from nothing of its own (its
   // input not yet counted), B from the level that holds what F stored. May be negative for B
@@ -69,7 +70,8 @@ class Pricer {
   }
 
  private:
-  // The CPU backend notes its peak after each F and each B: an op's peak is where it ends.
+  // The CPU backend notes its peak where each F, B and W ends (and where a W or BW starts): an op's
+  // peak is where it ends; its output is its own until sent or read (worker/daemon/cpu_backend.cc).
   StagePrice PriceCpu(const v1::StageShard& shard) const {
     if (!activations_.ok()) return Unresolvable();
     const memory::CpuStageMemory st = memory::PipecoordCpuStage(
@@ -80,6 +82,7 @@ class Pricer {
     p.parameter_bytes = static_cast<uint64_t>(st.parameter_bytes);
     p.forward_peak = st.per_microbatch.stored;
     p.backward_peak = st.per_microbatch.kept_for_w - st.per_microbatch.stored;
+    p.boundary = memory::BlockBoundaryBytes(model_, training_);
     if (training_.zero >= 2 && training_.dp > 1) {
       // fp32: the whole gradients replace the shard's (ceil(n / dp), counted in parameter_bytes).
       p.step_gradient_bytes = (st.parameters - (st.parameters + training_.dp - 1) / training_.dp) * 4;
@@ -177,9 +180,10 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
         case v1::BW:
           if (s + 1 < stages) take_input(s + 1);
           if (op == v1::BW) {
-            // ZeRO-2's gradients come first; the backend notes the op with what it held at its start.
+            // ZeRO-2's gradients come first; the backend notes the op with what it held at its
+            // start (an output still waiting here included).
             allocate_grads(s, p);
-            if (p.step_gradient_bytes > 0) peak = std::max(peak, now + grads);
+            peak = std::max(peak, now + grads);
           }
           peak = std::max(peak, now + grads + p.backward_peak);
           set(p.saved.after_b);
@@ -188,7 +192,7 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
           break;
         case v1::W:
           allocate_grads(s, p);
-          if (p.step_gradient_bytes > 0) peak = std::max(peak, now + grads);  // before W frees
+          peak = std::max(peak, now + grads);  // at its start, before it frees
           set(0);
           break;
         default:

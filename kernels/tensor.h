@@ -23,6 +23,12 @@
 
 namespace pipecoord::kernels {
 
+// kernels/host_pool.h: a std::vector whose storage a rank's counting allocator hands out.
+template <typename T>
+struct PoolAllocator;
+template <typename T>
+using HostBuffer = std::vector<T, PoolAllocator<T>>;
+
 enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kI32 = 2, kU8 = 3 };
 
 // "f32", "bf16", "i32", "u8" (raw bytes, e.g. a payload before its receiver names its spec).
@@ -74,6 +80,9 @@ class Tensor {
   static Tensor FromVector(std::vector<float> values);
   static Tensor FromVector(std::vector<float> values, std::vector<int64_t> shape);
   static Tensor FromVector(std::vector<int32_t> values);
+  // The same for a counted host buffer (kernels/host_pool.h): its allocator stays the one that
+  // counted it, so HandOffToTransport reaches it.
+  static Tensor FromHostBuffer(HostBuffer<float> values, std::vector<int64_t> shape);
 
   bool empty() const { return numel() == 0; }
   const TensorSpec& spec() const { return spec_; }
@@ -114,10 +123,15 @@ class Tensor {
   // The same, but moves the values out without a copy when this handle alone owns a vector
   // given to FromVector; the tensor is empty afterwards.
   std::vector<float> TakeFloats();
+  // The values as a counted host buffer: moved out without a copy when this handle alone owns one
+  // given to FromHostBuffer, else copied into a buffer counted on the calling thread's
+  // CurrentHostPool() (a received tensor becomes the rank's own). Empty tensor afterwards.
+  HostBuffer<float> TakeHostBuffer();
 
  private:
   std::shared_ptr<void> storage_;  // frees through the allocator (or owns a vector)
   std::vector<float>* owned_floats_ = nullptr;  // the vector storage_ owns, if FromVector(float)
+  HostBuffer<float>* owned_buffer_ = nullptr;   // the buffer storage_ owns, if FromHostBuffer
   void* data_ = nullptr;
   Allocator* allocator_ = nullptr;  // the one that gave storage_ (Empty), else null
   TensorSpec spec_{DType::kF32, {0}};

@@ -16,8 +16,8 @@
 namespace pipecoord::kernels::cpu::testing {
 
 // (f(x + h e_i) - f(x - h e_i)) / 2h for every i, perturbing *x in place and restoring it.
-inline std::vector<double> NumericGradient(const std::function<double()>& f, std::vector<double>* x,
-                                           double h) {
+template <typename V>
+std::vector<double> NumericGradient(const std::function<double()>& f, V* x, double h) {
   std::vector<double> g(x->size());
   for (size_t i = 0; i < x->size(); ++i) {
     const double keep = (*x)[i];
@@ -33,8 +33,8 @@ inline std::vector<double> NumericGradient(const std::function<double()>& f, std
 
 // max_i |analytic_i - numeric_i| / max(max_i |numeric_i|, 1e-30): normwise, so tiny entries
 // of a gradient do not blow the figure up. Returns 1 when the sizes differ.
-inline double RelativeError(const std::vector<double>& analytic,
-                            const std::vector<double>& numeric) {
+template <typename A, typename B>
+double RelativeError(const A& analytic, const B& numeric) {
   if (analytic.size() != numeric.size()) return 1.0;
   double diff = 0, scale = 1e-30;
   for (size_t i = 0; i < analytic.size(); ++i) {
@@ -53,7 +53,8 @@ inline std::vector<double> RandomVector(int64_t n, uint64_t seed) {
 }
 
 // sum_i a_i b_i in double: the objective <output, r> whose gradient w.r.t. the output is r.
-inline double Inner(const std::vector<double>& a, const std::vector<double>& b) {
+template <typename A, typename B>
+double Inner(const A& a, const B& b) {
   double s = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) s += a[i] * b[i];
   return s;

@@ -43,8 +43,8 @@ struct NormwiseError {
   }
 };
 
-template <typename G, typename C>
-NormwiseError CompareNormwise(const std::vector<G>& gpu, const std::vector<C>& cpu) {
+template <typename G, typename GA, typename C, typename CA>
+NormwiseError CompareNormwise(const std::vector<G, GA>& gpu, const std::vector<C, CA>& cpu) {
   NormwiseError e;
   e.gpu_size = gpu.size();
   e.cpu_size = cpu.size();

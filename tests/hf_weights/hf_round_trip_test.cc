@@ -113,7 +113,7 @@ TEST(HfRoundTripTest, TheExportLoadedIntoAFreshJobGivesTheTrainedModelsLoss) {
       targets += "]";
     }
     batch_json += std::string(mb ? ", " : "") + "{\"inputs\": [" + inputs + "], \"targets\": [" + targets + "]}";
-    auto out = (*whole)->Forward(mb, {std::move(b.inputs), {}, std::move(b.targets)});
+    auto out = (*whole)->Forward(mb, {kernels::ToHostBuffer(b.inputs), {}, kernels::ToHostBuffer(b.targets)});
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     sum += *out->loss;
   }
@@ -194,7 +194,7 @@ TEST(HfRoundTripTest, ATensorParallelJobExportsWholeTensors) {
   double sum = 0;
   for (int mb = 0; mb < trained.microbatches(); ++mb) {
     model::TokenBatch b = data.Batch(0, mb);
-    auto out = (*whole)->Forward(mb, {std::move(b.inputs), {}, std::move(b.targets)});
+    auto out = (*whole)->Forward(mb, {kernels::ToHostBuffer(b.inputs), {}, kernels::ToHostBuffer(b.targets)});
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     sum += *out->loss;
   }

@@ -157,7 +157,7 @@ Status MicroBatch(const Options& o, Dump* dump) {
   auto trunk = model::StageModel::Create(config, body, batch);
   if (!trunk.ok()) return trunk.status();
   model::StageInput in;
-  in.tokens = first.inputs;
+  in.tokens = kernels::ToHostBuffer(first.inputs);
   auto x = (*trunk)->Forward(0, std::move(in));
   if (!x.ok()) return x.status();
   auto norm = m.FindParameter("norm.weight");
@@ -184,8 +184,8 @@ Status MicroBatch(const Options& o, Dump* dump) {
     const model::TokenBatch b = data.Batch(step, 0);
     Batch(o, step, 0, b, dump);
     model::StageInput input;
-    input.tokens = b.inputs;
-    input.targets = b.targets;
+    input.tokens = kernels::ToHostBuffer(b.inputs);
+    input.targets = kernels::ToHostBuffer(b.targets);
     auto out = m.Forward(0, std::move(input));
     if (!out.ok()) return out.status();
     losses.push_back(*out->loss);

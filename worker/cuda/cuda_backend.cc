@@ -309,6 +309,13 @@ uint64_t CudaBackend::memory_reserved_bytes() const {
 }
 void CudaBackend::ResetPeak() { device_->ResetPeak(); }
 
+Status CudaBackend::HoldBytes(uint64_t bytes) {
+  auto t = device_->Zeros({kernels::DType::kU8, {static_cast<int64_t>(bytes)}});
+  if (!t.ok()) return t.status();
+  held_.push_back(std::move(t).value());
+  return Status::Ok();
+}
+
 std::vector<StateTensor> CudaBackend::CheckpointState() {
   // The same names as the CPU backend's; "value" is the fp32 master in both precisions.
   std::vector<std::string> names;

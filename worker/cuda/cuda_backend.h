@@ -86,6 +86,7 @@ class CudaBackend final : public ComputeBackend {
   uint64_t memory_peak_bytes() const override;      // their peak since ResetPeak
   uint64_t memory_reserved_bytes() const override;  // the pool's segments, in use or cached
   void ResetPeak() override;
+  Status HoldBytes(uint64_t bytes) override;  // from the device's pool, zeroed on the stream
   std::vector<StateTensor> CheckpointState() override;
   int64_t optimizer_steps() const override;
   void set_optimizer_steps(int64_t steps) override;
@@ -127,6 +128,7 @@ class CudaBackend final : public ComputeBackend {
   const int64_t mbs_size_, seq_, hidden_;
   const v1::JobSpec spec_;  // its optimizer settings, step by step (AdamWOptionsAt)
   std::map<int, std::unique_ptr<CudaStageModel>> stages_;
+  std::vector<kernels::Tensor> held_;  // HoldBytes (the oom fault)
   std::unique_ptr<DeviceTensorFloats> gradients_;  // DeviceGradients(), built on first use
   bool has_loss_ = false;
   Status deferred_;

@@ -51,8 +51,8 @@ class CudaStageModelTest : public CudaModelTest {
     const model::TokenBatch data = Data(0);
 
     model::StageInput cin;
-    cin.tokens = data.inputs;
-    cin.targets = data.targets;
+    cin.tokens = kernels::ToHostBuffer(data.inputs);
+    cin.targets = kernels::ToHostBuffer(data.targets);
     auto cout = (*cpu)->Forward(0, std::move(cin));
     ASSERT_TRUE(cout.ok()) << cout.status().ToString();
     ASSERT_TRUE(cout->loss.has_value());
@@ -118,7 +118,7 @@ TEST_F(CudaStageModelTest, BoundaryTensorsMatchTheCpuStages) {
   const model::TokenBatch data = Data(0);
 
   model::StageInput c0;
-  c0.tokens = data.inputs;
+  c0.tokens = kernels::ToHostBuffer(data.inputs);
   auto cact = cpu[0]->Forward(0, std::move(c0));
   ASSERT_TRUE(cact.ok());
   CudaStageInput g0;
@@ -133,7 +133,7 @@ TEST_F(CudaStageModelTest, BoundaryTensorsMatchTheCpuStages) {
 
   model::StageInput c1;
   c1.activations = cact->activations;
-  c1.targets = data.targets;
+  c1.targets = kernels::ToHostBuffer(data.targets);
   ASSERT_TRUE(cpu[1]->Forward(0, std::move(c1)).ok());
   auto cdx = cpu[1]->BackwardInput(0, {});
   ASSERT_TRUE(cdx.ok());

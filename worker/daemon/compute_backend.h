@@ -146,6 +146,15 @@ class ComputeBackend {
   virtual uint64_t memory_reserved_bytes() const { return memory_in_use_bytes(); }
   // Starts a new peak window (at each step).
   virtual void ResetPeak() = 0;
+  // The allocator's own peak since ResetPeak, temporaries inside actions included, where
+  // memory_peak_bytes counts less (the CPU backend's is taken at actions' ends); the same by default.
+  virtual uint64_t transient_peak_bytes() const { return memory_peak_bytes(); }
+  // The oom fault: allocates `bytes` more through the backend's own allocator and holds them
+  // (written, so resident) while the backend lives, so every memory figure above includes them
+  // as measured. RESOURCE_EXHAUSTED when the allocator refuses.
+  virtual Status HoldBytes(uint64_t /*bytes*/) {
+    return Unimplemented("this backend cannot hold memory for the oom fault");
+  }
 
   // What a checkpoint saves and restores at a step boundary: every tensor of every stage held
   // (weights and optimizer moments) as named host views, and the optimizer's step count.

@@ -1,5 +1,15 @@
 // The CPU backend: one StageModel per virtual stage this rank holds, fed by the job's training
 // data (worker/daemon/training_data.h: the synthetic stream or the job's datasets).
+//
+// Memory: every buffer the stages make (weights, gradients, moments, what F keeps for B and W,
+// the temporaries inside an action, a received input once taken) comes from the rank's counting
+// host allocator (kernels/host_pool.h), current on the calling thread inside each method. What
+// the backend reports is that allocator's count, never a sum of the buffers the model means to
+// keep: memory_in_use_bytes its allocated bytes; memory_peak_bytes the most the rank held when a
+// micro-batch's F, B or W ended (StageModel::PeakHeldBytes: less the output being returned, which
+// leaves for the next stage or a transport, whose bytes a sending transport stops counting),
+// the quantity memory/'s pipecoord-cpu recipe budgets; transient_peak_bytes the allocator's own
+// peak inside the phases (their temporaries included), which the budget does not cover yet.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -7,6 +17,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/adamw.h"
+#include "kernels/host_pool.h"
 #include "worker/cuda/cuda_backend.h"
 #include "worker/daemon/assignment_model.h"
 #include "worker/daemon/backend_factory.h"
@@ -25,6 +36,7 @@ class CpuBackend final : public ComputeBackend {
 
   Status AddStage(const model::ModelConfig& config, const model::BatchShape& batch, const v1::StageShard& s,
                   parallel::TensorParallel* tp, bool sequence_parallel) {
+    const kernels::ScopedHostPool scope(&pool_);
     auto stage = model::StageModel::Create(config, StageShardOf(s), batch, tp, sequence_parallel);
     if (!stage.ok()) return stage.status();
     stages_[s.stage()] = std::move(stage).value();
@@ -38,6 +50,7 @@ class CpuBackend final : public ComputeBackend {
   }
 
   Status FinalizeGradients() override {
+    const kernels::ScopedHostPool scope(&pool_);
     for (auto& [k, m] : stages_) {
       PIPECOORD_RETURN_IF_ERROR(m->FinalizeGradients());
       m->ReleaseGradients();  // ZeRO-2: the shard's gradients only, until the next step's first W
@@ -48,16 +61,18 @@ class CpuBackend final : public ComputeBackend {
   Result<kernels::Tensor> Forward(int stage, int mb, int step, kernels::Tensor input) override {
     auto* m = Stage(stage);
     if (m == nullptr) return NoStage(stage);
+    const kernels::ScopedHostPool scope(&pool_);
     model::StageInput in;
     if (m->shard().has_embedding || m->shard().has_head) {
       auto batch = data_->Train(step, mb);  // this replica's own sequences
       if (!batch.ok()) return batch.status();
-      if (m->shard().has_embedding) in.tokens = std::move(batch->inputs);
-      if (m->shard().has_head) in.targets = std::move(batch->targets);
+      if (m->shard().has_embedding) in.tokens = kernels::ToHostBuffer(batch->inputs);
+      if (m->shard().has_head) in.targets = kernels::ToHostBuffer(batch->targets);
     }
-    if (!m->shard().has_embedding) in.activations = input.TakeFloats();
-    auto out = Tracked(m, [&] { return m->Forward(mb, std::move(in)); });
+    if (!m->shard().has_embedding) in.activations = input.TakeHostBuffer();
+    auto out = m->Forward(mb, std::move(in));
     if (!out.ok()) return out.status();
+    NoteHeld();
     if (out->loss) {
       loss_sum_ += *out->loss;
       has_loss_ = true;
@@ -68,14 +83,15 @@ class CpuBackend final : public ComputeBackend {
   Result<kernels::Tensor> Evaluate(int stage, int batch, kernels::Tensor input) override {
     auto* m = Stage(stage);
     if (m == nullptr) return NoStage(stage);
+    const kernels::ScopedHostPool scope(&pool_);
     model::StageInput in;
     if (m->shard().has_embedding || m->shard().has_head) {
       auto tokens = data_->Validation(batch);
       if (!tokens.ok()) return tokens.status();
-      if (m->shard().has_embedding) in.tokens = std::move(tokens->inputs);
-      if (m->shard().has_head) in.targets = std::move(tokens->targets);
+      if (m->shard().has_embedding) in.tokens = kernels::ToHostBuffer(tokens->inputs);
+      if (m->shard().has_head) in.targets = kernels::ToHostBuffer(tokens->targets);
     }
-    if (!m->shard().has_embedding) in.activations = input.TakeFloats();
+    if (!m->shard().has_embedding) in.activations = input.TakeHostBuffer();
     auto out = m->ForwardOnly(std::move(in));
     if (!out.ok()) return out.status();
     if (out->loss) {
@@ -96,22 +112,29 @@ class CpuBackend final : public ComputeBackend {
   Result<kernels::Tensor> BackwardInput(int stage, int mb, kernels::Tensor grad) override {
     auto* m = Stage(stage);
     if (m == nullptr) return NoStage(stage);
-    auto out = Tracked(m, [&] { return m->BackwardInput(mb, grad.TakeFloats()); });
+    const kernels::ScopedHostPool scope(&pool_);
+    auto out = m->BackwardInput(mb, grad.TakeHostBuffer());
     if (!out.ok()) return out.status();
+    NoteHeld();
     return Boundary(std::move(out).value());
   }
 
   Status BackwardWeight(int stage, int mb) override {
     auto* m = Stage(stage);
     if (m == nullptr) return NoStage(stage);
-    return Tracked(m, [&] { return m->BackwardWeight(mb); });
+    const kernels::ScopedHostPool scope(&pool_);
+    PIPECOORD_RETURN_IF_ERROR(m->BackwardWeight(mb));
+    NoteHeld();
+    return Status::Ok();
   }
 
   Result<kernels::Tensor> BackwardFull(int stage, int mb, kernels::Tensor grad) override {
     auto* m = Stage(stage);
     if (m == nullptr) return NoStage(stage);
-    auto out = Tracked(m, [&] { return m->BackwardFull(mb, grad.TakeFloats()); });
+    const kernels::ScopedHostPool scope(&pool_);
+    auto out = m->BackwardFull(mb, grad.TakeHostBuffer());
     if (!out.ok()) return out.status();
+    NoteHeld();
     return Boundary(std::move(out).value());
   }
 
@@ -144,6 +167,7 @@ class CpuBackend final : public ComputeBackend {
   // ZeRO-1: each stage keeps the moments of shard `index` of `shards`; ZeRO-2 its gradients too
   // (outside a step's first W .. OPT).
   Status ShardOptimizerStates(int shards, int index, bool shard_gradients) {
+    const kernels::ScopedHostPool scope(&pool_);
     for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->ShardOptimizerStates(shards, index, shard_gradients));
     return Status::Ok();
   }
@@ -160,6 +184,7 @@ class CpuBackend final : public ComputeBackend {
   }
 
   Status OptimizerStep(int) override {
+    const kernels::ScopedHostPool scope(&pool_);
     const kernels::cpu::AdamWOptions options = AdamWOptionsAt(spec_, optimizer_steps());
     for (auto& [k, m] : stages_) {
       PIPECOORD_RETURN_IF_ERROR(m->OptimizerStep(options));
@@ -169,6 +194,7 @@ class CpuBackend final : public ComputeBackend {
   }
 
   Status AbortStep() override {
+    const kernels::ScopedHostPool scope(&pool_);
     for (auto& [k, m] : stages_) {
       m->DropMicroBatches();
       m->ZeroGrad();
@@ -187,11 +213,28 @@ class CpuBackend final : public ComputeBackend {
     return true;
   }
 
-  uint64_t memory_in_use_bytes() const override { return static_cast<uint64_t>(ParameterBytes() + ActivationBytes()); }
+  uint64_t memory_in_use_bytes() const override { return static_cast<uint64_t>(pool_.allocated_bytes()); }
 
   uint64_t memory_peak_bytes() const override { return static_cast<uint64_t>(peak_bytes_); }
 
-  void ResetPeak() override { peak_bytes_ = ParameterBytes() + ActivationBytes(); }
+  uint64_t transient_peak_bytes() const override { return static_cast<uint64_t>(pool_.owned_peak_bytes()); }
+
+  void ResetPeak() override {
+    const kernels::ScopedHostPool scope(&pool_);
+    pool_.ResetPeaks();
+    peak_bytes_ = pool_.owned_bytes();
+    for (auto& [k, m] : stages_) m->ResetPeakHeldBytes();
+  }
+
+  Status HoldBytes(uint64_t bytes) override {
+    const kernels::ScopedHostPool scope(&pool_);
+    try {
+      held_.emplace_back(bytes, 1);  // written, so the pages are resident
+    } catch (const std::bad_alloc&) {
+      return Status(Code::kResourceExhausted, "host memory: cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    return Status::Ok();
+  }
 
   std::vector<StateTensor> CheckpointState() override {
     std::vector<StateTensor> out;
@@ -222,30 +265,10 @@ class CpuBackend final : public ComputeBackend {
   }
 
  private:
-  int64_t ActivationBytes() const {
-    int64_t b = 0;
-    for (const auto& [k, m] : stages_) b += m->ActivationBytes();
-    return b;
-  }
-  // Parameters, gradients (ZeRO-2: while allocated) and optimizer states, every stage.
-  int64_t ParameterBytes() const {
-    int64_t b = 0;
-    for (const auto& [k, m] : stages_) b += m->ParameterBytes();
-    return b;
-  }
-
-  // Runs one op on stage `m` and notes the rank's peak: the most its stages hold together at once
-  // (the peak of the sum, what the process really held), not the sum of each stage's own peak.
-  // Ops run one at a time, so while `m` runs the other stages hold still and the rank's peak
-  // during the op is theirs plus `m`'s own activation peak inside it, plus the parameters'
-  // bytes as the op leaves them (ZeRO-2's W allocates the gradients before anything else).
-  template <typename Op>
-  std::invoke_result_t<Op> Tracked(model::StageModel* m, Op op) {
-    const int64_t others = ActivationBytes() - m->ActivationBytes();
-    m->ResetPeakActivationBytes();
-    auto result = op();
-    peak_bytes_ = std::max(peak_bytes_, ParameterBytes() + others + m->PeakActivationBytes());
-    return result;
+  // The most the rank held at the end of a phase (F, B, W) of any stage since ResetPeak: each
+  // stage samples the rank's allocator (StageModel::PeakHeldBytes).
+  void NoteHeld() {
+    for (const auto& [k, m] : stages_) peak_bytes_ = std::max(peak_bytes_, m->PeakHeldBytes());
   }
 
   // One stage's parameters' `field` (their values or gradients), in parameter order.
@@ -265,18 +288,21 @@ class CpuBackend final : public ComputeBackend {
     return FailedPrecondition("stage " + std::to_string(stage) + " is not held by this rank");
   }
   // A stage's output as the boundary tensor (no copy); empty stays empty (no next stage).
-  kernels::Tensor Boundary(std::vector<float> values) const {
+  kernels::Tensor Boundary(kernels::HostBuffer<float> values) const {
     if (values.empty()) return kernels::Tensor();
-    return kernels::Tensor::FromVector(std::move(values), BoundarySpec().shape);
+    return kernels::Tensor::FromHostBuffer(std::move(values), BoundarySpec().shape);
   }
 
+  // Declared first: destroyed after the stages whose buffers it counts.
+  kernels::CountingHostAllocator pool_;
   std::shared_ptr<const TrainingData> data_;
   const int mbs_;
   const int64_t mbs_size_, seq_, hidden_;  // the boundary tensor [micro-batch, seq, hidden]
   const v1::JobSpec spec_;  // its optimizer settings, step by step (AdamWOptionsAt)
   std::map<int, std::unique_ptr<model::StageModel>> stages_;
+  std::vector<kernels::HostBuffer<char>> held_;  // HoldBytes (the oom fault)
   double loss_sum_ = 0;
-  int64_t peak_bytes_ = 0;  // the rank's, since ResetPeak (see Tracked)
+  int64_t peak_bytes_ = 0;  // the rank's, since ResetPeak (see NoteHeld)
   bool has_loss_ = false;
   double val_loss_sum_ = 0;  // validation batches' losses since TakeValidationLoss
   int val_batches_ = 0;

@@ -502,6 +502,12 @@ Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
     }
     backend_->ResetPeak();
     device_timed_.clear();  // what a failed step left
+    if (const uint64_t oom = options_.hooks != nullptr ? options_.hooks->OomBytes(step) : 0; oom > 0) {
+      if (Status held = backend_->HoldBytes(oom); !held.ok()) {
+        return Status(held.code(), "step " + std::to_string(step) + ": the oom fault's " + std::to_string(oom) +
+                                       " bytes: " + held.message());
+      }
+    }
     for (int i = 0; i < a_.jobs().actions_size(); ++i) {
       if (cancelled_) return FailedPrecondition("cancelled");
       const v1::Action& act = a_.jobs().actions(i);
@@ -567,10 +573,10 @@ Status Executor::FinishStep(int step, StepReport* report_in, bool validate, cons
     if (!durable.ok()) return Status(durable.status().code(), "step " + std::to_string(step) + ": " + durable.status().message());
     for (int64_t s : *durable) report.summary.add_checkpointed_steps(static_cast<int32_t>(s));
   }
-  const uint64_t extra = options_.hooks != nullptr ? options_.hooks->ExtraMemoryBytes(step) : 0;
-  report.summary.set_memory_in_use_bytes(backend_->memory_in_use_bytes() + extra);
-  report.summary.set_memory_peak_bytes(backend_->memory_peak_bytes() + extra);
-  report.summary.set_memory_reserved_bytes(backend_->memory_reserved_bytes() + extra);
+  report.summary.set_memory_in_use_bytes(backend_->memory_in_use_bytes());
+  report.summary.set_memory_peak_bytes(backend_->memory_peak_bytes());
+  report.summary.set_memory_reserved_bytes(backend_->memory_reserved_bytes());
+  report.summary.set_memory_transient_peak_bytes(backend_->transient_peak_bytes());
   // After the memory figures: validation's activations are not the step's.
   if (validate && jobplan::EvaluatesAfter(a_.spec(), step)) {
     auto val = RunValidation(step);

@@ -98,13 +98,14 @@ uint64_t HealthHooks::Probe(int step) {
   return kernels::cpu::HashFloats(y.data(), static_cast<int64_t>(y.size()));
 }
 
-uint64_t HealthHooks::ExtraMemoryBytes(int step) {
+uint64_t HealthHooks::OomBytes(int step) {
   for (const FaultRule& f : faults_) {
-    if (f.kind == FaultRule::Kind::kOom && ballast_.empty() && step >= f.step) {
-      ballast_.assign(f.bytes, 1);  // touched, so it is really resident
+    if (f.kind == FaultRule::Kind::kOom && !oom_applied_ && step >= f.step) {
+      oom_applied_ = true;
+      return f.bytes;
     }
   }
-  return ballast_.size();
+  return 0;
 }
 
 }  // namespace pipecoord::worker

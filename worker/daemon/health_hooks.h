@@ -32,7 +32,7 @@ class HealthHooks final : public RunHooks {
   uint64_t Probe(int step) override;
   // A corrupt rule covers `step` (from its step on).
   bool CorruptAt(int step) const;
-  uint64_t ExtraMemoryBytes(int step) override;
+  uint64_t OomBytes(int step) override;
 
  private:
   mutable std::mutex mu_;
@@ -41,7 +41,7 @@ class HealthHooks final : public RunHooks {
   uint64_t seed_;
   int probe_size_;
   std::vector<FaultRule> faults_;
-  std::vector<char> ballast_;  // oom
+  bool oom_applied_ = false;
   bool hung_ = false;
 };
 

@@ -43,7 +43,7 @@ class DieAt final : public RunHooks {
   Status BeforeCompute(int, const v1::Action&, const std::atomic<bool>&) override { return Status::Ok(); }
   void AfterCompute(int, const v1::Action&, int64_t) override {}
   uint64_t Probe(int) override { return 0; }
-  uint64_t ExtraMemoryBytes(int) override { return 0; }
+  uint64_t OomBytes(int) override { return 0; }
 
  private:
   int step_, index_;

@@ -26,8 +26,9 @@ class RunHooks {
   virtual void AfterCompute(int step, const v1::Action& action, int64_t elapsed_ns) = 0;
   // A PROBE action: runs the numerical probe and returns its checksum.
   virtual uint64_t Probe(int step) = 0;
-  // Bytes held besides the backend's (added to the step's reported memory).
-  virtual uint64_t ExtraMemoryBytes(int step) = 0;
+  // The oom fault: bytes the executor has the backend allocate and hold from `step` on
+  // (ComputeBackend::HoldBytes), returned once, at the first step the fault applies to; else 0.
+  virtual uint64_t OomBytes(int step) = 0;
 };
 
 }  // namespace pipecoord::worker

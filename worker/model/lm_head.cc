@@ -32,7 +32,7 @@ double LmHead<T>::ParallelLoss(HeadSaved<T>* s) const {
     return 0;  // tp > 1 is float only (StageModel never builds a double head with tp)
   } else {
     const int64_t n = d_.tokens, Vl = d_.local_vocab(), first = Vl * tp_->rank();
-    std::vector<float> mine(n), all(n * tp_->size());
+    kernels::HostBuffer<float> mine(n), all(n * tp_->size());
     for (int64_t r = 0; r < n; ++r) mine[r] = *std::max_element(s->logits.begin() + r * Vl, s->logits.begin() + (r + 1) * Vl);
     (void)tp_->GatherFromTensorParallel(mine, all);
     s->row_max.assign(n, 0);
@@ -41,7 +41,7 @@ double LmHead<T>::ParallelLoss(HeadSaved<T>* s) const {
       for (int k = 1; k < tp_->size(); ++k) m = std::max(m, all[k * n + r]);
       s->row_max[r] = m;
     }
-    std::vector<float> sums(2 * n, 0.f);  // [S over this rank's columns..., z or 0...]
+    kernels::HostBuffer<float> sums(2 * n, 0.f);  // [S over this rank's columns..., z or 0...]
     for (int64_t r = 0; r < n; ++r) {
       const float* row = s->logits.data() + r * Vl;
       double sum = 0;
@@ -61,7 +61,7 @@ double LmHead<T>::ParallelLoss(HeadSaved<T>* s) const {
         row[c] = static_cast<float>(std::exp(static_cast<double>(row[c]) - s->row_max[r]) / sums[r]);
       }
     }
-    std::vector<float>().swap(s->row_max);
+    kernels::HostBuffer<float>().swap(s->row_max);
     return n > 0 ? total / static_cast<double>(n) : 0.0;
   }
 }
@@ -81,7 +81,7 @@ void LmHead<T>::ParallelDlogits(double dloss, HeadSaved<T>* s) const {
 }
 
 template <typename T>
-std::vector<T> LmHead<T>::GatherSequence(const std::vector<T>& shard) const {
+kernels::HostBuffer<T> LmHead<T>::GatherSequence(const kernels::HostBuffer<T>& shard) const {
   if constexpr (std::is_same_v<T, float>) {
     if (d_.sp && tp_ != nullptr) return worker::parallel::GatherSequence(*tp_, shard);  // sticky errors
   }
@@ -89,7 +89,7 @@ std::vector<T> LmHead<T>::GatherSequence(const std::vector<T>& shard) const {
 }
 
 template <typename T>
-double LmHead<T>::Forward(std::vector<T> x, std::span<const int32_t> targets,
+double LmHead<T>::Forward(kernels::HostBuffer<T> x, std::span<const int32_t> targets,
                           HeadSaved<T>* s) const {
   const int64_t n = d_.tokens, nl = d_.local_tokens(), h = d_.hidden, V = d_.vocab;
   s->x = std::move(x);
@@ -98,7 +98,7 @@ double LmHead<T>::Forward(std::vector<T> x, std::span<const int32_t> targets,
   RmsNormForward(s->x.data(), w_.norm, s->y.data(), s->rstd.data(), nl, h, d_.norm_eps);
   const int64_t Vl = d_.local_vocab();
   s->logits.resize(n * Vl);
-  const std::vector<T> y_all = d_.sp ? GatherSequence(s->y) : std::vector<T>();
+  const kernels::HostBuffer<T> y_all = d_.sp ? GatherSequence(s->y) : kernels::HostBuffer<T>();
   LinearForward(d_.sp ? y_all.data() : s->y.data(), w_.output, s->logits.data(), {n, h, Vl});
   s->targets.assign(targets.begin(), targets.end());
   if (d_.tp > 1) return ParallelLoss(s);
@@ -106,7 +106,7 @@ double LmHead<T>::Forward(std::vector<T> x, std::span<const int32_t> targets,
 }
 
 template <typename T>
-void LmHead<T>::ReduceFromTensorParallel(std::vector<T>& partial) const {
+void LmHead<T>::ReduceFromTensorParallel(kernels::HostBuffer<T>& partial) const {
   if constexpr (std::is_same_v<T, float>) {
     if (tp_ == nullptr) return;
     if (d_.sp) {  // this rank's rows of the sum
@@ -130,15 +130,15 @@ void LmHead<T>::Dlogits(double dloss, HeadSaved<T>* s) const {
 }
 
 template <typename T>
-std::vector<T> LmHead<T>::BackwardInput(double dloss, HeadSaved<T>* s) const {
+kernels::HostBuffer<T> LmHead<T>::BackwardInput(double dloss, HeadSaved<T>* s) const {
   const int64_t n = d_.tokens, nl = d_.local_tokens(), h = d_.hidden, Vl = d_.local_vocab();
   Dlogits(dloss, s);
-  std::vector<T>().swap(s->logits);
-  std::vector<int32_t>().swap(s->targets);
+  kernels::HostBuffer<T>().swap(s->logits);
+  kernels::HostBuffer<int32_t>().swap(s->targets);
   s->dy.resize(n * h);
   LinearBackwardInput(s->dlogits.data(), w_.output, s->dy.data(), {n, h, Vl}, false);
   ReduceFromTensorParallel(s->dy);  // the vocabulary-parallel head's input gradient (sp: its shard)
-  std::vector<T> dx(nl * h);
+  kernels::HostBuffer<T> dx(nl * h);
   RmsNormBackwardInput(s->dy.data(), s->x.data(), w_.norm, s->rstd.data(), dx.data(), nl, h, false);
   return dx;
 }
@@ -146,27 +146,27 @@ std::vector<T> LmHead<T>::BackwardInput(double dloss, HeadSaved<T>* s) const {
 template <typename T>
 void LmHead<T>::BackwardWeight(HeadSaved<T>* s) const {
   const int64_t n = d_.tokens, nl = d_.local_tokens(), h = d_.hidden, Vl = d_.local_vocab();
-  const std::vector<T> y_all = d_.sp ? GatherSequence(s->y) : std::vector<T>();
+  const kernels::HostBuffer<T> y_all = d_.sp ? GatherSequence(s->y) : kernels::HostBuffer<T>();
   LinearBackwardWeight(s->dlogits.data(), d_.sp ? y_all.data() : s->y.data(), g_.output, {n, h, Vl});
   RmsNormBackwardWeight(s->dy.data(), s->x.data(), s->rstd.data(), g_.norm, nl, h);
   *s = HeadSaved<T>();
 }
 
 template <typename T>
-std::vector<T> LmHead<T>::BackwardFused(double dloss, HeadSaved<T>* s) const {
+kernels::HostBuffer<T> LmHead<T>::BackwardFused(double dloss, HeadSaved<T>* s) const {
   if (d_.sp) {  // B then W (W's gather of y is its own)
-    std::vector<T> dx = BackwardInput(dloss, s);
+    kernels::HostBuffer<T> dx = BackwardInput(dloss, s);
     BackwardWeight(s);
     return dx;
   }
   const int64_t n = d_.tokens, h = d_.hidden, Vl = d_.local_vocab();
   Dlogits(dloss, s);
-  std::vector<T> dlogits = std::move(s->dlogits);
-  std::vector<T> dy(n * h);
+  kernels::HostBuffer<T> dlogits = std::move(s->dlogits);
+  kernels::HostBuffer<T> dy(n * h);
   LinearBackwardInput(dlogits.data(), w_.output, dy.data(), {n, h, Vl}, false);
   ReduceFromTensorParallel(dy);
   LinearBackwardWeight(dlogits.data(), s->y.data(), g_.output, {n, h, Vl});
-  std::vector<T> dx(n * h);
+  kernels::HostBuffer<T> dx(n * h);
   RmsNormBackwardInput(dy.data(), s->x.data(), w_.norm, s->rstd.data(), dx.data(), n, h, false);
   RmsNormBackwardWeight(dy.data(), s->x.data(), s->rstd.data(), g_.norm, n, h);
   *s = HeadSaved<T>();

@@ -30,6 +30,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/host_pool.h"
 #include "worker/parallel/tensor_parallel.h"
 
 namespace pipecoord::model {
@@ -54,10 +55,10 @@ struct HeadTensors {
 
 template <typename T>
 struct HeadSaved {
-  std::vector<T> x, rstd, y, logits;  // from F: logits live until B, the rest until W
-  std::vector<int32_t> targets;        // until B
-  std::vector<float> row_max;          // tp > 1: each token's M, inside F only
-  std::vector<T> dlogits, dy;          // from B for W
+  kernels::HostBuffer<T> x, rstd, y, logits;  // from F: logits live until B, the rest until W
+  kernels::HostBuffer<int32_t> targets;        // until B
+  kernels::HostBuffer<float> row_max;          // tp > 1: each token's M, inside F only
+  kernels::HostBuffer<T> dlogits, dy;          // from B for W
 
   int64_t Bytes() const;
 };
@@ -72,20 +73,20 @@ class LmHead {
 
   // F: returns the mean cross-entropy over tokens; x is moved into saved, targets copied.
   // targets must hold `tokens` ids in [0, vocab) (the caller checks).
-  double Forward(std::vector<T> x, std::span<const int32_t> targets, HeadSaved<T>* saved) const;
+  double Forward(kernels::HostBuffer<T> x, std::span<const int32_t> targets, HeadSaved<T>* saved) const;
   // B: returns dx [tokens, h]; keeps y, dlogits and what the norm's W part needs.
-  std::vector<T> BackwardInput(double dloss, HeadSaved<T>* saved) const;
+  kernels::HostBuffer<T> BackwardInput(double dloss, HeadSaved<T>* saved) const;
   // W: adds the gradients of norm and output; saved is empty afterwards.
   void BackwardWeight(HeadSaved<T>* saved) const;
   // Where W adds the gradients from now on (ZeRO-2 allocates them again each step).
   void set_grads(HeadTensors<T> grads) { g_ = grads; }
   // One-pass baseline, bit-identical to BackwardInput + BackwardWeight.
-  std::vector<T> BackwardFused(double dloss, HeadSaved<T>* saved) const;
+  kernels::HostBuffer<T> BackwardFused(double dloss, HeadSaved<T>* saved) const;
 
  private:
   double ParallelLoss(HeadSaved<T>* s) const;
-  std::vector<T> GatherSequence(const std::vector<T>& shard) const;  // sp: every token's rows
-  void ReduceFromTensorParallel(std::vector<T>& partial) const;
+  kernels::HostBuffer<T> GatherSequence(const kernels::HostBuffer<T>& shard) const;  // sp: every token's rows
+  void ReduceFromTensorParallel(kernels::HostBuffer<T>& partial) const;
   void ParallelDlogits(double dloss, HeadSaved<T>* s) const;
   void Dlogits(double dloss, HeadSaved<T>* s) const;
 

@@ -16,14 +16,14 @@ using kernels::cpu::testing::RelativeError;
 using kernels::cpu::testing::ReportError;
 
 const HeadDims kDims{6, 8, 11};  // tokens, hidden, vocab
-const std::vector<int32_t> kTargets = {0, 10, 3, 3, 7, 1};
+const kernels::HostBuffer<int32_t> kTargets = {0, 10, 3, 3, 7, 1};
 
 TEST(LmHeadTest, BackwardMatchesFiniteDifferencesInDouble) {
   std::vector<double> norm = RandomVector(kDims.hidden, 1), out = RandomVector(11 * 8, 2);
   for (double& g : norm) g = 1 + 0.3 * g;
-  std::vector<double> dnorm(norm.size(), 0.0), dout(out.size(), 0.0);
+  kernels::HostBuffer<double> dnorm(norm.size(), 0.0), dout(out.size(), 0.0);
   LmHead<double> head(kDims, {norm.data(), out.data()}, {dnorm.data(), dout.data()});
-  std::vector<double> x = RandomVector(kDims.tokens * kDims.hidden, 3);
+  kernels::HostBuffer<double> x = kernels::ToHostBuffer(RandomVector(kDims.tokens * kDims.hidden, 3));
   const double dloss = 0.5;  // 1/m for m = 2
   auto objective = [&] {
     HeadSaved<double> s;
@@ -32,7 +32,7 @@ TEST(LmHeadTest, BackwardMatchesFiniteDifferencesInDouble) {
   HeadSaved<double> saved;
   const double loss = head.Forward(x, kTargets, &saved);
   EXPECT_GT(loss, 0.0);
-  const std::vector<double> dx = head.BackwardInput(dloss, &saved);
+  const kernels::HostBuffer<double> dx = head.BackwardInput(dloss, &saved);
   EXPECT_TRUE(saved.logits.empty());
   head.BackwardWeight(&saved);
   EXPECT_EQ(saved.Bytes(), 0);
@@ -53,16 +53,16 @@ TEST(LmHeadTest, BackwardMatchesFiniteDifferencesInDouble) {
 }
 
 TEST(LmHeadTest, InputAndWeightPartsEqualTheFusedBackwardBitForBit) {
-  std::vector<float> norm(8, 1.0f), out(11 * 8);
+  kernels::HostBuffer<float> norm(8, 1.0f), out(11 * 8);
   kernels::cpu::Rng(5).FillUniform(out.data(), 88, -0.3, 0.3);
-  std::vector<float> g1n(8, 0.0f), g1o(88, 0.0f), g2n(8, 0.0f), g2o(88, 0.0f);
+  kernels::HostBuffer<float> g1n(8, 0.0f), g1o(88, 0.0f), g2n(8, 0.0f), g2o(88, 0.0f);
   LmHead<float> a(kDims, {norm.data(), out.data()}, {g1n.data(), g1o.data()});
   LmHead<float> b(kDims, {norm.data(), out.data()}, {g2n.data(), g2o.data()});
-  std::vector<float> x(48);
+  kernels::HostBuffer<float> x(48);
   kernels::cpu::Rng(6).FillUniform(x.data(), 48, -1, 1);
   HeadSaved<float> sa, sb;
   EXPECT_EQ(a.Forward(x, kTargets, &sa), b.Forward(x, kTargets, &sb));
-  const std::vector<float> dxa = a.BackwardInput(0.25, &sa);
+  const kernels::HostBuffer<float> dxa = a.BackwardInput(0.25, &sa);
   a.BackwardWeight(&sa);
   EXPECT_EQ(b.BackwardFused(0.25, &sb), dxa);
   EXPECT_EQ(g1n, g2n);

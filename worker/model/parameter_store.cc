@@ -28,8 +28,8 @@ void ParameterStore::ShardMoments(int shards, int index) {
   shard_end_ = static_cast<int64_t>(worker::parallel::ChunkBegin(len, shards, index + 1));
   const size_t padded = (len + static_cast<size_t>(shards) - 1) / static_cast<size_t>(shards);
   // Fresh buffers: the old ones are freed, not kept at their capacity.
-  std::vector<float>(padded, 0.0f).swap(adam_m_);
-  std::vector<float>(padded, 0.0f).swap(adam_v_);
+  kernels::HostBuffer<float>(padded, 0.0f).swap(adam_m_);
+  kernels::HostBuffer<float>(padded, 0.0f).swap(adam_v_);
   int64_t offset = 0;  // of the parameter in the flat index space
   for (auto& p : params_) {
     const int64_t lo = std::max(offset, shard_begin_), hi = std::min(offset + p->numel(), shard_end_);
@@ -88,14 +88,14 @@ void ParameterStore::ReleaseGradients() {
       float* dst = shard_grad_.data() + (p->offset + p->moment_begin - shard_begin_);
       std::copy_n(p->grad.data() + p->moment_begin, p->adam_m.size(), dst);
     }
-    std::vector<float>().swap(p->grad);
+    kernels::HostBuffer<float>().swap(p->grad);
   }
   released_ = true;
 }
 
 bool ParameterStore::RestoreGradients() {
   if (!released_) return false;
-  std::vector<float>().swap(shard_grad_);  // the whole gradients hold the shard's from here
+  kernels::HostBuffer<float>().swap(shard_grad_);  // the whole gradients hold the shard's from here
   for (auto& p : params_) p->grad.assign(static_cast<size_t>(p->numel()), 0.0f);
   released_ = false;
   return true;

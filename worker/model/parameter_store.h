@@ -22,13 +22,15 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/host_pool.h"
+
 namespace pipecoord::model {
 
 struct Parameter {
   std::string name;            // e.g. "layers.3.attention.wq" (Llama's names)
   std::vector<int64_t> shape;  // row-major
   bool weight_decay = true;    // AdamW decays matrices, not norm gains
-  std::vector<float> value, grad;  // numel() long
+  kernels::HostBuffer<float> value, grad;  // numel() long
   // AdamW moments of elements [moment_begin, moment_begin + adam_m.size()) of this tensor (all of
   // it, or its overlap with the store's shard), views into the store's moment buffers.
   int64_t moment_begin = 0;
@@ -92,8 +94,8 @@ class ParameterStore {
   std::vector<std::unique_ptr<Parameter>> params_;
   int shards_ = 1;
   int64_t shard_begin_ = 0, shard_end_ = 0;
-  std::vector<float> adam_m_, adam_v_;  // ceil(N / shards) each
-  std::vector<float> shard_grad_;       // ZeRO-2, while released: ceil(N / shards)
+  kernels::HostBuffer<float> adam_m_, adam_v_;  // ceil(N / shards) each
+  kernels::HostBuffer<float> shard_grad_;       // ZeRO-2, while released: ceil(N / shards)
   bool shard_gradients_ = false;        // ZeRO-2 (KeepShardGradients)
   bool released_ = false;
 };

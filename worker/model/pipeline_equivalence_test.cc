@@ -100,8 +100,8 @@ class Pipeline {
   // action at a time; an action waits until its input has arrived, as over a network.
   double Step(int step, const Order& order) {
     const int p = static_cast<int>(stages_.size());
-    std::vector<std::map<int, std::vector<float>>> acts(p), grads(p);  // inbox of each stage
-    std::vector<double> losses(kMicrobatches, 0.0);
+    std::vector<std::map<int, kernels::HostBuffer<float>>> acts(p), grads(p);  // inbox of each stage
+    kernels::HostBuffer<double> losses(kMicrobatches, 0.0);
     std::vector<size_t> pc(p, 0);
     for (auto& s : stages_) s->ZeroGrad();
     for (bool progress = true; progress;) {
@@ -114,14 +114,14 @@ class Pipeline {
           StageInput in;
           const TokenBatch batch = data_.Batch(step, op.mb);
           if (i == 0) {
-            in.tokens = batch.inputs;
+            in.tokens = kernels::ToHostBuffer(batch.inputs);
           } else {
             auto it = acts[i].find(op.mb);
             if (it == acts[i].end()) continue;  // not arrived yet
             in.activations = std::move(it->second);
             acts[i].erase(it);
           }
-          if (i == p - 1) in.targets = batch.targets;
+          if (i == p - 1) in.targets = kernels::ToHostBuffer(batch.targets);
           auto out = st.Forward(op.mb, std::move(in));
           EXPECT_TRUE(out.ok()) << out.status().ToString();
           if (i == p - 1) {
@@ -133,7 +133,7 @@ class Pipeline {
           const Status s = st.BackwardWeight(op.mb);
           EXPECT_TRUE(s.ok()) << s.ToString();
         } else {
-          std::vector<float> g;
+          kernels::HostBuffer<float> g;
           if (i != p - 1) {
             auto it = grads[i].find(op.mb);
             if (it == grads[i].end()) continue;
@@ -196,7 +196,7 @@ double MaxWeightDifference(Pipeline& pipe, StageModel& reference) {
 }
 
 struct Curve {
-  std::vector<double> reference, pipelined;
+  kernels::HostBuffer<double> reference, pipelined;
   double max_loss_rel = 0, max_weight_rel = 0;
 };
 

@@ -32,7 +32,7 @@ Result<double> ReferenceTrainer::Step() {
   for (int mb = 0; mb < m; ++mb) {
     TokenBatch batch = data_.Batch(steps_done_, mb);
     auto out = model_->Forward(
-        mb, StageInput{std::move(batch.inputs), {}, std::move(batch.targets)});
+        mb, StageInput{kernels::ToHostBuffer(batch.inputs), {}, kernels::ToHostBuffer(batch.targets)});
     if (!out.ok()) return out.status();
     total += *out->loss;
     auto dx = model_->BackwardFull(mb, {});

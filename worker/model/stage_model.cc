@@ -13,7 +13,7 @@ namespace {
 
 std::string Mb(int mb) { return "micro-batch " + std::to_string(mb); }
 
-Status CheckIds(const char* field, const std::vector<int32_t>& ids, int64_t want, int vocab) {
+Status CheckIds(const char* field, const kernels::HostBuffer<int32_t>& ids, int64_t want, int vocab) {
   if (static_cast<int64_t>(ids.size()) != want) {
     return InvalidArgument(std::string(field) + ": expected " + std::to_string(want) +
                            " ids (micro_batch_size x seq_len), got " + std::to_string(ids.size()));
@@ -85,7 +85,7 @@ void StageModel::Build() {
   auto add = [&](const std::string& name, std::vector<int64_t> shape, double std, bool decay) {
     const TpSplit split = TpSplitOf(name);
     const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
-    std::vector<float> whole(static_cast<size_t>(rows * cols));
+    kernels::HostBuffer<float> whole(static_cast<size_t>(rows * cols));
     if (std < 0) {
       std::fill(whole.begin(), whole.end(), 1.0f);  // norm gain
     } else {
@@ -94,7 +94,8 @@ void StageModel::Build() {
     if (tp > 1 && split == TpSplit::kRows) shape[0] /= tp;
     if (tp > 1 && split == TpSplit::kColumns) shape[1] /= tp;
     Parameter* p = params_.Add(name, std::move(shape), decay);
-    p->value = TensorParallelSlice(whole, rows, cols, split, tp, rank);
+    const std::vector<float> mine = TensorParallelSlice(whole, rows, cols, split, tp, rank);
+    p->value.assign(mine.begin(), mine.end());
     return p;
   };
   const double kOnes = -1;
@@ -175,7 +176,7 @@ Status StageModel::CheckInput(int mb, const StageInput& in) const {
 Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
   PIPECOORD_RETURN_IF_ERROR(CheckInput(mb, input));
   MicroBatch& state = in_flight_[mb];
-  std::vector<float> x;
+  kernels::HostBuffer<float> x;
   if (shard_.has_embedding) {
     x.resize(dims_.tokens() * dims_.hidden);
     if (tp_ == nullptr) {
@@ -209,7 +210,7 @@ Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
   } else {
     out.activations = std::move(x);
   }
-  NotePeak();
+  NotePeak(out.activations);
   PIPECOORD_RETURN_IF_ERROR(TensorParallelStatus());
   return out;
 }
@@ -236,7 +237,7 @@ Result<StageModel::MicroBatch*> StageModel::Find(int mb, Phase phase, const char
   return &it->second;
 }
 
-Result<std::vector<float>> StageModel::Backward(int mb, std::vector<float> grad_output,
+Result<kernels::HostBuffer<float>> StageModel::Backward(int mb, kernels::HostBuffer<float> grad_output,
                                                 bool fused) {
   auto found = Find(mb, Phase::kForwardDone, fused ? "fused backward" : "input gradient (B)");
   if (!found.ok()) return found.status();
@@ -251,8 +252,11 @@ Result<std::vector<float>> StageModel::Backward(int mb, std::vector<float> grad_
                            " floats (micro_batch_size x seq_len x hidden), got " +
                            std::to_string(grad_output.size()));
   }
-  if (fused) EnsureGradients();
-  std::vector<float> g = std::move(grad_output);
+  if (fused) {
+    EnsureGradients();
+    NotePeak(grad_output);  // its start (ZeRO-2's gradients there), the arriving input left out
+  }
+  kernels::HostBuffer<float> g = std::move(grad_output);
   if (head_) {
     const double dloss = 1.0 / batch_.microbatches;
     g = fused ? head_->BackwardFused(dloss, &state->head)
@@ -262,7 +266,7 @@ Result<std::vector<float>> StageModel::Backward(int mb, std::vector<float> grad_
     g = fused ? blocks_[i].BackwardFused(std::move(g), &state->blocks[i])
               : blocks_[i].BackwardInput(std::move(g), &state->blocks[i]);
   }
-  std::vector<float> dx;
+  kernels::HostBuffer<float> dx;
   if (shard_.has_embedding) {
     state->embed_grad = std::move(g);  // token ids take no gradient: B ends here
   } else {
@@ -274,16 +278,16 @@ Result<std::vector<float>> StageModel::Backward(int mb, std::vector<float> grad_
   } else {
     state->phase = Phase::kInputGradDone;
   }
-  NotePeak();
+  NotePeak(dx);
   PIPECOORD_RETURN_IF_ERROR(TensorParallelStatus());
   return dx;
 }
 
-Result<std::vector<float>> StageModel::BackwardInput(int mb, std::vector<float> grad_output) {
+Result<kernels::HostBuffer<float>> StageModel::BackwardInput(int mb, kernels::HostBuffer<float> grad_output) {
   return Backward(mb, std::move(grad_output), /*fused=*/false);
 }
 
-Result<std::vector<float>> StageModel::BackwardFused(int mb, std::vector<float> grad_output) {
+Result<kernels::HostBuffer<float>> StageModel::BackwardFused(int mb, kernels::HostBuffer<float> grad_output) {
   return Backward(mb, std::move(grad_output), /*fused=*/true);
 }
 
@@ -307,22 +311,26 @@ void StageModel::EmbeddingWeightGrad(MicroBatch* state) {
   }
 }
 
-Status StageModel::BackwardWeight(int mb) {
+Status StageModel::BackwardWeight(int mb) { return WeightGradients(mb, {}); }
+
+Status StageModel::WeightGradients(int mb, const kernels::HostBuffer<float>& leaving) {
   auto found = Find(mb, Phase::kInputGradDone, "weight gradient (W)");
   if (!found.ok()) return found.status();
   EnsureGradients();
+  NotePeak(leaving);  // its start: ZeRO-2's gradients there, nothing freed yet
   MicroBatch* state = *found;
   if (head_) head_->BackwardWeight(&state->head);
   for (size_t i = blocks_.size(); i-- > 0;) blocks_[i].BackwardWeight(&state->blocks[i]);
   if (shard_.has_embedding) EmbeddingWeightGrad(state);
   in_flight_.erase(mb);
+  NotePeak(leaving);
   return Status::Ok();
 }
 
-Result<std::vector<float>> StageModel::BackwardFull(int mb, std::vector<float> grad_output) {
+Result<kernels::HostBuffer<float>> StageModel::BackwardFull(int mb, kernels::HostBuffer<float> grad_output) {
   auto dx = BackwardInput(mb, std::move(grad_output));
   if (!dx.ok()) return dx;
-  PIPECOORD_RETURN_IF_ERROR(BackwardWeight(mb));
+  PIPECOORD_RETURN_IF_ERROR(WeightGradients(mb, *dx));  // dx is on its way out
   return dx;
 }
 
@@ -439,8 +447,16 @@ int64_t StageModel::ActivationBytes() const {
   return n;
 }
 
-void StageModel::NotePeak() {
-  peak_activation_bytes_ = std::max(peak_activation_bytes_, ActivationBytes());
+void StageModel::NotePeak(const kernels::HostBuffer<float>& leaving) {
+  const kernels::CountingHostAllocator* pool = kernels::CurrentHostPool();
+  if (pool == nullptr) return;
+  const auto out = static_cast<int64_t>(leaving.capacity() * sizeof(float));
+  peak_held_bytes_ = std::max(peak_held_bytes_, pool->owned_bytes() - out);
+}
+
+void StageModel::ResetPeakHeldBytes() {
+  const kernels::CountingHostAllocator* pool = kernels::CurrentHostPool();
+  peak_held_bytes_ = pool != nullptr ? pool->owned_bytes() : 0;
 }
 
 }  // namespace pipecoord::model

@@ -61,13 +61,13 @@ namespace pipecoord::model {
 
 // What Forward reads. Fill the fields the stage uses; the others must stay empty.
 struct StageInput {
-  std::vector<int32_t> tokens;     // [b * s] ids in [0, vocab): the stage with the embedding
-  std::vector<float> activations;  // [b * s * h]: every stage without the embedding
-  std::vector<int32_t> targets;    // [b * s] next-token ids: the stage with the head
+  kernels::HostBuffer<int32_t> tokens;     // [b * s] ids in [0, vocab): the stage with the embedding
+  kernels::HostBuffer<float> activations;  // [b * s * h]: every stage without the embedding
+  kernels::HostBuffer<int32_t> targets;    // [b * s] next-token ids: the stage with the head
 };
 
 struct StageOutput {
-  std::vector<float> activations;  // [b * s * h] for the next stage; empty on the head stage
+  kernels::HostBuffer<float> activations;  // [b * s * h] for the next stage; empty on the head stage
   std::optional<double> loss;      // head stage only: the micro-batch's mean token loss
 };
 
@@ -92,14 +92,14 @@ class StageModel {
   Result<StageOutput> ForwardOnly(StageInput input);
   // B: from grad_output ([b * s * h]; empty on the head stage, which starts from its loss)
   // returns the gradient w.r.t. this stage's input activations (empty on the embedding stage).
-  Result<std::vector<float>> BackwardInput(int mb, std::vector<float> grad_output);
+  Result<kernels::HostBuffer<float>> BackwardInput(int mb, kernels::HostBuffer<float> grad_output);
   // W: adds mb's weight gradients and frees everything mb still held. Needs mb's B first.
   Status BackwardWeight(int mb);
   // BW: BackwardInput then BackwardWeight.
-  Result<std::vector<float>> BackwardFull(int mb, std::vector<float> grad_output);
+  Result<kernels::HostBuffer<float>> BackwardFull(int mb, kernels::HostBuffer<float> grad_output);
   // The one-pass backward baseline (weight gradients computed right after each op's input
   // gradient); same results as BackwardFull, bit for bit, but never holds B-to-W state.
-  Result<std::vector<float>> BackwardFused(int mb, std::vector<float> grad_output);
+  Result<kernels::HostBuffer<float>> BackwardFused(int mb, kernels::HostBuffer<float> grad_output);
 
   void ZeroGrad();
   // Forgets every micro-batch in flight (a step abandoned half way: in-place recovery runs it
@@ -151,11 +151,15 @@ class StageModel {
   // Values, gradients and both moment buffers (a ZeRO shard's, padding included).
   int64_t ParameterBytes() const { return params_.Bytes(); }
 
-  // Bytes saved for micro-batches in flight now, and the most held at the end of any call
-  // since the last reset.
+  // Bytes saved for micro-batches in flight now (the buffers' sizes: what the model means to keep).
   int64_t ActivationBytes() const;
-  int64_t PeakActivationBytes() const { return peak_activation_bytes_; }
-  void ResetPeakActivationBytes() { peak_activation_bytes_ = ActivationBytes(); }
+  // Measured: the most the calling thread's counting allocator (kernels::CurrentHostPool(), the
+  // rank's) held when a micro-batch's F, B or W ended (inside BackwardFull too, between its B and
+  // W) and when a W or a fused backward started (ZeRO-2 allocates the gradients there), less the
+  // output the call was about to return (or the input it was handed), since the last reset; 0
+  // without a current allocator. ResetPeakHeldBytes restarts it from what the allocator holds now.
+  int64_t PeakHeldBytes() const { return peak_held_bytes_; }
+  void ResetPeakHeldBytes();
   int MicroBatchesInFlight() const { return static_cast<int>(in_flight_.size()); }
 
   const ModelConfig& config() const { return config_; }
@@ -171,8 +175,8 @@ class StageModel {
   enum class Phase { kForwardDone, kInputGradDone };
   struct MicroBatch {
     Phase phase = Phase::kForwardDone;
-    std::vector<int32_t> tokens;     // embedding ids, until W
-    std::vector<float> embed_grad;   // gradient of the embedding output, B to W
+    kernels::HostBuffer<int32_t> tokens;     // embedding ids, until W
+    kernels::HostBuffer<float> embed_grad;   // gradient of the embedding output, B to W
     std::vector<BlockSaved<float>> blocks;
     HeadSaved<float> head;
     int64_t Bytes() const;
@@ -186,11 +190,14 @@ class StageModel {
   Status CheckInput(int mb, const StageInput& input) const;
   Result<MicroBatch*> Find(int mb, Phase phase, const char* what);
   // B of the head and blocks (or the fused baseline, which also does W and retires mb).
-  Result<std::vector<float>> Backward(int mb, std::vector<float> grad_output, bool fused);
+  Result<kernels::HostBuffer<float>> Backward(int mb, kernels::HostBuffer<float> grad_output, bool fused);
   void EmbeddingWeightGrad(MicroBatch* state);
+  // W, with `leaving` (BackwardFull's dx) left out of its peaks.
+  Status WeightGradients(int mb, const kernels::HostBuffer<float>& leaving);
   // ZeRO-2: allocates the released gradients again (zero) and rebinds them; nothing otherwise.
   void EnsureGradients();
-  void NotePeak();
+  // A phase ended: note what the allocator holds, less `leaving` (the output being returned).
+  void NotePeak(const kernels::HostBuffer<float>& leaving = {});
 
   ModelConfig config_;
   StageShard shard_;
@@ -207,7 +214,7 @@ class StageModel {
   std::map<int, MicroBatch> in_flight_;
   worker::parallel::TensorParallel* tp_ = nullptr;
   int64_t optimizer_steps_ = 0;
-  int64_t peak_activation_bytes_ = 0;
+  int64_t peak_held_bytes_ = 0;
 };
 
 }  // namespace pipecoord::model

@@ -22,8 +22,8 @@ std::unique_ptr<StageModel> Make(const StageShard& shard, BatchShape batch = kBa
   return std::move(m).value();
 }
 
-std::vector<float> Activations(uint64_t seed) {
-  std::vector<float> x(static_cast<size_t>(kBatch.micro_batch_size) * kConfig.seq_len *
+kernels::HostBuffer<float> Activations(uint64_t seed) {
+  kernels::HostBuffer<float> x(static_cast<size_t>(kBatch.micro_batch_size) * kConfig.seq_len *
                        kConfig.hidden);
   kernels::cpu::Rng(seed).FillUniform(x.data(), static_cast<int64_t>(x.size()), -1, 1);
   return x;
@@ -73,9 +73,9 @@ TEST(StageModelTest, WeightsDependOnTheGlobalLayerNotOnThePartition) {
 
 TEST(StageModelTest, MisuseIsRefusedWithTheReason) {
   auto mid = Make(StageShard{1, 1, 2, false, false});
-  EXPECT_EQ(mid->Forward(0, StageInput{{}, std::vector<float>(5), {}}).status().message(),
+  EXPECT_EQ(mid->Forward(0, StageInput{{}, kernels::HostBuffer<float>(5), {}}).status().message(),
             "activations: expected 1024 floats (micro_batch_size x seq_len x hidden), got 5");
-  EXPECT_EQ(mid->Forward(0, StageInput{{}, Activations(1), std::vector<int32_t>(32)})
+  EXPECT_EQ(mid->Forward(0, StageInput{{}, Activations(1), kernels::HostBuffer<int32_t>(32)})
                 .status()
                 .message(),
             "targets: only the head stage reads targets, got 32");
@@ -107,9 +107,9 @@ TEST(StageModelTest, MisuseIsRefusedWithTheReason) {
   EXPECT_EQ(mid->optimizer_steps(), 1);
 
   auto whole = Make(WholeModel(kConfig));
-  std::vector<int32_t> ids(32, 3);
+  kernels::HostBuffer<int32_t> ids(32, 3);
   ids[7] = 64;
-  EXPECT_EQ(whole->Forward(0, StageInput{ids, {}, std::vector<int32_t>(32)}).status().message(),
+  EXPECT_EQ(whole->Forward(0, StageInput{ids, {}, kernels::HostBuffer<int32_t>(32)}).status().message(),
             "tokens[7]: must be in [0, 64), got 64");
   ids[7] = 0;
   EXPECT_EQ(whole->Forward(0, StageInput{ids, {}, {}}).status().message(),
@@ -121,37 +121,55 @@ TEST(StageModelTest, MisuseIsRefusedWithTheReason) {
             "grad_output: the head stage starts from its loss; pass none, got 1024 floats");
 }
 
+// Measured by the rank's counting allocator, against closed forms of the stage's tensors.
 TEST(StageModelTest, ActivationMemoryGrowsWithForwardShrinksWithBAndIsFreedByW) {
+  kernels::CountingHostAllocator pool;
+  const kernels::ScopedHostPool scope(&pool);
   auto mid = Make(StageShard{1, 1, 2, false, false});
+  // Two blocks of 2 h + 4 h^2 + 3 h ffn parameters, each with a gradient and two moments (fp32).
+  const int64_t weights = 2 * (2 * 32 + 4 * 32 * 32 + 3 * 32 * 128) * 4 * 4;
+  EXPECT_EQ(pool.owned_bytes(), weights);
+  auto held = [&] { return pool.owned_bytes() - weights; };
   EXPECT_EQ(mid->ActivationBytes(), 0);
   ASSERT_TRUE(mid->Forward(0, StageInput{{}, Activations(1), {}}).ok());
-  const int64_t one = mid->ActivationBytes();
+  const int64_t one = held();
+  EXPECT_EQ(mid->ActivationBytes(), one);
   // Per block (b*s = 32 tokens, h 32, ffn 128, 2 heads): x, a, q, k, v, o, x1, c [32 x 32],
   // rstd1, rstd2 [32], gate, up, z [32 x 128], probs [2 x 2 x 16 x 16].
   EXPECT_EQ(one, 2 * 4 * (8 * 32 * 32 + 2 * 32 + 3 * 32 * 128 + 2 * 2 * 16 * 16));
   ASSERT_TRUE(mid->Forward(1, StageInput{{}, Activations(2), {}}).ok());
-  EXPECT_EQ(mid->ActivationBytes(), 2 * one);
-  ASSERT_TRUE(mid->BackwardInput(1, Activations(3)).ok());
+  EXPECT_EQ(held(), 2 * one);
+  mid->ResetPeakHeldBytes();
+  auto dx = mid->BackwardInput(1, Activations(3));
+  ASSERT_TRUE(dx.ok());
+  const int64_t boundary = 32 * 32 * 4;  // dx, about to leave: the rank's until handed on
+  EXPECT_EQ(static_cast<int64_t>(dx->size() * 4), boundary);
   // B frees q, k, v, probs, gate, up and adds dy, dgate, dup, dc, dx1, dq, dk, dv, da.
   // Kept from F: x, a, o, x1, c [32 x 32], rstd1, rstd2 [32], z [32 x 128]. B's state is
   // larger than F's here: zero-bubble's price for deferring W.
   const int64_t after_b = 2 * 4 * (5 * 32 * 32 + 2 * 32 + 32 * 128 +  // kept from F
                                    7 * 32 * 32 + 2 * 32 * 128);         // from B
-  EXPECT_EQ(mid->ActivationBytes(), one + after_b);
-  EXPECT_EQ(mid->PeakActivationBytes(), one + after_b);
+  EXPECT_EQ(held(), one + after_b + boundary);
+  EXPECT_EQ(mid->PeakHeldBytes(), weights + one + after_b);  // the output left out
+  dx = kernels::HostBuffer<float>();
   ASSERT_TRUE(mid->BackwardWeight(1).ok());
-  EXPECT_EQ(mid->ActivationBytes(), one);
+  EXPECT_EQ(held(), one);
   ASSERT_TRUE(mid->BackwardFused(0, Activations(4)).ok());
+  EXPECT_EQ(held(), 0);
   EXPECT_EQ(mid->ActivationBytes(), 0);
   EXPECT_EQ(mid->MicroBatchesInFlight(), 0);
-  mid->ResetPeakActivationBytes();
-  EXPECT_EQ(mid->PeakActivationBytes(), 0);
+  mid->ResetPeakHeldBytes();
+  EXPECT_EQ(mid->PeakHeldBytes(), weights);
+  // No allocator current: nothing measured.
+  const kernels::ScopedHostPool none(nullptr);
+  mid->ResetPeakHeldBytes();
+  EXPECT_EQ(mid->PeakHeldBytes(), 0);
 }
 
 // Two micro-batches through the whole model with BackwardInput + BackwardWeight or BackwardFused.
 struct Outcome {
   double loss = 0;
-  std::vector<std::vector<float>> grads;
+  std::vector<kernels::HostBuffer<float>> grads;
 };
 Outcome TwoMicroBatches(bool fused) {
   auto m = Make(WholeModel(kConfig), BatchShape{2, 2});
@@ -159,7 +177,7 @@ Outcome TwoMicroBatches(bool fused) {
   Outcome run;
   for (int mb = 0; mb < 2; ++mb) {
     TokenBatch b = data.Batch(0, mb);
-    auto out = m->Forward(mb, StageInput{b.inputs, {}, b.targets});
+    auto out = m->Forward(mb, StageInput{kernels::ToHostBuffer(b.inputs), {}, kernels::ToHostBuffer(b.targets)});
     EXPECT_TRUE(out.ok());
     run.loss += *out->loss;
     auto dx = fused ? m->BackwardFused(mb, {}) : m->BackwardInput(mb, {});
@@ -194,23 +212,23 @@ TEST(StageModelTest, GradientsMatchDirectionalFiniteDifferencesInFloat) {
   auto m = Make(StageShard{1, 2, 2, false, true});  // two blocks and the head
   SyntheticData data(kConfig.seed, kConfig.vocab, kConfig.seq_len, 2);
   const TokenBatch b = data.Batch(0, 0);
-  const std::vector<float> x = Activations(9);
-  auto loss = [&](const std::vector<float>& input) {
-    auto out = m->Forward(100, StageInput{{}, input, b.targets});
+  const kernels::HostBuffer<float> x = Activations(9);
+  auto loss = [&](const kernels::HostBuffer<float>& input) {
+    auto out = m->Forward(100, StageInput{{}, input, kernels::ToHostBuffer(b.targets)});
     EXPECT_TRUE(out.ok());
     EXPECT_TRUE(m->BackwardFused(100, {}).ok());  // retire the micro-batch
     return *out->loss;
   };
   m->ZeroGrad();
-  ASSERT_TRUE(m->Forward(0, StageInput{{}, x, b.targets}).ok());
+  ASSERT_TRUE(m->Forward(0, StageInput{{}, x, kernels::ToHostBuffer(b.targets)}).ok());
   auto dx = m->BackwardFull(0, {});
   ASSERT_TRUE(dx.ok());
   // Keep the analytic gradients before the probes add to them.
-  std::vector<std::vector<float>> grads;
+  std::vector<kernels::HostBuffer<float>> grads;
   for (const ParameterRef& p : m->Parameters()) grads.emplace_back(p.grad.begin(), p.grad.end());
   double worst = 0;
-  auto check = [&](const char* what, std::span<float> values, const std::vector<float>& grad,
-                   uint64_t seed, std::vector<float>* input) {
+  auto check = [&](const char* what, std::span<float> values, const kernels::HostBuffer<float>& grad,
+                   uint64_t seed, kernels::HostBuffer<float>* input) {
     // A unit-length random direction (a step of 0.1 along it moves each element by little).
     // Richardson extrapolation of the central differences with steps 0.2 and 0.1 cancels their
     // O(eps^2) truncation error; large steps keep the float loss's rounding noise small.
@@ -220,7 +238,7 @@ TEST(StageModelTest, GradientsMatchDirectionalFiniteDifferencesInFloat) {
     for (double& d : dir) d /= std::sqrt(len);
     double analytic = 0;
     for (size_t i = 0; i < dir.size(); ++i) analytic += dir[i] * grad[i];
-    const std::vector<float> keep(values.begin(), values.end());
+    const kernels::HostBuffer<float> keep(values.begin(), values.end());
     auto shifted = [&](double s) {
       for (size_t i = 0; i < dir.size(); ++i) values[i] = static_cast<float>(keep[i] + s * dir[i]);
       const double l = loss(input ? *input : x);
@@ -239,7 +257,7 @@ TEST(StageModelTest, GradientsMatchDirectionalFiniteDifferencesInFloat) {
     // derivative near 1e-4 is known to a few 1e-7 at best.
     EXPECT_LT(std::fabs(analytic - numeric), 2e-3 * std::fabs(numeric) + 5e-7) << what;
   };
-  std::vector<float> input = x;
+  kernels::HostBuffer<float> input = x;
   check("stage input activations (B)", input, *dx, 1, &input);
   size_t i = 0;
   for (const ParameterRef& p : m->Parameters()) {
@@ -261,30 +279,30 @@ TEST(StageModelTest, ShardedOptimizerStepsItsShardOnlyAndExactly) {
     if (shards > 1) {
       EXPECT_TRUE(m->ShardOptimizerStates(shards, index).ok());
     }
-    EXPECT_TRUE(m->Forward(0, StageInput{b.inputs, {}, b.targets}).ok());
+    EXPECT_TRUE(m->Forward(0, StageInput{kernels::ToHostBuffer(b.inputs), {}, kernels::ToHostBuffer(b.targets)}).ok());
     EXPECT_TRUE(m->BackwardFull(0, {}).ok());
     return m;
   };
   auto flat = [](StageModel& m) {
-    std::vector<float> v;
+    kernels::HostBuffer<float> v;
     for (const ParameterRef& p : m.Parameters()) v.insert(v.end(), p.value.begin(), p.value.end());
     return v;
   };
   auto whole = with_grads(1, 0);
-  const std::vector<float> before = flat(*whole);
+  const kernels::HostBuffer<float> before = flat(*whole);
   const int64_t bytes_unsharded = whole->ParameterBytes();
   kernels::cpu::AdamWOptions o;
   o.lr = 0.01;
   o.weight_decay = 0.1;
   ASSERT_TRUE(whole->OptimizerStep(o).ok());
-  const std::vector<float> after = flat(*whole);
+  const kernels::HostBuffer<float> after = flat(*whole);
   const int64_t n = static_cast<int64_t>(before.size());
   for (int i = 0; i < 3; ++i) {
     auto m = with_grads(3, i);
     EXPECT_EQ(m->OptimizerShard(), std::make_pair(i * n / 3, (i + 1) * n / 3));
     EXPECT_EQ(m->ParameterBytes(), bytes_unsharded - 8 * n + 8 * ((n + 2) / 3));
     ASSERT_TRUE(m->OptimizerStep(o).ok());
-    const std::vector<float> got = flat(*m);
+    const kernels::HostBuffer<float> got = flat(*m);
     int64_t changed = 0;
     for (int64_t k = 0; k < n; ++k) {
       const bool mine = k >= i * n / 3 && k < (i + 1) * n / 3;

@@ -20,6 +20,12 @@
 namespace pipecoord::model {
 namespace {
 
+// TensorParallelSlice as the model's buffer type.
+template <typename... A>
+kernels::HostBuffer<float> BufferSlice(A&&... args) {
+  return kernels::ToHostBuffer(TensorParallelSlice(std::forward<A>(args)...));
+}
+
 using worker::parallel::Group;
 using worker::parallel::RingTensorParallel;
 
@@ -41,9 +47,9 @@ TrainOptions Options() {
 }
 
 struct RankRun {
-  std::vector<double> losses;
-  std::vector<std::pair<std::string, std::vector<float>>> first_grads;  // step 0's, before AdamW
-  std::vector<std::pair<std::string, std::vector<float>>> params;
+  kernels::HostBuffer<double> losses;
+  std::vector<std::pair<std::string, kernels::HostBuffer<float>>> first_grads;  // step 0's, before AdamW
+  std::vector<std::pair<std::string, kernels::HostBuffer<float>>> params;
   Status status;
 };
 
@@ -62,7 +68,7 @@ RankRun Train(int tp, int rank, worker::parallel::TensorParallel* group) {
     double loss = 0;
     for (int mb = 0; mb < o.batch.microbatches; ++mb) {
       TokenBatch b = data.Batch(step, mb);
-      auto f = m.Forward(mb, StageInput{std::move(b.inputs), {}, std::move(b.targets)});
+      auto f = m.Forward(mb, StageInput{kernels::ToHostBuffer(b.inputs), {}, kernels::ToHostBuffer(b.targets)});
       if (!f.ok()) {
         out.status = f.status();
         return out;
@@ -76,14 +82,14 @@ RankRun Train(int tp, int rank, worker::parallel::TensorParallel* group) {
     out.losses.push_back(loss / o.batch.microbatches);
     if (step == 0) {
       for (const ParameterRef& p : m.Parameters()) {
-        out.first_grads.emplace_back(std::string(p.name), std::vector<float>(p.grad.begin(), p.grad.end()));
+        out.first_grads.emplace_back(std::string(p.name), kernels::HostBuffer<float>(p.grad.begin(), p.grad.end()));
       }
     }
     out.status = m.OptimizerStep(o.adamw);
     if (!out.status.ok()) return out;
   }
   for (const ParameterRef& p : m.Parameters()) {
-    out.params.emplace_back(std::string(p.name), std::vector<float>(p.value.begin(), p.value.end()));
+    out.params.emplace_back(std::string(p.name), kernels::HostBuffer<float>(p.value.begin(), p.value.end()));
   }
   (void)tp;
   (void)rank;
@@ -94,7 +100,7 @@ RankRun Train(int tp, int rank, worker::parallel::TensorParallel* group) {
 struct Errors {
   double max = 0, l2 = 0;
 };
-Errors Compare(const std::vector<float>& got, const std::vector<float>& want) {
+Errors Compare(const kernels::HostBuffer<float>& got, const kernels::HostBuffer<float>& want) {
   double err = 0, scale = 0, d2 = 0, w2 = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     const double d = static_cast<double>(got[i]) - want[i];
@@ -141,8 +147,8 @@ TEST(StageModelTensorParallelTest, TrainingEqualsTheSingleProcessReference) {
         auto whole = (*ref)->model().FindParameter(name);
         ASSERT_TRUE(whole.ok()) << name;
         const int64_t rows = whole->shape.size() == 2 ? whole->shape[0] : 1, cols = whole->shape.back();
-        const std::vector<float> slice =
-            TensorParallelSlice(std::vector<float>(whole->value.begin(), whole->value.end()), rows, cols,
+        const kernels::HostBuffer<float> slice =
+            BufferSlice(std::vector<float>(whole->value.begin(), whole->value.end()), rows, cols,
                                 TpSplitOf(name), tp, r);
         ASSERT_EQ(slice.size(), value.size()) << name;
         const Errors e = Compare(value, slice);
@@ -155,7 +161,7 @@ TEST(StageModelTensorParallelTest, TrainingEqualsTheSingleProcessReference) {
         auto whole = (*ref)->model().FindParameter(name);
         const int64_t rows = whole->shape.size() == 2 ? whole->shape[0] : 1, cols = whole->shape.back();
         const Errors e =
-            Compare(grad, TensorParallelSlice(one.first_grads[i].second, rows, cols, TpSplitOf(name), tp, r));
+            Compare(grad, BufferSlice(one.first_grads[i].second, rows, cols, TpSplitOf(name), tp, r));
         worst_grad = std::max(worst_grad, e.max);
       }
     }

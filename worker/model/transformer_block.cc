@@ -16,12 +16,12 @@ namespace {
 using namespace kernels::cpu;  // NOLINT: the ops are this file's vocabulary
 
 template <typename T>
-void Free(std::vector<T>& v) {
-  std::vector<T>().swap(v);
+void Free(kernels::HostBuffer<T>& v) {
+  kernels::HostBuffer<T>().swap(v);
 }
 
 template <typename T>
-void AddInPlace(std::vector<T>& acc, const std::vector<T>& x) {
+void AddInPlace(kernels::HostBuffer<T>& acc, const kernels::HostBuffer<T>& x) {
   for (size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
 }
 
@@ -30,7 +30,7 @@ void AddInPlace(std::vector<T>& acc, const std::vector<T>& x) {
 template <typename T>
 int64_t BlockSaved<T>::Bytes() const {
   size_t n = 0;
-  for (const std::vector<T>* t : {&x, &rstd1, &a, &q, &k, &v, &probs, &o, &x1, &rstd2, &c, &gate,
+  for (const kernels::HostBuffer<T>* t : {&x, &rstd1, &a, &q, &k, &v, &probs, &o, &x1, &rstd2, &c, &gate,
                                   &up, &z, &dy, &dgate, &dup, &dc, &dx1, &dq, &dk, &dv, &da}) {
     n += t->size();
   }
@@ -45,18 +45,18 @@ TransformerBlock<T>::TransformerBlock(const BlockDims& dims, BlockTensors<const 
     : d_(dims), w_(weights), g_(grads), rope_(std::move(rope)), tp_(tp) {}
 
 template <typename T>
-void TransformerBlock<T>::ReduceFromTensorParallel(std::vector<T>& partial) const {
+void TransformerBlock<T>::ReduceFromTensorParallel(kernels::HostBuffer<T>& partial) const {
   if constexpr (std::is_same_v<T, float>) {
     if (tp_ != nullptr) (void)tp_->ReduceFromTensorParallel(partial);  // sticky: the caller checks tp->status()
   }
 }
 
 template <typename T>
-std::vector<T> TransformerBlock<T>::Forward(std::vector<T> x, BlockSaved<T>* s) const {
-  std::vector<T> y = ForwardAll(std::move(x), s);
+kernels::HostBuffer<T> TransformerBlock<T>::Forward(kernels::HostBuffer<T> x, BlockSaved<T>* s) const {
+  kernels::HostBuffer<T> y = ForwardAll(std::move(x), s);
   if (d_.recompute == Recompute::kSelective) Free(s->probs);
   if (d_.recompute == Recompute::kFull) {
-    std::vector<T> input = std::move(s->x);
+    kernels::HostBuffer<T> input = std::move(s->x);
     *s = BlockSaved<T>();
     s->x = std::move(input);
   }
@@ -71,10 +71,10 @@ void TransformerBlock<T>::Rebuild(BlockSaved<T>* s) const {
     // The core again from q, k, v: the same kernel, so the same probabilities, bit for bit.
     const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), d_.hidden / d_.heads};
     s->probs.resize(ad.probs_size());
-    std::vector<T> o(d_.tokens() * d_.local_width());
+    kernels::HostBuffer<T> o(d_.tokens() * d_.local_width());
     AttentionForward(s->q.data(), s->k.data(), s->v.data(), s->probs.data(), o.data(), ad);
   } else {
-    std::vector<T> x = std::move(s->x);
+    kernels::HostBuffer<T> x = std::move(s->x);
     *s = BlockSaved<T>();
     (void)ForwardAll(std::move(x), s);
   }
@@ -82,7 +82,7 @@ void TransformerBlock<T>::Rebuild(BlockSaved<T>* s) const {
 }
 
 template <typename T>
-std::vector<T> TransformerBlock<T>::GatherSequence(const std::vector<T>& shard) const {
+kernels::HostBuffer<T> TransformerBlock<T>::GatherSequence(const kernels::HostBuffer<T>& shard) const {
   if constexpr (std::is_same_v<T, float>) {
     if (d_.sp && tp_ != nullptr) return worker::parallel::GatherSequence(*tp_, shard);  // sticky errors
   }
@@ -90,7 +90,7 @@ std::vector<T> TransformerBlock<T>::GatherSequence(const std::vector<T>& shard) 
 }
 
 template <typename T>
-std::vector<T> TransformerBlock<T>::ScatterSequence(std::vector<T> partial) const {
+kernels::HostBuffer<T> TransformerBlock<T>::ScatterSequence(kernels::HostBuffer<T> partial) const {
   if constexpr (std::is_same_v<T, float>) {
     if (d_.sp && tp_ != nullptr) return worker::parallel::ScatterSequence(*tp_, std::move(partial));
   }
@@ -99,7 +99,7 @@ std::vector<T> TransformerBlock<T>::ScatterSequence(std::vector<T> partial) cons
 }
 
 template <typename T>
-std::vector<T> TransformerBlock<T>::ForwardAll(std::vector<T> x, BlockSaved<T>* s) const {
+kernels::HostBuffer<T> TransformerBlock<T>::ForwardAll(kernels::HostBuffer<T> x, BlockSaved<T>* s) const {
   const int64_t n = d_.tokens(), nl = d_.local_tokens(), h = d_.hidden, hq = d_.local_width(),
                 f = d_.local_ffn();
   const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
@@ -108,7 +108,7 @@ std::vector<T> TransformerBlock<T>::ForwardAll(std::vector<T> x, BlockSaved<T>* 
   s->a.resize(nl * h);
   RmsNormForward(s->x.data(), w_.attention_norm, s->a.data(), s->rstd1.data(), nl, h, d_.norm_eps);
   // Column-parallel q, k, v: this rank's heads, over every token (gathered with sp).
-  const std::vector<T> a_all = d_.sp ? GatherSequence(s->a) : std::vector<T>();
+  const kernels::HostBuffer<T> a_all = d_.sp ? GatherSequence(s->a) : kernels::HostBuffer<T>();
   const T* a = d_.sp ? a_all.data() : s->a.data();
   s->q.resize(n * hq);
   s->k.resize(n * hq);
@@ -122,14 +122,14 @@ std::vector<T> TransformerBlock<T>::ForwardAll(std::vector<T> x, BlockSaved<T>* 
   s->o.resize(n * hq);
   AttentionForward(s->q.data(), s->k.data(), s->v.data(), s->probs.data(), s->o.data(), ad);
   // Row-parallel wo: each rank's heads' share of the projection, summed over the group (g).
-  std::vector<T> x1(n * h);
+  kernels::HostBuffer<T> x1(n * h);
   LinearForward(s->o.data(), w_.wo, x1.data(), {n, hq, h});
   s->x1 = ScatterSequence(std::move(x1));
   AddInPlace(s->x1, s->x);
   s->rstd2.resize(nl);
   s->c.resize(nl * h);
   RmsNormForward(s->x1.data(), w_.ffn_norm, s->c.data(), s->rstd2.data(), nl, h, d_.norm_eps);
-  const std::vector<T> c_all = d_.sp ? GatherSequence(s->c) : std::vector<T>();
+  const kernels::HostBuffer<T> c_all = d_.sp ? GatherSequence(s->c) : kernels::HostBuffer<T>();
   const T* c = d_.sp ? c_all.data() : s->c.data();
   s->gate.resize(n * f);
   s->up.resize(n * f);
@@ -137,7 +137,7 @@ std::vector<T> TransformerBlock<T>::ForwardAll(std::vector<T> x, BlockSaved<T>* 
   LinearForward(c, w_.w3, s->up.data(), {n, h, f});
   s->z.resize(n * f);
   SwiGluForward(s->gate.data(), s->up.data(), s->z.data(), n * f);
-  std::vector<T> y(n * h);
+  kernels::HostBuffer<T> y(n * h);
   LinearForward(s->z.data(), w_.w2, y.data(), {n, f, h});
   y = ScatterSequence(std::move(y));  // row-parallel w2 (g)
   AddInPlace(y, s->x1);
@@ -145,15 +145,15 @@ std::vector<T> TransformerBlock<T>::ForwardAll(std::vector<T> x, BlockSaved<T>* 
 }
 
 template <typename T>
-std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<T>* s) const {
+kernels::HostBuffer<T> TransformerBlock<T>::BackwardInput(kernels::HostBuffer<T> dy, BlockSaved<T>* s) const {
   Rebuild(s);
   const int64_t n = d_.tokens(), nl = d_.local_tokens(), h = d_.hidden, hq = d_.local_width(),
                 f = d_.local_ffn();
   const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
   // MLP: y = x1 + W2 swiglu(W1 c, W3 c), c = norm(x1).
-  std::vector<T> dz(n * f);
+  kernels::HostBuffer<T> dz(n * f);
   {
-    const std::vector<T> dy_all = d_.sp ? GatherSequence(dy) : std::vector<T>();
+    const kernels::HostBuffer<T> dy_all = d_.sp ? GatherSequence(dy) : kernels::HostBuffer<T>();
     LinearBackwardInput(d_.sp ? dy_all.data() : dy.data(), w_.w2, dz.data(), {n, f, h}, false);
   }
   s->dgate.resize(n * f);
@@ -162,7 +162,7 @@ std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<
   Free(dz);
   Free(s->gate);
   Free(s->up);
-  std::vector<T> dc(n * h);
+  kernels::HostBuffer<T> dc(n * h);
   LinearBackwardInput(s->dgate.data(), w_.w1, dc.data(), {n, h, f}, false);
   LinearBackwardInput(s->dup.data(), w_.w3, dc.data(), {n, h, f}, true);
   s->dc = ScatterSequence(std::move(dc));  // column-parallel w1, w3: f's backward
@@ -171,9 +171,9 @@ std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<
                        h, true);
   s->dy = std::move(dy);
   // Attention: x1 = x + Wo attn(rope(Wq a), rope(Wk a), Wv a), a = norm(x).
-  std::vector<T> dout(n * hq);
+  kernels::HostBuffer<T> dout(n * hq);
   {
-    const std::vector<T> dx1_all = d_.sp ? GatherSequence(s->dx1) : std::vector<T>();
+    const kernels::HostBuffer<T> dx1_all = d_.sp ? GatherSequence(s->dx1) : kernels::HostBuffer<T>();
     LinearBackwardInput(d_.sp ? dx1_all.data() : s->dx1.data(), w_.wo, dout.data(), {n, hq, h}, false);
   }
   s->dq.resize(n * hq);
@@ -188,12 +188,12 @@ std::vector<T> TransformerBlock<T>::BackwardInput(std::vector<T> dy, BlockSaved<
   Free(s->probs);
   RopeBackward(s->dq.data(), *rope_, d_.batch, d_.local_heads());
   RopeBackward(s->dk.data(), *rope_, d_.batch, d_.local_heads());
-  std::vector<T> da(n * h);
+  kernels::HostBuffer<T> da(n * h);
   LinearBackwardInput(s->dq.data(), w_.wq, da.data(), {n, h, hq}, false);
   LinearBackwardInput(s->dk.data(), w_.wk, da.data(), {n, h, hq}, true);
   LinearBackwardInput(s->dv.data(), w_.wv, da.data(), {n, h, hq}, true);
   s->da = ScatterSequence(std::move(da));  // column-parallel wq, wk, wv: f's backward
-  std::vector<T> dx = s->dx1;  // residual path
+  kernels::HostBuffer<T> dx = s->dx1;  // residual path
   RmsNormBackwardInput(s->da.data(), s->x.data(), w_.attention_norm, s->rstd1.data(), dx.data(), nl,
                        h, true);
   return dx;
@@ -207,12 +207,12 @@ void TransformerBlock<T>::BackwardWeight(BlockSaved<T>* s) const {
   // every rank) and the norm gains' gradients cover this rank's tokens only.
   const int64_t n = d_.tokens(), nl = d_.local_tokens(), h = d_.hidden, hq = d_.local_width(),
                 f = d_.local_ffn();
-  auto all = [&](const std::vector<T>& shard, std::vector<T>* keep) {
+  auto all = [&](const kernels::HostBuffer<T>& shard, kernels::HostBuffer<T>* keep) {
     if (!d_.sp) return shard.data();
     *keep = GatherSequence(shard);
     return static_cast<const T*>(keep->data());
   };
-  std::vector<T> gathered;
+  kernels::HostBuffer<T> gathered;
   LinearBackwardWeight(all(s->dy, &gathered), s->z.data(), g_.w2, {n, f, h});
   const T* c = all(s->c, &gathered);
   LinearBackwardWeight(s->dgate.data(), c, g_.w1, {n, h, f});
@@ -228,9 +228,9 @@ void TransformerBlock<T>::BackwardWeight(BlockSaved<T>* s) const {
 }
 
 template <typename T>
-std::vector<T> TransformerBlock<T>::BackwardFused(std::vector<T> dy, BlockSaved<T>* s) const {
+kernels::HostBuffer<T> TransformerBlock<T>::BackwardFused(kernels::HostBuffer<T> dy, BlockSaved<T>* s) const {
   if (d_.sp) {  // the shards' gathers are B's and W's; one after the other
-    std::vector<T> dx = BackwardInput(std::move(dy), s);
+    kernels::HostBuffer<T> dx = BackwardInput(std::move(dy), s);
     BackwardWeight(s);
     return dx;
   }
@@ -238,34 +238,34 @@ std::vector<T> TransformerBlock<T>::BackwardFused(std::vector<T> dy, BlockSaved<
   const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
   const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
   // Down projection.
-  std::vector<T> dz(n * f);
+  kernels::HostBuffer<T> dz(n * f);
   LinearBackwardInput(dy.data(), w_.w2, dz.data(), {n, f, h}, false);
   LinearBackwardWeight(dy.data(), s->z.data(), g_.w2, {n, f, h});
   // SwiGLU and the gate/up projections.
-  std::vector<T> dgate(n * f), dup(n * f);
+  kernels::HostBuffer<T> dgate(n * f), dup(n * f);
   SwiGluBackward(dz.data(), s->gate.data(), s->up.data(), dgate.data(), dup.data(), n * f);
-  std::vector<T> dc(n * h);
+  kernels::HostBuffer<T> dc(n * h);
   LinearBackwardInput(dgate.data(), w_.w1, dc.data(), {n, h, f}, false);
   LinearBackwardWeight(dgate.data(), s->c.data(), g_.w1, {n, h, f});
   LinearBackwardInput(dup.data(), w_.w3, dc.data(), {n, h, f}, true);
   LinearBackwardWeight(dup.data(), s->c.data(), g_.w3, {n, h, f});
   ReduceFromTensorParallel(dc);
   // ffn_norm and the residual.
-  std::vector<T> dx1 = dy;
+  kernels::HostBuffer<T> dx1 = dy;
   RmsNormBackwardInput(dc.data(), s->x1.data(), w_.ffn_norm, s->rstd2.data(), dx1.data(), n, h,
                        true);
   RmsNormBackwardWeight(dc.data(), s->x1.data(), s->rstd2.data(), g_.ffn_norm, n, h);
   // Output projection.
-  std::vector<T> dout(n * hq);
+  kernels::HostBuffer<T> dout(n * hq);
   LinearBackwardInput(dx1.data(), w_.wo, dout.data(), {n, hq, h}, false);
   LinearBackwardWeight(dx1.data(), s->o.data(), g_.wo, {n, hq, h});
   // Attention, RoPE and the q, k, v projections.
-  std::vector<T> dq(n * hq), dk(n * hq), dv(n * hq);
+  kernels::HostBuffer<T> dq(n * hq), dk(n * hq), dv(n * hq);
   AttentionBackward(dout.data(), s->q.data(), s->k.data(), s->v.data(), s->probs.data(), dq.data(),
                     dk.data(), dv.data(), ad);
   RopeBackward(dq.data(), *rope_, d_.batch, d_.local_heads());
   RopeBackward(dk.data(), *rope_, d_.batch, d_.local_heads());
-  std::vector<T> da(n * h);
+  kernels::HostBuffer<T> da(n * h);
   LinearBackwardInput(dq.data(), w_.wq, da.data(), {n, h, hq}, false);
   LinearBackwardWeight(dq.data(), s->a.data(), g_.wq, {n, h, hq});
   LinearBackwardInput(dk.data(), w_.wk, da.data(), {n, h, hq}, true);
@@ -274,7 +274,7 @@ std::vector<T> TransformerBlock<T>::BackwardFused(std::vector<T> dy, BlockSaved<
   LinearBackwardWeight(dv.data(), s->a.data(), g_.wv, {n, h, hq});
   ReduceFromTensorParallel(da);
   // attention_norm and the residual.
-  std::vector<T> dx = dx1;
+  kernels::HostBuffer<T> dx = dx1;
   RmsNormBackwardInput(da.data(), s->x.data(), w_.attention_norm, s->rstd1.data(), dx.data(), n, h,
                        true);
   RmsNormBackwardWeight(da.data(), s->x.data(), s->rstd1.data(), g_.attention_norm, n, h);

@@ -53,6 +53,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/host_pool.h"
 #include "kernels/cpu/rotary.h"
 #include "worker/parallel/tensor_parallel.h"
 
@@ -101,9 +102,9 @@ struct BlockTensors {
 template <typename T>
 struct BlockSaved {
   // From F. x, rstd1, a, o, x1, rstd2, c, z live until W; the rest until B.
-  std::vector<T> x, rstd1, a, q, k, v, probs, o, x1, rstd2, c, gate, up, z;
+  kernels::HostBuffer<T> x, rstd1, a, q, k, v, probs, o, x1, rstd2, c, gate, up, z;
   // From B for W: the output gradients of each weight-carrying op.
-  std::vector<T> dy, dgate, dup, dc, dx1, dq, dk, dv, da;
+  kernels::HostBuffer<T> dy, dgate, dup, dc, dx1, dq, dk, dv, da;
 
   int64_t Bytes() const;
 };
@@ -118,14 +119,14 @@ class TransformerBlock {
                    worker::parallel::TensorParallel* tp = nullptr);
 
   // F: returns y [tokens, h] for x [tokens, h] (moved into saved). saved must be empty.
-  std::vector<T> Forward(std::vector<T> x, BlockSaved<T>* saved) const;
+  kernels::HostBuffer<T> Forward(kernels::HostBuffer<T> x, BlockSaved<T>* saved) const;
   // B: returns dx for dy (both [tokens, h]); saved must hold a Forward's state.
-  std::vector<T> BackwardInput(std::vector<T> dy, BlockSaved<T>* saved) const;
+  kernels::HostBuffer<T> BackwardInput(kernels::HostBuffer<T> dy, BlockSaved<T>* saved) const;
   // W: adds this micro-batch's weight gradients to grads; saved must hold a B's state and is
   // empty afterwards.
   void BackwardWeight(BlockSaved<T>* saved) const;
   // BW baseline in one pass: same dx and gradients as BackwardInput + BackwardWeight, bit for bit.
-  std::vector<T> BackwardFused(std::vector<T> dy, BlockSaved<T>* saved) const;
+  kernels::HostBuffer<T> BackwardFused(kernels::HostBuffer<T> dy, BlockSaved<T>* saved) const;
 
   const BlockDims& dims() const { return d_; }
   void set_recompute(Recompute r) { d_.recompute = r; }
@@ -137,13 +138,13 @@ class TransformerBlock {
  private:
   // Sequence parallelism's mapping points (no-ops without it): all the tokens from this rank's
   // shard, and this rank's shard of the group's sum of `partial`.
-  std::vector<T> GatherSequence(const std::vector<T>& shard) const;
-  std::vector<T> ScatterSequence(std::vector<T> partial) const;
+  kernels::HostBuffer<T> GatherSequence(const kernels::HostBuffer<T>& shard) const;
+  kernels::HostBuffer<T> ScatterSequence(kernels::HostBuffer<T> partial) const;
   // F without dropping anything (Forward, and full recompute's rebuild).
-  std::vector<T> ForwardAll(std::vector<T> x, BlockSaved<T>* saved) const;
+  kernels::HostBuffer<T> ForwardAll(kernels::HostBuffer<T> x, BlockSaved<T>* saved) const;
   // Before B or BW: rebuild what recompute dropped.
   void Rebuild(BlockSaved<T>* saved) const;
-  void ReduceFromTensorParallel(std::vector<T>& partial) const;
+  void ReduceFromTensorParallel(kernels::HostBuffer<T>& partial) const;
 
   BlockDims d_;
   BlockTensors<const T> w_;

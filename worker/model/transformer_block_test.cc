@@ -26,7 +26,7 @@ const char* const kNames[kTensors] = {"attention_norm", "wq",       "wk", "wv", 
 // A block's weights and gradients in plain vectors, in kNames order.
 template <typename T>
 struct Weights {
-  std::array<std::vector<T>, kTensors> value, grad;
+  std::array<kernels::HostBuffer<T>, kTensors> value, grad;
 
   Weights(const BlockDims& d, uint64_t seed) {
     const int64_t h = d.hidden, f = d.ffn;
@@ -59,29 +59,29 @@ std::shared_ptr<const kernels::cpu::RopeTable> Rope(const BlockDims& d) {
 }
 
 template <typename T>
-std::vector<T> Input(const BlockDims& d, uint64_t seed) {
+kernels::HostBuffer<T> Input(const BlockDims& d, uint64_t seed) {
   const std::vector<double> r = RandomVector(d.tokens() * d.hidden, seed);
-  return std::vector<T>(r.begin(), r.end());
+  return kernels::HostBuffer<T>(r.begin(), r.end());
 }
 
 TEST(TransformerBlockTest, SplitBackwardMatchesFiniteDifferencesInDouble) {
   Weights<double> w(kDims, 100);
   TransformerBlock<double> block(kDims, w.W(), w.G(), Rope(kDims));
-  std::vector<double> x = Input<double>(kDims, 200);
-  const std::vector<double> r = RandomVector(kDims.tokens() * kDims.hidden, 300);
+  kernels::HostBuffer<double> x = Input<double>(kDims, 200);
+  const kernels::HostBuffer<double> r = kernels::ToHostBuffer(RandomVector(kDims.tokens() * kDims.hidden, 300));
   auto objective = [&] {
     BlockSaved<double> s;
     return Inner(block.Forward(x, &s), r);
   };
   BlockSaved<double> saved;
   block.Forward(x, &saved);
-  const std::vector<double> dx = block.BackwardInput(r, &saved);
+  const kernels::HostBuffer<double> dx = block.BackwardInput(r, &saved);
   block.BackwardWeight(&saved);
   const double ex = RelativeError(dx, NumericGradient(objective, &x, 1e-6));
   ReportError("block dx (B)", ex);
   EXPECT_LT(ex, 1e-6);
   for (int i = 0; i < kTensors; ++i) {
-    std::vector<double> param = w.value[i];
+    kernels::HostBuffer<double> param = w.value[i];
     // The block reads weights through pointers: perturb the live buffer.
     auto through = [&] {
       w.value[i] = param;
@@ -100,13 +100,13 @@ TEST(TransformerBlockTest, InputAndWeightPartsEqualTheFusedBackwardBitForBit) {
   const auto rope = Rope(kDims);
   TransformerBlock<float> a(kDims, split.W(), split.G(), rope);
   TransformerBlock<float> b(kDims, fused.W(), fused.G(), rope);
-  const std::vector<float> dy = Input<float>(kDims, 9);
+  const kernels::HostBuffer<float> dy = Input<float>(kDims, 9);
   // Two micro-batches, gradients accumulating; the split one interleaves F/B/W like ZB does.
   BlockSaved<float> s0, s1, t0, t1;
-  const std::vector<float> y0 = a.Forward(Input<float>(kDims, 1), &s0);
-  const std::vector<float> y1 = a.Forward(Input<float>(kDims, 2), &s1);
-  const std::vector<float> dx0 = a.BackwardInput(dy, &s0);
-  const std::vector<float> dx1 = a.BackwardInput(y0, &s1);
+  const kernels::HostBuffer<float> y0 = a.Forward(Input<float>(kDims, 1), &s0);
+  const kernels::HostBuffer<float> y1 = a.Forward(Input<float>(kDims, 2), &s1);
+  const kernels::HostBuffer<float> dx0 = a.BackwardInput(dy, &s0);
+  const kernels::HostBuffer<float> dx1 = a.BackwardInput(y0, &s1);
   EXPECT_TRUE(s0.q.empty() && s0.probs.empty() && s0.gate.empty()) << "B frees what only B needs";
   EXPECT_FALSE(s0.a.empty() || s0.dq.empty() || s0.dy.empty()) << "B keeps what W needs";
   a.BackwardWeight(&s0);
@@ -126,12 +126,12 @@ TEST(TransformerBlockTest, ForwardIsCausal) {
   // Changing the last token of sample 0 changes no earlier output and nothing in sample 1.
   Weights<double> w(kDims, 40);
   TransformerBlock<double> block(kDims, w.W(), w.G(), Rope(kDims));
-  std::vector<double> x = Input<double>(kDims, 41);
+  kernels::HostBuffer<double> x = Input<double>(kDims, 41);
   BlockSaved<double> s1, s2;
-  const std::vector<double> y1 = block.Forward(x, &s1);
+  const kernels::HostBuffer<double> y1 = block.Forward(x, &s1);
   const int64_t h = kDims.hidden, last = (kDims.seq - 1) * h;
   for (int64_t c = 0; c < h; ++c) x[last + c] += 0.5;
-  const std::vector<double> y2 = block.Forward(x, &s2);
+  const kernels::HostBuffer<double> y2 = block.Forward(x, &s2);
   for (int64_t i = 0; i < static_cast<int64_t>(y1.size()); ++i) {
     if (i >= last && i < last + h) {
       EXPECT_NE(y1[i], y2[i]) << i;
@@ -148,10 +148,10 @@ TEST(TransformerBlockTest, RecomputeDropsWhatItShouldAndChangesNoBit) {
   const BlockDims base{2, 5, 8, 2, 12};
   const int64_t n = base.tokens() * base.hidden;
   const std::vector<double> xd = RandomVector(n, 70), dyd = RandomVector(n, 71);
-  const std::vector<float> x(xd.begin(), xd.end()), dy(dyd.begin(), dyd.end());
+  const kernels::HostBuffer<float> x(xd.begin(), xd.end()), dy(dyd.begin(), dyd.end());
   struct Out {
-    std::vector<float> y, dx, dx_fused;
-    std::array<std::vector<float>, kTensors> grad, grad_fused;
+    kernels::HostBuffer<float> y, dx, dx_fused;
+    std::array<kernels::HostBuffer<float>, kTensors> grad, grad_fused;
     int64_t bytes_after_f = 0, recompute_ns = 0;
     size_t probs_after_f = 0, a_after_f = 0, x_after_f = 0;
   };

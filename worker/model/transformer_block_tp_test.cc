@@ -25,6 +25,12 @@
 namespace pipecoord::model {
 namespace {
 
+// TensorParallelSlice as the model's buffer type.
+template <typename... A>
+kernels::HostBuffer<float> BufferSlice(A&&... args) {
+  return kernels::ToHostBuffer(TensorParallelSlice(std::forward<A>(args)...));
+}
+
 using kernels::cpu::testing::RandomVector;
 using worker::parallel::Group;
 using worker::parallel::RingTensorParallel;
@@ -43,7 +49,7 @@ std::array<std::pair<int64_t, int64_t>, kTensors> Shapes(const BlockDims& d) {
 }
 
 struct Tensors {
-  std::array<std::vector<float>, kTensors> value, grad;
+  std::array<kernels::HostBuffer<float>, kTensors> value, grad;
   BlockTensors<const float> W() const {
     return {value[0].data(), value[1].data(), value[2].data(), value[3].data(), value[4].data(),
             value[5].data(), value[6].data(), value[7].data(), value[8].data()};
@@ -70,19 +76,19 @@ Tensors Slice(const Tensors& whole, const BlockDims& d, int tp, int rank) {
   Tensors t;
   const auto shapes = Shapes(d);
   for (int i = 0; i < kTensors; ++i) {
-    t.value[i] = TensorParallelSlice(whole.value[i], shapes[i].first, shapes[i].second, kSplit[i], tp, rank);
+    t.value[i] = BufferSlice(whole.value[i], shapes[i].first, shapes[i].second, kSplit[i], tp, rank);
     t.grad[i].assign(t.value[i].size(), 0.f);
   }
   return t;
 }
 
-std::vector<float> Floats(int64_t n, uint64_t seed) {
-  std::vector<float> out;
+kernels::HostBuffer<float> Floats(int64_t n, uint64_t seed) {
+  kernels::HostBuffer<float> out;
   for (double x : RandomVector(n, seed)) out.push_back(static_cast<float>(x));
   return out;
 }
 
-double RelMaxError(const std::vector<float>& got, const std::vector<float>& want) {
+double RelMaxError(const kernels::HostBuffer<float>& got, const kernels::HostBuffer<float>& want) {
   double err = 0, scale = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     err = std::max(err, std::fabs(static_cast<double>(got[i]) - want[i]));
@@ -91,7 +97,7 @@ double RelMaxError(const std::vector<float>& got, const std::vector<float>& want
   return err / scale;
 }
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+bool SameBits(const kernels::HostBuffer<float>& a, const kernels::HostBuffer<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
 }
 
@@ -100,7 +106,7 @@ std::shared_ptr<const kernels::cpu::RopeTable> Rope(const BlockDims& d) {
 }
 
 struct RankResult {
-  std::vector<float> y, dx, dx_fused;
+  kernels::HostBuffer<float> y, dx, dx_fused;
   Tensors split, fused;
   uint64_t bytes_after_f = 0, bytes_after_b = 0, bytes_after_w = 0;
   Status status;
@@ -109,7 +115,7 @@ struct RankResult {
 // One tensor-parallel rank: F, B, W on one micro-batch, then F and the fused backward on the
 // same input with fresh gradients.
 RankResult RunRank(const Tensors& whole, BlockDims d, int tp, int rank, TensorParallel* group,
-                   const std::vector<float>& x, const std::vector<float>& dy) {
+                   const kernels::HostBuffer<float>& x, const kernels::HostBuffer<float>& dy) {
   d.tp = tp;
   RankResult r;
   r.split = Slice(whole, d, tp, rank);
@@ -133,12 +139,12 @@ RankResult RunRank(const Tensors& whole, BlockDims d, int tp, int rank, TensorPa
 TEST(TransformerBlockTensorParallelTest, RanksTogetherAreTheWholeBlock) {
   const Tensors whole = Whole(kDims);
   const int64_t n = kDims.tokens(), h = kDims.hidden;
-  const std::vector<float> x = Floats(n * h, 7), dy = Floats(n * h, 8);
+  const kernels::HostBuffer<float> x = Floats(n * h, 7), dy = Floats(n * h, 8);
   Tensors ref = whole;
   TransformerBlock<float> one(kDims, ref.W(), ref.G(), Rope(kDims));
   BlockSaved<float> saved;
-  const std::vector<float> y = one.Forward(x, &saved);
-  const std::vector<float> dx = one.BackwardInput(dy, &saved);
+  const kernels::HostBuffer<float> y = one.Forward(x, &saved);
+  const kernels::HostBuffer<float> dx = one.BackwardInput(dy, &saved);
   one.BackwardWeight(&saved);
   const auto shapes = Shapes(kDims);
 
@@ -168,8 +174,8 @@ TEST(TransformerBlockTensorParallelTest, RanksTogetherAreTheWholeBlock) {
       EXPECT_TRUE(SameBits(got.dx, results[0].dx)) << "rank " << r;
       EXPECT_TRUE(SameBits(got.dx_fused, got.dx)) << "rank " << r;
       for (int i = 0; i < kTensors; ++i) {
-        const std::vector<float> want =
-            TensorParallelSlice(ref.grad[i], shapes[i].first, shapes[i].second, kSplit[i], tp, r);
+        const kernels::HostBuffer<float> want =
+            BufferSlice(ref.grad[i], shapes[i].first, shapes[i].second, kSplit[i], tp, r);
         EXPECT_LE(RelMaxError(got.split.grad[i], want), 1e-5) << "rank " << r << " tensor " << i;
         EXPECT_TRUE(SameBits(got.fused.grad[i], got.split.grad[i])) << "rank " << r << " tensor " << i;
       }
@@ -200,11 +206,11 @@ class NoReduce final : public TensorParallel {
 TEST(TransformerBlockTensorParallelTest, WithoutTheReductionTheOutputIsWrong) {
   const Tensors whole = Whole(kDims);
   const int64_t n = kDims.tokens(), h = kDims.hidden;
-  const std::vector<float> x = Floats(n * h, 7);
+  const kernels::HostBuffer<float> x = Floats(n * h, 7);
   Tensors ref = whole;
   TransformerBlock<float> one(kDims, ref.W(), ref.G(), Rope(kDims));
   BlockSaved<float> saved;
-  const std::vector<float> y = one.Forward(x, &saved);
+  const kernels::HostBuffer<float> y = one.Forward(x, &saved);
   BlockDims d = kDims;
   d.tp = 2;
   Tensors part = Slice(whole, kDims, 2, 0);
@@ -215,14 +221,14 @@ TEST(TransformerBlockTensorParallelTest, WithoutTheReductionTheOutputIsWrong) {
 }
 
 TEST(TensorParallelSliceTest, RowsAndColumnsPutBackTogetherAreTheWhole) {
-  std::vector<float> whole(6 * 4);
+  kernels::HostBuffer<float> whole(6 * 4);
   for (size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<float>(i);
   // kRows: rank 1 of 3 holds rows 2..3.
-  EXPECT_EQ(TensorParallelSlice(whole, 6, 4, TpSplit::kRows, 3, 1), std::vector<float>(whole.begin() + 8, whole.begin() + 16));
+  EXPECT_EQ(BufferSlice(whole, 6, 4, TpSplit::kRows, 3, 1), kernels::HostBuffer<float>(whole.begin() + 8, whole.begin() + 16));
   // kColumns: rank 1 of 2 holds columns 2..3 of each row.
-  EXPECT_EQ(TensorParallelSlice(whole, 6, 4, TpSplit::kColumns, 2, 1),
-            (std::vector<float>{2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23}));
-  EXPECT_EQ(TensorParallelSlice(whole, 6, 4, TpSplit::kWhole, 2, 1), whole);
+  EXPECT_EQ(BufferSlice(whole, 6, 4, TpSplit::kColumns, 2, 1),
+            (kernels::HostBuffer<float>{2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23}));
+  EXPECT_EQ(BufferSlice(whole, 6, 4, TpSplit::kWhole, 2, 1), whole);
   // Megatron's split of the model's named tensors.
   for (const char* rows : {"layers.3.attention.wq.weight", "layers.0.attention.wk.weight", "layers.0.attention.wv.weight",
                            "layers.1.feed_forward.w1.weight", "layers.1.feed_forward.w3.weight", "output.weight",
@@ -243,17 +249,17 @@ TEST(TensorParallelSliceTest, RowsAndColumnsPutBackTogetherAreTheWhole) {
 TEST(LmHeadTensorParallelTest, RanksTogetherAreTheWholeHead) {
   const HeadDims d{12, 16, 40, 1e-5};  // tokens, hidden, vocab
   const int64_t n = d.tokens, h = d.hidden, V = d.vocab;
-  std::vector<float> norm, output;
+  kernels::HostBuffer<float> norm, output;
   for (double x : RandomVector(h, 3)) norm.push_back(static_cast<float>(1.0 + 0.3 * x));
   for (double x : RandomVector(V * h, 4)) output.push_back(static_cast<float>(2.0 * x));  // logits of O(1-10)
-  const std::vector<float> x = Floats(n * h, 5);
-  std::vector<int32_t> targets(n);
+  const kernels::HostBuffer<float> x = Floats(n * h, 5);
+  kernels::HostBuffer<int32_t> targets(n);
   for (int64_t r = 0; r < n; ++r) targets[r] = static_cast<int32_t>((r * 7 + 3) % V);
-  std::vector<float> gnorm(h, 0.f), goutput(V * h, 0.f);
+  kernels::HostBuffer<float> gnorm(h, 0.f), goutput(V * h, 0.f);
   LmHead<float> whole(d, {norm.data(), output.data()}, {gnorm.data(), goutput.data()});
   HeadSaved<float> saved;
   const double loss = whole.Forward(x, targets, &saved);
-  const std::vector<float> dx = whole.BackwardInput(0.25, &saved);
+  const kernels::HostBuffer<float> dx = whole.BackwardInput(0.25, &saved);
   whole.BackwardWeight(&saved);
 
   for (int tp : {2, 4}) {
@@ -264,7 +270,7 @@ TEST(LmHeadTensorParallelTest, RanksTogetherAreTheWholeHead) {
     for (int i = 0; i < tp; ++i) ranks[i] = i;
     struct Got {
       double loss = 0, loss2 = 0;
-      std::vector<float> dx, dx_fused, gnorm, goutput, gnorm_fused, goutput_fused;
+      kernels::HostBuffer<float> dx, dx_fused, gnorm, goutput, gnorm_fused, goutput_fused;
       uint64_t after_f = 0, after_b = 0, after_w = 0;
       Status status;
     };
@@ -275,7 +281,7 @@ TEST(LmHeadTensorParallelTest, RanksTogetherAreTheWholeHead) {
         RingTensorParallel group((*mesh)[r].get(), Group{ranks, r}, std::chrono::seconds(20));
         HeadDims dr = d;
         dr.tp = tp;
-        const std::vector<float> mine = TensorParallelSlice(output, V, h, TpSplit::kRows, tp, r);
+        const kernels::HostBuffer<float> mine = BufferSlice(output, V, h, TpSplit::kRows, tp, r);
         Got& g = got[r];
         g.gnorm.assign(h, 0.f);
         g.goutput.assign(mine.size(), 0.f);
@@ -309,7 +315,7 @@ TEST(LmHeadTensorParallelTest, RanksTogetherAreTheWholeHead) {
       EXPECT_TRUE(SameBits(g.dx, got[0].dx));
       EXPECT_TRUE(SameBits(g.dx_fused, g.dx));
       EXPECT_LE(RelMaxError(g.gnorm, gnorm), 1e-5) << "rank " << r;
-      EXPECT_LE(RelMaxError(g.goutput, TensorParallelSlice(goutput, V, h, TpSplit::kRows, tp, r)), 1e-5);
+      EXPECT_LE(RelMaxError(g.goutput, BufferSlice(goutput, V, h, TpSplit::kRows, tp, r)), 1e-5);
       EXPECT_TRUE(SameBits(g.gnorm_fused, g.gnorm));
       EXPECT_TRUE(SameBits(g.goutput_fused, g.goutput));
       EXPECT_EQ(g.after_f, gather + sums);

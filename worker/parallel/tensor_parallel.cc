@@ -45,14 +45,14 @@ Status RingTensorParallel::GatherFromTensorParallel(std::span<const float> mine,
   return Run("GatherFromTensorParallel", buffer, AllGather);
 }
 
-std::vector<float> GatherSequence(TensorParallel& tp, std::span<const float> mine) {
-  std::vector<float> all(mine.size() * static_cast<size_t>(tp.size()));
+kernels::HostBuffer<float> GatherSequence(TensorParallel& tp, std::span<const float> mine) {
+  kernels::HostBuffer<float> all(mine.size() * static_cast<size_t>(tp.size()));
   (void)tp.GatherFromTensorParallel(mine, all);
   return all;
 }
 
-std::vector<float> ScatterSequence(TensorParallel& tp, std::vector<float> partial) {
-  std::vector<float> mine(partial.size() / static_cast<size_t>(tp.size()));
+kernels::HostBuffer<float> ScatterSequence(TensorParallel& tp, kernels::HostBuffer<float> partial) {
+  kernels::HostBuffer<float> mine(partial.size() / static_cast<size_t>(tp.size()));
   (void)tp.ReduceScatterToSequenceParallel(partial, mine);
   return mine;
 }

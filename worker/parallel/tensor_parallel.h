@@ -33,6 +33,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/host_pool.h"
 #include "common/status.h"
 #include "worker/parallel/collectives.h"
 #include "worker/transport/transport.h"
@@ -66,8 +67,8 @@ class TensorParallel {
 //                    (Megatron's gather_from_sequence_parallel_region)
 //   ScatterSequence  this rank's rows of the group's sum of `partial`
 //                    (reduce_scatter_to_sequence_parallel_region)
-std::vector<float> GatherSequence(TensorParallel& tp, std::span<const float> mine);
-std::vector<float> ScatterSequence(TensorParallel& tp, std::vector<float> partial);
+kernels::HostBuffer<float> GatherSequence(TensorParallel& tp, std::span<const float> mine);
+kernels::HostBuffer<float> ScatterSequence(TensorParallel& tp, kernels::HostBuffer<float> partial);
 
 // TensorParallel over a rank's Transport: collectives.h's ring on the group's ranks, on channel
 // kTensorParallelChannel with the call's sequence number as the step (the ranks count their

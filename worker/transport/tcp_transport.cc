@@ -951,6 +951,9 @@ Status TcpTransport::Connect(int my_rank, const std::map<int, std::string>& peer
 }
 
 Status TcpTransport::Send(int peer, const MessageTag& tag, kernels::Tensor data) {
+  // Held here until written, later than Send's return: a counting allocator stops counting it as
+  // the sender's own (kernels::Tensor::HandOffToTransport), as the device transports do.
+  PIPECOORD_RETURN_IF_ERROR(data.HandOffToTransport());
   return impl_->Send(peer, tag, std::move(data));
 }
 
