@@ -727,8 +727,11 @@ void Coordinator::MaybeGrowLocked(JobRecord& j) {
   j.recovery.shrunk_spec = grown;
   j.recovery.shrunk_plan = std::move(plan).value();
   std::string names;
+  // The new replica's k-th rank: pipeline rank k / tp, tensor rank k % tp (a tp group's workers
+  // taken together, in the order they are free).
   for (int r = 0; r < static_cast<int>(joining.size()); ++r) {
-    workers_.Assign(*joining[r], j.job.id(), grown_layout.Global({r, dp, 0}), grown_layout, j.session);  // held for it
+    workers_.Assign(*joining[r], j.job.id(), grown_layout.Global({r / layout.tp(), dp, r % layout.tp()}), grown_layout,
+                    j.session);  // held for it
     j.recovery.joining.push_back(joining[r]->info.worker_id());
     names += (names.empty() ? "" : ", ") + joining[r]->info.worker_id();
   }
@@ -756,9 +759,10 @@ void Coordinator::GrowLocked(JobRecord& j, int resume) {
   for (int g = 0; g < old_layout.world(); ++g) workers[g] = j.job.worker_ids(g);
   std::map<int, int> state_from;  // new rank -> replica 0's rank of its stage
   for (int r = 0; r < static_cast<int>(j.recovery.joining.size()); ++r) {
-    const int g = layout.Global({r, old_layout.dp(), 0});
+    const int pipeline = r / layout.tp(), tensor = r % layout.tp();
+    const int g = layout.Global({pipeline, old_layout.dp(), tensor});
     workers[g] = j.recovery.joining[r];
-    state_from[g] = layout.Global({r, 0, 0});
+    state_from[g] = layout.Global({pipeline, 0, tensor});  // the same slices, in replica 0
   }
   if (layout.dp() >= j.grow_dp) j.grow_dp = j.grow_microbatches = 0;  // whole again
   ChangePlanInPlaceLocked(j, resume, workers, state_from);

@@ -5,6 +5,17 @@
 #include "proto/op_kinds.h"
 
 namespace pipecoord::coordinator {
+namespace {
+
+// In global rank order (the map's): deterministic whatever order the reports came in.
+double Mean(const std::map<int, double>& by_rank) {
+  if (by_rank.empty()) return 0;
+  double sum = 0;
+  for (const auto& [g, v] : by_rank) sum += v;
+  return sum / static_cast<double>(by_rank.size());
+}
+
+}  // namespace
 
 std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch& b,
                                                 std::vector<jobplan::StepActions>* actions) {
@@ -21,14 +32,8 @@ std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch&
     Step& acc = steps_[s.step()];
     acc.peaks.resize(world_, 0);
     acc.peaks[g] = s.memory_peak_bytes();
-    if (s.has_loss()) {
-      acc.loss_sum += s.loss();
-      ++acc.loss_count;
-    }
-    if (s.has_val_loss()) {
-      acc.val_loss_sum += s.val_loss();
-      ++acc.val_loss_count;
-    }
+    if (s.has_loss()) acc.losses[g] = s.loss();
+    if (s.has_val_loss()) acc.val_losses[g] = s.val_loss();
     // Every rank reports the same norm and learning rate (one all-reduce); keep one.
     if (s.has_grad_norm()) {
       acc.grad_norm = s.grad_norm();
@@ -39,9 +44,9 @@ std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch&
     // Every rank has reported this step: measure it.
     v1::StepRecord& rec = done.emplace_back();
     rec.set_step(s.step());
-    rec.set_loss(acc.loss_count ? acc.loss_sum / acc.loss_count : 0);
-    if (acc.val_loss_count > 0) {
-      rec.set_val_loss(acc.val_loss_sum / acc.val_loss_count);
+    rec.set_loss(Mean(acc.losses));
+    if (!acc.val_losses.empty()) {
+      rec.set_val_loss(Mean(acc.val_losses));
       rec.set_has_val_loss(true);
     }
     if (acc.has_grad_norm) {

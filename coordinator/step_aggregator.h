@@ -3,8 +3,10 @@
 // summarized a step, the step is measured (and forgotten here):
 //   step time    = the latest action end - the earliest action start, over all ranks (s)
 //   bubble rate  = 1 - compute busy time / (ranks x step time)    (0 when the step time is 0)
-//   loss         = the mean of the losses reported (0 when no rank reported one)
-//   val loss     = the mean of the validation losses reported (each replica's head rank), when any
+//   loss         = the mean of the losses reported (0 when no rank reported one), added in global
+//                  rank order: the same bits whatever order the ranks' telemetry arrived in
+//   val loss     = the mean of the validation losses reported (each replica's head rank), when
+//                  any, in the same order
 //   peak memory  = each rank's reported peak, by global rank (bytes)
 // and, for the calibration and the idle split (jobplan/calibration.h), each rank's actions of
 // the step as reported (in list order).
@@ -38,10 +40,7 @@ class StepAggregator {
  private:
   struct Step {
     int reports = 0;
-    double loss_sum = 0;
-    int loss_count = 0;
-    double val_loss_sum = 0;
-    int val_loss_count = 0;
+    std::map<int, double> losses, val_losses;  // by global rank
     bool has_grad_norm = false;
     double grad_norm = 0, learning_rate = 0;
     int64_t min_start = INT64_MAX, max_end = INT64_MIN;

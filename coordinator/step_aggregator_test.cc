@@ -78,6 +78,26 @@ TEST(StepAggregatorTest, TheLossIsTheMeanOfTheRanksThatReportedOne) {
   EXPECT_EQ(done[0].measured_bubble_rate(), 0);
 }
 
+// Four reports (dp 2 x tp 2 head ranks) whose floating-point sum depends on the order of the
+// additions: arriving in any order, the step's loss is the sum in global rank order / 4.
+TEST(StepAggregatorTest, TheLossDoesNotDependOnTheOrderTheReportsArrive) {
+  const double loss[4] = {1e16, 1.0, -1e16, 1.0};
+  const double in_rank_order = (((loss[0] + loss[1]) + loss[2]) + loss[3]) / 4;
+  const double reversed = (((loss[3] + loss[2]) + loss[1]) + loss[0]) / 4;
+  ASSERT_NE(in_rank_order, reversed);  // the case is one where the order matters
+  for (const std::vector<int>& order : {std::vector<int>{0, 1, 2, 3}, {3, 2, 1, 0}, {2, 0, 3, 1}}) {
+    StepAggregator agg(4);
+    std::vector<v1::StepRecord> done;
+    for (int g : order) {
+      v1::TelemetryBatch b;
+      SetLoss(AddSummary(&b, 0, 1), loss[g]);
+      done = agg.Add(g, b);
+    }
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].loss(), in_rank_order);
+  }
+}
+
 TEST(StepAggregatorTest, PartialStepsWaitAndOneBatchMayCompleteSeveral) {
   StepAggregator agg(2);
   // Rank 0 sends step 0's actions, then its summaries of steps 0 and 1 in one batch.

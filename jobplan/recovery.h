@@ -17,7 +17,6 @@ namespace pipecoord::jobplan {
 inline std::string InPlaceRecoveryRefusal(const v1::JobSpec& spec) {
   if (spec.recovery() == "restart") return "spec.recovery is \"restart\"";
   if (spec.dp() < 2) return "dp 1: no data-parallel replica holds the lost rank's state";
-  if (spec.tp() > 1) return "tp > 1 (rebuilding a tensor-parallel group in place is not implemented)";
   if (spec.zero() >= 1) return "ZeRO: the lost rank's optimizer shard is held by no other rank";
   if (spec.device() == "cuda") return "cuda workers (in-place recovery runs on the CPU backend only)";
   if (!spec.worker().kind().empty() && spec.worker().kind() != "builtin") {

@@ -51,5 +51,5 @@ assert got == want, next((i, a, b) for i, (a, b) in enumerate(zip(got, want)) if
 print("restarted from step %d after the kill; %d losses equal the uninterrupted run's" % (start, steps))
 print(restart_events[0][:200])
 PY
-"$PIPECTL" status "$job" | grep -q "^restarts  1 of 1 (this attempt from step " || fail "pipectl status does not show the restart"
+grep -q "^restarts  1 of 1 (this attempt from step " <<< "$("$PIPECTL" status "$job")" || fail "pipectl status does not show the restart"
 echo "e2e restart policy: ok"

@@ -31,7 +31,7 @@ budget = [int(b) for b in job["plan"]["memoryBudgetBytes"]]
 for s in job["steps"]:
     assert [int(b) for b in s["peakMemoryBytes"]] == budget, (s.get("step", 0), s["peakMemoryBytes"], budget)
 PY
-"$PIPECTL" status "$job" | grep -qE "^peak mem  measured/predicted: r0 [0-9.]+/[0-9.]+ MiB r1 [0-9.]+/[0-9.]+ MiB r2 [0-9.]+/[0-9.]+ MiB$" \
+grep -qE "^peak mem  measured/predicted: r0 [0-9.]+/[0-9.]+ MiB r1 [0-9.]+/[0-9.]+ MiB r2 [0-9.]+/[0-9.]+ MiB$" <<< "$("$PIPECTL" status "$job")" \
   || fail "status does not show measured and predicted peaks: $("$PIPECTL" status "$job" | grep "peak mem")"
 
 "$PIPECTL" trace "$job" --out "$WORK/trace.json" | grep -q "wrote the trace of $job" || fail "trace"

@@ -160,7 +160,7 @@ for g, stage in ((0, 0), (1, 1)):
 print(f"restarted from step {start} after the kill at {job.get('stepsDone')} steps done; 60 losses equal the "
       "uninterrupted run's")
 PY
-"$PIPECTL" status "$job" | grep -q "^restarts  1 of 1 (this attempt from step " || fail "pipectl status does not show the restart"
+grep -q "^restarts  1 of 1 (this attempt from step " <<< "$("$PIPECTL" status "$job")" || fail "pipectl status does not show the restart"
 # The reference model's names are the C++ model's: pipectl export reads the torch checkpoints.
 "$PIPECTL" export "$job" --out "$WORK/export" --checkpoint-dir "$CKPT" > "$WORK/export.out" 2> "$WORK/export.err" ||
   fail "pipectl export of the torch job failed: $(cat "$WORK/export.err")"

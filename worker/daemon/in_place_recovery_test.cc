@@ -57,18 +57,19 @@ struct Case {
   int step;        // it dies at action `index` of this step
   int index;       // -1: at its OPT (before it enters the step's commit)
   bool shrink = false;  // no spare: the job goes on with dp 1 and twice the micro-batches
+  int tp = 1;           // tensor parallelism: the lost rank's group is formed again
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.schedule << " pp " << c.pp << ", global rank " << c.lost << " lost at step " << c.step << ", action "
-      << c.index << (c.shrink ? ", shrink" : "");
+      << c.index << (c.shrink ? ", shrink" : "") << (c.tp > 1 ? ", tp " + std::to_string(c.tp) : "");
 }
 
 std::string Name(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   std::string s = c.schedule + "_pp" + std::to_string(c.pp) + "_lost" + std::to_string(c.lost) + "_step" +
                   std::to_string(c.step) + "_at" + (c.index < 0 ? std::string("opt") : std::to_string(c.index)) +
-                  (c.shrink ? "_shrink" : "");
+                  (c.shrink ? "_shrink" : "") + (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "");
   for (char& ch : s) {
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }
@@ -81,6 +82,7 @@ TEST_P(InPlaceRecoveryTest, TheJobGoesOnAsIfUninterrupted) {
   const Case c = GetParam();
   v1::JobSpec raw = jobplan::TinySpec(c.pp, c.schedule);
   raw.set_dp(2);
+  raw.set_tp(c.tp);
   raw.set_steps(std::max(5, c.step + 2));
   raw.mutable_model()->set_layers(c.pp * 2);
   ASSERT_TRUE(jobplan::ValidateJobSpec(raw).ok());
@@ -199,7 +201,9 @@ TEST_P(InPlaceRecoveryTest, TheJobGoesOnAsIfUninterrupted) {
     const RankLayout layout2 = jobplan::LayoutOf(shrunk);
     std::vector<int> old_of(layout2.world());  // new global rank -> old
     for (int g = 0; g < world; ++g) {
-      if (layout.DataRank(g) != layout.DataRank(c.lost)) old_of[layout2.Global({layout.PipelineRank(g), 0, 0})] = g;
+      if (layout.DataRank(g) != layout.DataRank(c.lost)) {
+        old_of[layout2.Global({layout.PipelineRank(g), 0, layout.TensorRank(g)})] = g;
+      }
     }
     std::vector<std::unique_ptr<TcpTransport>> links2(layout2.world());
     std::vector<std::string> endpoints2;
@@ -245,7 +249,7 @@ TEST_P(InPlaceRecoveryTest, TheJobGoesOnAsIfUninterrupted) {
           sum += l->second, ++count;
         }
       }
-      ASSERT_EQ(count, step < resume ? 2 : 1) << "step " << step;
+      ASSERT_EQ(count, (step < resume ? 2 : 1) * c.tp) << "step " << step;  // every rank of the head's group
       EXPECT_NEAR(sum / count, want[step], 1e-6 * std::abs(want[step])) << "step " << step;
     }
     for (int g2 = 0; g2 < layout2.world(); ++g2) {
@@ -322,7 +326,7 @@ TEST_P(InPlaceRecoveryTest, TheJobGoesOnAsIfUninterrupted) {
     }
   }
   for (int step = 0; step < spec.steps(); ++step) {
-    ASSERT_EQ(count[step], 2) << "step " << step << ": a loss per replica";
+    ASSERT_EQ(count[step], 2 * c.tp) << "step " << step << ": a loss per replica (and tensor-parallel rank)";
     EXPECT_EQ(sum[step] / count[step], want[step]) << "step " << step;
   }
   for (int g = 0; g < world; ++g) {
@@ -349,7 +353,10 @@ INSTANTIATE_TEST_SUITE_P(
         // zero-bubble (B and W apart) and interleaved schedules, pp 4 x dp 2
         Case{"zbh1", 4, 5, 1, 4}, Case{"interleaved", 4, 2, 2, -1}, Case{"zbv", 4, 6, 3, 0},
         // no spare: dp 2 -> 1 with twice the micro-batches, replica 1 or replica 0 lost
-        Case{"1f1b", 2, 3, 2, 3, true}, Case{"zbh1", 4, 1, 2, -1, true}),
+        Case{"1f1b", 2, 3, 2, 3, true}, Case{"zbh1", 4, 1, 2, -1, true},
+        // tp 2 x pp 2 x dp 2: a tensor-parallel rank of replica 1's head (global 7) lost; the group is
+        // formed again on the new data plane (a spare), or the replica dropped (no spare)
+        Case{"1f1b", 2, 7, 2, 3, false, 2}, Case{"zbv", 2, 6, 3, -1, false, 2}, Case{"1f1b", 2, 7, 2, 3, true, 2}),
     Name);
 
 }  // namespace

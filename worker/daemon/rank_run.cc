@@ -110,6 +110,7 @@ Status RankRun::ResumeOrThrow(const v1::Recovery& recovery, const TransportSourc
   auto connected = ConnectDataPlane(a, source, callbacks);
   if (!connected.ok()) return connected.status();
   TcpTransport* link = *connected;
+  if (tensor_parallel_) tensor_parallel_->Bind(link);  // the group's calls count from 0 on the new plane
   PIPECOORD_RETURN_IF_ERROR(executor_->ResumeAt(recovery.resume_step(), link, callbacks.on_step));
   for (int spare : recovery.state_to()) {
     Status st = SendState(*link, spare, recovery.resume_step());
@@ -129,11 +130,19 @@ Status RankRun::Reshape(const v1::Assignment& reshaped, const TransportSource& s
 
 Status RankRun::ReshapeOrThrow(const v1::Assignment& b, const TransportSource& source, const RankRunCallbacks& callbacks) {
   if (executor_ == nullptr) return FailedPrecondition("reshaping in place: this rank never started its steps");
-  if (jobplan::LayoutOf(b.spec()).tp() > 1) return Unimplemented("reshaping in place with tp > 1");
   const int resume = b.recovery().resume_step();
   // Where the old plan stops: the coordinator completed the old layout's step records.
   PIPECOORD_RETURN_IF_ERROR(executor_->ResumeAt(resume, nullptr, [](StepReport&&) { return Status::Ok(); }));
-  auto made = MakeBackend(b, nullptr);
+  // The stage's tensor-parallel group under the new layout's global ranks (bound to the new plane
+  // below); the old one lives until the old backend, which holds it, is gone.
+  const RankLayout new_layout = jobplan::LayoutOf(b.spec());
+  std::unique_ptr<parallel::RingTensorParallel> tensor_parallel;
+  if (new_layout.tp() > 1) {
+    tensor_parallel = std::make_unique<parallel::RingTensorParallel>(
+        nullptr, parallel::Group{new_layout.TensorGroup(GlobalRank(b)), new_layout.TensorRank(GlobalRank(b))},
+        kTensorParallelTimeout);
+  }
+  auto made = MakeBackend(b, tensor_parallel.get());
   if (!made.ok()) return made.status();
   std::unique_ptr<ComputeBackend> backend = std::move(made).value();
   std::map<std::string, std::span<float>> old;
@@ -150,6 +159,7 @@ Status RankRun::ReshapeOrThrow(const v1::Assignment& b, const TransportSource& s
   boundary_.reset();
   checkpoints_.reset();  // waits for its writes
   backend_ = std::move(backend);
+  tensor_parallel_ = std::move(tensor_parallel);
   assignment_ = &b;
   const int global = GlobalRank(b);
   auto checkpoints = PrepareCheckpoints(b, global, options_.checkpoint_dir, backend_.get(), /*load_state=*/false);
@@ -162,6 +172,7 @@ Status RankRun::ReshapeOrThrow(const v1::Assignment& b, const TransportSource& s
   auto connected = ConnectDataPlane(b, source, callbacks);
   if (!connected.ok()) return connected.status();
   TcpTransport* link = *connected;
+  if (tensor_parallel_) tensor_parallel_->Bind(link);
   for (int joining : b.recovery().state_to()) {  // a new replica's rank of this stage (growing back)
     Status st = SendState(*link, joining, resume);
     if (!st.ok()) return Status(st.code(), "streaming the state to global rank " + std::to_string(joining) + ": " + st.message());

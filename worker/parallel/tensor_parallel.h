@@ -80,7 +80,15 @@ class RingTensorParallel final : public TensorParallel {
   // transport may be null and bound later (Bind), before the first collective: a rank builds its
   // stages before it is handed its transport. A collective without one fails FAILED_PRECONDITION.
   RingTensorParallel(Transport* transport, Group group, std::chrono::milliseconds timeout);
-  void Bind(Transport* transport) { transport_ = transport; }
+  // Binds the group to `transport` and starts it afresh: the call count restarts at 0 and a sticky
+  // error is forgotten. A rank's first data plane, and each new one of an in-place recovery (the
+  // old one died with a rank): every rank of the group rebinds before its first collective on it,
+  // so their counts agree again (a spare's group starts at 0 too).
+  void Bind(Transport* transport) {
+    transport_ = transport;
+    calls_ = 0;
+    status_ = Status::Ok();
+  }
   int size() const override { return static_cast<int>(group_.ranks.size()); }
   int rank() const override { return group_.me; }
   Status ReduceFromTensorParallel(std::span<float> data) override;
