@@ -267,4 +267,111 @@ Result<CheckpointInfo> ReadCheckpointFile(const std::string& dir, const std::str
   return info;
 }
 
+Result<CheckpointFile> CheckpointFile::Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return NotFound("checkpoint " + path + ": not found (is --checkpoint-dir shared with the workers that wrote it?)");
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return Unavailable("checkpoint " + path + ": read failed");
+  const std::span<const uint8_t> file(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  auto layout = data::ParseSafetensors(file, "checkpoint");
+  if (!layout.ok()) return InvalidArgument("checkpoint " + path + ": not a pipecoord checkpoint: " + layout.status().message());
+  auto info = data::CheckRankCheckpoint(*layout, file);
+  if (!info.ok()) return Status(info.status().code(), "checkpoint " + path + ": " + info.status().message());
+  CheckpointFile out;
+  out.path_ = path;
+  out.info_ = {info->step, info->optimizer_steps};
+  size_t floats = 0;
+  for (const data::SafetensorsTensor& st : layout->tensors) {
+    if (st.dtype != data::SafetensorsDtype::kF32) {
+      return InvalidArgument("checkpoint " + path + ": tensor \"" + st.name + "\" is " + data::DtypeName(st.dtype) + ", not F32");
+    }
+    floats += st.elements();
+  }
+  out.data_.resize(floats);
+  size_t at = 0;
+  for (const data::SafetensorsTensor& st : layout->tensors) {
+    std::memcpy(out.data_.data() + at, bytes.data() + layout->data_start + st.begin, st.bytes());
+    out.where_[st.name] = {at, at + st.elements()};
+    at += st.elements();
+  }
+  return out;
+}
+
+std::span<const float> CheckpointFile::Find(std::string_view name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) return {};
+  return std::span<const float>(data_).subspan(it->second.first, it->second.second - it->second.first);
+}
+
+std::vector<std::string> CheckpointFile::Names() const {
+  std::vector<std::pair<size_t, std::string>> by_offset;
+  for (const auto& [name, range] : where_) by_offset.emplace_back(range.first, name);
+  std::sort(by_offset.begin(), by_offset.end());
+  std::vector<std::string> out;
+  for (auto& [at, name] : by_offset) out.push_back(std::move(name));
+  return out;
+}
+
+namespace {
+
+// "stage0/x/adam_m@128" -> {"stage0/x/adam_m", 128}; a name without '@' starts at 0.
+std::pair<std::string, int64_t> SplitRange(const std::string& name) {
+  const size_t at = name.rfind('@');
+  if (at == std::string::npos) return {name, 0};
+  return {name.substr(0, at), std::stoll(name.substr(at + 1))};
+}
+
+}  // namespace
+
+Result<CheckpointInfo> ReshardInto(const std::vector<CheckpointFile>& files, const std::vector<StateTensor>& tensors) {
+  if (files.empty()) return InvalidArgument("resharding a checkpoint: no files");
+  const CheckpointInfo info = files[0].info();
+  for (const CheckpointFile& f : files) {
+    if (f.info().step != info.step || f.info().optimizer_steps != info.optimizer_steps) {
+      return InvalidArgument("resharding a checkpoint: " + f.path() + " holds step " + std::to_string(f.info().step) +
+                             " (optimizer step " + std::to_string(f.info().optimizer_steps) + "), " + files[0].path() +
+                             " step " + std::to_string(info.step) + " (optimizer step " +
+                             std::to_string(info.optimizer_steps) + ")");
+    }
+  }
+  // Every piece of every tensor the files hold: base name -> (first element, elements, whole?).
+  struct Piece {
+    int64_t from;
+    std::span<const float> values;
+    bool whole;
+  };
+  std::map<std::string, std::vector<Piece>> pieces;
+  for (const CheckpointFile& f : files) {
+    for (const std::string& name : f.Names()) {
+      auto [base, begin] = SplitRange(name);
+      pieces[base].push_back({begin, f.Find(name), name.find('@') == std::string::npos});
+    }
+  }
+  for (const StateTensor& t : tensors) {
+    auto [base, begin] = SplitRange(t.name);
+    auto it = pieces.find(base);
+    if (it == pieces.end()) return InvalidArgument("resharding a checkpoint: tensor \"" + base + "\" is in none of its files");
+    const int64_t end = begin + static_cast<int64_t>(t.data.size());
+    // Copy each piece's overlap with [begin, end); every element must be covered once at least.
+    std::vector<bool> covered(t.data.size(), false);
+    for (const auto& [from, values, whole] : it->second) {
+      if (whole && t.name.find('@') == std::string::npos && values.size() != t.data.size()) {
+        return InvalidArgument("resharding a checkpoint: tensor \"" + base + "\" has " + std::to_string(values.size()) +
+                               " elements, this rank's has " + std::to_string(t.data.size()));
+      }
+      const int64_t lo = std::max(begin, from), hi = std::min(end, from + static_cast<int64_t>(values.size()));
+      for (int64_t e = lo; e < hi; ++e) {
+        t.data[static_cast<size_t>(e - begin)] = values[static_cast<size_t>(e - from)];
+        covered[static_cast<size_t>(e - begin)] = true;
+      }
+    }
+    if (auto gap = std::find(covered.begin(), covered.end(), false); gap != covered.end()) {
+      return InvalidArgument("resharding a checkpoint: element " + std::to_string(begin + (gap - covered.begin())) +
+                             " of \"" + base + "\" is in none of its files (another model or partition?)");
+    }
+  }
+  return info;
+}
+
 }  // namespace pipecoord::worker

@@ -14,6 +14,8 @@
 #define PIPECOORD_WORKER_CHECKPOINT_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,6 +58,38 @@ Status WriteCheckpointFile(const std::string& dir, const std::string& job_id, in
 // Loads the checkpoint of `step` into `tensors`; NOT_FOUND names the path when there is none.
 Result<CheckpointInfo> ReadCheckpointFile(const std::string& dir, const std::string& job_id, int global_rank,
                                           int64_t step, const std::vector<StateTensor>& tensors);
+
+// One checkpoint file read whole (safetensors only), its format and checksum checked, its
+// tensors found by name: what a restart with another data-parallel degree reads several of.
+class CheckpointFile {
+ public:
+  // NOT_FOUND naming the path when there is none; INVALID_ARGUMENT for a file that is not an
+  // intact rank checkpoint.
+  static Result<CheckpointFile> Read(const std::string& path);
+  const std::string& path() const { return path_; }
+  const CheckpointInfo& info() const { return info_; }
+  // The F32 elements of tensor `name`; empty when the file holds no such tensor.
+  std::span<const float> Find(std::string_view name) const;
+  // Every tensor name, in the file's order.
+  std::vector<std::string> Names() const;
+
+ private:
+  std::string path_;
+  std::vector<float> data_;                              // the data buffer
+  std::map<std::string, std::pair<size_t, size_t>, std::less<>> where_;  // name -> [begin, end) in data_
+  CheckpointInfo info_;
+};
+
+// Fills `tensors` (a rank's CheckpointState: "stageK/NAME/value" and AdamW's "stageK/NAME/adam_m",
+// "/adam_v", whole or, under ZeRO, "/adam_m@B": elements [B, B + size) of the flattened tensor)
+// from `files`, the same stages' checkpoints of one step written by every replica of a layout with
+// another data-parallel degree (the same pipeline and tensor-parallel split): a value from the
+// files that hold it (every replica holds the same whole values), a moment assembled from the
+// pieces the files hold ("adam_m" whole, or each replica's "adam_m@B'" shard). Padding past a
+// tensor's end is never read. Errors: the files disagree on the step or the optimizer's step count,
+// a tensor no file holds, a moment element no piece covers (naming the tensor and the element),
+// sizes that disagree.
+Result<CheckpointInfo> ReshardInto(const std::vector<CheckpointFile>& files, const std::vector<StateTensor>& tensors);
 
 }  // namespace pipecoord::worker
 

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <tuple>
 
 #include "jobplan/tiny_spec_for_tests.h"
 #include "worker/checkpoint/checkpoint.h"
@@ -109,6 +111,84 @@ INSTANTIATE_TEST_SUITE_P(Schedules, CheckpointResumeTest,
                                                   (info.param.zero > 0 ? "_zero" + std::to_string(info.param.zero) : "");
                            return (info.param.schedule == "zbh1" ? std::string("zbh1_dp2") : info.param.schedule == "1f1b" ? std::string("one_f_one_b") : info.param.schedule) + tp;
                          });
+
+// A ZeRO-1 job's checkpoints (each replica its moment shard) resume under another number of
+// replicas: every rank reads its stages' values and gathers the moments it now holds from every
+// old replica's file. The same global batch (dp x micro-batches) gives the same samples per step,
+// so the resumed losses equal the uninterrupted run's up to the order of the gradient's additions.
+TEST(CheckpointResumeTest, AZeroCheckpointResumesUnderAnotherDataParallelDegree) {
+  auto whole = RunLocally(Spec("zbh1", 2, 1, 2, 6, 1, 1));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  const std::vector<double> want = StepLosses(*whole);
+  LocalCheckpoints ck;
+  ck.dir = FreshDir("ckpt-reshard");
+  v1::JobSpec first = Spec("zbh1", 2, 1, 2, 4, 1, 1);
+  first.set_checkpoint_every(2);
+  ASSERT_TRUE(RunLocally(first, {}, ck).ok());
+  // dp 1 (no ZeRO: whole moments, 8 micro-batches) and dp 4 (ZeRO-1 shards of a quarter, 2 each).
+  for (auto [dp, zero, microbatches] : {std::tuple{1, 0, 8}, std::tuple{4, 1, 2}}) {
+    SCOPED_TRACE("dp " + std::to_string(dp));
+    v1::JobSpec second = Spec("zbh1", 2, 1, dp, 6, 1, zero);
+    second.set_microbatches(microbatches);
+    LocalCheckpoints resume = ck;
+    resume.start_step = 4;
+    resume.checkpoint_dp = 2;
+    auto after = RunLocally(second, {}, resume);
+    ASSERT_TRUE(after.ok()) << after.status().ToString();
+    const std::vector<double> got = StepLosses(*after);
+    for (int step = 4; step < 6; ++step) EXPECT_NEAR(got[step], want[step], 1e-6 * want[step]) << "step " << step;
+    // Without the old layout named, the rank's own file is another layout's: refused by name.
+    resume.checkpoint_dp = 0;
+    auto unnamed = RunLocally(second, {}, resume);
+    EXPECT_FALSE(unnamed.ok());
+  }
+}
+
+// The moments a reshard gathers are the moments: a ZeRO-1 run's shards of step 3, gathered into
+// whole tensors, equal a ZeRO-0 run's whole moments of the same step bit for bit (with two
+// replicas the reduce-scatter and the all-reduce add the same two terms).
+TEST(CheckpointResumeTest, GatheredZeroShardsEqualTheUnshardedRunsMoments) {
+  LocalCheckpoints sharded, unsharded;
+  sharded.dir = FreshDir("ckpt-zero1");
+  unsharded.dir = FreshDir("ckpt-zero0");
+  v1::JobSpec spec = Spec("1f1b", 2, 1, 2, 4, 1, 1);
+  spec.set_checkpoint_every(2);
+  ASSERT_TRUE(RunLocally(spec, {}, sharded).ok());
+  spec.set_zero(0);
+  ASSERT_TRUE(RunLocally(spec, {}, unsharded).ok());
+  for (int pipeline = 0; pipeline < 2; ++pipeline) {
+    // Global ranks of pipeline rank p: p (replica 0) and 2 + p (replica 1).
+    auto reference = CheckpointFile::Read(CheckpointPath(unsharded.dir, "local", pipeline, 3));
+    ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+    std::vector<CheckpointFile> shards;
+    int cut = 0;  // moments of a tensor the shard boundary cuts: "NAME/adam_m@BEGIN"
+    for (int g : {pipeline, 2 + pipeline}) {
+      auto f = CheckpointFile::Read(CheckpointPath(sharded.dir, "local", g, 3));
+      ASSERT_TRUE(f.ok()) << f.status().ToString();
+      for (const std::string& name : f->Names()) cut += name.find('@') != std::string::npos;
+      EXPECT_LT(f->Names().size(), reference->Names().size());  // half the moments each
+      shards.push_back(std::move(f).value());
+    }
+    EXPECT_GT(cut, 0);
+    std::vector<std::vector<float>> storage;
+    std::vector<StateTensor> whole;
+    for (const std::string& name : reference->Names()) storage.emplace_back(reference->Find(name).size(), -1.0f);
+    int i = 0;
+    for (const std::string& name : reference->Names()) whole.push_back({name, storage[i++]});
+    auto info = ReshardInto(shards, whole);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(info->step, 3);
+    EXPECT_EQ(info->optimizer_steps, 4);
+    for (size_t k = 0; k < whole.size(); ++k) {
+      const std::span<const float> want = reference->Find(whole[k].name);
+      EXPECT_EQ(std::memcmp(whole[k].data.data(), want.data(), want.size_bytes()), 0) << whole[k].name;
+    }
+    // A piece missing (one replica's file only) leaves elements uncovered: refused, naming one.
+    auto partial = ReshardInto({shards[0]}, whole);
+    EXPECT_EQ(partial.status().code(), Code::kInvalidArgument);
+    EXPECT_THAT(partial.status().message(), HasSubstr("is in none of its files"));
+  }
+}
 
 // No coordinator tells this run its restart point, so every file from the start on is kept (a
 // worker deletes a file only once the coordinator confirmed a later restart point).

@@ -52,6 +52,7 @@ Result<LocalRunResult> RunLocally(const v1::JobSpec& raw, const std::function<vo
       };
       v1::Assignment a = jobplan::BuildAssignment(checkpoints.job_id, spec, *plan, g, endpoints, kSession);
       a.set_start_step(checkpoints.start_step);
+      a.set_checkpoint_dp(checkpoints.checkpoint_dp);
       RankRunOptions options;
       options.checkpoint_dir = checkpoints.dir;
       options.rendezvous = rendezvous.Fn();

@@ -31,6 +31,7 @@ struct LocalCheckpoints {
   std::string dir;
   std::string job_id = "local";
   int start_step = 0;
+  int checkpoint_dp = 0;  // Assignment.checkpoint_dp: the files were written by that many replicas
 };
 
 // Plans `spec` (validated, defaults applied) and runs it. `on_step` (optional) sees each rank's
