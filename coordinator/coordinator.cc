@@ -825,6 +825,42 @@ void Coordinator::ChangePlanInPlaceLocked(JobRecord& j, int resume, const std::v
   changed_.notify_all();
 }
 
+bool Coordinator::RestartSmallerLocked(JobRecord& j, int free) {
+  const v1::JobSpec spec = j.job.spec();
+  // A ZeRO job's lost rank cannot be recovered in place (its moment shard is nowhere else), and
+  // growing back later would have to reshard every replica's moments: only its restarts shrink.
+  if (j.job.restarts() == 0 || spec.zero() < 1 || spec.recovery() == "restart") return false;
+  if (!spec.worker().kind().empty() && spec.worker().kind() != "builtin") return false;  // C++ workers reshard
+  const RankLayout layout = jobplan::LayoutOf(spec);
+  const int dp = layout.dp(), m = spec.microbatches();
+  if (dp < 2 || free < j.world() - layout.pp() * layout.tp() || (dp * m) % (dp - 1) != 0) return false;
+  v1::JobSpec smaller = spec;
+  smaller.set_dp(dp - 1);
+  smaller.set_microbatches(dp * m / (dp - 1));
+  if (dp - 1 == 1) smaller.set_zero(0);  // one replica holds all its moments
+  if (!jobplan::ValidateJobSpec(smaller).ok()) return false;
+  auto plan = jobplan::PlanJob(smaller);
+  if (!plan.ok()) return false;
+  const int from = j.job.start_step();
+  // The restart point's files stay the ones the old layout wrote until the new one writes its own.
+  if (from > 0 && j.job.checkpoint_dp() == 0) j.job.set_checkpoint_dp(dp);
+  *j.job.mutable_spec() = std::move(smaller);
+  *j.job.mutable_plan() = std::move(plan).value();
+  j.ResetAttempt(from);
+  j.last_checkpoint.assign(j.world(), from - 1);
+  j.previous_workers.clear();  // another layout's ranks
+  j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
+  state_.PutJob(j.job, ids_);
+  RecordEventLocked(j, std::to_string(free) + " worker(s) free for " + std::to_string(layout.world()) +
+                           " ranks: restarting with one replica fewer, dp " + std::to_string(dp) + " -> " +
+                           std::to_string(dp - 1) + ", " + std::to_string(j.job.spec().microbatches()) +
+                           " micro-batches per replica (the same global batch)" +
+                           (from > 0 ? "; each rank gathers its ZeRO state from the " + std::to_string(dp) +
+                                           " replicas' checkpoints of step " + std::to_string(from - 1)
+                                     : ""));
+  return true;
+}
+
 void Coordinator::TryDispatchLocked() {
   // A job a shrink left smaller takes free workers back before a new job does.
   for (auto& jp : jobs_) MaybeGrowLocked(*jp);
@@ -832,7 +868,8 @@ void Coordinator::TryDispatchLocked() {
     JobRecord& j = *jp;
     if (j.job.state() != v1::PENDING) continue;
     std::vector<RegisteredWorker*> available = workers_.Available(j.job.spec().device(), j.job.spec().worker().kind());
-    if (static_cast<int>(available.size()) < j.world()) continue;  // FIFO per device kind is not strict: later jobs may fit
+    // FIFO per device kind is not strict: later jobs may fit.
+    if (static_cast<int>(available.size()) < j.world() && !RestartSmallerLocked(j, static_cast<int>(available.size()))) continue;
     // A worker that offers less memory than a rank's budget (what the rank will hold at its peak,
     // jobplan/memory_budget.h) would run out of it: such a job is never dispatched there, and
     // waits, saying why, for workers with room (a worker that reports no memory is not judged).
@@ -885,6 +922,7 @@ void Coordinator::TryDispatchLocked() {
       v1::WorkerCommand cmd;
       *cmd.mutable_assign() = jobplan::BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
       cmd.mutable_assign()->set_start_step(j.job.start_step());
+      cmd.mutable_assign()->set_checkpoint_dp(j.job.checkpoint_dp());
       free[g]->commands.push_back(std::move(cmd));
     }
     j.job.set_state(v1::RUNNING);
@@ -1189,7 +1227,12 @@ void Coordinator::TellEveryRankLocked(JobRecord& j, const v1::WorkerCommand& com
 }
 
 void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {
-  if (j.NoteCheckpoint(g, step)) state_.PutCheckpointedSteps(j.job.id(), j.job.checkpointed_steps());
+  if (!j.NoteCheckpoint(g, step)) return;
+  state_.PutCheckpointedSteps(j.job.id(), j.job.checkpointed_steps());
+  if (j.job.checkpoint_dp() != 0) {  // the restart point is this layout's own checkpoint now
+    j.job.set_checkpoint_dp(0);
+    state_.PutJob(j.job, ids_);
+  }
 }
 
 void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const jobplan::StepActions& actions) {

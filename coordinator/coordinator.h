@@ -165,6 +165,10 @@ class Coordinator {
   // is free), forgets what it measured from `from` on, and queues the job to start there; `event`
   // records why.
   void QueueAgainLocked(JobRecord& job, int from, const std::string& event);
+  // A restarting ZeRO job (spec.recovery "auto") that finds `free` workers, a replica's worth short
+  // of its world: re-planned with one replica fewer at the same global batch, its checkpoint
+  // resharded by the workers (Job.checkpoint_dp), and true; false (nothing changed) otherwise.
+  bool RestartSmallerLocked(JobRecord& job, int free);
   // A worker of the job is gone (shut down, lease lost, silent to its peers): the job goes back to
   // the queue when no rank has measured anything yet (a few times at most); else a spare takes
   // the lost rank over in place when it can (RecoverInPlaceLocked), or the job fails (the restart
