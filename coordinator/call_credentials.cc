@@ -5,7 +5,7 @@
 
 namespace pipecoord::coordinator {
 
-CallCredentials CallCredentialsOf(const grpc::ServerContext& context) {
+CallCredentials CallCredentialsOf(const grpc::ServerContextBase& context) {
   CallCredentials out;
   auto range = context.client_metadata().equal_range("authorization");
   for (auto it = range.first; it != range.second; ++it) out.authorization.emplace_back(it->second.data(), it->second.size());

@@ -9,7 +9,8 @@
 
 namespace pipecoord::coordinator {
 
-CallCredentials CallCredentialsOf(const grpc::ServerContext& context);
+// Sync and callback handlers alike (grpc::ServerContext and grpc::CallbackServerContext).
+CallCredentials CallCredentialsOf(const grpc::ServerContextBase& context);
 
 }  // namespace pipecoord::coordinator
 

@@ -35,7 +35,18 @@ const char* StateName(v1::JobState s) { return v1::JobState_Name(s).c_str(); }
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_(std::move(options)), state_(options_.store, options_.trace_actions_per_job), workers_(options_.lease) {
   if (!options_.now_ns) options_.now_ns = WallNs;
+  workers_.set_on_commands([this](const std::string& id) { wakeups_.Notify("worker/" + id); });
 }
+
+uint64_t Coordinator::SubscribeCommands(const std::string& worker_id, std::function<void()> ready) {
+  return wakeups_.Subscribe("worker/" + worker_id, std::move(ready));
+}
+
+uint64_t Coordinator::SubscribeJobUpdates(const std::string& job_id, std::function<void()> ready) {
+  return wakeups_.Subscribe("job/" + job_id, std::move(ready));
+}
+
+void Coordinator::Unsubscribe(uint64_t token) { wakeups_.Unsubscribe(token); }
 
 Coordinator::~Coordinator() { Shutdown(); }
 
@@ -180,6 +191,7 @@ void Coordinator::PublishLocked(JobRecord& j, v1::JobUpdate update) {
     j.updates.push_back(std::move(update));
   }
   changed_.notify_all();
+  wakeups_.Notify("job/" + j.job.id());
 }
 
 void Coordinator::RecordEventLocked(JobRecord& j, const std::string& event) {
@@ -633,7 +645,7 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
       *ri->mutable_recovery() = r;
       if (g == source) ri->mutable_recovery()->add_state_to(lost);
     }
-    w->commands.push_back(std::move(cmd));
+    workers_.Queue(*w, std::move(cmd));
   }
   j.awaiting.clear();
   j.monitor->Start(NowNs());  // the pause while the ranks stopped and reconnect is no hang
@@ -813,7 +825,7 @@ void Coordinator::ChangePlanInPlaceLocked(JobRecord& j, int resume, const std::v
       *ri->mutable_recovery() = a.recovery();
       *ri->mutable_reshaped() = std::move(a);
     }
-    w->commands.push_back(std::move(cmd));
+    workers_.Queue(*w, std::move(cmd));
   }
   j.awaiting.clear();
   state_.PutJob(j.job, ids_);
@@ -923,7 +935,7 @@ void Coordinator::TryDispatchLocked() {
       *cmd.mutable_assign() = jobplan::BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
       cmd.mutable_assign()->set_start_step(j.job.start_step());
       cmd.mutable_assign()->set_checkpoint_dp(j.job.checkpoint_dp());
-      free[g]->commands.push_back(std::move(cmd));
+      workers_.Queue(*free[g], std::move(cmd));
     }
     j.job.set_state(v1::RUNNING);
     j.job.set_session(j.session);
@@ -1222,7 +1234,7 @@ void Coordinator::TellEveryRankLocked(JobRecord& j, const v1::WorkerCommand& com
     if (skip && skip(g)) continue;
     RegisteredWorker* w = workers_.Find(j.job.worker_ids(g));
     if (w == nullptr || !w->Holds(j.job.id(), j.session)) continue;
-    w->commands.push_back(command);
+    workers_.Queue(*w, command);
   }
 }
 
@@ -1363,12 +1375,9 @@ int64_t Coordinator::ActionsIngested() const {
   return actions_ingested_;
 }
 
-Result<v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker_id,
-                                                       const v1::RendezvousRequest& r,
-                                                       Clock::time_point deadline) {
+Result<JobRecord*> Coordinator::PutRendezvousLocked(const std::string& worker_id, const v1::RendezvousRequest& r) {
   if (r.key().empty() || r.key().size() > 256) return InvalidArgument("key: must be 1..256 bytes");
   if (r.value().size() > (1 << 20)) return InvalidArgument("value: must be at most 1 MiB");
-  std::unique_lock<std::mutex> lock(mu_);
   RegisteredWorker* w = workers_.Find(worker_id);
   JobRecord* j = FindJobLocked(r.job_id());
   if (w == nullptr || j == nullptr || w->info.job_id() != r.job_id() || w->info.closing()) {
@@ -1378,6 +1387,22 @@ Result<v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker
     return InvalidArgument("expected: must be in 1.." + std::to_string(j->world()));
   }
   if (!r.value().empty()) j->rendezvous[r.key()][worker_id] = r.value();
+  return j;
+}
+
+v1::RendezvousResponse Coordinator::RendezvousAnswerLocked(JobRecord& j, const std::string& key) const {
+  v1::RendezvousResponse out;
+  for (const auto& [wid, value] : j.rendezvous[key]) (*out.mutable_values())[wid] = value;
+  return out;
+}
+
+Result<v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker_id,
+                                                       const v1::RendezvousRequest& r,
+                                                       Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto put = PutRendezvousLocked(worker_id, r);
+  if (!put.ok()) return put.status();
+  JobRecord* j = *put;
   changed_.notify_all();
   const std::string job_id = r.job_id();
   const bool done = changed_.wait_until(lock, deadline, [&] {
@@ -1388,9 +1413,41 @@ Result<v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker
   if (!done || j == nullptr || shutdown_ || j->terminal()) {
     return Unavailable("rendezvous \"" + r.key() + "\": not every worker arrived in time");
   }
-  v1::RendezvousResponse out;
-  for (const auto& [wid, value] : j->rendezvous[r.key()]) (*out.mutable_values())[wid] = value;
-  return out;
+  return RendezvousAnswerLocked(*j, r.key());
+}
+
+void Coordinator::RendezvousAsync(const std::string& worker_id, const v1::RendezvousRequest& r, Clock::time_point deadline,
+                                  RendezvousDone done) {
+  ReadyRendezvous ready;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto put = PutRendezvousLocked(worker_id, r);
+    if (!put.ok()) {
+      ready.emplace_back(std::move(done), put.status());
+    } else {
+      changed_.notify_all();  // a blocking Rendezvous of the same key
+      rendezvous_waiters_.push_back({r.job_id(), r.key(), r.expected(), deadline, std::move(done)});
+      SettleRendezvousLocked(Clock::now(), &ready);
+    }
+  }
+  for (auto& [d, answer] : ready) d(std::move(answer));
+}
+
+void Coordinator::SettleRendezvousLocked(Clock::time_point now, ReadyRendezvous* ready) {
+  auto settled = [&](RendezvousWaiter& w) {
+    JobRecord* j = FindJobLocked(w.job_id);
+    if (j != nullptr && !shutdown_ && !j->terminal() && static_cast<int>(j->rendezvous[w.key].size()) >= w.expected) {
+      ready->emplace_back(std::move(w.done), RendezvousAnswerLocked(*j, w.key));
+      return true;
+    }
+    if (j == nullptr || shutdown_ || j->terminal() || now >= w.deadline) {
+      ready->emplace_back(std::move(w.done), Unavailable("rendezvous \"" + w.key + "\": not every worker arrived in time"));
+      return true;
+    }
+    return false;
+  };
+  rendezvous_waiters_.erase(std::remove_if(rendezvous_waiters_.begin(), rendezvous_waiters_.end(), settled),
+                            rendezvous_waiters_.end());
 }
 
 Status Coordinator::Deregister(const std::string& worker_id) {
@@ -1407,8 +1464,15 @@ Status Coordinator::Deregister(const std::string& worker_id) {
 }
 
 void Coordinator::Tick() {
+  ReadyRendezvous ready;
+  TickLocked(&ready);
+  for (auto& [done, answer] : ready) done(std::move(answer));  // outside the lock
+}
+
+void Coordinator::TickLocked(ReadyRendezvous* ready) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = Clock::now();
+  SettleRendezvousLocked(now, ready);  // past their deadline, or their job ended
   const std::vector<std::string> expired = workers_.Expired(now);
   for (const std::string& id : expired) {
     const WorkerRegistry::Left left = workers_.Remove(id);  // a worker only closing a job takes nothing with it
@@ -1485,9 +1549,15 @@ void Coordinator::Tick() {
 }
 
 void Coordinator::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
-  shutdown_ = true;
-  changed_.notify_all();
+  ReadyRendezvous ready;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_ = true;
+    changed_.notify_all();
+    SettleRendezvousLocked(Clock::now(), &ready);
+  }
+  wakeups_.NotifyAll();
+  for (auto& [done, answer] : ready) done(std::move(answer));
 }
 
 }  // namespace pipecoord::coordinator

@@ -24,6 +24,7 @@
 #include "coordinator/health/job_monitor.h"
 #include "coordinator/state_store.h"
 #include "coordinator/state_writer.h"
+#include "coordinator/stream_wakeups.h"
 #include "coordinator/worker_registry.h"
 #include "jobplan/calibration.h"
 #include "coordinator/health/metrics_sink.h"
@@ -148,6 +149,27 @@ class Coordinator {
                                             const v1::RendezvousRequest& request,
                                             Clock::time_point deadline);
 
+  // --- The same waits without a thread each (coordinator/service.cc's reactors) ---
+  // `ready` is called on the coordinator's wakeup thread (stream_wakeups.h), outside its lock,
+  // whenever the worker's commands may have changed (queued, the worker gone, shutdown); the
+  // subscriber takes them with WaitCommands(worker, out, Clock::now()), which then never blocks.
+  // Only that worker's subscribers wake.
+  uint64_t SubscribeCommands(const std::string& worker_id, std::function<void()> ready);
+  // The same for a job's updates (WaitJobUpdates with the deadline now).
+  uint64_t SubscribeJobUpdates(const std::string& job_id, std::function<void()> ready);
+  // After it returns the token's `ready` is neither running nor called again.
+  void Unsubscribe(uint64_t token);
+  // Rendezvous with a callback: `done` is called once, outside the coordinator's lock, with what
+  // Rendezvous would return: at once (an error, or this worker was the last one expected), from
+  // the RendezvousAsync of the worker that completes the key, or from Tick once `deadline` passed
+  // or the job ended, or from Shutdown.
+  using RendezvousDone = std::function<void(Result<v1::RendezvousResponse>)>;
+  void RendezvousAsync(const std::string& worker_id, const v1::RendezvousRequest& request,
+                       Clock::time_point deadline, RendezvousDone done);
+  // Streams subscribed now, and the wakeups they got (the load benchmark's figures).
+  size_t stream_subscriptions() const { return wakeups_.subscriptions(); }
+  int64_t stream_wakeups() const { return wakeups_.wakeups(); }
+
   // Expires leases (failing their jobs), ends re-adoptions past their grace, takes finished jobs'
   // series off /metrics after options.metrics_retention, and runs the jobs' timed health checks
   // (the hang check); the server calls it every TickPeriod(lease).
@@ -232,6 +254,20 @@ class Coordinator {
   void PublishLocked(JobRecord& job, v1::JobUpdate update);
   void RecordEventLocked(JobRecord& job, const std::string& event);
   void RecordHealthEventLocked(JobRecord& job, v1::HealthEvent event);
+  // RendezvousAsync's waiters: completed (their `done` queued in *ready with the answer) when
+  // their key is complete, their deadline passed (now) or their job ended or went away.
+  struct RendezvousWaiter {
+    std::string job_id, key;
+    int expected = 0;
+    Clock::time_point deadline;
+    RendezvousDone done;
+  };
+  using ReadyRendezvous = std::vector<std::pair<RendezvousDone, Result<v1::RendezvousResponse>>>;
+  void SettleRendezvousLocked(Clock::time_point now, ReadyRendezvous* ready);
+  void TickLocked(ReadyRendezvous* ready);  // Tick's work under the lock
+  // Validates and stores a rendezvous put; the job on success.
+  Result<JobRecord*> PutRendezvousLocked(const std::string& worker_id, const v1::RendezvousRequest& request);
+  v1::RendezvousResponse RendezvousAnswerLocked(JobRecord& job, const std::string& key) const;
   JobRecord* FindJobLocked(const std::string& job_id) const;
   // Restore: a RUNNING attempt's telemetry order and partly measured steps from its stored batches.
   void ResumeAttemptLocked(JobRecord& job, const std::vector<StoredBatch>& rows);
@@ -246,6 +282,10 @@ class Coordinator {
   int64_t actions_ingested_ = 0;
   std::vector<std::unique_ptr<JobRecord>> jobs_;          // submission order
   WorkerRegistry workers_;
+  std::vector<RendezvousWaiter> rendezvous_waiters_;
+  // Wakes the reactors' streams, keyed "worker/ID" and "job/ID"; last, so it stops (its thread
+  // joined) before anything its callbacks could reach goes.
+  StreamWakeups wakeups_;
 };
 
 // How often the server calls Coordinator::Tick: lease / 8 (a lost lease is seen within 1/8 of

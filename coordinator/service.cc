@@ -2,16 +2,179 @@
 
 #include "coordinator/call_credentials.h"
 
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <optional>
+
 namespace pipecoord::coordinator {
 namespace {
-
-// Streams wait in slices so they notice a cancelled client or a server shutting down.
-constexpr auto kWaitSlice = std::chrono::milliseconds(500);
 
 const Auth& OrOpen(const Auth* auth) {
   static const Auth open = Auth::Open();
   return auth != nullptr ? *auth : open;
 }
+
+// A server stream fed by the coordinator: on each wakeup of its subscription (and once at start)
+// it takes what is new (never blocking) and writes it in order, one message in flight at a time.
+// Lives until OnDone (gRPC's callback API: `delete this` there).
+template <typename Message>
+class FedStream : public grpc::ServerWriteReactor<Message> {
+ public:
+  void OnWriteDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_ = false;
+      if (!ok) unsent_.push_front(std::move(current_));  // the client is gone: it goes back
+    }
+    if (!ok) {
+      FinishOnce(grpc::Status::CANCELLED);
+      return;
+    }
+    Pump();
+  }
+  void OnCancel() override { FinishOnce(grpc::Status::CANCELLED); }
+  void OnDone() override {
+    c_->Unsubscribe(token_);  // no wakeup runs or comes after this
+    Unsent(std::vector<Message>(std::make_move_iterator(unsent_.begin()), std::make_move_iterator(unsent_.end())));
+    delete this;
+  }
+
+ protected:
+  explicit FedStream(Coordinator* c) : c_(c) {}
+  // Last in the derived constructor (the wakeups call Take): `token` from subscribing Pump.
+  void Start(uint64_t token) {
+    token_ = token;
+    Pump();
+  }
+  // What is new for the stream; *end: nothing more will come (the stream finishes OK once it is
+  // written). An error finishes the stream with it.
+  virtual Status Take(std::vector<Message>* out, bool* end) = 0;
+  // The stream ended; `unsent` (in order) never reached the client.
+  virtual void Unsent(std::vector<Message> /*unsent*/) {}
+
+  // Decides under the stream's lock, acts (StartWrite, Finish) after it: gRPC may run a reaction
+  // on the calling thread.
+  void Pump() {
+    std::optional<grpc::Status> finish;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_ || writing_) return;
+      if (unsent_.empty() && !end_) {
+        std::vector<Message> fresh;
+        if (Status st = Take(&fresh, &end_); !st.ok()) {
+          finish = ToGrpc(st);
+        } else {
+          for (Message& m : fresh) unsent_.push_back(std::move(m));
+        }
+      }
+      if (!finish && unsent_.empty()) {
+        if (!end_) return;
+        finish = grpc::Status::OK;
+      }
+      if (!finish) {
+        current_ = std::move(unsent_.front());
+        unsent_.pop_front();
+        writing_ = true;
+      }
+    }
+    if (finish) {
+      FinishOnce(*std::move(finish));
+    } else {
+      this->StartWrite(&current_);
+    }
+  }
+
+  Coordinator* const c_;
+
+ private:
+  void FinishOnce(grpc::Status status) {
+    if (!finished_.exchange(true)) this->Finish(std::move(status));
+  }
+
+  uint64_t token_ = 0;
+  std::mutex mu_;
+  std::deque<Message> unsent_;
+  Message current_;  // in flight
+  bool writing_ = false, end_ = false;
+  std::atomic<bool> finished_{false};
+};
+
+// A worker's command stream (WaitCommands). Commands the stream could not deliver go back to the
+// front of the worker's queue: the worker reads them on the next stream it opens.
+class CommandStream final : public FedStream<v1::WorkerCommand> {
+ public:
+  CommandStream(Coordinator* c, std::string worker) : FedStream(c), worker_(std::move(worker)) {
+    Start(c->SubscribeCommands(worker_, [this] { Pump(); }));
+  }
+
+ private:
+  Status Take(std::vector<v1::WorkerCommand>* out, bool*) override { return c_->WaitCommands(worker_, out, Clock::now()); }
+  void Unsent(std::vector<v1::WorkerCommand> unsent) override {
+    if (!unsent.empty()) c_->ReturnCommands(worker_, std::move(unsent));
+  }
+  const std::string worker_;
+};
+
+// WatchJob: the job's updates from the first on, until the job is terminal and all are written.
+class WatchStream final : public FedStream<v1::JobUpdate> {
+ public:
+  WatchStream(Coordinator* c, std::string job) : FedStream(c), job_(std::move(job)) {
+    Start(c->SubscribeJobUpdates(job_, [this] { Pump(); }));
+  }
+
+ private:
+  Status Take(std::vector<v1::JobUpdate>* out, bool* end) override {
+    return c_->WaitJobUpdates(job_, &cursor_, out, Clock::now(), end);
+  }
+  const std::string job_;
+  size_t cursor_ = 0;
+};
+
+// A stream refused before it started (its credentials).
+template <typename Message>
+class RefusedStream final : public grpc::ServerWriteReactor<Message> {
+ public:
+  explicit RefusedStream(grpc::Status status) { this->Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
+// A worker's telemetry stream: each batch ingested as it is read (on a gRPC callback thread), the
+// ack answered when the worker closes the stream.
+class TelemetryStream final : public grpc::ServerReadReactor<v1::TelemetryBatch> {
+ public:
+  TelemetryStream(Coordinator* c, const Auth& auth, CallCredentials creds, v1::TelemetryAck* ack)
+      : c_(c), auth_(auth), creds_(std::move(creds)), ack_(ack) {
+    if (auto id = auth_.WorkerIdentity(creds_); !id.ok()) {
+      Finish(ToGrpc(id.status()));
+      return;
+    }
+    StartRead(&batch_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the worker closed its side: all read
+      Finish(grpc::Status::OK);
+      return;
+    }
+    if (Status st = auth_.CheckWorker(creds_, batch_.worker_id()); !st.ok()) {
+      Finish(ToGrpc(st));
+      return;
+    }
+    if (Status st = c_->IngestTelemetry(batch_, ack_); !st.ok()) {
+      Finish(ToGrpc(st));
+      return;
+    }
+    StartRead(&batch_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Coordinator* const c_;
+  const Auth& auth_;
+  const CallCredentials creds_;
+  v1::TelemetryAck* const ack_;
+  v1::TelemetryBatch batch_;
+};
 
 }  // namespace
 
@@ -56,19 +219,8 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::Cance
   return ToGrpc(r.status());
 }
 
-grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
-                                      grpc::ServerWriter<v1::JobUpdate>* writer) {
-  size_t cursor = 0;
-  bool finished = false;
-  while (!finished && !ctx->IsCancelled()) {
-    std::vector<v1::JobUpdate> updates;
-    Status st = c_->WaitJobUpdates(req->job_id(), &cursor, &updates, Clock::now() + kWaitSlice, &finished);
-    if (!st.ok()) return ToGrpc(st);
-    for (const auto& u : updates) {
-      if (!writer->Write(u)) return grpc::Status::CANCELLED;
-    }
-  }
-  return grpc::Status::OK;
+grpc::ServerWriteReactor<v1::JobUpdate>* JobServiceImpl::WatchJob(grpc::CallbackServerContext*, const v1::WatchJobRequest* req) {
+  return new WatchStream(c_, req->job_id());
 }
 
 grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse* out) {
@@ -100,22 +252,12 @@ grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::He
   return ToGrpc(r.status());
 }
 
-grpc::Status WorkerServiceImpl::Commands(grpc::ServerContext* ctx, const v1::CommandsRequest* req,
-                                         grpc::ServerWriter<v1::WorkerCommand>* writer) {
-  if (Status st = OrOpen(auth_).CheckWorker(CallCredentialsOf(*ctx), req->worker_id()); !st.ok()) return ToGrpc(st);
-  while (!ctx->IsCancelled()) {
-    std::vector<v1::WorkerCommand> commands;
-    Status st = c_->WaitCommands(req->worker_id(), &commands, Clock::now() + kWaitSlice);
-    if (!st.ok()) return ToGrpc(st);
-    for (size_t i = 0; i < commands.size(); ++i) {
-      if (!writer->Write(commands[i])) {
-        // The stream broke: the worker reads these when it opens the next one.
-        c_->ReturnCommands(req->worker_id(), std::vector<v1::WorkerCommand>(commands.begin() + i, commands.end()));
-        return grpc::Status::CANCELLED;
-      }
-    }
+grpc::ServerWriteReactor<v1::WorkerCommand>* WorkerServiceImpl::Commands(grpc::CallbackServerContext* ctx,
+                                                                       const v1::CommandsRequest* req) {
+  if (Status st = OrOpen(auth_).CheckWorker(CallCredentialsOf(*ctx), req->worker_id()); !st.ok()) {
+    return new RefusedStream<v1::WorkerCommand>(ToGrpc(st));
   }
-  return grpc::Status::CANCELLED;
+  return new CommandStream(c_, req->worker_id());
 }
 
 grpc::Status WorkerServiceImpl::ReportResult(grpc::ServerContext* ctx, const v1::ReportResultRequest* req, v1::ReportResultResponse*) {
@@ -135,29 +277,37 @@ grpc::Status WorkerServiceImpl::Drain(grpc::ServerContext* ctx, const v1::DrainR
   return ToGrpc(r.status());
 }
 
-grpc::Status WorkerServiceImpl::Rendezvous(grpc::ServerContext* ctx, const v1::RendezvousRequest* req, v1::RendezvousResponse* out) {
+grpc::ServerUnaryReactor* WorkerServiceImpl::Rendezvous(grpc::CallbackServerContext* ctx, const v1::RendezvousRequest* req,
+                                                        v1::RendezvousResponse* out) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   // The worker id travels in metadata so the request message stays a plain key-value.
   const CallCredentials creds = CallCredentialsOf(*ctx);
-  if (auto id = OrOpen(auth_).WorkerIdentity(creds); !id.ok()) return ToGrpc(id.status());
+  if (auto id = OrOpen(auth_).WorkerIdentity(creds); !id.ok()) {
+    reactor->Finish(ToGrpc(id.status()));
+    return reactor;
+  }
   auto it = ctx->client_metadata().find("worker-id");
-  if (it == ctx->client_metadata().end()) return {grpc::StatusCode::INVALID_ARGUMENT, "metadata worker-id: required"};
+  if (it == ctx->client_metadata().end()) {
+    reactor->Finish({grpc::StatusCode::INVALID_ARGUMENT, "metadata worker-id: required"});
+    return reactor;
+  }
   const std::string worker_id(it->second.data(), it->second.size());
-  if (Status st = OrOpen(auth_).CheckWorker(creds, worker_id); !st.ok()) return ToGrpc(st);
-  auto r = c_->Rendezvous(worker_id, *req, Clock::now() + std::chrono::seconds(60));
-  if (r.ok()) *out = *r;
-  return ToGrpc(r.status());
+  if (Status st = OrOpen(auth_).CheckWorker(creds, worker_id); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
+  // Answered when the last worker of the key arrives (or after 60 s, or when the job ends): no
+  // thread waits meanwhile. `out` and the reactor live until Finish's OnDone.
+  c_->RendezvousAsync(worker_id, *req, Clock::now() + std::chrono::seconds(60),
+                      [reactor, out](Result<v1::RendezvousResponse> r) {
+                        if (r.ok()) *out = *std::move(r);
+                        reactor->Finish(ToGrpc(r.status()));
+                      });
+  return reactor;
 }
 
-grpc::Status WorkerServiceImpl::Telemetry(grpc::ServerContext* ctx, grpc::ServerReader<v1::TelemetryBatch>* reader, v1::TelemetryAck* ack) {
-  const CallCredentials creds = CallCredentialsOf(*ctx);
-  if (auto id = OrOpen(auth_).WorkerIdentity(creds); !id.ok()) return ToGrpc(id.status());
-  v1::TelemetryBatch batch;
-  while (reader->Read(&batch)) {
-    if (Status st = OrOpen(auth_).CheckWorker(creds, batch.worker_id()); !st.ok()) return ToGrpc(st);
-    Status st = c_->IngestTelemetry(batch, ack);
-    if (!st.ok()) return ToGrpc(st);
-  }
-  return grpc::Status::OK;
+grpc::ServerReadReactor<v1::TelemetryBatch>* WorkerServiceImpl::Telemetry(grpc::CallbackServerContext* ctx, v1::TelemetryAck* ack) {
+  return new TelemetryStream(c_, OrOpen(auth_), CallCredentialsOf(*ctx), ack);
 }
 
 grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx, const v1::DeregisterRequest* req,

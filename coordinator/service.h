@@ -1,5 +1,11 @@
 // The gRPC services: each handler checks the call's credentials (Auth), unpacks the request, calls
 // Coordinator, and maps the Status to a gRPC code. No logic lives here.
+//
+// The calls that wait (a worker's command stream, its telemetry stream, WatchJob, a Rendezvous)
+// use gRPC's callback API: a reactor per call, woken by the coordinator when its worker's or job's
+// state changed (Coordinator::SubscribeCommands, SubscribeJobUpdates, RendezvousAsync), so no
+// thread is held per connected worker (16k workers were 32k threads with the synchronous API).
+// Unary calls stay synchronous.
 #ifndef PIPECOORD_COORDINATOR_SERVICE_H_
 #define PIPECOORD_COORDINATOR_SERVICE_H_
 
@@ -16,14 +22,14 @@ namespace pipecoord::coordinator {
 grpc::Status ToGrpc(const Status& status);
 
 // `auth` (not owned, outlives the service): who may call what; null: every call is allowed.
-class JobServiceImpl final : public v1::JobService::Service {
+class JobServiceImpl final : public v1::JobService::WithCallbackMethod_WatchJob<v1::JobService::Service> {
  public:
   explicit JobServiceImpl(Coordinator* c, const Auth* auth = nullptr) : c_(c), auth_(auth) {}
   grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest*, v1::SubmitJobResponse*) override;
   grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest*, v1::Job*) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
   grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest*, v1::CancelJobResponse*) override;
-  grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest*, grpc::ServerWriter<v1::JobUpdate>*) override;
+  grpc::ServerWriteReactor<v1::JobUpdate>* WatchJob(grpc::CallbackServerContext*, const v1::WatchJobRequest*) override;
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
   grpc::Status GetTrace(grpc::ServerContext*, const v1::GetTraceRequest*, v1::GetTraceResponse*) override;
 
@@ -32,16 +38,19 @@ class JobServiceImpl final : public v1::JobService::Service {
   const Auth* auth_;
 };
 
-class WorkerServiceImpl final : public v1::WorkerService::Service {
+class WorkerServiceImpl final
+    : public v1::WorkerService::WithCallbackMethod_Commands<v1::WorkerService::WithCallbackMethod_Telemetry<
+          v1::WorkerService::WithCallbackMethod_Rendezvous<v1::WorkerService::Service>>> {
  public:
   explicit WorkerServiceImpl(Coordinator* c, const Auth* auth = nullptr) : c_(c), auth_(auth) {}
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*, v1::RegisterResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
-  grpc::Status Commands(grpc::ServerContext*, const v1::CommandsRequest*, grpc::ServerWriter<v1::WorkerCommand>*) override;
+  grpc::ServerWriteReactor<v1::WorkerCommand>* Commands(grpc::CallbackServerContext*, const v1::CommandsRequest*) override;
   grpc::Status ReportResult(grpc::ServerContext*, const v1::ReportResultRequest*, v1::ReportResultResponse*) override;
   grpc::Status ReleaseJob(grpc::ServerContext*, const v1::ReleaseJobRequest*, v1::ReleaseJobResponse*) override;
-  grpc::Status Rendezvous(grpc::ServerContext*, const v1::RendezvousRequest*, v1::RendezvousResponse*) override;
-  grpc::Status Telemetry(grpc::ServerContext*, grpc::ServerReader<v1::TelemetryBatch>*, v1::TelemetryAck*) override;
+  grpc::ServerUnaryReactor* Rendezvous(grpc::CallbackServerContext*, const v1::RendezvousRequest*,
+                                       v1::RendezvousResponse*) override;
+  grpc::ServerReadReactor<v1::TelemetryBatch>* Telemetry(grpc::CallbackServerContext*, v1::TelemetryAck*) override;
   grpc::Status Deregister(grpc::ServerContext*, const v1::DeregisterRequest*, v1::DeregisterResponse*) override;
   grpc::Status Drain(grpc::ServerContext*, const v1::DrainRequest*, v1::DrainResponse*) override;
 

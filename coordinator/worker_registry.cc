@@ -57,6 +57,7 @@ WorkerRegistry::Left WorkerRegistry::Remove(const std::string& id) {
   if (!it->second->info.closing()) left.job_id = it->second->info.job_id();
   left.rank = it->second->info.rank();
   workers_.erase(it);
+  if (on_commands_) on_commands_(id);  // its stream ends (the worker must register again)
   return left;
 }
 
@@ -117,9 +118,14 @@ void WorkerRegistry::Close(const std::string& id, const std::string& job_id, uin
   if (cancel) {
     v1::WorkerCommand c;
     c.set_cancel_job_id(job_id);
-    w->commands.push_back(std::move(c));
+    Queue(*w, std::move(c));
   }
   w->info.set_closing(true);
+}
+
+void WorkerRegistry::Queue(RegisteredWorker& w, v1::WorkerCommand command) {
+  w.commands.push_back(std::move(command));
+  if (on_commands_) on_commands_(w.info.worker_id());
 }
 
 void WorkerRegistry::Free(RegisteredWorker& w) {

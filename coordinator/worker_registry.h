@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,6 +47,12 @@ class WorkerRegistry {
   using Clock = RegisteredWorker::Clock;
 
   explicit WorkerRegistry(std::chrono::milliseconds lease) : lease_(lease) {}
+
+  // Called with a worker's id whenever a command is queued for it (Queue, Close) or it is removed:
+  // what its command stream waits on (the coordinator's StreamWakeups). Set once, before use.
+  void set_on_commands(std::function<void(const std::string& id)> f) { on_commands_ = std::move(f); }
+  // Queues `command` on the worker's stream.
+  void Queue(RegisteredWorker& w, v1::WorkerCommand command);
 
   // --- Registration and leases ---
   // The id a registration gets: `requested` when set and not live, else the first
@@ -100,6 +107,7 @@ class WorkerRegistry {
  private:
   std::chrono::milliseconds lease_;
   std::map<std::string, std::unique_ptr<RegisteredWorker>> workers_;
+  std::function<void(const std::string&)> on_commands_;
 };
 
 }  // namespace pipecoord::coordinator
