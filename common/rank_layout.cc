@@ -1,5 +1,7 @@
 #include "common/rank_layout.h"
 
+#include <set>
+
 #include <algorithm>
 #include <limits>
 
@@ -57,6 +59,20 @@ std::vector<int> RankLayout::PipelineGroup(int global) const {
   std::vector<int> group(pp_);
   for (int p = 0; p < pp_; ++p) group[p] = AtPipelineRank(global, p);
   return group;
+}
+
+std::vector<int> RankLayout::DataPlanePeers(int global) const {
+  std::set<int> peers;
+  for (const std::vector<int>& group : {PipelineGroup(global), DataGroup(global), TensorGroup(global)}) {
+    peers.insert(group.begin(), group.end());
+  }
+  const int n = world(), replica = pp_ * tp_, first = DataRank(global) * replica;
+  peers.insert((global + 1) % n);
+  peers.insert((global + n - 1) % n);
+  peers.insert(first + (global - first + 1) % replica);
+  peers.insert(first + (global - first + replica - 1) % replica);
+  peers.erase(global);
+  return {peers.begin(), peers.end()};
 }
 
 std::string RankLayout::Name(int global) const {

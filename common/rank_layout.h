@@ -67,6 +67,13 @@ class RankLayout {
   std::vector<int> TensorGroup(int global) const;
   std::vector<int> DataGroup(int global) const;
   std::vector<int> PipelineGroup(int global) const;
+  // The ranks `global` exchanges data with, itself excluded, ascending: its pipeline, data and
+  // tensor groups, and its two neighbours on the rings over the whole job (global order) and over
+  // its replica (the ranks of its data-parallel index, in global order): the step commit's and
+  // the gradient norm's rings (worker/daemon/executor.h). What a rank's data plane connects to:
+  // at most pp + dp + tp + 1 links, where a link to every rank was world - 1 (16,383 per rank,
+  // 134 million in a job of 16,384 ranks).
+  std::vector<int> DataPlanePeers(int global) const;
 
   // "rank 1 (dp 0)" when tp = 1 (the texts users already know), else "rank 1 (dp 0, tp 1)".
   // A global rank < 0 (an event about the whole job) is "the job".

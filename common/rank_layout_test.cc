@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <tuple>
+#include <vector>
 
 namespace pipecoord {
 namespace {
@@ -89,6 +92,47 @@ TEST(RankLayout, ContainsAndValid) {
   EXPECT_TRUE(layout.Valid({1, 1, 1}));
   EXPECT_FALSE(layout.Valid({2, 0, 0}));
   EXPECT_FALSE(layout.Valid({0, 0, -1}));
+}
+
+// A rank's data plane reaches every rank a collective or a pipeline send of the job makes it talk
+// to (the members of its three groups, its neighbours on the job's and its replica's rings, as
+// worker/parallel/collectives.h's ring pairs them), the relation is symmetric (both ends of a link
+// expect it: one dials, the other waits), and it stays pp + dp + tp + 1 at most.
+TEST(RankLayout, DataPlanePeersCoverEveryExchangeBothWays) {
+  for (auto [pp, dp, tp] : {std::tuple{1, 1, 1}, {2, 1, 1}, {1, 3, 1}, {1, 1, 4}, {4, 2, 1}, {2, 2, 2}, {3, 4, 2}, {8, 3, 4},
+                            {16, 64, 8}}) {
+    const RankLayout l = RankLayout::Create(pp, dp, tp).value();
+    const int n = l.world();
+    std::vector<std::vector<int>> peers(n);
+    for (int g = 0; g < n; ++g) peers[g] = l.DataPlanePeers(g);
+    auto linked = [&](int a, int b) { return std::binary_search(peers[a].begin(), peers[a].end(), b); };
+    // The rings of a group in member order: each member talks to the next.
+    auto ring = [&](const std::vector<int>& members) {
+      for (size_t i = 0; members.size() > 1 && i < members.size(); ++i) {
+        const int a = members[i], b = members[(i + 1) % members.size()];
+        ASSERT_TRUE(linked(a, b) && linked(b, a)) << pp << "x" << dp << "x" << tp << ": " << a << " - " << b;
+      }
+    };
+    std::vector<int> everyone(n);
+    for (int g = 0; g < n; ++g) everyone[g] = g;
+    ring(everyone);
+    for (int d = 0; d < dp; ++d) {
+      std::vector<int> replica;
+      for (int g = 0; g < n; ++g) {
+        if (l.DataRank(g) == d) replica.push_back(g);
+      }
+      ring(replica);
+    }
+    for (int g = 0; g < n; ++g) {
+      EXPECT_TRUE(std::is_sorted(peers[g].begin(), peers[g].end()));
+      EXPECT_LE(static_cast<int>(peers[g].size()), pp + dp + tp + 1);
+      EXPECT_FALSE(linked(g, g));
+      for (const std::vector<int>& group : {l.PipelineGroup(g), l.DataGroup(g), l.TensorGroup(g)}) {
+        for (int q : group) EXPECT_TRUE(q == g || linked(g, q)) << g << " -> " << q;
+      }
+      for (int q : peers[g]) EXPECT_TRUE(linked(q, g)) << "asymmetric: " << g << " -> " << q;
+    }
+  }
 }
 
 }  // namespace

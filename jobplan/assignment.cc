@@ -1,5 +1,7 @@
 #include "jobplan/assignment.h"
 
+#include <algorithm>
+
 #include "jobplan/layout.h"
 
 namespace pipecoord::jobplan {
@@ -18,9 +20,14 @@ v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spe
   for (const v1::StageShard& s : plan.shards()) {
     if (plan.stage_to_rank(s.stage()) == rank) *a.add_shards() = s;
   }
-  for (size_t q = 0; q < endpoints.size(); ++q) {
+  // Only the ranks it exchanges data with (RankLayout::DataPlanePeers), and itself.
+  std::vector<int> peers = LayoutOf(spec).DataPlanePeers(global);
+  peers.push_back(global);
+  std::sort(peers.begin(), peers.end());
+  for (int q : peers) {
+    if (q < 0 || q >= static_cast<int>(endpoints.size())) continue;
     v1::Peer* p = a.add_peers();
-    p->set_global_rank(static_cast<int>(q));
+    p->set_global_rank(q);
     p->set_data_endpoint(endpoints[q]);
   }
   a.set_session(session);

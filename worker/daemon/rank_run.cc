@@ -257,9 +257,11 @@ Result<TcpTransport*> RankRun::ConnectDataPlane(const v1::Assignment& a, const T
   if (!transport.ok()) return transport.status();
   TcpTransport* link = *transport;
   if (callbacks.on_transport && !callbacks.on_transport(link)) return FailedPrecondition("stopped before it ran");
+  // Links to the ranks it exchanges data with only (a recovery's peer list names every rank).
+  const std::vector<int> needed = jobplan::LayoutOf(a.spec()).DataPlanePeers(global);
   std::map<int, std::string> peers;
   for (const v1::Peer& p : a.peers()) {
-    if (p.global_rank() != global) peers[p.global_rank()] = p.data_endpoint();
+    if (std::binary_search(needed.begin(), needed.end(), p.global_rank())) peers[p.global_rank()] = p.data_endpoint();
   }
   PIPECOORD_RETURN_IF_ERROR(link->Connect(global, peers, DataSession(a), options_.connect_timeout));
   return link;
