@@ -66,9 +66,7 @@ std::vector<int> RankLayout::DataPlanePeers(int global) const {
   for (const std::vector<int>& group : {PipelineGroup(global), DataGroup(global), TensorGroup(global)}) {
     peers.insert(group.begin(), group.end());
   }
-  const int n = world(), replica = pp_ * tp_, first = DataRank(global) * replica;
-  peers.insert((global + 1) % n);
-  peers.insert((global + n - 1) % n);
+  const int replica = pp_ * tp_, first = DataRank(global) * replica;
   peers.insert(first + (global - first + 1) % replica);
   peers.insert(first + (global - first + replica - 1) % replica);
   peers.erase(global);

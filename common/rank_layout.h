@@ -68,11 +68,11 @@ class RankLayout {
   std::vector<int> DataGroup(int global) const;
   std::vector<int> PipelineGroup(int global) const;
   // The ranks `global` exchanges data with, itself excluded, ascending: its pipeline, data and
-  // tensor groups, and its two neighbours on the rings over the whole job (global order) and over
-  // its replica (the ranks of its data-parallel index, in global order): the step commit's and
-  // the gradient norm's rings (worker/daemon/executor.h). What a rank's data plane connects to:
-  // at most pp + dp + tp + 1 links, where a link to every rank was world - 1 (16,383 per rank,
-  // 134 million in a job of 16,384 ranks).
+  // tensor groups, and its two neighbours on the ring over its replica (the ranks of its
+  // data-parallel index, in global order: the step commit's and the gradient norm's first ring,
+  // worker/daemon/executor.h). What a rank's data plane connects to: at most pp + dp + tp - 1
+  // links, where a link to every rank was world - 1 (16,383 per rank, 134 million in a job of
+  // 16,384 ranks).
   std::vector<int> DataPlanePeers(int global) const;
 
   // "rank 1 (dp 0)" when tp = 1 (the texts users already know), else "rank 1 (dp 0, tp 1)".

@@ -22,9 +22,11 @@ constexpr uint32_t kValidationActivations = 64;
 constexpr uint32_t kStageGradientChannel = 1u << 16;
 // ZeRO's all-gather of stage s's updated values, on channel kParameterGatherChannel + s.
 constexpr uint32_t kParameterGatherChannel = 2u << 16;
-// The global gradient norm's all-reduce (one float).
+// The global gradient norm's all-reduce (one float): over the replica, then (ZeRO) over the
+// data-parallel group on kGradNormChannel + 1.
 constexpr uint32_t kGradNormChannel = 3u << 16;
-// The step commit's all-gather over every rank of the job (executor.h).
+// The step commit's all-gathers (executor.h): the replica's, then the data-parallel group's on
+// kCommitChannel + 1.
 constexpr uint32_t kCommitChannel = 4u << 16;
 // Floats each rank puts in the commit: [holds a loss, the loss's 8 bytes as two floats, 0].
 constexpr size_t kCommitFloats = 4;
@@ -61,11 +63,11 @@ Executor::Executor(const v1::Assignment& a, ComputeBackend* backend, Transport* 
   zero_ = a.spec().zero() >= 1 && dp_ > 1;
   for (const v1::StageShard& shard : a.shards()) stages_held_.push_back(shard.stage());
   for (int g = 0; g < layout_.world(); ++g) {
-    if (zero_ || layout_.DataRank(g) == dp_rank_) {
-      if (g == global_) norm_me_ = static_cast<int>(norm_group_.size());
-      norm_group_.push_back(g);
-    }
+    if (layout_.DataRank(g) != dp_rank_) continue;
+    if (g == global_) replica_group_.me = static_cast<int>(replica_group_.ranks.size());
+    replica_group_.ranks.push_back(g);
   }
+
   std::sort(stages_held_.begin(), stages_held_.end());
   first_step_ = a.start_step();
   applied_step_ = reported_through_ = a.start_step() - 1;
@@ -142,10 +144,15 @@ Status Executor::GlobalNormAndClip(int step) {
     if (sum.status().code() == Code::kUnimplemented && clip == 0) return Status::Ok();  // no norm to report
     return Status(sum.status().code(), "the gradient norm: " + sum.status().message());
   }
+  // Every element of the model once: the replica's ranks together hold it all, or, under ZeRO,
+  // every rank its shard (summed over the replica, then over the data-parallel group).
   float total = static_cast<float>(*sum);
   parallel::HostFloats one(std::span<float>(&total, 1));
-  Status st = parallel::AllReduceSum(*transport_, parallel::Group{norm_group_, norm_me_}, step, one,
-                                     {options_.recv_timeout, kGradNormChannel});
+  Status st = parallel::AllReduceSum(*transport_, replica_group_, step, one, {options_.recv_timeout, kGradNormChannel});
+  if (st.ok() && zero_) {
+    st = parallel::AllReduceSum(*transport_, parallel::Group{data_group_, dp_rank_}, step, one,
+                                {options_.recv_timeout, kGradNormChannel + 1});
+  }
   if (!st.ok()) return Status(st.code(), "the gradient norm's all-reduce: " + st.message());
   grad_norm_ = std::sqrt(static_cast<double>(total));
   has_grad_norm_ = true;
@@ -215,11 +222,17 @@ Status Executor::Commit(int step) {
     std::lock_guard<std::mutex> lock(commit_mu_);
     commit_.set_prepared_step(step);
   }
-  std::vector<int> everyone(world);
-  for (int g = 0; g < world; ++g) everyone[g] = g;
-  parallel::HostFloats buffer{std::span<float>(all)};
-  Status st = parallel::AllGather(*transport_, parallel::Group{everyone, global_}, step, buffer,
-                                  {options_.recv_timeout, kCommitChannel});
+  // The replica's floats (a contiguous range: its ranks are consecutive in global order), then every
+  // replica's from the data-parallel group's members, which sit at the same place in theirs.
+  const size_t replica = replica_group_.ranks.size();
+  parallel::HostFloats mine_replica{
+      std::span<float>(all).subspan(kCommitFloats * static_cast<size_t>(replica_group_.ranks[0]), kCommitFloats * replica)};
+  Status st = parallel::AllGather(*transport_, replica_group_, step, mine_replica, {options_.recv_timeout, kCommitChannel});
+  if (st.ok()) {
+    parallel::HostFloats everyone{std::span<float>(all)};
+    st = parallel::AllGather(*transport_, parallel::Group{data_group_, dp_rank_}, step, everyone,
+                             {options_.recv_timeout, kCommitChannel + 1});
+  }
   if (!st.ok()) return Status(st.code(), "the step commit: " + st.message());
   std::lock_guard<std::mutex> lock(commit_mu_);
   commit_.set_committed_step(step);

@@ -21,16 +21,21 @@
 // by stage at OPT; OPT then steps the shard and all-gathers each stage's values over the
 // replicas (channel kParameterGatherChannel + stage), stages in ascending order, inside OPT's span.
 // The bytes this rank sends in all of these go into the action's dp_comm_bytes.
-// Before the optimizer step OPT sums the squares of the gradients it will apply over norm_group_
-// (an all-reduce of one float, channel kGradNormChannel), clips them when
+// Before the optimizer step OPT sums the squares of the gradients it will apply over its replica
+// (an all-reduce of one float, channel kGradNormChannel; under ZeRO, whose ranks each hold a shard,
+// then over its data-parallel group), clips them when
 // spec.optimizer.clipGradNorm asks, and reports the norm and the step's learning rate in the
 // step's summary (backends without GradientSquareSum report none).
 //
 // The step commit (options.commit: jobs that recover a lost rank in place, jobplan/recovery.h):
 // right before the optimizer step, after the reductions, the norm and clipping, every rank of the
-// job all-gathers a few floats (channel kCommitChannel: whether it holds a loss, and the loss's
-// bits), so no rank updates its weights for a step before every rank has everything it needs to
-// update its own. When a rank is lost, the survivors' commit states (commit_state()) decide where
+// job all-gathers a few floats (whether it holds a loss, and the loss's bits), so no rank updates
+// its weights for a step before every rank has everything it needs to update its own. In two
+// rings, as the norm: its replica's (channel kCommitChannel), then its data-parallel group's, each
+// member bringing its replica's floats (kCommitChannel + 1): (pp tp - 1) + (dp - 1) hops where one
+// ring over the job was world - 1 (254 hops, not 16,383, at pp 16 x dp 128 x tp 8). Finishing the
+// second proves every rank entered: the group has a member in every replica, each of which had
+// its whole replica's floats. When a rank is lost, the survivors' commit states (commit_state()) decide where
 // the job resumes: a survivor that passed step S's commit proves every rank entered it, so each
 // one that was still waiting there can apply S itself (ResumeAt), and no survivor can have passed
 // S + 1's; the step in flight is abandoned and run again. The all-gather also tells every rank
@@ -194,10 +199,9 @@ class Executor {
   };
   bool reduces_by_stage_ = false;
   bool zero_ = false;        // ZeRO-1: reduce-scatter, step the shard, all-gather the values
-  // The ranks whose gradients together hold each element of the model once: this replica's
-  // (pp x tp), or every rank under ZeRO; the global gradient norm is summed over them.
-  std::vector<int> norm_group_;
-  int norm_me_ = 0;
+  // This rank's replica (its pp x tp ranks, in global order): the first ring of the gradient norm
+  // and the step commit (data_group_, above, the second).
+  parallel::Group replica_group_;
   // This step's OPT: the global gradient norm (has_grad_norm_) and the learning rate it used.
   bool has_grad_norm_ = false;
   double grad_norm_ = 0, learning_rate_ = 0;
