@@ -636,13 +636,13 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
       v1::Assignment* a = cmd.mutable_assign();
       *a = jobplan::BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
       a->set_start_step(resume);
-      *a->mutable_recovery() = r;
+      *a->mutable_recovery() = jobplan::RecoveryFor(r, layout, g);
       a->mutable_recovery()->set_state_from(source);
     } else {
       v1::ResumeInPlace* ri = cmd.mutable_recover();
       ri->set_job_id(j.job.id());
       ri->set_session(j.session);
-      *ri->mutable_recovery() = r;
+      *ri->mutable_recovery() = jobplan::RecoveryFor(r, layout, g);
       if (g == source) ri->mutable_recovery()->add_state_to(lost);
     }
     workers_.Queue(*w, std::move(cmd));
@@ -809,7 +809,7 @@ void Coordinator::ChangePlanInPlaceLocked(JobRecord& j, int resume, const std::v
     j.monitor->SetDeviceMemory(g, w->info.device_memory_bytes());
     v1::Assignment a = jobplan::BuildAssignment(j.job.id(), spec, j.job.plan(), g, endpoints, j.session);
     a.set_start_step(resume);
-    *a.mutable_recovery() = r;
+    *a.mutable_recovery() = jobplan::RecoveryFor(r, layout, g);
     v1::WorkerCommand cmd;
     if (auto from = state_from.find(g); from != state_from.end()) {
       // A new rank: a fresh assignment, its state from a replica.

@@ -35,4 +35,16 @@ v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spe
   return a;
 }
 
+v1::Recovery RecoveryFor(const v1::Recovery& recovery, const RankLayout& layout, int global) {
+  v1::Recovery mine = recovery;
+  std::vector<int> peers = layout.DataPlanePeers(global);
+  peers.push_back(global);
+  std::sort(peers.begin(), peers.end());
+  mine.clear_peers();
+  for (const v1::Peer& p : recovery.peers()) {
+    if (std::binary_search(peers.begin(), peers.end(), p.global_rank())) *mine.add_peers() = p;
+  }
+  return mine;
+}
+
 }  // namespace pipecoord::jobplan

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/rank_layout.h"
 #include "proto/job.pb.h"
 #include "proto/worker.pb.h"
 
@@ -15,6 +16,10 @@ namespace pipecoord::jobplan {
 // every member's data endpoint (by global rank) and the session.
 v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spec, const v1::Plan& plan,
                                int global, const std::vector<std::string>& endpoints, uint64_t session);
+
+// `recovery` as rank `global` of `layout` gets it: its peers only the ranks it exchanges data with
+// (RankLayout::DataPlanePeers) and itself.
+v1::Recovery RecoveryFor(const v1::Recovery& recovery, const RankLayout& layout, int global);
 
 }  // namespace pipecoord::jobplan
 
