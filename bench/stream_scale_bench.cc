@@ -87,8 +87,10 @@ class CommandReader final : public grpc::ClientReadReactor<v1::WorkerCommand> {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int workers = Flag(argc, argv, "workers", 16384);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress as it comes, also into a pipe
+  const int big = Flag(argc, argv, "big", 16384);  // ranks of the one large job: pp 16 x dp big/128 x tp 8
   const int jobs = Flag(argc, argv, "jobs", 200);
+  const int workers = Flag(argc, argv, "workers", big + 2 * jobs);
   coordinator::CoordinatorOptions options;  // the default lease, 5 s
   auto server = coordinator::LoopbackServer::Start(options);
   if (!server.ok()) {
@@ -197,6 +199,43 @@ int main(int argc, char** argv) {
   std::sort(rtt.begin(), rtt.end());
   const double baseline = rtt[rtt.size() / 2];
 
+  // One job of `big` ranks (pp 16 x dp x tp 8, each tp group on one host of 8 workers): SubmitJob
+  // (validated, planned, budgeted, placed and dispatched) and every assignment received.
+  if (big > 0) {
+    v1::SubmitJobRequest submit;
+    auto* spec = submit.mutable_spec();
+    spec->set_name("big");
+    spec->set_schedule("1f1b");
+    spec->set_pp(16);
+    spec->set_tp(8);
+    spec->set_dp(big / 128);
+    spec->set_microbatches(32);
+    spec->set_micro_batch_size(1);
+    spec->set_steps(1000);
+    auto* m = spec->mutable_model();
+    m->set_layers(32);
+    m->set_hidden(64);
+    m->set_heads(8);
+    m->set_vocab(256);
+    m->set_seq_len(16);
+    const int want = assigned + big;
+    const auto t = Clock::now();
+    grpc::ClientContext ctx;
+    v1::SubmitJobResponse resp;
+    grpc::Status st = jobs_stub->SubmitJob(&ctx, submit, &resp);
+    if (!st.ok()) {
+      std::fprintf(stderr, "the %d-rank job: %s\n", big, st.error_message().c_str());
+      return 1;
+    }
+    const double submitted = Since(t);
+    while (assigned < want && Since(t) < 120) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const double everyone = Since(t);
+    std::printf("one job of %d ranks (pp 16 x dp %d x tp 8): SubmitJob answered in %.2f s, %d of %d assignments received "
+                "after %.2f s (%.0fx the baseline Heartbeat round trip); threads %d\n",
+                big, big / 128, submitted, assigned.load() - (want - big), big, everyone, everyone / baseline, Threads());
+    if (assigned < want) return 1;
+  }
+
   // K jobs of pp 2, one after another: each goes to two free workers.
   std::vector<double> latency;
   const int64_t wakeups_before = core.stream_wakeups();
@@ -248,7 +287,7 @@ int main(int argc, char** argv) {
     if (std::all_of(readers.begin(), readers.end(), [](const auto& r) { return r->done(); })) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const bool ok = open == static_cast<size_t>(workers) && assigned == 2 * jobs && live == workers && beat_failures == 0;
+  const bool ok = open == static_cast<size_t>(workers) && assigned == big + 2 * jobs && live == workers && beat_failures == 0;
   std::printf("%s\n", ok ? "ok" : "MISSED (see above)");
   server->reset();
   return ok ? 0 : 1;

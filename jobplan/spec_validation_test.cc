@@ -128,7 +128,9 @@ TEST(SpecValidationTest, EveryFieldNamesItsRule) {
   EXPECT_EQ(Error(s), "spec.name: must be at most 200 characters, got 201");
   s = TinySpec();
   s.set_dp(3000);
-  EXPECT_EQ(Error(s), "spec.pp x spec.dp x spec.tp: must be at most 4096 workers, got 6000");
+  s.set_tp(4);
+  s.mutable_model()->set_heads(4);
+  EXPECT_EQ(Error(s), "spec.pp x spec.dp x spec.tp: must be at most 16384 workers, got 24000");
 }
 
 // spec.tp and spec.sequenceParallel: every slice equal, then (until the workers run it) a refusal
