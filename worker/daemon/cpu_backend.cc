@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <type_traits>
 
 #include "kernels/cpu/adamw.h"
 #include "kernels/host_pool.h"
