@@ -19,17 +19,6 @@ steps = json.load(sys.stdin).get("steps", [])
 print(json.dumps({s.get("step", 0): repr(float(s.get("loss", 0))) for s in steps}, sort_keys=True))'
 }
 
-# wait_state JOB SECONDS: until the job is terminal; prints its state.
-wait_state() {
-  local state=""
-  for _ in $(seq $(($2 * 20))); do
-    state=$("$PIPECTL" status "$1" --format json | json_field '.get("state", "")')
-    case "$state" in SUCCEEDED|FAILED|CANCELLED) break ;; esac
-    sleep 0.05
-  done
-  echo "$state"
-}
-
 # scenario NAME PP SCHEDULE SPARES [GROW] [TP]: a job of tp x pp x dp 2 on 2 pp tp workers (+ SPARES
 # free ones); the worker of global rank 2 pp tp - 1 (the last stage of replica 1, its last tensor-
 # parallel rank) SIGKILLed after step 10.

@@ -16,16 +16,6 @@ steps = json.load(sys.stdin).get("steps", [])
 print(json.dumps({s.get("step", 0): float(s.get("loss", 0)) for s in steps}, sort_keys=True))'
 }
 
-wait_state() {
-  local state=""
-  for _ in $(seq $(($2 * 20))); do
-    state=$("$PIPECTL" status "$1" --format json | json_field '.get("state", "")')
-    case "$state" in SUCCEEDED|FAILED|CANCELLED) break ;; esac
-    sleep 0.05
-  done
-  echo "$state"
-}
-
 start_coordinator --lease-ms 2000
 start_workers_with 4 --checkpoint-dir "$WORK/checkpoints"
 job_json "$WORK/zero.json" pp=2 dp=2 zero=1 schedule='"zbh1"' steps=120 model.layers=4 maxRestarts=1 checkpointEvery=10

@@ -76,3 +76,14 @@ events = [e for e in json.load(sys.stdin)["events"] if e.get("kind") == "LIFECYC
 print(events[-1]["unixMs"])' < "$WORK/status.json")
   KILL_TO_FAILED_MS=$((failed_ms - kill_ms))
 }
+
+# wait_state JOB SECONDS: until the job is terminal; prints its state.
+wait_state() {
+  local state=""
+  for _ in $(seq $(($2 * 20))); do
+    state=$("$PIPECTL" status "$1" --format json | json_field '.get("state", "")')
+    case "$state" in SUCCEEDED|FAILED|CANCELLED) break ;; esac
+    sleep 0.05
+  done
+  echo "$state"
+}
