@@ -1,9 +1,8 @@
 #include "common/rank_layout.h"
 
-#include <set>
-
 #include <algorithm>
 #include <limits>
+#include <set>
 
 namespace pipecoord {
 
@@ -61,14 +60,22 @@ std::vector<int> RankLayout::PipelineGroup(int global) const {
   return group;
 }
 
+std::vector<int> RankLayout::ReplicaGroup(int global) const {
+  std::vector<int> group(pp_ * tp_);
+  const int first = DataRank(global) * pp_ * tp_;
+  for (int i = 0; i < pp_ * tp_; ++i) group[i] = first + i;
+  return group;
+}
+
 std::vector<int> RankLayout::DataPlanePeers(int global) const {
   std::set<int> peers;
   for (const std::vector<int>& group : {PipelineGroup(global), DataGroup(global), TensorGroup(global)}) {
     peers.insert(group.begin(), group.end());
   }
-  const int replica = pp_ * tp_, first = DataRank(global) * replica;
-  peers.insert(first + (global - first + 1) % replica);
-  peers.insert(first + (global - first + replica - 1) % replica);
+  const std::vector<int> replica = ReplicaGroup(global);  // its ring's neighbours
+  const int n = static_cast<int>(replica.size()), me = global - replica[0];
+  peers.insert(replica[(me + 1) % n]);
+  peers.insert(replica[(me + n - 1) % n]);
   peers.erase(global);
   return {peers.begin(), peers.end()};
 }

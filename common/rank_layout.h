@@ -67,6 +67,8 @@ class RankLayout {
   std::vector<int> TensorGroup(int global) const;
   std::vector<int> DataGroup(int global) const;
   std::vector<int> PipelineGroup(int global) const;
+  // Every rank of its data-parallel replica (its pp x tp ranks), in global order: a contiguous run.
+  std::vector<int> ReplicaGroup(int global) const;
   // The ranks `global` exchanges data with, itself excluded, ascending: its pipeline, data and
   // tensor groups, and its two neighbours on the ring over its replica (the ranks of its
   // data-parallel index, in global order: the step commit's and the gradient norm's first ring,

@@ -118,6 +118,7 @@ TEST(RankLayout, DataPlanePeersCoverEveryExchangeBothWays) {
       for (int g = 0; g < n; ++g) {
         if (l.DataRank(g) == d) replica.push_back(g);
       }
+      for (int g : replica) EXPECT_EQ(l.ReplicaGroup(g), replica);
       ring(replica);
     }
     for (int g = 0; g < n; ++g) {

@@ -5,6 +5,16 @@
 #include "jobplan/layout.h"
 
 namespace pipecoord::jobplan {
+namespace {
+
+// The ranks `global` exchanges data with (RankLayout::DataPlanePeers) and itself, ascending.
+std::vector<int> PeersAndSelf(const RankLayout& layout, int global) {
+  std::vector<int> peers = layout.DataPlanePeers(global);
+  peers.insert(std::upper_bound(peers.begin(), peers.end(), global), global);
+  return peers;
+}
+
+}  // namespace
 
 v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spec, const v1::Plan& plan,
                                int global, const std::vector<std::string>& endpoints, uint64_t session) {
@@ -20,11 +30,8 @@ v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spe
   for (const v1::StageShard& s : plan.shards()) {
     if (plan.stage_to_rank(s.stage()) == rank) *a.add_shards() = s;
   }
-  // Only the ranks it exchanges data with (RankLayout::DataPlanePeers), and itself.
-  std::vector<int> peers = LayoutOf(spec).DataPlanePeers(global);
-  peers.push_back(global);
-  std::sort(peers.begin(), peers.end());
-  for (int q : peers) {
+  // Only the ranks it exchanges data with, and itself.
+  for (int q : PeersAndSelf(LayoutOf(spec), global)) {
     if (q < 0 || q >= static_cast<int>(endpoints.size())) continue;
     v1::Peer* p = a.add_peers();
     p->set_global_rank(q);
@@ -37,9 +44,7 @@ v1::Assignment BuildAssignment(const std::string& job_id, const v1::JobSpec& spe
 
 v1::Recovery RecoveryFor(const v1::Recovery& recovery, const RankLayout& layout, int global) {
   v1::Recovery mine = recovery;
-  std::vector<int> peers = layout.DataPlanePeers(global);
-  peers.push_back(global);
-  std::sort(peers.begin(), peers.end());
+  const std::vector<int> peers = PeersAndSelf(layout, global);
   mine.clear_peers();
   for (const v1::Peer& p : recovery.peers()) {
     if (std::binary_search(peers.begin(), peers.end(), p.global_rank())) *mine.add_peers() = p;

@@ -6,6 +6,33 @@
 #include "worker/daemon/init_weights.h"
 
 namespace pipecoord::worker {
+namespace {
+
+// The checkpoint of step start_step - 1 into `tensors`: this rank's own file, or, when another
+// number of replicas wrote it (checkpoint_dp), its coordinates' files in each of them, resharded.
+Result<CheckpointInfo> ReadRestartPoint(const v1::Assignment& a, int global, const std::string& dir,
+                                        const std::vector<StateTensor>& tensors) {
+  const int step = a.start_step() - 1;
+  if (a.checkpoint_dp() <= 0 || a.checkpoint_dp() == std::max(1, a.spec().dp())) {
+    return ReadCheckpointFile(dir, a.job_id(), global, step, tensors);
+  }
+  const RankLayout now = jobplan::LayoutOf(a.spec());
+  const RankLayout then = RankLayout::OfDegrees(now.pp(), a.checkpoint_dp(), now.tp());
+  std::vector<CheckpointFile> files;
+  for (int d = 0; d < then.dp(); ++d) {
+    auto file = CheckpointFile::Read(
+        CheckpointPath(dir, a.job_id(), then.Global({now.PipelineRank(global), d, now.TensorRank(global)}), step));
+    if (!file.ok()) return file.status();
+    files.push_back(std::move(file).value());
+  }
+  auto info = ReshardInto(files, tensors);
+  if (info.ok() && info->step != step) {
+    return InvalidArgument(files[0].path() + " holds step " + std::to_string(info->step) + ", expected " + std::to_string(step));
+  }
+  return info;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assignment& a, int global,
                                                                   const std::string& dir, ComputeBackend* backend,
@@ -16,26 +43,8 @@ Result<std::unique_ptr<AsyncCheckpointWriter>> PrepareCheckpoints(const v1::Assi
   }
   if (!load_state) {
     // nothing to load here
-  } else if (a.start_step() > 0 && a.checkpoint_dp() > 0 && a.checkpoint_dp() != std::max(1, a.spec().dp())) {
-    // Written by another number of replicas: this rank's coordinates in each of them, resharded.
-    const RankLayout now = jobplan::LayoutOf(a.spec());
-    const RankLayout then = RankLayout::OfDegrees(now.pp(), a.checkpoint_dp(), now.tp());
-    std::vector<CheckpointFile> files;
-    for (int d = 0; d < then.dp(); ++d) {
-      const int old = then.Global({now.PipelineRank(global), d, now.TensorRank(global)});
-      auto file = CheckpointFile::Read(CheckpointPath(dir, a.job_id(), old, a.start_step() - 1));
-      if (!file.ok()) return Status(file.status().code(), "resuming at step " + std::to_string(a.start_step()) + ": " + file.status().message());
-      files.push_back(std::move(file).value());
-    }
-    auto info = ReshardInto(files, backend->CheckpointState());
-    if (!info.ok()) return Status(info.status().code(), "resuming at step " + std::to_string(a.start_step()) + ": " + info.status().message());
-    if (info->step != a.start_step() - 1) {
-      return InvalidArgument("resuming at step " + std::to_string(a.start_step()) + ": " + files[0].path() + " holds step " +
-                             std::to_string(info->step));
-    }
-    backend->set_optimizer_steps(info->optimizer_steps);
   } else if (a.start_step() > 0) {
-    auto info = ReadCheckpointFile(dir, a.job_id(), global, a.start_step() - 1, backend->CheckpointState());
+    auto info = ReadRestartPoint(a, global, dir, backend->CheckpointState());
     if (!info.ok()) {
       return Status(info.status().code(), "resuming at step " + std::to_string(a.start_step()) + ": " + info.status().message());
     }

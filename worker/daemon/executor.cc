@@ -62,12 +62,8 @@ Executor::Executor(const v1::Assignment& a, ComputeBackend* backend, Transport* 
   for (const v1::Action& act : a.jobs().actions()) reduces_by_stage_ = reduces_by_stage_ || act.op() == v1::REDUCE_GRAD;
   zero_ = a.spec().zero() >= 1 && dp_ > 1;
   for (const v1::StageShard& shard : a.shards()) stages_held_.push_back(shard.stage());
-  for (int g = 0; g < layout_.world(); ++g) {
-    if (layout_.DataRank(g) != dp_rank_) continue;
-    if (g == global_) replica_group_.me = static_cast<int>(replica_group_.ranks.size());
-    replica_group_.ranks.push_back(g);
-  }
-
+  replica_group_.ranks = layout_.ReplicaGroup(global_);
+  replica_group_.me = global_ - replica_group_.ranks[0];
   std::sort(stages_held_.begin(), stages_held_.end());
   first_step_ = a.start_step();
   applied_step_ = reported_through_ = a.start_step() - 1;
