@@ -55,6 +55,17 @@ class Reader {
 
 std::string Errno() { return std::strerror(errno); }
 
+// A checkpoint file's bytes, read once; NOT_FOUND asks whether --checkpoint-dir is shared with
+// `writer`.
+Result<std::string> ReadWhole(const std::string& path, const std::string& writer) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return NotFound("checkpoint " + path + ": not found (is --checkpoint-dir shared with " + writer + "?)");
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return Unavailable("checkpoint " + path + ": read failed");
+  return bytes;
+}
+
 }  // namespace
 
 static Result<CheckpointInfo> DecodeLegacyInto(std::string_view bytes, const std::vector<StateTensor>& tensors) {
@@ -254,12 +265,9 @@ Result<CheckpointInfo> ReadCheckpointFile(const std::string& dir, const std::str
       !std::filesystem::exists(path) && std::filesystem::exists(legacy)) {
     path = legacy;
   }
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return NotFound("checkpoint " + path + ": not found (is --checkpoint-dir shared with the failed worker?)");
-  std::string bytes(static_cast<size_t>(in.tellg()), '\0');  // read once, in place
-  in.seekg(0);
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return Unavailable("checkpoint " + path + ": read failed");
-  auto info = DecodeCheckpointInto(bytes, tensors);
+  auto bytes = ReadWhole(path, "the failed worker");
+  if (!bytes.ok()) return bytes.status();
+  auto info = DecodeCheckpointInto(*bytes, tensors);
   if (!info.ok()) return Status(info.status().code(), "checkpoint " + path + ": " + info.status().message());
   if (info->step != step) {
     return InvalidArgument("checkpoint " + path + ": holds step " + std::to_string(info->step) + ", expected " + std::to_string(step));
@@ -268,11 +276,9 @@ Result<CheckpointInfo> ReadCheckpointFile(const std::string& dir, const std::str
 }
 
 Result<CheckpointFile> CheckpointFile::Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return NotFound("checkpoint " + path + ": not found (is --checkpoint-dir shared with the workers that wrote it?)");
-  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return Unavailable("checkpoint " + path + ": read failed");
+  auto read = ReadWhole(path, "the workers that wrote it");
+  if (!read.ok()) return read.status();
+  const std::string& bytes = *read;
   const std::span<const uint8_t> file(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   auto layout = data::ParseSafetensors(file, "checkpoint");
   if (!layout.ok()) return InvalidArgument("checkpoint " + path + ": not a pipecoord checkpoint: " + layout.status().message());
@@ -361,10 +367,9 @@ Result<CheckpointInfo> ReshardInto(const std::vector<CheckpointFile>& files, con
                                " elements, this rank's has " + std::to_string(t.data.size()));
       }
       const int64_t lo = std::max(begin, from), hi = std::min(end, from + static_cast<int64_t>(values.size()));
-      for (int64_t e = lo; e < hi; ++e) {
-        t.data[static_cast<size_t>(e - begin)] = values[static_cast<size_t>(e - from)];
-        covered[static_cast<size_t>(e - begin)] = true;
-      }
+      if (lo >= hi) continue;
+      std::copy(values.begin() + (lo - from), values.begin() + (hi - from), t.data.begin() + (lo - begin));
+      std::fill(covered.begin() + (lo - begin), covered.begin() + (hi - begin), true);
     }
     if (auto gap = std::find(covered.begin(), covered.end(), false); gap != covered.end()) {
       return InvalidArgument("resharding a checkpoint: element " + std::to_string(begin + (gap - covered.begin())) +
