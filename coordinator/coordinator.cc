@@ -97,7 +97,7 @@ Status Coordinator::Restore() {
     for (const v1::StepRecord& rec : j.job.steps()) j.updates.push_back(j.StepUpdate(rec));
     for (const std::string& bytes : events[i]) {
       v1::HealthEvent e;
-      if (!e.ParseFromString(bytes)) return Unavailable("state file " + state_.path() + ": an event does not parse");
+      if (!e.ParseFromString(bytes)) return Unavailable(state_.where() + ": an event does not parse");
       v1::JobUpdate u;
       u.set_state(j.job.state());
       u.set_event(e.message());

@@ -62,6 +62,30 @@ class Stmt {
   int rc_;
 };
 
+// The SQLite file (StateStore::Open).
+class SqliteStateStore final : public StateStore {
+ public:
+  SqliteStateStore(sqlite3* db, std::string path, int lock_fd) : db_(db), path_(std::move(path)), lock_fd_(lock_fd) {}
+  ~SqliteStateStore() override;
+  Status PutJob(const v1::Job& job) override;
+  Status AppendEvent(const std::string& job_id, const std::string& event_bytes) override;
+  Status AppendStep(const std::string& job_id, const v1::StepRecord& step) override;
+  Result<int64_t> AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch) override;
+  Status DropTelemetryBefore(const std::string& job_id, int64_t seq) override;
+  Status PutCheckpointedSteps(const std::string& job_id, int n) override;
+  Status PutWorker(const std::string& worker_id) override;
+  Status PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t next_session, uint64_t epoch) override;
+  Status DeleteJob(const std::string& job_id) override;
+  Result<StoredState> Load(std::vector<std::vector<std::string>>* events_by_job) override;
+  std::string where() const override { return "state file " + path_; }
+  Status Exec(const char* sql);
+
+ private:
+  sqlite3* db_;
+  std::string path_;
+  int lock_fd_;  // flock()ed for the store's life
+};
+
 }  // namespace
 
 Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
@@ -85,21 +109,21 @@ Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
     close(lock_fd);
     return Unavailable("--state " + path + ": cannot open: " + why);
   }
-  std::unique_ptr<StateStore> store(new StateStore(db, path, lock_fd));
+  auto store = std::make_unique<SqliteStateStore>(db, path, lock_fd);
   // WAL: readers never block the writer, and a committed transaction survives a process kill.
   for (const char* sql : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=NORMAL;", "PRAGMA busy_timeout=5000;", kSchema}) {
     Status st = store->Exec(sql);
     if (!st.ok()) return Unavailable("--state " + path + ": not a usable pipecoord state file: " + st.message());
   }
-  return store;
+  return std::unique_ptr<StateStore>(std::move(store));
 }
 
-StateStore::~StateStore() {
+SqliteStateStore::~SqliteStateStore() {
   sqlite3_close(db_);
   close(lock_fd_);  // releases the lock
 }
 
-Status StateStore::Exec(const char* sql) {
+Status SqliteStateStore::Exec(const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string why = err ? err : "unknown error";
@@ -118,7 +142,7 @@ Status Done(Stmt& s, sqlite3* db, const std::string& path) {
 
 }  // namespace
 
-Status StateStore::PutJob(const v1::Job& job) {
+Status SqliteStateStore::PutJob(const v1::Job& job) {
   Stmt s(db_, "INSERT INTO jobs (id, job) VALUES (?1, ?2) ON CONFLICT(id) DO UPDATE SET job = excluded.job");
   // Steps and events live in their own tables; the row keeps the rest.
   v1::Job row = job;
@@ -128,44 +152,44 @@ Status StateStore::PutJob(const v1::Job& job) {
   return Done(s, db_, path_);
 }
 
-Status StateStore::AppendEvent(const std::string& job_id, const std::string& event_bytes) {
+Status SqliteStateStore::AppendEvent(const std::string& job_id, const std::string& event_bytes) {
   Stmt s(db_, "INSERT INTO events (job_id, event) VALUES (?1, ?2)");
   s.Text(1, job_id).Blob(2, event_bytes);
   return Done(s, db_, path_);
 }
 
-Status StateStore::AppendStep(const std::string& job_id, const v1::StepRecord& step) {
+Status SqliteStateStore::AppendStep(const std::string& job_id, const v1::StepRecord& step) {
   Stmt s(db_, "INSERT INTO steps (job_id, step) VALUES (?1, ?2)");
   s.Text(1, job_id).Blob(2, step.SerializeAsString());
   return Done(s, db_, path_);
 }
 
-Result<int64_t> StateStore::AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch) {
+Result<int64_t> SqliteStateStore::AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch) {
   Stmt s(db_, "INSERT INTO telemetry (job_id, batch) VALUES (?1, ?2)");
   s.Text(1, job_id).Blob(2, batch.SerializeAsString());
   PIPECOORD_RETURN_IF_ERROR(Done(s, db_, path_));
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
 
-Status StateStore::DropTelemetryBefore(const std::string& job_id, int64_t seq) {
+Status SqliteStateStore::DropTelemetryBefore(const std::string& job_id, int64_t seq) {
   Stmt s(db_, "DELETE FROM telemetry WHERE job_id = ?1 AND seq < ?2");
   s.Text(1, job_id).Int(2, seq);
   return Done(s, db_, path_);
 }
 
-Status StateStore::PutCheckpointedSteps(const std::string& job_id, int n) {
+Status SqliteStateStore::PutCheckpointedSteps(const std::string& job_id, int n) {
   Stmt s(db_, "INSERT OR REPLACE INTO checkpoints (job_id, steps) VALUES (?1, ?2)");
   s.Text(1, job_id).Int(2, n);
   return Done(s, db_, path_);
 }
 
-Status StateStore::PutWorker(const std::string& worker_id) {
+Status SqliteStateStore::PutWorker(const std::string& worker_id) {
   Stmt s(db_, "INSERT OR IGNORE INTO workers (id) VALUES (?1)");
   s.Text(1, worker_id);
   return Done(s, db_, path_);
 }
 
-Status StateStore::PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t next_session, uint64_t epoch) {
+Status SqliteStateStore::PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t next_session, uint64_t epoch) {
   Stmt s(db_,
          "INSERT OR REPLACE INTO meta (key, value) VALUES ('next_job', ?1), ('next_worker', ?2), ('next_session', ?3), "
          "('epoch', ?4)");
@@ -174,7 +198,7 @@ Status StateStore::PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t
   return Done(s, db_, path_);
 }
 
-Status StateStore::DeleteJob(const std::string& job_id) {
+Status SqliteStateStore::DeleteJob(const std::string& job_id) {
   PIPECOORD_RETURN_IF_ERROR(Exec("BEGIN"));
   for (const char* sql : {"DELETE FROM jobs WHERE id = ?1", "DELETE FROM events WHERE job_id = ?1",
                           "DELETE FROM steps WHERE job_id = ?1", "DELETE FROM telemetry WHERE job_id = ?1",
@@ -190,7 +214,7 @@ Status StateStore::DeleteJob(const std::string& job_id) {
   return Exec("COMMIT");
 }
 
-Result<StoredState> StateStore::Load(std::vector<std::vector<std::string>>* events_by_job) {
+Result<StoredState> SqliteStateStore::Load(std::vector<std::vector<std::string>>* events_by_job) {
   StoredState out;
   std::map<std::string, size_t> index;
   {

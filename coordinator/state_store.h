@@ -1,12 +1,11 @@
-// StateStore: the coordinator's durable state in one SQLite file (WAL mode). Every write is
-// committed before it returns, so whatever the coordinator acknowledged to a client survives a
-// SIGKILL; Load() gives it all back on restart.
+// StateStore: the coordinator's durable state: by default one SQLite file (WAL mode), or etcd for
+// coordinators in high availability. Every write is committed before it returns, so whatever the
+// coordinator acknowledged to a client survives a SIGKILL; Load() gives it all back on restart.
 //
 // What is kept: jobs (spec, plan, state, cause, steps done, creation time), their events and
 // step records, the telemetry batches accepted (as serialized TelemetryBatch rows, of which the
 // caller drops the old ones: DropTelemetryBefore), each job's checkpointed steps, the worker
-// identities handed out, and the id counters. Not thread-safe: the Coordinator calls it under
-// its own lock.
+// identities handed out, and the id counters (with the epoch).
 #ifndef PIPECOORD_COORDINATOR_STATE_STORE_H_
 #define PIPECOORD_COORDINATOR_STATE_STORE_H_
 
@@ -18,8 +17,6 @@
 #include "common/status.h"
 #include "proto/job.pb.h"
 #include "proto/telemetry.pb.h"
-
-struct sqlite3;
 
 namespace pipecoord::coordinator {
 
@@ -36,45 +33,40 @@ struct StoredState {
   uint64_t epoch = 0;  // the last coordinator's (it grows at every Restore)
 };
 
+// What every store keeps and gives back; the SQLite file below is the embedded default, etcd
+// (coordinator/ha/etcd_state_store.h) the high-availability one. Not thread-safe: the Coordinator
+// calls a store under its own lock. Every call returns once its change is durable (or with the
+// reason it is not).
 class StateStore {
  public:
-  // Opens (creating if needed) the file and its schema, and holds an exclusive lock on it until
-  // destroyed: one coordinator per state file. FAILED_PRECONDITION naming the path (and the
-  // process holding it, when /proc tells) when another store has it open; UNAVAILABLE naming the
-  // path when it cannot be opened or is not a pipecoord state file.
+  // The SQLite file: opens (creating if needed) the file and its schema, and holds an exclusive
+  // lock on it until destroyed: one coordinator per state file. FAILED_PRECONDITION naming the path
+  // (and the process holding it, when /proc tells) when another store has it open; UNAVAILABLE
+  // naming the path when it cannot be opened or is not a pipecoord state file.
   static Result<std::unique_ptr<StateStore>> Open(const std::string& path);
-  ~StateStore();
-  StateStore(const StateStore&) = delete;
-  StateStore& operator=(const StateStore&) = delete;
+  virtual ~StateStore() = default;
 
   // Inserts or replaces the job's row (not its events, steps or telemetry).
-  Status PutJob(const v1::Job& job);
-  Status AppendEvent(const std::string& job_id, const std::string& event_bytes);
-  Status AppendStep(const std::string& job_id, const v1::StepRecord& step);
-  // Returns the new row's seq.
-  Result<int64_t> AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch);
+  virtual Status PutJob(const v1::Job& job) = 0;
+  virtual Status AppendEvent(const std::string& job_id, const std::string& event_bytes) = 0;
+  virtual Status AppendStep(const std::string& job_id, const v1::StepRecord& step) = 0;
+  // Returns the new row's seq (growing in arrival order).
+  virtual Result<int64_t> AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch) = 0;
   // Deletes the job's telemetry rows older than `seq`: the coordinator keeps a bounded window.
-  Status DropTelemetryBefore(const std::string& job_id, int64_t seq);
+  virtual Status DropTelemetryBefore(const std::string& job_id, int64_t seq) = 0;
   // Steps [0, n) are checkpointed on every rank (Job.checkpointed_steps): kept apart from the job
   // row, which holds the plan and is not rewritten for it.
-  Status PutCheckpointedSteps(const std::string& job_id, int n);
-  Status PutWorker(const std::string& worker_id);
-  Status PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t next_session, uint64_t epoch = 0);
+  virtual Status PutCheckpointedSteps(const std::string& job_id, int n) = 0;
+  virtual Status PutWorker(const std::string& worker_id) = 0;
+  virtual Status PutCounters(uint64_t next_job, uint64_t next_worker, uint64_t next_session, uint64_t epoch = 0) = 0;
   // Removes a job and everything kept with it.
-  Status DeleteJob(const std::string& job_id);
+  virtual Status DeleteJob(const std::string& job_id) = 0;
 
   // Everything stored. Events are returned as the bytes AppendEvent was given.
-  Result<StoredState> Load(std::vector<std::vector<std::string>>* events_by_job);
+  virtual Result<StoredState> Load(std::vector<std::vector<std::string>>* events_by_job) = 0;
 
-  const std::string& path() const { return path_; }
-
- private:
-  StateStore(sqlite3* db, std::string path, int lock_fd) : db_(db), path_(std::move(path)), lock_fd_(lock_fd) {}
-  Status Exec(const char* sql);
-
-  sqlite3* db_;
-  std::string path_;
-  int lock_fd_;  // flock()ed for the store's life
+  // Where the state is, for messages: "state file PATH", "etcd HOST:PORT,... under PREFIX".
+  virtual std::string where() const = 0;
 };
 
 }  // namespace pipecoord::coordinator

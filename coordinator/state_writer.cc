@@ -7,10 +7,7 @@ namespace pipecoord::coordinator {
 StateWriter::StateWriter(StateStore* store, size_t trace_actions_per_job)
     : store_(store), trace_actions_per_job_(trace_actions_per_job) {}
 
-const std::string& StateWriter::path() const {
-  static const std::string kNone;
-  return store_ == nullptr ? kNone : store_->path();
-}
+std::string StateWriter::where() const { return store_ == nullptr ? "" : store_->where(); }
 
 void StateWriter::Log(const Status& st) const {
   if (!st.ok()) std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());

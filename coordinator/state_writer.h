@@ -36,7 +36,7 @@ class StateWriter {
   StateWriter(StateStore* store, size_t trace_actions_per_job);
 
   bool enabled() const { return store_ != nullptr; }
-  const std::string& path() const;  // the state file ("" without a store)
+  std::string where() const;  // StateStore::where() ("" without a store)
   // Everything stored (StateStore::Load); then NoteStoredTelemetry for each job's rows.
   Result<StoredState> Load(std::vector<std::vector<std::string>>* events_by_job);
   void NoteStoredTelemetry(const std::string& job_id, int64_t seq, int actions);

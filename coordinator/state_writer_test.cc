@@ -29,7 +29,7 @@ v1::TelemetryBatch OneAction(int step) {
 TEST(StateWriterTest, WithoutAStoreEveryCallSucceedsAndKeepsNothing) {
   StateWriter w(nullptr, 10);
   EXPECT_FALSE(w.enabled());
-  EXPECT_EQ(w.path(), "");
+  EXPECT_EQ(w.where(), "");
   EXPECT_TRUE(w.PutNewJob(Job("job-1"), {}).ok());
   EXPECT_TRUE(w.PutWorker("worker-1", {}).ok());
   EXPECT_TRUE(w.AppendTelemetry("job-1", OneAction(0)).ok());
@@ -47,7 +47,7 @@ TEST(StateWriterTest, WhatIsWrittenThroughComesBack) {
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   StateWriter w(store->get(), 100);
   EXPECT_TRUE(w.enabled());
-  EXPECT_EQ(w.path(), path);
+  EXPECT_EQ(w.where(), "state file " + path);
   IdCounters ids{3, 5, 7};
   ASSERT_TRUE(w.PutNewJob(Job("job-1"), ids).ok());
   ASSERT_TRUE(w.PutWorker("worker-4", ids).ok());

@@ -15,6 +15,7 @@ packages=(
   kubectl                    # deploy/ tests: kubectl kustomize (v1.32)
   clang-14 libclang-rt-14-dev  # fuzz/: libFuzzer targets with ASan and UBSan
   libopenblas-dev            # the CPU backend's fp32 GEMMs (kernels/cpu/linear.cc)
+  etcd-server etcd-client golang-etcd-server-dev  # coordinators in high availability: a real etcd 3.4 for tests; its .proto files (third_party/etcd)
   fortunes                   # 2.5 MB of English text (/usr/share/games/fortunes): tools/demo.sh trains on it byte by byte
 )
 
