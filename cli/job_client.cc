@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "common/client_credentials.h"
+#include "common/coordinator_target.h"
 
 namespace pipecoord::cli {
 namespace {
@@ -15,7 +16,9 @@ void FromEnv(std::string* value, const char* name) {
 }  // namespace
 
 void AddConnectionFlags(FlagSet& flags, Connection* c) {
-  flags.String("coordinator", &c->address, "coordinator address (default $PIPECOORD_ADDR or 127.0.0.1:50051)");
+  flags.String("coordinator", &c->address,
+               "coordinator address (default $PIPECOORD_ADDR or 127.0.0.1:50051); HOST:PORT,HOST:PORT,... names the "
+               "coordinators of a high-availability group, and calls go to the active one");
   flags.String("tls-ca", &c->tls_ca,
                "PEM CA to verify the coordinator's TLS certificate with (default $PIPECOORD_TLS_CA; none: plaintext)");
   flags.String("token", &c->token,
@@ -33,9 +36,14 @@ Result<std::unique_ptr<v1::JobService::Stub>> JobStub(Connection* c) {
   tls.token = c->token;
   auto credentials = ClientCredentials(tls);
   if (!credentials.ok()) return credentials.status();
+  auto target = ResolveCoordinatorTarget("--coordinator", c->address);
+  if (!target.ok()) return target.status();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);  // plans and traces of large jobs
-  return v1::JobService::NewStub(grpc::CreateCustomChannel(c->address, *credentials, args));
+  // `pipectl watch` reconnects through a failover within 2 s, not gRPC's default of up to 2 min.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  if (!target->authority.empty()) args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
+  return v1::JobService::NewStub(grpc::CreateCustomChannel(target->target, *credentials, args));
 }
 
 std::unique_ptr<grpc::ClientContext> Deadline(int seconds) {

@@ -12,6 +12,8 @@
 #include "common/flags.h"
 #include "common/process_holders.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/ha/candidate.h"
+#include "coordinator/ha/etcd_state_store.h"
 #include "coordinator/health_port.h"
 #include "coordinator/http/http_server.h"
 #include "coordinator/http/prometheus_metrics.h"
@@ -21,20 +23,40 @@
 namespace {
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop = true; }
+// The grpc.health.v1 service name that is SERVING only on the coordinator that serves (the
+// elected one, with --etcd): readiness probes ask for it.
+constexpr const char* kActiveService = "pipecoord.active";
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace pipecoord;
-  std::string listen = "127.0.0.1:50051", http, state;
+  std::string listen = "127.0.0.1:50051", http, state, etcd, ha_name = "default", advertise;
+  int ha_lease_s = 5;
   int lease_ms = 5000, max_jobs = 10000, trace_actions = 200000, adopt_grace_ms = 60000, metrics_retention_s = 3600;
   FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--adopt-grace-ms N] [--max-jobs N] [--trace-actions N] [--tls-cert FILE --tls-key FILE "
-                     "--tls-ca FILE --token-file FILE] [--health-listen HOST:PORT]",
+                     "--tls-ca FILE --token-file FILE] [--health-listen HOST:PORT] [--etcd HOST:PORT,... [--ha-name NAME] "
+                     "[--ha-lease-s N] [--advertise HOST:PORT]]",
                      "pipecoord's coordinator: plans jobs, hands workers their job lists over gRPC and "
                      "collects their telemetry. Serves grpc.health.v1 and server reflection.");
   flags.String("listen", &listen, "gRPC address to serve (default 127.0.0.1:50051; port 0 picks one)");
   flags.String("http", &http, "HTTP address for /metrics and the dashboard page (port 0 picks one; default: none)");
   flags.String("state", &state, "SQLite state file (WAL mode) keeping jobs, events, steps and telemetry across "
                                  "restarts; created if missing (default: state in memory only)");
+  // High availability (docs/operations.md "High availability"): state in etcd, one coordinator
+  // elected active, the others standing by.
+  flags.String("etcd", &etcd,
+               "etcd client endpoints HOST:PORT[,HOST:PORT...]: keep the state in etcd instead of --state and "
+               "serve only while elected there; the others standing by take over when the active one goes "
+               "(default: none, a single coordinator)");
+  flags.String("ha-name", &ha_name,
+               "with --etcd: the coordinators that share state and elect one active (keys under "
+               "/pipecoord/NAME/; default \"default\")");
+  flags.Int("ha-lease-s", &ha_lease_s,
+            "with --etcd: seconds an active coordinator may go unheard by etcd before a standby takes over "
+            "(default 5)");
+  flags.String("advertise", &advertise,
+               "with --etcd: the address standbys and tools are told the active coordinator serves at "
+               "(default: --listen)");
   flags.Int("lease-ms", &lease_ms, "a worker silent this long is considered gone, in ms (default 5000)");
   flags.Int("adopt-grace-ms", &adopt_grace_ms,
             "after a restart on --state, how long a job that was running waits for its workers to come back "
@@ -76,6 +98,20 @@ int main(int argc, char** argv) {
   if (st.ok() && (trace_actions < 1000 || trace_actions > 100'000'000)) {
     st = InvalidArgument("--trace-actions: must be in 1000..100000000");
   }
+  if (st.ok() && !etcd.empty() && !state.empty()) {
+    st = InvalidArgument("--etcd: the state is kept in etcd; --state (a SQLite file) is for a single coordinator");
+  }
+  if (st.ok() && (ha_lease_s < 1 || ha_lease_s > 600)) st = InvalidArgument("--ha-lease-s: must be in 1..600");
+  if (st.ok() && (ha_name.empty() || ha_name.size() > 63 ||
+                  ha_name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)) {
+    st = InvalidArgument("--ha-name: must be 1..63 of a-z, 0-9 and '-', got \"" + ha_name + "\"");
+  }
+  std::unique_ptr<coordinator::ha::EtcdClient> etcd_client;
+  if (st.ok() && !etcd.empty()) {
+    auto connected = coordinator::ha::EtcdClient::Connect(etcd, std::chrono::seconds(3));
+    if (connected.ok()) etcd_client = std::move(connected).value();
+    st = connected.status();
+  }
   if (!st.ok()) {
     std::fprintf(stderr, "coordinator: %s\n", st.message().c_str());
     return 2;
@@ -96,8 +132,62 @@ int main(int argc, char** argv) {
   options.trace_actions_per_job = static_cast<size_t>(trace_actions);
   coordinator::http::PrometheusMetrics metrics;
   options.metrics = &metrics;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  // The health port answers from the start, standby or not: "" SERVING while the process runs
+  // (liveness), "pipecoord.active" SERVING only once this coordinator serves (readiness: a
+  // Kubernetes Service then routes to the active one).
+  std::unique_ptr<grpc::Server> health_port;
+  if (!health_listen.empty()) {
+    int hport = 0;
+    auto started = coordinator::StartHealthPort(health_listen, &hport);
+    if (!started.ok()) {
+      std::fprintf(stderr, "coordinator: %s\n", started.status().message().c_str());
+      return 1;
+    }
+    health_port = std::move(started).value();
+    health_port->GetHealthCheckService()->SetServingStatus(kActiveService, false);
+    std::printf("coordinator health on %s:%d (grpc.health.v1 only, plaintext)\n",
+                health_listen.substr(0, health_listen.rfind(':')).c_str(), hport);
+    std::fflush(stdout);
+  }
+  std::unique_ptr<coordinator::ha::Candidate> candidate;
+  const coordinator::ha::EtcdLeadership* leadership = nullptr;
+  if (etcd_client) {
+    coordinator::ha::CandidateOptions copts;
+    copts.election = "/pipecoord/" + ha_name + "/leader";
+    copts.value = advertise.empty() ? listen : advertise;
+    copts.lease_ttl_s = ha_lease_s;
+    // Lost leadership: another coordinator may already be active, so this one stops at once (no
+    // graceful shutdown that could still write or send); its supervisor starts it again as a standby.
+    auto lost = [](const Status& why) {
+      std::fprintf(stderr, "coordinator: %s; exiting\n", why.message().c_str());
+      std::fflush(stderr);
+      _exit(3);
+    };
+    candidate = std::make_unique<coordinator::ha::Candidate>(etcd_client.get(), copts, lost);
+    std::printf("coordinator standby: campaigning in etcd %s for %s\n", etcd.c_str(), copts.election.c_str());
+    std::fflush(stdout);
+    auto won = candidate->WaitUntilElected(g_stop, [](const std::string& line) {
+      std::printf("coordinator standby: %s\n", line.c_str());
+      std::fflush(stdout);
+    });
+    if (!won.ok()) return 0;  // stopped while standing by
+    leadership = *won;
+    std::printf("coordinator elected: %s is active (election key revision %lld)\n", copts.value.c_str(),
+                static_cast<long long>(leadership->create_revision));
+    std::fflush(stdout);
+  }
   std::unique_ptr<coordinator::StateStore> store;
-  if (!state.empty()) {
+  if (etcd_client) {
+    store = std::make_unique<coordinator::ha::EtcdStateStore>(
+        etcd_client.get(), "/pipecoord/" + ha_name + "/state/", leadership, [](const Status& why) {
+          std::fprintf(stderr, "coordinator: %s; exiting\n", why.message().c_str());
+          std::fflush(stderr);
+          _exit(3);
+        });
+    options.store = store.get();
+  } else if (!state.empty()) {
     auto opened = coordinator::StateStore::Open(state);
     if (!opened.ok()) {
       std::fprintf(stderr, "coordinator: %s\n", opened.status().message().c_str());
@@ -108,7 +198,8 @@ int main(int argc, char** argv) {
   }
   coordinator::Coordinator core(options);
   if (Status restored = core.Restore(); !restored.ok()) {
-    std::fprintf(stderr, "coordinator: --state %s: %s\n", state.c_str(), restored.message().c_str());
+    std::fprintf(stderr, "coordinator: %s%s\n", etcd_client ? "" : ("--state " + state + ": ").c_str(),
+                 restored.message().c_str());
     return 1;
   }
   coordinator::JobServiceImpl jobs(&core, &security->auth);
@@ -148,18 +239,6 @@ int main(int argc, char** argv) {
                 "SubmitJob and CancelJob need the bearer token of %s\n",
                 security_flags.tls_ca.c_str(), security_flags.token_file.c_str());
   }
-  std::unique_ptr<grpc::Server> health_port;
-  if (!health_listen.empty()) {
-    int hport = 0;
-    auto started = coordinator::StartHealthPort(health_listen, &hport);
-    if (!started.ok()) {
-      std::fprintf(stderr, "coordinator: %s\n", started.status().message().c_str());
-      return 1;
-    }
-    health_port = std::move(started).value();
-    std::printf("coordinator health on %s:%d (grpc.health.v1 only, plaintext)\n",
-                health_listen.substr(0, health_listen.rfind(':')).c_str(), hport);
-  }
   std::unique_ptr<coordinator::http::HttpServer> web;
   if (!http.empty()) {
     auto started = coordinator::http::HttpServer::Start(http, &core, &metrics);
@@ -171,9 +250,9 @@ int main(int argc, char** argv) {
     std::printf("coordinator http on %s:%d (/metrics, dashboard at /)\n", http.substr(0, http.rfind(':')).c_str(),
                 web->port());
   }
+  server->GetHealthCheckService()->SetServingStatus(kActiveService, true);
+  if (health_port) health_port->GetHealthCheckService()->SetServingStatus(kActiveService, true);
   std::fflush(stdout);
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
   while (!g_stop) {
     std::this_thread::sleep_for(coordinator::TickPeriod(options.lease));
     core.Tick();
@@ -181,5 +260,6 @@ int main(int argc, char** argv) {
   web.reset();
   core.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  candidate.reset();  // resigns: a standby takes over now, not after --ha-lease-s
   return 0;
 }

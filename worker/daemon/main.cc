@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "common/client_credentials.h"
+#include "common/coordinator_target.h"
 #include "common/flags.h"
 #include "common/host_memory.h"
 #include "kernels/cpu/freed_memory.h"
@@ -34,7 +35,9 @@ int main(int argc, char** argv) {
                      "[--checkpoint-dir DIR] [--coordinator-grace-s N] [--tls-ca FILE --tls-cert FILE --tls-key FILE]",
                      "A pipecoord worker: registers with the coordinator, runs the job lists it is "
                      "assigned (its rank comes from the assignment) and reports telemetry.");
-  flags.String("coordinator", &coordinator_addr, "the coordinator's gRPC address (or PIPECOORD_ADDR)");
+  flags.String("coordinator", &coordinator_addr,
+               "the coordinator's gRPC address (or PIPECOORD_ADDR); HOST:PORT,HOST:PORT,... names the coordinators "
+               "of a high-availability group, and the worker follows the active one");
   flags.String("device", &device, "compute backend: cpu (default) or cuda");
   std::string memory;
   flags.String("memory", &memory,
@@ -70,12 +73,18 @@ int main(int argc, char** argv) {
   }
   if (coordinator_addr.empty() && std::getenv("PIPECOORD_ADDR")) coordinator_addr = std::getenv("PIPECOORD_ADDR");
   if (st.ok() && coordinator_addr.empty()) st = InvalidArgument("--coordinator: required (or set PIPECOORD_ADDR)");
+  CoordinatorTarget target{coordinator_addr, ""};
   // HOST:PORT (gRPC would dial port 443 of a bare host and retry forever); a gRPC target with a
   // scheme (dns:///, unix:, ipv4:) is taken as is.
   if (st.ok() && coordinator_addr.find(':') != std::string::npos &&
       (coordinator_addr.find("://") != std::string::npos || coordinator_addr.rfind("unix:", 0) == 0 ||
        coordinator_addr.rfind("ipv4:", 0) == 0 || coordinator_addr.rfind("ipv6:", 0) == 0)) {
     // a gRPC target URI
+  } else if (st.ok() && coordinator_addr.find(',') != std::string::npos) {
+    // Several: the coordinators of one high-availability group (common/coordinator_target.h).
+    auto resolved = ResolveCoordinatorTarget("--coordinator", coordinator_addr);
+    if (resolved.ok()) target = *resolved;
+    else st = resolved.status();
   } else if (st.ok()) {
     auto hp = worker::ParseHostPort(coordinator_addr);
     if (!hp.ok() || hp->port == 0) {
@@ -137,7 +146,11 @@ int main(int argc, char** argv) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  auto channel = grpc::CreateCustomChannel(coordinator_addr, credentials, args);
+  // A coordinator that went away (restarted, failed over) is dialled again within 2 s, not after
+  // gRPC's default backoff of up to two minutes.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  if (!target.authority.empty()) args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target.authority);
+  auto channel = grpc::CreateCustomChannel(target.target, credentials, args);
   options.device = device;
   options.data_host = data_listen.substr(0, colon);
   options.data_port = std::stoi(data_listen.substr(colon + 1));
