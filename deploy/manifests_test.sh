@@ -31,7 +31,7 @@ for f in open(sys.argv[1]).read().split():
 echo "parsed $(wc -l < "$work/yaml-files") YAML files"
 
 # 2. The base and each overlay render, and every object validates.
-for k in base overlays/cpu overlays/gpu; do
+for k in base overlays/cpu overlays/gpu overlays/ha; do
   out="$work/$(basename "$k").yaml"
   kubectl kustomize "$work/deploy/$k" > "$out" || fail "kubectl kustomize deploy/$k"
   validate "$out" || fail "deploy/$k: rendered objects do not validate"
@@ -140,6 +140,62 @@ PY
   pids=()
   echo "$overlay: the coordinator and a worker run with the containers' args"
 done
+
+# 4b. The ha overlay: three coordinators on the etcd StatefulSet's members, no state volume, ready
+#     only when elected; two coordinators with its args (etcd and addresses made local) on a
+#     real etcd: one serves, the other stands by naming it.
+/usr/bin/python3 - "$work/ha.yaml" "$work/ha" <<'PY' || fail "deploy/overlays/ha: checks"
+import os, re, sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+def find(kind, name):
+    return next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+dep = find("Deployment", "pipecoord-coordinator")
+etcd = find("StatefulSet", "pipecoord-etcd")
+assert not any(o["kind"] == "PersistentVolumeClaim" for o in objs), "a state volume is left"
+assert dep["spec"]["replicas"] == 3 and dep["spec"]["strategy"]["type"] == "RollingUpdate", dep["spec"]
+c = dep["spec"]["template"]["spec"]["containers"][0]
+args = c["args"]
+assert not any(a.startswith("--state") for a in args), args
+assert all(v["name"] != "state" for v in dep["spec"]["template"]["spec"].get("volumes", [])), "state volume"
+assert c["readinessProbe"]["grpc"] == {"port": 50052, "service": "pipecoord.active"}, c["readinessProbe"]
+assert c["livenessProbe"]["grpc"] == {"port": 50052}, c["livenessProbe"]
+members = [f"pipecoord-etcd-{i}.pipecoord-etcd:2379" for i in range(etcd["spec"]["replicas"])]
+assert "--etcd=" + ",".join(members) in args, (args, members)
+e = etcd["spec"]["template"]["spec"]["containers"][0]["args"]
+cluster = [a for a in e if a.startswith("--initial-cluster=")][0].split("=", 1)[1]
+assert cluster == ",".join(f"pipecoord-etcd-{i}=http://pipecoord-etcd-{i}.pipecoord-etcd:2380" for i in range(3)), cluster
+assert etcd["spec"]["serviceName"] == "pipecoord-etcd" and find("Service", "pipecoord-etcd")["spec"]["clusterIP"] == "None"
+assert all(o["metadata"].get("namespace") == "pipecoord" for o in objs if o["kind"] != "Namespace"), "namespace"
+os.makedirs(sys.argv[2], exist_ok=True)
+open(sys.argv[2] + "/coordinator.args", "w").write("\n".join(args) + "\n")
+print("ha: 3 coordinators on", len(members), "etcd members, ready only when elected")
+PY
+eport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+pport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+etcd --name m --data-dir "$work/ha/etcd" --listen-client-urls "http://127.0.0.1:$eport" \
+  --advertise-client-urls "http://127.0.0.1:$eport" --listen-peer-urls "http://127.0.0.1:$pport" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$pport" --initial-cluster "m=http://127.0.0.1:$pport" \
+  > "$work/ha/etcd.log" 2>&1 &
+pids+=($!)
+for n in 1 2; do
+  mapfile -t cargs < <(sed -e "s/^--listen=.*/--listen=127.0.0.1:0/" -e 's/^--http=.*/--http=127.0.0.1:0/' \
+    -e "s/^--etcd=.*/--etcd=127.0.0.1:$eport/" -e "s/^--advertise=\$(POD_IP):50051$/--advertise=coordinator-$n:50051/" \
+    -e 's/\$(PIPECOORD_LEASE_MS)/5000/' -e 's/^--health-listen=.*/--health-listen=127.0.0.1:0/' \
+    -e "s|^--tls-cert=/etc/pipecoord/tls/tls.crt$|--tls-cert=$pki/coordinator.crt|" \
+    -e "s|^--tls-key=/etc/pipecoord/tls/tls.key$|--tls-key=$pki/coordinator.key|" \
+    -e "s|^--tls-ca=/etc/pipecoord/tls/ca.crt$|--tls-ca=$pki/ca.crt|" \
+    -e "s|^--token-file=/etc/pipecoord/token/token$|--token-file=$pki/token|" "$work/ha/coordinator.args")
+  coordinator/coordinator "${cargs[@]}" > "$work/ha/coordinator-$n.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 200); do grep -qs "listening on\|standing by: the active" "$work/ha/coordinator-$n.log" && break; sleep 0.05; done
+done
+grep -q "^coordinator listening on" "$work/ha/coordinator-1.log" || fail "ha: the first coordinator does not serve: $(cat "$work/ha/coordinator-1.log")"
+grep -q "^coordinator standby: standing by: the active coordinator is coordinator-1:50051" "$work/ha/coordinator-2.log" ||
+  fail "ha: the second coordinator does not stand by: $(cat "$work/ha/coordinator-2.log")"
+! grep -q "listening on" "$work/ha/coordinator-2.log" || fail "ha: the standby listens"
+cleanup
+pids=()
+echo "ha: the coordinators run with the containers' args on a real etcd: one active, one standing by"
 
 # 5. Rejections: a misspelt field and a wrong type, as files and through an overlay.
 expect_rejected() {  # FILE PATTERN...
