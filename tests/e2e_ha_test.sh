@@ -122,8 +122,20 @@ submit_and_wait() {
   wait_steps "$JOB" 5
 }
 
-# (b1) SIGKILL the active coordinator.
+# (b1) SIGKILL the active coordinator. The Python client's watch, given every coordinator's
+# address, follows the job through the failover.
 submit_and_wait
+gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
+PYTHONPATH="$gen:python" /usr/bin/python3 - "$ALL" "$JOB" > "$WORK/pywatch.out" 2>&1 <<'PY' &
+import sys
+from pipecoord.client import Client, StepUpdate
+client = Client(sys.argv[1])
+steps = [u.step for u in client.watch(sys.argv[2]) if isinstance(u, StepUpdate)]
+print("python watch: %d steps, %s" % (len(steps), "each once in order" if steps == list(range(len(steps))) else "NOT in order"))
+print("python watch ended: " + client.get(sys.argv[2]).state)
+PY
+pywatcher=$!
+sleep 0.3
 done_before=$(steps_done "$JOB")
 for i in 0 1 2; do LISTENED[$i]=$(listened "$i"); done
 kill -KILL "${COORD_PIDS[$first]}"
@@ -140,6 +152,10 @@ echo "SIGKILL of the active coordinator: coordinator $second active after $(secs
      "the job's next step recorded after $(secs "$killed_at" "$next_step_at") s"
 start_coordinator_n "$first"  # the supervisor brings it back: a standby now
 check_job "$JOB" "active coordinator SIGKILLed"
+wait "$pywatcher" || fail "the Python client's watch failed: $(cat "$WORK/pywatch.out")"
+grep -qx "python watch: $steps steps, each once in order" "$WORK/pywatch.out" &&
+  grep -qx "python watch ended: SUCCEEDED" "$WORK/pywatch.out" || fail "Python client's watch: $(cat "$WORK/pywatch.out")"
+echo "the Python client's watch over $ALL followed the job through the failover: $(head -1 "$WORK/pywatch.out")"
 
 # (b2) Stop one etcd member (SIGKILL) mid-job: the cluster keeps its quorum.
 submit_and_wait

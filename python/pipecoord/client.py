@@ -17,6 +17,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
+from pipecoord.coordinator_target import coordinator_target
 from proto import health_pb2, job_pb2, job_pb2_grpc
 
 TERMINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
@@ -436,10 +437,12 @@ class Client:
     """
 
     def __init__(self, address, timeout_s=30.0, *, token=None, root_certificates=None):
+        # HOST:PORT, or HOST:PORT,HOST:PORT,... for the coordinators of a high-availability group.
+        target, options = coordinator_target(address, "address")
         if root_certificates is None:
             if token:
                 raise ValueError("token: needs root_certificates: a token is only ever sent over TLS")
-            self._channel = grpc.insecure_channel(address)
+            self._channel = grpc.insecure_channel(target, options=options)
         else:
             if isinstance(root_certificates, str):
                 root_certificates = root_certificates.encode()
@@ -447,7 +450,7 @@ class Client:
             if token:
                 credentials = grpc.composite_channel_credentials(
                     credentials, grpc.access_token_call_credentials(token))
-            self._channel = grpc.secure_channel(address, credentials)
+            self._channel = grpc.secure_channel(target, credentials, options=options)
         self._stub = job_pb2_grpc.JobServiceStub(self._channel)
         self._timeout = timeout_s
 

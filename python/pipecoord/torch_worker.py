@@ -34,6 +34,7 @@ from torch.distributed.tensor import DTensor
 
 from proto import worker_pb2, worker_pb2_grpc
 
+from pipecoord.coordinator_target import coordinator_target
 from pipecoord.rank_layout import RankCoords, RankLayout
 from pipecoord.stage_api import ModelSpec, StageShard, load_builder
 from pipecoord.token_data import training_data
@@ -106,7 +107,8 @@ class StopAfterStep(Exception):
 class TorchWorker:
     def __init__(self, args, stop):
         self.args, self.stop = args, stop
-        self.channel = grpc.insecure_channel(args.coordinator)
+        target, options = coordinator_target(args.coordinator, "--coordinator")
+        self.channel = grpc.insecure_channel(target, options=options)
         self.stub = worker_pb2_grpc.WorkerServiceStub(self.channel)
         self.clock = ClockSync()
         self.lock = threading.Lock()
@@ -517,7 +519,8 @@ class TorchWorker:
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m pipecoord.torch_worker", description=__doc__.split("\n\n")[0])
-    p.add_argument("--coordinator", required=True, help="HOST:PORT of the coordinator")
+    p.add_argument("--coordinator", required=True, help="HOST:PORT of the coordinator; HOST:PORT,HOST:PORT,... for the coordinators of a "
+                   "high-availability group (the worker follows the active one)")
     p.add_argument("--import-path", action="append", default=[],
                    help="a directory put first on sys.path, where the jobs' modules are found (repeatable)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
