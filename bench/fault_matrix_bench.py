@@ -8,7 +8,7 @@ Jobs: "demo" (the demo's shape: pp 4, zbh1, 8 micro-batches of 4, an 8-layer h 6
 machine's cores. Rows:
   clean       RUNS jobs of CLEAN_STEPS steps of each: every health event is a false alarm; the
               rate per 1000 steps, and the median step time (the baseline of the fault rows);
-  slow        rank 1's compute FACTOR x as long from step 8 (1.3x, 2x, 5x on demo; 2x on pp2 and
+  slow        rank 1's compute FACTOR x as long from step 8 (1.3x, 1.5x, 2x, 5x on demo; 2x on pp2 and
               pp8): found when a STRAGGLER names rank 1 or a BUBBLE names it as the peer waited
               on; steps to detection = the event's step - 8 + 1 (goals: 2x within 5, 1.3x within 20);
   hang        rank 1 stops at step 6: HANG naming rank 1 and step 6;
@@ -123,6 +123,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3, help="jobs per row (the issue's goal: 10)")
     ap.add_argument("--clean-steps", type=int, default=60, help="steps of each clean job")
+    ap.add_argument("--verbose", action="store_true", help="print the event that found each fault")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="fault-matrix.")
     print(f"fault matrix: {args.runs} run(s) per row, default thresholds, {os.cpu_count()} cores; logs in {work}")
@@ -161,6 +162,8 @@ def main():
                     print(f"  false alarm ({label}): {e['message']}")
                 if hits:
                     found += 1
+                    if args.verbose:
+                        print(f"  found ({label}): {min(hits, key=lambda e: e.get('step', 0))['message']}")
                     latencies.append(min(e.get("step", 0) for e in hits) - start + 1)
                 times.append(step_time(st, start))
             total_false += alarms
@@ -177,7 +180,7 @@ def main():
         finally:
             cluster.close()
 
-    for factor, goal in (("1.3", 20), ("2", 5), ("5", 5)):
+    for factor, goal in (("1.3", 20), ("1.5", 5), ("2", 5), ("5", 5)):
         fault_row(f"slow {factor}x rank 1 from {SLOW_FROM}", "demo", f"slow:1:{factor}:{SLOW_FROM}",
                   SLOW_FROM + goal + 3, ("STRAGGLER", "BUBBLE"), 1, SLOW_FROM, goal=goal)
     for kind in ("pp2", "pp8"):

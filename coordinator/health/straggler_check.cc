@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "common/median.h"
@@ -23,7 +25,7 @@ double PeersMedian(const std::map<int, double>& by_rank, int self) {
 
 StragglerCheck::StragglerCheck(const jobplan::HealthSettings& settings, const RankLayout& layout)
     : settings_(settings), layout_(layout), world_(layout.world()), flagged_(world_, false), slow_bits_(world_, 0),
-      fine_(world_, 0) {}
+      fine_(world_, 0), change_(world_) {}
 
 void StragglerCheck::Prune(Series& s, int step) const {
   while (!s.values.empty() && s.values.front().first <= step - settings_.straggler_window) s.values.pop_front();
@@ -51,6 +53,100 @@ double StragglerCheck::FastestMedian() const {
     if (fastest == 0 || m < fastest) fastest = m;
   }
   return fastest;
+}
+
+void StragglerCheck::Rebaseline(int g, int step) {
+  Change& c = change_[g];
+  c.baseline_paces.clear();
+  c.base.clear();
+  c.baseline_from = step + 1;
+  c.s = 0;
+  c.rising_since = -1;
+}
+
+void StragglerCheck::Cusum(int step, std::vector<v1::HealthEvent>* events) {
+  // Each rank's pace of each kind: its fastest action in the window (as the scores take it: noise
+  // only adds time, so one slow step among fast ones moves nothing).
+  std::map<int, std::map<int, double>> pace;  // op -> rank -> seconds per cost unit
+  for (const auto& [key, s] : series_) {
+    for (const auto& [st, v] : s.values) {
+      double& p = pace[key.second][key.first];
+      p = p == 0 ? v : std::min(p, v);
+    }
+  }
+  // Baselines being taken; then log(pace / base) of the ranks past theirs.
+  std::map<int, std::map<int, double>> rel;  // op -> rank -> log(pace / base)
+  for (int g = 0; g < world_; ++g) {
+    Change& c = change_[g];
+    if (c.baseline_from < 0) c.baseline_from = FirstScoredStep();
+    if (step < c.baseline_from) continue;
+    const bool past = step >= c.baseline_from + kCusumBaselineSteps;
+    for (const auto& [op, by_rank] : pace) {
+      auto it = by_rank.find(g);
+      if (it == by_rank.end()) continue;
+      if (!past) {
+        c.baseline_paces[op].push_back(it->second);
+      } else if (auto b = c.base.find(op); b != c.base.end() && b->second > 0) {
+        rel[op][g] = std::log(it->second / b->second);
+      }
+    }
+    if (step == c.baseline_from + kCusumBaselineSteps - 1) {
+      for (auto& [op, v] : c.baseline_paces) c.base[op] = Median(std::move(v));
+      c.baseline_paces.clear();
+    }
+  }
+  for (int g = 0; g < world_; ++g) {
+    Change& c = change_[g];
+    if (flagged_[g] || step < c.baseline_from + kCusumBaselineSteps) continue;
+    double x = std::numeric_limits<double>::infinity();
+    std::string detail;
+    double excess_s = 0;  // seconds a step the rank lost to the slowdown, over its kinds
+    for (const auto& [op, by_rank] : rel) {
+      auto it = by_rank.find(g);
+      if (it == by_rank.end()) continue;
+      std::vector<double> peers;
+      for (const auto& [h, r] : by_rank) {
+        if (h != g) peers.push_back(std::max(0.0, r));
+      }
+      if (peers.empty()) continue;
+      const double peer = Median(std::move(peers));
+      x = std::min(x, it->second - peer);
+      const double base = c.base[op];
+      const double now = pace[op][g];
+      const Series& series = series_[{g, op}];
+      std::vector<int> steps;
+      for (const auto& [st, v] : series.values) steps.push_back(st);
+      steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+      const double actions_per_step = steps.empty() ? 0 : static_cast<double>(series.values.size()) / steps.size();
+      excess_s += (now - base * std::exp(peer)) * series.mean_cost() * actions_per_step;
+      detail += Format("%s%s %.3f vs its baseline %.3f ms, the others x%.2f", detail.empty() ? "" : ", ",
+                       v1::Op_Name(static_cast<v1::Op>(op)).c_str(), now * 1e3, base * 1e3, std::exp(peer));
+    }
+    if (!std::isfinite(x)) continue;  // no kind with peers
+    const double before = c.s;
+    // One step's evidence is capped (a winsorized CUSUM): a single slow window, however slow,
+    // cannot reach the limit alone; that takes three steps at 1.5x or more.
+    c.s = std::max(0.0, c.s + std::min(x, kCusumStepCap) - kCusumDrift);
+    if (before == 0 && c.s > 0) c.rising_since = step;
+    // The floor per step here, not per action: a lasting slowdown adds up over a step's actions.
+    if (c.s <= kCusumLimit || excess_s < settings_.straggler_min_delta_s) continue;
+    const std::string msg = Format(
+        "straggler: %s at step %d: slower than its own baseline in every kind of action since step %d while the "
+        "other ranks are not: a lasting change (cumulative log-slowdown %.3f > %.3f; fastest action per cost unit "
+        "in the last %d steps: %s)",
+        layout_.Name(g).c_str(), step, c.rising_since, c.s, kCusumLimit, settings_.straggler_window, detail.c_str());
+    events->push_back(MakeEvent(v1::STRAGGLER, g, layout_, step, msg));
+    flagged_[g] = true;
+    fine_[g] = 0;
+    for (auto& [key, s] : series_) {
+      if (key.first == g && !s.values.empty()) {
+        double recent = s.values.front().second;
+        for (const auto& [st, v] : s.values) recent = std::min(recent, v);
+        s.flagged_pace = recent;
+      }
+    }
+    Rebaseline(g, step);
+  }
 }
 
 std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
@@ -152,8 +248,10 @@ std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
       events.push_back(MakeEvent(v1::STRAGGLER, g, layout_, step, msg));
       flagged_[g] = true;
       for (const StragglerScore* sc : r.kinds) series_[{g, static_cast<int>(sc->op)}].flagged_pace = sc->recent;
+      Rebaseline(g, step);
     }
   }
+  Cusum(step, &events);
   return events;
 }
 

@@ -29,6 +29,27 @@
 // long as a slowdown must last to be flagged): one event per episode. Scores are evaluated from
 // step warmup_steps + calibration_steps on (the baseline steps, as the calibration uses). A job
 // with one rank has no peers and is never flagged.
+//
+// A third rule finds a slowdown too small for the scores (a 1.3x slower rank scores 0.77, above
+// the threshold, which must stay under what noise alone scores on a loaded machine) but that
+// lasts: a one-sided CUSUM change-point detector per rank (Page 1954) on how much slower than its
+// own baseline the rank is than its peers are than theirs, step by step:
+//   pace(g, op, t)   the fastest `op` action of rank g in the `straggler_window` steps up to t
+//                    (seconds per cost unit: `recent` above)
+//   base(g, op)      the median of pace over kCusumBaselineSteps steps from the first scored step
+//                    (again from the step after a flag: the rank's new normal)
+//   x(g, t)          = min over kinds of [ log(pace / base) - median over the other ranks of
+//                      max(0, log(pace' / base')) ]   (slower in every kind; a peer faster than
+//                      its baseline counts as at it, so a straggler's recovery accuses no one)
+//   S(g, t)          = max(0, S(g, t-1) + min(x(g, t), kCusumStepCap) - kCusumDrift), flagged
+//                      when S > kCusumLimit
+// (the cap: one step, one slow window, adds at most 0.27), and the rank's slowdown adds up to at least `straggler_min_delta_s` a step (over its actions:
+// the scores' floor is per action). kCusumDrift is half a 1.3x shift (log 1.3 / 2): a sustained
+// 1.3x adds 0.13 a step and is flagged 7 steps after the window holds only slow steps; 1.5x in 3
+// (the scores find it at the same time); contention must keep every action of every kind of a
+// rank 1.5x slower for 3 steps in a row to reach the limit. Clean runs stay far below it: at
+// most 0.16 over 12 clean jobs of 60 steps (demo, pp 2, pp 8), where a 1.3x rank measured
+// 0.07-0.14 a step (bench/fault_matrix_bench: docs/monitoring.md).
 #ifndef PIPECOORD_COORDINATOR_HEALTH_STRAGGLER_CHECK_H_
 #define PIPECOORD_COORDINATOR_HEALTH_STRAGGLER_CHECK_H_
 
@@ -58,6 +79,11 @@ struct StragglerScore {
 // A rank is flagged when slow in kStragglerPersistence of its last kStragglerLookback scored steps.
 inline constexpr int kStragglerPersistence = 2;
 inline constexpr int kStragglerLookback = 3;
+// The change-point rule (above).
+inline constexpr int kCusumBaselineSteps = 4;
+inline constexpr double kCusumDrift = 0.1312;  // log(1.3) / 2
+inline constexpr double kCusumStepCap = 0.4055;  // log(1.5)
+inline constexpr double kCusumLimit = 0.8;
 
 class StragglerCheck {
  public:
@@ -85,6 +111,10 @@ class StragglerCheck {
     double mean_cost() const { return cost_count ? cost_sum / cost_count : 0; }
   };
   void Prune(Series& s, int step) const;
+  // The change-point rule's statistic for `step`; events for ranks it newly flags.
+  void Cusum(int step, std::vector<v1::HealthEvent>* events);
+  // Starts rank g's change-point baseline again from the next step (at a flag).
+  void Rebaseline(int g, int step);
 
   jobplan::HealthSettings settings_;
   RankLayout layout_;
@@ -95,6 +125,16 @@ class StragglerCheck {
   std::vector<unsigned> slow_bits_;  // bit k: slow k scored steps ago
   std::vector<int> fine_;             // consecutive scored steps not slow
   std::vector<StragglerScore> scores_;
+  // The change-point rule, per rank: per kind the step paces of the baseline being taken, then
+  // its median; the statistic; where the baseline starts.
+  struct Change {
+    std::map<int, std::vector<double>> baseline_paces;  // op -> paces
+    std::map<int, double> base;                          // op -> median (empty: still taking it)
+    int baseline_from = -1;                              // first step of the baseline
+    double s = 0;
+    int rising_since = -1;  // the step S last left 0
+  };
+  std::vector<Change> change_;
 };
 
 }  // namespace pipecoord::coordinator::health

@@ -192,6 +192,64 @@ TEST(StragglerCheck, AJobWithOneRankHasNoPeersAndIsNeverFlagged) {
   for (const StragglerScore& sc : c.scores()) EXPECT_EQ(sc.individual, 1.0);
 }
 
+// A lasting 1.3x slowdown scores 1/1.3 = 0.77, above the threshold: the change-point rule finds
+// it. The window holds only slow steps from step 12 (the fault starts at 10); from there each step
+// adds log(1.3) - log(1.3)/2 = 0.1312 to the statistic, over the limit 0.8 at the 7th: step 18.
+TEST(StragglerCheck, ALasting1point3xSlowdownIsFoundByTheChangePointRule) {
+  StragglerCheck c(jobplan::HealthSettings(), RankLayout::OfDegrees(4, 1, 1));
+  int flagged_at = -1;
+  std::string message;
+  for (int step = 0; step < 40; ++step) {
+    for (int g = 0; g < 4; ++g) AddStep(c, g, step, g == 1 && step >= 10 ? 0.0013 : 0.001, 1.5);
+    for (const v1::HealthEvent& e : c.Evaluate(step)) {
+      EXPECT_EQ(flagged_at, -1) << "one event per episode: " << e.message();
+      flagged_at = step;
+      message = e.message();
+      EXPECT_EQ(e.rank(), 1);
+    }
+    for (const StragglerScore& sc : c.scores()) EXPECT_GT(sc.individual, 0.7) << step;  // the scores stay quiet
+  }
+  EXPECT_EQ(flagged_at, 18);
+  EXPECT_EQ(message,
+            "straggler: rank 1 (dp 0) at step 18: slower than its own baseline in every kind of action since step 12 "
+            "while the other ranks are not: a lasting change (cumulative log-slowdown 0.918 > 0.800; fastest action per "
+            "cost unit in the last 3 steps: F 1.300 vs its baseline 1.000 ms, the others x1.00, B 1.560 vs its "
+            "baseline 1.200 ms, the others x1.00)");
+}
+
+// What the change-point rule must not flag: 1.1x for good (under its drift), the whole machine
+// 1.3x slower, a rank 2x slower in one kind only, and 2x for 3 steps then back (a burst: one
+// window, one capped step of evidence).
+TEST(StragglerCheck, TheChangePointRuleLeavesSmallShiftsMachineWideOnesAndBurstsAlone) {
+  StragglerCheck c(jobplan::HealthSettings(), RankLayout::OfDegrees(4, 1, 1));
+  for (int step = 0; step < 80; ++step) {
+    const double machine = step >= 30 && step < 50 ? 1.3 : 1.0;
+    for (int g = 0; g < 4; ++g) {
+      const double pace = 0.001 * machine * (g == 1 && step >= 10 ? 1.1 : 1.0) *
+                          (g == 2 && step >= 60 && step < 63 ? 2.0 : 1.0);
+      for (int k = 0; k < 4; ++k) {
+        c.Add(g, step, v1::F, g == 3 && step >= 10 ? 2 * pace : pace, 2);
+        c.Add(g, step, v1::B, 1.2 * pace, 2);
+      }
+    }
+    const auto events = c.Evaluate(step);
+    EXPECT_TRUE(events.empty()) << step << ": " << (events.empty() ? "" : events[0].message());
+  }
+}
+
+// The pp 2 blind spot for the change-point rule too: rank 1 slow from the start (flagged by its
+// relative score at step 5, its new baseline taken after), then rank 0 slows down 1.3x: flagged.
+TEST(StragglerCheck, TheChangePointRuleFindsASlowdownAfterTheOnlyPeerWasFlagged) {
+  StragglerCheck c(jobplan::HealthSettings(), RankLayout::OfDegrees(2, 1, 1));
+  std::vector<std::pair<int, int>> raised;
+  for (int step = 0; step < 40; ++step) {
+    AddStep(c, 0, step, step >= 14 ? 0.0013 : 0.001);
+    AddStep(c, 1, step, 0.004);
+    for (const v1::HealthEvent& e : c.Evaluate(step)) raised.push_back({e.rank(), e.step()});
+  }
+  EXPECT_EQ(raised, (std::vector<std::pair<int, int>>{{1, 5}, {0, 22}}));
+}
+
 // One rank's step as the executor reports it: the plan's actions, each compute action taking its
 // predicted cost x `scale` seconds, started at its predicted start, plus `delay` before slot k.
 std::vector<v1::ActionTiming> Timings(const v1::Plan& plan, const jobplan::PlanExpectations& e, int rank, double scale,

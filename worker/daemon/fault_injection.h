@@ -1,7 +1,8 @@
 // Fault injection for tests and demos (worker --inject RULE[,RULE...]). RANK is the global rank
 // (dp_rank * pp + rank; the pipeline rank when dp = 1):
 //   slow:RANK:FACTOR[:STEP]  every compute action of RANK takes FACTOR times as long (sleeps
-//                      after it), from STEP on (default 0)
+//                      after it, finishing with a yield loop so the factor is exact), from STEP
+//                      on (default 0)
 //   hang:RANK:STEP     RANK stops at its first compute action of STEP until the job is cancelled
 //   corrupt:RANK:STEP  from STEP on, RANK's fp32 GEMM (kernels/cpu LinearForward, on the rank's
 //                      thread) flips one bit of one output element in every call: its training

@@ -82,7 +82,14 @@ Status HealthHooks::BeforeCompute(int step, const v1::Action&, const std::atomic
 void HealthHooks::AfterCompute(int step, const v1::Action&, int64_t elapsed_ns) {
   for (const FaultRule& f : faults_) {
     if (f.kind == FaultRule::Kind::kSlow && f.factor > 1 && step >= f.step) {
-      std::this_thread::sleep_for(std::chrono::nanoseconds(static_cast<int64_t>((f.factor - 1) * elapsed_ns)));
+      // Exactly FACTOR x: a sleep overshoots by its wake-up latency (50-100 us here), which on a
+      // 0.4 ms action made 1.3x a 1.5x; so sleep to 200 us short of the end, then yield to it.
+      using Clock = std::chrono::steady_clock;
+      const Clock::time_point end =
+          Clock::now() + std::chrono::nanoseconds(static_cast<int64_t>((f.factor - 1) * elapsed_ns));
+      const Clock::time_point nap = end - std::chrono::microseconds(200);
+      if (Clock::now() < nap) std::this_thread::sleep_until(nap);
+      while (Clock::now() < end) std::this_thread::yield();
     }
   }
 }
