@@ -378,7 +378,7 @@ int main(int argc, char** argv) {
   while (Since(start) < seconds) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     rss_samples.push_back(RssMiB());
-    if (store) state_samples.push_back(StateMiB(store->path()));
+    if (store) state_samples.push_back(StateMiB(state_flag));
     if (http) {
       const auto t0 = Clock::now();
       const std::string got = HttpGet(http->port(), "/metrics");
@@ -417,11 +417,11 @@ int main(int argc, char** argv) {
   const double rss_peak = rss_samples.empty() ? rss_after : *std::max_element(rss_samples.begin(), rss_samples.end());
 
   const double achieved = sent / elapsed;
-  const double state_after = store ? StateMiB(store->path()) : 0;
+  const double state_after = store ? StateMiB(state_flag) : 0;
   const double state_mid = state_samples.empty() ? 0 : state_samples[state_samples.size() / 2];
   // After the RSS figures: its memory is not theirs. With a state file of its own when the run had one.
   std::unique_ptr<coordinator::StateStore> baseline_store;
-  if (store) baseline_store = FreshStore(store->path() + ".baseline");
+  if (store) baseline_store = FreshStore(state_flag + ".baseline");
   const double baseline = InProcessIngestRate(LoadJob(), baseline_store.get());
   std::printf("load_test: %lld actions sent in %.2f s: %.0f actions/s (%lld steps per rank, %.0f batches/s)\n",
               static_cast<long long>(sent), elapsed, achieved, static_cast<long long>(min_steps),
@@ -446,7 +446,7 @@ int main(int argc, char** argv) {
   ok &= Check(rss_after - rss_before < 128, "RSS grew by less than 128 MiB");
   ok &= Check(rss_after - rss_mid < 16, "RSS grew by less than 16 MiB over the second half");
   if (store) {
-    std::printf("load_test: state file %s with its WAL: %.1f MiB halfway, %.1f MiB after\n", store->path().c_str(),
+    std::printf("load_test: state file %s with its WAL: %.1f MiB halfway, %.1f MiB after\n", state_flag.c_str(),
                 state_mid, state_after);
     // 200k actions of telemetry are about 10 MiB in SQLite; the WAL stays near its 4 MiB checkpoint size.
     ok &= Check(state_after < 64, "state file under 64 MiB");
