@@ -43,7 +43,7 @@ std::string PredictionAndIdleText(const v1::Job& j) {
   int n = 0;
   v1::IdleSplit total;
   std::map<std::pair<int, int>, std::pair<double, v1::IdleSplit>> per_rank;  // (dp, rank) -> idle, split
-  std::map<int, int> causes;
+  std::map<std::pair<int, int>, int> causes;  // (rank, link_to or -1) -> steps
   for (const v1::StepRecord& s : j.steps()) {
     if (s.idle_size() == 0) continue;
     ++n;
@@ -51,7 +51,7 @@ std::string PredictionAndIdleText(const v1::Job& j) {
     bubble += s.measured_bubble_rate();
     const v1::IdleSplit& t = s.idle_total();
     jobplan::AddIdleSplit(t, &total);
-    if (t.cause_rank() >= 0) ++causes[t.cause_rank()];
+    if (t.cause_rank() >= 0) ++causes[{t.cause_rank(), t.cause_is_link() ? t.cause_link_to() : -1}];
     for (const v1::RankIdle& r : s.idle()) {
       auto& [idle, split] = per_rank[{r.dp_rank(), r.rank()}];
       idle += r.idle_s();
@@ -72,16 +72,24 @@ std::string PredictionAndIdleText(const v1::Job& j) {
     s.set_comm_s(s.comm_s() / n);
     return s;
   };
-  int cause = -1, most = 0;
-  for (const auto& [rank, count] : causes) {
+  std::pair<int, int> cause{-1, -1};
+  int most = 0;
+  for (const auto& [c, count] : causes) {
     if (count > most) {
-      cause = rank;
+      cause = c;
       most = count;
     }
   }
   const double idle = total.inherent_s() + total.imbalance_s() + total.variation_s() + total.comm_s();
   out += Format("idle      %.4f s per step over all ranks = %s s", idle / n, Split(scaled(total)).c_str());
-  out += cause >= 0 ? Format("; variation mostly from rank %d (%d of %d steps)\n", cause, most, n) : "\n";
+  if (cause.first < 0) {
+    out += "\n";
+  } else if (cause.second < 0) {
+    out += Format("; variation mostly from rank %d (%d of %d steps)\n", cause.first, most, n);
+  } else {
+    out += Format("; mostly from the link from rank %d to rank %d (its inputs left on time and arrived late; %d of "
+                  "%d steps)\n", cause.first, cause.second, most, n);
+  }
   for (const auto& [key, value] : per_rank) {
     out += Format("  rank %d dp %d  %.4f s = %s s\n", key.second, key.first, value.first / n,
                   Split(scaled(value.second)).c_str());

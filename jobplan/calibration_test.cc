@@ -134,6 +134,38 @@ TEST(IdleBreakdownTest, ASlowRankShowsAsVariationNamingIt) {
   }
 }
 
+// Every transfer 0.5 ms later than calibrated (inputs leave on time, arrive late: a slow link):
+// the extra idle goes to comm, not variation, and each rank's cause is the link it waited on.
+TEST(IdleBreakdownTest, LateTransfersShowAsCommNamingTheLink) {
+  HandJob h;
+  const CalibratedJob j = h.Calibrated();  // measured with transfers of 0
+  const StepActions step = h.Steps(1, h.Durations(0.5 * kMs))[0];
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const auto& list : step) {
+    lo = std::min(lo, list.front().start_ns());
+    hi = std::max(hi, list.back().end_ns());
+  }
+  const IdleBreakdown b = SplitIdle(j, RankLayout::OfDegrees(2, step.size() / 2, 1), step, (hi - lo) * 1e-9, 0.1 * kMs);
+  const IdleBreakdown clean = [&] {
+    const StepActions c = h.Steps(1, h.Durations())[0];
+    return SplitIdle(j, RankLayout::OfDegrees(2, c.size() / 2, 1), c, 20.5 * kMs, 0.1 * kMs);
+  }();
+  for (int g = 0; g < 2; ++g) {
+    const v1::IdleSplit& s = b.ranks[g].split();
+    EXPECT_TRUE(s.cause_is_link()) << g;
+    EXPECT_EQ(s.cause_rank(), 1 - g) << g;  // rank 1 waits on rank 0's activations, rank 0 on rank 1's gradients
+    EXPECT_EQ(s.cause_link_to(), g) << g;
+    EXPECT_GE(s.comm_s(), clean.ranks[g].split().comm_s() + 0.5 * kMs - 1e-9) << g;  // at least one late input each
+    EXPECT_LT(std::abs(s.variation_s()), 0.6 * kMs) << g;  // what is left: the step's end moving
+    EXPECT_NEAR(s.inherent_s() + s.imbalance_s() + s.comm_s() + s.variation_s(), b.ranks[g].idle_s(), 1e-12);
+  }
+  EXPECT_TRUE(b.total.cause_is_link());
+  // A slow rank is still a rank, not a link (ASlowRankShowsAsVariationNamingIt's case).
+  const StepActions slow = h.Steps(1, h.Durations(0, 0, 3))[0];
+  const IdleBreakdown sb = SplitIdle(j, RankLayout::OfDegrees(2, slow.size() / 2, 1), slow, 30 * kMs, 0.1 * kMs);
+  EXPECT_FALSE(sb.ranks[1].split().cause_is_link());
+}
+
 TEST(IdleBreakdownTest, TheWaitChainLeadsToTheSlowRank) {
   // pp 4, even layers: rank 1 slow; rank 3 waits on rank 2, which waited on rank 1.
   v1::JobSpec spec = WithDefaults(TinySpec(4, "1f1b"));

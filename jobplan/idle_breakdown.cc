@@ -15,6 +15,12 @@ namespace {
 struct Windows {
   std::vector<int> index;       // list position of each compute action
   std::vector<double> excess;   // measured idle before it - the calibrated prediction, s
+  std::vector<double> late;     // its input's transfer beyond the calibrated one, s (0: on time, none)
+};
+
+struct Cause {
+  int rank = -1;     // pipeline rank
+  int link_to = -1;  // pipeline rank: the cause is rank's transfer to it
 };
 
 // Finds who made global rank g late: follows waits that exceeded the prediction to their root.
@@ -47,10 +53,40 @@ class CauseFinder {
         prev = static_cast<int>(i);
       }
     }
+    // Each waited-for input's transfer: from its producer's end to this action's start (the rank
+    // waited, so the input arrived then), against the calibrated timeline's gap.
+    for (size_t g = 0; g < step.size(); ++g) {
+      Windows& w = windows_[g];
+      w.late.assign(w.index.size(), 0);
+      const int r = layout.PipelineRank(static_cast<int>(g));
+      for (size_t k = 0; k < w.index.size(); ++k) {
+        const v1::ActionTiming& t = step[g][w.index[k]];
+        if (t.wait_peer() < 0 || t.wait_ns() <= 0) continue;
+        const auto producer = Producer(layout.AtPipelineRank(static_cast<int>(g), 0), t.action());
+        if (!producer) continue;
+        const v1::ActionTiming& p = step[producer->first][windows_[producer->first].index[producer->second]];
+        const int pr = layout.PipelineRank(producer->first);
+        const int pi = windows_[producer->first].index[producer->second];
+        const double measured = (t.start_ns() - p.end_ns()) * 1e-9;
+        const double predicted = std::max(0.0, job.calibrated.timing[r][w.index[k]].start - job.calibrated.timing[pr][pi].end);
+        w.late[k] = std::max(0.0, measured - predicted);
+      }
+    }
   }
 
-  // The pipeline rank whose lateness made global rank g idle longer than predicted.
-  int Cause(int g) const {
+  // What late transfers added to global rank g's idle: each window's excess, as far as its
+  // input's lateness explains it.
+  double LateTransfers(int g) const {
+    const Windows& w = windows_[g];
+    double sum = 0;
+    for (size_t k = 0; k < w.index.size(); ++k) {
+      if (w.late[k] > min_s_) sum += std::min(std::max(0.0, w.excess[k]), w.late[k]);
+    }
+    return sum;
+  }
+
+  // The pipeline rank (or its link) whose lateness made global rank g idle longer than predicted.
+  Cause Find(int g) const {
     // The step ending later than predicted shows as trailing idle: then it is whoever ended it.
     const Windows& w = windows_[g];
     const int r = layout_.PipelineRank(g);
@@ -70,13 +106,16 @@ class CauseFinder {
       const v1::ActionTiming& t = step_[g][windows_[g].index[k]];
       const auto producer = Producer(layout_.AtPipelineRank(g, 0), t.action());
       if (!producer) break;
+      if (windows_[g].late[k] > min_s_) {  // the input left on time enough and arrived late: the link
+        return {layout_.PipelineRank(producer->first), layout_.PipelineRank(g)};
+      }
       g = producer->first;
       k = producer->second;
       if (windows_[g].excess[k] <= min_s_ || step_[g][windows_[g].index[k]].wait_peer() < 0) {
         k = -1;  // on time at its own input: it was late by itself
       }
     }
-    return layout_.PipelineRank(g);
+    return {layout_.PipelineRank(g), -1};
   }
 
  private:
@@ -137,7 +176,7 @@ IdleBreakdown SplitIdle(const CalibratedJob& job, const RankLayout& layout, cons
                         double step_time_s, double min_variation_s) {
   IdleBreakdown out;
   const CauseFinder causes(job, layout, step, min_variation_s);
-  std::map<int, int> cause_count;
+  std::map<std::pair<int, int>, int> cause_count;  // (rank, link_to) -> ranks it caused
   v1::IdleSplit& total = out.total;
   for (size_t g = 0; g < step.size(); ++g) {
     const int r = layout.PipelineRank(static_cast<int>(g));
@@ -154,20 +193,34 @@ IdleBreakdown SplitIdle(const CalibratedJob& job, const RankLayout& layout, cons
     const double equal = SimIdle(job.equal, r), stages = SimIdle(job.stages, r), calibrated = SimIdle(job.calibrated, r);
     s->set_inherent_s(equal);
     s->set_imbalance_s(stages - equal);
-    s->set_comm_s(calibrated - stages);
-    s->set_variation_s(ri.idle_s() - calibrated);
-    s->set_cause_rank(s->variation_s() > min_variation_s ? causes.Cause(static_cast<int>(g)) : -1);
-    if (s->cause_rank() >= 0) ++cause_count[s->cause_rank()];
+    const double late = causes.LateTransfers(static_cast<int>(g));
+    s->set_comm_s(calibrated - stages + late);
+    s->set_variation_s(ri.idle_s() - calibrated - late);
+    s->set_cause_rank(-1);
+    if (s->variation_s() + late > min_variation_s) {  // idle beyond the calibrated: whose?
+      const Cause c = causes.Find(static_cast<int>(g));
+      s->set_cause_rank(c.rank);
+      if (c.link_to >= 0) {
+        s->set_cause_is_link(true);
+        s->set_cause_link_to(c.link_to);
+      }
+      ++cause_count[{c.rank, c.link_to}];
+    }
     AddIdleSplit(*s, &total);
   }
-  int best = -1, best_count = 0;
-  for (const auto& [rank, n] : cause_count) {
+  std::pair<int, int> best{-1, -1};
+  int best_count = 0;
+  for (const auto& [cause, n] : cause_count) {
     if (n > best_count) {
-      best = rank;
+      best = cause;
       best_count = n;
     }
   }
-  total.set_cause_rank(best);
+  total.set_cause_rank(best.first);
+  if (best.second >= 0) {
+    total.set_cause_is_link(true);
+    total.set_cause_link_to(best.second);
+  }
   return out;
 }
 

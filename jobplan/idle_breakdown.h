@@ -6,15 +6,21 @@
 //   inherent   = idle(equal)                    the schedule's own bubble, every stage alike
 //   imbalance  = idle(stages) - idle(equal)     unequal stages (layer placement, embedding, head)
 //   comm       = idle(calibrated) - idle(stages)  transfers and the rank's in-line non-compute
-//                                                actions (sends, receives, PROBE, OPT + all-reduce)
+//                + late transfers                actions (sends, receives, PROBE, OPT + all-reduce),
+//                                                and what inputs that left their producer on time
+//                                                but arrived later than calibrated added (a slow link)
 //   variation  = measured - idle(calibrated)    a slow or noisy rank this step: negative when the
-//                                                rank ran faster than its medians
+//                - late transfers                rank ran faster than its medians
 // so the four add up to the measured idle. A part may be negative for one rank (a heavy stage
 // idles less than an even one); summed over ranks, imbalance is the makespan it costs.
 // The variation's cause: among the rank's compute actions that waited for a peer longer than
 // the calibrated prediction, the one that waited the most names the peer; from the peer's action
 // that produced the input the chain is followed while that action itself waited too long for
-// its own peer; the rank at the end (late by itself: slow compute, descheduled) is the cause.
+// its own peer; the rank at the end (late by itself: slow compute, descheduled) is the cause. A
+// hop whose input left its producer on time but arrived late (the gap from the producer's end to
+// the consumer's start, while the consumer waited, longer than calibrated by more than the
+// minimum) ends the chain at that link: the cause is the producer's link to the consumer
+// (cause_is_link), not the producer.
 // (The wait-for chain as in Narayanan et al. 2021's 1F1B dependencies: F from the previous
 // stage, B from the next.)
 #ifndef PIPECOORD_JOBPLAN_IDLE_BREAKDOWN_H_

@@ -88,10 +88,12 @@ void StragglerCheck::Cusum(int step, std::vector<v1::HealthEvent>* events) {
         c.baseline_paces[op].push_back(it->second);
       } else if (auto b = c.base.find(op); b != c.base.end() && b->second > 0) {
         rel[op][g] = std::log(it->second / b->second);
+        // Noise only adds time: the baseline follows the rank's fastest pace since it was taken.
+        b->second = std::min(b->second, it->second);
       }
     }
     if (step == c.baseline_from + kCusumBaselineSteps - 1) {
-      for (auto& [op, v] : c.baseline_paces) c.base[op] = Median(std::move(v));
+      for (auto& [op, v] : c.baseline_paces) c.base[op] = *std::min_element(v.begin(), v.end());
       c.baseline_paces.clear();
     }
   }

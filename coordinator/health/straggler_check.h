@@ -36,8 +36,9 @@
 // own baseline the rank is than its peers are than theirs, step by step:
 //   pace(g, op, t)   the fastest `op` action of rank g in the `straggler_window` steps up to t
 //                    (seconds per cost unit: `recent` above)
-//   base(g, op)      the median of pace over kCusumBaselineSteps steps from the first scored step
-//                    (again from the step after a flag: the rank's new normal)
+//   base(g, op)      the fastest pace over kCusumBaselineSteps steps from the first scored step,
+//                    and since (noise only adds time; a baseline taken in noisy steps would hide
+//                    a slowdown behind it); taken again from the step after a flag (the new normal)
 //   x(g, t)          = min over kinds of [ log(pace / base) - median over the other ranks of
 //                      max(0, log(pace' / base')) ]   (slower in every kind; a peer faster than
 //                      its baseline counts as at it, so a straggler's recovery accuses no one)

@@ -481,13 +481,19 @@ void Daemon::RunJob(HeldJob& job) {
   // Data planes of earlier recovery generations, shut down, kept until the job is over (a
   // background reduction of the step abandoned may still hold one).
   std::vector<std::unique_ptr<TcpTransport>> old_transports;
+  TcpTransportOptions link_fault;  // --inject slowlink on this rank: its sends arrive late
+  for (const FaultRule& f : RulesFor(options_.faults, global)) {
+    if (f.kind != FaultRule::Kind::kSlowLink) continue;
+    link_fault.send_delay = std::chrono::milliseconds(f.delay_ms);
+    link_fault.send_delay_from_step = f.step;
+  }
   const TransportSource source = [&](const v1::Assignment& current) -> Result<TcpTransport*> {
     if (current.has_recovery()) {
       Log("%s: resuming in place at step %s", a.job_id(), std::to_string(current.recovery().resume_step()));
     } else if (a.start_step() > 0) {
       Log("%s: resumed from the checkpoint of step %s", a.job_id(), std::to_string(a.start_step() - 1));
     }
-    TcpTransportOptions topt;
+    TcpTransportOptions topt = link_fault;
     topt.session = RankRun::DataSession(current);
     {
       std::lock_guard<std::mutex> lock(port_mu_);

@@ -26,9 +26,9 @@ Result<FaultRule> ParseFaultRule(std::string_view text) {
     if (colon == std::string_view::npos) break;
     from = colon + 1;
   }
-  if (parts.size() != 3 && !(parts.size() == 4 && (parts[0] == "oom" || parts[0] == "slow"))) {
-    return Bad(text, "must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (slow:RANK:FACTOR[:STEP], "
-                     "oom:RANK:BYTES[:STEP])");
+  if (parts.size() != 3 && !(parts.size() == 4 && (parts[0] == "oom" || parts[0] == "slow" || parts[0] == "slowlink"))) {
+    return Bad(text, "must be KIND:RANK:VALUE with KIND slow, hang, corrupt, oom or slowlink (slow:RANK:FACTOR[:STEP], "
+                     "oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
   }
   FaultRule r;
   r.text = std::string(text);
@@ -37,7 +37,8 @@ Result<FaultRule> ParseFaultRule(std::string_view text) {
   else if (kind == "hang") r.kind = FaultRule::Kind::kHang;
   else if (kind == "corrupt") r.kind = FaultRule::Kind::kCorrupt;
   else if (kind == "oom") r.kind = FaultRule::Kind::kOom;
-  else return Bad(text, "KIND must be slow, hang, corrupt or oom, got \"" + std::string(kind) + "\"");
+  else if (kind == "slowlink") r.kind = FaultRule::Kind::kSlowLink;
+  else return Bad(text, "KIND must be slow, hang, corrupt, oom or slowlink, got \"" + std::string(kind) + "\"");
   long long rank = 0;
   if (!ParseInt(parts[1], &rank) || rank < 0 || rank > 4095) {
     return Bad(text, "RANK must be an integer in [0, 4095], got \"" + std::string(parts[1]) + "\"");
@@ -67,8 +68,14 @@ Result<FaultRule> ParseFaultRule(std::string_view text) {
       }
       r.bytes = static_cast<uint64_t>(n);
       break;
+    case FaultRule::Kind::kSlowLink:
+      if (!ParseInt(value, &n) || n < 1 || n > 60'000) {
+        return Bad(text, "MS must be an integer in [1, 60000], got \"" + std::string(value) + "\"");
+      }
+      r.delay_ms = static_cast<int>(n);
+      break;
   }
-  if (parts.size() == 4) {  // slow and oom: the first step the fault applies to (default 0)
+  if (parts.size() == 4) {  // slow, oom and slowlink: the first step the fault applies to (default 0)
     if (!ParseInt(parts[3], &n) || n < 0 || n > 10'000'000) {
       return Bad(text, "STEP must be an integer in [0, 10000000], got \"" + std::string(parts[3]) + "\"");
     }

@@ -9,6 +9,11 @@
 //                      and its numerical probe alike (a CUDA rank's training GEMMs run on the
 //                      device and are not touched: only its probe, which runs on the host)
 //   oom:RANK:BYTES[:STEP]  RANK allocates and holds BYTES more from STEP on (default 0)
+//   slowlink:RANK:MS[:STEP]  every message RANK sends (activations, gradients, collectives) of
+//                      STEP on (default 0) is handed to its link MS milliseconds after the send:
+//                      a congested or degraded link (the sender goes on at once; the receiver
+//                      waits). A delay, not a factor of the link's speed: loopback moves these
+//                      tensors in microseconds, so a factor of it would be invisible here
 #ifndef PIPECOORD_WORKER_DAEMON_FAULT_INJECTION_H_
 #define PIPECOORD_WORKER_DAEMON_FAULT_INJECTION_H_
 
@@ -22,12 +27,13 @@
 namespace pipecoord::worker {
 
 struct FaultRule {
-  enum class Kind { kSlow, kHang, kCorrupt, kOom };
+  enum class Kind { kSlow, kHang, kCorrupt, kOom, kSlowLink };
   Kind kind = Kind::kSlow;
   int rank = 0;        // global rank
   double factor = 1;   // slow
-  int step = 0;        // hang, corrupt; slow, oom: the first step the fault applies to
+  int step = 0;        // hang, corrupt; slow, oom, slowlink: the first step the fault applies to
   uint64_t bytes = 0;  // oom
+  int delay_ms = 0;    // slowlink
   std::string text;    // as given
 };
 

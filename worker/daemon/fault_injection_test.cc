@@ -38,14 +38,21 @@ TEST(FaultInjection, SlowMayStartAtALaterStep) {
   EXPECT_EQ(rule->factor, 1.5);
   EXPECT_EQ(rule->step, 10);
   EXPECT_EQ(ParseFaultRule("slow:2:1.5")->step, 0);  // from the first step
+  auto link = ParseFaultRule("slowlink:1:80:8");
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  EXPECT_EQ(link->kind, FaultRule::Kind::kSlowLink);
+  EXPECT_EQ(link->rank, 1);
+  EXPECT_EQ(link->delay_ms, 80);
+  EXPECT_EQ(link->step, 8);
+  EXPECT_EQ(ParseFaultRule("slowlink:0:5")->step, 0);
 }
 
 TEST(FaultInjection, ErrorsNameTheRuleAndTheRule) {
   EXPECT_EQ(ParseFaultRule("slow:1").status().message(),
-            "--inject slow:1: must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (slow:RANK:FACTOR[:STEP], "
-            "oom:RANK:BYTES[:STEP])");
+            "--inject slow:1: must be KIND:RANK:VALUE with KIND slow, hang, corrupt, oom or slowlink "
+            "(slow:RANK:FACTOR[:STEP], oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
   EXPECT_EQ(ParseFaultRule("fast:1:2").status().message(),
-            "--inject fast:1:2: KIND must be slow, hang, corrupt or oom, got \"fast\"");
+            "--inject fast:1:2: KIND must be slow, hang, corrupt, oom or slowlink, got \"fast\"");
   EXPECT_EQ(ParseFaultRule("slow:x:2").status().message(),
             "--inject slow:x:2: RANK must be an integer in [0, 4095], got \"x\"");
   EXPECT_EQ(ParseFaultRule("slow:1:0.5").status().message(),
@@ -59,11 +66,15 @@ TEST(FaultInjection, ErrorsNameTheRuleAndTheRule) {
   EXPECT_EQ(ParseFaultRule("slow:1:2:x").status().message(),
             "--inject slow:1:2:x: STEP must be an integer in [0, 10000000], got \"x\"");
   EXPECT_EQ(ParseFaultRule("hang:1:2:3").status().message(),
-            "--inject hang:1:2:3: must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (slow:RANK:FACTOR[:STEP], "
-            "oom:RANK:BYTES[:STEP])");
+            "--inject hang:1:2:3: must be KIND:RANK:VALUE with KIND slow, hang, corrupt, oom or slowlink "
+            "(slow:RANK:FACTOR[:STEP], oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
+  EXPECT_EQ(ParseFaultRule("slowlink:1:0").status().message(),
+            "--inject slowlink:1:0: MS must be an integer in [1, 60000], got \"0\"");
+  EXPECT_EQ(ParseFaultRule("slowlink:1:80:y").status().message(),
+            "--inject slowlink:1:80:y: STEP must be an integer in [0, 10000000], got \"y\"");
   EXPECT_EQ(ParseFaultRules("slow:1:2,,").status().message(),
-            "--inject : must be KIND:RANK:VALUE with KIND slow, hang, corrupt or oom (slow:RANK:FACTOR[:STEP], "
-            "oom:RANK:BYTES[:STEP])");
+            "--inject : must be KIND:RANK:VALUE with KIND slow, hang, corrupt, oom or slowlink "
+            "(slow:RANK:FACTOR[:STEP], oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
 }
 
 }  // namespace

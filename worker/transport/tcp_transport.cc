@@ -77,17 +77,19 @@ InboxKey KeyOf(int peer, const MessageTag& t) { return {peer, t.channel, t.stage
 struct OutFrame {
   HeaderBytes header;
   kernels::Tensor payload;  // host memory, held until written
+  std::chrono::steady_clock::time_point due{};  // not written before (TcpTransportOptions::send_delay)
 };
 
 // One TCP connection: while handshaking, then (once a peer's handshake picked it) that peer's
 // link. Everything but `closed` and `peer` is touched only on `strand`.
 struct Conn {
   explicit Conn(asio::io_context& io)
-      : strand(asio::make_strand(io)), socket(strand), timer(strand) {}
+      : strand(asio::make_strand(io)), socket(strand), timer(strand), delay_timer(strand) {}
 
   Strand strand;
   tcp::socket socket;
   asio::steady_timer timer;    // handshake deadline
+  asio::steady_timer delay_timer;  // the next delayed send's due time (send_delay)
   std::string remote;          // the other end, "host:port", for messages
   bool handshake_done = false;
   FrameHeader hello;           // accepting side: the hello read, answered once Connect ran
@@ -714,6 +716,7 @@ void TcpTransport::Impl::Deliver(const ConnPtr& conn, uint64_t payload_bytes) {
 
 void TcpTransport::Impl::StartWrite(const ConnPtr& conn) {
   auto batch = std::make_shared<std::vector<OutFrame>>();
+  std::chrono::steady_clock::time_point wait_until{};
   {
     std::lock_guard lk(mu_);
     PeerState& p = peers_.at(conn->peer);
@@ -722,11 +725,20 @@ void TcpTransport::Impl::StartWrite(const ConnPtr& conn) {
       return;
     }
     size_t bytes = 0;
-    while (!p.queue.empty() && batch->size() < kMaxBatchFrames && bytes < kMaxBatchBytes) {
+    const auto now = std::chrono::steady_clock::now();
+    if (p.queue.front().due > now) wait_until = p.queue.front().due;  // still `writing`: nothing overtakes it
+    while (!p.queue.empty() && p.queue.front().due <= now && batch->size() < kMaxBatchFrames &&
+           bytes < kMaxBatchBytes) {
       bytes += kFrameHeaderBytes + p.queue.front().payload.bytes();
       batch->push_back(std::move(p.queue.front()));
       p.queue.pop_front();
     }
+  }
+  if (wait_until != std::chrono::steady_clock::time_point{}) {
+    // Runs on the strand; closing the link cancels it, and StartWrite then finds it closed.
+    conn->delay_timer.expires_at(wait_until);
+    conn->delay_timer.async_wait([this, conn](const error_code&) { StartWrite(conn); });
+    return;
   }
   std::vector<asio::const_buffer> buffers;
   buffers.reserve(2 * batch->size());
@@ -856,7 +868,10 @@ Status TcpTransport::Impl::Send(int peer, const MessageTag& tag, kernels::Tensor
     h.session = session_;
     h.tag = tag;
     h.payload_bytes = bytes;
-    p.queue.push_back(OutFrame{EncodeHeader(h), std::move(data)});
+    const bool delayed = options_.send_delay.count() > 0 && tag.step >= options_.send_delay_from_step;
+    p.queue.push_back(OutFrame{EncodeHeader(h), std::move(data),
+                               delayed ? std::chrono::steady_clock::now() + options_.send_delay
+                                       : std::chrono::steady_clock::time_point{}});
     ++pending_sends_;
     if (p.up && !p.writing) {
       p.writing = true;

@@ -55,6 +55,11 @@ struct TcpTransportOptions {
   int io_threads = 2;
   // An accepted connection must send its hello within this time, or it is closed.
   std::chrono::milliseconds handshake_timeout{10000};
+  // A fault (worker --inject slowlink): each message of a step >= send_delay_from_step is handed
+  // to its link send_delay after Send (Send still returns at once; order per peer is kept; Flush
+  // waits for them). 0: none.
+  std::chrono::milliseconds send_delay{0};
+  int32_t send_delay_from_step = 0;
 };
 
 class TcpTransport final : public Transport {

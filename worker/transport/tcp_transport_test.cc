@@ -257,6 +257,39 @@ TEST(TcpTransportTest, EmptyMessagesAndRepeatedTagsArriveFirstInFirstOut) {
   }
 }
 
+// The slowlink fault's delay (TcpTransportOptions::send_delay): a message of a step at or past
+// send_delay_from_step reaches the link send_delay after Send, which returns at once; earlier
+// steps go at once; a message queued behind a delayed one waits for it (order per peer); Flush
+// waits for the delayed ones.
+TEST(TcpTransportTest, DelayedSendsArriveLateInOrderAndFlushWaitsForThem) {
+  TcpTransportOptions o;
+  o.send_delay = milliseconds(150);
+  o.send_delay_from_step = 2;
+  auto mesh = MakeMesh(2, o);
+  ASSERT_TRUE(mesh.ok()) << mesh.status().ToString();
+  auto& t = *mesh;
+  const auto since = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const MessageTag step1{0, 0, 0, 1}, step2{0, 0, 0, 2}, behind{1, 0, 0, 1}, step3{0, 0, 1, 3};
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(t[0]->SendFloats(1, step1, {1.f}).ok());
+  ASSERT_EQ(RecvAll(*t[1], 0, step1, kLong).value(), std::vector<float>{1.f});
+  EXPECT_LT(since(t0), 100) << "a step before the fault's goes at once";
+  t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(t[0]->SendFloats(1, step2, {2.f}).ok());
+  ASSERT_TRUE(t[0]->SendFloats(1, behind, {3.f}).ok());
+  EXPECT_LT(since(t0), 50) << "Send returns at once";
+  ASSERT_EQ(RecvAll(*t[1], 0, behind, kLong).value(), std::vector<float>{3.f});
+  EXPECT_GE(since(t0), 150) << "nothing overtakes a delayed message";
+  ASSERT_EQ(RecvAll(*t[1], 0, step2, kLong).value(), std::vector<float>{2.f});
+  t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(t[0]->SendFloats(1, step3, {4.f}).ok());
+  ASSERT_TRUE(t[0]->Flush(kLong).ok());
+  EXPECT_GE(since(t0), 150) << "Flush waits for the delayed send";
+  ASSERT_EQ(RecvAll(*t[1], 0, step3, kLong).value(), std::vector<float>{4.f});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors the caller makes, and timeouts.
 
