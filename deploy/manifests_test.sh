@@ -98,13 +98,20 @@ pki_ca "$pki"
 pki_server "$pki" coordinator "IP:127.0.0.1"
 pki_worker "$pki" pipecoord-worker-0
 pki_token "$pki/token"
-for overlay in cpu gpu; do
+# local_coordinator_args ARGS_FILE [sed expressions...]: the container's coordinator args with
+# loopback addresses and this test's certificates and token (one a line, into cargs).
+local_coordinator_args() {
+  local file=$1
+  shift
   mapfile -t cargs < <(sed -e 's/^--listen=.*/--listen=127.0.0.1:0/' -e 's/^--http=.*/--http=127.0.0.1:0/' \
-    -e "s|^--state=.*|--state=$work/$overlay/state.db|" -e 's/^--health-listen=.*/--health-listen=127.0.0.1:0/' \
+    -e 's/^--health-listen=.*/--health-listen=127.0.0.1:0/' \
     -e "s|^--tls-cert=/etc/pipecoord/tls/tls.crt$|--tls-cert=$pki/coordinator.crt|" \
     -e "s|^--tls-key=/etc/pipecoord/tls/tls.key$|--tls-key=$pki/coordinator.key|" \
     -e "s|^--tls-ca=/etc/pipecoord/tls/ca.crt$|--tls-ca=$pki/ca.crt|" \
-    -e "s|^--token-file=/etc/pipecoord/token/token$|--token-file=$pki/token|" "$work/$overlay/coordinator.args")
+    -e "s|^--token-file=/etc/pipecoord/token/token$|--token-file=$pki/token|" "$@" "$file")
+}
+for overlay in cpu gpu; do
+  local_coordinator_args "$work/$overlay/coordinator.args" -e "s|^--state=.*|--state=$work/$overlay/state.db|"
   coordinator/coordinator "${cargs[@]}" > "$work/$overlay/coordinator.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do grep -qs "listening on" "$work/$overlay/coordinator.log" && break; sleep 0.05; done
@@ -178,13 +185,8 @@ etcd --name m --data-dir "$work/ha/etcd" --listen-client-urls "http://127.0.0.1:
   > "$work/ha/etcd.log" 2>&1 &
 pids+=($!)
 for n in 1 2; do
-  mapfile -t cargs < <(sed -e "s/^--listen=.*/--listen=127.0.0.1:0/" -e 's/^--http=.*/--http=127.0.0.1:0/' \
-    -e "s/^--etcd=.*/--etcd=127.0.0.1:$eport/" -e "s/^--advertise=\$(POD_IP):50051$/--advertise=coordinator-$n:50051/" \
-    -e 's/\$(PIPECOORD_LEASE_MS)/5000/' -e 's/^--health-listen=.*/--health-listen=127.0.0.1:0/' \
-    -e "s|^--tls-cert=/etc/pipecoord/tls/tls.crt$|--tls-cert=$pki/coordinator.crt|" \
-    -e "s|^--tls-key=/etc/pipecoord/tls/tls.key$|--tls-key=$pki/coordinator.key|" \
-    -e "s|^--tls-ca=/etc/pipecoord/tls/ca.crt$|--tls-ca=$pki/ca.crt|" \
-    -e "s|^--token-file=/etc/pipecoord/token/token$|--token-file=$pki/token|" "$work/ha/coordinator.args")
+  local_coordinator_args "$work/ha/coordinator.args" -e "s/^--etcd=.*/--etcd=127.0.0.1:$eport/" \
+    -e "s/^--advertise=\$(POD_IP):50051$/--advertise=coordinator-$n:50051/" -e 's/\$(PIPECOORD_LEASE_MS)/5000/'
   coordinator/coordinator "${cargs[@]}" > "$work/ha/coordinator-$n.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 200); do grep -qs "listening on\|standing by: the active" "$work/ha/coordinator-$n.log" && break; sleep 0.05; done

@@ -48,9 +48,8 @@
 // the scores' floor is per action). kCusumDrift is half a 1.3x shift (log 1.3 / 2): a sustained
 // 1.3x adds 0.13 a step and is flagged 7 steps after the window holds only slow steps; 1.5x in 3
 // (the scores find it at the same time); contention must keep every action of every kind of a
-// rank 1.5x slower for 3 steps in a row to reach the limit. Clean runs stay far below it: at
-// most 0.16 over 12 clean jobs of 60 steps (demo, pp 2, pp 8), where a 1.3x rank measured
-// 0.07-0.14 a step (bench/fault_matrix_bench: docs/monitoring.md).
+// rank 1.5x slower for 3 steps in a row to reach the limit. bench/fault_matrix_bench: no alarm in
+// 30 clean jobs of 60 steps (demo, pp 2, pp 8), 1.3x found 9-12 steps in (docs/monitoring.md).
 #ifndef PIPECOORD_COORDINATOR_HEALTH_STRAGGLER_CHECK_H_
 #define PIPECOORD_COORDINATOR_HEALTH_STRAGGLER_CHECK_H_
 
