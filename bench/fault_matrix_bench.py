@@ -14,6 +14,8 @@ machine's cores. Rows:
   hang        rank 1 stops at step 6: HANG naming rank 1 and step 6;
   corrupt     rank 2's GEMM flips a bit from step 5: SDC naming rank 2 (steps to detection from 5);
   oom         rank 3 holds 64 MiB more from step 6: MEMORY naming rank 3;
+  slowlink    every message rank 1 sends from step 8 reaches its link 80 ms late: BUBBLE events
+              naming rank 1 as the peer waited on or as their wait chain's root (the link from it);
 each RUNS times. Any other event in a fault run is a false alarm. Each fault row prints its step
 time against the clean baseline of the same job (the fault's cost, a ratio in one run).
 
@@ -116,7 +118,12 @@ def step_time(status, first=0):
 
 
 def waited_on(event, rank):
-    return event["kind"] == "BUBBLE" and event["message"].endswith(" s for rank %d (dp 0)" % rank)
+    """A BUBBLE that waited for `rank`, or whose wait chain's root is `rank` or its link."""
+    m = event["message"]
+    return event["kind"] == "BUBBLE" and (
+        bool(re.search(r"waited [0-9.]+ s for rank %d \(dp 0\)($|;)" % rank, m))
+        or m.endswith("root of the wait chain: rank %d (dp 0)" % rank)
+        or "root of the wait chain: the link from rank %d (dp 0)" % rank in m)
 
 
 def main():
@@ -186,6 +193,8 @@ def main():
     for kind in ("pp2", "pp8"):
         fault_row(f"slow 2x rank 1 from {SLOW_FROM}", kind, f"slow:1:2:{SLOW_FROM}", SLOW_FROM + 8,
                   ("STRAGGLER", "BUBBLE"), 1, SLOW_FROM, goal=5)
+    fault_row("slowlink 80 ms rank 1 from 8", "demo", f"slowlink:1:80:{SLOW_FROM}", SLOW_FROM + 8, ("BUBBLE",), 1,
+              SLOW_FROM, goal=5)
     fault_row("hang rank 1 at 6", "demo", "hang:1:6", 40, ("HANG",), 1, 6, stop_on="HANG")
     fault_row("corrupt rank 2 from 5", "demo", "corrupt:2:5", 12, ("SDC",), 2, 5)
     fault_row("oom rank 3 64 MiB at 6", "demo", "oom:3:67108864:6", 12, ("MEMORY",), 3, 6)

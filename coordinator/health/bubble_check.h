@@ -9,6 +9,8 @@
 // input (a peer descheduled for a moment) is noise, a peer that keeps its neighbours waiting is
 // not. The event names the rank, the step, the window (which action it ends at, where in the
 // step, how long, the prediction) and the peer the action waited on; one event per episode.
+// (JobMonitor runs it once every rank has reported the step and adds the root of the wait chain
+// from the step's idle split.)
 // Only calibrated timelines are checked (JobMonitor): the plan's cost model scaled by one number
 // does not predict a CPU's idle windows well enough to call 50 ms of idle a fault.
 #ifndef PIPECOORD_COORDINATOR_HEALTH_BUBBLE_CHECK_H_

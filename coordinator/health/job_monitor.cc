@@ -110,6 +110,21 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
       *rec->add_idle() = std::move(r);
     }
     *rec->mutable_idle_total() = split.total;
+    if (bubble_ && !calibrated_now) {  // the calibrated timeline, in seconds (bubble_check.h)
+      for (int g = 0; g < world_ && g < static_cast<int>(actions.size()); ++g) {
+        std::optional<v1::HealthEvent> e = bubble_->OnRankStep(g, rec->step(), actions[g], 1.0);
+        if (!e) continue;
+        const v1::IdleSplit& s = rec->idle(g).split();
+        if (s.cause_rank() >= 0) {
+          const std::string root = layout_.Name(layout_.AtPipelineRank(g, s.cause_rank()));
+          e->set_message(e->message() + "; root of the wait chain: " +
+                         (s.cause_is_link() ? "the link from " + root + " to " +
+                                                  layout_.Name(layout_.AtPipelineRank(g, s.cause_link_to()))
+                                            : root));
+        }
+        bubble_events_.push_back(std::move(*e));
+      }
+    }
   }
   return calibrated_now;
 }
@@ -150,9 +165,6 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
         if (auto e = probe_->OnProbe(g, step, t.probe_checksum())) events.push_back(*e);
       }
     }
-    if (bubble_ && calibrated_) {  // the calibrated timeline, in seconds (bubble_check.h)
-      if (auto e = bubble_->OnRankStep(g, step, actions, 1.0)) events.push_back(*e);
-    }
   }
   for (const v1::StepSummary& s : b.steps()) {
     last_peak_[g] = s.memory_peak_bytes();
@@ -169,9 +181,10 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
 }
 
 std::vector<v1::HealthEvent> JobMonitor::OnStepDone(const v1::StepRecord& rec) {
-  std::vector<v1::HealthEvent> events;
+  std::vector<v1::HealthEvent> events = std::move(bubble_events_);
+  bubble_events_.clear();
   if (straggler_) {
-    events = straggler_->Evaluate(rec.step());
+    for (v1::HealthEvent& e : straggler_->Evaluate(rec.step())) events.push_back(std::move(e));
     scale_ = straggler_->FastestMedian();
     if (sink_) {
       for (const StragglerScore& s : straggler_->scores()) {

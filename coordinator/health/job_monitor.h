@@ -58,7 +58,11 @@ class JobMonitor {
   // calibrated ones) and, once calibrated, its idle split (jobplan/idle_breakdown.h). The steps
   // after settings.warmup_steps that match the plan's lists are collected; the
   // calibration_steps-th calibrates the job: from then on the bubble and hang checks use the
-  // calibrated expectations. Returns true when this step calibrated the job.
+  // calibrated expectations. Returns true when this step calibrated the job. Once calibrated the
+  // bubble check runs here, over every rank's step at once, so that each BUBBLE event also names
+  // the root of its wait chain from the step's idle split (a rank waiting on a neighbour that
+  // itself waited names that neighbour as the peer, and the rank or link at the chain's end as the
+  // root); the events come out of the OnStepDone that follows.
   bool OnStepMeasured(v1::StepRecord* record, const jobplan::StepActions& actions);
   // Set once calibrated; the rebalance proposal only when it predicts a gain.
   const std::optional<v1::Calibration>& calibration() const { return calibration_proto_; }
@@ -99,6 +103,7 @@ class JobMonitor {
   std::optional<jobplan::CalibratedJob> calibrated_;
   std::optional<v1::Calibration> calibration_proto_;
   std::optional<v1::RebalanceProposal> rebalance_;
+  std::vector<v1::HealthEvent> bubble_events_;  // from OnStepMeasured, for the next OnStepDone
 };
 
 // ReplayJobMetrics: a job's MetricsSink series rebuilt from what the state file keeps, so that
