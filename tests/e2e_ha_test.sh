@@ -45,10 +45,13 @@ ETCDCTL_API=3 etcdctl --endpoints "$ETCD_ENDPOINTS" endpoint health > /dev/null 
 COORD_ADDRS=() COORD_PIDS=()
 for i in 0 1 2; do COORD_ADDRS+=("127.0.0.1:${P[$((i + 6))]}"); done
 ALL=$(IFS=,; echo "${COORD_ADDRS[*]}")
-# start_coordinator_n I: coordinator I (as a supervisor would start it again after a crash).
+# start_coordinator_n I: coordinator I (as a supervisor would start it again after a crash), at
+# the default lease (5 s): a state write waits for etcd under the coordinator's lock, and when the
+# member that was etcd's raft leader dies, writes wait up to the etcd call timeout (3 s) for a new
+# leader; with --lease-ms 2000 that stall once cost a worker its lease (docs/operations.md).
 start_coordinator_n() {
   "$COORDINATOR" --listen "${COORD_ADDRS[$1]}" --etcd "$ETCD_ENDPOINTS" --ha-name e2e --ha-lease-s 2 \
-    --lease-ms 2000 >> "$WORK/coordinator-$1.log" 2>&1 &
+    >> "$WORK/coordinator-$1.log" 2>&1 &
   COORD_PIDS[$1]=$!
   PIDS+=($!)
 }
