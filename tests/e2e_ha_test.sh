@@ -192,6 +192,10 @@ for _ in $(seq 1000); do
 done
 [ "$third" -ge 0 ] || fail "no standby took over from the paused coordinator"
 active_at=$(now)
+# pipectl from here asks the new coordinator by its own address: a paused coordinator's port
+# still accepts TCP connections but never answers, and pick_first over the list waits gRPC's
+# connect timeout (20 s) on it before it tries the next address (docs/operations.md).
+export PIPECOORD_ADDR=${COORD_ADDRS[$third]}
 done_before=$(steps_done "$JOB")
 for _ in $(seq 3000); do [ "$(steps_done "$JOB")" -gt "$done_before" ] && break; sleep 0.02; done
 [ "$(steps_done "$JOB")" -gt "$done_before" ] || fail "the job did not go on under the new coordinator"
@@ -207,6 +211,7 @@ grep -q "no longer the elected coordinator" "$WORK/coordinator-$stale.log" ||
   fail "the stale coordinator did not say it lost its election: $(tail -3 "$WORK/coordinator-$stale.log")"
 echo "the stale coordinator, resumed: $(grep "no longer the elected coordinator" "$WORK/coordinator-$stale.log" | tail -1)"
 check_job "$JOB" "active coordinator paused, then resumed stale"
+export PIPECOORD_ADDR=$ALL
 # What the stale coordinator may have sent before it found its election lost, the workers ignored
 # (daemon_test checks that rule itself); the job's record above shows nothing of it took effect.
 echo "commands of an older epoch ignored by the workers: $(cat "$WORK"/worker-*.log | grep -c "older coordinator epoch" || true)"
