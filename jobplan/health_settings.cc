@@ -32,7 +32,6 @@ HealthSettings ResolveHealth(const v1::HealthConfig& c) {
   if (c.hang_startup_s() > 0) s.hang_startup_s = c.hang_startup_s();
   if (c.memory_device_fraction() > 0) s.memory_device_fraction = c.memory_device_fraction();
   s.probes = s.enabled && !c.probes_off();
-  if (c.probe_size() > 0) s.probe_size = c.probe_size();
   if (c.calibration_steps() > 0) s.calibration_steps = c.calibration_steps();
   return s;
 }

@@ -20,7 +20,6 @@ struct HealthSettings {
   double hang_startup_s = 60;
   double memory_device_fraction = 0.95;
   bool probes = true;
-  int probe_size = 32;
   // Steps measured (after the warm-up ones) before the predictions are calibrated on them.
   int calibration_steps = 3;
 };

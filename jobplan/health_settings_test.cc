@@ -12,7 +12,6 @@ TEST(HealthSettings, UnsetFieldsTakeTheDefaults) {
   EXPECT_EQ(s.straggler_threshold, 0.7);
   EXPECT_EQ(s.straggler_window, 3);
   EXPECT_EQ(s.hang_floor_s, 10);
-  EXPECT_EQ(s.probe_size, 32);
   EXPECT_EQ(s.calibration_steps, 3);
   v1::HealthConfig c;
   c.set_straggler_threshold(0.5);

@@ -5,6 +5,7 @@
 
 #include "jobplan/health_settings.h"
 #include "jobplan/plan_expectations.h"
+#include "proto/worker_kinds.h"
 #include "schedules/bubble_prediction.h"
 
 namespace pipecoord::jobplan {
@@ -90,6 +91,31 @@ void PlaceProbes(const v1::JobSpec& spec, const std::vector<ProbeWindow>& window
     probe.peer = -1;
     list.insert(list.begin() + pw.position, probe);
   }
+}
+
+ProbeGemm ProbeGemmFor(const v1::JobSpec& spec, bool holds_head) {
+  const int64_t size = spec.health().probe_size();
+  if (size > 0) return {size, size, size};
+  if (spec.worker().kind() == v1::kTorchWorker) return {kTorchProbeSize, kTorchProbeSize, kTorchProbeSize};
+  const v1::ModelSpec& m = spec.model();
+  const int64_t tp = std::max(1, spec.tp());
+  const int64_t ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * int64_t{m.hidden()} / 3) + 63) / 64 * 64;
+  ProbeGemm g;
+  g.k = std::max(1, m.hidden());
+  g.m = std::max<int64_t>(1, int64_t{std::max(1, spec.micro_batch_size())} * std::max(1, m.seq_len()));
+  g.n = std::max<int64_t>(1, ffn / tp);
+  if (holds_head) g.n = std::max<int64_t>(g.n, m.vocab() / tp);
+  const int64_t most = std::max<int64_t>(1, kProbeMaxElements / g.k);
+  g.m = std::min(g.m, most);
+  g.n = std::min(g.n, most);
+  return g;
+}
+
+bool HoldsHead(const v1::Plan& plan, int rank) {
+  for (int s = 0; s < plan.shards_size() && s < plan.stage_to_rank_size(); ++s) {
+    if (plan.stage_to_rank(s) == rank && plan.shards(s).has_head()) return true;
+  }
+  return false;
 }
 
 }  // namespace pipecoord::jobplan

@@ -35,6 +35,24 @@ std::vector<ProbeWindow> ChooseProbeWindows(const v1::JobSpec& spec, const sched
 // the lists without them).
 Result<std::vector<ProbeWindow>> ChooseProbeWindows(const v1::JobSpec& spec, const v1::Plan& plan);
 
+// What a rank's PROBE computes (kernels/cpu/known_answer_gemm.h): Y [m, n] = X [m, k] W [n, k]^T
+// on seeded integer inputs, through the kernel the rank trains with. The stage's largest GEMM:
+// m the micro-batch's tokens (micro_batch_size x seq_len: the column-parallel GEMMs see them all,
+// with sequence parallelism once gathered), k = hidden, n the widest output a tensor-parallel
+// rank computes: w1 and w3's ffn / tp, or vocab / tp on the rank holding the LM head when wider.
+// m and n are cut to at most kProbeMaxElements / k each (whole rows and columns of the same GEMM:
+// the same kernel at the model's inner dimension), so a probe's inputs stay within 16 MiB each
+// and the coordinator checks it in O((m + n) k). health.probeSize n > 0 asks for an n x n x n
+// GEMM instead; torch workers, whose modules' shapes are their own, run kDefaultProbeSize's cube.
+struct ProbeGemm {
+  int64_t m = 0, k = 0, n = 0;
+};
+inline constexpr int64_t kProbeMaxElements = int64_t{1} << 22;
+inline constexpr int kTorchProbeSize = 32;
+ProbeGemm ProbeGemmFor(const v1::JobSpec& spec, bool holds_head);
+// Whether pipeline rank `rank` of `plan` holds the stage with the LM head.
+bool HoldsHead(const v1::Plan& plan, int rank);
+
 // Inserts a PROBE at each window's position (none when spec.health turns probes off).
 void PlaceProbes(const v1::JobSpec& spec, const std::vector<ProbeWindow>& windows, schedules::Schedule* schedule);
 

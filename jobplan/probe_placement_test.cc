@@ -55,5 +55,40 @@ TEST(ProbePlacement, ProbesOffLeavesThePlanAlone) {
   EXPECT_EQ(plan.ranks(0).actions_size(), 17);
 }
 
+// The probe runs the stage's largest GEMM: tokens x hidden x (ffn / tp), the vocabulary's share on
+// the rank with the LM head when wider; rows and columns cut to 2^22 / hidden each.
+TEST(ProbeGemm, TheStagesLargestGemm) {
+  v1::JobSpec spec = TestSpec();
+  spec.mutable_model()->set_hidden(64);
+  spec.mutable_model()->set_ffn_hidden(192);
+  spec.mutable_model()->set_vocab(512);
+  spec.mutable_model()->set_seq_len(32);
+  spec.set_micro_batch_size(4);
+  auto is = [](ProbeGemm g, int64_t m, int64_t k, int64_t n) { return g.m == m && g.k == k && g.n == n; };
+  EXPECT_TRUE(is(ProbeGemmFor(spec, false), 128, 64, 192));
+  EXPECT_TRUE(is(ProbeGemmFor(spec, true), 128, 64, 512));
+  spec.set_tp(2);
+  EXPECT_TRUE(is(ProbeGemmFor(spec, false), 128, 64, 96));
+  EXPECT_TRUE(is(ProbeGemmFor(spec, true), 128, 64, 256));
+  spec.mutable_model()->set_vocab(128);
+  EXPECT_TRUE(is(ProbeGemmFor(spec, true), 128, 64, 96));  // w1's share is the wider
+  spec.set_tp(1);
+  spec.mutable_model()->set_hidden(8192);
+  spec.mutable_model()->set_ffn_hidden(28672);
+  spec.mutable_model()->set_seq_len(8192);
+  EXPECT_TRUE(is(ProbeGemmFor(spec, false), 512, 8192, 512));  // 2^22 / 8192 rows and columns
+  spec.mutable_health()->set_probe_size(48);
+  EXPECT_TRUE(is(ProbeGemmFor(spec, true), 48, 48, 48));
+  spec.mutable_health()->set_probe_size(0);
+  spec.mutable_worker()->set_kind("torch");
+  EXPECT_TRUE(is(ProbeGemmFor(spec, true), 32, 32, 32));
+}
+
+TEST(ProbeGemm, HoldsHeadFollowsThePlan) {
+  const v1::Plan plan = PlanJob(TestSpec()).value();
+  EXPECT_FALSE(HoldsHead(plan, 0));
+  EXPECT_TRUE(HoldsHead(plan, 1));
+}
+
 }  // namespace
 }  // namespace pipecoord::jobplan

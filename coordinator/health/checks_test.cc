@@ -37,9 +37,9 @@ TEST(MemoryCheck, NearTheDeviceLimit) {
 }
 
 TEST(ProbeCheck, KnownAnswerAndReplicas) {
-  ProbeCheck p(3, 8, RankLayout::OfDegrees(2, 2, 1));
-  const uint64_t good = kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(3, 5), 8);
-  EXPECT_EQ(p.Expected(5), good);
+  ProbeCheck p(3, {{8, 8, 8}}, RankLayout::OfDegrees(2, 2, 1));
+  const uint64_t good = kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(3, 5), {8, 8, 8});
+  EXPECT_EQ(p.Expected(5, 0), good);
   EXPECT_FALSE(p.OnProbe(0, 5, good));
   EXPECT_FALSE(p.OnProbe(1, 5, good));
   auto e = p.OnProbe(2, 5, good ^ 1);  // rank 0 of replica 1
@@ -61,10 +61,10 @@ TEST(ProbeCheck, KnownAnswerAndReplicas) {
 // The message says what the checksum was compared with: with dp 2 the known answer and the
 // other replica's report; with dp 1 the known answer only (there is no replica).
 TEST(ProbeCheck, TheMessageNamesWhatWasCompared) {
-  const uint64_t good = kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(3, 5), 8);
+  const uint64_t good = kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(3, 5), {8, 8, 8});
   char want[512];
   {
-    ProbeCheck dp1(3, 8, RankLayout::OfDegrees(2, 1, 1));
+    ProbeCheck dp1(3, {{8, 8, 8}}, RankLayout::OfDegrees(2, 1, 1));
     EXPECT_FALSE(dp1.OnProbe(0, 5, good));
     auto e = dp1.OnProbe(1, 5, good ^ 4);
     ASSERT_TRUE(e);
@@ -77,7 +77,7 @@ TEST(ProbeCheck, TheMessageNamesWhatWasCompared) {
     EXPECT_EQ(e->message(), want);
   }
   {
-    ProbeCheck dp2(3, 8, RankLayout::OfDegrees(2, 2, 1));
+    ProbeCheck dp2(3, {{8, 8, 8}}, RankLayout::OfDegrees(2, 2, 1));
     auto first = dp2.OnProbe(1, 5, good ^ 4);  // rank 1 of replica 0, before replica 1 reported
     ASSERT_TRUE(first);
     std::snprintf(want, sizeof want,
@@ -94,6 +94,21 @@ TEST(ProbeCheck, TheMessageNamesWhatWasCompared) {
                   static_cast<unsigned long long>(good ^ 4));
     EXPECT_EQ(second->message(), want);
   }
+}
+
+// Each pipeline rank is checked against its own stage's GEMM: the head's rank runs the vocabulary
+// GEMM, the others the ffn one; a rank's correct answer for another shape is wrong for it.
+TEST(ProbeCheck, EachRankAgainstItsOwnShape) {
+  const kernels::cpu::ProbeShape ffn{128, 64, 192}, head{128, 64, 256};
+  ProbeCheck p(3, {ffn, head}, RankLayout::OfDegrees(2, 1, 1));
+  const uint64_t seed = kernels::cpu::ProbeSeed(3, 4);
+  EXPECT_EQ(p.Expected(4, 0), kernels::cpu::KnownAnswerChecksum(seed, ffn));
+  EXPECT_EQ(p.Expected(4, 1), kernels::cpu::KnownAnswerChecksum(seed, head));
+  EXPECT_FALSE(p.OnProbe(0, 4, kernels::cpu::KnownAnswerChecksum(seed, ffn)));
+  EXPECT_FALSE(p.OnProbe(1, 4, kernels::cpu::KnownAnswerChecksum(seed, head)));
+  auto e = p.OnProbe(1, 5, kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(3, 5), ffn));
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message().find("(128x64x256 GEMM)"), std::string::npos) << e->message();
 }
 
 v1::Progress At(int step, int index, v1::Op op, int stage, int mb, int wait_peer) {

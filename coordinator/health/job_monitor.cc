@@ -7,6 +7,7 @@
 #include "coordinator/health/event_text.h"
 #include "jobplan/idle_breakdown.h"
 #include "jobplan/layout.h"
+#include "jobplan/probe_placement.h"
 #include "jobplan/rebalance.h"
 #include "jobplan/stage_work.h"
 #include "proto/op_kinds.h"
@@ -25,7 +26,12 @@ JobMonitor::JobMonitor(const v1::Job& job, MetricsSink* sink)
   straggler_ = std::make_unique<StragglerCheck>(settings_, layout_);
   stage_work_ = jobplan::StageWorkFactors(job.spec(), job.plan());
   memory_ = std::make_unique<MemoryCheck>(settings_, budgets_, layout_);
-  probe_ = std::make_unique<ProbeCheck>(job.spec().model().seed(), settings_.probe_size, layout_);
+  std::vector<kernels::cpu::ProbeShape> shapes;
+  for (int r = 0; r < layout_.pp(); ++r) {
+    const jobplan::ProbeGemm g = jobplan::ProbeGemmFor(job.spec(), jobplan::HoldsHead(job.plan(), r));
+    shapes.push_back({g.m, g.k, g.n});
+  }
+  probe_ = std::make_unique<ProbeCheck>(job.spec().model().seed(), std::move(shapes), layout_);
 }
 
 void JobMonitor::Start(int64_t now_ns) {

@@ -8,14 +8,25 @@ namespace {
 constexpr size_t kStepsKept = 8;
 }  // namespace
 
-ProbeCheck::ProbeCheck(uint64_t job_seed, int probe_size, const RankLayout& layout)
-    : seed_(job_seed), n_(probe_size), layout_(layout), flagged_(layout.world(), false) {}
+ProbeCheck::ProbeCheck(uint64_t job_seed, std::vector<kernels::cpu::ProbeShape> shapes, const RankLayout& layout)
+    : seed_(job_seed), shapes_(std::move(shapes)), layout_(layout), flagged_(layout.world(), false) {
+  if (shapes_.empty()) shapes_.push_back({kernels::cpu::kDefaultProbeSize, kernels::cpu::kDefaultProbeSize,
+                                          kernels::cpu::kDefaultProbeSize});
+}
 
-uint64_t ProbeCheck::Expected(int step) {
-  auto it = expected_.find(step);
-  if (it != expected_.end()) return it->second;
-  const uint64_t v = kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(seed_, step), n_);
-  expected_[step] = v;
+const kernels::cpu::ProbeShape& ProbeCheck::ShapeOf(int rank) const {
+  return shapes_.size() == 1 || rank < 0 || rank >= static_cast<int>(shapes_.size()) ? shapes_[0] : shapes_[rank];
+}
+
+uint64_t ProbeCheck::Expected(int step, int rank) {
+  const kernels::cpu::ProbeShape& s = ShapeOf(rank);
+  auto& at_step = expected_[step];
+  const auto key = std::make_tuple(s.m, s.k, s.n);
+  auto it = at_step.find(key);
+  if (it != at_step.end()) return it->second;
+  // A shape the kernels refuse (too large to draw) has no answer a worker could match: 0.
+  const uint64_t v = kernels::cpu::ValidProbeShape(s) ? kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(seed_, step), s) : 0;
+  at_step[key] = v;
   while (expected_.size() > kStepsKept) expected_.erase(expected_.begin());
   return v;
 }
@@ -23,7 +34,8 @@ uint64_t ProbeCheck::Expected(int step) {
 std::optional<v1::HealthEvent> ProbeCheck::OnProbe(int g, int step, uint64_t checksum) {
   if (g < 0 || g >= static_cast<int>(flagged_.size())) return std::nullopt;
   ++checked_;
-  const uint64_t want = Expected(step);
+  const int rank = layout_.PipelineRank(g);
+  const uint64_t want = Expected(step, rank);
   reported_[step][g] = checksum;
   while (reported_.size() > kStepsKept) reported_.erase(reported_.begin());
   const bool bad = checksum != want;
@@ -31,8 +43,9 @@ std::optional<v1::HealthEvent> ProbeCheck::OnProbe(int g, int step, uint64_t che
   flagged_[g] = bad;
   if (!bad || was) return std::nullopt;
   const std::string head =
-      Format("sdc: %s step %d: probe checksum 0x%016llx != known answer 0x%016llx (%dx%dx%d GEMM); ", layout_.Name(g).c_str(),
-             step, static_cast<unsigned long long>(checksum), static_cast<unsigned long long>(want), n_, n_, n_);
+      Format("sdc: %s step %d: probe checksum 0x%016llx != known answer 0x%016llx (%s); ", layout_.Name(g).c_str(),
+             step, static_cast<unsigned long long>(checksum), static_cast<unsigned long long>(want),
+             ShapeOf(rank).ToString().c_str());
   if (layout_.dp() == 1) {
     // dp 1: the rank has no replica, the known answer is all there is to compare with.
     return MakeEvent(v1::SDC, g, layout_, step,

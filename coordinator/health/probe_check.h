@@ -1,6 +1,8 @@
 // Probe check (numerical "aadiff" probes): each PROBE action runs a known-answer GEMM
-// (kernels/cpu/known_answer_gemm.h) seeded by the job and the step, and reports HashFloats of
-// its output. The coordinator computes the same product and compares bit for bit; every
+// (kernels/cpu/known_answer_gemm.h) seeded by the job and the step, at its stage's largest GEMM
+// (jobplan::ProbeGemmFor), and reports the sketch checksum of its output. The coordinator
+// computes the sketch from the seeded inputs (O((m + n) k), cached per step and shape) and
+// compares bit for bit; every
 // data-parallel replica of every rank runs the same probe, so replicas must agree with each
 // other too. A mismatch is an SDC (silent data corruption) event naming the rank, the step,
 // both checksums and what the rank's replicas reported (with dp 1, that the known answer was
@@ -11,26 +13,31 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "common/rank_layout.h"
+#include "kernels/cpu/known_answer_gemm.h"
 #include "proto/health.pb.h"
 
 namespace pipecoord::coordinator::health {
 
 class ProbeCheck {
  public:
-  ProbeCheck(uint64_t job_seed, int probe_size, const RankLayout& layout);
+  // shapes[r]: what pipeline rank r's probe computes; a single shape stands for every rank's.
+  ProbeCheck(uint64_t job_seed, std::vector<kernels::cpu::ProbeShape> shapes, const RankLayout& layout);
 
   std::optional<v1::HealthEvent> OnProbe(int global_rank, int step, uint64_t checksum);
-  uint64_t Expected(int step);  // cached for the last few steps
+  // The known answer of pipeline rank `rank`'s probe at `step` (cached for the last few steps).
+  uint64_t Expected(int step, int rank);
+  const kernels::cpu::ProbeShape& ShapeOf(int rank) const;
   int64_t probes_checked() const { return checked_; }
 
  private:
   uint64_t seed_;
-  int n_;
+  std::vector<kernels::cpu::ProbeShape> shapes_;
   RankLayout layout_;
-  std::map<int, uint64_t> expected_;                 // step -> known answer
+  std::map<int, std::map<std::tuple<int64_t, int64_t, int64_t>, uint64_t>> expected_;  // step -> shape -> answer
   std::map<int, std::map<int, uint64_t>> reported_;  // step -> global rank -> checksum
   std::vector<bool> flagged_;
   int64_t checked_ = 0;

@@ -13,6 +13,7 @@
 #include "coordinator/http/prometheus_metrics.h"
 #include "coordinator/state_file_for_tests.h"
 #include "coordinator/state_store.h"
+#include "jobplan/probe_placement.h"
 #include "kernels/cpu/known_answer_gemm.h"
 
 namespace pipecoord::coordinator {
@@ -92,7 +93,12 @@ v1::TelemetryBatch StepBatch(const std::string& worker, const v1::Assignment& a,
     timing->set_end_ns(t + dur);
     t += dur + 500;
     if (act.op() == v1::PROBE) {
-      const uint64_t good = kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(a.spec().model().seed(), step), 32);
+      // What a healthy worker reports: its stage's GEMM (jobplan::ProbeGemmFor).
+      bool head = false;
+      for (const v1::StageShard& sh : a.shards()) head = head || sh.has_head();
+      const jobplan::ProbeGemm g = jobplan::ProbeGemmFor(a.spec(), head);
+      const uint64_t good =
+          kernels::cpu::KnownAnswerChecksum(kernels::cpu::ProbeSeed(a.spec().model().seed(), step), {g.m, g.k, g.n});
       timing->set_probe_checksum(a.rank() == 0 && step == f.sdc_step ? good ^ 1 : good);
     }
   }

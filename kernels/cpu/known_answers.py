@@ -139,23 +139,50 @@ def probe_seed(job_seed, step):
     return combine_seeds(combine_seeds(job_seed, 0x70726F6265), step)  # "probe" in ASCII
 
 
-def known_answer_gemm(seed, n):
-    """Y = X W^T, X then W drawn from Rng(seed) as integers in [-8, 8] (below(17) - 8); each y an
-    exact integer sum (Python ints), then a float: exact, since |y| <= 64 n < 2^24."""
+def known_answer_gemm(seed, m, k=None, n=None):
+    """Y [m, n] = X [m, k] W [n, k]^T, X then W drawn from Rng(seed) as integers in [-8, 8]
+    (below(17) - 8); each y an exact integer sum (Python ints), then a float: exact, since
+    |y| <= 64 k < 2^24. known_answer_gemm(seed, n): the n x n x n square."""
+    k = m if k is None else k
+    n = m if n is None else n
     rng = Rng(seed)
-    x = [rng.below(17) - 8 for _ in range(n * n)]
-    w = [rng.below(17) - 8 for _ in range(n * n)]
+    x = [rng.below(17) - 8 for _ in range(m * k)]
+    w = [rng.below(17) - 8 for _ in range(n * k)]
     y = []
-    for t in range(n):
-        xr = x[t * n:(t + 1) * n]
+    for t in range(m):
+        xr = x[t * k:(t + 1) * k]
         for o in range(n):
-            wr = w[o * n:(o + 1) * n]
+            wr = w[o * k:(o + 1) * k]
             y.append(to_f32(float(sum(a * b for a, b in zip(xr, wr)))))
     return y
 
 
-def known_answer_checksum(seed, n):
-    return hash_floats(known_answer_gemm(seed, n))
+def hash_words(words):
+    """The sketch's hash: sum of mix64(word + (i + 1) * GOLDEN) over the 64-bit words."""
+    h = 0
+    for i, v in enumerate(words):
+        h = (h + mix64(((v & M64) + (i + 1) * GOLDEN) & M64)) & M64
+    return h
+
+
+def probe_checksum(y, seed, m, k, n):
+    """known_answer_gemm.h's sketch of Y, straight from its definition: weights r [m] then c [n]
+    from Rng(combine_seeds(seed, "sketch")) as integers in [1, 16]; the row sketch r^T Y and the
+    column sketch Y c over the elements that are integers; hashed after (m, k, n, how many are not)."""
+    rng = Rng(combine_seeds(seed, 0x736B65746368))
+    r = [rng.below(16) + 1 for _ in range(m)]
+    c = [rng.below(16) + 1 for _ in range(n)]
+    bad = sum(1 for v in y if not (abs(v) <= 2.0 ** 24 and v == int(v)))
+    ok = lambda v: int(v) if (abs(v) <= 2.0 ** 24 and v == int(v)) else 0
+    row = [sum(r[i] * ok(y[i * n + j]) for i in range(m)) for j in range(n)]
+    col = [sum(c[j] * ok(y[i * n + j]) for j in range(n)) for i in range(m)]
+    return hash_words([m, k, n, bad] + row + col)
+
+
+def known_answer_checksum(seed, m, k=None, n=None):
+    k = m if k is None else k
+    n = m if n is None else n
+    return probe_checksum(known_answer_gemm(seed, m, k, n), seed, m, k, n)
 
 
 # --- published test vectors: the building blocks above are the published algorithms ----------
@@ -260,18 +287,19 @@ def render():
     add("inline constexpr uint64_t kProbeSeed0Step0 = %s;" % u64(probe_seed(0, 0)))
     add("")
 
-    add("// KnownAnswerGemm(7, 3): the nine output bit patterns.")
+    add("// KnownAnswerGemm(7, 3x3x3): the nine output bit patterns.")
     add(array("uint32_t", "kGemmSeed7N3Bits", [u32(f32_bits(v)) for v in known_answer_gemm(7, 3)]))
-    add("// KnownAnswerChecksum(seed, n); n = 32 is kDefaultProbeSize.")
+    add("// KnownAnswerChecksum(seed, {m, k, n}): the sketch of the whole product, from its definition.")
     add("struct GemmChecksum {")
     add("  uint64_t seed;")
-    add("  int n;")
+    add("  int64_t m, k, n;")
     add("  uint64_t checksum;")
     add("};")
     add("inline constexpr GemmChecksum kGemmChecksums[] = {")
-    for seed, n in ((7, 1), (11, 16), (probe_seed(3, 5), 32), (probe_seed(3, 6), 32),
-                    (probe_seed(0, 0), 32), (42, 33), (5, 64)):
-        add("    {%s, %d, %s}," % (u64(seed), n, u64(known_answer_checksum(seed, n))))
+    for seed, m, k, n in ((7, 1, 1, 1), (11, 16, 16, 16), (probe_seed(3, 5), 32, 32, 32), (probe_seed(3, 6), 32, 32, 32),
+                          (probe_seed(0, 0), 32, 32, 32), (42, 33, 33, 33), (5, 3, 5, 4), (9, 24, 64, 40),
+                          (probe_seed(7, 2), 40, 16, 72)):
+        add("    {%s, %d, %d, %d, %s}," % (u64(seed), m, k, n, u64(known_answer_checksum(seed, m, k, n))))
     add("};")
     add("")
     add("}  // namespace pipecoord::kernels::cpu::known_answers")

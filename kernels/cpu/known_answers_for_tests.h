@@ -49,22 +49,24 @@ inline constexpr uint64_t kProbeSeed3Step5 = 0xCCBFFBE3D4D01A42ULL;
 inline constexpr uint64_t kProbeSeed3Step6 = 0x2C524DDF8B6CDBA8ULL;
 inline constexpr uint64_t kProbeSeed0Step0 = 0xFB6FFEFE1A0F0372ULL;
 
-// KnownAnswerGemm(7, 3): the nine output bit patterns.
+// KnownAnswerGemm(7, 3x3x3): the nine output bit patterns.
 inline constexpr uint32_t kGemmSeed7N3Bits[] = {0x40000000u, 0xC1100000u, 0x41500000u, 0xC1800000u, 0x42C40000u, 0xC1F00000u, 0x41D80000u, 0xC2B20000u, 0x41B80000u};
-// KnownAnswerChecksum(seed, n); n = 32 is kDefaultProbeSize.
+// KnownAnswerChecksum(seed, {m, k, n}): the sketch of the whole product, from its definition.
 struct GemmChecksum {
   uint64_t seed;
-  int n;
+  int64_t m, k, n;
   uint64_t checksum;
 };
 inline constexpr GemmChecksum kGemmChecksums[] = {
-    {0x0000000000000007ULL, 1, 0x34E8932A09535B97ULL},
-    {0x000000000000000BULL, 16, 0x74300088ED78B053ULL},
-    {0xCCBFFBE3D4D01A42ULL, 32, 0xE00EE163629575D0ULL},
-    {0x2C524DDF8B6CDBA8ULL, 32, 0xAD5A3ABB85BA8E0BULL},
-    {0xFB6FFEFE1A0F0372ULL, 32, 0x2CE7671B204FFCA9ULL},
-    {0x000000000000002AULL, 33, 0xDDA176401959B532ULL},
-    {0x0000000000000005ULL, 64, 0x63E71F18C12BE686ULL},
+    {0x0000000000000007ULL, 1, 1, 1, 0xC13C18E5ACDC0AE9ULL},
+    {0x000000000000000BULL, 16, 16, 16, 0xC5A771A4C70795BDULL},
+    {0xCCBFFBE3D4D01A42ULL, 32, 32, 32, 0x4637F7ED56DD4DBDULL},
+    {0x2C524DDF8B6CDBA8ULL, 32, 32, 32, 0x494A8B4268C60780ULL},
+    {0xFB6FFEFE1A0F0372ULL, 32, 32, 32, 0x1AA15FA5D320AE8DULL},
+    {0x000000000000002AULL, 33, 33, 33, 0xACA23F61C571F6D9ULL},
+    {0x0000000000000005ULL, 3, 5, 4, 0x7F952C32AD3582EBULL},
+    {0x0000000000000009ULL, 24, 64, 40, 0xE07599DFB06E8BF8ULL},
+    {0x6013ED8BEEB68778ULL, 40, 16, 72, 0xF51543A161011596ULL},
 };
 
 }  // namespace pipecoord::kernels::cpu::known_answers

@@ -29,7 +29,7 @@ Status KnownAnswerGemm(uint64_t seed, int n, float* y, cudaStream_t stream) {
   PIPECOORD_RETURN_IF_ERROR(CheckPointer("KnownAnswerGemm", "y", y));
   const int64_t nn = static_cast<int64_t>(n) * n;
   // cpu::KnownAnswerGemm's inputs (integers: exact in fp32 in any order), X then W, one buffer.
-  const cpu::ProbeInputs in = cpu::MakeProbeInputs(seed, n);
+  const cpu::ProbeInputs in = cpu::MakeProbeInputs(seed, cpu::ProbeShape{n, n, n});
   std::vector<float> xw(in.x);
   xw.insert(xw.end(), in.w.begin(), in.w.end());
 

@@ -22,8 +22,8 @@ namespace pipecoord::kernels::cuda {
 // product itself is queued on `stream`.
 Status KnownAnswerGemm(uint64_t seed, int n, float* y, cudaStream_t stream);
 
-// HashFloats(Y) computed on the GPU; equals cpu::KnownAnswerChecksum(seed, n). Waits for the
-// stream.
+// HashFloats(Y) computed on the GPU; equals cpu::HashFloats of cpu::KnownAnswerGemm(seed, {n, n,
+// n}). Waits for the stream.
 Result<uint64_t> KnownAnswerChecksum(uint64_t seed, int n, cudaStream_t stream);
 
 }  // namespace pipecoord::kernels::cuda

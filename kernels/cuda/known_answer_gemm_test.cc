@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/checksum.h"
 #include "kernels/cpu/known_answer_gemm.h"
 #include "kernels/cpu/known_answers_for_tests.h"
 #include "kernels/cuda/gpu_test.h"
@@ -37,13 +38,13 @@ TEST_F(KnownAnswerGemmTest, OutputBitsEqualTheCpuProbe) {
     PIPECOORD_ASSERT_OK(Sync());
     std::vector<float> got;
     PIPECOORD_ASSERT_OK(d_y.Download(&got));
-    const std::vector<float> want = cpu::KnownAnswerGemm(p.seed, p.n);
+    const std::vector<float> want = cpu::KnownAnswerGemm(p.seed, cpu::ProbeShape{p.n, p.n, p.n});
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
 
     const Result<uint64_t> hash = KnownAnswerChecksum(p.seed, p.n, stream_);
     ASSERT_TRUE(hash.ok()) << hash.status().ToString();
-    EXPECT_EQ(*hash, cpu::KnownAnswerChecksum(p.seed, p.n));
+    EXPECT_EQ(*hash, cpu::HashFloats(want.data(), static_cast<int64_t>(want.size())));
   }
 }
 
@@ -60,10 +61,17 @@ TEST_F(KnownAnswerGemmTest, MatchesIndependentPythonReference) {
     std::memcpy(&bits, &y[i], sizeof bits);
     EXPECT_EQ(bits, cpu::known_answers::kGemmSeed7N3Bits[i]) << i;
   }
+  // The probe's sketch of the device's product (square shapes) against the Python reference's.
   for (const cpu::known_answers::GemmChecksum& c : cpu::known_answers::kGemmChecksums) {
-    const Result<uint64_t> hash = KnownAnswerChecksum(c.seed, c.n, stream_);
-    ASSERT_TRUE(hash.ok()) << hash.status().ToString();
-    EXPECT_EQ(*hash, c.checksum) << "seed " << c.seed << " n " << c.n;
+    if (c.m != c.k || c.k != c.n) continue;
+    const int n = static_cast<int>(c.n);
+    DeviceBuffer<float> d_p(static_cast<size_t>(n) * n);
+    PIPECOORD_ASSERT_OK(d_p.status());
+    PIPECOORD_ASSERT_OK(KnownAnswerGemm(c.seed, n, d_p.get(), stream_));
+    PIPECOORD_ASSERT_OK(Sync());
+    std::vector<float> p;
+    PIPECOORD_ASSERT_OK(d_p.Download(&p));
+    EXPECT_EQ(cpu::ProbeChecksum(p.data(), cpu::ProbeShape{n, n, n}, c.seed), c.checksum) << "seed " << c.seed << " n " << n;
   }
 }
 

@@ -5,8 +5,8 @@ token stream and answers the same numerical probes as the C++ daemon.
   xoshiro256** seeded from SplitMix64, Lemire's multiply-shift for below()).
 - SyntheticData: worker/model/synthetic_data.h (a random successor permutation; each next token
   is the successor with probability 1 - noise, else uniform).
-- probe_checksum: kernels/cpu/known_answer_gemm.h and checksum.h's HashFloats (Y = X W^T of
-  seeded n x n inputs, sums in double in order, one rounding per element).
+- probe_checksum: kernels/cpu/known_answer_gemm.h (Y = X W^T of seeded n x n integer inputs, exact
+  in float32, and its sketch checksum).
 """
 import struct
 
@@ -126,6 +126,26 @@ def known_answer_gemm(seed, n):
     return torch.matmul(x, w.t())
 
 
+def sketch_checksum(y, seed):
+    """known_answer_gemm.h's ProbeChecksum of y (float32 [m, n], the probe's X [m, k] W [n, k]^T
+    with k = m here): weights r [m] then c [n] from Rng(combine_seeds(seed, "sketch")) as integers
+    in [1, 16]; the row sketch r^T Y and the column sketch Y c over the elements that are
+    integers (int64), hashed with (m, k, n, how many are not) as mix64(word + (i + 1) * golden)."""
+    m, n = y.shape
+    k = m
+    rng = Rng(combine_seeds(seed, 0x736B65746368))
+    r = torch.tensor([rng.below(16) + 1 for _ in range(m)], dtype=torch.int64)
+    c = torch.tensor([rng.below(16) + 1 for _ in range(n)], dtype=torch.int64)
+    good = torch.isfinite(y) & (y.abs() <= 2.0 ** 24) & (y == torch.trunc(y))
+    yi = torch.where(good, y, torch.zeros_like(y)).to(torch.int64)
+    words = [m, k, n, int((~good).sum())] + (r @ yi).tolist() + (yi @ c).tolist()
+    h = 0
+    for i, v in enumerate(words):
+        h = (h + mix64(((v & _M64) + (i + 1) * _GOLDEN) & _M64)) & _M64
+    return h
+
+
 def probe_checksum(job_seed, step, n):
-    """What a healthy rank reports for its PROBE at `step` (probe size n)."""
-    return hash_floats(known_answer_gemm(probe_seed(job_seed, step), n).flatten().tolist())
+    """What a healthy rank reports for its PROBE at `step` (an n x n x n GEMM)."""
+    seed = probe_seed(job_seed, step)
+    return sketch_checksum(known_answer_gemm(seed, n), seed)

@@ -5,15 +5,25 @@
 #include <cstring>
 #include <thread>
 
-#include "kernels/cpu/checksum.h"
+#include "jobplan/probe_placement.h"
 #include "kernels/cpu/known_answer_gemm.h"
 #include "kernels/cpu/linear.h"
 
 namespace pipecoord::worker {
+namespace {
+
+kernels::cpu::ProbeShape ProbeShapeOf(const v1::Assignment& a) {
+  bool head = false;
+  for (const v1::StageShard& s : a.shards()) head = head || s.has_head();
+  const jobplan::ProbeGemm g = jobplan::ProbeGemmFor(a.spec(), head);
+  return {g.m, g.k, g.n};
+}
+
+}  // namespace
 
 HealthHooks::HealthHooks(const v1::Assignment& a, std::vector<FaultRule> faults)
     : seed_(a.spec().model().seed()),
-      probe_size_(a.spec().health().probe_size() > 0 ? a.spec().health().probe_size() : kernels::cpu::kDefaultProbeSize),
+      probe_shape_(ProbeShapeOf(a)),
       faults_(std::move(faults)) {
   progress_.set_job_id(a.job_id());
   progress_.set_rank(a.rank());
@@ -95,14 +105,15 @@ void HealthHooks::AfterCompute(int step, const v1::Action&, int64_t elapsed_ns) 
 }
 
 uint64_t HealthHooks::Probe(int step) {
-  // The training kernel on the known-answer inputs (integers: exact in any summation order), so a
-  // GEMM that corrupts what it computes is caught, not a reference copy of it.
+  // The training kernel at the stage's shapes on the known-answer inputs (integers: exact in any
+  // summation order), so a GEMM that corrupts what it computes is caught, not a reference copy.
   kernels::cpu::SetGemmCorruption(CorruptAt(step));
-  const int n = probe_size_;
-  const kernels::cpu::ProbeInputs in = kernels::cpu::MakeProbeInputs(kernels::cpu::ProbeSeed(seed_, step), n);
-  std::vector<float> y(static_cast<size_t>(n) * n);
-  kernels::cpu::LinearForward<float>(in.x.data(), in.w.data(), y.data(), kernels::cpu::LinearDims{n, n, n});
-  return kernels::cpu::HashFloats(y.data(), static_cast<int64_t>(y.size()));
+  const kernels::cpu::ProbeShape& s = probe_shape_;
+  const uint64_t seed = kernels::cpu::ProbeSeed(seed_, step);
+  const kernels::cpu::ProbeInputs in = kernels::cpu::MakeProbeInputs(seed, s);
+  std::vector<float> y(s.m * s.n);
+  kernels::cpu::LinearForward<float>(in.x.data(), in.w.data(), y.data(), kernels::cpu::LinearDims{s.m, s.k, s.n});
+  return kernels::cpu::ProbeChecksum(y.data(), s, seed);
 }
 
 uint64_t HealthHooks::OomBytes(int step) {

@@ -1,6 +1,7 @@
 // HealthHooks: the worker's RunHooks. Keeps the progress the heartbeat reports, runs the
 // known-answer probe (kernels/cpu/known_answer_gemm.h, seeded by the job's model seed and the
-// step) and applies this rank's injected faults (fault_injection.h).
+// step, at the stage's largest GEMM: jobplan/probe_placement.h) and applies this rank's
+// injected faults (fault_injection.h).
 #ifndef PIPECOORD_WORKER_DAEMON_HEALTH_HOOKS_H_
 #define PIPECOORD_WORKER_DAEMON_HEALTH_HOOKS_H_
 
@@ -8,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/cpu/known_answer_gemm.h"
 #include "proto/telemetry.pb.h"
 #include "proto/worker.pb.h"
 #include "worker/daemon/fault_injection.h"
@@ -39,7 +41,7 @@ class HealthHooks final : public RunHooks {
   v1::Progress progress_;
   std::chrono::steady_clock::time_point moved_;  // when (step, action_index) last changed
   uint64_t seed_;
-  int probe_size_;
+  kernels::cpu::ProbeShape probe_shape_;  // jobplan::ProbeGemmFor this rank's stages
   std::vector<FaultRule> faults_;
   bool oom_applied_ = false;
   bool hung_ = false;
