@@ -12,6 +12,8 @@
 #   hang of rank 1 at step 6                 HANG rank 1 step 6, within deadline + 1 s of the
 #                                            rank's last progress (its log), end to end
 #   corrupt GEMM of rank 2 from step 5       SDC rank 2 step 5; the losses leave the clean run's
+#   flip: one bit of rank 1's F at step 5    SDC by the replay probe when that F is the one it
+#                                            re-runs; none when its input was gone at the PROBE
 #   oom: rank 3 holds 64 MiB more from step 6   MEMORY rank 3 step 6
 #   slowlink: rank 1's sends 80 ms late      BUBBLE on a neighbour naming rank 1 within 5 steps;
 #                                            comm idle, the idle split's cause a link from rank 1
@@ -177,11 +179,56 @@ e=$(first_event "$job" SDC)
 [ -n "$e" ] || fail "no SDC event: $(events "$job")"
 [ "$(field "$e" rank)" = 2 ] && [ "$(field "$e" step)" = 5 ] || fail "sdc names the wrong rank or step: $e"
 msg=$(field "$e" message)
-[[ "$msg" =~ ^"sdc: rank 2 (dp 0) step 5: probe checksum 0x"[0-9a-f]{16}" != known answer 0x"[0-9a-f]{16}" (32x32x32 GEMM); compared with the known answer only" ]] ||
+[[ "$msg" =~ ^"sdc: rank 2 (dp 0) step 5: probe checksum 0x"[0-9a-f]{16}" != known answer 0x"[0-9a-f]{16}" (128x64x192 GEMM); compared with the known answer only" ]] ||
   fail "sdc text: $msg"
 fa=$(false_alarms "$job" SDC 2)
 [ "$fa" = 0 ] || fail "corrupt: $fa false alarm(s)"
 report "corrupt:2:5: SDC rank 2 step 5 (0 steps late), $fa false alarms"
+stop_all
+
+# --- flip: one bit of one F's output on rank 1 at step 5, once (a transient) --------------------
+# The replay probe re-runs the earliest F of the step whose input rank 1 still holds at its PROBE
+# (from the plan: an F before the PROBE whose backward comes after it). A flip in that F is seen
+# at step 5; a flip in an F already past its backward at the PROBE is not (the losses still
+# change): what the replay probe can and cannot see. (Ranks 2 and 3 of this zbh1 job probe
+# before their first F, in the warm-up wait: they hold no F to replay.)
+read -r replayed missed < <(/usr/bin/python3 -c '
+import json, sys
+acts = json.load(sys.stdin)["plan"]["ranks"][1]["actions"]
+ops = [(a.get("op", "F"), a.get("stage", 0), a.get("microbatch", 0)) for a in acts]
+probe = next(i for i, o in enumerate(ops) if o[0] == "PROBE")
+def back_after(i, st, mb):
+    return any(o[0] in ("B", "BW") and o[1] == st and o[2] == mb for o in ops[probe:])
+held = [o for i, o in enumerate(ops[:probe]) if o[0] == "F" and back_after(i, o[1], o[2])]
+gone = [o for i, o in enumerate(ops) if o[0] == "F" and o not in held]
+print(held[0][2], gone[0][2])' < "$WORK/sdc-clean.json")
+[ -n "$replayed" ] && [ -n "$missed" ] || fail "no F to replay or miss in rank 1's plan"
+for mb in "$replayed" "$missed"; do
+  stop_all
+  scenario --inject "flip:1:5:$mb"
+  job=$(submit "$WORK/sdc.json")
+  "$PIPECTL" watch "$job" > /dev/null || fail "flip job did not succeed"
+  "$PIPECTL" status "$job" --format json > "$WORK/sdc-flip-$mb.json"
+  /usr/bin/python3 - "$WORK/sdc-clean.json" "$WORK/sdc-flip-$mb.json" <<'PY' || fail "the flip did not change training"
+import json, sys
+clean, bad = ([s["loss"] for s in json.load(open(p))["steps"]] for p in sys.argv[1:3])
+assert clean[:5] == bad[:5], ("steps before the flip differ", clean[:5], bad[:5])
+assert clean[5:] != bad[5:], ("the flipped bit left the losses as they were", clean[5:])
+PY
+  n=$(count_events "$job" SDC)
+  if [ "$mb" = "$replayed" ]; then
+    e=$(first_event "$job" SDC)
+    [ -n "$e" ] || fail "flip of the replayed F (micro-batch $mb): no SDC event: $(events "$job")"
+    [ "$(field "$e" rank)" = 1 ] && [ "$(field "$e" step)" = 5 ] || fail "flip: the SDC names the wrong rank or step: $e"
+    msg=$(field "$e" message)
+    [[ "$msg" =~ ^"sdc: rank 1 (dp 0) step 5: replay of F stage "[0-9]+" micro-batch $mb gave 0x" ]] || fail "flip sdc text: $msg"
+    [ "$n" = 1 ] || fail "flip: $n SDC events (1 expected): $(events "$job")"
+    report "flip:1:5:$mb (the F the replay probe re-runs): SDC rank 1 step 5 by the replay, 0 steps late, the known-answer probe silent"
+  else
+    [ "$n" = 0 ] || fail "flip of micro-batch $mb, whose input is gone at the PROBE: $n SDC events: $(events "$job")"
+    report "flip:1:5:$mb (an F the replay does not re-run): losses changed, no SDC (the replay cannot see it)"
+  fi
+done
 stop_all
 
 # --- oom: rank 3 holds 64 MiB more than its plan from step 6 on -------------------------------

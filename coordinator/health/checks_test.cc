@@ -111,6 +111,34 @@ TEST(ProbeCheck, EachRankAgainstItsOwnShape) {
   EXPECT_NE(e->message().find("(128x64x256 GEMM)"), std::string::npos) << e->message();
 }
 
+// The replay probe: the same F twice must agree; a mismatch names the F, once per episode.
+TEST(ProbeCheck, AReplayThatDisagreesIsAnSdcNamingTheForward) {
+  ProbeCheck p(3, {{8, 8, 8}}, RankLayout::OfDegrees(2, 2, 1));
+  v1::ProbeReplay r;
+  r.set_stage(0);
+  r.set_microbatch(1);
+  r.set_original_checksum(0xabc);
+  r.set_replay_checksum(0xabc);
+  EXPECT_FALSE(p.OnReplay(2, 4, r));
+  r.set_replay_checksum(0xabd);
+  auto e = p.OnReplay(2, 5, r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), v1::SDC);
+  EXPECT_EQ(e->rank(), 0);
+  EXPECT_EQ(e->dp_rank(), 1);
+  EXPECT_EQ(e->step(), 5);
+  EXPECT_EQ(e->message(),
+            "sdc: rank 0 (dp 1) step 5: replay of F stage 0 micro-batch 1 gave 0x0000000000000abd where its run in "
+            "the step gave 0x0000000000000abc: the same input and weights through deterministic kernels, so one of "
+            "the two runs computed wrongly (a transient fault, or a unit that fails now and then)");
+  EXPECT_FALSE(p.OnReplay(2, 6, r));  // the same episode
+  r.set_replay_checksum(0xabc);
+  EXPECT_FALSE(p.OnReplay(2, 7, r));
+  r.set_replay_checksum(0);
+  EXPECT_TRUE(p.OnReplay(2, 8, r));  // a new episode
+  EXPECT_EQ(p.replays_checked(), 5);
+}
+
 v1::Progress At(int step, int index, v1::Op op, int stage, int mb, int wait_peer) {
   v1::Progress p;
   p.set_step(step);

@@ -169,6 +169,9 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
       for (const v1::ActionTiming& t : actions) {
         if (t.action().op() != v1::PROBE) continue;
         if (auto e = probe_->OnProbe(g, step, t.probe_checksum())) events.push_back(*e);
+        if (t.has_replay()) {
+          if (auto e = probe_->OnReplay(g, step, t.replay())) events.push_back(*e);
+        }
       }
     }
   }
@@ -236,6 +239,7 @@ HealthSnapshot JobMonitor::Snapshot() const {
     s.budget_bytes.push_back(r < static_cast<int>(budgets_.size()) ? budgets_[r] : 0);
   }
   s.probes_checked = probe_ ? probe_->probes_checked() : 0;
+  s.replays_checked = probe_ ? probe_->replays_checked() : 0;
   return s;
 }
 

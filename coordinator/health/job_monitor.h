@@ -39,6 +39,7 @@ struct HealthSnapshot {
   std::vector<StragglerScore> scores;
   std::vector<uint64_t> peak_bytes, budget_bytes;  // per global rank: last step's peak, budget
   int64_t probes_checked = 0;
+  int64_t replays_checked = 0;  // PROBEs that replayed an F (the replay probe)
 };
 
 class JobMonitor {

@@ -9,7 +9,7 @@ constexpr size_t kStepsKept = 8;
 }  // namespace
 
 ProbeCheck::ProbeCheck(uint64_t job_seed, std::vector<kernels::cpu::ProbeShape> shapes, const RankLayout& layout)
-    : seed_(job_seed), shapes_(std::move(shapes)), layout_(layout), flagged_(layout.world(), false) {
+    : seed_(job_seed), shapes_(std::move(shapes)), layout_(layout), flagged_(layout.world(), false), replay_flagged_(layout.world(), false) {
   if (shapes_.empty()) shapes_.push_back({kernels::cpu::kDefaultProbeSize, kernels::cpu::kDefaultProbeSize,
                                           kernels::cpu::kDefaultProbeSize});
 }
@@ -61,6 +61,22 @@ std::optional<v1::HealthEvent> ProbeCheck::OnProbe(int g, int step, uint64_t che
   }
   if (replicas.empty()) replicas = "none reported yet";
   return MakeEvent(v1::SDC, g, layout_, step, head + Format("replicas of rank %d: %s", layout_.PipelineRank(g), replicas.c_str()));
+}
+
+std::optional<v1::HealthEvent> ProbeCheck::OnReplay(int g, int step, const v1::ProbeReplay& r) {
+  if (g < 0 || g >= static_cast<int>(replay_flagged_.size())) return std::nullopt;
+  ++replays_checked_;
+  const bool bad = r.replay_checksum() != r.original_checksum();
+  const bool was = replay_flagged_[g];
+  replay_flagged_[g] = bad;
+  if (!bad || was) return std::nullopt;
+  return MakeEvent(v1::SDC, g, layout_, step,
+                   Format("sdc: %s step %d: replay of F stage %d micro-batch %d gave 0x%016llx where its run in "
+                          "the step gave 0x%016llx: the same input and weights through deterministic kernels, so "
+                          "one of the two runs computed wrongly (a transient fault, or a unit that fails now and then)",
+                          layout_.Name(g).c_str(), step, r.stage(), r.microbatch(),
+                          static_cast<unsigned long long>(r.replay_checksum()),
+                          static_cast<unsigned long long>(r.original_checksum())));
 }
 
 }  // namespace pipecoord::coordinator::health

@@ -19,6 +19,7 @@
 #include "common/rank_layout.h"
 #include "kernels/cpu/known_answer_gemm.h"
 #include "proto/health.pb.h"
+#include "proto/telemetry.pb.h"
 
 namespace pipecoord::coordinator::health {
 
@@ -28,6 +29,10 @@ class ProbeCheck {
   ProbeCheck(uint64_t job_seed, std::vector<kernels::cpu::ProbeShape> shapes, const RankLayout& layout);
 
   std::optional<v1::HealthEvent> OnProbe(int global_rank, int step, uint64_t checksum);
+  // The replay probe (proto/telemetry.proto ProbeReplay): an F run twice on the same input and
+  // weights must give the same bits; a mismatch is an SDC event naming the F (one per episode).
+  std::optional<v1::HealthEvent> OnReplay(int global_rank, int step, const v1::ProbeReplay& replay);
+  int64_t replays_checked() const { return replays_checked_; }
   // The known answer of pipeline rank `rank`'s probe at `step` (cached for the last few steps).
   uint64_t Expected(int step, int rank);
   const kernels::cpu::ProbeShape& ShapeOf(int rank) const;
@@ -39,8 +44,8 @@ class ProbeCheck {
   RankLayout layout_;
   std::map<int, std::map<std::tuple<int64_t, int64_t, int64_t>, uint64_t>> expected_;  // step -> shape -> answer
   std::map<int, std::map<int, uint64_t>> reported_;  // step -> global rank -> checksum
-  std::vector<bool> flagged_;
-  int64_t checked_ = 0;
+  std::vector<bool> flagged_, replay_flagged_;
+  int64_t checked_ = 0, replays_checked_ = 0;
 };
 
 }  // namespace pipecoord::coordinator::health

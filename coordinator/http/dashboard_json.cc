@@ -204,7 +204,8 @@ std::string JobDetailJson(const v1::Job& j, const health::HealthSnapshot& h) {
   w.Key("clip_grad_norm").Number(j.spec().optimizer().clip_grad_norm());
   w.Key("health").BeginObject().Key("enabled").Bool(h.enabled);
   w.Key("seconds_per_cost").Number(h.seconds_per_cost).Key("predicted_step_s").Number(h.predicted_step_s);
-  w.Key("hang_deadline_s").Number(h.hang_deadline_s).Key("probes_checked").Int(h.probes_checked);
+  w.Key("hang_deadline_s").Number(h.hang_deadline_s).Key("probes_checked").Int(h.probes_checked)
+      .Key("replays_checked").Int(h.replays_checked);
   w.EndObject();
   // Timeline: the last steps' actions, in seconds from the earliest start shown; each step's
   // predicted idle windows start where that step's first action started.

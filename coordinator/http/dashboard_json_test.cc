@@ -74,6 +74,7 @@ TEST(DashboardJsonTest, JobDetailExact) {
   h.predicted_step_s = 1.5;
   h.hang_deadline_s = std::numeric_limits<double>::infinity();
   h.probes_checked = 2;
+  h.replays_checked = 1;
   v1::ActionTiming t;
   t.mutable_action()->set_op(v1::BW);
   t.mutable_action()->set_stage(1);
@@ -97,7 +98,7 @@ TEST(DashboardJsonTest, JobDetailExact) {
             "\"schedule\":\"1f1b\",\"pp\":2,\"dp\":1,\"steps_done\":1,\"steps\":4,\"failure_cause\":\"\",\"recovering\":\"\",\"recoveries\":0,\"restarts\":0,"
             "\"predicted_bubble_rate\":0.25,\"clip_grad_norm\":0,"
             "\"health\":{\"enabled\":true,\"seconds_per_cost\":0.25,\"predicted_step_s\":1.5,"
-            "\"hang_deadline_s\":null,\"probes_checked\":2},"
+            "\"hang_deadline_s\":null,\"probes_checked\":2,\"replays_checked\":1},"
             "\"timeline\":{\"actions\":[{\"rank\":1,\"dp\":0,\"row\":1,\"step\":7,\"op\":\"BW\",\"stage\":1,"
             "\"mb\":3,\"start_s\":0,\"end_s\":0.5,\"wait_s\":0.25}],"
             "\"predicted_idle\":[{\"row\":1,\"step\":7,\"start_s\":0,\"end_s\":0.5}]},"

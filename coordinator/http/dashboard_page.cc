@@ -345,7 +345,7 @@ function showJob(job) {
       job.schedule + ', pp ' + job.pp + ', dp ' + job.dp + ', step ' + job.steps_done + '/' + job.steps +
       (n ? ', step time ' + (job.series.step_time_s[n - 1] * 1e3).toFixed(2) + ' ms, bubble measured ' +
            job.series.bubble[n - 1].toFixed(3) : '') +
-      ', predicted ' + job.predicted_bubble_rate.toFixed(3) + ', probes checked ' + job.health.probes_checked +
+      ', predicted ' + job.predicted_bubble_rate.toFixed(3) + ', probes checked ' + job.health.probes_checked + ' (replays ' + job.health.replays_checked + ')' +
       (job.recoveries ? ', lost ranks recovered in place ' + job.recoveries : '') +
       (job.restarts ? ', restarts ' + job.restarts : '') +
       (job.failure_cause ? ', failure: ' + job.failure_cause : '');

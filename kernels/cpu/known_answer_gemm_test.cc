@@ -64,6 +64,20 @@ TEST(KnownAnswerGemm, ACorruptedGemmMissesTheKnownAnswerOnItsThreadOnly) {
   EXPECT_EQ(run(), known);
 }
 
+// The flip fault is a transient: the next GEMM on this thread only, once.
+TEST(KnownAnswerGemm, AFlipCorruptsTheNextGemmOnly) {
+  const ProbeShape s{16, 8, 24};
+  const uint64_t seed = ProbeSeed(9, 2);
+  auto run = [&] {
+    const std::vector<float> y = TrainingGemm(seed, s);
+    return ProbeChecksum(y.data(), s, seed);
+  };
+  const uint64_t known = KnownAnswerChecksum(seed, s);
+  CorruptNextGemm();
+  EXPECT_NE(run(), known);
+  EXPECT_EQ(run(), known);
+}
+
 // The coordinator's expected answer and a worker's report must agree on every machine: the
 // values come from known_answers.py, which sketches the whole product in Python integers.
 TEST(KnownAnswerGemm, MatchesIndependentPythonReference) {

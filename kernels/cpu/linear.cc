@@ -63,18 +63,24 @@ void SetGemmThreads(int threads) {
 
 namespace {
 thread_local bool t_corrupt_gemm = false;
+thread_local bool t_corrupt_next = false;
 
-// The `corrupt` fault: one mantissa bit (bit 20, a 1/8 relative change) of the middle element.
+// The `corrupt` fault: one mantissa bit (bit 20, a 1/8 relative change) of the middle element;
+// the `flip` fault: of the last one (the middle of q is a sequence's first token, whose attention
+// sees only itself, so a wrong q there changes nothing downstream).
 void Corrupt(float* y, int64_t n) {
-  if (!t_corrupt_gemm || n == 0) return;
+  if ((!t_corrupt_gemm && !t_corrupt_next) || n == 0) return;
+  const int64_t at = t_corrupt_gemm ? n / 2 : n - 1;
+  t_corrupt_next = false;
   uint32_t bits;
-  std::memcpy(&bits, &y[n / 2], sizeof bits);
+  std::memcpy(&bits, &y[at], sizeof bits);
   bits ^= 1u << 20;
-  std::memcpy(&y[n / 2], &bits, sizeof bits);
+  std::memcpy(&y[at], &bits, sizeof bits);
 }
 }  // namespace
 
 void SetGemmCorruption(bool on) { t_corrupt_gemm = on; }
+void CorruptNextGemm() { t_corrupt_next = true; }
 bool GemmCorruption() { return t_corrupt_gemm; }
 
 template <>

@@ -40,6 +40,9 @@ void LinearBackwardWeight(const T* dy, const T* x, T* dw, const LinearDims& d);
 // numerical probe alike. Thread-local (a rank runs its kernels on its own thread); off by default.
 void SetGemmCorruption(bool on);
 bool GemmCorruption();
+// The `flip` fault: only the next fp32 LinearForward on this thread flips that bit of its output's
+// last element (a transient).
+void CorruptNextGemm();
 
 // Threads each fp32 GEMM uses: 1 unless the environment's PIPECOORD_CPU_THREADS says otherwise
 // (read once, at the first GEMM) or SetGemmThreads changed it. One worker rank per core is the

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -165,6 +166,21 @@ class ComputeBackend {
   // Nanoseconds spent so far rebuilding what activation recompute dropped (inside B and BW);
   // 0 for a backend that does not recompute.
   virtual int64_t recompute_ns() const { return 0; }
+
+  // ---- The replay probe (a PROBE action) ----
+  // The earliest F of the step now running whose input this rank still holds (its B has not run),
+  // run again on that input and the same weights: its stage, micro-batch and both output
+  // checksums (HashFloats of the activations; the head stage: Mix64 of its loss's bits).
+  // nullopt when no such F is held (a probe before the step's first F or after its last B).
+  // With tp every rank of the group picks the same F (their lists are the same) and must call it
+  // together. UNIMPLEMENTED by default (a backend without it runs its probes without replays).
+  struct Replay {
+    int stage = 0, microbatch = 0;
+    uint64_t original = 0, replay = 0;
+  };
+  virtual Result<std::optional<Replay>> ReplayForward() {
+    return Unimplemented("this backend does not replay its forwards (the CPU one does)");
+  }
 
   // ---- Validation (spec.evalEvery), between steps ----
   // F of validation micro-batch `batch` on `stage`: nothing kept for a backward, no weight or

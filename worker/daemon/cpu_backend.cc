@@ -11,11 +11,14 @@
 // the quantity memory/'s pipecoord-cpu recipe budgets; transient_peak_bytes the allocator's own
 // peak inside the phases (their temporaries included), which the budget does not cover yet.
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <map>
 #include <memory>
 
 #include "kernels/cpu/adamw.h"
+#include "kernels/cpu/checksum.h"
+#include "kernels/cpu/rng.h"
 #include "kernels/host_pool.h"
 #include "worker/cuda/cuda_backend.h"
 #include "worker/daemon/assignment_model.h"
@@ -72,11 +75,26 @@ class CpuBackend final : public ComputeBackend {
     auto out = m->Forward(mb, std::move(in));
     if (!out.ok()) return out.status();
     NoteHeld();
+    if (step != forwards_step_) forwards_.clear();
+    forwards_step_ = step;
+    forwards_.push_back({stage, mb, OutputChecksum(*out)});
     if (out->loss) {
       loss_sum_ += *out->loss;
       has_loss_ = true;
     }
     return Boundary(std::move(out->activations));
+  }
+
+  Result<std::optional<Replay>> ReplayForward() override {
+    for (const ForwardRun& f : forwards_) {
+      model::StageModel* m = Stage(f.stage);
+      if (m == nullptr || !m->Replayable(f.mb)) continue;
+      const kernels::ScopedHostPool scope(&pool_);
+      auto again = m->ReplayForward(f.mb);
+      if (!again.ok()) return again.status();
+      return std::optional<Replay>(Replay{f.stage, f.mb, f.checksum, OutputChecksum(*again)});
+    }
+    return std::optional<Replay>();
   }
 
   Result<kernels::Tensor> Evaluate(int stage, int batch, kernels::Tensor input) override {
@@ -198,6 +216,7 @@ class CpuBackend final : public ComputeBackend {
       m->DropMicroBatches();
       m->ZeroGrad();
     }
+    forwards_.clear();
     loss_sum_ = 0;
     has_loss_ = false;
     val_loss_sum_ = 0;
@@ -286,6 +305,15 @@ class CpuBackend final : public ComputeBackend {
   static Status NoStage(int stage) {
     return FailedPrecondition("stage " + std::to_string(stage) + " is not held by this rank");
   }
+  // What the replay probe compares: the activations' HashFloats, or the head's loss's bits mixed.
+  static uint64_t OutputChecksum(const model::StageOutput& out) {
+    if (out.loss) {
+      uint64_t bits;
+      std::memcpy(&bits, &*out.loss, sizeof bits);
+      return kernels::cpu::Mix64(bits);
+    }
+    return kernels::cpu::HashFloats(out.activations.data(), static_cast<int64_t>(out.activations.size()));
+  }
   // A stage's output as the boundary tensor (no copy); empty stays empty (no next stage).
   kernels::Tensor Boundary(kernels::HostBuffer<float> values) const {
     if (values.empty()) return kernels::Tensor();
@@ -304,6 +332,14 @@ class CpuBackend final : public ComputeBackend {
   int64_t peak_bytes_ = 0;  // the rank's, since ResetPeak (see NoteHeld)
   bool has_loss_ = false;
   double val_loss_sum_ = 0;  // validation batches' losses since TakeValidationLoss
+  // The F actions of step forwards_step_, in the order they ran, with their outputs' checksums
+  // (what the replay probe compares with).
+  struct ForwardRun {
+    int stage = 0, mb = 0;
+    uint64_t checksum = 0;
+  };
+  std::vector<ForwardRun> forwards_;
+  int forwards_step_ = -1;
   int val_batches_ = 0;
 };
 

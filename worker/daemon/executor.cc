@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -316,6 +317,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   const int64_t wait_start = start;
   RunHooks* hooks = options_.hooks;
   uint64_t probe_checksum = 0;
+  std::optional<ComputeBackend::Replay> replay;  // PROBE: the replay probe's F, when one was held
   const bool compute = v1::IsCompute(a.op());
   uint64_t dp_bytes = 0;  // OPT: sent in the data-parallel reduction and gather
   const parallel::TensorParallel* tp = options_.tensor_parallel;
@@ -382,7 +384,15 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
     case v1::RECV_B:
       break;  // receives are posted by the transport already
     case v1::PROBE:
-      if (hooks != nullptr) probe_checksum = hooks->Probe(step);  // checked by the coordinator
+      if (hooks != nullptr) {
+        probe_checksum = hooks->Probe(step);  // checked by the coordinator
+        auto r = backend_->ReplayForward();
+        if (r.ok()) {
+          replay = *r;
+        } else if (r.status().code() != Code::kUnimplemented) {
+          return r.status();
+        }
+      }
       break;
     case v1::OPT: {
       // Stage by stage: the reductions ran in the background; waiting for them is idle time.
@@ -427,6 +437,13 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   // Host times until the step's end replaces them (ResolveDeviceTimes).
   if (on_device) device_timed_.push_back({report->actions.size() - 1, wait_start, compute ? start : wait_start});
   if (a.op() == v1::PROBE) t->set_probe_checksum(probe_checksum);
+  if (replay) {
+    v1::ProbeReplay* r = t->mutable_replay();
+    r->set_stage(replay->stage);
+    r->set_microbatch(replay->microbatch);
+    r->set_original_checksum(replay->original);
+    r->set_replay_checksum(replay->replay);
+  }
   if (dp_bytes > 0) t->set_dp_comm_bytes(dp_bytes);
   if (compute) t->set_recompute_ns(backend_->recompute_ns() - recompute_ns_before);
   if (tp != nullptr && compute) {

@@ -26,9 +26,9 @@ Result<FaultRule> ParseFaultRule(std::string_view text) {
     if (colon == std::string_view::npos) break;
     from = colon + 1;
   }
-  if (parts.size() != 3 && !(parts.size() == 4 && (parts[0] == "oom" || parts[0] == "slow" || parts[0] == "slowlink"))) {
-    return Bad(text, "must be KIND:RANK:VALUE with KIND slow, hang, corrupt, oom or slowlink (slow:RANK:FACTOR[:STEP], "
-                     "oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
+  if (parts.size() != 3 && !(parts.size() == 4 && (parts[0] == "oom" || parts[0] == "slow" || parts[0] == "slowlink" || parts[0] == "flip"))) {
+    return Bad(text, "must be KIND:RANK:VALUE with KIND slow, hang, corrupt, flip, oom or slowlink (slow:RANK:FACTOR[:STEP], "
+                     "flip:RANK:STEP[:MB], oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
   }
   FaultRule r;
   r.text = std::string(text);
@@ -36,9 +36,10 @@ Result<FaultRule> ParseFaultRule(std::string_view text) {
   if (kind == "slow") r.kind = FaultRule::Kind::kSlow;
   else if (kind == "hang") r.kind = FaultRule::Kind::kHang;
   else if (kind == "corrupt") r.kind = FaultRule::Kind::kCorrupt;
+  else if (kind == "flip") r.kind = FaultRule::Kind::kFlip;
   else if (kind == "oom") r.kind = FaultRule::Kind::kOom;
   else if (kind == "slowlink") r.kind = FaultRule::Kind::kSlowLink;
-  else return Bad(text, "KIND must be slow, hang, corrupt, oom or slowlink, got \"" + std::string(kind) + "\"");
+  else return Bad(text, "KIND must be slow, hang, corrupt, flip, oom or slowlink, got \"" + std::string(kind) + "\"");
   long long rank = 0;
   if (!ParseInt(parts[1], &rank) || rank < 0 || rank > 4095) {
     return Bad(text, "RANK must be an integer in [0, 4095], got \"" + std::string(parts[1]) + "\"");
@@ -57,6 +58,7 @@ Result<FaultRule> ParseFaultRule(std::string_view text) {
     }
     case FaultRule::Kind::kHang:
     case FaultRule::Kind::kCorrupt:
+    case FaultRule::Kind::kFlip:
       if (!ParseInt(value, &n) || n < 0 || n > 10'000'000) {
         return Bad(text, "STEP must be an integer in [0, 10000000], got \"" + std::string(value) + "\"");
       }
@@ -75,7 +77,12 @@ Result<FaultRule> ParseFaultRule(std::string_view text) {
       r.delay_ms = static_cast<int>(n);
       break;
   }
-  if (parts.size() == 4) {  // slow, oom and slowlink: the first step the fault applies to (default 0)
+  if (parts.size() == 4 && r.kind == FaultRule::Kind::kFlip) {  // the micro-batch whose F flips
+    if (!ParseInt(parts[3], &n) || n < 0 || n > 1'000'000) {
+      return Bad(text, "MB must be an integer in [0, 1000000], got \"" + std::string(parts[3]) + "\"");
+    }
+    r.microbatch = static_cast<int>(n);
+  } else if (parts.size() == 4) {  // slow, oom and slowlink: the first step the fault applies to (default 0)
     if (!ParseInt(parts[3], &n) || n < 0 || n > 10'000'000) {
       return Bad(text, "STEP must be an integer in [0, 10000000], got \"" + std::string(parts[3]) + "\"");
     }

@@ -8,6 +8,11 @@
 //                      thread) flips one bit of one output element in every call: its training
 //                      and its numerical probe alike (a CUDA rank's training GEMMs run on the
 //                      device and are not touched: only its probe, which runs on the host)
+//   flip:RANK:STEP[:MB]  a transient fault: at STEP, RANK's first F of micro-batch MB (default
+//                      0) has one bit of the last element of its first GEMM's output
+//                      flipped, once (kernels/cpu CorruptNextGemm): that F's output and the
+//                      losses after it are off, and nothing else; the replay probe is what can
+//                      see it (docs/monitoring.md says when it does)
 //   oom:RANK:BYTES[:STEP]  RANK allocates and holds BYTES more from STEP on (default 0)
 //   slowlink:RANK:MS[:STEP]  every message RANK sends (activations, gradients, collectives) of
 //                      STEP on (default 0) is handed to its link MS milliseconds after the send:
@@ -27,13 +32,14 @@
 namespace pipecoord::worker {
 
 struct FaultRule {
-  enum class Kind { kSlow, kHang, kCorrupt, kOom, kSlowLink };
+  enum class Kind { kSlow, kHang, kCorrupt, kFlip, kOom, kSlowLink };
   Kind kind = Kind::kSlow;
   int rank = 0;        // global rank
   double factor = 1;   // slow
   int step = 0;        // hang, corrupt; slow, oom, slowlink: the first step the fault applies to
   uint64_t bytes = 0;  // oom
   int delay_ms = 0;    // slowlink
+  int microbatch = 0;  // flip
   std::string text;    // as given
 };
 

@@ -49,10 +49,10 @@ TEST(FaultInjection, SlowMayStartAtALaterStep) {
 
 TEST(FaultInjection, ErrorsNameTheRuleAndTheRule) {
   EXPECT_EQ(ParseFaultRule("slow:1").status().message(),
-            "--inject slow:1: must be KIND:RANK:VALUE with KIND slow, hang, corrupt, oom or slowlink "
-            "(slow:RANK:FACTOR[:STEP], oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
+            "--inject slow:1: must be KIND:RANK:VALUE with KIND slow, hang, corrupt, flip, oom or slowlink "
+            "(slow:RANK:FACTOR[:STEP], flip:RANK:STEP[:MB], oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
   EXPECT_EQ(ParseFaultRule("fast:1:2").status().message(),
-            "--inject fast:1:2: KIND must be slow, hang, corrupt, oom or slowlink, got \"fast\"");
+            "--inject fast:1:2: KIND must be slow, hang, corrupt, flip, oom or slowlink, got \"fast\"");
   EXPECT_EQ(ParseFaultRule("slow:x:2").status().message(),
             "--inject slow:x:2: RANK must be an integer in [0, 4095], got \"x\"");
   EXPECT_EQ(ParseFaultRule("slow:1:0.5").status().message(),
@@ -66,15 +66,15 @@ TEST(FaultInjection, ErrorsNameTheRuleAndTheRule) {
   EXPECT_EQ(ParseFaultRule("slow:1:2:x").status().message(),
             "--inject slow:1:2:x: STEP must be an integer in [0, 10000000], got \"x\"");
   EXPECT_EQ(ParseFaultRule("hang:1:2:3").status().message(),
-            "--inject hang:1:2:3: must be KIND:RANK:VALUE with KIND slow, hang, corrupt, oom or slowlink "
-            "(slow:RANK:FACTOR[:STEP], oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
+            "--inject hang:1:2:3: must be KIND:RANK:VALUE with KIND slow, hang, corrupt, flip, oom or slowlink "
+            "(slow:RANK:FACTOR[:STEP], flip:RANK:STEP[:MB], oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
   EXPECT_EQ(ParseFaultRule("slowlink:1:0").status().message(),
             "--inject slowlink:1:0: MS must be an integer in [1, 60000], got \"0\"");
   EXPECT_EQ(ParseFaultRule("slowlink:1:80:y").status().message(),
             "--inject slowlink:1:80:y: STEP must be an integer in [0, 10000000], got \"y\"");
   EXPECT_EQ(ParseFaultRules("slow:1:2,,").status().message(),
-            "--inject : must be KIND:RANK:VALUE with KIND slow, hang, corrupt, oom or slowlink "
-            "(slow:RANK:FACTOR[:STEP], oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
+            "--inject : must be KIND:RANK:VALUE with KIND slow, hang, corrupt, flip, oom or slowlink "
+            "(slow:RANK:FACTOR[:STEP], flip:RANK:STEP[:MB], oom:RANK:BYTES[:STEP], slowlink:RANK:MS[:STEP])");
 }
 
 }  // namespace

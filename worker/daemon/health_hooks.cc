@@ -70,8 +70,15 @@ bool HealthHooks::CorruptAt(int step) const {
   return false;
 }
 
-Status HealthHooks::BeforeCompute(int step, const v1::Action&, const std::atomic<bool>& cancelled) {
+Status HealthHooks::BeforeCompute(int step, const v1::Action& action, const std::atomic<bool>& cancelled) {
   kernels::cpu::SetGemmCorruption(CorruptAt(step));  // this rank's thread's GEMMs
+  for (const FaultRule& f : faults_) {
+    if (f.kind == FaultRule::Kind::kFlip && !flipped_ && step == f.step && action.op() == v1::F &&
+        action.microbatch() == f.microbatch) {
+      flipped_ = true;  // once: this F's first GEMM
+      kernels::cpu::CorruptNextGemm();
+    }
+  }
   for (const FaultRule& f : faults_) {
     if (f.kind != FaultRule::Kind::kHang || f.step != step || hung_) continue;
     hung_ = true;  // once: the first compute action of that step

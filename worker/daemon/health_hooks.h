@@ -44,6 +44,7 @@ class HealthHooks final : public RunHooks {
   kernels::cpu::ProbeShape probe_shape_;  // jobplan::ProbeGemmFor this rank's stages
   std::vector<FaultRule> faults_;
   bool oom_applied_ = false;
+  bool flipped_ = false;
   bool hung_ = false;
 };
 

@@ -175,7 +175,13 @@ Status StageModel::CheckInput(int mb, const StageInput& in) const {
 
 Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
   PIPECOORD_RETURN_IF_ERROR(CheckInput(mb, input));
-  MicroBatch& state = in_flight_[mb];
+  StageOutput out = ForwardInto(std::move(input), &in_flight_[mb]);
+  NotePeak(out.activations);
+  PIPECOORD_RETURN_IF_ERROR(TensorParallelStatus());
+  return out;
+}
+
+StageOutput StageModel::ForwardInto(StageInput input, MicroBatch* keep) {
   kernels::HostBuffer<float> x;
   if (shard_.has_embedding) {
     x.resize(dims_.tokens() * dims_.hidden);
@@ -196,31 +202,56 @@ Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
         (void)tp_->ReduceFromTensorParallel(x);
       }
     }
-    state.tokens = std::move(input.tokens);
+    if (keep != nullptr) keep->tokens = std::move(input.tokens);
   } else {
     x = std::move(input.activations);
   }
-  state.blocks.resize(blocks_.size());
+  // Nothing kept: each block's saved state is dropped as soon as the block is done, so the call
+  // holds one block's worth at most (the same arithmetic, so the same bits).
+  if (keep != nullptr) keep->blocks.resize(blocks_.size());
   for (size_t i = 0; i < blocks_.size(); ++i) {
-    x = blocks_[i].Forward(std::move(x), &state.blocks[i]);
+    BlockSaved<float> dropped;
+    x = blocks_[i].Forward(std::move(x), keep != nullptr ? &keep->blocks[i] : &dropped);
   }
   StageOutput out;
   if (head_) {
-    out.loss = head_->Forward(std::move(x), input.targets, &state.head);
+    HeadSaved<float> dropped;
+    out.loss = head_->Forward(std::move(x), input.targets, keep != nullptr ? &keep->head : &dropped);
   } else {
     out.activations = std::move(x);
   }
-  NotePeak(out.activations);
-  PIPECOORD_RETURN_IF_ERROR(TensorParallelStatus());
   return out;
 }
 
 Result<StageOutput> StageModel::ForwardOnly(StageInput input) {
-  // A slot no schedule uses (ids are >= 0), retired at once: what F saved is dropped.
-  const int slot = in_flight_.empty() ? 0 : in_flight_.rbegin()->first + 1;
-  auto out = Forward(slot, std::move(input));
-  in_flight_.erase(slot);
+  PIPECOORD_RETURN_IF_ERROR(CheckInput(0x7fffffff, input));  // an id no schedule uses
+  StageOutput out = ForwardInto(std::move(input), nullptr);
+  PIPECOORD_RETURN_IF_ERROR(TensorParallelStatus());
   return out;
+}
+
+Result<StageOutput> StageModel::ReplayForward(int mb) {
+  auto it = in_flight_.find(mb);
+  if (it == in_flight_.end()) return FailedPrecondition(Mb(mb) + ": replay needs its forward first");
+  if (it->second.phase != Phase::kForwardDone) {
+    return FailedPrecondition(Mb(mb) + ": replay needs the input its F read, released by its B");
+  }
+  const MicroBatch& state = it->second;
+  StageInput in;  // copies of what F read, from what it kept for the backward
+  if (shard_.has_embedding) {
+    in.tokens.assign(state.tokens.begin(), state.tokens.end());
+  } else if (!state.blocks.empty()) {
+    in.activations.assign(state.blocks[0].x.begin(), state.blocks[0].x.end());
+  } else {
+    in.activations.assign(state.head.x.begin(), state.head.x.end());
+  }
+  if (shard_.has_head) in.targets.assign(state.head.targets.begin(), state.head.targets.end());
+  return ForwardOnly(std::move(in));
+}
+
+bool StageModel::Replayable(int mb) const {
+  auto it = in_flight_.find(mb);
+  return it != in_flight_.end() && it->second.phase == Phase::kForwardDone;
 }
 
 Result<StageModel::MicroBatch*> StageModel::Find(int mb, Phase phase, const char* what) {

@@ -87,9 +87,17 @@ class StageModel {
   // F of micro-batch mb (any id >= 0 not in flight). Returns the activations for the next
   // stage or, on the head stage, the loss.
   Result<StageOutput> Forward(int mb, StageInput input);
-  // F with nothing kept for a backward (validation): the same outputs as Forward, bit for bit,
-  // and no micro-batch left in flight.
+  // F with nothing kept for a backward (validation, probes): the same outputs as Forward, bit for
+  // bit, and no micro-batch left in flight; each block's saved state is dropped as the next block
+  // starts, and PeakHeldBytes is not touched (the call holds nothing when it returns).
   Result<StageOutput> ForwardOnly(StageInput input);
+  // The replay probe: F of micro-batch mb once more, on copies of the input its F read (what F
+  // kept for the backward: the tokens, the first block's or the head's input, the targets), with
+  // the weights as they are; a deterministic kernel gives Forward's output bit for bit.
+  // FAILED_PRECONDITION unless mb's F ran and its B has not (the input is kept until then, the
+  // tokens until W). With tp, every rank of the group must replay the same mb (collectives).
+  Result<StageOutput> ReplayForward(int mb);
+  bool Replayable(int mb) const;
   // B: from grad_output ([b * s * h]; empty on the head stage, which starts from its loss)
   // returns the gradient w.r.t. this stage's input activations (empty on the embedding stage).
   Result<kernels::HostBuffer<float>> BackwardInput(int mb, kernels::HostBuffer<float> grad_output);
@@ -188,6 +196,8 @@ class StageModel {
   Status TensorParallelStatus() const;
   void Build();
   Status CheckInput(int mb, const StageInput& input) const;
+  // F's arithmetic; keeps what the backward needs in *keep, or nothing when keep is null.
+  StageOutput ForwardInto(StageInput input, MicroBatch* keep);
   Result<MicroBatch*> Find(int mb, Phase phase, const char* what);
   // B of the head and blocks (or the fused baseline, which also does W and retires mb).
   Result<kernels::HostBuffer<float>> Backward(int mb, kernels::HostBuffer<float> grad_output, bool fused);

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/gradient_check.h"
 #include "kernels/cpu/rng.h"
+#include "kernels/host_pool.h"
 #include "worker/model/synthetic_data.h"
 
 namespace pipecoord::model {
@@ -191,6 +192,54 @@ Outcome TwoMicroBatches(bool fused) {
     run.grads.emplace_back(p.grad.begin(), p.grad.end());
   }
   return run;
+}
+
+// The replay probe: F run again on what F kept gives its output bit for bit, for a first, a
+// middle (every recompute mode) and a head-only stage; it leaves the measured peak and the
+// micro-batch alone; after B the input is gone and the replay is refused with the reason.
+TEST(StageModelTest, ReplayForwardGivesForwardsOutputBitForBit) {
+  SyntheticData data(kConfig.seed, kConfig.vocab, kConfig.seq_len, kBatch.micro_batch_size);
+  const TokenBatch b = data.Batch(3, 1);
+  auto tokens = [&] { return kernels::ToHostBuffer(b.inputs); };
+  auto targets = [&] { return kernels::ToHostBuffer(b.targets); };
+  kernels::CountingHostAllocator pool;
+  const kernels::ScopedHostPool scope(&pool);
+  {
+    auto first = Make(StageShard{0, 0, 2, true, false});
+    auto out = first->Forward(5, StageInput{tokens(), {}, {}});
+    ASSERT_TRUE(out.ok());
+    const int64_t peak = first->PeakHeldBytes();
+    auto again = first->ReplayForward(5);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->activations, out->activations);
+    EXPECT_EQ(first->PeakHeldBytes(), peak);
+    EXPECT_EQ(first->MicroBatchesInFlight(), 1);
+    EXPECT_TRUE(first->Replayable(5));
+  }
+  for (const Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    auto mid = Make(StageShard{1, 2, 2, false, false});
+    mid->SetRecompute(r);
+    auto out = mid->Forward(0, StageInput{{}, Activations(11), {}});
+    ASSERT_TRUE(out.ok());
+    auto again = mid->ReplayForward(0);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->activations, out->activations) << static_cast<int>(r);
+    kernels::HostBuffer<float> dy(out->activations.size(), 0.25f);
+    ASSERT_TRUE(mid->BackwardInput(0, std::move(dy)).ok());
+    EXPECT_FALSE(mid->Replayable(0));
+    EXPECT_EQ(mid->ReplayForward(0).status().message(),
+              "micro-batch 0: replay needs the input its F read, released by its B");
+  }
+  {
+    auto head = Make(StageShard{2, 4, 0, false, true});
+    auto out = head->Forward(2, StageInput{{}, Activations(12), targets()});
+    ASSERT_TRUE(out.ok());
+    auto again = head->ReplayForward(2);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    ASSERT_TRUE(again->loss.has_value());
+    EXPECT_EQ(*again->loss, *out->loss);  // the same double, bit for bit
+    EXPECT_EQ(head->ReplayForward(3).status().message(), "micro-batch 3: replay needs its forward first");
+  }
 }
 
 TEST(StageModelTest, SplitBackwardEqualsFusedBackwardBitForBit) {
