@@ -30,6 +30,27 @@ int Position(const std::vector<sch::Action>& list, const std::vector<sch::Interv
   return at;
 }
 
+// The replay's F for a probe at pw->position (see ProbeWindow), if one fits the window.
+void ChooseReplay(const std::vector<sch::Action>& list, const std::vector<sch::Interval>& timing, ProbeWindow* pw) {
+  const size_t at = static_cast<size_t>(pw->position);
+  for (size_t i = 0; i < at && i < list.size(); ++i) {
+    const sch::Action& f = list[i];
+    if (f.op != sch::Op::kF) continue;
+    bool backward_after = false;
+    for (size_t j = at; j < list.size() && !backward_after; ++j) {
+      backward_after = (list[j].op == sch::Op::kB || list[j].op == sch::Op::kBW) && list[j].stage == f.stage &&
+                       list[j].mb == f.mb;
+    }
+    if (!backward_after) continue;
+    const double cost = timing[i].end - timing[i].start;
+    if (pw->window.end - pw->window.start >= kReplayFit * cost) {
+      pw->replay_stage = f.stage;
+      pw->replay_mb = f.mb;
+    }
+    return;  // the earliest held F only
+  }
+}
+
 }  // namespace
 
 std::vector<ProbeWindow> ChooseProbeWindows(const v1::JobSpec& spec, const sch::Schedule& s,
@@ -64,6 +85,7 @@ std::vector<ProbeWindow> ChooseProbeWindows(const v1::JobSpec& spec, const sch::
       }
     }
     if (best > eps) pw.position = Position(s.ranks[r], sim.timing[r], pw.window, eps);
+    if (pw.position >= 0) ChooseReplay(s.ranks[r], sim.timing[r], &pw);
     out.push_back(pw);
   }
   return out;
@@ -88,6 +110,10 @@ void PlaceProbes(const v1::JobSpec& spec, const std::vector<ProbeWindow>& window
     // The stage of the action it precedes (or of the last one): the rank holds it.
     probe.stage = list.empty() ? 0 : list[std::min<size_t>(pw.position, list.size() - 1)].stage;
     probe.mb = -1;
+    if (pw.replay_mb >= 0) {  // the F it replays
+      probe.stage = pw.replay_stage;
+      probe.mb = pw.replay_mb;
+    }
     probe.peer = -1;
     list.insert(list.begin() + pw.position, probe);
   }

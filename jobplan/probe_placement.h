@@ -23,7 +23,14 @@ struct ProbeWindow {
   schedules::Interval window;  // cost units
   bool closed_form = false;    // from bubble_prediction.h rather than the simulator
   int position = -1;           // index in the rank's list where the PROBE goes; -1: none
+  // The F the probe replays (the replay probe, docs/monitoring.md): the earliest F before the
+  // position whose backward comes after it (its input is still held there), when the window is at
+  // least kReplayFit times that F's duration (the replay and the known-answer GEMM fit in it);
+  // else -1 (the known-answer GEMM only). The PROBE action carries it as its stage and micro-batch.
+  int replay_stage = -1;
+  int replay_mb = -1;
 };
+inline constexpr double kReplayFit = 1.25;
 
 // The window and position chosen for each rank of `schedule` (its compute and communication
 // actions, no PROBE or OPT) from its simulation `sim`. `equal_stages`: every stage holds as many

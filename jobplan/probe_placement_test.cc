@@ -90,5 +90,30 @@ TEST(ProbeGemm, HoldsHeadFollowsThePlan) {
   EXPECT_TRUE(HoldsHead(plan, 1));
 }
 
+// The replay: the earliest F before the probe whose backward comes after it, when the window holds
+// kReplayFit of its time; a probe before the rank's first F (or after its last backward) has none.
+TEST(ProbePlacement, TheProbeNamesTheForwardItReplays) {
+  v1::JobSpec spec = TestSpec("1f1b", 4);  // f 1, b 2 (TinySpec's costs)
+  const v1::Plan plan = PlanJob(spec).value();
+  auto probe_of = [&](int rank) {
+    for (const v1::Action& a : plan.ranks(rank).actions()) {
+      if (a.op() == v1::PROBE) return std::make_pair(a.stage(), a.microbatch());
+    }
+    return std::make_pair(-2, -2);
+  };
+  // Rank 0 of 1f1b pp 4: after its warm-up forwards F0..F2, before B0 (window 3 t_b): F0.
+  EXPECT_EQ(probe_of(0), std::make_pair(0, 0));
+  // The last rank probes before OPT, after its last backward: nothing held, nothing replayed.
+  EXPECT_EQ(probe_of(3).second, -1);
+  // A window shorter than kReplayFit F's: the known-answer GEMM only.
+  spec.mutable_costs()->set_f(10);
+  spec.mutable_costs()->set_b(1);
+  spec.mutable_costs()->set_w(1);
+  const v1::Plan slow_f = PlanJob(spec).value();
+  for (const v1::Action& a : slow_f.ranks(0).actions()) {
+    if (a.op() == v1::PROBE) EXPECT_EQ(a.microbatch(), -1);
+  }
+}
+
 }  // namespace
 }  // namespace pipecoord::jobplan

@@ -187,21 +187,17 @@ report "corrupt:2:5: SDC rank 2 step 5 (0 steps late), $fa false alarms"
 stop_all
 
 # --- flip: one bit of one F's output on rank 1 at step 5, once (a transient) --------------------
-# The replay probe re-runs the earliest F of the step whose input rank 1 still holds at its PROBE
-# (from the plan: an F before the PROBE whose backward comes after it). A flip in that F is seen
-# at step 5; a flip in an F already past its backward at the PROBE is not (the losses still
-# change): what the replay probe can and cannot see. (Ranks 2 and 3 of this zbh1 job probe
+# The replay probe re-runs the F its PROBE names (the plan's choice: the earliest F before the
+# PROBE whose backward comes after it). A flip in that F is seen at step 5; a flip in another F
+# is not (the losses still change): what the replay probe can and cannot see. (Ranks 2 and 3 of this zbh1 job probe
 # before their first F, in the warm-up wait: they hold no F to replay.)
 read -r replayed missed < <(/usr/bin/python3 -c '
 import json, sys
 acts = json.load(sys.stdin)["plan"]["ranks"][1]["actions"]
-ops = [(a.get("op", "F"), a.get("stage", 0), a.get("microbatch", 0)) for a in acts]
-probe = next(i for i, o in enumerate(ops) if o[0] == "PROBE")
-def back_after(i, st, mb):
-    return any(o[0] in ("B", "BW") and o[1] == st and o[2] == mb for o in ops[probe:])
-held = [o for i, o in enumerate(ops[:probe]) if o[0] == "F" and back_after(i, o[1], o[2])]
-gone = [o for i, o in enumerate(ops) if o[0] == "F" and o not in held]
-print(held[0][2], gone[0][2])' < "$WORK/sdc-clean.json")
+probe = next(a for a in acts if a["op"] == "PROBE")
+mb = probe.get("microbatch", 0)
+assert mb >= 0, ("rank 1 replays nothing", probe)
+print(mb, next(a.get("microbatch", 0) for a in acts if a["op"] == "F" and a.get("microbatch", 0) != mb))' < "$WORK/sdc-clean.json")
 [ -n "$replayed" ] && [ -n "$missed" ] || fail "no F to replay or miss in rank 1's plan"
 for mb in "$replayed" "$missed"; do
   stop_all

@@ -167,19 +167,19 @@ class ComputeBackend {
   // 0 for a backend that does not recompute.
   virtual int64_t recompute_ns() const { return 0; }
 
-  // ---- The replay probe (a PROBE action) ----
-  // The earliest F of the step now running whose input this rank still holds (its B has not run),
-  // run again on that input and the same weights: its stage, micro-batch and both output
-  // checksums (HashFloats of the activations; the head stage: Mix64 of its loss's bits).
-  // nullopt when no such F is held (a probe before the step's first F or after its last B).
-  // With tp every rank of the group picks the same F (their lists are the same) and must call it
-  // together. UNIMPLEMENTED by default (a backend without it runs its probes without replays).
+  // ---- The replay probe (a PROBE action naming a micro-batch) ----
+  // F of (stage, mb) of `step` (the step now running), run again on the input it read (still held: the
+  // plan puts the PROBE after that F and before its backward, jobplan/probe_placement.h) and the
+  // same weights: both output checksums (HashFloats of the activations; the head stage: Mix64 of
+  // its loss's bits). FAILED_PRECONDITION when that F did not run in this step or its input is
+  // gone. With tp every rank of the group replays the same F together (collectives).
+  // UNIMPLEMENTED by default (a backend without it runs its probes without replays).
   struct Replay {
     int stage = 0, microbatch = 0;
     uint64_t original = 0, replay = 0;
   };
-  virtual Result<std::optional<Replay>> ReplayForward() {
-    return Unimplemented("this backend does not replay its forwards (the CPU one does)");
+  virtual Result<Replay> ReplayForward(int stage, int /*mb*/, int /*step*/) {
+    return Unimplemented("stage " + std::to_string(stage) + ": this backend does not replay its forwards (the CPU one does)");
   }
 
   // ---- Validation (spec.evalEvery), between steps ----

@@ -85,16 +85,18 @@ class CpuBackend final : public ComputeBackend {
     return Boundary(std::move(out->activations));
   }
 
-  Result<std::optional<Replay>> ReplayForward() override {
+  Result<Replay> ReplayForward(int stage, int mb, int step) override {
+    model::StageModel* m = Stage(stage);
+    if (m == nullptr) return NoStage(stage);
     for (const ForwardRun& f : forwards_) {
-      model::StageModel* m = Stage(f.stage);
-      if (m == nullptr || !m->Replayable(f.mb)) continue;
+      if (f.stage != stage || f.mb != mb || forwards_step_ != step) continue;
       const kernels::ScopedHostPool scope(&pool_);
-      auto again = m->ReplayForward(f.mb);
+      auto again = m->ReplayForward(mb);
       if (!again.ok()) return again.status();
-      return std::optional<Replay>(Replay{f.stage, f.mb, f.checksum, OutputChecksum(*again)});
+      return Replay{stage, mb, f.checksum, OutputChecksum(*again)};
     }
-    return std::optional<Replay>();
+    return FailedPrecondition("PROBE replays F of stage " + std::to_string(stage) + " micro-batch " + std::to_string(mb) +
+                              ", which has not run in step " + std::to_string(step));
   }
 
   Result<kernels::Tensor> Evaluate(int stage, int batch, kernels::Tensor input) override {

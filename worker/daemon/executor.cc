@@ -317,7 +317,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
   const int64_t wait_start = start;
   RunHooks* hooks = options_.hooks;
   uint64_t probe_checksum = 0;
-  std::optional<ComputeBackend::Replay> replay;  // PROBE: the replay probe's F, when one was held
+  std::optional<ComputeBackend::Replay> replay;  // PROBE naming an F: the replay probe's result
   const bool compute = v1::IsCompute(a.op());
   uint64_t dp_bytes = 0;  // OPT: sent in the data-parallel reduction and gather
   const parallel::TensorParallel* tp = options_.tensor_parallel;
@@ -386,11 +386,13 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
     case v1::PROBE:
       if (hooks != nullptr) {
         probe_checksum = hooks->Probe(step);  // checked by the coordinator
-        auto r = backend_->ReplayForward();
-        if (r.ok()) {
-          replay = *r;
-        } else if (r.status().code() != Code::kUnimplemented) {
-          return r.status();
+        if (mb >= 0) {  // the plan names an F to replay
+          auto r = backend_->ReplayForward(s, mb, step);
+          if (r.ok()) {
+            replay = *r;
+          } else if (r.status().code() != Code::kUnimplemented) {
+            return r.status();
+          }
         }
       }
       break;
