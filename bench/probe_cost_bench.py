@@ -1,9 +1,11 @@
 """What the numerical probes cost (issue "health checks that see the machine", section 1): the same
 job with probes (the known-answer GEMM at the stage's shapes and the replay of an F, in each
-rank's longest predicted bubble) and without (health.probesOff), alternating on one cluster of
+rank's longest predicted bubble), with the GEMM only (health.replayOff) and without
+(health.probesOff), in rotating order on one cluster of
 real processes (a coordinator and CPU worker daemons on loopback), ROUNDS rounds each. Prints the
-median step time of each side, their ratio (the goal: <= 1.02) and how many health events were
-raised (none expected).
+median step time of each side, the ratios to the run without (the goal: <= 1.02) and how many
+health events were raised (none expected). Where ranks share cores (more ranks than cores) a
+bubble is not idle hardware, and the probes' work shows in the step time.
 
 Jobs: "demo" (pp 4 zbh1, 8 micro-batches of 4, the demo's 8-layer h 64 model), "pp2" (1f1b, 4
 micro-batches) and "pp8" (1f1b, 16 micro-batches of 2): fault_matrix_bench.py's shapes.
@@ -34,23 +36,28 @@ def main():
     for kind in args.jobs.split(","):
         cluster = Cluster(work, JOBS[kind]["pp"])
         try:
-            on, off, events = [], [], 0
+            times = {"off": [], "gemm": [], "full": []}  # no probes; the GEMM only (replayOff); both
+            events = 0
             for r in range(args.rounds):
-                sides = (False, True) if r % 2 == 0 else (True, False)  # alternate which goes first
-                for probes_off in sides:
+                order = ["off", "gemm", "full"]
+                order = order[r % 3:] + order[:r % 3]  # rotate which goes first
+                for side in order:
                     s = spec(kind, args.steps)
-                    if probes_off:
+                    if side == "off":
                         s["health"] = {"probesOff": True}
+                    elif side == "gemm":
+                        s["health"] = {"replayOff": True}
                     st = cluster.run(s)
-                    (off if probes_off else on).append(step_time(st, 5))
+                    times[side].append(step_time(st, 5))
                     events += len(st["health"])
-            ratio = statistics.median(on) / statistics.median(off)
+            med = {k: statistics.median(v) for k, v in times.items()}
+            ratio, gemm_ratio = med["full"] / med["off"], med["gemm"] / med["off"]
             met = ratio <= GOAL
             missed += not met
-            print(f"{kind:5s}: median step {statistics.median(on) * 1e3:.3f} ms with probes, "
-                  f"{statistics.median(off) * 1e3:.3f} ms without: ratio {ratio:.3f} (goal <= {GOAL}) "
-                  f"[{'goal met' if met else 'goal MISSED'}]; rounds with {[round(t * 1e3, 3) for t in on]}, "
-                  f"without {[round(t * 1e3, 3) for t in off]}; {events} health event(s)")
+            print(f"{kind:5s}: median step {med['full'] * 1e3:.3f} ms with probes, {med['gemm'] * 1e3:.3f} ms with "
+                  f"the GEMM only, {med['off'] * 1e3:.3f} ms without: ratio {ratio:.3f} (GEMM only {gemm_ratio:.3f}; "
+                  f"goal <= {GOAL}) [{'goal met' if met else 'goal MISSED'}]; {events} health event(s); rounds "
+                  + ", ".join(f"{k} {[round(t * 1e3, 2) for t in v]}" for k, v in times.items()))
         finally:
             cluster.close()
     return 1 if missed else 0

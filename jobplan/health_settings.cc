@@ -32,6 +32,7 @@ HealthSettings ResolveHealth(const v1::HealthConfig& c) {
   if (c.hang_startup_s() > 0) s.hang_startup_s = c.hang_startup_s();
   if (c.memory_device_fraction() > 0) s.memory_device_fraction = c.memory_device_fraction();
   s.probes = s.enabled && !c.probes_off();
+  s.replays = s.probes && !c.replay_off();
   if (c.calibration_steps() > 0) s.calibration_steps = c.calibration_steps();
   return s;
 }

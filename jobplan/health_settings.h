@@ -20,6 +20,7 @@ struct HealthSettings {
   double hang_startup_s = 60;
   double memory_device_fraction = 0.95;
   bool probes = true;
+  bool replays = true;  // the probes replay an F where one fits (health.replayOff turns them off)
   // Steps measured (after the warm-up ones) before the predictions are calibrated on them.
   int calibration_steps = 3;
 };

@@ -110,7 +110,7 @@ void PlaceProbes(const v1::JobSpec& spec, const std::vector<ProbeWindow>& window
     // The stage of the action it precedes (or of the last one): the rank holds it.
     probe.stage = list.empty() ? 0 : list[std::min<size_t>(pw.position, list.size() - 1)].stage;
     probe.mb = -1;
-    if (pw.replay_mb >= 0) {  // the F it replays
+    if (pw.replay_mb >= 0 && ResolveHealth(spec.health()).replays) {  // the F it replays
       probe.stage = pw.replay_stage;
       probe.mb = pw.replay_mb;
     }

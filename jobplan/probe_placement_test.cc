@@ -111,7 +111,20 @@ TEST(ProbePlacement, TheProbeNamesTheForwardItReplays) {
   spec.mutable_costs()->set_w(1);
   const v1::Plan slow_f = PlanJob(spec).value();
   for (const v1::Action& a : slow_f.ranks(0).actions()) {
-    if (a.op() == v1::PROBE) EXPECT_EQ(a.microbatch(), -1);
+    if (a.op() == v1::PROBE) {
+      EXPECT_EQ(a.microbatch(), -1);
+    }
+  }
+  // health.replayOff: no probe names an F.
+  spec = TestSpec("1f1b", 4);
+  spec.mutable_health()->set_replay_off(true);
+  const v1::Plan off = PlanJob(spec).value();
+  for (int r = 0; r < 4; ++r) {
+    for (const v1::Action& a : off.ranks(r).actions()) {
+      if (a.op() == v1::PROBE) {
+        EXPECT_EQ(a.microbatch(), -1) << r;
+      }
+    }
   }
 }
 
