@@ -14,6 +14,8 @@ machine's cores. Rows:
   hang        rank 1 stops at step 6: HANG naming rank 1 and step 6;
   corrupt     rank 2's GEMM flips a bit from step 5: SDC naming rank 2 (steps to detection from 5);
   oom         rank 3 holds 64 MiB more from step 6: MEMORY naming rank 3;
+  flip        a transient: one bit of rank 1's F of micro-batch k at step 5, once, for each k
+              (one run each): SDC naming rank 1 at step 5, seen only for the F its probe replays;
   slowlink    every message rank 1 sends from step 8 reaches its link 80 ms late: BUBBLE events
               naming rank 1 as the peer waited on or as their wait chain's root (the link from it);
 each RUNS times. Any other event in a fault run is a false alarm. Each fault row prints its step
@@ -198,6 +200,23 @@ def main():
     fault_row("hang rank 1 at 6", "demo", "hang:1:6", 40, ("HANG",), 1, 6, stop_on="HANG")
     fault_row("corrupt rank 2 from 5", "demo", "corrupt:2:5", 12, ("SDC",), 2, 5)
     fault_row("oom rank 3 64 MiB at 6", "demo", "oom:3:67108864:6", 12, ("MEMORY",), 3, 6)
+
+    # A transient: one flipped bit in rank 1's F of each micro-batch in turn at step 5, one run
+    # each. Only the replay probe can see it, and only in the F the plan has it replay.
+    found, alarms = [], 0
+    for mb in range(JOBS["demo"]["microbatches"]):
+        cluster = Cluster(work, JOBS["demo"]["pp"], f"flip:1:5:{mb}")
+        try:
+            st = cluster.run(spec("demo", 10))
+            hits = [e for e in st["health"] if e["kind"] == "SDC" and e.get("rank", 0) == 1 and e.get("step") == 5]
+            alarms += len(st["health"]) - len(hits)
+            if hits:
+                found.append(mb)
+        finally:
+            cluster.close()
+    total_false += alarms
+    print(f"{'flip rank 1 at 5, each mb':24s} on demo : detected {len(found)}/{JOBS['demo']['microbatches']} "
+          f"(micro-batches {found}: the F rank 1's probe replays), 0 steps late; {alarms} false alarm(s)")
     print(f"false alarms in all rows: {total_false}")
 
 
