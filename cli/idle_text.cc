@@ -45,7 +45,7 @@ std::string PredictionAndIdleText(const v1::Job& j) {
   std::map<std::pair<int, int>, std::pair<double, v1::IdleSplit>> per_rank;  // (dp, rank) -> idle, split
   std::map<std::pair<int, int>, int> causes;  // (rank, link_to or -1) -> steps
   for (const v1::StepRecord& s : j.steps()) {
-    if (s.idle_size() == 0) continue;
+    if (s.idle_size() == 0 || s.step() <= c.last_step()) continue;  // since the calibration in force
     ++n;
     time += s.step_time_s();
     bubble += s.measured_bubble_rate();
@@ -58,13 +58,14 @@ std::string PredictionAndIdleText(const v1::Job& j) {
       jobplan::AddIdleSplit(r.split(), &split);
     }
   }
-  out += Format("predicted step %.4f s, bubble %.4f (calibrated on %d step(s); plan %.4f s, %.4f)\n",
-                c.predicted_step_s(), c.predicted_bubble_rate(), c.steps_measured(), c.plan_step_s(),
+  out += Format("predicted step %.4f s, bubble %.4f (calibrated on %d step(s) to step %d%s; plan %.4f s, %.4f)\n",
+                c.predicted_step_s(), c.predicted_bubble_rate(), c.steps_measured(), c.last_step(),
+                c.refreshes() > 0 ? Format(", refreshed %d time(s)", c.refreshes()).c_str() : "", c.plan_step_s(),
                 j.plan().predicted_bubble_rate());
   if (n == 0) return out;
   const double step_err = c.predicted_step_s() > 0 ? (time / n - c.predicted_step_s()) / c.predicted_step_s() : 0;
-  out += Format("measured  step %.4f s (%+.1f %% vs calibrated), bubble %.4f (%+.4f), means over %d step(s) since\n",
-                time / n, 100 * step_err, bubble / n, bubble / n - c.predicted_bubble_rate(), n);
+  out += Format("measured  step %.4f s (%+.1f %% vs calibrated), bubble %.4f (%+.4f), means over %d step(s) after step %d\n",
+                time / n, 100 * step_err, bubble / n, bubble / n - c.predicted_bubble_rate(), n, c.last_step());
   auto scaled = [n](v1::IdleSplit s) {
     s.set_inherent_s(s.inherent_s() / n);
     s.set_imbalance_s(s.imbalance_s() / n);

@@ -1251,20 +1251,24 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
   // A step a lost rank's timings are missing from (a recovery completed its record) is recorded
   // but not checked or calibrated on.
   const bool complete = std::none_of(actions.begin(), actions.end(), [](const auto& rank) { return rank.empty(); });
-  if (complete && j.monitor->OnStepMeasured(&rec, actions)) {
-    // Calibrated: the job keeps the calibration (and a rebalance proposal with a gain).
-    *j.job.mutable_calibration() = *j.monitor->calibration();
+  const bool calibrated = complete && j.monitor->OnStepMeasured(&rec, actions);
+  if (j.monitor->TakeRebalanceChanged() || calibrated) {
+    // The job keeps the calibration and a rebalance proposal with a gain, as they change.
+    if (j.monitor->calibration()) *j.job.mutable_calibration() = *j.monitor->calibration();
     if (j.monitor->rebalance()) {
       *j.job.mutable_rebalance() = *j.monitor->rebalance();
     } else {
       j.job.clear_rebalance();
     }
     state_.PutJob(j.job, ids_);
+  }
+  if (calibrated) {
     const v1::Calibration& c = j.job.calibration();
-    char text[200];
+    char text[240];
     std::snprintf(text, sizeof text,
-                  "calibrated on %d measured step(s): predicted step %.4f s (plan %.4f s), bubble rate %.4f (plan %.4f)",
-                  c.steps_measured(), c.predicted_step_s(), c.plan_step_s(), c.predicted_bubble_rate(),
+                  "%s on %d measured step(s) to step %d: predicted step %.4f s (plan %.4f s), bubble rate %.4f (plan %.4f)",
+                  c.refreshes() > 0 ? "calibrated again (its steps ran faster than predicted)" : "calibrated",
+                  c.steps_measured(), c.last_step(), c.predicted_step_s(), c.plan_step_s(), c.predicted_bubble_rate(),
                   j.job.plan().predicted_bubble_rate());
     RecordEventLocked(j, text);
   }

@@ -56,42 +56,82 @@ double JobMonitor::PredictedStepSeconds() const {
   return calibrated_ ? calibrated_->calibrated.makespan : PlanStepSeconds();
 }
 
+double JobMonitor::StepNoise() const {
+  // The spread of the recent steps' times, (p90 - p10) / median: robust to the one slow warm-up
+  // step that made (max - min) / median of three steps 83 % on a job whose steady steps varied 7 %.
+  if (recent_times_.size() < 2) return 0;
+  std::vector<double> t = recent_times_;
+  std::sort(t.begin(), t.end());
+  const auto at = [&](double q) { return t[static_cast<size_t>(q * (t.size() - 1) + 0.5)]; };
+  const double median = Median(t);
+  return median > 0 ? (at(0.9) - at(0.1)) / median : 0;
+}
+
+void JobMonitor::Propose() {
+  // A proposal must gain more than the step time varies (StepNoise), 2 % at least: a smaller
+  // predicted gain cannot be told from noise, and proposing it sends users round in circles.
+  const double noise = StepNoise();
+  std::optional<v1::RebalanceProposal> next;
+  auto proposal = jobplan::ProposeRebalance(spec_, plan_proto_, *calibrated_, std::max(0.02, noise));
+  if (proposal.ok() && proposal->has_value()) {
+    next = **proposal;
+    char beats[120];
+    std::snprintf(beats, sizeof beats, "; gain %.1f %% > the step-time noise %.1f %% (p90 - p10 of the last %zu steps)",
+                  100 * next->gain(), 100 * noise, recent_times_.size());
+    next->set_reason(next->reason() + beats);
+  }
+  const bool same = next.has_value() == rebalance_.has_value() &&
+                    (!next || next->SerializeAsString() == rebalance_->SerializeAsString());
+  if (!same) {
+    rebalance_ = std::move(next);
+    rebalance_changed_ = true;
+  }
+}
+
+bool JobMonitor::TakeRebalanceChanged() {
+  const bool changed = rebalance_changed_;
+  rebalance_changed_ = false;
+  return changed;
+}
+
 bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions& actions) {
   const bool matches = jobplan::MatchesPlan(spec_, plan_proto_, actions);
   bool calibrated_now = false;
-  if (!calibrated_ && matches && ++steps_measured_ > settings_.warmup_steps) {
+  // The first calibration after the warm-up steps; then, for kRefreshWindows more windows of
+  // kRefreshSteps steps, a fresh one replaces it when it predicts a step at least kRefreshGain faster: a
+  // job's first steps run slower than its steady state (OpenBLAS threads, allocator pools, page
+  // faults: the demo's first five steps took up to twice its later ones), and a calibration on
+  // them over-predicts every later step. Never a slower one: a fault that slows the job down must
+  // stay visible against the calibration, not be absorbed into it.
+  const bool collecting = !calibrated_ || refresh_windows_ < kRefreshWindows;
+  if (matches && steps_measured_ + 1 > settings_.warmup_steps) {
+    recent_times_.push_back(rec->step_time_s());
+    if (recent_times_.size() > kNoiseSteps) recent_times_.erase(recent_times_.begin());
+  }
+  if (collecting && matches && ++steps_measured_ > settings_.warmup_steps) {
     calibration_steps_.push_back(actions);
-    calibration_times_.push_back(rec->step_time_s());
-    if (static_cast<int>(calibration_steps_.size()) >= settings_.calibration_steps) {
+    // A refresh measures a longer window: one lucky fast window among several short ones would
+    // under-predict every step after it.
+    const int window = calibrated_ ? std::max(settings_.calibration_steps, kRefreshSteps) : settings_.calibration_steps;
+    if (static_cast<int>(calibration_steps_.size()) >= window) {
+      const bool refresh = calibrated_.has_value();
+      if (refresh) ++refresh_windows_;
       auto costs = jobplan::MeasureCosts(spec_, plan_proto_, calibration_steps_);
       auto job = costs.ok() ? jobplan::Calibrate(spec_, plan_proto_, *costs) : Result<jobplan::CalibratedJob>(costs.status());
       calibration_steps_.clear();
-      // A proposal must gain more than the step time varied while it was measured (max - min
-      // over the median of the calibration steps), 2 % at least: a smaller predicted gain cannot
-      // be told from noise, and proposing it sends users round in circles.
-      std::vector<double> times = std::move(calibration_times_);
-      calibration_times_.clear();
-      double noise = 0;
-      if (!times.empty()) {
-        const auto [lo, hi] = std::minmax_element(times.begin(), times.end());
-        const double median = Median(times);
-        noise = median > 0 ? (*hi - *lo) / median : 0;
-      }
-      if (job.ok()) {
+      const bool adopt = job.ok() && (!refresh || job->calibrated.makespan <
+                                                      (1 - kRefreshGain) * calibrated_->calibrated.makespan);
+      if (adopt) {
+        const int refreshes = calibration_proto_ ? calibration_proto_->refreshes() + (refresh ? 1 : 0) : 0;
         calibration_proto_ = jobplan::ToProto(*job, PlanStepSeconds());
+        calibration_proto_->set_last_step(rec->step());
+        calibration_proto_->set_refreshes(refreshes);
         calibrated_ = std::move(job).value();
-        auto proposal = jobplan::ProposeRebalance(spec_, plan_proto_, *calibrated_, std::max(0.02, noise));
-        if (proposal.ok() && proposal->has_value()) {
-          rebalance_ = **proposal;
-          char beats[96];
-          std::snprintf(beats, sizeof beats, "; gain %.1f %% > the measured step-time noise %.1f %%",
-                        100 * rebalance_->gain(), 100 * noise);
-          rebalance_->set_reason(rebalance_->reason() + beats);
-        }
         // The checks now compare with the calibrated timeline, in seconds (scale 1).
         if (bubble_) bubble_ = std::make_unique<BubbleCheck>(settings_, calibrated_->expect, layout_);
         calibrated_now = true;
       }
+      if (calibrated_) Propose();  // at every window: the noise it must beat is measured again
     }
   }
   rec->set_predicted_step_s(PredictedStepSeconds());

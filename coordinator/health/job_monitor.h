@@ -68,6 +68,8 @@ class JobMonitor {
   // Set once calibrated; the rebalance proposal only when it predicts a gain.
   const std::optional<v1::Calibration>& calibration() const { return calibration_proto_; }
   const std::optional<v1::RebalanceProposal>& rebalance() const { return rebalance_; }
+  // True once after the proposal changed (made, replaced or withdrawn) since the last call.
+  bool TakeRebalanceChanged();
   // A step every rank has reported.
   std::vector<v1::HealthEvent> OnStepDone(const v1::StepRecord& record);
   void OnProgress(int global_rank, const v1::Progress& progress, int64_t now_ns);
@@ -100,8 +102,18 @@ class JobMonitor {
   std::vector<double> stage_work_;  // per virtual stage: the head's extra work (stage_work.h)
   int steps_measured_ = 0;  // this attempt's
   std::vector<jobplan::StepActions> calibration_steps_;
-  std::vector<double> calibration_times_;  // their measured step times: the noise a proposal must beat
   std::optional<jobplan::CalibratedJob> calibrated_;
+  // Calibration windows measured after the first (OnStepMeasured: a faster steady state).
+  static constexpr int kRefreshWindows = 3;
+  static constexpr int kRefreshSteps = 10;  // a refresh's window: at least this many steps
+  static constexpr double kRefreshGain = 0.05;
+  int refresh_windows_ = 0;
+  // The last kNoiseSteps matching steps' times after the warm-up: the noise a proposal must beat.
+  static constexpr size_t kNoiseSteps = 20;
+  std::vector<double> recent_times_;
+  bool rebalance_changed_ = false;
+  double StepNoise() const;
+  void Propose();
   std::optional<v1::Calibration> calibration_proto_;
   std::optional<v1::RebalanceProposal> rebalance_;
   std::vector<v1::HealthEvent> bubble_events_;  // from OnStepMeasured, for the next OnStepDone
