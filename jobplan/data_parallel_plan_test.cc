@@ -45,7 +45,7 @@ TEST(DataParallelPlanTest, OneFOneB) {
             "0RECV_B3 0BW3 0REDUCE_GRAD 0OPT");
   EXPECT_EQ(RankText(plan, 1),
             "1RECV_F0 1RECV_F1 1F0 1BW0 1SEND_B0 1F1 1RECV_F2 1BW1 1SEND_B1 1F2 1RECV_F3 1BW2 1SEND_B2 1F3 1BW3 "
-            "1SEND_B3 1REDUCE_GRAD 1PROBE-1 1OPT");
+            "1SEND_B3 1REDUCE_GRAD 1PROBE-2 1OPT");
 }
 
 TEST(DataParallelPlanTest, Zbh1) {

@@ -30,9 +30,24 @@ int Position(const std::vector<sch::Action>& list, const std::vector<sch::Interv
   return at;
 }
 
-// The replay's F for a probe at pw->position (see ProbeWindow), if one fits the window.
-void ChooseReplay(const std::vector<sch::Action>& list, const std::vector<sch::Interval>& timing, ProbeWindow* pw) {
+// The replay's F for a probe at pw->position (see ProbeWindow), if one fits the window; else, with
+// `seeded` (dp > 1), the seeded forward of the stage the probe sits in when that fits.
+void ChooseReplay(const std::vector<sch::Action>& list, const std::vector<sch::Interval>& timing, bool seeded,
+                  ProbeWindow* pw) {
   const size_t at = static_cast<size_t>(pw->position);
+  const double window = pw->window.end - pw->window.start;
+  auto seeded_forward = [&] {
+    if (!seeded || list.empty()) return;
+    const int stage = list[std::min(at, list.size() - 1)].stage;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i].op != sch::Op::kF || list[i].stage != stage) continue;
+      if (window >= kReplayFit * (timing[i].end - timing[i].start)) {
+        pw->replay_stage = stage;
+        pw->replay_mb = kSeededReplay;
+      }
+      return;
+    }
+  };
   for (size_t i = 0; i < at && i < list.size(); ++i) {
     const sch::Action& f = list[i];
     if (f.op != sch::Op::kF) continue;
@@ -43,12 +58,14 @@ void ChooseReplay(const std::vector<sch::Action>& list, const std::vector<sch::I
     }
     if (!backward_after) continue;
     const double cost = timing[i].end - timing[i].start;
-    if (pw->window.end - pw->window.start >= kReplayFit * cost) {
+    if (window >= kReplayFit * cost) {
       pw->replay_stage = f.stage;
       pw->replay_mb = f.mb;
+      return;
     }
-    return;  // the earliest held F only
+    return seeded_forward();  // the earliest held F only; too long for the window
   }
+  seeded_forward();
 }
 
 }  // namespace
@@ -85,7 +102,7 @@ std::vector<ProbeWindow> ChooseProbeWindows(const v1::JobSpec& spec, const sch::
       }
     }
     if (best > eps) pw.position = Position(s.ranks[r], sim.timing[r], pw.window, eps);
-    if (pw.position >= 0) ChooseReplay(s.ranks[r], sim.timing[r], &pw);
+    if (pw.position >= 0) ChooseReplay(s.ranks[r], sim.timing[r], spec.dp() > 1, &pw);
     out.push_back(pw);
   }
   return out;
@@ -110,7 +127,7 @@ void PlaceProbes(const v1::JobSpec& spec, const std::vector<ProbeWindow>& window
     // The stage of the action it precedes (or of the last one): the rank holds it.
     probe.stage = list.empty() ? 0 : list[std::min<size_t>(pw.position, list.size() - 1)].stage;
     probe.mb = -1;
-    if (pw.replay_mb >= 0 && ResolveHealth(spec.health()).replays) {  // the F it replays
+    if (pw.replay_stage >= 0 && ResolveHealth(spec.health()).replays) {  // the F it replays, or the seeded one
       probe.stage = pw.replay_stage;
       probe.mb = pw.replay_mb;
     }

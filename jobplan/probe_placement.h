@@ -27,9 +27,14 @@ struct ProbeWindow {
   // position whose backward comes after it (its input is still held there), when the window is at
   // least kReplayFit times that F's duration (the replay and the known-answer GEMM fit in it);
   // else -1 (the known-answer GEMM only). The PROBE action carries it as its stage and micro-batch.
+  // With dp > 1 and no such F (the probe sits before the rank's first F, or after its last B),
+  // the seeded forward instead when the window holds kReplayFit of the stage's F: replay_mb
+  // kSeededReplay, and every replica runs its stage on the same seeded input, so the replicas
+  // must agree bit for bit.
   int replay_stage = -1;
   int replay_mb = -1;
 };
+inline constexpr int kSeededReplay = -2;
 inline constexpr double kReplayFit = 1.25;
 
 // The window and position chosen for each rank of `schedule` (its compute and communication

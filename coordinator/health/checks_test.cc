@@ -119,10 +119,11 @@ TEST(ProbeCheck, AReplayThatDisagreesIsAnSdcNamingTheForward) {
   r.set_microbatch(1);
   r.set_original_checksum(0xabc);
   r.set_replay_checksum(0xabc);
-  EXPECT_FALSE(p.OnReplay(2, 4, r));
+  EXPECT_TRUE(p.OnReplay(2, 4, r).empty());
   r.set_replay_checksum(0xabd);
-  auto e = p.OnReplay(2, 5, r);
-  ASSERT_TRUE(e);
+  auto events = p.OnReplay(2, 5, r);
+  ASSERT_EQ(events.size(), 1u);
+  const v1::HealthEvent* e = &events[0];
   EXPECT_EQ(e->kind(), v1::SDC);
   EXPECT_EQ(e->rank(), 0);
   EXPECT_EQ(e->dp_rank(), 1);
@@ -131,12 +132,43 @@ TEST(ProbeCheck, AReplayThatDisagreesIsAnSdcNamingTheForward) {
             "sdc: rank 0 (dp 1) step 5: replay of F stage 0 micro-batch 1 gave 0x0000000000000abd where its run in "
             "the step gave 0x0000000000000abc: the same input and weights through deterministic kernels, so one of "
             "the two runs computed wrongly (a transient fault, or a unit that fails now and then)");
-  EXPECT_FALSE(p.OnReplay(2, 6, r));  // the same episode
+  EXPECT_TRUE(p.OnReplay(2, 6, r).empty());  // the same episode
   r.set_replay_checksum(0xabc);
-  EXPECT_FALSE(p.OnReplay(2, 7, r));
+  EXPECT_TRUE(p.OnReplay(2, 7, r).empty());
   r.set_replay_checksum(0);
-  EXPECT_TRUE(p.OnReplay(2, 8, r));  // a new episode
+  EXPECT_EQ(p.OnReplay(2, 8, r).size(), 1u);  // a new episode
   EXPECT_EQ(p.replays_checked(), 5);
+}
+
+// The seeded replay: every replica runs the same F on the same input; judged once all reported,
+// the odd one out named (with two replicas that differ, both).
+TEST(ProbeCheck, SeededReplaysAreComparedAcrossReplicas) {
+  ProbeCheck p(3, {{8, 8, 8}}, RankLayout::OfDegrees(2, 3, 1));  // rank 1 of replicas 0, 1, 2: globals 1, 3, 5
+  v1::ProbeReplay r;
+  r.set_stage(1);
+  r.set_microbatch(-2);
+  r.set_seeded(true);
+  r.set_replay_checksum(0x11);
+  EXPECT_TRUE(p.OnReplay(1, 4, r).empty());
+  EXPECT_TRUE(p.OnReplay(3, 4, r).empty());
+  EXPECT_TRUE(p.OnReplay(5, 4, r).empty());  // all agree
+  EXPECT_TRUE(p.OnReplay(1, 5, r).empty());
+  r.set_replay_checksum(0x99);
+  EXPECT_TRUE(p.OnReplay(3, 5, r).empty());  // judged when the last replica reports
+  r.set_replay_checksum(0x11);
+  auto events = p.OnReplay(5, 5, r);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].rank(), 1);
+  EXPECT_EQ(events[0].dp_rank(), 1);
+  EXPECT_EQ(events[0].message(),
+            "sdc: rank 1 (dp 1) step 5: the seeded forward of stage 1 gave 0x0000000000000099, where the other "
+            "replicas agree on another answer: the replicas run it on the same input and weights (dp 0 "
+            "0x0000000000000011, dp 1 0x0000000000000099, dp 2 0x0000000000000011)");
+  ProbeCheck two(3, {{8, 8, 8}}, RankLayout::OfDegrees(1, 2, 1));
+  r.set_replay_checksum(0x1);
+  EXPECT_TRUE(two.OnReplay(0, 2, r).empty());
+  r.set_replay_checksum(0x2);
+  EXPECT_EQ(two.OnReplay(1, 2, r).size(), 2u);  // no majority: both named
 }
 
 v1::Progress At(int step, int index, v1::Op op, int stage, int mb, int wait_peer) {

@@ -210,7 +210,7 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
         if (t.action().op() != v1::PROBE) continue;
         if (auto e = probe_->OnProbe(g, step, t.probe_checksum())) events.push_back(*e);
         if (t.has_replay()) {
-          if (auto e = probe_->OnReplay(g, step, t.replay())) events.push_back(*e);
+          for (v1::HealthEvent& e : probe_->OnReplay(g, step, t.replay())) events.push_back(std::move(e));
         }
       }
     }

@@ -9,7 +9,10 @@ constexpr size_t kStepsKept = 8;
 }  // namespace
 
 ProbeCheck::ProbeCheck(uint64_t job_seed, std::vector<kernels::cpu::ProbeShape> shapes, const RankLayout& layout)
-    : seed_(job_seed), shapes_(std::move(shapes)), layout_(layout), flagged_(layout.world(), false), replay_flagged_(layout.world(), false) {
+    : seed_(job_seed), shapes_(std::move(shapes)), layout_(layout),
+      flagged_(layout.world(), false),
+      replay_flagged_(layout.world(), false),
+      seeded_flagged_(layout.world(), false) {
   if (shapes_.empty()) shapes_.push_back({kernels::cpu::kDefaultProbeSize, kernels::cpu::kDefaultProbeSize,
                                           kernels::cpu::kDefaultProbeSize});
 }
@@ -63,20 +66,65 @@ std::optional<v1::HealthEvent> ProbeCheck::OnProbe(int g, int step, uint64_t che
   return MakeEvent(v1::SDC, g, layout_, step, head + Format("replicas of rank %d: %s", layout_.PipelineRank(g), replicas.c_str()));
 }
 
-std::optional<v1::HealthEvent> ProbeCheck::OnReplay(int g, int step, const v1::ProbeReplay& r) {
-  if (g < 0 || g >= static_cast<int>(replay_flagged_.size())) return std::nullopt;
+std::vector<v1::HealthEvent> ProbeCheck::OnReplay(int g, int step, const v1::ProbeReplay& r) {
+  if (g < 0 || g >= static_cast<int>(replay_flagged_.size())) return {};
   ++replays_checked_;
+  if (r.seeded()) return OnSeeded(g, step, r);
   const bool bad = r.replay_checksum() != r.original_checksum();
   const bool was = replay_flagged_[g];
   replay_flagged_[g] = bad;
-  if (!bad || was) return std::nullopt;
-  return MakeEvent(v1::SDC, g, layout_, step,
-                   Format("sdc: %s step %d: replay of F stage %d micro-batch %d gave 0x%016llx where its run in "
-                          "the step gave 0x%016llx: the same input and weights through deterministic kernels, so "
-                          "one of the two runs computed wrongly (a transient fault, or a unit that fails now and then)",
-                          layout_.Name(g).c_str(), step, r.stage(), r.microbatch(),
-                          static_cast<unsigned long long>(r.replay_checksum()),
-                          static_cast<unsigned long long>(r.original_checksum())));
+  if (!bad || was) return {};
+  return {MakeEvent(v1::SDC, g, layout_, step,
+                    Format("sdc: %s step %d: replay of F stage %d micro-batch %d gave 0x%016llx where its run in "
+                           "the step gave 0x%016llx: the same input and weights through deterministic kernels, so "
+                           "one of the two runs computed wrongly (a transient fault, or a unit that fails now and then)",
+                           layout_.Name(g).c_str(), step, r.stage(), r.microbatch(),
+                           static_cast<unsigned long long>(r.replay_checksum()),
+                           static_cast<unsigned long long>(r.original_checksum())))};
+}
+
+std::vector<v1::HealthEvent> ProbeCheck::OnSeeded(int g, int step, const v1::ProbeReplay& r) {
+  auto& at = seeded_[step];
+  at[g] = r.replay_checksum();
+  while (seeded_.size() > kStepsKept) seeded_.erase(seeded_.begin());
+  if (!seeded_.count(step)) return {};
+  std::vector<int> replicas;  // g's position in every replica
+  for (int d = 0; d < layout_.dp(); ++d) replicas.push_back(layout_.AtDataRank(g, d));
+  std::map<uint64_t, int> votes;
+  for (int other : replicas) {
+    auto it = at.find(other);
+    if (it == at.end()) return {};  // not all reported yet
+    ++votes[it->second];
+  }
+  uint64_t majority = 0;
+  int most = 0;
+  for (const auto& [sum, n] : votes) {
+    if (n > most) {
+      most = n;
+      majority = sum;
+    }
+  }
+  const bool has_majority = 2 * most > static_cast<int>(replicas.size());
+  std::string all;
+  for (int other : replicas) {
+    all += Format("%sdp %d 0x%016llx", all.empty() ? "" : ", ", layout_.DataRank(other),
+                  static_cast<unsigned long long>(at[other]));
+  }
+  std::vector<v1::HealthEvent> out;
+  for (int other : replicas) {
+    const bool bad = votes.size() > 1 && (!has_majority || at[other] != majority);
+    const bool was = seeded_flagged_[other];
+    seeded_flagged_[other] = bad;
+    if (!bad || was) continue;
+    out.push_back(MakeEvent(
+        v1::SDC, other, layout_, step,
+        Format("sdc: %s step %d: the seeded forward of stage %d gave 0x%016llx, %s: the replicas run it on the same "
+               "input and weights (%s)",
+               layout_.Name(other).c_str(), step, r.stage(), static_cast<unsigned long long>(at[other]),
+               has_majority ? "where the other replicas agree on another answer" : "and no answer has a majority (either may be wrong)",
+               all.c_str())));
+  }
+  return out;
 }
 
 }  // namespace pipecoord::coordinator::health

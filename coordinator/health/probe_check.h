@@ -31,7 +31,10 @@ class ProbeCheck {
   std::optional<v1::HealthEvent> OnProbe(int global_rank, int step, uint64_t checksum);
   // The replay probe (proto/telemetry.proto ProbeReplay): an F run twice on the same input and
   // weights must give the same bits; a mismatch is an SDC event naming the F (one per episode).
-  std::optional<v1::HealthEvent> OnReplay(int global_rank, int step, const v1::ProbeReplay& replay);
+  // A seeded replay (replay.seeded()) is compared across the rank's data-parallel replicas instead,
+  // once all have reported the step: a replica that differs from the majority is an SDC event
+  // (with two that differ, both are named: either may be wrong).
+  std::vector<v1::HealthEvent> OnReplay(int global_rank, int step, const v1::ProbeReplay& replay);
   int64_t replays_checked() const { return replays_checked_; }
   // The known answer of pipeline rank `rank`'s probe at `step` (cached for the last few steps).
   uint64_t Expected(int step, int rank);
@@ -44,7 +47,11 @@ class ProbeCheck {
   RankLayout layout_;
   std::map<int, std::map<std::tuple<int64_t, int64_t, int64_t>, uint64_t>> expected_;  // step -> shape -> answer
   std::map<int, std::map<int, uint64_t>> reported_;  // step -> global rank -> checksum
-  std::vector<bool> flagged_, replay_flagged_;
+  std::vector<bool> flagged_, replay_flagged_, seeded_flagged_;
+  std::map<int, std::map<int, uint64_t>> seeded_;  // step -> global rank -> seeded forward's checksum
+  // The seeded replay: once every replica of g's position reported `step`, the ones that differ
+  // from the others (all of them when no checksum has a majority).
+  std::vector<v1::HealthEvent> OnSeeded(int g, int step, const v1::ProbeReplay& replay);
   int64_t checked_ = 0, replays_checked_ = 0;
 };
 

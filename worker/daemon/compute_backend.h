@@ -181,6 +181,12 @@ class ComputeBackend {
   virtual Result<Replay> ReplayForward(int stage, int /*mb*/, int /*step*/) {
     return Unimplemented("stage " + std::to_string(stage) + ": this backend does not replay its forwards (the CPU one does)");
   }
+  // The seeded replay (a PROBE naming micro-batch jobplan::kSeededReplay): F of `stage` on inputs
+  // drawn from the job's probe seed for `step` and the stage (StageModel::SeededForward), the
+  // same on every data-parallel replica; its output's checksum, as ReplayForward's.
+  virtual Result<uint64_t> SeededForward(int stage, int /*step*/) {
+    return Unimplemented("stage " + std::to_string(stage) + ": this backend does not run seeded forwards (the CPU one does)");
+  }
 
   // ---- Validation (spec.evalEvery), between steps ----
   // F of validation micro-batch `batch` on `stage`: nothing kept for a backward, no weight or

@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/checksum.h"
+#include "kernels/cpu/known_answer_gemm.h"
 #include "kernels/cpu/rng.h"
 #include "kernels/host_pool.h"
 #include "worker/cuda/cuda_backend.h"
@@ -97,6 +98,16 @@ class CpuBackend final : public ComputeBackend {
     }
     return FailedPrecondition("PROBE replays F of stage " + std::to_string(stage) + " micro-batch " + std::to_string(mb) +
                               ", which has not run in step " + std::to_string(step));
+  }
+
+  Result<uint64_t> SeededForward(int stage, int step) override {
+    model::StageModel* m = Stage(stage);
+    if (m == nullptr) return NoStage(stage);
+    const kernels::ScopedHostPool scope(&pool_);
+    auto out = m->SeededForward(
+        kernels::cpu::CombineSeeds(kernels::cpu::ProbeSeed(spec_.model().seed(), step), static_cast<uint64_t>(stage)));
+    if (!out.ok()) return out.status();
+    return OutputChecksum(*out);
   }
 
   Result<kernels::Tensor> Evaluate(int stage, int batch, kernels::Tensor input) override {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "jobplan/data_spec.h"
+#include "jobplan/probe_placement.h"
 #include "proto/op_kinds.h"
 #include "worker/parallel/collectives.h"
 
@@ -384,15 +385,22 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
     case v1::RECV_B:
       break;  // receives are posted by the transport already
     case v1::PROBE:
-      if (hooks != nullptr) {
-        probe_checksum = hooks->Probe(step);  // checked by the coordinator
-        if (mb >= 0) {  // the plan names an F to replay
-          auto r = backend_->ReplayForward(s, mb, step);
-          if (r.ok()) {
-            replay = *r;
-          } else if (r.status().code() != Code::kUnimplemented) {
-            return r.status();
-          }
+      if (hooks != nullptr) probe_checksum = hooks->Probe(step);  // checked by the coordinator
+      // The replay runs whenever the plan names one, hooks or not: with tp every rank of the group
+      // must run its collectives together.
+      if (mb >= 0) {  // the plan names an F to replay
+        auto r = backend_->ReplayForward(s, mb, step);
+        if (r.ok()) {
+          replay = *r;
+        } else if (r.status().code() != Code::kUnimplemented) {
+          return r.status();
+        }
+      } else if (mb == jobplan::kSeededReplay) {  // the seeded forward the replicas compare
+        auto r = backend_->SeededForward(s, step);
+        if (r.ok()) {
+          replay = ComputeBackend::Replay{s, mb, 0, *r};
+        } else if (r.status().code() != Code::kUnimplemented) {
+          return r.status();
         }
       }
       break;
@@ -445,6 +453,7 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
     r->set_microbatch(replay->microbatch);
     r->set_original_checksum(replay->original);
     r->set_replay_checksum(replay->replay);
+    r->set_seeded(replay->microbatch == jobplan::kSeededReplay);
   }
   if (dp_bytes > 0) t->set_dp_comm_bytes(dp_bytes);
   if (compute) t->set_recompute_ns(backend_->recompute_ns() - recompute_ns_before);

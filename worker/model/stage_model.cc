@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/rng.h"
 #include "worker/model/weight_init.h"
 
 namespace pipecoord::model {
@@ -246,6 +247,26 @@ Result<StageOutput> StageModel::ReplayForward(int mb) {
     in.activations.assign(state.head.x.begin(), state.head.x.end());
   }
   if (shard_.has_head) in.targets.assign(state.head.targets.begin(), state.head.targets.end());
+  return ForwardOnly(std::move(in));
+}
+
+Result<StageOutput> StageModel::SeededForward(uint64_t seed) {
+  kernels::cpu::Rng rng(seed);
+  StageInput in;
+  const int64_t n = dims_.tokens();
+  if (shard_.has_embedding) {
+    in.tokens.resize(n);
+    for (int32_t& t : in.tokens) t = static_cast<int32_t>(rng.Below(static_cast<uint32_t>(config_.vocab)));
+  } else {
+    in.activations.resize(activation_size());
+    kernels::cpu::Rng own(dims_.sp && tp_ != nullptr ? kernels::cpu::CombineSeeds(seed, tp_->rank()) : seed);
+    own.FillUniform(in.activations.data(), static_cast<int64_t>(in.activations.size()), -1, 1);
+  }
+  if (shard_.has_head) {
+    kernels::cpu::Rng targets(kernels::cpu::CombineSeeds(seed, 0x74617267ULL));  // "targ"
+    in.targets.resize(n);
+    for (int32_t& t : in.targets) t = static_cast<int32_t>(targets.Below(static_cast<uint32_t>(config_.vocab)));
+  }
   return ForwardOnly(std::move(in));
 }
 

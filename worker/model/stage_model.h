@@ -97,6 +97,12 @@ class StageModel {
   // FAILED_PRECONDITION unless mb's F ran and its B has not (the input is kept until then, the
   // tokens until W). With tp, every rank of the group must replay the same mb (collectives).
   Result<StageOutput> ReplayForward(int mb);
+  // The seeded replay: F (ForwardOnly) on inputs drawn from `seed` (token and target ids uniform
+  // in [0, vocab), activations uniform in [-1, 1)), so every data-parallel replica of the stage,
+  // whose weights are the same, gives the same bits. With sequence parallelism each rank of the
+  // group draws its own 1/tp of the tokens (its rank mixed into the seed); every rank of the
+  // group must call it together.
+  Result<StageOutput> SeededForward(uint64_t seed);
   bool Replayable(int mb) const;
   // B: from grad_output ([b * s * h]; empty on the head stage, which starts from its loss)
   // returns the gradient w.r.t. this stage's input activations (empty on the embedding stage).
