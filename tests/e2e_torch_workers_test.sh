@@ -436,7 +436,8 @@ start_torch_workers 2 --import-path "$WORK/example"
   fail "the docs example failed: $(tail -3 "$WORK/example.out")"
 "$PYTHON" - "$WORK/example.out" "$WORK/example/output" <<'PY' || fail "docs/pytorch.md's example prints something else"
 import re, sys
-health = re.compile(r"^job-\d+: (bubble|straggler|hang|memory|sdc): .*\n", re.M)
+# Health events and the steady-state recalibration depend on this machine's timing, not the example.
+health = re.compile(r"^job-\d+: ((bubble|straggler|hang|memory|sdc): |calibrated again ).*\n", re.M)
 norm = lambda s: re.sub(r"\d+", "N", health.sub("", s))
 got, shown = (open(p).read() for p in sys.argv[1:3])
 if norm(got) != norm(shown):

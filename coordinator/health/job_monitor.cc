@@ -57,14 +57,15 @@ double JobMonitor::PredictedStepSeconds() const {
 }
 
 double JobMonitor::StepNoise() const {
-  // The spread of the recent steps' times, (p90 - p10) / median: robust to the one slow warm-up
-  // step that made (max - min) / median of three steps 83 % on a job whose steady steps varied 7 %.
+  // The spread of the recent steps' times, the interquartile range over the median: robust to the
+  // few slow steps (the warm-up, a hiccup) that made (max - min) / median of three steps 83 % on a
+  // job whose steady steps varied 7 %, and so withheld a proposal that ran 27 % faster.
   if (recent_times_.size() < 2) return 0;
   std::vector<double> t = recent_times_;
   std::sort(t.begin(), t.end());
   const auto at = [&](double q) { return t[static_cast<size_t>(q * (t.size() - 1) + 0.5)]; };
   const double median = Median(t);
-  return median > 0 ? (at(0.9) - at(0.1)) / median : 0;
+  return median > 0 ? (at(0.75) - at(0.25)) / median : 0;
 }
 
 void JobMonitor::Propose() {
@@ -76,7 +77,7 @@ void JobMonitor::Propose() {
   if (proposal.ok() && proposal->has_value()) {
     next = **proposal;
     char beats[120];
-    std::snprintf(beats, sizeof beats, "; gain %.1f %% > the step-time noise %.1f %% (p90 - p10 of the last %zu steps)",
+    std::snprintf(beats, sizeof beats, "; gain %.1f %% > the step-time noise %.1f %% (interquartile range of the last %zu steps)",
                   100 * next->gain(), 100 * noise, recent_times_.size());
     next->set_reason(next->reason() + beats);
   }
