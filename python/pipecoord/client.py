@@ -439,6 +439,9 @@ class Client:
     def __init__(self, address, timeout_s=30.0, *, token=None, root_certificates=None):
         # HOST:PORT, or HOST:PORT,HOST:PORT,... for the coordinators of a high-availability group.
         target, options = coordinator_target(address, "address")
+        # Several coordinators (HOST:PORT,HOST:PORT,...): a failover may be under way when a watch
+        # starts, so its first connection may be refused too, and is retried as a broken one is.
+        self._several = "," in str(address)
         if root_certificates is None:
             if token:
                 raise ValueError("token: needs root_certificates: a token is only ever sent over TLS")
@@ -519,8 +522,9 @@ class Client:
 
     def _updates(self, job_id):
         """The job's JobUpdates, across coordinator restarts: when the stream breaks (UNAVAILABLE)
-        or ends before the job did (a shutdown), after the coordinator answered once, it is opened
-        again for up to WATCH_RECONNECT_S; a new stream replays the log from the start, so steps
+        or ends before the job did (a shutdown), after the coordinator answered once (or from the
+        start, given several coordinators: a failover may be under way), it is opened again for up
+        to WATCH_RECONNECT_S; a new stream replays the log from the start, so steps
         and events already yielded (by text, as often as yielded) are skipped."""
         terminal = (job_pb2.SUCCEEDED, job_pb2.FAILED, job_pb2.CANCELLED)
         last_step, shown, reached, lost_since = -1, {}, False, None
@@ -545,7 +549,7 @@ class Client:
                     return
                 error = Unavailable(f"{job_id}: the coordinator shut down while the job was running")
             except grpc.RpcError as e:
-                if e.code() != grpc.StatusCode.UNAVAILABLE or not reached:
+                if e.code() != grpc.StatusCode.UNAVAILABLE or not (reached or self._several):
                     raise _from_rpc_error(e) from None
                 error = _from_rpc_error(e)
             finally:
