@@ -346,7 +346,7 @@ Result<v1::JobState> Coordinator::CancelJob(const std::string& id, bool checkpoi
       return FailedPrecondition("checkpoint: " + id + " saves no checkpoints (spec.checkpointEvery 0)");
     }
     if (j->drain_step < 0) {
-      StopEveryRankAfterAStepLocked(*j, "", /*cancel=*/true);
+      StopEveryRankAfterAStepLocked(*j, "", AfterStop::kCancel);
     } else {
       j->drain_cancels = true;  // a drain already under way ends the job instead of resuming it
     }
@@ -708,6 +708,10 @@ void Coordinator::MaybeGrowLocked(JobRecord& j) {
   v1::JobSpec grown = spec;
   grown.set_dp(dp + 1);
   grown.set_microbatches(dp * m / (dp + 1));
+  const bool zero = j.grow_zero > 0;  // a ZeRO job that shrank (RestartSmallerLocked): its stage again
+  if (zero) grown.set_zero(j.grow_zero);
+  // Without checkpoints a ZeRO job's moments cannot be resharded over a new replica: it stays.
+  if (zero && spec.checkpoint_every() <= 0) return;
   if (!jobplan::ValidateJobSpec(grown).ok()) return;
   auto plan = jobplan::PlanJob(grown);
   if (!plan.ok()) return;
@@ -724,6 +728,17 @@ void Coordinator::MaybeGrowLocked(JobRecord& j) {
   // Every rank stops after one step no rank can have passed.
   const int step = StopStepLocked(j);
   if (step + 2 >= spec.steps()) return;  // nearly done: not worth a stop
+  if (zero) {
+    // Its stop step needs this attempt's pace (StopStepLocked): at least 3 of its steps measured
+    // (StepMeasuredLocked asks again at every step).
+    if (j.job.steps_size() == 0 || j.job.steps(j.job.steps_size() - 1).step() < j.job.start_step() + 2) return;
+    // The joining workers are not held: the job goes back to the queue at the grown size, first
+    // in line for them (and, should another job take them meanwhile, restarts smaller again).
+    j.grow_spec = std::move(grown);
+    j.grow_plan = std::move(plan).value();
+    StopEveryRankAfterAStepLocked(j, "", AfterStop::kGrow);
+    return;
+  }
   const RankLayout grown_layout = jobplan::LayoutOf(grown);
   j.recovery = JobRecord::Recovery();
   j.recovery.active = true;
@@ -837,15 +852,42 @@ void Coordinator::ChangePlanInPlaceLocked(JobRecord& j, int resume, const std::v
   changed_.notify_all();
 }
 
+void Coordinator::GrowFromCheckpointLocked(JobRecord& j) {
+  const int from = j.job.checkpointed_steps(), step = j.drain_step, dp = std::max(1, j.job.spec().dp());
+  // The restart point's files: this layout's, or, before it wrote any, the layout's it resumed from.
+  if (from > 0 && j.job.checkpoint_dp() == 0) j.job.set_checkpoint_dp(dp);
+  const int written_by = std::max(1, j.job.checkpoint_dp());
+  *j.job.mutable_spec() = j.grow_spec;
+  *j.job.mutable_plan() = j.grow_plan;
+  const v1::JobSpec& spec = j.job.spec();
+  if (spec.dp() >= j.grow_dp) j.grow_dp = j.grow_microbatches = j.grow_zero = 0;  // whole again
+  j.last_checkpoint.assign(j.world(), from - 1);
+  // The old ranks keep their coordinates in the grown layout (dp is outermost), so each goes back
+  // to its worker where it can (QueueAgainLocked keeps them as the previous workers).
+  QueueAgainLocked(j, from,
+                   "growing back to dp " + std::to_string(spec.dp()) + " x " + std::to_string(spec.microbatches()) +
+                       " micro-batches (ZeRO-" + std::to_string(spec.zero()) + "; the same global batch): every rank "
+                       "stopped after step " + std::to_string(step) + "; resuming from step " + std::to_string(from) +
+                       (from > 0 ? ", each rank gathering its moment shard from the " + std::to_string(written_by) +
+                                       " replica(s)' checkpoints of step " + std::to_string(from - 1)
+                                 : ""));
+}
+
 bool Coordinator::RestartSmallerLocked(JobRecord& j, int free) {
   const v1::JobSpec spec = j.job.spec();
-  // A ZeRO job's lost rank cannot be recovered in place (its moment shard is nowhere else), and
-  // growing back later would have to reshard every replica's moments: only its restarts shrink.
+  // A ZeRO job's lost rank cannot be recovered in place (its moment shard is nowhere else): only
+  // its restarts shrink, and it grows back from a checkpoint (MaybeGrowLocked).
   if (j.job.restarts() == 0 || spec.zero() < 1 || spec.recovery() == "restart") return false;
   if (!spec.worker().kind().empty() && spec.worker().kind() != "builtin") return false;  // C++ workers reshard
   const RankLayout layout = jobplan::LayoutOf(spec);
   const int dp = layout.dp(), m = spec.microbatches();
   if (dp < 2 || free < j.world() - layout.pp() * layout.tp() || (dp * m) % (dp - 1) != 0) return false;
+  // The previous attempt's workers that are still letting it go come back free: wait for them (a
+  // ZeRO job that stopped to grow back would otherwise shrink again at once).
+  for (const std::string& id : j.previous_workers) {
+    const RegisteredWorker* w = workers_.Find(id);
+    if (w != nullptr && w->info.job_id() == j.job.id()) return false;
+  }
   v1::JobSpec smaller = spec;
   smaller.set_dp(dp - 1);
   smaller.set_microbatches(dp * m / (dp - 1));
@@ -856,6 +898,11 @@ bool Coordinator::RestartSmallerLocked(JobRecord& j, int free) {
   const int from = j.job.start_step();
   // The restart point's files stay the ones the old layout wrote until the new one writes its own.
   if (from > 0 && j.job.checkpoint_dp() == 0) j.job.set_checkpoint_dp(dp);
+  if (j.grow_dp == 0) {  // the job's size before its first shrink: it grows back when workers return
+    j.grow_dp = dp;
+    j.grow_microbatches = m;
+    j.grow_zero = spec.zero();
+  }
   *j.job.mutable_spec() = std::move(smaller);
   *j.job.mutable_plan() = std::move(plan).value();
   j.ResetAttempt(from);
@@ -1140,6 +1187,8 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
       FinishJobLocked(*j, v1::CANCELLED,
                       "cancelled by the user after step " + std::to_string(j->drain_step) + ", checkpointed on every rank",
                       -1);
+    } else if (j->drain_grows) {
+      GrowFromCheckpointLocked(*j);
     } else {
       const int step = j->drain_step;
       QueueAgainLocked(*j, j->job.checkpointed_steps(),
@@ -1193,23 +1242,27 @@ Result<v1::DrainResponse> Coordinator::Drain(const v1::DrainRequest& r) {
     out.set_stop_after_step(j->drain_step);
     return out;
   }
-  out.set_stop_after_step(StopEveryRankAfterAStepLocked(*j, r.worker_id(), /*cancel=*/false));
+  out.set_stop_after_step(StopEveryRankAfterAStepLocked(*j, r.worker_id(), AfterStop::kResume));
   return out;
 }
 
-int Coordinator::StopEveryRankAfterAStepLocked(JobRecord& j, const std::string& asked_by, bool cancel) {
+int Coordinator::StopEveryRankAfterAStepLocked(JobRecord& j, const std::string& asked_by, AfterStop then) {
   const int step = std::min(StopStepLocked(j), j.job.spec().steps() - 1);
+  const bool cancel = then == AfterStop::kCancel;
   j.drain_step = step;
   j.drain_worker = asked_by;
   j.drain_cancels = cancel;
+  j.drain_grows = then == AfterStop::kGrow;
   j.drained.assign(j.world(), false);
   v1::WorkerCommand stop;
   stop.mutable_stop_after()->set_job_id(j.job.id());
   stop.mutable_stop_after()->set_session(j.session);
   stop.mutable_stop_after()->set_step(step);
   TellEveryRankLocked(j, stop);
-  RecordEventLocked(j, (cancel ? std::string("cancelling") : "worker " + asked_by + " is shutting down") +
-                           ": every rank stops after step " + std::to_string(step) + " and checkpoints it");
+  const std::string who = cancel                     ? std::string("cancelling")
+                          : then == AfterStop::kGrow ? "growing back to dp " + std::to_string(j.grow_spec.dp())
+                                                     : "worker " + asked_by + " is shutting down";
+  RecordEventLocked(j, who + ": every rank stops after step " + std::to_string(step) + " and checkpoints it");
   changed_.notify_all();
   return step;
 }
@@ -1221,11 +1274,16 @@ int Coordinator::StopStepLocked(const JobRecord& j) const {
   // stopped after another step than its peers, and the drain failed the job).
   int furthest = j.job.start_step();
   for (int g = 0; g < j.world(); ++g) furthest = std::max(furthest, j.order.open_step(g));
+  // The fastest of the last 5 measured steps: one slow step (the first after a restart, which
+  // loads a checkpoint) gave a margin of one step, and a ZeRO job stopping to grow back saw its
+  // ranks stop at different steps.
   int margin = 0;
-  if (j.job.steps_size() > 0) {
-    const double step_s = j.job.steps(j.job.steps_size() - 1).step_time_s();
-    if (step_s > 0) margin = static_cast<int>(std::min(50.0, std::ceil(0.2 / step_s)));
+  double step_s = 0;
+  for (int k = std::max(0, j.job.steps_size() - 5); k < j.job.steps_size(); ++k) {
+    const double t = j.job.steps(k).step_time_s();
+    if (t > 0 && (step_s == 0 || t < step_s)) step_s = t;
   }
+  if (step_s > 0) margin = static_cast<int>(std::min(50.0, std::ceil(0.2 / step_s)));
   return furthest + 1 + margin;
 }
 
@@ -1312,6 +1370,8 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
       options_.metrics->Recovery(j.job.id(), j.recovery.shrink ? "shrink" : "spare", seconds);
     }
   }
+  // A ZeRO job waits for a few measured steps of its attempt before it stops to grow back (below).
+  if (j.grow_zero > 0 && j.grow_dp > j.job.spec().dp()) MaybeGrowLocked(j);
 }
 
 Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
@@ -1484,6 +1544,9 @@ void Coordinator::TickLocked(ReadyRendezvous* ready) {
       LoseWorkerLocked(*j, "worker " + id + " (rank " + std::to_string(left.rank) + ") lost its lease", left.rank, id);
     }
   }
+  // A job waiting for its previous attempt's workers to let it go (RestartSmallerLocked) stops
+  // waiting for one that is gone.
+  if (!expired.empty()) TryDispatchLocked();
   bool blamed = false;
   for (auto& jp : jobs_) {
     JobRecord& j = *jp;

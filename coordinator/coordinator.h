@@ -220,8 +220,12 @@ class Coordinator {
   // A job a shrink left smaller, RUNNING, with enough free workers for one more replica: those
   // workers are held for it and every rank is told to stop after the same step
   // (StopStepLocked), then GrowLocked (from ResumeInPlaceLocked) changes the plan there.
+  // A ZeRO job cannot grow in place (a new replica changes every replica's moment shard, which no
+  // rank holds): every rank stops after a step and checkpoints it, then GrowFromCheckpointLocked
+  // queues the job again at the grown spec from that checkpoint, the workers resharding it.
   void MaybeGrowLocked(JobRecord& job);
   void GrowLocked(JobRecord& job, int resume);
+  void GrowFromCheckpointLocked(JobRecord& job);
   // Shrink's and grow's common end: the job's spec and plan become JobRecord::Recovery's, its
   // workers `workers` (by new global rank), its telemetry and checks start again at `resume`; the
   // ranks already running get their new place (ResumeInPlace.reshaped), the ranks in state_from
@@ -236,9 +240,10 @@ class Coordinator {
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);
   void NoteCheckpointLocked(JobRecord& job, int global_rank, int step);
   // A coordinated stop: every rank of the job's attempt is told to stop after one step
-  // (StopStepLocked, at most the last) and checkpoint it; `why` names who asked ("worker W is
-  // shutting down", "cancelled by the user"). Returns that step.
-  int StopEveryRankAfterAStepLocked(JobRecord& job, const std::string& asked_by, bool cancel);
+  // (StopStepLocked, at most the last) and checkpoint it. `asked_by`: the worker shutting down
+  // (empty: the coordinator); `then`: what follows once every rank stopped there. Returns that step.
+  enum class AfterStop { kResume, kCancel, kGrow };
+  int StopEveryRankAfterAStepLocked(JobRecord& job, const std::string& asked_by, AfterStop then);
   // The step a coordinated stop names (a drain, a cancel with checkpoint, growing back): one no
   // rank can have passed when a command sent now arrives. Not capped at the job's last step.
   int StopStepLocked(const JobRecord& job) const;

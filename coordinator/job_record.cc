@@ -16,6 +16,7 @@ void JobRecord::ResetAttempt(int from_step) {
   drain_step = -1;
   drain_worker.clear();
   drain_cancels = false;
+  drain_grows = false;
   drained.clear();
   recovery = Recovery();
   job.clear_recovering();

@@ -63,6 +63,10 @@ struct JobRecord {
   int drain_step = -1;
   std::string drain_worker;  // empty: the user's cancel --checkpoint
   bool drain_cancels = false;  // the job ends CANCELLED once drained, instead of resuming
+  // Drained to grow a ZeRO job back (MaybeGrowLocked): it resumes under grow_spec / grow_plan.
+  bool drain_grows = false;
+  v1::JobSpec grow_spec;
+  v1::Plan grow_plan;
   std::vector<bool> drained;
   bool adopting = false;
   std::chrono::steady_clock::time_point adopt_deadline;
@@ -90,9 +94,10 @@ struct JobRecord {
     std::vector<std::string> joining;  // the new replica's workers, by pipeline rank
   };
   Recovery recovery;
-  // What a shrink left the job: the replicas and micro-batches it grows back to when workers
-  // return (0: never shrunk, or grown back).
-  int grow_dp = 0, grow_microbatches = 0;
+  // What a shrink left the job: the replicas, micro-batches and ZeRO stage it grows back to when
+  // workers return (grow_dp 0: never shrunk, or grown back). Kept in memory only: after a
+  // coordinator restart a shrunk job stays at its size.
+  int grow_dp = 0, grow_microbatches = 0, grow_zero = 0;
   std::map<int, v1::CommitState> awaiting;
   int generation = 0;  // recoveries of this attempt: its data plane's generation
 
