@@ -1,0 +1,727 @@
+// One coordinator for 16,384 ranks (issue "one coordinator for 16,384 ranks", section 1), measured:
+// the real coordinator binary in its own process (--state, --http), and 16,384 simulated workers
+// in this one, on gRPC's callback client (no thread per worker). Every worker registers,
+// heartbeats at the default lease (every lease / 3, as the daemons do) and holds its command
+// stream; then one job of 16,384 ranks (pp 16 x tp 8 x dp 128, 1F1B, 32 micro-batches) runs, its
+// ranks reporting one TelemetryBatch per step (their job list's actions with timings, and the
+// step summary) on their telemetry streams, as worker daemons send them:
+//  - paced phases, one step per 8 s, then one per second: leases lost, heartbeat round trip p50 /
+//    p99 (goal: p99 < lease / 10), steps measured against steps sent, each step's lag from its
+//    batches' sending to its measured record (WatchJob), the coordinator's CPU seconds per step
+//    and this process's (client) CPU beside it, the state file's growth per step;
+//  - a flood phase: steps sent as fast as they are measured (two in flight): the rank-steps per
+//    second the coordinator absorbs, the knee;
+//  - the coordinator's RSS per connected worker, /metrics' size, and schedule "auto" for a
+//    405B-class model on the 16,384 free workers (a dry run), timed.
+// The batches' bytes are built once per pipeline rank and step and shared by its 1,024 ranks (a
+// header per rank, then the shared body: protobuf concatenation), so the client's CPU is gRPC's.
+// Not a test: bazel run //bench:fleet_telemetry_bench [-- --workers=16384 --flood_s=20]
+// (--workers must be a multiple of pp x tp = 128).
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "proto/job.grpc.pb.h"
+#include "proto/op_kinds.h"
+#include "proto/worker.grpc.pb.h"
+
+namespace {
+
+using namespace pipecoord;
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int64_t WallNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string StringFlag(int argc, char** argv, const char* name, const std::string& fallback) {
+  const std::string prefix = std::string("--") + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
+  }
+  return fallback;
+}
+
+double Flag(int argc, char** argv, const char* name, double fallback) {
+  const std::string v = StringFlag(argc, argv, name, "");
+  return v.empty() ? fallback : std::atof(v.c_str());
+}
+
+// CPU seconds (user + system) and RSS (MiB) of a process, from /proc.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream rest(all.substr(all.rfind(')') + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int k = 3; rest >> field; ++k) {  // field 3 is the state; utime is 14, stime 15
+    if (k == 14) utime = std::atof(field.c_str());
+    if (k == 15) {
+      stime = std::atof(field.c_str());
+      break;
+    }
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double RssMiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+  }
+  return 0;
+}
+
+double FileMiB(const std::string& path) {
+  double bytes = 0;
+  for (const std::string& p : {path, path + "-wal"}) {
+    struct stat st;
+    if (stat(p.c_str(), &st) == 0) bytes += static_cast<double>(st.st_size);
+  }
+  return bytes / (1 << 20);
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+// The coordinator binary, started with its output in a file; the address it prints.
+struct CoordinatorProcess {
+  pid_t pid = -1;
+  std::string grpc_addr;
+  int http_port = 0;
+
+  bool Start(const std::string& binary, const std::string& dir, const std::string& state) {
+    const std::string log = dir + "/coordinator.log";
+    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--state", state};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {  // the child: it dies with this process, however this one ends
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0) _exit(127);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 200 && (grpc_addr.empty() || http_port == 0); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::ifstream in(log);
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.rfind("coordinator listening on ", 0) == 0) grpc_addr = line.substr(25);
+        if (line.rfind("coordinator http on ", 0) == 0) {
+          const size_t colon = line.find(':', 20);
+          http_port = std::atoi(line.c_str() + colon + 1);
+        }
+      }
+    }
+    return !grpc_addr.empty() && http_port != 0;
+  }
+  ~CoordinatorProcess() {
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// GET http://127.0.0.1:port/path: the body's size in bytes (-1 on error).
+long HttpBodyBytes(int port, const std::string& path) {
+  const std::string cmd = "/usr/bin/curl -s -o /dev/null -w '%{size_download}' http://127.0.0.1:" +
+                          std::to_string(port) + path;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  long n = -1;
+  if (std::fscanf(p, "%ld", &n) != 1) n = -1;
+  pclose(p);
+  return n;
+}
+
+// The bytes of one message, as a refcounted slice many ByteBuffers can share.
+grpc::Slice SliceOf(const google::protobuf::Message& m) {
+  const std::string bytes = m.SerializeAsString();
+  return grpc::Slice(bytes);
+}
+
+// A worker's command stream: keeps its assignment.
+class CommandReader final : public grpc::ClientReadReactor<v1::WorkerCommand> {
+ public:
+  CommandReader(v1::WorkerService::Stub* stub, const std::string& id, std::atomic<int>* assigned)
+      : stub_(stub), assigned_(assigned) {
+    req_.set_worker_id(id);
+    stub->async()->Commands(&ctx_, &req_, this);
+    StartRead(&cmd_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (cmd_.has_assign()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      assignment_ = cmd_.assign();
+      ++*assigned_;
+    } else if (!cmd_.cancel_job_id().empty()) {
+      // Let the job go, as a daemon does once its ranks stopped: the worker is free again.
+      struct Call {
+        grpc::ClientContext ctx;
+        v1::ReleaseJobRequest req;
+        v1::ReleaseJobResponse resp;
+      };
+      auto* call = new Call;
+      call->req.set_worker_id(req_.worker_id());
+      call->req.set_job_id(cmd_.cancel_job_id());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        call->req.set_session(assignment_.session());
+      }
+      stub_->async()->ReleaseJob(&call->ctx, &call->req, &call->resp, [call](grpc::Status) { delete call; });
+    }
+    StartRead(&cmd_);
+  }
+  void OnDone(const grpc::Status&) override { done_ = true; }
+  void Cancel() { ctx_.TryCancel(); }
+  bool done() const { return done_; }
+  v1::Assignment assignment() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return assignment_;
+  }
+
+ private:
+  grpc::ClientContext ctx_;
+  v1::CommandsRequest req_;
+  v1::WorkerCommand cmd_;
+  v1::WorkerService::Stub* stub_;
+  std::atomic<int>* assigned_;
+  std::mutex mu_;
+  v1::Assignment assignment_;
+  std::atomic<bool> done_{false};
+};
+
+// A rank's telemetry stream, raw bytes: its header slice, then each step's shared body.
+class TelemetryWriter final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  TelemetryWriter(grpc::GenericStub* stub, grpc::Slice header) : header_(std::move(header)) {
+    stub->PrepareBidiStreamingCall(&ctx_, "/pipecoord.v1.WorkerService/Telemetry", grpc::StubOptions(), this);
+    StartRead(&ack_);
+    StartCall();
+  }
+  // Queues a step's body; written after the ones before it. StartWrite is called with no lock
+  // held (a reaction may run on the calling thread).
+  void Send(const grpc::Slice& body) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(body);
+      if (writing_ || !NextLocked()) return;
+    }
+    StartWrite(&out_);
+  }
+  void OnWriteDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_ = false;
+      if (!ok) {
+        failed_ = true;
+        return;
+      }
+      ++written_;
+      if (!NextLocked()) return;
+    }
+    StartWrite(&out_);
+  }
+  void OnReadDone(bool) override {}
+  void OnDone(const grpc::Status& s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = s;
+    done_ = true;
+  }
+  void Finish() { StartWritesDone(); }  // at the end of the run, nothing queued or in flight matters
+  int64_t written() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return written_;
+  }
+  bool failed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_ || (done_ && !status_.ok());
+  }
+
+ private:
+  // The next queued body into out_ (header first); false when none.
+  bool NextLocked() {
+    if (queue_.empty()) return false;
+    grpc::Slice parts[2] = {header_, queue_.front()};
+    queue_.pop_front();
+    out_ = grpc::ByteBuffer(parts, 2);
+    writing_ = true;
+    return true;
+  }
+
+  grpc::ClientContext ctx_;
+  grpc::Slice header_;
+  grpc::ByteBuffer out_, ack_;
+  std::mutex mu_;
+  std::deque<grpc::Slice> queue_;
+  bool writing_ = false, failed_ = false, done_ = false;
+  int64_t written_ = 0;
+  grpc::Status status_;
+};
+
+// The job's measured steps, as WatchJob streams them: when each step's record arrived.
+class StepWatcher final : public grpc::ClientReadReactor<v1::JobUpdate> {
+ public:
+  StepWatcher(v1::JobService::Stub* stub, const std::string& job) {
+    req_.set_job_id(job);
+    stub->async()->WatchJob(&ctx_, &req_, this);
+    StartRead(&update_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (update_.event().empty() && update_.step_time_s() > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      measured_at_[update_.step()] = Clock::now();
+    }
+    StartRead(&update_);
+  }
+  void OnDone(const grpc::Status&) override {}
+  void Cancel() { ctx_.TryCancel(); }
+  int measured() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(measured_at_.size());
+  }
+  bool At(int step, Clock::time_point* t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = measured_at_.find(step);
+    if (it == measured_at_.end()) return false;
+    *t = it->second;
+    return true;
+  }
+
+ private:
+  grpc::ClientContext ctx_;
+  v1::WatchJobRequest req_;
+  v1::JobUpdate update_;
+  std::mutex mu_;
+  std::map<int, Clock::time_point> measured_at_;
+};
+
+double ClientCpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const int workers = static_cast<int>(Flag(argc, argv, "workers", 16384));
+  const int pp = 16, tp = 8, microbatches = 32;
+  const double flood_s = Flag(argc, argv, "flood_s", 20);
+  const int slow_steps = static_cast<int>(Flag(argc, argv, "slow_steps", 4));   // at one step per 8 s
+  const int fast_steps = static_cast<int>(Flag(argc, argv, "fast_steps", 15));  // at one step per second
+  if (workers % (pp * tp) != 0) {
+    std::fprintf(stderr, "--workers must be a multiple of %d\n", pp * tp);
+    return 2;
+  }
+  const int dp = workers / (pp * tp);
+  char dir_template[] = "/tmp/fleet_bench.XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string state = dir + "/state.db";
+  CoordinatorProcess coord;
+  if (!coord.Start(StringFlag(argc, argv, "coordinator", "coordinator/coordinator"), dir, state)) {
+    std::fprintf(stderr, "the coordinator did not start (%s/coordinator.log)\n", dir.c_str());
+    return 1;
+  }
+  const double rss_idle = RssMiB(coord.pid);
+  constexpr auto kLease = std::chrono::milliseconds(5000);  // the coordinator's default
+  constexpr int kChannels = 32;
+  std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs;
+  std::vector<std::unique_ptr<grpc::GenericStub>> raw;
+  for (int c = 0; c < kChannels; ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetMaxReceiveMessageSize(256 << 20);
+    auto channel = grpc::CreateCustomChannel(coord.grpc_addr, grpc::InsecureChannelCredentials(), args);
+    stubs.push_back(v1::WorkerService::NewStub(channel));
+    raw.push_back(std::make_unique<grpc::GenericStub>(channel));
+  }
+  grpc::ChannelArguments jargs;
+  jargs.SetMaxReceiveMessageSize(256 << 20);
+  auto jobs_stub = v1::JobService::NewStub(
+      grpc::CreateCustomChannel(coord.grpc_addr, grpc::InsecureChannelCredentials(), jargs));
+
+  // Registration (8 threads), then heartbeats every lease / 3 from one thread, asynchronously,
+  // each round trip timed.
+  std::vector<std::string> ids(workers);
+  const auto reg_start = Clock::now();
+  {
+    std::vector<std::thread> regs;
+    std::atomic<bool> failed{false};
+    for (int t = 0; t < 8; ++t) {
+      regs.emplace_back([&, t] {
+        for (int i = t; i < workers; i += 8) {
+          grpc::ClientContext ctx;
+          v1::RegisterRequest req;
+          req.set_device_kind("cpu");
+          req.set_device_memory_bytes(uint64_t{80} << 30);
+          req.set_host("host-" + std::to_string(i / 8));
+          req.set_data_endpoint("127.0.0.1:" + std::to_string(10000 + i % 50000));
+          v1::RegisterResponse resp;
+          if (!stubs[i % kChannels]->Register(&ctx, req, &resp).ok()) failed = true;
+          ids[i] = resp.worker_id();
+        }
+      });
+    }
+    for (auto& t : regs) t.join();
+    if (failed) {
+      std::fprintf(stderr, "a registration failed\n");
+      return 1;
+    }
+  }
+  const double registering = Since(reg_start);
+  std::atomic<bool> stop{false};
+  std::mutex lat_mu;
+  std::vector<double> latencies;  // of the current phase
+  std::atomic<long> beats{0}, beat_failures{0};
+  std::thread heart([&] {
+    while (!stop) {
+      const auto round = Clock::now();
+      auto pending = std::make_shared<std::atomic<int>>(workers);
+      for (int i = 0; i < workers; ++i) {
+        struct Call {
+          grpc::ClientContext ctx;
+          v1::HeartbeatRequest req;
+          v1::HeartbeatResponse resp;
+          Clock::time_point sent = Clock::now();
+        };
+        auto* call = new Call;
+        call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        call->req.set_worker_id(ids[i]);
+        stubs[i % kChannels]->async()->Heartbeat(&call->ctx, &call->req, &call->resp, [&, call, pending](grpc::Status s) {
+          if (s.ok()) {
+            ++beats;
+            std::lock_guard<std::mutex> lock(lat_mu);
+            latencies.push_back(Since(call->sent));
+          } else {
+            ++beat_failures;
+          }
+          delete call;
+          --*pending;
+        });
+        // Spread over the period, as 16,384 independent daemons would be.
+        if (i % 512 == 511) std::this_thread::sleep_until(round + (kLease / 3) * (i + 1) / workers);
+      }
+      while (*pending > 0 && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      while (Clock::now() - round < kLease / 3 && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  auto take_latencies = [&] {
+    std::lock_guard<std::mutex> lock(lat_mu);
+    std::vector<double> out;
+    out.swap(latencies);
+    return out;
+  };
+
+  std::atomic<int> assigned{0};
+  std::vector<std::unique_ptr<CommandReader>> readers;
+  for (int i = 0; i < workers; ++i) readers.push_back(std::make_unique<CommandReader>(stubs[i % kChannels].get(), ids[i], &assigned));
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const double rss_fleet = RssMiB(coord.pid);
+  std::printf("%d workers registered in %.1f s, each holding its command stream; coordinator RSS %.0f MiB idle, %.0f MiB "
+              "with them: %.1f KiB per connected worker\n",
+              workers, registering, rss_idle, rss_fleet, (rss_fleet - rss_idle) * 1024 / workers);
+
+  // The job of 16,384 ranks.
+  std::string job;
+  {
+    v1::SubmitJobRequest req;
+    v1::JobSpec* s = req.mutable_spec();
+    s->set_name("fleet");
+    s->set_schedule("1f1b");
+    s->set_pp(pp);
+    s->set_tp(tp);
+    s->set_dp(dp);
+    s->set_microbatches(microbatches);
+    s->set_micro_batch_size(1);
+    s->set_steps(100000);
+    s->mutable_health()->set_probes_off(true);  // probes need the kernels' checksums
+    v1::ModelSpec* m = s->mutable_model();
+    m->set_layers(32);
+    m->set_hidden(64);
+    m->set_heads(8);
+    m->set_vocab(256);
+    m->set_seq_len(16);
+    grpc::ClientContext ctx;
+    v1::SubmitJobResponse resp;
+    const auto t = Clock::now();
+    grpc::Status st = jobs_stub->SubmitJob(&ctx, req, &resp);
+    if (!st.ok()) {
+      std::fprintf(stderr, "the job: %s\n", st.error_message().c_str());
+      std::_Exit(1);
+    }
+    job = resp.job_id();
+    const double submitted = Since(t);
+    while (assigned < workers && Since(t) < 120) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::printf("one job of %d ranks (pp %d x tp %d x dp %d, 1F1B, %d micro-batches): SubmitJob answered in %.2f s, %d of "
+                "%d assignments received %.2f s after it was sent\n",
+                workers, pp, tp, dp, microbatches, submitted, assigned.load(), workers, Since(t));
+    if (assigned < workers) std::_Exit(1);
+  }
+
+  // Each rank's header; each pipeline rank's action list (the same on its tp and dp ranks).
+  std::vector<grpc::Slice> headers(workers);
+  std::vector<std::vector<v1::Action>> lists(pp);
+  for (int i = 0; i < workers; ++i) {
+    const v1::Assignment a = readers[i]->assignment();
+    v1::TelemetryBatch h;
+    h.set_worker_id(ids[i]);
+    h.set_job_id(a.job_id());
+    h.set_rank(a.rank());
+    h.set_dp_rank(a.dp_rank());
+    h.set_tp_rank(a.tp_rank());
+    h.set_session(a.session());
+    headers[i] = SliceOf(h);
+    if (lists[a.rank()].empty()) lists[a.rank()].assign(a.jobs().actions().begin(), a.jobs().actions().end());
+  }
+  std::vector<int> pipeline_of(workers);
+  for (int i = 0; i < workers; ++i) pipeline_of[i] = readers[i]->assignment().rank();
+  size_t per_step = 0;
+  for (int i = 0; i < workers; ++i) per_step += lists[pipeline_of[i]].size();
+  std::printf("actions per step: %zu in all, %zu to %zu per rank\n", per_step,
+              std::min_element(lists.begin(), lists.end(), [](auto& a, auto& b) { return a.size() < b.size(); })->size(),
+              std::max_element(lists.begin(), lists.end(), [](auto& a, auto& b) { return a.size() < b.size(); })->size());
+
+  // A step's body for pipeline rank r: its actions, back to back from `t0` (each compute action
+  // `action_ns`), and its summary.
+  auto body = [&](int r, int step, int64_t t0, int64_t action_ns) {
+    v1::TelemetryBatch b;
+    int64_t t = t0;
+    for (const v1::Action& a : lists[r]) {
+      v1::ActionTiming* timing = b.add_actions();
+      *timing->mutable_action() = a;
+      const bool compute = v1::IsCompute(a.op());
+      timing->set_step(step);
+      timing->set_start_ns(t);
+      timing->set_end_ns(compute ? t + action_ns : t);
+      timing->set_wait_peer(-1);
+      if (compute) t += action_ns;
+    }
+    v1::StepSummary* s = b.add_steps();
+    s->set_step(step);
+    s->set_has_loss(r == pp - 1);
+    s->set_loss(2.0);
+    // Under every rank's budget (0.33 MiB for this model): the memory check stays quiet, as on a
+    // healthy run (over it, each of the 16,384 ranks raises an event).
+    s->set_memory_peak_bytes(64 << 10);
+    s->set_memory_in_use_bytes(64 << 10);
+    return SliceOf(b);
+  };
+
+  StepWatcher watcher(jobs_stub.get(), job);
+  std::vector<std::unique_ptr<TelemetryWriter>> writers;
+  for (int i = 0; i < workers; ++i) writers.push_back(std::make_unique<TelemetryWriter>(raw[i % kChannels].get(), headers[i]));
+  int next_step = 0;
+  auto send_step = [&](double step_s) {
+    const int64_t action_ns = static_cast<int64_t>(step_s * 1e9 * 0.5 / (2 * microbatches));
+    std::vector<grpc::Slice> bodies;
+    for (int r = 0; r < pp; ++r) bodies.push_back(body(r, next_step, WallNs() - static_cast<int64_t>(step_s * 1e9), action_ns));
+    for (int i = 0; i < workers; ++i) writers[i]->Send(bodies[pipeline_of[i]]);
+    return next_step++;
+  };
+  auto wait_measured = [&](int through, double timeout_s) {
+    const auto t = Clock::now();
+    while (watcher.measured() <= through && Since(t) < timeout_s) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return watcher.measured() > through;
+  };
+
+  struct Phase {
+    std::string name;
+    int steps = 0;
+    double seconds = 0, coord_cpu = 0, client_cpu = 0, state_mib = 0, lag_p50 = 0, lag_max = 0, beat_p50 = 0, beat_p99 = 0;
+    int measured = 0;
+  };
+  std::vector<Phase> phases;
+  take_latencies();
+  for (double step_s : {8.0, 1.0}) {
+    Phase ph;
+    ph.name = step_s == 8.0 ? "one step per 8 s" : "one step per 1 s";
+    const int steps = step_s == 8.0 ? slow_steps : fast_steps;
+    const double cpu0 = CpuSeconds(coord.pid), me0 = ClientCpuSeconds(), state0 = FileMiB(state);
+    const int first = next_step;
+    std::vector<Clock::time_point> sent_at;
+    const auto start = Clock::now();
+    for (int k = 0; k < steps; ++k) {
+      sent_at.push_back(Clock::now());
+      send_step(step_s);
+      std::this_thread::sleep_until(start + std::chrono::duration<double>((k + 1) * step_s));
+    }
+    wait_measured(next_step - 1, 60);
+    ph.seconds = Since(start);
+    ph.steps = steps;
+    ph.coord_cpu = CpuSeconds(coord.pid) - cpu0;
+    ph.client_cpu = ClientCpuSeconds() - me0;
+    ph.state_mib = FileMiB(state) - state0;
+    std::vector<double> lags;
+    for (int k = 0; k < steps; ++k) {
+      Clock::time_point at;
+      if (watcher.At(first + k, &at)) lags.push_back(std::chrono::duration<double>(at - sent_at[k]).count());
+    }
+    ph.measured = static_cast<int>(lags.size());
+    ph.lag_p50 = Percentile(lags, 0.5);
+    ph.lag_max = lags.empty() ? 0 : *std::max_element(lags.begin(), lags.end());
+    const std::vector<double> lat = take_latencies();
+    ph.beat_p50 = Percentile(lat, 0.5);
+    ph.beat_p99 = Percentile(lat, 0.99);
+    phases.push_back(ph);
+    std::printf("%s: %d steps sent, %d measured; step lag (sent -> record) p50 %.2f s, max %.2f s; coordinator CPU %.2f s "
+                "per step (%.0f%% of one core), this client %.2f s per step; state file +%.2f MiB per step; heartbeat "
+                "p50 %.1f ms, p99 %.1f ms (lease / 10 = %lld ms)\n",
+                ph.name.c_str(), ph.steps, ph.measured, ph.lag_p50, ph.lag_max, ph.coord_cpu / steps,
+                100 * ph.coord_cpu / ph.seconds, ph.client_cpu / steps, ph.state_mib / steps, ph.beat_p50 * 1e3,
+                ph.beat_p99 * 1e3, static_cast<long long>(kLease.count() / 10));
+  }
+
+  // Flood: the next step goes out when all but the last two are measured.
+  {
+    const double cpu0 = CpuSeconds(coord.pid), me0 = ClientCpuSeconds();
+    const int first = next_step;
+    const int measured0 = watcher.measured();
+    const auto start = Clock::now();
+    while (Since(start) < flood_s) {
+      if (next_step - (watcher.measured() + first - measured0) < 2) {
+        send_step(0.05);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    const int sent = next_step - first;
+    wait_measured(next_step - 1, 120);
+    const double took = Since(start);
+    const int got = watcher.measured() - measured0;
+    const std::vector<double> lat = take_latencies();
+    const double coord_cpu = CpuSeconds(coord.pid) - cpu0, client_cpu = ClientCpuSeconds() - me0;
+    std::printf("flood (two steps in flight) for %.0f s: %d steps sent, %d measured in %.1f s: %.2f steps/s = %.0f "
+                "rank-steps/s absorbed (%.0f actions/s); coordinator CPU %.0f%% of one core, this client %.0f%%; "
+                "heartbeat p50 %.1f ms, p99 %.1f ms\n",
+                flood_s, sent, got, took, got / took, got * workers / took, got * static_cast<double>(per_step) / took,
+                100 * coord_cpu / took, 100 * client_cpu / took, Percentile(lat, 0.5) * 1e3, Percentile(lat, 0.99) * 1e3);
+    std::printf("knee: at one step per %.2f s the coordinator falls behind a job of %d ranks (it absorbs one %d-rank step "
+                "per %.2f s)\n",
+                took / std::max(1, got), workers, workers, took / std::max(1, got));
+  }
+
+  const long metrics_bytes = HttpBodyBytes(coord.http_port, "/metrics");
+  std::printf("/metrics: %.2f MiB with the %d-rank job's series\n", metrics_bytes / 1048576.0, workers);
+  {
+    grpc::ClientContext ctx;
+    v1::CancelJobRequest req;
+    req.set_job_id(job);
+    v1::CancelJobResponse resp;
+    (void)jobs_stub->CancelJob(&ctx, req, &resp);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  // Schedule "auto" for a 405B-class model (--auto_deadline_s=0: not tried) (Llama 3 405B's shape) on the fleet: a dry run (the
+  // job of 16,384 ranks cancelled first, so every worker is free).
+  if (Flag(argc, argv, "auto_deadline_s", 120) > 0) {
+    v1::SubmitJobRequest req;
+    req.set_dry_run(true);
+    v1::JobSpec* s = req.mutable_spec();
+    s->set_name("405b-auto");
+    s->set_schedule("auto");
+    s->set_global_batch(2048);
+    s->set_steps(1000);
+    v1::ModelSpec* m = s->mutable_model();
+    m->set_layers(126);
+    m->set_hidden(16384);
+    m->set_heads(128);
+    m->set_ffn_hidden(53248);
+    m->set_vocab(128256);
+    m->set_seq_len(8192);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(static_cast<int>(Flag(argc, argv, "auto_deadline_s", 120))));
+    v1::SubmitJobResponse resp;
+    const auto t = Clock::now();
+    grpc::Status st = jobs_stub->SubmitJob(&ctx, req, &resp);
+    const double took = Since(t);
+    if (st.ok()) {
+      const v1::JobSpec& c = resp.spec();
+      std::printf("schedule auto, 405B-class model (126 layers, h 16384, ffn 53248, 128 heads (no GQA in ModelSpec yet), s 8192, global batch 2048) on "
+                  "%d free workers (80 GiB each): answered in %.2f s: dp %d x tp %d x pp %d, %s, %d micro-batches of %d\n",
+                  workers, took, c.dp(), c.tp(), c.pp(), c.schedule().c_str(), c.microbatches(), c.micro_batch_size());
+    } else {
+      std::printf("schedule auto, 405B-class model on %d free workers: %s after %.2f s\n", workers,
+                  st.error_message().c_str(), took);
+    }
+  }
+
+  stop = true;
+  heart.join();
+  int live = 0;
+  {
+    grpc::ClientContext ctx;
+    v1::ListWorkersRequest req;
+    v1::ListWorkersResponse resp;
+    if (jobs_stub->ListWorkers(&ctx, req, &resp).ok()) live = resp.workers_size();
+  }
+  int stream_failures = 0;
+  int64_t written = 0;
+  for (auto& w : writers) {
+    stream_failures += w->failed();
+    written += w->written();
+  }
+  std::printf("heartbeats %ld ok, %ld failed; leases lost %d of %d; telemetry batches written %lld, streams failed %d; "
+              "coordinator RSS %.0f MiB at the end\n",
+              beats.load(), beat_failures.load(), workers - live, workers, static_cast<long long>(written), stream_failures,
+              RssMiB(coord.pid));
+  bool ok = live == workers && beat_failures == 0 && stream_failures == 0;
+  for (const Phase& ph : phases) ok &= ph.measured == ph.steps;
+  std::printf("%s\n", ok ? "ok" : "MISSED (see above)");
+  watcher.Cancel();
+  for (auto& w : writers) w->Finish();
+  for (auto& r : readers) r->Cancel();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  kill(coord.pid, SIGTERM);
+  waitpid(coord.pid, nullptr, 0);
+  coord.pid = -1;
+  if (Flag(argc, argv, "keep", 0) > 0) {
+    std::printf("the coordinator's log and state file are in %s\n", dir.c_str());
+  } else if (std::system(("rm -rf " + dir).c_str()) != 0) {
+    std::fprintf(stderr, "could not remove %s\n", dir.c_str());
+  }
+  // Without tearing down 16,384 reactors one by one: the process ends here.
+  std::_Exit(ok ? 0 : 1);
+}
