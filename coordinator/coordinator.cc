@@ -348,7 +348,7 @@ Result<v1::JobState> Coordinator::CancelJob(const std::string& id, bool checkpoi
     if (j->drain_step < 0) {
       StopEveryRankAfterAStepLocked(*j, "", AfterStop::kCancel);
     } else {
-      j->drain_cancels = true;  // a drain already under way ends the job instead of resuming it
+      j->drain_then = AfterStop::kCancel;  // a drain already under way ends the job instead of resuming it
     }
     return j->job.state();
   }
@@ -694,7 +694,6 @@ void Coordinator::ShrinkLocked(JobRecord& j, int resume) {
   }
   if (j.grow_dp == 0) {  // the job's size before its first shrink
     j.grow_dp = old_layout.dp();
-    j.grow_microbatches = j.job.spec().microbatches();
   }
   ChangePlanInPlaceLocked(j, resume, workers, {});
 }
@@ -709,29 +708,36 @@ void Coordinator::MaybeGrowLocked(JobRecord& j) {
   grown.set_dp(dp + 1);
   grown.set_microbatches(dp * m / (dp + 1));
   const bool zero = j.grow_zero > 0;  // a ZeRO job that shrank (RestartSmallerLocked): its stage again
+  if (zero) {
+    // Without checkpoints a ZeRO job's moments cannot be resharded over a new replica: it stays.
+    if (spec.checkpoint_every() <= 0) return;
+    // Its stop step needs this attempt's pace (StopStepLocked): at least 3 of its steps measured
+    // (StepMeasuredLocked asks again at every step).
+    if (j.job.steps_size() == 0 || j.job.steps(j.job.steps_size() - 1).step() < j.job.start_step() + 2) return;
+  }
+  // Cheap checks first: this runs at every measured step of a shrunk ZeRO job, under the lock.
+  const int replica = layout.pp() * layout.tp();
+  std::vector<RegisteredWorker*> free;
+  for (RegisteredWorker* w : workers_.Available(spec.device(), spec.worker().kind())) {
+    if (!w->draining) free.push_back(w);
+  }
+  if (static_cast<int>(free.size()) < replica) return;
+  // Every rank stops after one step no rank can have passed.
+  const int step = StopStepLocked(j);
+  if (step + 2 >= spec.steps()) return;  // nearly done: not worth a stop
   if (zero) grown.set_zero(j.grow_zero);
-  // Without checkpoints a ZeRO job's moments cannot be resharded over a new replica: it stays.
-  if (zero && spec.checkpoint_every() <= 0) return;
   if (!jobplan::ValidateJobSpec(grown).ok()) return;
   auto plan = jobplan::PlanJob(grown);
   if (!plan.ok()) return;
   uint64_t need = 0;
   for (uint64_t b : plan->memory_budget_bytes()) need = std::max(need, b);
   std::vector<RegisteredWorker*> joining;
-  for (RegisteredWorker* w : workers_.Available(spec.device(), spec.worker().kind())) {
+  for (RegisteredWorker* w : free) {
     const uint64_t offered = w->info.device_memory_bytes();
-    if (!w->draining && (offered == 0 || offered >= need) && static_cast<int>(joining.size()) < layout.pp() * layout.tp()) {
-      joining.push_back(w);
-    }
+    if ((offered == 0 || offered >= need) && static_cast<int>(joining.size()) < replica) joining.push_back(w);
   }
-  if (static_cast<int>(joining.size()) < layout.pp() * layout.tp()) return;
-  // Every rank stops after one step no rank can have passed.
-  const int step = StopStepLocked(j);
-  if (step + 2 >= spec.steps()) return;  // nearly done: not worth a stop
+  if (static_cast<int>(joining.size()) < replica) return;
   if (zero) {
-    // Its stop step needs this attempt's pace (StopStepLocked): at least 3 of its steps measured
-    // (StepMeasuredLocked asks again at every step).
-    if (j.job.steps_size() == 0 || j.job.steps(j.job.steps_size() - 1).step() < j.job.start_step() + 2) return;
     // The joining workers are not held: the job goes back to the queue at the grown size, first
     // in line for them (and, should another job take them meanwhile, restarts smaller again).
     j.grow_spec = std::move(grown);
@@ -791,7 +797,7 @@ void Coordinator::GrowLocked(JobRecord& j, int resume) {
     workers[g] = j.recovery.joining[r];
     state_from[g] = layout.Global({pipeline, 0, tensor});  // the same slices, in replica 0
   }
-  if (layout.dp() >= j.grow_dp) j.grow_dp = j.grow_microbatches = 0;  // whole again
+  if (layout.dp() >= j.grow_dp) j.grow_dp = 0;  // whole again
   ChangePlanInPlaceLocked(j, resume, workers, state_from);
 }
 
@@ -860,7 +866,7 @@ void Coordinator::GrowFromCheckpointLocked(JobRecord& j) {
   *j.job.mutable_spec() = j.grow_spec;
   *j.job.mutable_plan() = j.grow_plan;
   const v1::JobSpec& spec = j.job.spec();
-  if (spec.dp() >= j.grow_dp) j.grow_dp = j.grow_microbatches = j.grow_zero = 0;  // whole again
+  if (spec.dp() >= j.grow_dp) j.grow_dp = j.grow_zero = 0;  // whole again
   j.last_checkpoint.assign(j.world(), from - 1);
   // The old ranks keep their coordinates in the grown layout (dp is outermost), so each goes back
   // to its worker where it can (QueueAgainLocked keeps them as the previous workers).
@@ -900,7 +906,6 @@ bool Coordinator::RestartSmallerLocked(JobRecord& j, int free) {
   if (from > 0 && j.job.checkpoint_dp() == 0) j.job.set_checkpoint_dp(dp);
   if (j.grow_dp == 0) {  // the job's size before its first shrink: it grows back when workers return
     j.grow_dp = dp;
-    j.grow_microbatches = m;
     j.grow_zero = spec.zero();
   }
   *j.job.mutable_spec() = std::move(smaller);
@@ -1183,11 +1188,11 @@ Status Coordinator::ReportResult(const v1::ReportResultRequest& r) {
     // the queue from the checkpoint they all saved; not a failure, no restart counted.
     j->drained[w->global_rank] = true;
     if (!std::all_of(j->drained.begin(), j->drained.end(), [](bool b) { return b; })) return Status::Ok();
-    if (j->drain_cancels) {
+    if (j->drain_then == AfterStop::kCancel) {
       FinishJobLocked(*j, v1::CANCELLED,
                       "cancelled by the user after step " + std::to_string(j->drain_step) + ", checkpointed on every rank",
                       -1);
-    } else if (j->drain_grows) {
+    } else if (j->drain_then == AfterStop::kGrow) {
       GrowFromCheckpointLocked(*j);
     } else {
       const int step = j->drain_step;
@@ -1251,8 +1256,7 @@ int Coordinator::StopEveryRankAfterAStepLocked(JobRecord& j, const std::string& 
   const bool cancel = then == AfterStop::kCancel;
   j.drain_step = step;
   j.drain_worker = asked_by;
-  j.drain_cancels = cancel;
-  j.drain_grows = then == AfterStop::kGrow;
+  j.drain_then = then;
   j.drained.assign(j.world(), false);
   v1::WorkerCommand stop;
   stop.mutable_stop_after()->set_job_id(j.job.id());

@@ -41,6 +41,7 @@ using Clock = std::chrono::steady_clock;
 inline constexpr int kSameFailureWorkers = 2;
 
 struct JobRecord;
+enum class AfterStop;  // job_record.h
 
 struct CoordinatorOptions {
   std::chrono::milliseconds lease{5000};  // a worker silent this long is gone
@@ -242,7 +243,6 @@ class Coordinator {
   // A coordinated stop: every rank of the job's attempt is told to stop after one step
   // (StopStepLocked, at most the last) and checkpoint it. `asked_by`: the worker shutting down
   // (empty: the coordinator); `then`: what follows once every rank stopped there. Returns that step.
-  enum class AfterStop { kResume, kCancel, kGrow };
   int StopEveryRankAfterAStepLocked(JobRecord& job, const std::string& asked_by, AfterStop then);
   // The step a coordinated stop names (a drain, a cancel with checkpoint, growing back): one no
   // rank can have passed when a command sent now arrives. Not capped at the job's last step.

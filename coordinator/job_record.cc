@@ -15,8 +15,7 @@ void JobRecord::ResetAttempt(int from_step) {
   measuring = StepAggregator(world());
   drain_step = -1;
   drain_worker.clear();
-  drain_cancels = false;
-  drain_grows = false;
+  drain_then = AfterStop::kResume;
   drained.clear();
   recovery = Recovery();
   job.clear_recovering();

@@ -27,6 +27,11 @@
 
 namespace pipecoord::coordinator {
 
+// What follows a coordinated stop once every rank stopped: resume (a worker's drain), end
+// CANCELLED (the user's cancel --checkpoint), or resume under grow_spec / grow_plan (a ZeRO job
+// growing back).
+enum class AfterStop { kResume, kCancel, kGrow };
+
 struct JobRecord {
   int world() const { return jobplan::LayoutOf(job.spec()).world(); }
   bool terminal() const;
@@ -62,9 +67,8 @@ struct JobRecord {
   // none), asked by drain_worker; the ranks that reported stopping there (by global rank).
   int drain_step = -1;
   std::string drain_worker;  // empty: the user's cancel --checkpoint
-  bool drain_cancels = false;  // the job ends CANCELLED once drained, instead of resuming
-  // Drained to grow a ZeRO job back (MaybeGrowLocked): it resumes under grow_spec / grow_plan.
-  bool drain_grows = false;
+  // What follows once every rank stopped there (AfterStop).
+  AfterStop drain_then = AfterStop::kResume;
   v1::JobSpec grow_spec;
   v1::Plan grow_plan;
   std::vector<bool> drained;
@@ -94,10 +98,10 @@ struct JobRecord {
     std::vector<std::string> joining;  // the new replica's workers, by pipeline rank
   };
   Recovery recovery;
-  // What a shrink left the job: the replicas, micro-batches and ZeRO stage it grows back to when
-  // workers return (grow_dp 0: never shrunk, or grown back). Kept in memory only: after a
-  // coordinator restart a shrunk job stays at its size.
-  int grow_dp = 0, grow_microbatches = 0, grow_zero = 0;
+  // What a shrink left the job: the replicas and ZeRO stage it grows back to when workers return
+  // (grow_dp 0: never shrunk, or grown back; the global batch is kept, so the micro-batches follow
+  // from dp). Kept in memory only: after a coordinator restart a shrunk job stays at its size.
+  int grow_dp = 0, grow_zero = 0;
   std::map<int, v1::CommitState> awaiting;
   int generation = 0;  // recoveries of this attempt: its data plane's generation
 
