@@ -63,6 +63,7 @@ Status Coordinator::Restore() {
   // A new epoch, stored before anything is served: a worker that saw this coordinator's answers
   // obeys no coordinator still running on the old one (fencing).
   ids_.epoch = state->epoch + 1;
+  epoch_ = ids_.epoch;
   PIPECOORD_RETURN_IF_ERROR(state_.PutCounters(ids_));
   for (size_t i = 0; i < state->jobs.size(); ++i) {
     auto record = std::make_unique<JobRecord>();
@@ -1057,6 +1058,7 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
   id = workers_.ChooseId(id, &ids_.next_worker);
   PIPECOORD_RETURN_IF_ERROR(state_.PutWorker(id, ids_));
   RegisteredWorker& w = workers_.Add(id, r, Clock::now());
+  beats_.Add(id);
   v1::RegisterResponse out;
   out.set_worker_id(id);
   out.set_lease_ms(options_.lease.count());
@@ -1098,32 +1100,47 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
 
 Result<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& r) {
   const int64_t recv = NowNs();
-  std::lock_guard<std::mutex> lock(mu_);
-  RegisteredWorker* w = workers_.Find(r.worker_id());
-  if (w == nullptr) return NotFound("worker \"" + r.worker_id() + "\" is not registered (lease lost?)");
-  if (workers_.Renew(*w, Clock::now())) TryDispatchLocked();  // a suspect, alive after all: it may take work again
-  if (r.has_progress() && r.progress().job_id() == w->info.job_id() && w->global_rank >= 0 && !w->info.closing()) {
-    // Progress feeds the hang check, which follows wait_peer to the rank waited for: one outside
-    // the pipeline is not progress this job can make (the heartbeat still renews the lease).
-    JobRecord* j = FindJobLocked(w->info.job_id());
-    const int wait_peer = r.progress().wait_peer();
-    if (j != nullptr && !j->terminal() && wait_peer >= -1 && wait_peer < j->job.spec().pp()) {
-      j->monitor->OnProgress(w->global_rank, r.progress(), recv);
-    }
+  // Recorded first, without the core lock: the lease runs from now however busy the core is.
+  if (!beats_.Record(r.worker_id(), Clock::now(), recv, r.has_progress() ? &r.progress() : nullptr)) {
+    return NotFound("worker \"" + r.worker_id() + "\" is not registered (lease lost?)");
   }
   v1::HeartbeatResponse out;
-  if (JobRecord* j = w->info.job_id().empty() ? nullptr : FindJobLocked(w->info.job_id()); j != nullptr) {
-    out.set_job_id(j->job.id());
-    out.set_checkpointed_steps(j->job.checkpointed_steps());
-    if (w->session == j->session && w->global_rank >= 0 && w->global_rank < j->world() && !w->info.closing()) {
-      out.set_next_telemetry_step(j->order.open_step(w->global_rank));
+  // The job fields need the core; while it is busy (another thread holds the lock) the answer
+  // carries the lease alone, and the worker keeps what it has (worker.proto, HeartbeatResponse).
+  if (std::unique_lock<std::mutex> lock(mu_, std::try_to_lock); lock.owns_lock()) {
+    ApplyBeatsLocked();
+    const RegisteredWorker* w = workers_.Find(r.worker_id());
+    if (JobRecord* j = w == nullptr || w->info.job_id().empty() ? nullptr : FindJobLocked(w->info.job_id()); j != nullptr) {
+      out.set_job_id(j->job.id());
+      out.set_checkpointed_steps(j->job.checkpointed_steps());
+      if (w->session == j->session && w->global_rank >= 0 && w->global_rank < j->world() && !w->info.closing()) {
+        out.set_next_telemetry_step(j->order.open_step(w->global_rank));
+      }
     }
   }
-  out.set_epoch(ids_.epoch);
+  out.set_epoch(epoch_);
   out.set_coordinator_recv_ns(recv);
   out.set_coordinator_send_ns(NowNs());
   out.set_lease_ms(options_.lease.count());
   return out;
+}
+
+void Coordinator::ApplyBeatsLocked() {
+  bool revived = false;
+  for (LeaseBoard::Beat& b : beats_.Take()) {
+    RegisteredWorker* w = workers_.Find(b.worker_id);
+    if (w == nullptr) continue;
+    revived |= workers_.Renew(*w, b.at);  // a suspect, alive after all: it may take work again
+    if (!b.progress || b.progress->job_id() != w->info.job_id() || w->global_rank < 0 || w->info.closing()) continue;
+    // Progress feeds the hang check, which follows wait_peer to the rank waited for: one outside
+    // the pipeline is not progress this job can make (the heartbeat still renews the lease).
+    JobRecord* j = FindJobLocked(w->info.job_id());
+    const int wait_peer = b.progress->wait_peer();
+    if (j != nullptr && !j->terminal() && wait_peer >= -1 && wait_peer < j->job.spec().pp()) {
+      j->monitor->OnProgress(w->global_rank, *b.progress, b.recv_ns);
+    }
+  }
+  if (revived) TryDispatchLocked();
 }
 
 Status Coordinator::WaitCommands(const std::string& worker_id, std::vector<v1::WorkerCommand>* out,
@@ -1523,6 +1540,7 @@ Status Coordinator::Deregister(const std::string& worker_id) {
   RegisteredWorker* w = workers_.Find(worker_id);
   if (w == nullptr) return NotFound("worker \"" + worker_id + "\" is not registered");
   const WorkerRegistry::Left left = workers_.Remove(worker_id);
+  beats_.Remove(worker_id);
   if (JobRecord* j = left.job_id.empty() ? nullptr : FindJobLocked(left.job_id); j != nullptr && !j->terminal()) {
     const std::string why = "worker " + worker_id + " (rank " + std::to_string(left.rank) + ") shut down";
     LoseWorkerLocked(*j, why, left.rank, worker_id);
@@ -1539,11 +1557,13 @@ void Coordinator::Tick() {
 
 void Coordinator::TickLocked(ReadyRendezvous* ready) {
   std::lock_guard<std::mutex> lock(mu_);
+  ApplyBeatsLocked();  // before any lease is found expired
   const auto now = Clock::now();
   SettleRendezvousLocked(now, ready);  // past their deadline, or their job ended
   const std::vector<std::string> expired = workers_.Expired(now);
   for (const std::string& id : expired) {
     const WorkerRegistry::Left left = workers_.Remove(id);  // a worker only closing a job takes nothing with it
+    beats_.Remove(id);
     if (JobRecord* j = left.job_id.empty() ? nullptr : FindJobLocked(left.job_id); j != nullptr && !j->terminal()) {
       LoseWorkerLocked(*j, "worker " + id + " (rank " + std::to_string(left.rank) + ") lost its lease", left.rank, id);
     }

@@ -10,6 +10,7 @@
 #define PIPECOORD_COORDINATOR_COORDINATOR_H_
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -22,6 +23,7 @@
 
 #include "common/status.h"
 #include "coordinator/health/job_monitor.h"
+#include "coordinator/lease_board.h"
 #include "coordinator/state_store.h"
 #include "coordinator/state_writer.h"
 #include "coordinator/stream_wakeups.h"
@@ -270,6 +272,9 @@ class Coordinator {
   using ReadyRendezvous = std::vector<std::pair<RendezvousDone, Result<v1::RendezvousResponse>>>;
   void SettleRendezvousLocked(Clock::time_point now, ReadyRendezvous* ready);
   void TickLocked(ReadyRendezvous* ready);  // Tick's work under the lock
+  // The heartbeats recorded in beats_ since the last call: leases renewed from the time each
+  // arrived, progress handed to the hang check.
+  void ApplyBeatsLocked();
   // Validates and stores a rendezvous put; the job on success.
   Result<JobRecord*> PutRendezvousLocked(const std::string& worker_id, const v1::RendezvousRequest& request);
   v1::RendezvousResponse RendezvousAnswerLocked(JobRecord& job, const std::string& key) const;
@@ -287,6 +292,10 @@ class Coordinator {
   int64_t actions_ingested_ = 0;
   std::vector<std::unique_ptr<JobRecord>> jobs_;          // submission order
   WorkerRegistry workers_;
+  // Heartbeats land here first, never waiting for mu_ (lease_board.h); ApplyBeatsLocked renews
+  // the registry's leases from them. The epoch a heartbeat answers, readable without mu_.
+  LeaseBoard beats_;
+  std::atomic<uint64_t> epoch_{1};
   std::vector<RendezvousWaiter> rendezvous_waiters_;
   // Wakes the reactors' streams, keyed "worker/ID" and "job/ID"; last, so it stops (its thread
   // joined) before anything its callbacks could reach goes.

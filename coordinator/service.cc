@@ -3,6 +3,8 @@
 #include "coordinator/call_credentials.h"
 
 #include <atomic>
+#include <condition_variable>
+#include <thread>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -141,10 +143,37 @@ class RefusedStream final : public grpc::ServerWriteReactor<Message> {
 
 // A worker's telemetry stream: each batch ingested as it is read (on a gRPC callback thread), the
 // ack answered when the worker closes the stream.
+class TelemetryStream;
+
+}  // namespace
+
+// One thread that ingests every telemetry stream's batches, in the order they were read. gRPC's
+// threads only queue a stream here: they never wait for the core lock (they did, and at 4,096
+// ranks heartbeats and command streams waited behind a step's telemetry on the same threads).
+// A stream has at most one batch queued: it reads its next once this one is ingested.
+class TelemetryIngest {
+ public:
+  explicit TelemetryIngest(Coordinator* c) : c_(c), thread_([this] { Run(); }) {}
+  ~TelemetryIngest();
+  void Push(TelemetryStream* stream);
+
+ private:
+  void Run();
+
+  Coordinator* const c_;
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<TelemetryStream*> queue_;
+  bool stop_ = false;
+  std::thread thread_;  // last: started once the rest exists
+};
+
+namespace {
+
 class TelemetryStream final : public grpc::ServerReadReactor<v1::TelemetryBatch> {
  public:
-  TelemetryStream(Coordinator* c, const Auth& auth, CallCredentials creds, v1::TelemetryAck* ack)
-      : c_(c), auth_(auth), creds_(std::move(creds)), ack_(ack) {
+  TelemetryStream(TelemetryIngest* ingest, const Auth& auth, CallCredentials creds, v1::TelemetryAck* ack)
+      : ingest_(ingest), auth_(auth), creds_(std::move(creds)), ack_(ack) {
     if (auto id = auth_.WorkerIdentity(creds_); !id.ok()) {
       Finish(ToGrpc(id.status()));
       return;
@@ -160,16 +189,21 @@ class TelemetryStream final : public grpc::ServerReadReactor<v1::TelemetryBatch>
       Finish(ToGrpc(st));
       return;
     }
-    if (Status st = c_->IngestTelemetry(batch_, ack_); !st.ok()) {
+    ingest_->Push(this);  // Ingested follows, on the ingest thread
+  }
+  // The ingest thread's verdict on the batch read last.
+  void Ingested(Coordinator* c) {
+    if (Status st = c->IngestTelemetry(batch_, ack_); !st.ok()) {
       Finish(ToGrpc(st));
       return;
     }
     StartRead(&batch_);
   }
+  void Abandon() { Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down")); }
   void OnDone() override { delete this; }
 
  private:
-  Coordinator* const c_;
+  TelemetryIngest* const ingest_;
   const Auth& auth_;
   const CallCredentials creds_;
   v1::TelemetryAck* const ack_;
@@ -307,7 +341,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Rendezvous(grpc::CallbackServerCont
 }
 
 grpc::ServerReadReactor<v1::TelemetryBatch>* WorkerServiceImpl::Telemetry(grpc::CallbackServerContext* ctx, v1::TelemetryAck* ack) {
-  return new TelemetryStream(c_, OrOpen(auth_), CallCredentialsOf(*ctx), ack);
+  return new TelemetryStream(ingest_.get(), OrOpen(auth_), CallCredentialsOf(*ctx), ack);
 }
 
 grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx, const v1::DeregisterRequest* req,
@@ -315,5 +349,49 @@ grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx, const v1::D
   if (Status st = OrOpen(auth_).CheckWorker(CallCredentialsOf(*ctx), req->worker_id()); !st.ok()) return ToGrpc(st);
   return ToGrpc(c_->Deregister(req->worker_id()));
 }
+
+}  // namespace pipecoord::coordinator
+
+namespace pipecoord::coordinator {
+
+TelemetryIngest::~TelemetryIngest() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  ready_.notify_all();
+  thread_.join();
+}
+
+void TelemetryIngest::Push(TelemetryStream* stream) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stop_) {
+      queue_.push_back(stream);
+      ready_.notify_one();
+      return;
+    }
+  }
+  stream->Abandon();
+}
+
+void TelemetryIngest::Run() {
+  std::deque<TelemetryStream*> taken;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      taken.swap(queue_);
+      if (stop_ && taken.empty()) return;
+    }
+    for (TelemetryStream* s : taken) s->Ingested(c_);
+    taken.clear();
+  }
+}
+
+WorkerServiceImpl::WorkerServiceImpl(Coordinator* c, const Auth* auth)
+    : c_(c), auth_(auth), ingest_(std::make_unique<TelemetryIngest>(c)) {}
+
+WorkerServiceImpl::~WorkerServiceImpl() = default;
 
 }  // namespace pipecoord::coordinator

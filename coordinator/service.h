@@ -9,6 +9,8 @@
 #ifndef PIPECOORD_COORDINATOR_SERVICE_H_
 #define PIPECOORD_COORDINATOR_SERVICE_H_
 
+#include <memory>
+
 #include <grpcpp/grpcpp.h>
 
 #include "common/status.h"
@@ -38,11 +40,16 @@ class JobServiceImpl final : public v1::JobService::WithCallbackMethod_WatchJob<
   const Auth* auth_;
 };
 
+class TelemetryIngest;
+
 class WorkerServiceImpl final
     : public v1::WorkerService::WithCallbackMethod_Commands<v1::WorkerService::WithCallbackMethod_Telemetry<
           v1::WorkerService::WithCallbackMethod_Rendezvous<v1::WorkerService::Service>>> {
  public:
-  explicit WorkerServiceImpl(Coordinator* c, const Auth* auth = nullptr) : c_(c), auth_(auth) {}
+  // Starts the thread that ingests telemetry (service.cc, TelemetryIngest); the service must
+  // outlive the server it is registered with (its streams use the thread).
+  explicit WorkerServiceImpl(Coordinator* c, const Auth* auth = nullptr);
+  ~WorkerServiceImpl() override;
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*, v1::RegisterResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
   grpc::ServerWriteReactor<v1::WorkerCommand>* Commands(grpc::CallbackServerContext*, const v1::CommandsRequest*) override;
@@ -57,6 +64,7 @@ class WorkerServiceImpl final
  private:
   Coordinator* c_;
   const Auth* auth_;
+  std::unique_ptr<TelemetryIngest> ingest_;
 };
 
 }  // namespace pipecoord::coordinator

@@ -3,6 +3,8 @@
 // and a worker that leaves before the job measured anything sends the job back to the queue.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "coordinator/coordinator.h"
@@ -307,6 +309,84 @@ TEST(WorkerLifecycleTest, CommandsAStreamCouldNotDeliverComeFirstOnTheNextOne) {
   ASSERT_EQ(again.size(), 2u);
   EXPECT_EQ(again[0].assign().job_id(), job);
   EXPECT_EQ(again[1].cancel_job_id(), job);
+}
+
+}  // namespace
+}  // namespace pipecoord::coordinator
+
+namespace pipecoord::coordinator {
+namespace {
+
+// A metrics sink whose Event blocks until released: the core lock stays held meanwhile (the
+// coordinator calls its sink under it), as it was for seconds while a 4,096-rank step's telemetry
+// was stored (bench/fleet_telemetry_bench).
+class BlockingSink final : public health::MetricsSink {
+ public:
+  void Action(const std::string&, const health::RankLabel&, int, const std::string&, double) override {}
+  void Step(const std::string&, double, double, double) override {}
+  void Idle(const std::string&, const health::RankLabel&, double, double, double, double) override {}
+  void Predicted(const std::string&, double, double, double, double) override {}
+  void Straggler(const std::string&, const health::RankLabel&, const std::string&, double, double) override {}
+  void Memory(const std::string&, const health::RankLabel&, uint64_t, uint64_t, uint64_t) override {}
+  void ForgetJob(const std::string&) override {}
+  void Event(const std::string&, const std::string&) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    holding_ = true;
+    held_.notify_all();
+    released_.wait(lock, [&] { return released_flag_; });
+  }
+  void WaitUntilHolding() {
+    std::unique_lock<std::mutex> lock(mu_);
+    held_.wait(lock, [&] { return holding_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_flag_ = true;
+    released_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable held_, released_;
+  bool holding_ = false, released_flag_ = false;
+};
+
+TEST(WorkerLifecycleTest, HeartbeatsRenewLeasesWhileTheCoreIsBusy) {
+  BlockingSink sink;
+  CoordinatorOptions o;
+  o.lease = std::chrono::milliseconds(400);
+  o.metrics = &sink;
+  Cluster k(2, o);
+  // A submission holds the core lock inside the sink for longer than two leases.
+  std::thread submit([&] { (void)k.c.SubmitJob(jobplan::TinySpec(2)); });
+  sink.WaitUntilHolding();
+  const auto held_since = Clock::now();
+  int beats = 0;
+  while (Clock::now() - held_since < std::chrono::milliseconds(1000)) {
+    for (const std::string& id : k.workers) {
+      v1::HeartbeatRequest r;
+      r.set_worker_id(id);
+      const auto t = Clock::now();
+      auto answer = k.c.Heartbeat(r);
+      ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+      // Answered at once, not behind the lock: the lease alone, no job fields.
+      EXPECT_LT(Clock::now() - t, std::chrono::milliseconds(100));
+      EXPECT_EQ(answer->lease_ms(), 400);
+      EXPECT_TRUE(answer->job_id().empty());
+      ++beats;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(beats, 10);
+  sink.Release();
+  submit.join();
+  // The first tick after the lock is free finds both leases renewed by the beats it missed.
+  k.c.Tick();
+  EXPECT_EQ(k.c.ListWorkers().size(), 2u);
+  // An unregistered id is still refused at once.
+  v1::HeartbeatRequest stranger;
+  stranger.set_worker_id("worker-none");
+  EXPECT_EQ(k.c.Heartbeat(stranger).status().code(), Code::kNotFound);
 }
 
 }  // namespace
