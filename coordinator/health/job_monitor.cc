@@ -179,13 +179,13 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
 std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch& b, int64_t now_ns) {
   std::vector<v1::HealthEvent> events;
   const int rank = layout_.PipelineRank(g);
-  const RankLabel label = LabelOf(layout_, g);
+  const RankLabel label = LabelOf(layout_, g), action_label = ActionLabelOf(layout_, g);
   // Timing per step of this batch (a batch normally carries one whole step).
-  std::map<int, std::vector<v1::ActionTiming>> by_step;
+  std::map<int, std::vector<const v1::ActionTiming*>> by_step;
   for (const v1::ActionTiming& t : b.actions()) {
     const double seconds = (t.end_ns() - t.start_ns()) * 1e-9;
-    if (sink_) sink_->Action(job_id_, label, t.action().stage(), v1::Op_Name(t.action().op()), seconds);
-    by_step[t.step()].push_back(t);
+    if (sink_) sink_->Action(job_id_, action_label, t.action().stage(), v1::Op_Name(t.action().op()), seconds);
+    by_step[t.step()].push_back(&t);
     auto& recent = recent_[t.step()];
     recent.emplace_back(g, t);
   }
@@ -194,7 +194,8 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
     if (straggler_ && plan_ && rank < static_cast<int>(plan_->ranks.size())) {
       const std::vector<jobplan::ComputeSlot>& slots = plan_->ranks[rank];
       size_t k = 0;
-      for (const v1::ActionTiming& t : actions) {
+      for (const v1::ActionTiming* timing : actions) {
+        const v1::ActionTiming& t = *timing;
         if (!v1::IsCompute(t.action().op())) continue;
         if (k < slots.size() && slots[k].end > slots[k].start) {
           // The plan prices the head at nothing; the straggler check compares work (stage_work.h).
@@ -207,7 +208,8 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
       }
     }
     if (probe_) {
-      for (const v1::ActionTiming& t : actions) {
+      for (const v1::ActionTiming* timing : actions) {
+        const v1::ActionTiming& t = *timing;
         if (t.action().op() != v1::PROBE) continue;
         if (auto e = probe_->OnProbe(g, step, t.probe_checksum())) events.push_back(*e);
         if (t.has_replay()) {

@@ -11,8 +11,9 @@
 
 namespace pipecoord::coordinator::health {
 
-// Which rank a per-rank series is of: its pipeline rank ("rank"), replica ("dp") and, in jobs
-// with tensor parallelism only, its shard ("tp"; -1: no such label, so pp x dp jobs keep theirs).
+// Which rank a per-rank series is of: its pipeline rank ("rank"), replica ("dp"; -1: summed over
+// replicas, no such label) and, in jobs with tensor parallelism only, its shard ("tp"; -1: no such
+// label, so pp x dp jobs keep theirs).
 struct RankLabel {
   int rank = 0;
   int dp = 0;
@@ -20,6 +21,14 @@ struct RankLabel {
 };
 inline RankLabel LabelOf(const RankLayout& layout, int global) {
   return {layout.PipelineRank(global), layout.DataRank(global), layout.tp() > 1 ? layout.TensorRank(global) : -1};
+}
+// Per-action histograms are per rank up to this many ranks in the job; a bigger job's are per
+// pipeline rank, summed over its replicas and shards (a histogram is ~20 lines of /metrics: per
+// rank, a 4,096-rank job's page was 77 MiB).
+constexpr int kPerRankActionSeriesMaxRanks = 512;
+inline RankLabel ActionLabelOf(const RankLayout& layout, int global) {
+  if (layout.world() <= kPerRankActionSeriesMaxRanks) return LabelOf(layout, global);
+  return {layout.PipelineRank(global), -1, -1};
 }
 
 class MetricsSink {

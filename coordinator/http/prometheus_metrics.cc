@@ -121,7 +121,11 @@ PrometheusMetrics::PrometheusMetrics()
 
 void PrometheusMetrics::ForgetJob(const std::string& job) {
   RemoveJob(step_, job, StepBuckets());
-  RemoveJob(action_, job, ActionBuckets());
+  {
+    std::lock_guard<std::mutex> lock(action_mu_);
+    action_series_.erase(job);  // before its series go
+    RemoveJob(action_, job, ActionBuckets());
+  }
   RemoveJob(bubble_, job);
   RemoveJob(straggler_, job);
   RemoveJob(predicted_step_, job);
@@ -138,10 +142,12 @@ void PrometheusMetrics::ForgetJob(const std::string& job) {
   RemoveJob(recovery_seconds_, job);
 }
 
-// A per-rank series' labels: job_id, rank, dp, tp (jobs with tensor parallelism only), then `more`.
+// A per-rank series' labels: job_id, rank, dp (unless summed over replicas: dp < 0), tp (jobs
+// with tensor parallelism only), then `more`.
 std::map<std::string, std::string> Labels(const std::string& job, const health::RankLabel& at,
                                           std::initializer_list<std::pair<const std::string, std::string>> more) {
-  std::map<std::string, std::string> l{{"job_id", job}, {"rank", std::to_string(at.rank)}, {"dp", std::to_string(at.dp)}};
+  std::map<std::string, std::string> l{{"job_id", job}, {"rank", std::to_string(at.rank)}};
+  if (at.dp >= 0) l["dp"] = std::to_string(at.dp);
   if (at.tp >= 0) l["tp"] = std::to_string(at.tp);
   l.insert(more);
   return l;
@@ -149,7 +155,22 @@ std::map<std::string, std::string> Labels(const std::string& job, const health::
 
 void PrometheusMetrics::Action(const std::string& job, const health::RankLabel& at, int stage, const std::string& op,
                                double seconds) {
-  action_.Add(Labels(job, at, {{"stage", std::to_string(stage)}, {"op", op}}), ActionBuckets()).Observe(seconds);
+  std::lock_guard<std::mutex> lock(action_mu_);
+  const int op_id = op_ids_.emplace(op, static_cast<int>(op_ids_.size())).first->second;
+  // 16 bits of pipeline rank, 20 of replica, 12 of shard, 10 of stage, 6 of op (each + 1, so -1 fits).
+  const bool fits = at.rank >= -1 && at.rank < (1 << 16) - 1 && at.dp >= -1 && at.dp < (1 << 20) - 1 && at.tp >= -1 &&
+                    at.tp < (1 << 12) - 1 && stage >= -1 && stage < (1 << 10) - 1 && op_id < (1 << 6);
+  if (!fits) {
+    action_.Add(Labels(job, at, {{"stage", std::to_string(stage)}, {"op", op}}), ActionBuckets()).Observe(seconds);
+    return;
+  }
+  const uint64_t key = (uint64_t(at.rank + 1) << 48) | (uint64_t(at.dp + 1) << 28) | (uint64_t(at.tp + 1) << 16) |
+                       (uint64_t(stage + 1) << 6) | uint64_t(op_id);
+  prometheus::Histogram*& series = action_series_[job][key];
+  if (series == nullptr) {
+    series = &action_.Add(Labels(job, at, {{"stage", std::to_string(stage)}, {"op", op}}), ActionBuckets());
+  }
+  series->Observe(seconds);
 }
 
 void PrometheusMetrics::Step(const std::string& job, double step_seconds, double measured, double predicted) {

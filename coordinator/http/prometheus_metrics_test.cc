@@ -70,6 +70,54 @@ TEST(PrometheusMetricsTest, TensorParallelRanksHaveATpLabel) {
             std::string::npos) << text;
 }
 
+// Each observation lands in its own series, whether the series is new or found again (the hot
+// path keeps series by number), and a job's series are made anew after the job is forgotten.
+TEST(PrometheusMetricsTest, ActionObservationsCountPerSeriesAcrossForget) {
+  PrometheusMetrics m;
+  for (int k = 0; k < 5; ++k) {
+    m.Action("job-000001", {0, 0}, 0, "F", 0.001);
+    m.Action("job-000001", {0, 1}, 0, "F", 0.001);  // another replica: its own series
+    m.Action("job-000001", {0, 0}, 0, "B", 0.002);
+  }
+  m.Action("job-000001", {0, 1}, 0, "F", 0.001);
+  std::string text = m.Serialize();
+  EXPECT_NE(text.find("pipecoord_action_duration_seconds_count{dp=\"0\",job_id=\"job-000001\",op=\"F\",rank=\"0\","
+                      "stage=\"0\"} 5"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("pipecoord_action_duration_seconds_count{dp=\"1\",job_id=\"job-000001\",op=\"F\",rank=\"0\","
+                      "stage=\"0\"} 6"),
+            std::string::npos);
+  EXPECT_NE(text.find("pipecoord_action_duration_seconds_count{dp=\"0\",job_id=\"job-000001\",op=\"B\",rank=\"0\","
+                      "stage=\"0\"} 5"),
+            std::string::npos);
+  m.ForgetJob("job-000001");
+  EXPECT_EQ(Count(m.Serialize(), "job-000001"), 0);
+  m.Action("job-000001", {0, 0}, 0, "F", 0.001);
+  text = m.Serialize();
+  EXPECT_NE(text.find("pipecoord_action_duration_seconds_count{dp=\"0\",job_id=\"job-000001\",op=\"F\",rank=\"0\","
+                      "stage=\"0\"} 1"),
+            std::string::npos) << text;
+}
+
+// A job of more than kPerRankActionSeriesMaxRanks ranks: one action series per pipeline rank,
+// stage and op, holding every replica's and shard's observations (no dp or tp label).
+TEST(PrometheusMetricsTest, ABigJobsActionsAreSummedOverReplicasAndShards) {
+  PrometheusMetrics m;
+  const RankLayout big = RankLayout::OfDegrees(/*pp=*/2, /*dp=*/64, /*tp=*/8);
+  ASSERT_GT(big.world(), health::kPerRankActionSeriesMaxRanks);
+  for (int g = 0; g < big.world(); ++g) m.Action("job-000002", health::ActionLabelOf(big, g), 0, "F", 0.001);
+  const std::string text = m.Serialize();
+  EXPECT_NE(text.find("pipecoord_action_duration_seconds_count{job_id=\"job-000002\",op=\"F\",rank=\"0\",stage=\"0\"} 512"),
+            std::string::npos) << text.substr(0, 2000);
+  EXPECT_NE(text.find("pipecoord_action_duration_seconds_count{job_id=\"job-000002\",op=\"F\",rank=\"1\",stage=\"0\"} 512"),
+            std::string::npos);
+  EXPECT_EQ(Count(text, "pipecoord_action_duration_seconds_count{"), 2);
+  // A small job keeps a series per rank.
+  const RankLayout small = RankLayout::OfDegrees(2, 4, 2);
+  for (int g = 0; g < small.world(); ++g) m.Action("job-000003", health::ActionLabelOf(small, g), 0, "F", 0.001);
+  EXPECT_EQ(Count(m.Serialize(), "pipecoord_action_duration_seconds_count{dp="), small.world());
+}
+
 TEST(PrometheusMetricsTest, ValidationLossInNatsAndBitsPerByte) {
   PrometheusMetrics m;
   m.Validation("job-000001", 1.5, 1.5 / std::log(2.0));
