@@ -1396,7 +1396,73 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
 }
 
 Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
+  std::vector<TelemetryIn> round(1);
+  round[0].batch = &b;
+  round[0].ack = ack;
+  IngestTelemetryRound(&round);
+  return round[0].status;
+}
+
+void Coordinator::IngestTelemetryRound(std::vector<TelemetryIn>* round) {
   std::lock_guard<std::mutex> lock(mu_);
+  // 1. Each batch admitted as it stands (nothing changes yet); one per rank in a round.
+  struct Admitted {
+    size_t at;
+    JobRecord* job;
+    int g;
+  };
+  std::vector<Admitted> admitted;
+  std::set<std::pair<JobRecord*, int>> ranks;
+  std::vector<TelemetryRow> rows;
+  for (size_t i = 0; i < round->size(); ++i) {
+    TelemetryIn& in = (*round)[i];
+    in.deferred = false;
+    JobRecord* j = nullptr;
+    int g = -1;
+    bool stored_before = false;
+    in.status = AdmitTelemetryLocked(*in.batch, &j, &g, &stored_before, &ranks, &in.deferred);
+    if (!in.status.ok() || in.deferred) continue;
+    if (stored_before) {  // acknowledged (it is stored), not stored or counted again
+      in.ack->set_actions_accepted(in.ack->actions_accepted() + in.batch->actions_size());
+      in.ack->set_steps_accepted(in.ack->steps_accepted() + in.batch->steps_size());
+      continue;
+    }
+    ranks.insert({j, g});
+    admitted.push_back({i, j, g});
+    rows.push_back({&j->job.id(), in.batch});
+  }
+  // 2. Stored before they count (and before any ack): nothing acknowledged is lost to a crash.
+  // One write for the round (one SQLite transaction), as LevelDB's writers share one log write.
+  size_t stored_rows = 0;
+  const Status stored = state_.AppendTelemetryRows(rows, &stored_rows);
+  // 3. Counted in order. A batch counted earlier in the round may have ended the job or its
+  // attempt: each is admitted again first (its row, stored, is then one more of the job's rows in
+  // the file, as the rows of a replaced attempt are).
+  for (size_t k = 0; k < admitted.size(); ++k) {
+    const Admitted& a = admitted[k];
+    TelemetryIn& in = (*round)[a.at];
+    if (k >= stored_rows) {
+      in.status = stored;
+      continue;
+    }
+    JobRecord* j = nullptr;
+    int g = -1;
+    bool stored_before = false;
+    in.status = AdmitTelemetryLocked(*in.batch, &j, &g, &stored_before, nullptr, nullptr);
+    if (in.status.ok() && (stored_before || j != a.job || g != a.g)) {
+      in.status = FailedPrecondition("rank " + std::to_string(in.batch->rank()) + " of " + in.batch->job_id() +
+                                     " changed while its telemetry was stored: send it again");
+    }
+    if (!in.status.ok()) continue;
+    CountBatchLocked(*j, g, *in.batch, /*health=*/true);
+    in.ack->set_actions_accepted(in.ack->actions_accepted() + in.batch->actions_size());
+    in.ack->set_steps_accepted(in.ack->steps_accepted() + in.batch->steps_size());
+  }
+}
+
+Status Coordinator::AdmitTelemetryLocked(const v1::TelemetryBatch& b, JobRecord** job, int* global_rank,
+                                         bool* stored_before, const std::set<std::pair<JobRecord*, int>>* in_round,
+                                         bool* deferred) {
   RegisteredWorker* w = workers_.Find(b.worker_id());
   if (w == nullptr) return NotFound("worker \"" + b.worker_id() + "\" is not registered");
   JobRecord* j = FindJobLocked(b.job_id());
@@ -1421,21 +1487,28 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   // A batch of a step this rank already summarized was stored before: a worker sends again what
   // it could not see acknowledged (a coordinator restart cut its stream). Acknowledged (it is
   // stored), not stored or counted again.
-  if (const int step = BatchStep(b); step >= 0 && step < j->order.open_step(g)) {
-    ack->set_actions_accepted(ack->actions_accepted() + b.actions_size());
-    ack->set_steps_accepted(ack->steps_accepted() + b.steps_size());
+  *job = j;
+  *global_rank = g;
+  // The rank's earlier batch in this round is not counted yet: this one's order depends on it.
+  if (in_round != nullptr && in_round->count({j, g}) > 0) {
+    *deferred = true;
     return Status::Ok();
   }
-  PIPECOORD_RETURN_IF_ERROR(j->order.Check(g, b, j->job.spec().steps(), j->job.plan().ranks(b.rank()).actions_size()));
-  PIPECOORD_RETURN_IF_ERROR(AcceptBatchLocked(*j, g, b, /*health=*/true));
-  ack->set_actions_accepted(ack->actions_accepted() + b.actions_size());
-  ack->set_steps_accepted(ack->steps_accepted() + b.steps_size());
-  return Status::Ok();
+  if (const int step = BatchStep(b); step >= 0 && step < j->order.open_step(g)) {
+    *stored_before = true;
+    return Status::Ok();
+  }
+  return j->order.Check(g, b, j->job.spec().steps(), j->job.plan().ranks(b.rank()).actions_size());
 }
 
 Status Coordinator::AcceptBatchLocked(JobRecord& j, int g, const v1::TelemetryBatch& b, bool health) {
   // Stored before it counts (and before the ack): nothing acknowledged is lost to a crash.
   PIPECOORD_RETURN_IF_ERROR(state_.AppendTelemetry(j.job.id(), b));
+  CountBatchLocked(j, g, b, health);
+  return Status::Ok();
+}
+
+void Coordinator::CountBatchLocked(JobRecord& j, int g, const v1::TelemetryBatch& b, bool health) {
   j.order.Accept(g, b);
   actions_ingested_ += b.actions_size();
   for (const v1::ActionTiming& t : b.actions()) j.KeepAction(t, g, options_.trace_actions_per_job);
@@ -1452,7 +1525,6 @@ Status Coordinator::AcceptBatchLocked(JobRecord& j, int g, const v1::TelemetryBa
       ++next;
     }
   }
-  return Status::Ok();
 }
 
 int64_t Coordinator::ActionsIngested() const {

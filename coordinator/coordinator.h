@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,17 @@ class Coordinator {
   // batch breaks the order of a rank's reports (steps in order, each once; at most the rank's job
   // list of actions per step). A refused batch changes nothing.
   Status IngestTelemetry(const v1::TelemetryBatch& batch, v1::TelemetryAck* ack);
+  // Several streams' batches at once (service.cc's ingest thread takes every batch queued since
+  // its last round): each answered as IngestTelemetry would (status, ack), the accepted ones
+  // stored in one write, under one hold of the lock. A rank's second batch in one round is not
+  // taken (deferred: the caller passes it again in the next round).
+  struct TelemetryIn {
+    const v1::TelemetryBatch* batch = nullptr;
+    v1::TelemetryAck* ack = nullptr;
+    Status status;
+    bool deferred = false;
+  };
+  void IngestTelemetryRound(std::vector<TelemetryIn>* round);
   // Actions of every accepted telemetry batch since start (what the acks counted).
   int64_t ActionsIngested() const;
   // Key-value exchange with a barrier: stores value (if any) under (job, key), then waits until
@@ -238,6 +250,13 @@ class Coordinator {
   // A rank's batch that passed the order check: stored, accepted, measured; `health`: through
   // the online checks too (not for step records a recovery completes for a lost rank).
   Status AcceptBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);
+  // AcceptBatchLocked once the batch is stored.
+  void CountBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);
+  // Whether a rank's batch may be stored: its job and global rank, or why not; *stored_before: a
+  // step this rank already summarized (sent again after a cut stream: acknowledged, not stored);
+  // *deferred: the rank is in `in_round` (may be null), its order not judged yet.
+  Status AdmitTelemetryLocked(const v1::TelemetryBatch& batch, JobRecord** job, int* global_rank, bool* stored_before,
+                              const std::set<std::pair<JobRecord*, int>>* in_round, bool* deferred);
   // Marks the job's workers closing (free once they release it), telling them to stop it when
   // `cancel`.
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);

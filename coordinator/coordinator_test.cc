@@ -1,6 +1,7 @@
 // The coordinator's state machine, driven directly (the gRPC layer is tested end to end in
 // tests/).
 #include "coordinator/coordinator.h"
+#include "coordinator/state_file_for_tests.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
@@ -255,6 +256,57 @@ TEST(CoordinatorTest, TelemetryStepsComeInOrderEachOnceAndARefusedBatchChangesNo
   ASSERT_EQ(job->steps_size(), 1);  // the refused batches left nothing behind
   EXPECT_DOUBLE_EQ(job->steps(0).step_time_s(), 1500e-9);
   EXPECT_EQ(r.c.ActionsIngested(), 2);
+}
+
+// A round (the ingest thread's batches from many streams) answers each batch as one call would:
+// both ranks' step 0 measured from one round, a refused batch refused alone, and a rank's second
+// batch in the round left for the next (its order check needs the first counted).
+TEST(CoordinatorTest, ARoundOfTelemetryAnswersEachBatchAsOneCallWould) {
+  const std::string path = FreshStatePath("round");
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  CoordinatorOptions o;
+  o.store = store->get();
+  Running r(o);
+  v1::TelemetryBatch b0 = r.Batch(r.w0, 0, 0, 0), b1 = r.Batch(r.w1, 1, 0, 4.5), wrong = r.Batch(r.w0, 1, 0, 0),
+                     b0_next = r.Batch(r.w0, 0, 1, 0);
+  v1::TelemetryAck a0, a1, a_wrong, a_next;
+  auto in = [](const v1::TelemetryBatch* b, v1::TelemetryAck* a) {
+    Coordinator::TelemetryIn i;
+    i.batch = b;
+    i.ack = a;
+    return i;
+  };
+  std::vector<Coordinator::TelemetryIn> round = {in(&b0, &a0), in(&wrong, &a_wrong), in(&b1, &a1), in(&b0_next, &a_next)};
+  r.c.IngestTelemetryRound(&round);
+  EXPECT_TRUE(round[0].status.ok()) << round[0].status.ToString();
+  EXPECT_EQ(round[1].status.code(), Code::kPermissionDenied);
+  EXPECT_TRUE(round[2].status.ok());
+  EXPECT_FALSE(round[0].deferred || round[1].deferred || round[2].deferred);
+  EXPECT_TRUE(round[3].deferred);  // rank 0's second batch in the round
+  EXPECT_EQ(a0.actions_accepted(), 1);
+  EXPECT_EQ(a_wrong.actions_accepted(), 0);
+  EXPECT_EQ(a_next.actions_accepted(), 0);
+  auto job = r.c.GetJob(r.job);
+  ASSERT_EQ(job->steps_size(), 1);
+  EXPECT_EQ(job->steps(0).loss(), 4.5);
+  EXPECT_EQ(r.c.ActionsIngested(), 2);
+  std::vector<Coordinator::TelemetryIn> next = {in(&b0_next, &a_next)};
+  r.c.IngestTelemetryRound(&next);
+  EXPECT_TRUE(next[0].status.ok()) << next[0].status.ToString();
+  EXPECT_EQ(r.c.ActionsIngested(), 3);
+  // Stored: the three accepted batches are the file's telemetry rows, read back by another store.
+  store->reset();
+  auto reopened = StateStore::Open(path);
+  ASSERT_TRUE(reopened.ok());
+  std::vector<std::vector<std::string>> events;
+  auto loaded = (*reopened)->Load(&events);
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_EQ(loaded->telemetry.size(), 1u);
+  ASSERT_EQ(loaded->telemetry[0].size(), 3u);
+  EXPECT_EQ(loaded->telemetry[0][0].batch.rank(), 0);
+  EXPECT_EQ(loaded->telemetry[0][1].batch.rank(), 1);
+  EXPECT_EQ(loaded->telemetry[0][2].batch.steps(0).step(), 1);
 }
 
 TEST(CoordinatorTest, ResultsFinishTheJobAndFreeWorkers) {

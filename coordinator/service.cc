@@ -153,6 +153,7 @@ class TelemetryStream;
 // A stream has at most one batch queued: it reads its next once this one is ingested.
 class TelemetryIngest {
  public:
+  static constexpr size_t kRound = 128;  // batches per round at most
   explicit TelemetryIngest(Coordinator* c) : c_(c), thread_([this] { Run(); }) {}
   ~TelemetryIngest();
   void Push(TelemetryStream* stream);
@@ -191,9 +192,11 @@ class TelemetryStream final : public grpc::ServerReadReactor<v1::TelemetryBatch>
     }
     ingest_->Push(this);  // Ingested follows, on the ingest thread
   }
+  const v1::TelemetryBatch* batch() const { return &batch_; }
+  v1::TelemetryAck* ack() const { return ack_; }
   // The ingest thread's verdict on the batch read last.
-  void Ingested(Coordinator* c) {
-    if (Status st = c->IngestTelemetry(batch_, ack_); !st.ok()) {
+  void Ingested(const Status& st) {
+    if (!st.ok()) {
       Finish(ToGrpc(st));
       return;
     }
@@ -376,15 +379,34 @@ void TelemetryIngest::Push(TelemetryStream* stream) {
 }
 
 void TelemetryIngest::Run() {
-  std::deque<TelemetryStream*> taken;
+  std::deque<TelemetryStream*> taken, deferred;
+  std::vector<Coordinator::TelemetryIn> round;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      taken.swap(queue_);
+      ready_.wait(lock, [&] { return stop_ || !queue_.empty() || !deferred.empty(); });
+      // What waited a round goes first, then the batches queued since, up to kRound: one round
+      // holds the core lock, and 4,096 batches took seconds of it (Tick and every RPC waited).
+      taken.swap(deferred);
+      while (!queue_.empty() && taken.size() < kRound) {
+        taken.push_back(queue_.front());
+        queue_.pop_front();
+      }
       if (stop_ && taken.empty()) return;
     }
-    for (TelemetryStream* s : taken) s->Ingested(c_);
+    round.assign(taken.size(), {});
+    for (size_t i = 0; i < taken.size(); ++i) {
+      round[i].batch = taken[i]->batch();
+      round[i].ack = taken[i]->ack();
+    }
+    c_->IngestTelemetryRound(&round);  // one lock hold, one write
+    for (size_t i = 0; i < taken.size(); ++i) {
+      if (round[i].deferred) {
+        deferred.push_back(taken[i]);
+      } else {
+        taken[i]->Ingested(round[i].status);  // it may read its next batch now
+      }
+    }
     taken.clear();
   }
 }

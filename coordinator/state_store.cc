@@ -71,6 +71,7 @@ class SqliteStateStore final : public StateStore {
   Status AppendEvent(const std::string& job_id, const std::string& event_bytes) override;
   Status AppendStep(const std::string& job_id, const v1::StepRecord& step) override;
   Result<int64_t> AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch) override;
+  Status AppendTelemetryRows(const std::vector<TelemetryRow>& rows, std::vector<int64_t>* seqs) override;
   Status DropTelemetryBefore(const std::string& job_id, int64_t seq) override;
   Status PutCheckpointedSteps(const std::string& job_id, int n) override;
   Status PutWorker(const std::string& worker_id) override;
@@ -87,6 +88,16 @@ class SqliteStateStore final : public StateStore {
 };
 
 }  // namespace
+
+Status StateStore::AppendTelemetryRows(const std::vector<TelemetryRow>& rows, std::vector<int64_t>* seqs) {
+  seqs->clear();
+  for (const TelemetryRow& row : rows) {
+    auto seq = AppendTelemetry(*row.job_id, *row.batch);
+    if (!seq.ok()) return seq.status();
+    seqs->push_back(*seq);
+  }
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
   // The lock comes first, so a second coordinator never touches a file another one writes. flock
@@ -169,6 +180,27 @@ Result<int64_t> SqliteStateStore::AppendTelemetry(const std::string& job_id, con
   s.Text(1, job_id).Blob(2, batch.SerializeAsString());
   PIPECOORD_RETURN_IF_ERROR(Done(s, db_, path_));
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+Status SqliteStateStore::AppendTelemetryRows(const std::vector<TelemetryRow>& rows, std::vector<int64_t>* seqs) {
+  seqs->clear();
+  if (rows.size() <= 1) return StateStore::AppendTelemetryRows(rows, seqs);
+  PIPECOORD_RETURN_IF_ERROR(Exec("BEGIN"));
+  for (const TelemetryRow& row : rows) {
+    auto seq = AppendTelemetry(*row.job_id, *row.batch);
+    if (!seq.ok()) {
+      (void)Exec("ROLLBACK");
+      seqs->clear();
+      return seq.status();
+    }
+    seqs->push_back(*seq);
+  }
+  if (Status st = Exec("COMMIT"); !st.ok()) {
+    (void)Exec("ROLLBACK");
+    seqs->clear();
+    return st;
+  }
+  return Status::Ok();
 }
 
 Status SqliteStateStore::DropTelemetryBefore(const std::string& job_id, int64_t seq) {

@@ -25,6 +25,12 @@ struct StoredBatch {
   v1::TelemetryBatch batch;
 };
 
+// A telemetry batch to store for a job (pointers: the caller keeps both alive through the call).
+struct TelemetryRow {
+  const std::string* job_id;
+  const v1::TelemetryBatch* batch;
+};
+
 struct StoredState {
   std::vector<v1::Job> jobs;  // submission order; events, steps and checkpointed_steps filled in
   std::vector<std::vector<StoredBatch>> telemetry;  // per job, in arrival order
@@ -52,6 +58,10 @@ class StateStore {
   virtual Status AppendStep(const std::string& job_id, const v1::StepRecord& step) = 0;
   // Returns the new row's seq (growing in arrival order).
   virtual Result<int64_t> AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch) = 0;
+  // Several rows in order: *seqs gets the seq of each one stored. Where the store can, one write
+  // for all (SQLite: one transaction: all stored or, with the error, none); by default one by one,
+  // stopping at the first that fails (those before it stay stored, their seqs given).
+  virtual Status AppendTelemetryRows(const std::vector<TelemetryRow>& rows, std::vector<int64_t>* seqs);
   // Deletes the job's telemetry rows older than `seq`: the coordinator keeps a bounded window.
   virtual Status DropTelemetryBefore(const std::string& job_id, int64_t seq) = 0;
   // Steps [0, n) are checkpointed on every rank (Job.checkpointed_steps): kept apart from the job

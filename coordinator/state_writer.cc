@@ -1,5 +1,7 @@
 #include "coordinator/state_writer.h"
 
+#include <algorithm>
+
 #include <cstdio>
 
 namespace pipecoord::coordinator {
@@ -79,6 +81,17 @@ Status StateWriter::AppendTelemetry(const std::string& job_id, const v1::Telemet
   auto seq = store_->AppendTelemetry(job_id, batch);
   if (!seq.ok()) return Unavailable("telemetry not stored: " + seq.status().message());
   NoteStoredTelemetry(job_id, *seq, batch.actions_size());
+  return Status::Ok();
+}
+
+Status StateWriter::AppendTelemetryRows(const std::vector<TelemetryRow>& rows, size_t* stored) {
+  *stored = rows.size();
+  if (store_ == nullptr || rows.empty()) return Status::Ok();
+  std::vector<int64_t> seqs;
+  const Status st = store_->AppendTelemetryRows(rows, &seqs);
+  *stored = std::min(seqs.size(), rows.size());
+  for (size_t i = 0; i < seqs.size() && i < rows.size(); ++i) NoteStoredTelemetry(*rows[i].job_id, seqs[i], rows[i].batch->actions_size());
+  if (!st.ok()) return Unavailable("telemetry not stored: " + st.message());
   return Status::Ok();
 }
 

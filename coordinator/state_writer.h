@@ -54,6 +54,10 @@ class StateWriter {
   void PutCheckpointedSteps(const std::string& job_id, int n);
   // Stored before it counts (and before the ack): nothing acknowledged is lost to a crash.
   Status AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch);
+  // Several, in one write where the store can (StateStore::AppendTelemetryRows): OK when every
+  // row is stored; else the error. *stored: how many rows, from the first, are stored either way
+  // (SQLite: all or none; etcd: those before the failure).
+  Status AppendTelemetryRows(const std::vector<TelemetryRow>& rows, size_t* stored);
   // Removes the job and everything kept with it (the store's error, as is).
   Status DeleteJob(const std::string& job_id);
 
