@@ -17,6 +17,7 @@
 // header per rank, then the shared body: protobuf concatenation), so the client's CPU is gRPC's.
 // Not a test: bazel run //bench:fleet_telemetry_bench [-- --workers=16384 --flood_s=20]
 // (--workers must be a multiple of pp x tp = 128).
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <fcntl.h>
@@ -347,6 +348,10 @@ double ClientCpuSeconds() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian's abseil (gRPC's mutexes) is built with deadlock detection on: every lock walks a
+  // graph of every mutex alive (a set per connection), and with 16,384 connections the fleet
+  // bench's client spent 29% of its CPU in it (GraphCycles::GetId). Off: it only ever reports.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const int workers = static_cast<int>(Flag(argc, argv, "workers", 16384));
   const int pp = 16, tp = 8, microbatches = 32;
@@ -407,32 +412,10 @@ int main(int argc, char** argv) {
     for (auto& t : conns) t.join();
   }
   const double connecting = Since(connect_start);
-  const auto reg_start = Clock::now();
-  {
-    std::vector<std::thread> regs;
-    std::atomic<bool> failed{false};
-    for (int t = 0; t < 8; ++t) {
-      regs.emplace_back([&, t] {
-        for (int i = t; i < workers; i += 8) {
-          grpc::ClientContext ctx;
-          v1::RegisterRequest req;
-          req.set_device_kind("cpu");
-          req.set_device_memory_bytes(uint64_t{80} << 30);
-          req.set_host("host-" + std::to_string(i / 8));
-          req.set_data_endpoint("127.0.0.1:" + std::to_string(10000 + i % 50000));
-          v1::RegisterResponse resp;
-          if (!stubs[i % kChannels]->Register(&ctx, req, &resp).ok()) failed = true;
-          ids[i] = resp.worker_id();
-        }
-      });
-    }
-    for (auto& t : regs) t.join();
-    if (failed) {
-      std::fprintf(stderr, "a registration failed\n");
-      return 1;
-    }
-  }
-  const double registering = Since(reg_start);
+  // Heartbeats start with the first registration: registering 16,384 workers takes longer than
+  // a lease, and the first ones' leases ran out before their first beat.
+  std::unique_ptr<std::atomic<bool>[]> registered(new std::atomic<bool>[workers]);
+  for (int i = 0; i < workers; ++i) registered[i] = false;
   std::atomic<bool> stop{false};
   std::mutex lat_mu;
   std::vector<double> latencies;  // of the current phase
@@ -443,13 +426,26 @@ int main(int argc, char** argv) {
   for (int i = 0; i < workers; ++i) beating[i] = false;
   std::atomic<long> beats_skipped{0};
   std::atomic<double> beat_max{0};
+  // The longest a registered worker went between two beats sent (this client's own pace: over
+  // the lease, a lost lease is the simulator's, not the coordinator's).
+  std::vector<Clock::time_point> last_sent(workers);
+  std::atomic<double> gap_max{0};
   std::thread heart([&] {
     while (!stop) {
       const auto round = Clock::now();
       for (int i = 0; i < workers && !stop; ++i) {
-        if (beating[i].exchange(true)) {
+        if (!registered[i].load(std::memory_order_acquire)) {
+          // not registered yet: nothing to renew
+        } else if (beating[i].exchange(true)) {
           ++beats_skipped;
         } else {
+          const auto now = Clock::now();
+          if (last_sent[i] != Clock::time_point()) {
+            const double gap = std::chrono::duration<double>(now - last_sent[i]).count();
+            for (double m = gap_max; gap > m && !gap_max.compare_exchange_weak(m, gap);) {
+            }
+          }
+          last_sent[i] = now;
           struct Call {
             grpc::ClientContext ctx;
             v1::HeartbeatRequest req;
@@ -480,6 +476,33 @@ int main(int argc, char** argv) {
       while (Clock::now() - round < kLease / 3 && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   });
+  const auto reg_start = Clock::now();
+  {
+    std::vector<std::thread> regs;
+    std::atomic<bool> failed{false};
+    for (int t = 0; t < 8; ++t) {
+      regs.emplace_back([&, t] {
+        for (int i = t; i < workers; i += 8) {
+          grpc::ClientContext ctx;
+          v1::RegisterRequest req;
+          req.set_device_kind("cpu");
+          req.set_device_memory_bytes(uint64_t{80} << 30);
+          req.set_host("host-" + std::to_string(i / 8));
+          req.set_data_endpoint("127.0.0.1:" + std::to_string(10000 + i % 50000));
+          v1::RegisterResponse resp;
+          if (!stubs[i % kChannels]->Register(&ctx, req, &resp).ok()) failed = true;
+          ids[i] = resp.worker_id();
+          registered[i].store(true, std::memory_order_release);
+        }
+      });
+    }
+    for (auto& t : regs) t.join();
+    if (failed) {
+      std::fprintf(stderr, "a registration failed\n");
+      std::_Exit(1);  // the heartbeat thread and the streams are not wound down
+    }
+  }
+  const double registering = Since(reg_start);
   auto take_latencies = [&] {
     std::lock_guard<std::mutex> lock(lat_mu);
     std::vector<double> out;
@@ -530,7 +553,17 @@ int main(int argc, char** argv) {
     std::printf("one job of %d ranks (pp %d x tp %d x dp %d, 1F1B, %d micro-batches): SubmitJob answered in %.2f s, %d of "
                 "%d assignments received %.2f s after it was sent\n",
                 workers, pp, tp, dp, microbatches, submitted, assigned.load(), workers, Since(t));
-    if (assigned < workers) std::_Exit(1);
+    if (assigned < workers) {  // why: workers whose lease ran out, heartbeats that failed
+      grpc::ClientContext ctx;
+      v1::ListWorkersResponse resp;
+      const bool listed = jobs_stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp).ok();
+      std::printf("not started: %d of %d workers registered now; heartbeats %ld ok, %ld failed, slowest %.2f s; the "
+                  "longest a worker went between beats sent: %.2f s (lease %.1f s)\n",
+                  listed ? resp.workers_size() : -1, workers, beats.load(), beat_failures.load(), beat_max.load(),
+                  gap_max.load(), kLease.count() / 1000.0);
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
   }
 
   // Each rank's header; each pipeline rank's action list (the same on its tp and dp ranks).
@@ -743,9 +776,10 @@ int main(int argc, char** argv) {
     stream_failures += w->failed();
     written += w->written();
   }
-  std::printf("heartbeats %ld ok, %ld failed, %ld skipped (the previous still out), slowest %.2f s; leases lost %d of "
-              "%d; telemetry batches written %lld, streams failed %d; coordinator RSS %.0f MiB at the end\n",
-              beats.load(), beat_failures.load(), beats_skipped.load(), beat_max.load(), workers - live, workers, static_cast<long long>(written), stream_failures,
+  std::printf("heartbeats %ld ok, %ld failed, %ld skipped (the previous still out), slowest %.2f s, longest gap between a "
+              "worker's beats sent %.2f s; leases lost %d of %d; telemetry batches written %lld, streams failed %d; "
+              "coordinator RSS %.0f MiB at the end\n",
+              beats.load(), beat_failures.load(), beats_skipped.load(), beat_max.load(), gap_max.load(), workers - live, workers, static_cast<long long>(written), stream_failures,
               RssMiB(coord.pid));
   bool ok = live == workers && beat_failures == 0 && stream_failures == 0;
   for (const Phase& ph : phases) ok &= ph.measured == ph.steps;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -133,6 +134,23 @@ struct Search {
   std::map<std::string, planner::PrunedReason> pruned;  // by reason
 };
 
+}  // namespace
+
+std::vector<int> WorldSizes(int free_workers) {
+  std::vector<int> out;
+  if (free_workers <= kEveryWorldSizeUpTo) {
+    for (int w = 1; w <= free_workers; ++w) out.push_back(w);
+    return out;
+  }
+  std::set<int> sizes = {free_workers};
+  for (int odd : {1, 3, 5, 7}) {
+    for (int64_t w = odd; w <= free_workers; w *= 2) sizes.insert(static_cast<int>(w));
+  }
+  return {sizes.begin(), sizes.end()};
+}
+
+namespace {
+
 Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, uint64_t memory, int top_k) {
   const v1::ModelSpec& m = spec.model();
   const memory::ModelSpec model =
@@ -143,8 +161,11 @@ Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, u
   space.max_tp = spec.tp() > 0 ? spec.tp() : tp_runs ? std::max(1, workers.largest_host > 0 ? workers.largest_host : workers.count) : 1;
   planner::PlanOptions options;
   options.top_k = top_k;
+  // One cache for every world size: their searches simulate the same schedule shapes.
+  planner::ScheduleCache shapes;
+  options.shared_cache = &shapes;
   Search out;
-  for (int w = 1; w <= workers.count; ++w) {
+  for (int w : WorldSizes(workers.count)) {
     if ((space.pp > 0 && w % space.pp) || (space.dp > 0 && w % space.dp)) continue;
     auto res = planner::Plan(model, DeviceCluster(workers.device_kind, w, memory), space, options);
     if (!res.ok()) return Status(res.status().code(), "spec: the strategy search refused the job: " + res.status().message());

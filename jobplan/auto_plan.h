@@ -7,9 +7,9 @@
 // pipelining its peaks measured as ZeRO-1's while the planner's model would rate it leaner), the
 // schedule and the micro-batch count and size (fp32 with AdamW: the pipecoord-cpu recipe), with
 // dp x microbatches x microBatchSize = spec.globalBatch and whatever the spec fixed kept fixed
-// (spec.tp 0, and zero and recompute left unset, leave them to the search). The job may use fewer workers than are free: every world size up to their
-// count is tried, since the global batch or the layers may not split over all of them, and the
-// fastest predicted plan wins wherever it lands. The planner ranks; each of the fastest is then
+// (spec.tp 0, and zero and recompute left unset, leave them to the search). The job may use fewer
+// workers than are free, since the global batch or the layers may not split over all of them, and
+// the fastest predicted plan wins wherever it lands: WorldSizes says which sizes are tried. The planner ranks; each of the fastest is then
 // planned as a job (PlanJob) and the first whose every rank's memory budget (what the
 // coordinator checks the run against) fits the workers' smallest reported memory is chosen.
 #ifndef PIPECOORD_JOBPLAN_AUTO_PLAN_H_
@@ -17,11 +17,19 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "proto/job.pb.h"
 
 namespace pipecoord::jobplan {
+
+// The world sizes schedule "auto" tries with `free_workers` free, ascending: every size up to
+// kEveryWorldSizeUpTo free workers; above, the free count and every size of the form {1, 3, 5, 7}
+// x 2^j below it (the sizes with many ways to split into dp x tp x pp; trying all 16,384 sizes
+// of a large fleet, one planner search each, took minutes).
+constexpr int kEveryWorldSizeUpTo = 64;
+std::vector<int> WorldSizes(int free_workers);
 
 // The workers a schedule "auto" job is planned for.
 struct FreeWorkers {

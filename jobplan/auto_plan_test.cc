@@ -58,6 +58,25 @@ int64_t SumOfPruned(const v1::AutoPlanReport& r) {
   return n;
 }
 
+// Up to 64 free workers every world size is tried; above, the free count and the sizes {1, 3, 5,
+// 7} x 2^j below it: for 16,384, 15 powers of two (1 .. 16384), 13 of 3 x 2^j (3 .. 12288), 12
+// of 5 x 2^j (5 .. 10240) and 12 of 7 x 2^j (7 .. 14336).
+TEST(AutoPlanTest, WorldSizesTried) {
+  std::vector<int> few = WorldSizes(6);
+  EXPECT_EQ(few, (std::vector<int>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(WorldSizes(64).size(), 64u);
+  const std::vector<int> fleet = WorldSizes(16384);
+  EXPECT_EQ(fleet.size(), 15u + 13u + 12u + 12u);
+  EXPECT_TRUE(std::is_sorted(fleet.begin(), fleet.end()));
+  for (int w : {1, 7, 96, 12288, 10240, 14336, 16384}) {
+    EXPECT_TRUE(std::binary_search(fleet.begin(), fleet.end(), w)) << w;
+  }
+  for (int w : {9, 16383, 15000}) EXPECT_FALSE(std::binary_search(fleet.begin(), fleet.end(), w)) << w;
+  const std::vector<int> odd = WorldSizes(1000);  // the free count itself, though not of the form
+  EXPECT_EQ(odd.back(), 1000);
+  EXPECT_TRUE(std::binary_search(odd.begin(), odd.end(), 896));  // 7 x 128
+}
+
 TEST(AutoPlanTest, TinyModelOnFourWorkers) {
   const v1::JobSpec spec = AutoSpec(8);
   ASSERT_TRUE(ValidateJobSpec(spec).ok());

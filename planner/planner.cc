@@ -60,7 +60,8 @@ std::string WithoutNumbers(const std::string& s) {
 class Search {
  public:
   Search(const ModelSpec& m, const ClusterSpec& c, const SearchSpace& s, const PlanOptions& o)
-      : m_(m), c_(c), s_(s), o_(o), cache_(o.cache_schedules) {}
+      : m_(m), c_(c), s_(s), o_(o), own_cache_(o.cache_schedules),
+        cache_(o.shared_cache != nullptr && o.cache_schedules ? *o.shared_cache : own_cache_) {}
 
   Result<PlanResult> Run() {
     for (const std::string& name : s_.schedules.empty() ? AllNames() : s_.schedules) {
@@ -530,7 +531,8 @@ class Search {
   const ClusterSpec& c_;
   const SearchSpace& s_;
   const PlanOptions& o_;
-  ScheduleCache cache_;
+  ScheduleCache own_cache_;
+  ScheduleCache& cache_;  // own_cache_, or the caller's (PlanOptions::shared_cache)
   std::vector<Variant> variants_;
   const std::vector<Variant> no_schedule_ = {{kNoSchedule, 1, kNoScheduleEngine}};
   std::map<std::tuple<int, bool, int, int>, ActivationModel> acts_;

@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "memory/model_spec.h"
 #include "planner/cluster.h"
+#include "planner/schedule_cache.h"
 #include "planner/search_space.h"
 #include "planner/step_time.h"
 
@@ -54,6 +55,10 @@ struct PlanResult {
 struct PlanOptions {
   int top_k = 10;
   bool cache_schedules = true;  // false: simulate the schedule for every candidate (baseline)
+  // A cache kept by the caller across several searches (schedule auto plans every world size a
+  // fleet allows: the same (schedule, pp, vpp, micro-batches) shapes recur); null: the search's
+  // own. Not shared between concurrent searches (not thread-safe).
+  ScheduleCache* shared_cache = nullptr;
   // Threads that build schedule profiles up front (with the cache on); 0: one per core.
   int threads = 0;
   // Schedules that search (zb-auto) run last and only for groups whose step time with no
