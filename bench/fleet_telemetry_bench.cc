@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/simulated_worker.h"
 #include "proto/job.grpc.pb.h"
 #include "proto/op_kinds.h"
 #include "proto/worker.grpc.pb.h"
@@ -177,59 +178,6 @@ grpc::Slice SliceOf(const google::protobuf::Message& m) {
   const std::string bytes = m.SerializeAsString();
   return grpc::Slice(bytes);
 }
-
-// A worker's command stream: keeps its assignment.
-class CommandReader final : public grpc::ClientReadReactor<v1::WorkerCommand> {
- public:
-  CommandReader(v1::WorkerService::Stub* stub, const std::string& id, std::atomic<int>* assigned)
-      : stub_(stub), assigned_(assigned) {
-    req_.set_worker_id(id);
-    stub->async()->Commands(&ctx_, &req_, this);
-    StartRead(&cmd_);
-    StartCall();
-  }
-  void OnReadDone(bool ok) override {
-    if (!ok) return;
-    if (cmd_.has_assign()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      assignment_ = cmd_.assign();
-      ++*assigned_;
-    } else if (!cmd_.cancel_job_id().empty()) {
-      // Let the job go, as a daemon does once its ranks stopped: the worker is free again.
-      struct Call {
-        grpc::ClientContext ctx;
-        v1::ReleaseJobRequest req;
-        v1::ReleaseJobResponse resp;
-      };
-      auto* call = new Call;
-      call->req.set_worker_id(req_.worker_id());
-      call->req.set_job_id(cmd_.cancel_job_id());
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        call->req.set_session(assignment_.session());
-      }
-      stub_->async()->ReleaseJob(&call->ctx, &call->req, &call->resp, [call](grpc::Status) { delete call; });
-    }
-    StartRead(&cmd_);
-  }
-  void OnDone(const grpc::Status&) override { done_ = true; }
-  void Cancel() { ctx_.TryCancel(); }
-  bool done() const { return done_; }
-  v1::Assignment assignment() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return assignment_;
-  }
-
- private:
-  grpc::ClientContext ctx_;
-  v1::CommandsRequest req_;
-  v1::WorkerCommand cmd_;
-  v1::WorkerService::Stub* stub_;
-  std::atomic<int>* assigned_;
-  std::mutex mu_;
-  v1::Assignment assignment_;
-  std::atomic<bool> done_{false};
-};
 
 // A rank's telemetry stream, raw bytes: its header slice, then each step's shared body.
 class TelemetryWriter final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
@@ -511,8 +459,8 @@ int main(int argc, char** argv) {
   };
 
   std::atomic<int> assigned{0};
-  std::vector<std::unique_ptr<CommandReader>> readers;
-  for (int i = 0; i < workers; ++i) readers.push_back(std::make_unique<CommandReader>(stubs[i % kChannels].get(), ids[i], &assigned));
+  std::vector<std::unique_ptr<bench::CommandReader>> readers;
+  for (int i = 0; i < workers; ++i) readers.push_back(std::make_unique<bench::CommandReader>(stubs[i % kChannels].get(), ids[i], &assigned));
   std::this_thread::sleep_for(std::chrono::seconds(3));
   const double rss_fleet = RssMiB(coord.pid);
   std::printf("%d connections in %.1f s; %d workers registered in %.1f s, each holding its command stream; coordinator RSS "

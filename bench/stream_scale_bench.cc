@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/simulated_worker.h"
 #include "coordinator/loopback_server.h"
 #include "proto/job.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
@@ -52,37 +53,6 @@ int Flag(int argc, char** argv, const char* name, int fallback) {
   }
   return fallback;
 }
-
-// One simulated worker's command stream: counts assignments, in the order they come.
-class CommandReader final : public grpc::ClientReadReactor<v1::WorkerCommand> {
- public:
-  CommandReader(v1::WorkerService::Stub* stub, const std::string& id, std::atomic<int>* assigned)
-      : assigned_(assigned) {
-    req_.set_worker_id(id);
-    stub->async()->Commands(&ctx_, &req_, this);
-    StartRead(&cmd_);
-    StartCall();
-  }
-  void OnReadDone(bool ok) override {
-    if (!ok) return;
-    if (cmd_.has_assign()) {
-      got_assign_ = true;
-      ++*assigned_;
-    }
-    StartRead(&cmd_);
-  }
-  void OnDone(const grpc::Status&) override { done_ = true; }
-  void Cancel() { ctx_.TryCancel(); }
-  bool done() const { return done_; }
-  bool got_assign() const { return got_assign_; }
-
- private:
-  grpc::ClientContext ctx_;
-  v1::CommandsRequest req_;
-  v1::WorkerCommand cmd_;
-  std::atomic<int>* assigned_;
-  std::atomic<bool> done_{false}, got_assign_{false};
-};
 
 }  // namespace
 
@@ -169,9 +139,9 @@ int main(int argc, char** argv) {
   }
   const double registering = Since(reg_start);
   std::atomic<int> assigned{0};
-  std::vector<std::unique_ptr<CommandReader>> readers;
+  std::vector<std::unique_ptr<bench::CommandReader>> readers;
   const auto open_start = Clock::now();
-  for (int i = 0; i < workers; ++i) readers.push_back(std::make_unique<CommandReader>(stubs[i % kChannels].get(), ids[i], &assigned));
+  for (int i = 0; i < workers; ++i) readers.push_back(std::make_unique<bench::CommandReader>(stubs[i % kChannels].get(), ids[i], &assigned));
   while (core.stream_subscriptions() < static_cast<size_t>(workers) && Since(open_start) < 60) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
