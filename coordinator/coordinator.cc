@@ -1403,8 +1403,23 @@ Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAc
   return round[0].status;
 }
 
+bool Coordinator::TryIngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack, Status* status) {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  std::vector<TelemetryIn> round(1);
+  round[0].batch = &b;
+  round[0].ack = ack;
+  IngestTelemetryRoundLocked(&round);
+  *status = round[0].status;
+  return true;
+}
+
 void Coordinator::IngestTelemetryRound(std::vector<TelemetryIn>* round) {
   std::lock_guard<std::mutex> lock(mu_);
+  IngestTelemetryRoundLocked(round);
+}
+
+void Coordinator::IngestTelemetryRoundLocked(std::vector<TelemetryIn>* round) {
   // 1. Each batch admitted as it stands (nothing changes yet); one per rank in a round.
   struct Admitted {
     size_t at;

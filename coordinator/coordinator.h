@@ -156,6 +156,9 @@ class Coordinator {
     bool deferred = false;
   };
   void IngestTelemetryRound(std::vector<TelemetryIn>* round);
+  // IngestTelemetry if the core lock is free now (*status its answer); false, doing nothing, if
+  // another thread holds it.
+  bool TryIngestTelemetry(const v1::TelemetryBatch& batch, v1::TelemetryAck* ack, Status* status);
   // Actions of every accepted telemetry batch since start (what the acks counted).
   int64_t ActionsIngested() const;
   // Key-value exchange with a barrier: stores value (if any) under (job, key), then waits until
@@ -250,6 +253,7 @@ class Coordinator {
   // A rank's batch that passed the order check: stored, accepted, measured; `health`: through
   // the online checks too (not for step records a recovery completes for a lost rank).
   Status AcceptBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);
+  void IngestTelemetryRoundLocked(std::vector<TelemetryIn>* round);
   // AcceptBatchLocked once the batch is stored.
   void CountBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);
   // Whether a rank's batch may be stored: its job and global rank, or why not; *stored_before: a
