@@ -4,10 +4,10 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <thread>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 namespace pipecoord::coordinator {
 namespace {
@@ -141,8 +141,6 @@ class RefusedStream final : public grpc::ServerWriteReactor<Message> {
   void OnDone() override { delete this; }
 };
 
-// A worker's telemetry stream: each batch ingested as it is read (on a gRPC callback thread), the
-// ack answered when the worker closes the stream.
 class TelemetryStream;
 
 }  // namespace
@@ -174,6 +172,8 @@ class TelemetryIngest {
 
 namespace {
 
+// A worker's telemetry stream: one batch read at a time, ingested (inline or by TelemetryIngest)
+// before the next is read; the ack answered when the worker closes the stream.
 class TelemetryStream final : public grpc::ServerReadReactor<v1::TelemetryBatch> {
  public:
   TelemetryStream(TelemetryIngest* ingest, const Auth& auth, CallCredentials creds, v1::TelemetryAck* ack)
@@ -362,10 +362,6 @@ grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx, const v1::D
   if (Status st = OrOpen(auth_).CheckWorker(CallCredentialsOf(*ctx), req->worker_id()); !st.ok()) return ToGrpc(st);
   return ToGrpc(c_->Deregister(req->worker_id()));
 }
-
-}  // namespace pipecoord::coordinator
-
-namespace pipecoord::coordinator {
 
 TelemetryIngest::~TelemetryIngest() {
   {
