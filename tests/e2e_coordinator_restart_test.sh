@@ -30,15 +30,25 @@ done
 "$PIPECTL" watch "$job" > "$WORK/watcher.out" 2> "$WORK/watcher.err" &
 watcher=$!
 gen=$(dirname "$(dirname "$(readlink -f proto/job_pb2.py)")")
-PYTHONPATH="$gen:python" /usr/bin/python3 - "$PIPECOORD_ADDR" "$job" > "$WORK/pywatch.out" 2>&1 <<'PY' &
+PYTHONPATH="$gen:python" /usr/bin/python3 - "$PIPECOORD_ADDR" "$job" "$WORK/pywatch.reached" > "$WORK/pywatch.out" 2>&1 <<'PY' &
 import sys
 from pipecoord.client import Client, StepUpdate
 client = Client(sys.argv[1])
-steps = [u.step for u in client.watch(sys.argv[2]) if isinstance(u, StepUpdate)]
+steps = []
+for u in client.watch(sys.argv[2]):
+    if not steps and isinstance(u, StepUpdate):
+        open(sys.argv[3], "w").close()  # the watch reached the coordinator: the test may kill it
+    if isinstance(u, StepUpdate):
+        steps.append(u.step)
 print("python watch: %d steps, %s" % (len(steps), "each once in order" if steps == list(range(len(steps))) else "NOT in order"))
 print("python watch ended: " + client.get(sys.argv[2]).state)
 PY
 pywatcher=$!
+# A watch that never reached a coordinator fails at once (a wrong address is no restart): the kill
+# waits until the Python watch has had its first step (its interpreter and grpc take seconds to
+# start on a loaded machine).
+for _ in $(seq 600); do [ -e "$WORK/pywatch.reached" ] && break; sleep 0.05; done
+[ -e "$WORK/pywatch.reached" ] || fail "the Python client's watch had no step in 30 s: $(cat "$WORK/pywatch.out")"
 sleep 0.5
 done_at_kill=$("$PIPECTL" status "$job" --format json | json_field '.get("stepsDone", 0)')
 [ "$done_at_kill" -ge 5 ] && [ "$done_at_kill" -lt "$steps" ] || fail "steps done at the kill: $done_at_kill"
