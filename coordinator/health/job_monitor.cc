@@ -16,7 +16,7 @@ namespace pipecoord::coordinator::health {
 
 JobMonitor::JobMonitor(const v1::Job& job, MetricsSink* sink)
     : job_id_(job.id()), settings_(jobplan::ResolveHealth(job.spec().health())), layout_(jobplan::LayoutOf(job.spec())),
-      world_(layout_.world()), steps_(job.spec().steps()), sink_(sink),
+      world_(layout_.world()), steps_(job.spec().steps()), sink_(sink), gauges_(layout_, job.id(), sink),
       last_peak_(world_, 0), spec_(job.spec()), plan_proto_(job.plan()) {
   budgets_.assign(job.plan().memory_budget_bytes().begin(), job.plan().memory_budget_bytes().end());
   auto expect = jobplan::ExpectPlan(job.spec(), job.plan());
@@ -149,13 +149,12 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
     const double min_variation = std::max(1e-4, 0.02 * calibrated_->calibrated.makespan);
     jobplan::IdleBreakdown split = jobplan::SplitIdle(*calibrated_, layout_, actions, rec->step_time_s(), min_variation);
     for (v1::RankIdle& r : split.ranks) {
-      if (sink_) {
-        const v1::IdleSplit& s = r.split();
-        sink_->Idle(job_id_, RankLabel{r.rank(), r.dp_rank(), layout_.tp() > 1 ? r.tp_rank() : -1}, s.inherent_s(),
-                    s.imbalance_s(), s.variation_s(), s.comm_s());
-      }
+      const v1::IdleSplit& s = r.split();
+      gauges_.AddIdle(RankLabel{r.rank(), r.dp_rank(), layout_.tp() > 1 ? r.tp_rank() : -1}, s.inherent_s(),
+                      s.imbalance_s(), s.variation_s(), s.comm_s());
       *rec->add_idle() = std::move(r);
     }
+    gauges_.FlushIdle();
     *rec->mutable_idle_total() = split.total;
     if (bubble_ && !calibrated_now) {  // the calibrated timeline, in seconds (bubble_check.h)
       for (int g = 0; g < world_ && g < static_cast<int>(actions.size()); ++g) {
@@ -179,7 +178,7 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
 std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch& b, int64_t now_ns) {
   std::vector<v1::HealthEvent> events;
   const int rank = layout_.PipelineRank(g);
-  const RankLabel label = LabelOf(layout_, g), action_label = ActionLabelOf(layout_, g);
+  const RankLabel action_label = ActionLabelOf(layout_, g);
   // Timing per step of this batch (a batch normally carries one whole step).
   std::map<int, std::vector<const v1::ActionTiming*>> by_step;
   for (const v1::ActionTiming& t : b.actions()) {
@@ -220,10 +219,8 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
   }
   for (const v1::StepSummary& s : b.steps()) {
     last_peak_[g] = s.memory_peak_bytes();
-    if (sink_) {
-      sink_->Memory(job_id_, label, s.memory_peak_bytes(),
-                    rank < static_cast<int>(budgets_.size()) ? budgets_[rank] : 0, s.memory_reserved_bytes());
-    }
+    gauges_.Memory(g, s.step(), s.memory_peak_bytes(), rank < static_cast<int>(budgets_.size()) ? budgets_[rank] : 0,
+                   s.memory_reserved_bytes());
     if (memory_) {
       if (auto e = memory_->OnStep(g, s.step(), s.memory_peak_bytes())) events.push_back(*e);
     }
@@ -238,11 +235,10 @@ std::vector<v1::HealthEvent> JobMonitor::OnStepDone(const v1::StepRecord& rec) {
   if (straggler_) {
     for (v1::HealthEvent& e : straggler_->Evaluate(rec.step())) events.push_back(std::move(e));
     scale_ = straggler_->FastestMedian();
-    if (sink_) {
-      for (const StragglerScore& s : straggler_->scores()) {
-        sink_->Straggler(job_id_, LabelOf(layout_, s.global_rank), v1::Op_Name(s.op), s.relative, s.individual);
-      }
+    for (const StragglerScore& s : straggler_->scores()) {
+      gauges_.AddStraggler(s.global_rank, v1::Op_Name(s.op), s.relative, s.individual);
     }
+    gauges_.FlushStraggler();
   }
   return events;
 }

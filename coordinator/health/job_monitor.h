@@ -15,6 +15,7 @@
 #include "coordinator/health/bubble_check.h"
 #include "coordinator/health/hang_check.h"
 #include "coordinator/health/memory_check.h"
+#include "coordinator/health/metrics_aggregate.h"
 #include "coordinator/health/metrics_sink.h"
 #include "jobplan/calibration.h"
 #include "jobplan/plan_expectations.h"
@@ -87,6 +88,7 @@ class JobMonitor {
   int world_;
   int steps_;
   MetricsSink* sink_;
+  PipelineRankAggregate gauges_;  // the per-rank gauges on their way to sink_
   std::optional<jobplan::PlanExpectations> plan_;
   std::vector<uint64_t> budgets_;
   std::unique_ptr<BubbleCheck> bubble_;

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "coordinator/health/job_monitor.h"
+#include "coordinator/health/metrics_aggregate.h"
 #include "jobplan/data_spec.h"
 #include "jobplan/layout.h"
 
@@ -23,6 +24,7 @@ void ReplayJobMetrics(const v1::Job& job, const std::vector<std::string>& events
                       const std::vector<const v1::TelemetryBatch*>& telemetry, MetricsSink* sink) {
   if (sink == nullptr) return;
   const std::string& id = job.id();
+  PipelineRankAggregate gauges(jobplan::LayoutOf(job.spec()), id, sink);
   for (const std::string& bytes : events) {
     v1::HealthEvent e;
     if (e.ParseFromString(bytes)) sink->Event(id, v1::EventKind_Name(e.kind()));
@@ -38,9 +40,10 @@ void ReplayJobMetrics(const v1::Job& job, const std::vector<std::string>& events
     }
     for (const v1::RankIdle& r : rec.idle()) {
       const v1::IdleSplit& s = r.split();
-      sink->Idle(id, RankLabel{r.rank(), r.dp_rank(), job.spec().tp() > 1 ? r.tp_rank() : -1}, s.inherent_s(),
-                 s.imbalance_s(), s.variation_s(), s.comm_s());
+      gauges.AddIdle(RankLabel{r.rank(), r.dp_rank(), job.spec().tp() > 1 ? r.tp_rank() : -1}, s.inherent_s(),
+                     s.imbalance_s(), s.variation_s(), s.comm_s());
     }
+    gauges.FlushIdle();
   }
   if (job.has_calibration()) {
     const v1::Calibration& c = job.calibration();

@@ -22,13 +22,19 @@ struct RankLabel {
 inline RankLabel LabelOf(const RankLayout& layout, int global) {
   return {layout.PipelineRank(global), layout.DataRank(global), layout.tp() > 1 ? layout.TensorRank(global) : -1};
 }
-// Per-action histograms are per rank up to this many ranks in the job; a bigger job's are per
-// pipeline rank, summed over its replicas and shards (a histogram is ~20 lines of /metrics: per
-// rank, a 4,096-rank job's page was 77 MiB).
-constexpr int kPerRankActionSeriesMaxRanks = 512;
+// Per-rank series (action histograms, idle splits, straggler scores, memory) are per rank up to
+// this many ranks in the job. A bigger job's are per pipeline rank (a histogram is ~20 lines of
+// /metrics and a rank has ~13 gauges: per rank, a 4,096-rank job's page was 77 MiB, then 4 MiB
+// with the histograms alone folded): the histograms sum its replicas' and shards' actions; the
+// gauges hold, over its replicas and shards, the highest memory peak and reserved bytes of the
+// newest step reported, the lowest straggler score of the last scored step (the most suspicious),
+// and the mean idle split of the last step (PipelineRankAggregate below).
+constexpr int kPerRankSeriesMaxRanks = 512;
+inline bool PerRankSeries(const RankLayout& layout) { return layout.world() <= kPerRankSeriesMaxRanks; }
+inline RankLabel PipelineRankLabel(int rank) { return {rank, -1, -1}; }
 inline RankLabel ActionLabelOf(const RankLayout& layout, int global) {
-  if (layout.world() <= kPerRankActionSeriesMaxRanks) return LabelOf(layout, global);
-  return {layout.PipelineRank(global), -1, -1};
+  if (PerRankSeries(layout)) return LabelOf(layout, global);
+  return PipelineRankLabel(layout.PipelineRank(global));
 }
 
 class MetricsSink {

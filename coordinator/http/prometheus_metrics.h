@@ -3,7 +3,7 @@
 // scrape job):
 //   pipecoord_step_duration_seconds{job_id}                     histogram
 //   pipecoord_action_duration_seconds{job_id,rank,dp,stage,op}  histogram (jobs of more than
-//     health::kPerRankActionSeriesMaxRanks ranks: {job_id,rank,stage,op}, summed over dp and tp)
+//     health::kPerRankSeriesMaxRanks ranks: {job_id,rank,stage,op}, summed over dp and tp)
 //   pipecoord_bubble_ratio{job_id,source="measured"|"predicted"|"plan"}  gauge, 0..1 (predicted:
 //     calibrated once the job is, else the plan's)
 //   pipecoord_predicted_step_seconds{job_id,source="plan"|"calibrated"}  gauge

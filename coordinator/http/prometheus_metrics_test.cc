@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "coordinator/coordinator.h"
+#include "coordinator/health/metrics_aggregate.h"
 
 namespace pipecoord::coordinator::http {
 namespace {
@@ -99,12 +100,12 @@ TEST(PrometheusMetricsTest, ActionObservationsCountPerSeriesAcrossForget) {
             std::string::npos) << text;
 }
 
-// A job of more than kPerRankActionSeriesMaxRanks ranks: one action series per pipeline rank,
+// A job of more than kPerRankSeriesMaxRanks ranks: one action series per pipeline rank,
 // stage and op, holding every replica's and shard's observations (no dp or tp label).
 TEST(PrometheusMetricsTest, ABigJobsActionsAreSummedOverReplicasAndShards) {
   PrometheusMetrics m;
   const RankLayout big = RankLayout::OfDegrees(/*pp=*/2, /*dp=*/64, /*tp=*/8);
-  ASSERT_GT(big.world(), health::kPerRankActionSeriesMaxRanks);
+  ASSERT_GT(big.world(), health::kPerRankSeriesMaxRanks);
   for (int g = 0; g < big.world(); ++g) m.Action("job-000002", health::ActionLabelOf(big, g), 0, "F", 0.001);
   const std::string text = m.Serialize();
   EXPECT_NE(text.find("pipecoord_action_duration_seconds_count{job_id=\"job-000002\",op=\"F\",rank=\"0\",stage=\"0\"} 512"),
@@ -116,6 +117,30 @@ TEST(PrometheusMetricsTest, ABigJobsActionsAreSummedOverReplicasAndShards) {
   const RankLayout small = RankLayout::OfDegrees(2, 4, 2);
   for (int g = 0; g < small.world(); ++g) m.Action("job-000003", health::ActionLabelOf(small, g), 0, "F", 0.001);
   EXPECT_EQ(Count(m.Serialize(), "pipecoord_action_duration_seconds_count{dp="), small.world());
+}
+
+// The gauges of a big job through the monitor's aggregate: one memory, idle and straggler series
+// per pipeline rank (no dp label) where a small job has one per rank.
+TEST(PrometheusMetricsTest, ABigJobsGaugesArePerPipelineRank) {
+  PrometheusMetrics m;
+  const RankLayout big = RankLayout::OfDegrees(/*pp=*/4, /*dp=*/256, /*tp=*/4);
+  health::PipelineRankAggregate agg(big, "job-000004", &m);
+  for (int g = 0; g < big.world(); ++g) {
+    agg.Memory(g, 1, 1000 + g, 5000, 2000);
+    agg.AddIdle(health::LabelOf(big, g), 0.01, 0.0, 0.0, 0.001);
+    agg.AddStraggler(g, "F", 0.9, 0.95);
+  }
+  agg.FlushIdle();
+  agg.FlushStraggler();
+  const std::string text = m.Serialize();
+  EXPECT_EQ(Count(text, "pipecoord_memory_peak_bytes{"), big.pp());
+  EXPECT_EQ(Count(text, "pipecoord_idle_seconds{"), 4 * big.pp());
+  EXPECT_EQ(Count(text, "pipecoord_straggler_score{"), 2 * big.pp());
+  // The highest peak of pipeline rank 3: its last replica's, dp 255, tp 3.
+  const int last = big.Global({3, 255, 3});
+  EXPECT_NE(text.find("pipecoord_memory_peak_bytes{job_id=\"job-000004\",rank=\"3\"} " + std::to_string(1000 + last)),
+            std::string::npos) << text.substr(0, 3000);
+  EXPECT_EQ(text.find("dp=\""), std::string::npos);
 }
 
 TEST(PrometheusMetricsTest, ValidationLossInNatsAndBitsPerByte) {
