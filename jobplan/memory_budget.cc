@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "jobplan/probe_placement.h"
 #include "memory/activations.h"
 #include "memory/block_program.h"
 #include "memory/pipecoord_cpu.h"
@@ -30,6 +31,14 @@ struct StagePrice {
   // (the CPU's B frees more than it keeps).
   int64_t forward_peak = 0;
   int64_t backward_peak = 0;
+  // The CPU backend's (0 on CUDA): W above its start, and a PROBE's replayed or seeded F from
+  // nothing of its own.
+  int64_t weight_peak = 0;
+  int64_t replay_peak = 0;
+  // ZeRO-2 on the CPU: BW allocates the step's gradients between its B and its W (CUDA: first),
+  // and OPT allocates the shard's gradients (shard_gradient_bytes) before it frees the whole ones.
+  bool gradients_after_b = false;
+  int64_t shard_gradient_bytes = 0;
   // ZeRO-2 (CPU): what the stage's whole gradients add to the shard's (parameter_bytes counts
   // those) from its first W (or BW) of a step to OPT; 0 otherwise.
   int64_t step_gradient_bytes = 0;
@@ -70,22 +79,36 @@ class Pricer {
   }
 
  private:
-  // The CPU backend notes its peak where each F, B and W ends (and where a W or BW starts): an op's
-  // peak is where it ends; its output is its own until sent or read (worker/daemon/cpu_backend.cc).
+  // The CPU backend's peak is its counting allocator's (worker/daemon/cpu_backend.cc): each op's
+  // from memory/'s replay of the model's allocations (PipecoordCpuOpPeaks); an op's output is its
+  // own until sent or read.
   StagePrice PriceCpu(const v1::StageShard& shard) const {
     if (!activations_.ok()) return Unresolvable();
     const memory::CpuStageMemory st = memory::PipecoordCpuStage(
         model_, training_, *activations_, shard.num_layers(), shard.has_embedding(), shard.has_head());
+    auto ops = memory::PipecoordCpuOpPeaks(model_, training_, shard.num_layers(), shard.has_embedding(),
+                                           shard.has_head());
+    if (!ops.ok()) return Unresolvable();
     StagePrice p;
     p.saved.after_f = static_cast<uint64_t>(st.per_microbatch.stored);
     p.saved.after_b = static_cast<uint64_t>(st.per_microbatch.kept_for_w);
     p.parameter_bytes = static_cast<uint64_t>(st.parameter_bytes);
-    p.forward_peak = st.per_microbatch.stored;
-    p.backward_peak = st.per_microbatch.kept_for_w - st.per_microbatch.stored;
-    p.boundary = memory::BlockBoundaryBytes(model_, training_);
+    p.boundary = ops->boundary;
+    // The replay and the recipe must agree on what F and B leave (memory's tests hold them to it).
+    const int64_t f_out = shard.has_head() ? 0 : p.boundary, b_out = shard.has_embedding() ? 0 : p.boundary;
+    if (ops->forward_end != st.per_microbatch.stored + f_out ||
+        ops->backward_end != st.per_microbatch.kept_for_w - st.per_microbatch.stored + b_out) {
+      return Unresolvable();
+    }
+    p.forward_peak = ops->forward;
+    p.backward_peak = ops->backward;
+    p.weight_peak = ops->weight;
+    p.replay_peak = ops->replay;
+    p.gradients_after_b = true;
     if (training_.zero >= 2 && training_.dp > 1) {
       // fp32: the whole gradients replace the shard's (ceil(n / dp), counted in parameter_bytes).
-      p.step_gradient_bytes = (st.parameters - (st.parameters + training_.dp - 1) / training_.dp) * 4;
+      p.shard_gradient_bytes = (st.parameters + training_.dp - 1) / training_.dp * 4;
+      p.step_gradient_bytes = st.parameters * 4 - p.shard_gradient_bytes;
     }
     return p;
   }
@@ -158,6 +181,21 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
         now -= p.boundary;  // the transport has it now
         continue;
       }
+      if (op == v1::PROBE && (act.microbatch() >= 0 || act.microbatch() == kSeededReplay)) {
+        peak = std::max(peak, now + grads + p.replay_peak);  // the replayed (or seeded) F
+        continue;
+      }
+      if (op == v1::OPT) {
+        // ZeRO-2 (CPU): stage by stage, the shard's gradients are allocated, then the whole ones
+        // freed (StageModel::ReleaseGradients).
+        for (int t : grads_live) {
+          const StagePrice& q = price.at(t);
+          peak = std::max(peak, now + grads + q.shard_gradient_bytes);
+          grads -= q.step_gradient_bytes;
+        }
+        grads_live.clear();
+        continue;
+      }
       if (!v1::IsCompute(op)) continue;
       int64_t& mine = held[{s, act.microbatch()}];
       auto set = [&](uint64_t bytes) {
@@ -179,20 +217,23 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
         case v1::B:
         case v1::BW:
           if (s + 1 < stages) take_input(s + 1);
-          if (op == v1::BW) {
-            // ZeRO-2's gradients come first; the backend notes the op with what it held at its
-            // start (an output still waiting here included).
+          if (op == v1::BW && !p.gradients_after_b) {
+            // CUDA: ZeRO-2's gradients come first (an output still waiting here included).
             allocate_grads(s, p);
             peak = std::max(peak, now + grads);
           }
           peak = std::max(peak, now + grads + p.backward_peak);
           set(p.saved.after_b);
           if (s > 0) now += p.boundary;  // the input's gradient, until sent or read here
-          if (op == v1::BW) set(0);      // W only frees
+          if (op == v1::BW) {            // W, with the input's gradient still here
+            allocate_grads(s, p);
+            peak = std::max(peak, now + grads + p.weight_peak);
+            set(0);
+          }
           break;
         case v1::W:
           allocate_grads(s, p);
-          peak = std::max(peak, now + grads);  // at its start, before it frees
+          peak = std::max(peak, now + grads + p.weight_peak);  // at its start, before it frees
           set(0);
           break;
         default:

@@ -40,6 +40,36 @@ CpuStageMemory PipecoordCpuStage(const ModelSpec& model, const TrainingSpec& tra
                                  const ActivationModel& activations, int64_t layers,
                                  bool has_embedding, bool has_head);
 
+// The most the CPU backend's counting allocator (kernels/host_pool.h) holds during each op of one
+// micro-batch of one stage, replayed from worker/model's code allocation by allocation (its
+// HostBuffers, in its order; the kernels' own scratch is plain heap and not counted). Bytes above
+// the level before the op:
+struct CpuOpPeaks {
+  int64_t boundary = 0;      // the activation (or gradient) between stages: b s h / (tp with sp) floats
+  // F from nothing of its own: the batch's ids (token ids on the embedding stage, targets on the
+  // head's), its input once taken (not on the embedding stage), what it keeps, its output (not on
+  // the head stage) and the temporaries (sequence parallelism's gathers, the parallel loss's rows).
+  int64_t forward = 0;
+  // B above what F stored: the gradient taken (not on the head stage), what it keeps for W, the
+  // gradient handed on (not on the embedding stage), the temporaries (dz, dout, the recompute's
+  // rebuilt forward, sequence parallelism's gathers and partial sums).
+  int64_t backward = 0;
+  // W above its start (after the gradients exist): sequence parallelism's gathers of the shards W
+  // reads (0 without: W only frees).
+  int64_t weight = 0;
+  // A PROBE's replayed or seeded F (ForwardOnly: each block's state dropped once it is done),
+  // from nothing of its own: its copied input and ids, one block's worth, the output.
+  int64_t replay = 0;
+  // What F and B leave (the checks against the recipe): stored + output, kept_for_w - stored + output.
+  int64_t forward_end = 0;
+  int64_t backward_end = 0;
+};
+
+// INVALID_ARGUMENT when a size passes 64-bit arithmetic. Expects ValidateModel /
+// ValidateTraining to pass for `model` and `training` (PipecoordCpuModel / PipecoordCpuTraining).
+Result<CpuOpPeaks> PipecoordCpuOpPeaks(const ModelSpec& model, const TrainingSpec& training, int64_t layers,
+                                       bool has_embedding, bool has_head);
+
 }  // namespace pipecoord::memory
 
 #endif  // PIPECOORD_MEMORY_PIPECOORD_CPU_H_

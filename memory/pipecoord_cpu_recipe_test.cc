@@ -103,5 +103,55 @@ TEST(PipecoordCpuRecipeTest, AnalyticPeaksOfTheDemoModel) {
   EXPECT_EQ(peaks(2, 2, 4, "interleaved")[0], 9785344);  // budget 11327488
 }
 
+// The op replay (PipecoordCpuOpPeaks) leaves what the recipe says F stores and B keeps, plus the
+// output, for every stage kind, tp, sequence parallelism and recompute mode; one peak by hand.
+// worker/daemon:memory_budget_run_test holds the peaks themselves to the CPU backend's allocator.
+TEST(PipecoordCpuRecipeTest, OpReplayLeavesWhatTheRecipeKeeps) {
+  for (const Shape& x : kShapes) {
+    for (int tp : {1, 2}) {
+      for (bool sp : {false, true}) {
+        if (sp && tp == 1) continue;
+        for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+          const ModelSpec m = PipecoordCpuModel(4, x.h, x.f, x.a, x.v, x.s);
+          const TrainingSpec t = PipecoordCpuTraining(static_cast<int>(x.b), tp, 0, 1, r, sp);
+          // What jobplan's ValidateTensorParallel lets through: tp divides heads, ffn, vocab, seq.
+          if (x.a % tp || x.f % tp || x.v % tp || (sp && x.s % tp) || !ValidateTraining(m, t).ok()) continue;
+          auto am = ResolveActivations(m, t);
+          ASSERT_TRUE(am.ok()) << am.status().ToString();
+          for (const auto& [emb, head] : {std::pair{true, false}, std::pair{false, false}, std::pair{false, true},
+                                          std::pair{true, true}}) {
+            SCOPED_TRACE("h " + std::to_string(x.h) + " tp " + std::to_string(tp) + (sp ? "+sp" : "") +
+                         " recompute " + std::to_string(static_cast<int>(r)) + " emb " + std::to_string(emb) +
+                         " head " + std::to_string(head));
+            const CpuStageMemory st = PipecoordCpuStage(m, t, *am, 3, emb, head);
+            auto ops = PipecoordCpuOpPeaks(m, t, 3, emb, head);
+            ASSERT_TRUE(ops.ok()) << ops.status().ToString();
+            const int64_t f_out = head ? 0 : ops->boundary, b_out = emb ? 0 : ops->boundary;
+            EXPECT_EQ(ops->forward_end, st.per_microbatch.stored + f_out);
+            EXPECT_EQ(ops->backward_end, st.per_microbatch.kept_for_w - st.per_microbatch.stored + b_out);
+            EXPECT_GE(ops->forward, ops->forward_end);
+            EXPECT_GE(ops->backward, ops->backward_end);
+            EXPECT_GE(ops->weight, 0);
+            EXPECT_GT(ops->replay, 0);
+            if (!sp) {
+              EXPECT_EQ(ops->weight, 0);  // W only frees
+            }
+          }
+        }
+      }
+    }
+  }
+  // By hand, the smallest shape (h 8, f 24, a 2, s 5, b 3: T 15), a middle stage of 3 blocks, tp
+  // 1, no recompute: B takes the gradient (T h floats); each block's B leaves 4h - a s floats a
+  // token more (dc, dx1, da and its output dx, less the probabilities: kept - stored, 12h + 3f + 2
+  // - (8h + 3f + a s + 2)); the third block peaks with dz, dgate and dup (3f) at once.
+  const ModelSpec m = PipecoordCpuModel(3, 8, 24, 2, 11, 5);
+  const TrainingSpec t = PipecoordCpuTraining(3);
+  auto ops = PipecoordCpuOpPeaks(m, t, 3, false, false);
+  ASSERT_TRUE(ops.ok());
+  const int64_t T = 15;
+  EXPECT_EQ(ops->backward, 4 * T * (8 + 2 * (4 * 8 - 2 * 5) + 3 * 24));
+}
+
 }  // namespace
 }  // namespace pipecoord::memory

@@ -80,7 +80,7 @@ positive "pipecoord_bubble_ratio{job_id=\"$job\",source=\"predicted\"}"
 # The idle split: four causes for each of the 2 ranks; 1F1B's own bubble on every rank.
 check "count(pipecoord_idle_seconds{job_id=\"$job\"})" 8
 positive "min(pipecoord_idle_seconds{job_id=\"$job\",cause=\"inherent\"})"
-check "pipecoord_memory_budget_bytes{job_id=\"$job\",rank=\"0\"}" 746112
+check "pipecoord_memory_budget_bytes{job_id=\"$job\",rank=\"0\"}" 777024
 check "pipecoord_jobs{state=\"RUNNING\"}" 1
 check "pipecoord_workers{state=\"busy\"}" 2
 # submitted, running, calibrated, and up to 3 "calibrated again" (the steady state, docs/monitoring.md)
@@ -146,5 +146,5 @@ for _ in $(seq 300); do
 done
 check "pipecoord_steps_total{job_id=\"$job\"}" "$steps"
 check "resets(pipecoord_steps_total{job_id=\"$job\"}[5m])" 0
-check "pipecoord_memory_budget_bytes{job_id=\"$job\",rank=\"0\"}" 746112
+check "pipecoord_memory_budget_bytes{job_id=\"$job\",rank=\"0\"}" 777024
 echo "e2e prometheus: ok"

@@ -147,9 +147,6 @@ class ComputeBackend {
   virtual uint64_t memory_reserved_bytes() const { return memory_in_use_bytes(); }
   // Starts a new peak window (at each step).
   virtual void ResetPeak() = 0;
-  // The allocator's own peak since ResetPeak, temporaries inside actions included, where
-  // memory_peak_bytes counts less (the CPU backend's is taken at actions' ends); the same by default.
-  virtual uint64_t transient_peak_bytes() const { return memory_peak_bytes(); }
   // The oom fault: allocates `bytes` more through the backend's own allocator and holds them
   // (written, so resident) while the backend lives, so every memory figure above includes them
   // as measured. RESOURCE_EXHAUSTED when the allocator refuses.

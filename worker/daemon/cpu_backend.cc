@@ -5,11 +5,10 @@
 // the temporaries inside an action, a received input once taken) comes from the rank's counting
 // host allocator (kernels/host_pool.h), current on the calling thread inside each method. What
 // the backend reports is that allocator's count, never a sum of the buffers the model means to
-// keep: memory_in_use_bytes its allocated bytes; memory_peak_bytes the most the rank held when a
-// micro-batch's F, B or W ended (StageModel::PeakHeldBytes: less the output being returned, which
-// leaves for the next stage or a transport, whose bytes a sending transport stops counting),
-// the quantity memory/'s pipecoord-cpu recipe budgets; transient_peak_bytes the allocator's own
-// peak inside the phases (their temporaries included), which the budget does not cover yet.
+// keep: memory_in_use_bytes its allocated bytes, memory_peak_bytes the most it held (owned: a
+// tensor a transport holds after Send is not) since ResetPeak, the temporaries inside every op
+// included; memory/'s pipecoord-cpu recipe and its replay of the model's allocations
+// (pipecoord_cpu.h) budget exactly that.
 #include <algorithm>
 #include <cstring>
 #include <cstdint>
@@ -75,7 +74,6 @@ class CpuBackend final : public ComputeBackend {
     if (!m->shard().has_embedding) in.activations = input.TakeHostBuffer();
     auto out = m->Forward(mb, std::move(in));
     if (!out.ok()) return out.status();
-    NoteHeld();
     if (step != forwards_step_) forwards_.clear();
     forwards_step_ = step;
     forwards_.push_back({stage, mb, OutputChecksum(*out)});
@@ -145,7 +143,6 @@ class CpuBackend final : public ComputeBackend {
     const kernels::ScopedHostPool scope(&pool_);
     auto out = m->BackwardInput(mb, grad.TakeHostBuffer());
     if (!out.ok()) return out.status();
-    NoteHeld();
     return Boundary(std::move(out).value());
   }
 
@@ -154,7 +151,6 @@ class CpuBackend final : public ComputeBackend {
     if (m == nullptr) return NoStage(stage);
     const kernels::ScopedHostPool scope(&pool_);
     PIPECOORD_RETURN_IF_ERROR(m->BackwardWeight(mb));
-    NoteHeld();
     return Status::Ok();
   }
 
@@ -164,7 +160,6 @@ class CpuBackend final : public ComputeBackend {
     const kernels::ScopedHostPool scope(&pool_);
     auto out = m->BackwardFull(mb, grad.TakeHostBuffer());
     if (!out.ok()) return out.status();
-    NoteHeld();
     return Boundary(std::move(out).value());
   }
 
@@ -246,16 +241,9 @@ class CpuBackend final : public ComputeBackend {
 
   uint64_t memory_in_use_bytes() const override { return static_cast<uint64_t>(pool_.allocated_bytes()); }
 
-  uint64_t memory_peak_bytes() const override { return static_cast<uint64_t>(peak_bytes_); }
+  uint64_t memory_peak_bytes() const override { return static_cast<uint64_t>(pool_.owned_peak_bytes()); }
 
-  uint64_t transient_peak_bytes() const override { return static_cast<uint64_t>(pool_.owned_peak_bytes()); }
-
-  void ResetPeak() override {
-    const kernels::ScopedHostPool scope(&pool_);
-    pool_.ResetPeaks();
-    peak_bytes_ = pool_.owned_bytes();
-    for (auto& [k, m] : stages_) m->ResetPeakHeldBytes();
-  }
+  void ResetPeak() override { pool_.ResetPeaks(); }
 
   Status HoldBytes(uint64_t bytes) override {
     const kernels::ScopedHostPool scope(&pool_);
@@ -296,12 +284,6 @@ class CpuBackend final : public ComputeBackend {
   }
 
  private:
-  // The most the rank held at the end of a phase (F, B, W) of any stage since ResetPeak: each
-  // stage samples the rank's allocator (StageModel::PeakHeldBytes).
-  void NoteHeld() {
-    for (const auto& [k, m] : stages_) peak_bytes_ = std::max(peak_bytes_, m->PeakHeldBytes());
-  }
-
   // One stage's parameters' `field` (their values or gradients), in parameter order.
   Result<std::vector<std::span<float>>> StageSpans(int stage, std::span<float> model::ParameterRef::*field) {
     auto* m = Stage(stage);
@@ -342,7 +324,6 @@ class CpuBackend final : public ComputeBackend {
   std::map<int, std::unique_ptr<model::StageModel>> stages_;
   std::vector<kernels::HostBuffer<char>> held_;  // HoldBytes (the oom fault)
   double loss_sum_ = 0;
-  int64_t peak_bytes_ = 0;  // the rank's, since ResetPeak (see NoteHeld)
   bool has_loss_ = false;
   double val_loss_sum_ = 0;  // validation batches' losses since TakeValidationLoss
   // The F actions of step forwards_step_, in the order they ran, with their outputs' checksums

@@ -613,7 +613,6 @@ Status Executor::FinishStep(int step, StepReport* report_in, bool validate, cons
   report.summary.set_memory_in_use_bytes(backend_->memory_in_use_bytes());
   report.summary.set_memory_peak_bytes(backend_->memory_peak_bytes());
   report.summary.set_memory_reserved_bytes(backend_->memory_reserved_bytes());
-  report.summary.set_memory_transient_peak_bytes(backend_->transient_peak_bytes());
   // After the memory figures: validation's activations are not the step's.
   if (validate && jobplan::EvaluatesAfter(a_.spec(), step)) {
     auto val = RunValidation(step);

@@ -71,7 +71,7 @@ std::vector<uint64_t> RunAndCompare(const v1::JobSpec& raw) {
   for (int g = 0; g < static_cast<int>(run->reports.size()); ++g) {
     const int r = layout.PipelineRank(g);
     const uint64_t budget = plan->memory_budget_bytes(r);
-    uint64_t peak = 0, transient = 0;
+    uint64_t peak = 0;
     EXPECT_EQ(run->reports[g].size(), static_cast<size_t>(spec.steps()));
     for (const worker::StepReport& report : run->reports[g]) {
       const uint64_t p = report.summary.memory_peak_bytes();
@@ -79,21 +79,17 @@ std::vector<uint64_t> RunAndCompare(const v1::JobSpec& raw) {
       // The CPU backend caches nothing: what it holds is what it uses.
       EXPECT_EQ(report.summary.memory_reserved_bytes(), report.summary.memory_in_use_bytes());
       EXPECT_GT(report.summary.memory_reserved_bytes(), 0u);
-      // The allocator's peak inside the ops: never below what the budget counts.
-      EXPECT_GE(report.summary.memory_transient_peak_bytes(), p);
-      transient = std::max<uint64_t>(transient, report.summary.memory_transient_peak_bytes());
       EXPECT_LE(p, budget) << spec.schedule() << " " << layout.Name(g) << " step " << report.summary.step()
                            << ": over the plan's budget";
       EXPECT_EQ(budget - std::min(p, budget), 0u)
           << spec.schedule() << " " << layout.Name(g) << " step " << report.summary.step()
           << ": the budget is above what the backend allocated";
     }
-    std::printf("%s pp %d vpp %d dp %d tp %d%s zero %d recompute %s m %d: %s: peak %llu B, budget %llu B, "
-                "transient peak %llu B (+%.1f%%)\n", spec.schedule().c_str(),
+    std::printf("%s pp %d vpp %d dp %d tp %d%s zero %d recompute %s m %d: %s: peak %llu B, budget %llu B\n",
+                spec.schedule().c_str(),
                 spec.pp(), spec.vpp(), spec.dp(), layout.tp(), spec.sequence_parallel() ? "+sp" : "", spec.zero(),
                 spec.recompute().empty() ? "none" : spec.recompute().c_str(), spec.microbatches(), layout.Name(g).c_str(),
-                static_cast<unsigned long long>(peak), static_cast<unsigned long long>(budget),
-                static_cast<unsigned long long>(transient), 100.0 * (static_cast<double>(transient) / peak - 1));
+                static_cast<unsigned long long>(peak), static_cast<unsigned long long>(budget));
     peaks.push_back(peak);
   }
   return peaks;
@@ -107,7 +103,7 @@ TEST_P(MemoryBudgetRunTest, EveryRanksPeakIsItsBudget) { RunAndCompare(Spec(GetP
 TEST(MemoryBudgetRun, TheDocumentedTinyModel) {
   v1::JobSpec spec = jobplan::TestSpec();
   spec.set_steps(2);
-  EXPECT_EQ(RunAndCompare(spec), (std::vector<uint64_t>{746112, 668480}));
+  EXPECT_EQ(RunAndCompare(spec), (std::vector<uint64_t>{777024, 688960}));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -365,7 +365,7 @@ TEST(TensorParallelTrainingTest, AutoChoosesTensorParallelismWhenMemoryForcesIt)
 
 // Schedule "auto" chooses ZeRO-1 when memory forces it: the same vocabulary-heavy model with tp
 // fixed at 1 on pp 2 x dp 4; its first and last stages' tables (4096 x 16, 1 MiB with gradients
-// and moments) fit no 900 KiB worker unless the moments are sharded (10 B per parameter instead of
+// and moments) fit no 960 KiB worker unless the moments are sharded (10 B per parameter instead of
 // 16 at dp 4). With zero fixed at 0 nothing fits; left open, auto shards; the job trains like the
 // single-process reference.
 TEST(ZeroTrainingTest, AutoChoosesZeroWhenMemoryForcesIt) {
@@ -378,7 +378,7 @@ TEST(ZeroTrainingTest, AutoChoosesZeroWhenMemoryForcesIt) {
   v1::JobSpec zero0 = spec;
   zero0.set_zero(0);
   jobplan::AutoPlan planned;
-  ASSERT_NO_FATAL_FAILURE(ExpectAutoFitsWhereFixedCannot(zero0, spec, {8, 900 << 10, "cpu", 8}, &planned));
+  ASSERT_NO_FATAL_FAILURE(ExpectAutoFitsWhereFixedCannot(zero0, spec, {8, 960 << 10, "cpu", 8}, &planned));
   EXPECT_EQ(planned.spec.zero(), 1);
   EXPECT_EQ(planned.report.chosen().zero(), 1);
 }

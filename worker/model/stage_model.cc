@@ -177,7 +177,6 @@ Status StageModel::CheckInput(int mb, const StageInput& in) const {
 Result<StageOutput> StageModel::Forward(int mb, StageInput input) {
   PIPECOORD_RETURN_IF_ERROR(CheckInput(mb, input));
   StageOutput out = ForwardInto(std::move(input), &in_flight_[mb]);
-  NotePeak(out.activations);
   PIPECOORD_RETURN_IF_ERROR(TensorParallelStatus());
   return out;
 }
@@ -304,10 +303,7 @@ Result<kernels::HostBuffer<float>> StageModel::Backward(int mb, kernels::HostBuf
                            " floats (micro_batch_size x seq_len x hidden), got " +
                            std::to_string(grad_output.size()));
   }
-  if (fused) {
-    EnsureGradients();
-    NotePeak(grad_output);  // its start (ZeRO-2's gradients there), the arriving input left out
-  }
+  if (fused) EnsureGradients();
   kernels::HostBuffer<float> g = std::move(grad_output);
   if (head_) {
     const double dloss = 1.0 / batch_.microbatches;
@@ -330,7 +326,6 @@ Result<kernels::HostBuffer<float>> StageModel::Backward(int mb, kernels::HostBuf
   } else {
     state->phase = Phase::kInputGradDone;
   }
-  NotePeak(dx);
   PIPECOORD_RETURN_IF_ERROR(TensorParallelStatus());
   return dx;
 }
@@ -363,26 +358,24 @@ void StageModel::EmbeddingWeightGrad(MicroBatch* state) {
   }
 }
 
-Status StageModel::BackwardWeight(int mb) { return WeightGradients(mb, {}); }
+Status StageModel::BackwardWeight(int mb) { return WeightGradients(mb); }
 
-Status StageModel::WeightGradients(int mb, const kernels::HostBuffer<float>& leaving) {
+Status StageModel::WeightGradients(int mb) {
   auto found = Find(mb, Phase::kInputGradDone, "weight gradient (W)");
   if (!found.ok()) return found.status();
   EnsureGradients();
-  NotePeak(leaving);  // its start: ZeRO-2's gradients there, nothing freed yet
   MicroBatch* state = *found;
   if (head_) head_->BackwardWeight(&state->head);
   for (size_t i = blocks_.size(); i-- > 0;) blocks_[i].BackwardWeight(&state->blocks[i]);
   if (shard_.has_embedding) EmbeddingWeightGrad(state);
   in_flight_.erase(mb);
-  NotePeak(leaving);
   return Status::Ok();
 }
 
 Result<kernels::HostBuffer<float>> StageModel::BackwardFull(int mb, kernels::HostBuffer<float> grad_output) {
   auto dx = BackwardInput(mb, std::move(grad_output));
   if (!dx.ok()) return dx;
-  PIPECOORD_RETURN_IF_ERROR(WeightGradients(mb, *dx));  // dx is on its way out
+  PIPECOORD_RETURN_IF_ERROR(WeightGradients(mb));  // dx, on its way out, is held meanwhile
   return dx;
 }
 
@@ -497,18 +490,6 @@ int64_t StageModel::ActivationBytes() const {
   int64_t n = 0;
   for (const auto& [mb, state] : in_flight_) n += state.Bytes();
   return n;
-}
-
-void StageModel::NotePeak(const kernels::HostBuffer<float>& leaving) {
-  const kernels::CountingHostAllocator* pool = kernels::CurrentHostPool();
-  if (pool == nullptr) return;
-  const auto out = static_cast<int64_t>(leaving.capacity() * sizeof(float));
-  peak_held_bytes_ = std::max(peak_held_bytes_, pool->owned_bytes() - out);
-}
-
-void StageModel::ResetPeakHeldBytes() {
-  const kernels::CountingHostAllocator* pool = kernels::CurrentHostPool();
-  peak_held_bytes_ = pool != nullptr ? pool->owned_bytes() : 0;
 }
 
 }  // namespace pipecoord::model

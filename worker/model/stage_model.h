@@ -89,7 +89,8 @@ class StageModel {
   Result<StageOutput> Forward(int mb, StageInput input);
   // F with nothing kept for a backward (validation, probes): the same outputs as Forward, bit for
   // bit, and no micro-batch left in flight; each block's saved state is dropped as the next block
-  // starts, and PeakHeldBytes is not touched (the call holds nothing when it returns).
+  // starts (the call holds only its output when it returns; memory/'s pipecoord_cpu.h replays
+  // its allocations for the budget).
   Result<StageOutput> ForwardOnly(StageInput input);
   // The replay probe: F of micro-batch mb once more, on copies of the input its F read (what F
   // kept for the backward: the tokens, the first block's or the head's input, the targets), with
@@ -167,13 +168,6 @@ class StageModel {
 
   // Bytes saved for micro-batches in flight now (the buffers' sizes: what the model means to keep).
   int64_t ActivationBytes() const;
-  // Measured: the most the calling thread's counting allocator (kernels::CurrentHostPool(), the
-  // rank's) held when a micro-batch's F, B or W ended (inside BackwardFull too, between its B and
-  // W) and when a W or a fused backward started (ZeRO-2 allocates the gradients there), less the
-  // output the call was about to return (or the input it was handed), since the last reset; 0
-  // without a current allocator. ResetPeakHeldBytes restarts it from what the allocator holds now.
-  int64_t PeakHeldBytes() const { return peak_held_bytes_; }
-  void ResetPeakHeldBytes();
   int MicroBatchesInFlight() const { return static_cast<int>(in_flight_.size()); }
 
   const ModelConfig& config() const { return config_; }
@@ -208,12 +202,10 @@ class StageModel {
   // B of the head and blocks (or the fused baseline, which also does W and retires mb).
   Result<kernels::HostBuffer<float>> Backward(int mb, kernels::HostBuffer<float> grad_output, bool fused);
   void EmbeddingWeightGrad(MicroBatch* state);
-  // W, with `leaving` (BackwardFull's dx) left out of its peaks.
-  Status WeightGradients(int mb, const kernels::HostBuffer<float>& leaving);
+  // W (BackwardWeight, and BackwardFull's second half).
+  Status WeightGradients(int mb);
   // ZeRO-2: allocates the released gradients again (zero) and rebinds them; nothing otherwise.
   void EnsureGradients();
-  // A phase ended: note what the allocator holds, less `leaving` (the output being returned).
-  void NotePeak(const kernels::HostBuffer<float>& leaving = {});
 
   ModelConfig config_;
   StageShard shard_;
@@ -230,7 +222,6 @@ class StageModel {
   std::map<int, MicroBatch> in_flight_;
   worker::parallel::TensorParallel* tp_ = nullptr;
   int64_t optimizer_steps_ = 0;
-  int64_t peak_held_bytes_ = 0;
 };
 
 }  // namespace pipecoord::model
