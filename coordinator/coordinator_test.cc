@@ -749,11 +749,11 @@ TEST(CoordinatorAutoTest, NothingFitsTheWorkersMemory) {
   EXPECT_EQ(r.status().message(),
             "spec.schedule: \"auto\" found no strategy that fits in memory: rank 0 needs 1.2 MiB, workers report "
             "300.0 KiB (the leanest of 24 strategies for 1 cpu worker(s): 1f1b, pp 1, vpp 1, dp 1, 8 micro-batches of 1)");
-  // 1.2 MiB: the plan's budget of that strategy, 1223488 bytes (1f1b on one rank, 8 x 1 sample).
+  // 1.2 MiB: the plan's budget of that strategy, 1232704 bytes (1f1b on one rank, 8 x 1 sample).
   v1::JobSpec leanest = jobplan::TinySpec(1, "1f1b");
   leanest.set_microbatches(8);
   leanest.set_micro_batch_size(1);
-  EXPECT_EQ(jobplan::PlanJob(jobplan::WithDefaults(leanest))->memory_budget_bytes(0), 1223488u);
+  EXPECT_EQ(jobplan::PlanJob(jobplan::WithDefaults(leanest))->memory_budget_bytes(0), 1232704u);
   EXPECT_TRUE(c.ListJobs().empty());
   // Bad input is still INVALID_ARGUMENT, before any planning.
   v1::JobSpec bad = AutoTinySpec();

@@ -22,6 +22,12 @@ class Timeline {
   int64_t level_ = 0, peak_ = 0;
 };
 
+// A tensor made and dropped within one step of an op (a gathered input read once).
+void Passing(Timeline& t, int64_t bytes) {
+  t.Alloc(bytes);
+  t.Free(bytes);
+}
+
 // worker/model's sizes on this rank, in bytes (fp32 floats, int32 ids).
 struct CpuSizes {
   bool sp = false;     // sequence parallelism in effect (tp > 1)
@@ -37,6 +43,14 @@ struct CpuSizes {
   int tp = 1;
   Recompute recompute = Recompute::kNone;
 };
+
+// A row-parallel partial sum (made by the caller) becomes this rank's tokens of the sum under
+// sequence parallelism (parallel::ScatterSequence); reduced in place otherwise.
+void ScatterPartialSum(Timeline& t, const CpuSizes& z) {
+  if (!z.sp) return;
+  t.Alloc(z.local_h);
+  t.Free(z.tokens_h);
+}
 
 bool Mul(std::initializer_list<int64_t> factors, int64_t* out) {
   int64_t v = 1;
@@ -59,10 +73,7 @@ void BlockForwardAll(Timeline& t, const CpuSizes& z) {
   t.Alloc(z.probs);
   t.Alloc(z.width);         // o
   t.Alloc(z.tokens_h);      // wo's partial sum, x1
-  if (z.sp) {               // reduce-scattered: this rank's tokens
-    t.Alloc(z.local_h);
-    t.Free(z.tokens_h);
-  }
+  ScatterPartialSum(t, z);
   t.Alloc(4 * z.rows);      // rstd2
   t.Alloc(z.local_h);       // c
   if (z.sp) t.Alloc(z.tokens_h);  // c gathered
@@ -70,11 +81,8 @@ void BlockForwardAll(Timeline& t, const CpuSizes& z) {
   t.Alloc(z.ffn);           // up
   t.Alloc(z.ffn);           // z
   t.Alloc(z.tokens_h);      // w2's partial sum, y
-  if (z.sp) {
-    t.Alloc(z.local_h);
-    t.Free(z.tokens_h);
-    t.Free(2 * z.tokens_h);  // a and c gathered
-  }
+  ScatterPartialSum(t, z);
+  if (z.sp) t.Free(2 * z.tokens_h);  // a and c gathered
 }
 
 // What a block's F keeps (BlockSaved), its input x included.
@@ -100,40 +108,27 @@ void BlockForward(Timeline& t, const CpuSizes& z, bool keep) {
 void BlockBackwardInput(Timeline& t, const CpuSizes& z) {
   if (z.recompute == Recompute::kSelective) {  // Rebuild: the probabilities, a scratch o
     t.Alloc(z.probs);
-    t.Alloc(z.width);
-    t.Free(z.width);
+    Passing(t, z.width);
   } else if (z.recompute == Recompute::kFull) {  // Rebuild: the whole forward, its output dropped
     BlockForwardAll(t, z);
     t.Free(z.local_h);
   }
   t.Alloc(z.ffn);  // dz
-  if (z.sp) {      // dy gathered
-    t.Alloc(z.tokens_h);
-    t.Free(z.tokens_h);
-  }
+  if (z.sp) Passing(t, z.tokens_h);  // dy gathered
   t.Alloc(z.ffn);  // dgate
   t.Alloc(z.ffn);  // dup
   t.Free(3 * z.ffn);  // dz, gate, up
   t.Alloc(z.tokens_h);  // dc, the partial sum
-  if (z.sp) {
-    t.Alloc(z.local_h);
-    t.Free(z.tokens_h);
-  }
+  ScatterPartialSum(t, z);
   t.Alloc(z.local_h);  // dx1, dy copied (the residual path)
   t.Alloc(z.width);    // dout
-  if (z.sp) {          // dx1 gathered
-    t.Alloc(z.tokens_h);
-    t.Free(z.tokens_h);
-  }
+  if (z.sp) Passing(t, z.tokens_h);  // dx1 gathered
   t.Alloc(z.width);  // dq
   t.Alloc(z.width);  // dk
   t.Alloc(z.width);  // dv
   t.Free(4 * z.width + z.probs);  // dout, q, k, v, the probabilities
   t.Alloc(z.tokens_h);            // da, the partial sum
-  if (z.sp) {
-    t.Alloc(z.local_h);
-    t.Free(z.tokens_h);
-  }
+  ScatterPartialSum(t, z);
   t.Alloc(z.local_h);  // dx, dx1 copied: the block input's gradient
 }
 
@@ -170,10 +165,7 @@ void StageForward(Timeline& t, const CpuSizes& z, int64_t layers, bool has_embed
   if (has_head) t.Alloc(z.ids);       // targets
   if (has_embedding) {
     t.Alloc(z.tokens_h);  // the embedding's output (vocabulary-parallel: this rank's rows, summed)
-    if (z.sp) {
-      t.Alloc(z.local_h);
-      t.Free(z.tokens_h);
-    }
+    ScatterPartialSum(t, z);
   } else {
     t.Alloc(z.local_h);  // the input, taken
   }
@@ -189,10 +181,7 @@ void StageBackward(Timeline& t, const CpuSizes& z, int64_t layers, bool has_head
     t.Alloc(z.logits);                 // dlogits
     t.Free(z.logits + z.ids);          // the probabilities and the targets
     t.Alloc(z.tokens_h);               // dy (the partial sum with tp)
-    if (z.sp) {
-      t.Alloc(z.local_h);
-      t.Free(z.tokens_h);
-    }
+    ScatterPartialSum(t, z);
     t.Alloc(z.local_h);                // dx: the last block's dy
   } else {
     t.Alloc(z.local_h);  // the gradient received, taken
@@ -210,10 +199,7 @@ void StageWeight(Timeline& t, const CpuSizes& z, int64_t layers, bool has_embedd
   for (int64_t l = 0; l < layers; ++l) {
     if (z.sp) {  // dy, c, dx1, a gathered again, each replacing the last
       t.Alloc(z.tokens_h);
-      for (int k = 0; k < 3; ++k) {
-        t.Alloc(z.tokens_h);
-        t.Free(z.tokens_h);
-      }
+      for (int k = 0; k < 3; ++k) Passing(t, z.tokens_h);  // made before the last is dropped
     }
     t.Free(BlockKeptBytes(z));
     if (z.sp) t.Free(z.tokens_h);
