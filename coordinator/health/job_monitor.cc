@@ -179,14 +179,14 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
   std::vector<v1::HealthEvent> events;
   const int rank = layout_.PipelineRank(g);
   const RankLabel action_label = ActionLabelOf(layout_, g);
+  const bool in_timeline = InTimeline(layout_, g);
   // Timing per step of this batch (a batch normally carries one whole step).
   std::map<int, std::vector<const v1::ActionTiming*>> by_step;
   for (const v1::ActionTiming& t : b.actions()) {
     const double seconds = (t.end_ns() - t.start_ns()) * 1e-9;
     if (sink_) sink_->Action(job_id_, action_label, t.action().stage(), v1::Op_Name(t.action().op()), seconds);
     by_step[t.step()].push_back(&t);
-    auto& recent = recent_[t.step()];
-    recent.emplace_back(g, t);
+    if (in_timeline) recent_[t.step()].emplace_back(g, t);
   }
   while (static_cast<int>(recent_.size()) > kTimelineSteps + 1) recent_.erase(recent_.begin());
   for (auto& [step, actions] : by_step) {

@@ -232,7 +232,7 @@ std::string JobDetailJson(const v1::Job& j, const health::HealthSnapshot& h) {
     for (const auto& [step, start] : step_origin) {
       for (const v1::IdleWindow& iw : j.plan().predicted_idle()) {
         for (int g = 0; g < layout.world(); ++g) {
-          if (layout.PipelineRank(g) != iw.rank()) continue;
+          if (layout.PipelineRank(g) != iw.rank() || !health::InTimeline(layout, g)) continue;
           const double s0 = (start - origin) * 1e-9 + iw.start() * h.seconds_per_cost;
           const double s1 = (start - origin) * 1e-9 + iw.end() * h.seconds_per_cost;
           w.BeginObject().Key("row").Int(g).Key("step").Int(step).Key("start_s").Number(s0);
