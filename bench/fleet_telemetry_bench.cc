@@ -5,7 +5,7 @@
 // stream; then one job of 16,384 ranks (pp 16 x tp 8 x dp 128, 1F1B, 32 micro-batches) runs, its
 // ranks reporting one TelemetryBatch per step (their job list's actions with timings, and the
 // step summary) on their telemetry streams, as worker daemons send them:
-//  - paced phases, one step per 8 s, then one per second: leases lost, heartbeat round trip p50 /
+//  - paced phases, one step per 8 s (--slow_step_s), then one per second: leases lost, heartbeat round trip p50 /
 //    p99 (goal: p99 < lease / 10), steps measured against steps sent, each step's lag from its
 //    batches' sending to its measured record (WatchJob), the coordinator's CPU seconds per step
 //    and this process's (client) CPU beside it, the state file's growth per step;
@@ -122,9 +122,10 @@ struct CoordinatorProcess {
   std::string grpc_addr;
   int http_port = 0;
 
-  bool Start(const std::string& binary, const std::string& dir, const std::string& state) {
+  bool Start(const std::string& binary, const std::string& dir, const std::string& state, int64_t lease_ms) {
     const std::string log = dir + "/coordinator.log";
-    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--state", state};
+    std::vector<std::string> args = {binary,  "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--state", state,
+                                     "--lease-ms", std::to_string(lease_ms)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -304,7 +305,8 @@ int main(int argc, char** argv) {
   const int workers = static_cast<int>(Flag(argc, argv, "workers", 16384));
   const int pp = 16, tp = 8, microbatches = 32;
   const double flood_s = Flag(argc, argv, "flood_s", 20);
-  const int slow_steps = static_cast<int>(Flag(argc, argv, "slow_steps", 4));   // at one step per 8 s
+  const int slow_steps = static_cast<int>(Flag(argc, argv, "slow_steps", 4));   // at one step per slow_step_s
+  const double slow_step_s = std::max(1.0, Flag(argc, argv, "slow_step_s", 8));  // whole seconds
   const int fast_steps = static_cast<int>(Flag(argc, argv, "fast_steps", 15));  // at one step per second
   if (workers % (pp * tp) != 0) {
     std::fprintf(stderr, "--workers must be a multiple of %d\n", pp * tp);
@@ -315,12 +317,13 @@ int main(int argc, char** argv) {
   const std::string dir = mkdtemp(dir_template);
   const std::string state = dir + "/state.db";
   CoordinatorProcess coord;
-  if (!coord.Start(StringFlag(argc, argv, "coordinator", "coordinator/coordinator"), dir, state)) {
+  // The coordinator's lease (its default 5 s; a big fleet may run a longer one: --lease_ms).
+  const auto kLease = std::chrono::milliseconds(static_cast<int64_t>(Flag(argc, argv, "lease_ms", 5000)));
+  if (!coord.Start(StringFlag(argc, argv, "coordinator", "coordinator/coordinator"), dir, state, kLease.count())) {
     std::fprintf(stderr, "the coordinator did not start (%s/coordinator.log)\n", dir.c_str());
     return 1;
   }
   const double rss_idle = RssMiB(coord.pid);
-  constexpr auto kLease = std::chrono::milliseconds(5000);  // the coordinator's default
   // Connections to the coordinator: one per worker as in a real fleet (--channels=N shares them:
   // N TCP connections, each carrying workers / N workers' streams).
   const int kChannels = std::clamp(static_cast<int>(Flag(argc, argv, "channels", workers)), 1, workers);
@@ -588,10 +591,11 @@ int main(int argc, char** argv) {
   };
   std::vector<Phase> phases;
   take_latencies();
-  for (double step_s : {8.0, 1.0}) {
+  for (const bool slow : {true, false}) {
+    const double step_s = slow ? slow_step_s : 1.0;
     Phase ph;
-    ph.name = step_s == 8.0 ? "one step per 8 s" : "one step per 1 s";
-    const int steps = step_s == 8.0 ? slow_steps : fast_steps;
+    ph.name = "one step per " + std::to_string(static_cast<int>(step_s)) + " s";
+    const int steps = slow ? slow_steps : fast_steps;
     const double cpu0 = CpuSeconds(coord.pid), me0 = ClientCpuSeconds(), state0 = FileMiB(state);
     const int first = next_step;
     std::vector<Clock::time_point> sent_at;
