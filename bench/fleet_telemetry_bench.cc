@@ -122,10 +122,12 @@ struct CoordinatorProcess {
   std::string grpc_addr;
   int http_port = 0;
 
-  bool Start(const std::string& binary, const std::string& dir, const std::string& state, int64_t lease_ms) {
+  bool Start(const std::string& binary, const std::string& dir, const std::string& state, int64_t lease_ms,
+             int64_t keepalive_ms) {
     const std::string log = dir + "/coordinator.log";
     std::vector<std::string> args = {binary,  "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--state", state,
-                                     "--lease-ms", std::to_string(lease_ms)};
+                                     "--lease-ms", std::to_string(lease_ms), "--keepalive-ms",
+                                     std::to_string(keepalive_ms)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -319,7 +321,8 @@ int main(int argc, char** argv) {
   CoordinatorProcess coord;
   // The coordinator's lease (its default 5 s; a big fleet may run a longer one: --lease_ms).
   const auto kLease = std::chrono::milliseconds(static_cast<int64_t>(Flag(argc, argv, "lease_ms", 5000)));
-  if (!coord.Start(StringFlag(argc, argv, "coordinator", "coordinator/coordinator"), dir, state, kLease.count())) {
+  if (!coord.Start(StringFlag(argc, argv, "coordinator", "coordinator/coordinator"), dir, state, kLease.count(),
+                   static_cast<int64_t>(Flag(argc, argv, "keepalive_ms", 10000)))) {
     std::fprintf(stderr, "the coordinator did not start (%s/coordinator.log)\n", dir.c_str());
     return 1;
   }

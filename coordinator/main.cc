@@ -6,6 +6,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <atomic>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   using namespace pipecoord;
   std::string listen = "127.0.0.1:50051", http, state, etcd, ha_name = "default", advertise;
   int ha_lease_s = 5;
+  int keepalive_ms = 10000;
   int lease_ms = 5000, max_jobs = 10000, trace_actions = 200000, adopt_grace_ms = 60000, metrics_retention_s = 3600;
   FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--adopt-grace-ms N] [--max-jobs N] [--trace-actions N] [--tls-cert FILE --tls-key FILE "
                      "--tls-ca FILE --token-file FILE] [--health-listen HOST:PORT] [--etcd HOST:PORT,... [--ha-name NAME] "
@@ -63,6 +65,9 @@ int main(int argc, char** argv) {
                "with --etcd: the address standbys and tools are told the active coordinator serves at "
                "(default: --listen)");
   flags.Int("lease-ms", &lease_ms, "a worker silent this long is considered gone, in ms (default 5000)");
+  flags.Int("keepalive-ms", &keepalive_ms,
+            "how often the server pings each client connection to find vanished hosts, in ms (default 10000; "
+            "0: never; each ping also runs a timer per connection)");
   flags.Int("adopt-grace-ms", &adopt_grace_ms,
             "after a restart on --state, how long a job that was running waits for its workers to come back "
             "holding it, in ms (default 60000); a rank still missing then fails the attempt");
@@ -93,6 +98,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (st.ok() && (lease_ms < 100 || lease_ms > 3'600'000)) st = InvalidArgument("--lease-ms: must be in 100..3600000");
+  if (st.ok() && keepalive_ms != 0 && (keepalive_ms < 1000 || keepalive_ms > 3'600'000)) {
+    st = InvalidArgument("--keepalive-ms: must be 0 (never) or in 1000..3600000");
+  }
   if (st.ok() && (adopt_grace_ms < 100 || adopt_grace_ms > 86'400'000)) {
     st = InvalidArgument("--adopt-grace-ms: must be in 100..86400000");
   }
@@ -220,7 +228,7 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(64 << 20);  // telemetry batches and CSV schedules stay well under
   // Keepalive: a worker or client whose host vanished is found in ~15 s (ping every 10 s, 5 s to
   // answer), and workers may ping idle streams every 10 s without being told off.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, keepalive_ms > 0 ? keepalive_ms : INT_MAX);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
