@@ -95,6 +95,7 @@ grep -qE "^job-[0-9]+ submitted from $again's spec \(predicted bubble rate 0\.[0
 # The coordinator's own flags: a bad value exits 2 naming the flag and its range.
 expect 2 "--max-jobs: must be in 1..1000000" "$COORDINATOR" --listen 127.0.0.1:0 --max-jobs 0
 expect 2 "--lease-ms: must be in 100..3600000" "$COORDINATOR" --listen 127.0.0.1:0 --lease-ms 5
+expect 2 "--keepalive-ms: must be 0 (never) or in 1000..3600000" "$COORDINATOR" --listen 127.0.0.1:0 --keepalive-ms 5
 
 # A running job whose coordinator is killed and restarted on its state file while its workers
 # die too: it waits --adopt-grace-ms for them, then fails naming the ranks that did not come back.
