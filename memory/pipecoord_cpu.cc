@@ -1,6 +1,7 @@
 #include "memory/pipecoord_cpu.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "memory/param_states.h"
 
@@ -28,18 +29,18 @@ void Passing(Timeline& t, int64_t bytes) {
   t.Free(bytes);
 }
 
-// worker/model's sizes on this rank, in bytes (fp32 floats, int32 ids).
+// worker/model's sizes on this rank: bytes (fp32 floats, int32 ids), except the two row counts.
 struct CpuSizes {
   bool sp = false;     // sequence parallelism in effect (tp > 1)
   int64_t ids = 0;     // T int32: token ids or targets
   int64_t tokens_h = 0;  // n h: a full-sequence activation
   int64_t local_h = 0;   // nl h: a sequence shard with sp, else n h (the boundary)
-  int64_t rows = 0;      // nl: a norm's per-token 1/rms
+  int64_t rows = 0;      // count, nl: a norm's per-token 1/rms
   int64_t width = 0;     // n h / tp: q, k, v, o and their gradients
   int64_t ffn = 0;       // n f / tp: gate, up, z and their gradients
   int64_t probs = 0;     // b (a / tp) s s
   int64_t logits = 0;    // n v / tp
-  int64_t loss_rows = 0;  // n floats (the parallel loss's per-row figures)
+  int64_t loss_rows = 0;  // count, n: the parallel loss's per-row figures
   int tp = 1;
   Recompute recompute = Recompute::kNone;
 };
