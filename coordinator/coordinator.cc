@@ -1396,22 +1396,23 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
 }
 
 Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
-  std::vector<TelemetryIn> round(1);
-  round[0].batch = &b;
-  round[0].ack = ack;
-  IngestTelemetryRound(&round);
-  return round[0].status;
+  std::lock_guard<std::mutex> lock(mu_);
+  return IngestOneLocked(b, ack);
 }
 
 bool Coordinator::TryIngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack, Status* status) {
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
+  *status = IngestOneLocked(b, ack);
+  return true;
+}
+
+Status Coordinator::IngestOneLocked(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
   std::vector<TelemetryIn> round(1);
   round[0].batch = &b;
   round[0].ack = ack;
   IngestTelemetryRoundLocked(&round);
-  *status = round[0].status;
-  return true;
+  return round[0].status;
 }
 
 void Coordinator::IngestTelemetryRound(std::vector<TelemetryIn>* round) {

@@ -254,6 +254,8 @@ class Coordinator {
   // the online checks too (not for step records a recovery completes for a lost rank).
   Status AcceptBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);
   void IngestTelemetryRoundLocked(std::vector<TelemetryIn>* round);
+  // One batch as a round of its own (IngestTelemetry, TryIngestTelemetry).
+  Status IngestOneLocked(const v1::TelemetryBatch& batch, v1::TelemetryAck* ack);
   // AcceptBatchLocked once the batch is stored.
   void CountBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);
   // Whether a rank's batch may be stored: its job and global rank, or why not; *stored_before: a

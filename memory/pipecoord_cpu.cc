@@ -190,7 +190,7 @@ void StageBackward(Timeline& t, const CpuSizes& z, int64_t layers, bool has_head
   for (int64_t l = 0; l < layers; ++l) BlockBackwardInput(t, z);
 }
 
-// StageModel::WeightGradients after EnsureGradients: the head's W, each block's, the embedding's.
+// StageModel::BackwardWeight after EnsureGradients: the head's W, each block's, the embedding's.
 void StageWeight(Timeline& t, const CpuSizes& z, int64_t layers, bool has_embedding, bool has_head) {
   if (has_head) {
     if (z.sp) t.Alloc(z.tokens_h);  // y gathered

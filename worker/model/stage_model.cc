@@ -358,9 +358,7 @@ void StageModel::EmbeddingWeightGrad(MicroBatch* state) {
   }
 }
 
-Status StageModel::BackwardWeight(int mb) { return WeightGradients(mb); }
-
-Status StageModel::WeightGradients(int mb) {
+Status StageModel::BackwardWeight(int mb) {
   auto found = Find(mb, Phase::kInputGradDone, "weight gradient (W)");
   if (!found.ok()) return found.status();
   EnsureGradients();
@@ -375,7 +373,7 @@ Status StageModel::WeightGradients(int mb) {
 Result<kernels::HostBuffer<float>> StageModel::BackwardFull(int mb, kernels::HostBuffer<float> grad_output) {
   auto dx = BackwardInput(mb, std::move(grad_output));
   if (!dx.ok()) return dx;
-  PIPECOORD_RETURN_IF_ERROR(WeightGradients(mb));  // dx, on its way out, is held meanwhile
+  PIPECOORD_RETURN_IF_ERROR(BackwardWeight(mb));  // dx, on its way out, is held meanwhile
   return dx;
 }
 

@@ -202,8 +202,6 @@ class StageModel {
   // B of the head and blocks (or the fused baseline, which also does W and retires mb).
   Result<kernels::HostBuffer<float>> Backward(int mb, kernels::HostBuffer<float> grad_output, bool fused);
   void EmbeddingWeightGrad(MicroBatch* state);
-  // W (BackwardWeight, and BackwardFull's second half).
-  Status WeightGradients(int mb);
   // ZeRO-2: allocates the released gradients again (zero) and rebinds them; nothing otherwise.
   void EnsureGradients();
 
