@@ -62,7 +62,8 @@ class Pricer {
                                           m.seq_len());
       const bool bf16 = spec.precision() == "bf16";  // WithDefaults made "" fp32
       training_ = memory::PipecoordCudaTraining(spec.micro_batch_size(),
-                                                bf16 ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32);
+                                                bf16 ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32,
+                                                spec.zero(), std::max(1, spec.dp()));
     } else {
       model_ = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
       const memory::Recompute recompute = spec.recompute() == "full"        ? memory::Recompute::kFull

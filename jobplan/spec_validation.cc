@@ -141,13 +141,13 @@ Status ValidateTensorParallel(const v1::JobSpec& s) {
   return Status::Ok();
 }
 
-// spec.zero: the distributed optimizer runs on the C++ workers' CPU backend.
+// spec.zero: the distributed optimizer runs on the C++ workers (ZeRO-2 on the CPU backend only).
 Status ValidateZero(const v1::JobSpec& s) {
   PIPECOORD_RETURN_IF_ERROR(Range("zero", s.zero(), 0, 2));
   if (s.zero() == 0) return Status::Ok();
   // What ZeRO does not run on yet is refused by name, never run as something else.
-  if (s.device() == "cuda") {
-    return InvalidArgument("spec.zero: device \"cuda\" runs zero 0 only (the distributed optimizer runs on the CPU backend)");
+  if (s.device() == "cuda" && s.zero() > 1) {
+    return InvalidArgument("spec.zero: device \"cuda\" runs zero 0 or 1 (ZeRO-2's sharded gradients run on the CPU backend)");
   }
   if (s.worker().kind() == v1::kTorchWorker && s.checkpoint_every() > 0) {
     return InvalidArgument("spec.zero: torch workers do not checkpoint ZeRO's sharded optimizer state yet; set "
@@ -285,9 +285,6 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
     if (s.worker().kind() == v1::kTorchWorker) {
       return InvalidArgument("spec.recompute: torch workers run \"none\" only (activation recompute runs on the C++ workers)");
     }
-  }
-  if (s.optimizer().clip_grad_norm() > 0 && s.device() == "cuda") {
-    return InvalidArgument("spec.optimizer.clipGradNorm: device \"cuda\" does not clip yet (the CPU backend does)");
   }
   const long long world = static_cast<long long>(s.pp()) * std::max(1, s.dp()) * std::max(1, s.tp());
   // The largest job the coordinator is measured with (//bench:stream_scale_bench: 16,384 ranks).

@@ -136,6 +136,21 @@ Result<Tensor> Tensor::Reshaped(std::vector<int64_t> shape) const {
   return t;
 }
 
+Result<Tensor> Tensor::Slice(int64_t begin, int64_t count) const {
+  if (begin < 0 || count < 0 || begin > numel() - count) {
+    return InvalidArgument("slice [" + std::to_string(begin) + ", " + std::to_string(begin) + " + " +
+                           std::to_string(count) + ") of " + ToString(spec_) + ": must lie inside its " +
+                           std::to_string(numel()) + " elements");
+  }
+  Tensor t = *this;
+  t.spec_ = TensorSpec{spec_.dtype, {count}};
+  t.data_ = data_ == nullptr ? nullptr : static_cast<char*>(data_) + static_cast<size_t>(begin) * DTypeBytes(spec_.dtype);
+  t.owned_floats_ = nullptr;  // TakeFloats / TakeHostBuffer copy a view's elements
+  t.owned_buffer_ = nullptr;
+  t.allocator_ = nullptr;     // not the start of an allocation: never handed off
+  return t;
+}
+
 Result<Tensor> Tensor::Viewed(const TensorSpec& spec) const {
   if (spec.bytes() != bytes()) {
     return InvalidArgument("expected " + ToString(spec) + " (" + std::to_string(spec.bytes()) + " bytes), got " +

@@ -107,6 +107,12 @@ class Tensor {
   // The same storage with another shape of the same element count; INVALID_ARGUMENT otherwise.
   Result<Tensor> Reshaped(std::vector<int64_t> shape) const;
 
+  // Elements [begin, begin + count) as a 1-D tensor sharing this one's storage (which the view
+  // keeps alive): a ZeRO shard of a flat buffer, one tensor's piece of it. Writes through either
+  // show in both. A view never hands its storage to a transport (HandOffToTransport does nothing).
+  // INVALID_ARGUMENT unless 0 <= begin, 0 <= count and begin + count <= numel().
+  Result<Tensor> Slice(int64_t begin, int64_t count) const;
+
   // The same bytes seen as `spec` (a received u8 payload as the tensor its receiver expects);
   // INVALID_ARGUMENT naming both sizes when the byte counts differ.
   Result<Tensor> Viewed(const TensorSpec& spec) const;

@@ -103,5 +103,32 @@ TEST(TensorTest, ViewedReinterpretsBytesOfTheSameCount) {
             "expected bf16[3] (6 bytes), got u8[8] (8 bytes)");
 }
 
+TEST(TensorTest, SliceSharesTheStorageAndKeepsItAlive) {
+  CountingAllocator a;
+  Tensor piece;
+  {
+    auto t = Tensor::Empty(a, {DType::kF32, {2, 5}});
+    ASSERT_TRUE(t.ok());
+    std::span<float> all = t->host_span<float>();
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<float>(i);
+    auto s = t->Slice(3, 4);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(s->shape(), (std::vector<int64_t>{4}));
+    EXPECT_EQ(s->ToFloats(), (std::vector<float>{3, 4, 5, 6}));
+    s->host_span<float>()[0] = -1;  // writes show through the original
+    EXPECT_EQ(all[3], -1);
+    EXPECT_TRUE(t->Slice(10, 0).ok()) << "an empty slice at the end";
+    piece = *s;
+  }
+  EXPECT_EQ(a.live, 40u) << "the view keeps the storage";
+  EXPECT_EQ(piece.TakeFloats(), (std::vector<float>{-1, 4, 5, 6})) << "a view's elements are copied, not the vector";
+  piece = Tensor();
+  EXPECT_EQ(a.live, 0u);
+  EXPECT_EQ(a.frees, 1u);
+  Tensor t = Tensor::FromVector(std::vector<float>{1, 2, 3});
+  EXPECT_EQ(t.Slice(2, 2).status().message(), "slice [2, 2 + 2) of f32[3]: must lie inside its 3 elements");
+  EXPECT_EQ(t.Slice(-1, 1).status().code(), Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace pipecoord::kernels

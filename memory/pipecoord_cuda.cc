@@ -212,14 +212,14 @@ ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t he
   return m;
 }
 
-TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision) {
+TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int zero, int dp) {
   TrainingSpec t;
   t.micro_batch = micro_batch;
   t.dtype = precision;
   t.optimizer = Optimizer::kAdamW;
   t.fp32_grads = true;
-  t.zero = 0;
-  t.dp = 1;
+  t.zero = zero;
+  t.dp = std::max(1, dp);
   t.tp = 1;
   t.sp = false;
   t.recompute = Recompute::kNone;
@@ -256,17 +256,25 @@ Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const Trainin
   Bytes check;  // collects every overflow
   CudaStageMemory out;
 
-  // Parameters: four fp32 tensors each (master, grad, m, v), plus the bf16 copy in bf16.
+  // Parameters: four fp32 tensors each (master, grad, m, v), plus the bf16 copy in bf16; under
+  // ZeRO-1 m and v are the shard's two flat tensors instead.
   const bool copy = training.dtype != DtypePolicy::kFp32;
+  const bool sharded = training.zero >= 1 && training.dp > 1;
   Bytes count, params;
   for (int64_t n : PipecoordCudaWeightTensors(model, layers, has_embedding, has_head)) {
     count.Add(n);
     int64_t fp32 = 0;
     if (__builtin_mul_overflow(n, int64_t{4}, &fp32)) check.Fail();
-    params.AddTimes(4, CudaPoolBytes(fp32));
+    params.AddTimes(sharded ? 2 : 4, CudaPoolBytes(fp32));
     if (copy) params.Add(CudaPoolBytes(2 * n));
   }
   out.parameters = count.value();
+  if (sharded) {
+    const int64_t shard = out.parameters / training.dp + (out.parameters % training.dp != 0 ? 1 : 0);
+    int64_t fp32 = 0;
+    if (__builtin_mul_overflow(shard, int64_t{4}, &fp32)) check.Fail();
+    params.AddTimes(2, CudaPoolBytes(fp32));
+  }
   out.parameter_bytes = params.value();
   out.parameter_recipe_bytes = ParamStateBytes(out.parameters, training).total();
   if (layers > 0) out.constant_bytes += 2 * p.by_name.at("rope.table");

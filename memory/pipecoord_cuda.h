@@ -39,8 +39,9 @@ ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t he
 
 // `precision` is DtypePolicy::kFp32 or kBf16 (JobSpec.precision "fp32" / "bf16"): activations
 // in that type; fp32 masters, gradients and AdamW moments (16 B per parameter, 18 B with the
-// bf16 copy); no ZeRO, TP or recompute; recipe "pipecoord-cuda".
-TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision);
+// bf16 copy); with zero >= 1 and dp > 1 (ZeRO-1, the backend's only stage) the moments of a
+// 1/dp shard; no TP or recompute; recipe "pipecoord-cuda".
+TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int zero = 0, int dp = 1);
 
 // The pool's unit: every allocation is rounded up to a multiple of it.
 inline constexpr int64_t kCudaPoolUnit = 512;
@@ -55,7 +56,9 @@ inline constexpr int64_t kCublasLtWorkspaceBytes = int64_t{32} << 20;
 struct CudaStageMemory {
   int64_t parameters = 0;               // count
   int64_t parameter_recipe_bytes = 0;   // 16 or 18 B per parameter, unrounded (param_states.h)
-  int64_t parameter_bytes = 0;          // master, grad, m, v (and bf16 copy) of each weight tensor
+  // master, grad, m, v (and bf16 copy) of each weight tensor; under ZeRO-1 the moments are two
+  // flat tensors of the shard, ceil(parameters / dp) elements each (the largest replica's)
+  int64_t parameter_bytes = 0;
   // RoPE's cos and sin tables ([s, head_dim / 2] doubles each) with blocks; the loss
   // accumulator (one double) with the head.
   int64_t constant_bytes = 0;

@@ -5,6 +5,7 @@
 #include "worker/transport/staged_transport.h"
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "kernels/cpu/adamw.h"
 #include "kernels/cuda/cuda_check.h"
+#include "worker/cuda/elementwise.h"
 #include "worker/daemon/assignment_model.h"
 #include "worker/model/model_config.h"
 #include "worker/model/stage_shard.h"
@@ -273,6 +275,76 @@ parallel::FloatBuffer* CudaBackend::DeviceGradients() {
   return gradients_.get();
 }
 
+namespace {
+
+// The stage's tensors (each parameter's `field`) as one device buffer, or null with the error
+// kept in `deferred` (every tensor is f32 on the device: an error means a broken invariant).
+DeviceTensorFloats* StageBuffer(CudaDevice* device, std::map<int, std::unique_ptr<CudaStageModel>>& stages,
+                                std::map<int, std::unique_ptr<DeviceTensorFloats>>& cache, int stage,
+                                kernels::Tensor DeviceParameter::*field, const char* what, Status* deferred) {
+  auto cached = cache.find(stage);
+  if (cached != cache.end()) return cached->second.get();
+  auto it = stages.find(stage);
+  if (it == stages.end()) {
+    if (deferred->ok()) *deferred = FailedPrecondition(std::string(what) + ": stage " + std::to_string(stage) +
+                                                       " is not held by this rank");
+    return nullptr;
+  }
+  std::vector<kernels::Tensor> tensors;
+  for (DeviceParameter& p : it->second->parameters()) tensors.push_back(p.*field);
+  auto buffer = DeviceTensorFloats::Create(device, std::move(tensors));
+  if (!buffer.ok()) {
+    if (deferred->ok()) *deferred = Internal(std::string(what) + ": " + buffer.status().message());
+    return nullptr;
+  }
+  return (cache[stage] = std::move(buffer).value()).get();
+}
+
+}  // namespace
+
+parallel::FloatBuffer* CudaBackend::DeviceStageGradients(int s) {
+  views_current_ = false;
+  return StageBuffer(device_.get(), stages_, stage_gradients_, s, &DeviceParameter::grad, "DeviceStageGradients",
+                     &deferred_);
+}
+
+parallel::FloatBuffer* CudaBackend::DeviceStageValues(int s) {
+  views_current_ = false;
+  return StageBuffer(device_.get(), stages_, stage_values_, s, &DeviceParameter::master, "DeviceStageValues",
+                     &deferred_);
+}
+
+Status CudaBackend::ParametersGathered() {
+  PIPECOORD_RETURN_IF_ERROR(Deferred());
+  for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->RefreshComputeWeights());
+  return Status::Ok();
+}
+
+Result<double> CudaBackend::GradientSquareSum(bool) {
+  PIPECOORD_RETURN_IF_ERROR(Deferred());
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  // One accumulator per stage, then the elementwise kernels' scratch.
+  const auto n = static_cast<int64_t>(stages_.size());
+  const int64_t doubles = n + kSumOfSquaresScratch;  // bytes: kernels::DType has no f64
+  auto scratch = device_->Zeros({kernels::DType::kU8, {doubles * static_cast<int64_t>(sizeof(double))}});
+  if (!scratch.ok()) return scratch.status();
+  auto* acc = static_cast<double*>(scratch->data());
+  int i = 0;
+  for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->AccumulateGradientSquares(acc + i++, acc + n));
+  std::vector<double> sums(static_cast<size_t>(doubles));
+  PIPECOORD_RETURN_IF_ERROR(device_->Download(*scratch, sums.data()));
+  double sum = 0;  // the CPU backend's order: stage by stage
+  for (int64_t j = 0; j < n; ++j) sum += sums[static_cast<size_t>(j)];
+  return sum;
+}
+
+Status CudaBackend::ScaleGradients(float factor) {
+  PIPECOORD_RETURN_IF_ERROR(Deferred());
+  views_current_ = false;
+  for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->ScaleGradients(factor));
+  return Status::Ok();
+}
+
 Status CudaBackend::OptimizerStep(int) {
   PIPECOORD_RETURN_IF_ERROR(Deferred());
   views_current_ = false;
@@ -326,9 +398,13 @@ std::vector<StateTensor> CudaBackend::CheckpointState() {
       const std::string name = stage + p.name;
       names.push_back(name + "/value");
       tensors.push_back(p.master);
-      names.push_back(name + "/adam_m");
+      if (p.adam_m.empty()) continue;  // outside this replica's ZeRO shard
+      // A ZeRO shard holds elements [begin, begin + n) of the tensor's moments, flattened (the
+      // CPU backend's names: checkpoint.h reshards them across dp).
+      const std::string range = p.sharded() ? "@" + std::to_string(p.moment_begin) : "";
+      names.push_back(name + "/adam_m" + range);
       tensors.push_back(p.adam_m);
-      names.push_back(name + "/adam_v");
+      names.push_back(name + "/adam_v" + range);
       tensors.push_back(p.adam_v);
     }
   }
@@ -343,7 +419,11 @@ std::vector<StateTensor> CudaBackend::CheckpointState() {
   views_current_ = st.ok();
   std::vector<StateTensor> out;
   out.reserve(names.size());
-  for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], views_[i].second});
+  for (size_t i = 0; i < names.size(); ++i) {
+    // Whole tensors in their shape (as the CPU backend writes them); shards flat.
+    const bool whole = names[i].find('@') == std::string::npos;
+    out.push_back({names[i], views_[i].second, whole ? views_[i].first.shape() : std::vector<int64_t>{}});
+  }
   return out;
 }
 
@@ -394,6 +474,10 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
     auto stage = CudaStageModel::Create(config, StageShardOf(s), batch, precision, backend->device_.get());
     if (!stage.ok()) return stage.status();
     backend->stages_[s.stage()] = std::move(stage).value();
+  }
+  const int dp = std::max(1, a.spec().dp());
+  if (a.spec().zero() >= 1 && dp > 1) {
+    for (auto& [k, m] : backend->stages_) PIPECOORD_RETURN_IF_ERROR(m->ShardOptimizerStates(dp, a.dp_rank()));
   }
   return backend;
 }

@@ -21,6 +21,10 @@
 // on first use, the only timing-enabled events of the backend, and reused every step.
 //
 // Differences from the CPU backend a caller must know:
+// - ZeRO-1 (spec.zero >= 1, dp > 1): each stage keeps the AdamW moments of its replica's shard
+//   only (CudaStageModel::ShardOptimizerStates); DeviceStageGradients / DeviceStageValues give the
+//   executor the device buffers its reduce-scatter and all-gather run on. The fp32 masters stay
+//   whole on every replica (the all-gather runs in f32 over them). ZeRO-2 is the CPU backend's.
 // - Gradients() returns nothing: the gradients live on the device. DeviceGradients() gives them
 //   (every parameter's f32 gradient of every stage held, stages in order, parameters in model
 //   order: the same on every replica) to the executor's data-parallel all-reduce, which sums
@@ -80,6 +84,13 @@ class CudaBackend final : public ComputeBackend {
   Result<kernels::Tensor> BackwardFull(int stage, int mb, kernels::Tensor grad_output) override;
   std::vector<std::span<float>> Gradients() override;  // empty: see above
   parallel::FloatBuffer* DeviceGradients() override;
+  parallel::FloatBuffer* DeviceStageGradients(int stage) override;
+  parallel::FloatBuffer* DeviceStageValues(int stage) override;
+  Status ParametersGathered() override;  // the bf16 copies from the gathered masters
+  // In double on the device, stage by stage (each stage's tensors in model order), read back
+  // once; under ZeRO the shard's elements only. No tensor is replicated (no tensor parallelism).
+  Result<double> GradientSquareSum(bool count_replicated) override;
+  Status ScaleGradients(float factor) override;
   Status OptimizerStep(int step) override;
   bool StepLoss(double* loss) override;
   uint64_t memory_in_use_bytes() const override;    // the pool's allocated bytes
@@ -130,6 +141,8 @@ class CudaBackend final : public ComputeBackend {
   std::map<int, std::unique_ptr<CudaStageModel>> stages_;
   std::vector<kernels::Tensor> held_;  // HoldBytes (the oom fault)
   std::unique_ptr<DeviceTensorFloats> gradients_;  // DeviceGradients(), built on first use
+  // DeviceStageGradients / DeviceStageValues (ZeRO), by stage, built on first use.
+  std::map<int, std::unique_ptr<DeviceTensorFloats>> stage_gradients_, stage_values_;
   bool has_loss_ = false;
   Status deferred_;
   // CheckpointState's host copies, in its order: (device tensor, host buffer).

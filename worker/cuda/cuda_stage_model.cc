@@ -1,5 +1,6 @@
 #include "worker/cuda/cuda_stage_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -208,6 +209,60 @@ Status CudaStageModel::Build() {
     PIPECOORD_CUDA_STAGE_ASSIGN(rope_sin_, device_->Empty(Doubles(count)));
     PIPECOORD_RETURN_IF_ERROR(device_->Upload(table.cos.data(), rope_cos_));
     PIPECOORD_RETURN_IF_ERROR(device_->Upload(table.sin.data(), rope_sin_));
+  }
+  shard_begin_ = 0;
+  for (const DeviceParameter& p : params_) shard_end_ += p.numel();
+  return Status::Ok();
+}
+
+Status CudaStageModel::ShardOptimizerStates(int shards, int index) {
+  if (shards < 1 || index < 0 || index >= shards) {
+    return InvalidArgument("optimizer shard " + std::to_string(index) + " of " + std::to_string(shards) +
+                           ": needs shards >= 1 and 0 <= index < shards");
+  }
+  if (optimizer_steps_ != 0) {
+    return FailedPrecondition("optimizer shard: the moments are sharded before the first step (" +
+                              std::to_string(optimizer_steps_) + " taken)");
+  }
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  int64_t n = 0;
+  for (const DeviceParameter& p : params_) n += p.numel();
+  // collectives.h's ChunkBegin, in 64 bits.
+  auto chunk_begin = [&](int c) { return static_cast<int64_t>(c) * n / shards; };
+  const int64_t begin = chunk_begin(index), end = chunk_begin(index + 1);
+  const int64_t padded = (n + shards - 1) / shards;
+  // The whole moments go back to the pool before the shard's are allocated.
+  for (DeviceParameter& p : params_) p.adam_m = p.adam_v = Tensor();
+  shard_m_ = shard_v_ = Tensor();
+  PIPECOORD_CUDA_STAGE_ASSIGN(shard_m_, device_->Zeros({DType::kF32, {padded}}));
+  PIPECOORD_CUDA_STAGE_ASSIGN(shard_v_, device_->Zeros({DType::kF32, {padded}}));
+  int64_t offset = 0;  // of the tensor in the flat index space
+  for (DeviceParameter& p : params_) {
+    const int64_t lo = std::max(offset, begin), hi = std::min(offset + p.numel(), end);
+    const int64_t count = lo < hi ? hi - lo : 0, at = lo < hi ? lo - begin : 0;
+    p.moment_begin = lo < hi ? lo - offset : 0;
+    PIPECOORD_CUDA_STAGE_ASSIGN(p.adam_m, shard_m_.Slice(at, count));
+    PIPECOORD_CUDA_STAGE_ASSIGN(p.adam_v, shard_v_.Slice(at, count));
+    offset += p.numel();
+  }
+  shard_begin_ = begin;
+  shard_end_ = end;
+  return Status::Ok();
+}
+
+Status CudaStageModel::AccumulateGradientSquares(double* acc, double* partials) {
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  for (DeviceParameter& p : params_) {
+    PIPECOORD_RETURN_IF_ERROR(AccumulateSumOfSquares(Ptr<float>(p.grad) + p.moment_begin, p.adam_m.numel(), acc,
+                                                     partials, device_->stream()));
+  }
+  return Status::Ok();
+}
+
+Status CudaStageModel::ScaleGradients(float factor) {
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  for (DeviceParameter& p : params_) {
+    PIPECOORD_RETURN_IF_ERROR(ScaleInPlace(Ptr<float>(p.grad), factor, p.numel(), device_->stream()));
   }
   return Status::Ok();
 }
@@ -607,14 +662,16 @@ Status CudaStageModel::OptimizerStep(const kernels::cpu::AdamWOptions& options) 
   std::vector<kc::AdamWTensor> tensors;
   tensors.reserve(params_.size());
   for (DeviceParameter& p : params_) {
+    if (p.adam_m.empty()) continue;  // outside this replica's ZeRO shard
     kc::AdamWTensor t;
-    t.param = Ptr<float>(p.master);
-    t.grad = Ptr<float>(p.grad);
+    t.param = Ptr<float>(p.master) + p.moment_begin;
+    t.grad = Ptr<float>(p.grad) + p.moment_begin;
     t.m = Ptr<float>(p.adam_m);
     t.v = Ptr<float>(p.adam_v);
-    // The bf16 copy is re-rounded from the updated master in the same pass.
-    t.param_bf16 = precision_ == Precision::kBf16 ? Ptr<__nv_bfloat16>(p.compute) : nullptr;
-    t.n = p.numel();
+    // The bf16 copy is re-rounded from the updated master in the same pass (under ZeRO after
+    // the all-gather: RefreshComputeWeights).
+    t.param_bf16 = precision_ == Precision::kBf16 && !p.sharded() ? Ptr<__nv_bfloat16>(p.compute) : nullptr;
+    t.n = p.adam_m.numel();
     t.weight_decay = p.weight_decay;
     tensors.push_back(t);
   }

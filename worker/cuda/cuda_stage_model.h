@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -44,13 +45,18 @@ namespace pipecoord::worker::cuda {
 
 // One trainable tensor on the device. master, grad, adam_m and adam_v are fp32; compute is what
 // the kernels read: master itself in fp32, its bf16 copy in bf16.
+// Under ZeRO (ShardOptimizerStates) adam_m and adam_v hold only the tensor's elements
+// [moment_begin, moment_begin + adam_m.numel()) inside this replica's shard (views of the stage's
+// one flat moment buffer; empty when the tensor lies outside the shard).
 struct DeviceParameter {
   std::string name;  // Llama's, as the CPU model's ("layers.3.attention.wq.weight")
   std::vector<int64_t> shape;
   bool weight_decay = true;
   kernels::Tensor master, grad, adam_m, adam_v, compute;
+  int64_t moment_begin = 0;
 
   int64_t numel() const { return master.numel(); }
+  bool sharded() const { return adam_m.numel() != numel(); }
 };
 
 // What Forward reads. Fill the fields the stage uses; the others must stay empty.
@@ -90,8 +96,26 @@ class CudaStageModel {
   Status ZeroGrad();
   // One AdamW step on every parameter (weight_decay on matrices and the embedding only), then
   // the bf16 copies are refreshed from the masters. Refuses options out of range and refuses to
-  // run while a micro-batch is in flight, as the CPU model does.
+  // run while a micro-batch is in flight, as the CPU model does. Under ZeRO only the shard's
+  // elements are stepped and the bf16 copies are left for RefreshComputeWeights (after the
+  // data-parallel all-gather of the masters has brought the other replicas' shards).
   Status OptimizerStep(const kernels::cpu::AdamWOptions& options);
+
+  // ZeRO-1, as the CPU model's ShardOptimizerStates (worker/model/stage_model.h): the stage's
+  // parameters in order form one flat index space of n elements; this replica (index of
+  // `shards`) keeps the AdamW moments of its chunk [ChunkBegin(n, shards, index), ChunkBegin(n,
+  // shards, index + 1)) only (worker/parallel/collectives.h's chunks: what the reduce-scatter
+  // leaves averaged here), in one flat buffer of ceil(n / shards) elements per moment. Before
+  // the first optimizer step only (FAILED_PRECONDITION after); INVALID_ARGUMENT for a bad index.
+  Status ShardOptimizerStates(int shards, int index);
+  // The shard's flat range [begin, end) (the whole stage without ZeRO).
+  std::pair<int64_t, int64_t> OptimizerShard() const { return {shard_begin_, shard_end_}; }
+  // *acc (one device double) += the sum of squares of the gradients the optimizer step applies
+  // (every element, or the shard's), tensor by tensor in model order (the CPU model's
+  // GradientSquareSum). `partials`: elementwise.h's scratch.
+  Status AccumulateGradientSquares(double* acc, double* partials);
+  // Every gradient *= factor (clipping), one f32 multiplication each.
+  Status ScaleGradients(float factor);
   int64_t optimizer_steps() const { return optimizer_steps_; }
   void set_optimizer_steps(int64_t steps) { optimizer_steps_ = steps; }
   // Re-rounds the bf16 compute copies from the fp32 masters (after the masters were written
@@ -162,6 +186,8 @@ class CudaStageModel {
 
   std::map<int, MicroBatch> in_flight_;
   int64_t optimizer_steps_ = 0;
+  int64_t shard_begin_ = 0, shard_end_ = 0;  // OptimizerShard(): set by Build, narrowed by ZeRO
+  kernels::Tensor shard_m_, shard_v_;         // ZeRO: the flat moment buffers the views share
 };
 
 }  // namespace pipecoord::worker::cuda

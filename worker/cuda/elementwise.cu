@@ -4,6 +4,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "kernels/cuda/cuda_check.h"
 #include "worker/cuda/elementwise_kernels.h"
 
@@ -64,6 +66,22 @@ Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t s
   PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "out", out));
   CastToBf16Kernel<<<GridBlocks(n, kThreads), kThreads, 0, stream>>>(in, out, n);
   return LaunchStatus("CastToBf16Kernel");
+}
+
+static_assert(kSumOfSquaresScratch == kSumOfSquaresBlocks, "the scratch holds one partial sum per block");
+
+Status AccumulateSumOfSquares(const float* x, int64_t n, double* acc, double* partials, cudaStream_t stream) {
+  constexpr const char* kFn = "AccumulateSumOfSquares";
+  PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "n", n, kMaxElements));
+  if (n == 0) return Status::Ok();
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "x", x));
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "acc", acc));
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "partials", partials));
+  const int blocks = static_cast<int>(std::min<int64_t>(GridBlocks(n, kThreads), kSumOfSquaresBlocks));
+  SumOfSquaresPartialKernel<<<blocks, kThreads, 0, stream>>>(x, n, partials);
+  PIPECOORD_RETURN_IF_ERROR(LaunchStatus("SumOfSquaresPartialKernel"));
+  AddPartialSumsKernel<<<1, kScalarThreads, 0, stream>>>(partials, blocks, acc);
+  return LaunchStatus("AddPartialSumsKernel");
 }
 
 Status AccumulateScalar(double* acc, const double* value, cudaStream_t stream) {

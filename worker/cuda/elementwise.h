@@ -29,6 +29,13 @@ Status ScaleInPlace(float* x, float factor, int64_t n, cudaStream_t stream);
 // out[i] = in[i] rounded to bf16 (nearest even): the compute copy of an fp32 master weight.
 Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream);
 
+// *acc += the sum of x[i]^2 in double: one tensor's share of the gradients' global norm
+// (clipping). `partials` is device scratch of kSumOfSquaresScratch doubles. The same inputs give
+// the same bits every run; the order of the additions is a tree per block, then the blocks in
+// order (a sequential sum differs from it in double rounding only).
+inline constexpr int kSumOfSquaresScratch = 128;
+Status AccumulateSumOfSquares(const float* x, int64_t n, double* acc, double* partials, cudaStream_t stream);
+
 // *acc += *value: adds one micro-batch's loss to the step's sum without a host round trip.
 Status AccumulateScalar(double* acc, const double* value, cudaStream_t stream);
 Status AccumulateScalar(double* acc, const float* value, cudaStream_t stream);

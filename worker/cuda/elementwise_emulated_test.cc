@@ -79,6 +79,28 @@ TEST(ElementwiseEmulatedTest, CastToBf16RoundsToNearestEvenAndWritesEveryElement
   EXPECT_TRUE(std::isinf(got[9]));
 }
 
+TEST(ElementwiseEmulatedTest, SumOfSquaresCoversEveryElementOnceInDouble) {
+  // 1000 elements over 3 blocks (the grid-stride loop goes round twice) and a sequential sum in
+  // long double to compare against: only the order of the double additions differs.
+  const std::vector<float> x = Random(5, kN, -2, 2);
+  long double want = 0;
+  for (float v : x) want += static_cast<long double>(v) * v;
+  std::vector<double> partials(kSumOfSquaresBlocks, std::nan(""));
+  double acc = 0.5;
+  const dim3 grid{3, 1, 1};
+  em::Launch(grid, kBlock, [&] { SumOfSquaresPartialKernel(x.data(), kN, partials.data()); });
+  em::Launch(dim3{1, 1, 1}, dim3{kScalarThreads, 1, 1}, [&] { AddPartialSumsKernel(partials.data(), 3, &acc); });
+  EXPECT_NEAR(acc, 0.5 + static_cast<double>(want), 1e-12 * static_cast<double>(want));
+  EXPECT_TRUE(std::isnan(partials[3])) << "only the launched blocks write";
+  // Changing one element changes the sum by exactly its square's difference (every element counted).
+  std::vector<float> y = x;
+  y[999] = 10.0f;
+  double acc2 = 0.5;
+  em::Launch(grid, kBlock, [&] { SumOfSquaresPartialKernel(y.data(), kN, partials.data()); });
+  em::Launch(dim3{1, 1, 1}, dim3{kScalarThreads, 1, 1}, [&] { AddPartialSumsKernel(partials.data(), 3, &acc2); });
+  EXPECT_NEAR(acc2 - acc, 100.0 - static_cast<double>(x[999]) * x[999], 1e-9);
+}
+
 TEST(ElementwiseEmulatedTest, AccumulateScalarAddsOnceFromOneThread) {
   double acc = 1.5;
   const double d = 0.25;

@@ -36,6 +36,34 @@ __global__ void CastToBf16Kernel(const float* __restrict__ in, __nv_bfloat16* __
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = __float2bfloat16_rn(in[i]);
 }
 
+// The global norm's sum of squares, in two launches so that it is the same bits every run
+// (no atomics): each block sums its grid-stride elements' squares in double and reduces them as a
+// tree; one thread then adds the blocks' sums in block order to the accumulator.
+constexpr int kSumOfSquaresBlocks = 128;  // the most partial sums (the scratch's length)
+
+__global__ void SumOfSquaresPartialKernel(const float* __restrict__ x, int64_t n, double* __restrict__ partials) {
+  __shared__ double sums[kThreads];
+  double s = 0;
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    const double v = x[i];
+    s += v * v;
+  }
+  sums[threadIdx.x] = s;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (static_cast<int>(threadIdx.x) < width) sums[threadIdx.x] += sums[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
+}
+
+__global__ void AddPartialSumsKernel(const double* __restrict__ partials, int count, double* acc) {
+  if (GlobalThread() != 0) return;
+  double s = 0;
+  for (int b = 0; b < count; ++b) s += partials[b];
+  *acc += s;
+}
+
 template <typename V>
 __global__ void AccumulateScalarKernel(double* acc, const V* value) {
   if (GlobalThread() == 0) *acc += static_cast<double>(*value);

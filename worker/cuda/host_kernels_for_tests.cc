@@ -394,6 +394,11 @@ Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t) 
   kernels::cuda::Out(std::vector<float>(in, in + n), out);
   return Status::Ok();
 }
+// In element order, one double addition each: the CPU model's GradientSquareSum, bit for bit.
+Status AccumulateSumOfSquares(const float* x, int64_t n, double* acc, double*, cudaStream_t) {
+  for (int64_t i = 0; i < n; ++i) *acc += static_cast<double>(x[i]) * x[i];
+  return Status::Ok();
+}
 Status AccumulateScalar(double* acc, const double* value, cudaStream_t) {
   *acc += *value;
   return Status::Ok();

@@ -1,4 +1,5 @@
-// PoolTransport: device tensors between the ranks of one process, for the worker/cuda tests that
+// PoolTransport: device tensors (and the executor's few host ones: the gradient norm's float)
+// between the ranks of one process, for the worker/cuda tests that
 // run one executor per rank (each rank its own CudaDevice): Send copies the tensor to the host
 // and lets go of it at once (the sender's pool frees it; or keeps it a while: SentTensors), Recv
 // allocates the received tensor from the receiver's pool and uploads it there. On the host double "device" tensors are host memory
@@ -10,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -27,15 +29,20 @@ namespace pipecoord::worker::cuda {
 // Messages between the ranks of one process, held as host bytes.
 class Mailbox {
  public:
-  void Put(int from, int to, const MessageTag& tag, std::vector<char> bytes) {
+  struct Message {
+    std::vector<char> bytes;
+    bool host = false;  // sent from host memory: received into host memory
+  };
+
+  void Put(int from, int to, const MessageTag& tag, std::vector<char> bytes, bool host = false) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      messages_[Key(from, to, tag)].push_back(std::move(bytes));
+      messages_[Key(from, to, tag)].push_back(Message{std::move(bytes), host});
     }
     cv_.notify_all();
   }
 
-  Result<std::vector<char>> Take(int from, int to, const MessageTag& tag, std::chrono::milliseconds timeout) {
+  Result<Message> Take(int from, int to, const MessageTag& tag, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     const auto key = Key(from, to, tag);
     const bool arrived = cv_.wait_for(lock, timeout, [&] {
@@ -47,9 +54,9 @@ class Mailbox {
       return Unavailable("PoolTransport: no message " + ToString(tag) + " from rank " + std::to_string(from) +
                          (shutdown_ ? " (shut down)" : " (timed out)"));
     }
-    std::vector<char> bytes = std::move(it->second.front());
+    Message m = std::move(it->second.front());
     it->second.pop_front();
-    return bytes;
+    return m;
   }
 
   void Shutdown() {
@@ -66,7 +73,7 @@ class Mailbox {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<MessageKey, std::deque<std::vector<char>>> messages_;
+  std::map<MessageKey, std::deque<Message>> messages_;
   bool shutdown_ = false;
 };
 
@@ -88,6 +95,13 @@ class PoolTransport final : public Transport {
       : rank_(rank), device_(device), mailbox_(mailbox), sent_tensors_(sent) {}
 
   Status Send(int peer, const MessageTag& tag, kernels::Tensor data) override {
+    if (data.on_host()) {  // the executor's host collectives (the gradient norm): passed as bytes
+      std::vector<char> bytes(data.bytes());
+      std::memcpy(bytes.data(), data.data(), bytes.size());
+      sent_ += bytes.size();
+      mailbox_->Put(rank_, peer, tag, std::move(bytes), /*host=*/true);
+      return Status::Ok();
+    }
     if (data.memory() != kernels::MemoryKind::kCuda || data.device() != device_->index()) {
       return FailedPrecondition("PoolTransport: sends tensors of CUDA device " + std::to_string(device_->index()) +
                                 " only, got " + kernels::ToString(data.spec()));
@@ -104,13 +118,20 @@ class PoolTransport final : public Transport {
 
   Result<kernels::Tensor> Recv(int peer, const MessageTag& tag, const kernels::TensorSpec& expected,
                                std::chrono::milliseconds timeout) override {
-    auto bytes = mailbox_->Take(peer, rank_, tag, timeout);
-    if (!bytes.ok()) return bytes.status();
+    auto message = mailbox_->Take(peer, rank_, tag, timeout);
+    if (!message.ok()) return message.status();
+    std::vector<char>* bytes = &message->bytes;
     if (bytes->size() != expected.bytes()) {
       return Internal("PoolTransport: " + ToString(tag) + " from rank " + std::to_string(peer) + " has " +
                       std::to_string(bytes->size()) + " bytes, expected " + kernels::ToString(expected));
     }
     received_ += bytes->size();
+    if (message->host) {
+      auto t = kernels::Tensor::Empty(kernels::HostAllocator(), expected);
+      if (!t.ok()) return t.status();
+      std::memcpy(t->data(), bytes->data(), bytes->size());
+      return t;
+    }
     auto t = device_->Empty(expected);
     if (!t.ok()) return t.status();
     if (!bytes->empty()) PIPECOORD_RETURN_IF_ERROR(device_->Upload(bytes->data(), *t));

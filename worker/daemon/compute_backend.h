@@ -113,6 +113,15 @@ class ComputeBackend {
   virtual Result<std::vector<std::span<float>>> StageValues(int stage) {
     return Unimplemented("stage " + std::to_string(stage) + ": this backend does not give one stage's values (ZeRO)");
   }
+  // Device-resident twins of StageGradients and StageValues, for ZeRO on a backend whose tensors
+  // live on a device (the CUDA one): the stage's f32 gradients or fp32 master values as one
+  // buffer in the same order, which the executor reduce-scatters and all-gathers on the device.
+  // Null (the default): the backend gives host spans. Owned by the backend, valid while it lives.
+  virtual parallel::FloatBuffer* DeviceStageGradients(int /*stage*/) { return nullptr; }
+  virtual parallel::FloatBuffer* DeviceStageValues(int /*stage*/) { return nullptr; }
+  // After ZeRO's all-gather of every stage's values: what the backend derives from them (the CUDA
+  // backend's bf16 compute copies). OK by default (nothing to do).
+  virtual Status ParametersGathered() { return Status::Ok(); }
   // After the data-parallel reduction, before the norm and the optimizer step: the backend's own
   // gradient synchronisation (sequence parallelism's norm-gain gradients summed over the
   // tensor-parallel group). Every rank calls it at OPT; OK by default (nothing to do).

@@ -146,9 +146,10 @@ Status Executor::GlobalNormAndClip(int step) {
   // every rank its shard (summed over the replica, then over the data-parallel group).
   float total = static_cast<float>(*sum);
   parallel::HostFloats one(std::span<float>(&total, 1));
-  Status st = parallel::AllReduceSum(*transport_, replica_group_, step, one, {options_.recv_timeout, kGradNormChannel});
+  Transport& host = options_.host_transport != nullptr ? *options_.host_transport : *transport_;
+  Status st = parallel::AllReduceSum(host, replica_group_, step, one, {options_.recv_timeout, kGradNormChannel});
   if (st.ok() && zero_) {
-    st = parallel::AllReduceSum(*transport_, parallel::Group{data_group_, dp_rank_}, step, one,
+    st = parallel::AllReduceSum(host, parallel::Group{data_group_, dp_rank_}, step, one,
                                 {options_.recv_timeout, kGradNormChannel + 1});
   }
   if (!st.ok()) return Status(st.code(), "the gradient norm's all-reduce: " + st.message());
@@ -166,6 +167,17 @@ Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
   const parallel::Group group{data_group_, dp_rank_};
   if (reduces_by_stage_) {
     // every stage's REDUCE_GRAD reduced its gradients already
+  } else if (zero_ && !stages_held_.empty() && backend_->DeviceStageGradients(stages_held_.front()) != nullptr) {
+    // ZeRO on the device: each stage's reduce-scatter, then the mean of this replica's chunk
+    // (the buffer scaled whole: one f32 multiplication each, the host ReduceScatterMean's).
+    for (int s : stages_held_) {
+      parallel::FloatBuffer* grads = backend_->DeviceStageGradients(s);
+      if (grads == nullptr) return Internal("stage " + std::to_string(s) + ": no device gradients for ZeRO");
+      PIPECOORD_RETURN_IF_ERROR(parallel::ReduceScatterSum(
+          *transport_, group, step, *grads,
+          {options_.recv_timeout, kStageGradientChannel + static_cast<uint32_t>(s), bytes}));
+      PIPECOORD_RETURN_IF_ERROR(grads->Scale(1.0f / static_cast<float>(dp_)));
+    }
   } else if (dp_ > 1 && backend_->DeviceGradients() != nullptr) {
     // The same ring on the device: chunks read out and added in by the backend's kernels.
     parallel::FloatBuffer& grads = *backend_->DeviceGradients();
@@ -199,14 +211,20 @@ Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
   if (!zero_) return Status::Ok();
   // Every replica updated its own chunk of each stage; the all-gather gives each all of them.
   for (int s : stages_held_) {
-    auto values = backend_->StageValues(s);
-    if (!values.ok()) return values.status();
-    parallel::HostFloats buffer(std::move(values).value());
-    Status st = parallel::AllGather(*transport_, group, step, buffer,
-                                    {options_.recv_timeout, kParameterGatherChannel + static_cast<uint32_t>(s), bytes});
+    const parallel::RingOptions options{options_.recv_timeout, kParameterGatherChannel + static_cast<uint32_t>(s),
+                                        bytes};
+    Status st;
+    if (parallel::FloatBuffer* device = backend_->DeviceStageValues(s); device != nullptr) {
+      st = parallel::AllGather(*transport_, group, step, *device, options);
+    } else {
+      auto values = backend_->StageValues(s);
+      if (!values.ok()) return values.status();
+      parallel::HostFloats buffer(std::move(values).value());
+      st = parallel::AllGather(*transport_, group, step, buffer, options);
+    }
     if (!st.ok()) return Status(st.code(), "ZeRO's parameter all-gather of stage " + std::to_string(s) + ": " + st.message());
   }
-  return Status::Ok();
+  return backend_->ParametersGathered();
 }
 
 Status Executor::Commit(int step) {
@@ -225,10 +243,11 @@ Status Executor::Commit(int step) {
   const size_t replica = replica_group_.ranks.size();
   parallel::HostFloats mine_replica{
       std::span<float>(all).subspan(kCommitFloats * static_cast<size_t>(replica_group_.ranks[0]), kCommitFloats * replica)};
-  Status st = parallel::AllGather(*transport_, replica_group_, step, mine_replica, {options_.recv_timeout, kCommitChannel});
+  Transport& host = options_.host_transport != nullptr ? *options_.host_transport : *transport_;
+  Status st = parallel::AllGather(host, replica_group_, step, mine_replica, {options_.recv_timeout, kCommitChannel});
   if (st.ok()) {
     parallel::HostFloats everyone{std::span<float>(all)};
-    st = parallel::AllGather(*transport_, parallel::Group{data_group_, dp_rank_}, step, everyone,
+    st = parallel::AllGather(host, parallel::Group{data_group_, dp_rank_}, step, everyone,
                              {options_.recv_timeout, kCommitChannel + 1});
   }
   if (!st.ok()) return Status(st.code(), "the step commit: " + st.message());

@@ -91,6 +91,10 @@ struct ExecutorOptions {
   AsyncCheckpointWriter* checkpoints = nullptr;
   // Runs the step commit before each optimizer step (above); jobplan::RunsStepCommit(spec).
   bool commit = false;
+  // Carries the host-memory collectives (the gradient norm's float, the step commit's) when the
+  // executor's transport takes device tensors only (NCCL); null: the executor's transport carries
+  // them too (TCP, the staged transport). Not owned; its channels are the executor's own.
+  Transport* host_transport = nullptr;
 };
 
 // One finished step: its timed actions and its summary (loss, memory).

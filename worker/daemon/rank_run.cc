@@ -247,7 +247,8 @@ Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks
   if (boundary_ != nullptr && callbacks.on_transport && !callbacks.on_transport(boundary_.get())) {
     return FailedPrecondition("stopped before it ran");
   }
-  return RunNewExecutor(a, boundary_ ? static_cast<Transport*>(boundary_.get()) : link, callbacks);
+  return RunNewExecutor(a, boundary_ ? static_cast<Transport*>(boundary_.get()) : link, callbacks,
+                        boundary_ ? link : nullptr);
 }
 
 Result<TcpTransport*> RankRun::ConnectDataPlane(const v1::Assignment& a, const TransportSource& source,
@@ -267,8 +268,10 @@ Result<TcpTransport*> RankRun::ConnectDataPlane(const v1::Assignment& a, const T
   return link;
 }
 
-Status RankRun::RunNewExecutor(const v1::Assignment& a, Transport* transport, const RankRunCallbacks& callbacks) {
+Status RankRun::RunNewExecutor(const v1::Assignment& a, Transport* transport, const RankRunCallbacks& callbacks,
+                               Transport* host_transport) {
   ExecutorOptions eopt;
+  eopt.host_transport = host_transport;
   eopt.clock_ns = options_.clock_ns;
   eopt.hooks = options_.hooks;
   eopt.checkpoints = checkpoints_.get();

@@ -142,7 +142,9 @@ class RankRun {
   Result<TcpTransport*> ConnectDataPlane(const v1::Assignment& a, const TransportSource& source, const RankRunCallbacks& callbacks);
   // A new executor of `a` over this rank's backend and checkpoints, shown to callbacks.on_start,
   // then run to its end.
-  Status RunNewExecutor(const v1::Assignment& a, Transport* transport, const RankRunCallbacks& callbacks);
+  // host_transport: ExecutorOptions::host_transport (the TCP link under a device-only transport).
+  Status RunNewExecutor(const v1::Assignment& a, Transport* transport, const RankRunCallbacks& callbacks,
+                        Transport* host_transport = nullptr);
   // The rank's state (ComputeBackend::CheckpointState and its optimizer step count) to or from
   // global rank `peer`, tensor by tensor on the recovery channel; bytes added to state_bytes_.
   Status SendState(TcpTransport& link, int peer, int step);
