@@ -46,6 +46,7 @@ struct Case {
   std::vector<int> stage_layers;
   std::string precision;
   int ffn = 0;  // 0: the default 192 (B's SwiGLU part peaks highest); 64: its attention part does
+  int dp = 1, zero = 0;
 };
 
 // worker/cuda's test model (h 64, 4 heads of 16, V 96, s 40, b 2), deeper. With f = 3h a block's
@@ -59,7 +60,8 @@ v1::JobSpec Spec(const Case& c) {
   s.set_precision(c.precision);
   s.set_pp(c.pp);
   s.set_vpp(c.vpp);
-  s.set_dp(1);
+  s.set_dp(c.dp);
+  s.set_zero(c.zero);
   s.set_microbatches(c.microbatches);
   s.set_micro_batch_size(2);
   s.set_steps(2);
@@ -82,14 +84,15 @@ struct RankResult {
   uint64_t weights_in_use = 0;  // the pool's allocated bytes once the backend was built
 };
 
-// Runs `spec` on one CudaBackend per rank and returns each rank's reports.
+// Runs `spec` on one CudaBackend per rank and returns each rank's reports, by global rank
+// (replica d's pipeline rank r is d * pp + r).
 std::vector<RankResult> RunRanks(const v1::JobSpec& spec, const v1::Plan& plan,
                                  SentTensors sent = SentTensors::kReleased) {
-  const int pp = spec.pp();
+  const int world = spec.pp() * std::max(1, spec.dp());
   Mailbox mailbox;
-  std::vector<RankResult> results(pp);
+  std::vector<RankResult> results(world);
   std::vector<std::thread> threads;
-  for (int r = 0; r < pp; ++r) {
+  for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       RankResult& out = results[r];
       auto fail = [&](Status st) {
@@ -139,9 +142,10 @@ TEST_P(MemoryBudgetCudaTest, EveryRanksPeakIsItsBudget) {
   const std::vector<jobplan::RankMemoryEstimate> estimates = jobplan::EstimateRankMemory(spec, *plan);
 
   const std::vector<RankResult> results = RunRanks(spec, *plan);
-  for (int r = 0; r < spec.pp(); ++r) {
-    SCOPED_TRACE("rank " + std::to_string(r));
-    const RankResult& rr = results[r];
+  for (int g = 0; g < static_cast<int>(results.size()); ++g) {
+    const int r = g % spec.pp();  // every replica's rank r has rank r's budget
+    SCOPED_TRACE("global rank " + std::to_string(g));
+    const RankResult& rr = results[g];
     ASSERT_TRUE(rr.status.ok()) << rr.status.ToString();
     ASSERT_EQ(rr.reports.size(), static_cast<size_t>(spec.steps()));
     const uint64_t budget = plan->memory_budget_bytes(r);
@@ -260,7 +264,11 @@ INSTANTIATE_TEST_SUITE_P(
                  {"1f1b", 1, 0, 3, 2, {}, ""},
                  // B's attention transients at its peak.
                  {"1f1b", 4, 0, 8, 8, {}, "", 64},    {"zbh1", 4, 0, 8, 8, {}, "", 64},
-                 {"zbv", 2, 2, 4, 8, {}, "", 64},     {"interleaved", 2, 2, 4, 8, {}, "", 64}}) {
+                 {"zbv", 2, 2, 4, 8, {}, "", 64},     {"interleaved", 2, 2, 4, 8, {}, "", 64},
+                 // Data parallelism, and ZeRO-1's shards of the moments (3 replicas: shards of
+                 // unequal length, the flat buffers of the longest on every replica).
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 0}, {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1},
+                 {"zbv", 2, 2, 4, 8, {}, "", 0, 2, 1},  {"zbh1", 2, 0, 4, 5, {}, "", 0, 3, 1}}) {
           c.precision = precision;
           cases.push_back(c);
         }
@@ -271,7 +279,8 @@ INSTANTIATE_TEST_SUITE_P(
       const Case& c = info.param;
       std::string name = c.schedule + "_" + c.precision + "_pp" + std::to_string(c.pp) + "_vpp" +
                          std::to_string(c.vpp) + "_m" + std::to_string(c.microbatches) + "_layers" +
-                         std::to_string(c.layers) + (c.ffn > 0 ? "_ffn" + std::to_string(c.ffn) : "");
+                         std::to_string(c.layers) + (c.ffn > 0 ? "_ffn" + std::to_string(c.ffn) : "") +
+                         (c.dp > 1 ? "_dp" + std::to_string(c.dp) + "_zero" + std::to_string(c.zero) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
