@@ -74,17 +74,18 @@ planner::SearchSpace Space(const v1::JobSpec& spec) {
       if (spec.global_batch() % b == 0) s.micro_batches.push_back(b);
     }
   }
-  // ZeRO runs on the C++ CPU workers; a spec that sets zero keeps it.
-  const bool zero_runs = spec.device() != "cuda" && spec.worker().kind() != v1::kTorchWorker;
+  // ZeRO-1 runs on the C++ workers (CPU and CUDA); a spec that sets zero keeps it.
+  const bool cpu_workers = spec.device() != "cuda" && spec.worker().kind() != v1::kTorchWorker;
+  const bool zero_runs = spec.worker().kind() != v1::kTorchWorker;
   s.zero_stages = spec.has_zero() ? std::vector<int>{spec.zero()} : zero_runs ? std::vector<int>{0, 1} : std::vector<int>{0};
-  // Activation recompute runs there too; a spec that sets it keeps it.
+  // Activation recompute runs on the CPU workers; a spec that sets it keeps it.
   if (spec.has_recompute()) {
     auto r = memory::ParseRecompute(spec.recompute().empty() ? "none" : spec.recompute());
     s.recompute = {r.ok() ? *r : memory::Recompute::kNone};
   } else {
-    s.recompute = zero_runs ? std::vector<memory::Recompute>{memory::Recompute::kNone, memory::Recompute::kSelective,
-                                                            memory::Recompute::kFull}
-                            : std::vector<memory::Recompute>{memory::Recompute::kNone};
+    s.recompute = cpu_workers ? std::vector<memory::Recompute>{memory::Recompute::kNone, memory::Recompute::kSelective,
+                                                              memory::Recompute::kFull}
+                              : std::vector<memory::Recompute>{memory::Recompute::kNone};
   }
   s.schedules = Schedules(spec.vpp());
   if (spec.vpp() >= 2) s.vpps = {spec.vpp()};

@@ -153,6 +153,27 @@ TEST(AutoPlanTest, CudaJobsAreSizedWithTheCudaRecipe) {
   }
 }
 
+// The CUDA backend runs ZeRO-1: with four replicas fixed and workers one byte short of the job
+// without it, auto shards the optimizer's moments, and its report's peak is the budget the CUDA
+// recipe gives the sharded job.
+TEST(AutoPlanTest, CudaJobsShardTheOptimizerWhenMemoryForcesIt) {
+  v1::JobSpec spec = AutoSpec(8);
+  spec.set_device("cuda");
+  spec.set_pp(1);
+  spec.set_dp(4);
+  spec.set_micro_batch_size(1);
+  spec.set_zero(0);
+  auto whole = PlanAuto(spec, {4, 0, "cuda"});
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  const uint64_t without = whole->report.chosen().peak_bytes();
+  spec.clear_zero();
+  auto r = PlanAuto(spec, {4, without - 1, "cuda"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->spec.zero(), 1);
+  EXPECT_LE(r->report.chosen().peak_bytes(), without - 1);
+  ExpectPeakIsTheTightestBudget(r->report.chosen(), Replan(spec, r->report.chosen()));
+}
+
 TEST(AutoPlanTest, NothingFitsNamesTheSmallestShortfall) {
   v1::JobSpec spec = AutoSpec(8);
   spec.set_recompute("none");  // fixed: left open, recompute makes it fit (below)
