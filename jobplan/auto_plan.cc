@@ -78,14 +78,17 @@ planner::SearchSpace Space(const v1::JobSpec& spec) {
   const bool cpu_workers = spec.device() != "cuda" && spec.worker().kind() != v1::kTorchWorker;
   const bool zero_runs = spec.worker().kind() != v1::kTorchWorker;
   s.zero_stages = spec.has_zero() ? std::vector<int>{spec.zero()} : zero_runs ? std::vector<int>{0, 1} : std::vector<int>{0};
-  // Activation recompute runs on the CPU workers; a spec that sets it keeps it.
+  // Activation recompute runs on the C++ workers (on CUDA selective keeps what none keeps: flash
+  // attention); a spec that sets it keeps it.
   if (spec.has_recompute()) {
     auto r = memory::ParseRecompute(spec.recompute().empty() ? "none" : spec.recompute());
     s.recompute = {r.ok() ? *r : memory::Recompute::kNone};
+  } else if (cpu_workers) {
+    s.recompute = {memory::Recompute::kNone, memory::Recompute::kSelective, memory::Recompute::kFull};
+  } else if (zero_runs) {
+    s.recompute = {memory::Recompute::kNone, memory::Recompute::kFull};
   } else {
-    s.recompute = cpu_workers ? std::vector<memory::Recompute>{memory::Recompute::kNone, memory::Recompute::kSelective,
-                                                              memory::Recompute::kFull}
-                              : std::vector<memory::Recompute>{memory::Recompute::kNone};
+    s.recompute = {memory::Recompute::kNone};
   }
   s.schedules = Schedules(spec.vpp());
   if (spec.vpp() >= 2) s.vpps = {spec.vpp()};

@@ -57,18 +57,18 @@ class Pricer {
  public:
   explicit Pricer(const v1::JobSpec& spec) : cuda_(spec.device() == "cuda") {
     const v1::ModelSpec& m = spec.model();
+    const memory::Recompute recompute = spec.recompute() == "full"        ? memory::Recompute::kFull
+                                        : spec.recompute() == "selective" ? memory::Recompute::kSelective
+                                                                          : memory::Recompute::kNone;
     if (cuda_) {
       model_ = memory::PipecoordCudaModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(),
                                           m.seq_len());
       const bool bf16 = spec.precision() == "bf16";  // WithDefaults made "" fp32
       training_ = memory::PipecoordCudaTraining(spec.micro_batch_size(),
                                                 bf16 ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32,
-                                                spec.zero(), std::max(1, spec.dp()));
+                                                spec.zero(), std::max(1, spec.dp()), recompute);
     } else {
       model_ = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
-      const memory::Recompute recompute = spec.recompute() == "full"        ? memory::Recompute::kFull
-                                          : spec.recompute() == "selective" ? memory::Recompute::kSelective
-                                                                            : memory::Recompute::kNone;
       training_ = memory::PipecoordCpuTraining(spec.micro_batch_size(), std::max(1, spec.tp()), spec.zero(),
                                                std::max(1, spec.dp()), recompute, spec.sequence_parallel());
       activations_ = memory::ResolveActivations(model_, training_);

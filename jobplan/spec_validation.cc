@@ -279,9 +279,6 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
     return InvalidArgument("spec.recompute: must be \"none\", \"selective\" or \"full\", got \"" + r + "\"");
   }
   if (!s.recompute().empty() && s.recompute() != "none") {
-    if (s.device() == "cuda") {
-      return InvalidArgument("spec.recompute: device \"cuda\" runs \"none\" only (activation recompute runs on the CPU backend)");
-    }
     if (s.worker().kind() == v1::kTorchWorker) {
       return InvalidArgument("spec.recompute: torch workers run \"none\" only (activation recompute runs on the C++ workers)");
     }

@@ -55,7 +55,7 @@ class Bytes {
 // The pool bytes of every tensor by name, and the recipe's lists for the per-micro-batch sums.
 struct PoolSizes {
   std::map<std::string, int64_t> by_name;
-  std::vector<ResolvedTensor> layer, w_grads, first, first_w, last, last_w;
+  std::vector<ResolvedTensor> layer, full, w_grads, first, first_w, last, last_w;
 };
 
 Result<PoolSizes> Resolve(const ModelSpec& model, const TrainingSpec& training) {
@@ -63,7 +63,7 @@ Result<PoolSizes> Resolve(const ModelSpec& model, const TrainingSpec& training) 
   PoolSizes p;
   std::vector<ResolvedTensor> backend;
   const std::pair<const std::vector<RecipeTensor>*, std::vector<ResolvedTensor>*> lists[] = {
-      {&r.layer, &p.layer},        {&r.w_grads, &p.w_grads},
+      {&r.layer, &p.layer},        {&r.full_recompute, &p.full}, {&r.w_grads, &p.w_grads},
       {&r.first_stage, &p.first},  {&r.first_stage_w_grads, &p.first_w},
       {&r.last_stage, &p.last},    {&r.last_stage_w_grads, &p.last_w},
       {&r.last_stage_transient, &backend}, {&BackendTensors(), &backend}};
@@ -117,8 +117,15 @@ class Timeline {
   std::string unknown_;
 };
 
-// CudaStageModel::ForwardAs and BlockForward, allocation by allocation.
-void ForwardTimeline(Timeline& t, int64_t layers, bool has_embedding, bool has_head) {
+// BlockForward's allocations after its input: the BlockState it fills, then its output.
+constexpr const char* kBlockForwardState[] = {
+    "attention_norm.rstd", "attention.qkv_input", "attention.q",     "attention.k",     "attention.v",
+    "attention.wo_input",  "attention.lse",       "ffn_norm.input",  "ffn_norm.rstd",   "mlp.w1_w3_input",
+    "mlp.gate",            "mlp.up",              "mlp.w2_input"};
+
+// CudaStageModel::ForwardAs and BlockForward, allocation by allocation. Full recompute: each
+// block's state but its input is freed once the block's output exists.
+void ForwardTimeline(Timeline& t, int64_t layers, bool has_embedding, bool has_head, bool full) {
   if (has_embedding) {
     t.Alloc("embedding.ids");   // the token ids uploaded
     t.Alloc("stage.boundary");  // the embedding's output x
@@ -127,20 +134,11 @@ void ForwardTimeline(Timeline& t, int64_t layers, bool has_embedding, bool has_h
   }
   for (int64_t l = 0; l < layers; ++l) {
     // The block's input x is there (the previous tensor); it keeps it.
-    t.Alloc("attention_norm.rstd");
-    t.Alloc("attention.qkv_input");
-    t.Alloc("attention.q");
-    t.Alloc("attention.k");
-    t.Alloc("attention.v");
-    t.Alloc("attention.wo_input");
-    t.Alloc("attention.lse");
-    t.Alloc("ffn_norm.input");
-    t.Alloc("ffn_norm.rstd");
-    t.Alloc("mlp.w1_w3_input");
-    t.Alloc("mlp.gate");
-    t.Alloc("mlp.up");
-    t.Alloc("mlp.w2_input");
+    for (const char* name : kBlockForwardState) t.Alloc(name);
     t.Alloc("stage.boundary");  // the block's output: the next block's x, the head's, or the stage's
+    if (full) {
+      for (const char* name : kBlockForwardState) t.Free(name);
+    }
   }
   if (has_head) {
     t.Alloc("final_norm.rstd");
@@ -152,8 +150,9 @@ void ForwardTimeline(Timeline& t, int64_t layers, bool has_embedding, bool has_h
   }
 }
 
-// CudaStageModel::BackwardInputAs and BlockBackwardInput, allocation by allocation.
-void BackwardTimeline(Timeline& t, int64_t layers, bool has_head) {
+// CudaStageModel::BackwardInputAs and BlockBackwardInput, allocation by allocation. Full
+// recompute: each block's forward runs again first (its output dropped at once).
+void BackwardTimeline(Timeline& t, int64_t layers, bool has_head, bool full) {
   if (has_head) {
     t.Free("loss.logits");  // the cross-entropy backward writes dlogits over the logits
     t.Alloc("grad.logits");
@@ -164,6 +163,11 @@ void BackwardTimeline(Timeline& t, int64_t layers, bool has_head) {
     t.Alloc("stage.boundary");  // the gradient received from the next stage: the last block's dy
   }
   for (int64_t l = 0; l < layers; ++l) {
+    if (full) {
+      for (const char* name : kBlockForwardState) t.Alloc(name);
+      t.Alloc("stage.boundary");  // the rebuilt output, not needed
+      t.Free("stage.boundary");
+    }
     t.Alloc("mlp.grad_z");
     t.Alloc("grad.w1_output");
     t.Alloc("grad.w3_output");
@@ -212,7 +216,7 @@ ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t he
   return m;
 }
 
-TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int zero, int dp) {
+TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int zero, int dp, Recompute recompute) {
   TrainingSpec t;
   t.micro_batch = micro_batch;
   t.dtype = precision;
@@ -222,7 +226,7 @@ TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int z
   t.dp = std::max(1, dp);
   t.tp = 1;
   t.sp = false;
-  t.recompute = Recompute::kNone;
+  t.recompute = recompute;
   t.recipe = "pipecoord-cuda";
   return t;
 }
@@ -282,7 +286,8 @@ Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const Trainin
 
   // Per micro-batch, from the recipe.
   Bytes stored, kept;
-  stored.AddTimes(layers, PoolSum(p.layer, &check));
+  const bool full = training.recompute == Recompute::kFull;
+  stored.AddTimes(layers, PoolSum(full ? p.full : p.layer, &check));
   kept.AddTimes(layers, PoolSum(p.layer, &check, kWeightInput) + PoolSum(p.w_grads, &check));
   if (has_embedding) {
     stored.Add(PoolSum(p.first, &check));
@@ -298,8 +303,8 @@ Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const Trainin
 
   // The ops' peaks, from the backend's order.
   Timeline f(p), b(p);
-  ForwardTimeline(f, layers, has_embedding, has_head);
-  BackwardTimeline(b, layers, has_head);
+  ForwardTimeline(f, layers, has_embedding, has_head, full);
+  BackwardTimeline(b, layers, has_head, full);
   for (const Timeline* t : {&f, &b}) {
     if (!t->unknown().empty()) {
       return Internal("pipecoord-cuda timeline: tensor \"" + t->unknown() + "\" is not in the recipe");

@@ -40,8 +40,11 @@ ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t he
 // `precision` is DtypePolicy::kFp32 or kBf16 (JobSpec.precision "fp32" / "bf16"): activations
 // in that type; fp32 masters, gradients and AdamW moments (16 B per parameter, 18 B with the
 // bf16 copy); with zero >= 1 and dp > 1 (ZeRO-1, the backend's only stage) the moments of a
-// 1/dp shard; no TP or recompute; recipe "pipecoord-cuda".
-TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int zero = 0, int dp = 1);
+// 1/dp shard; `recompute` kFull keeps each block's input only and runs its forward again in B;
+// kSelective keeps what kNone keeps (flash attention never keeps the s x s probabilities that
+// selective recompute drops); no TP; recipe "pipecoord-cuda".
+TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int zero = 0, int dp = 1,
+                                   Recompute recompute = Recompute::kNone);
 
 // The pool's unit: every allocation is rounded up to a multiple of it.
 inline constexpr int64_t kCudaPoolUnit = 512;

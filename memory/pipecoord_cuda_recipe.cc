@@ -2,8 +2,8 @@
 // keeps per micro-batch on the device, tensor by tensor, named by the op that saves it, in the
 // dtype the kernels keep it in.
 //
-// The model is the CPU StageModel's (RMSNorm, RoPE, SwiGLU, no biases, dropout, GQA or
-// recompute) in one of two precisions (JobSpec.precision): "fp32", every activation fp32; or
+// The model is the CPU StageModel's (RMSNorm, RoPE, SwiGLU, no biases, dropout or GQA; full
+// recompute keeps only each block's input) in one of two precisions (JobSpec.precision): "fp32", every activation fp32; or
 // "bf16", activations and their gradients bf16. Either way the RMSNorms' per-token 1/rms and
 // flash attention's per-row log-sum-exps are fp32 (the kernels write float), and token ids are
 // int32: below, `kAct` is the precision's activation type, the rest is fixed. Attention is flash
@@ -68,7 +68,7 @@ const Recipe& PipecoordCudaRecipe() {
           {"mlp.w2_input", "mlp", "silu(gate) * up = z, saved by w2",
            {"s", "b", "f"}, ElemType::kAct, 2, "", kWeightInput},
       },
-      // full_recompute (the backend does not recompute; this is what it would keep)
+      // full_recompute: what each block keeps from F to B (B runs its forward again first)
       {
           {"block.input", "checkpoint", "block input, kept by full recompute",
            {"s", "b", "h"}, ElemType::kAct, kSeqSplit, "", 0},

@@ -37,6 +37,32 @@ CudaBackend::~CudaBackend() {
     if (m.end != nullptr) (void)cudaEventDestroy(m.end);
   }
   if (reference_ != nullptr) (void)cudaEventDestroy(reference_);
+  for (RecomputeEvents& r : recompute_events_) {
+    if (r.begin != nullptr) (void)cudaEventDestroy(r.begin);
+    if (r.end != nullptr) (void)cudaEventDestroy(r.end);
+  }
+}
+
+Status CudaBackend::RecordRecompute(bool begin) {
+  if (open_mark_ < 0) return Status::Ok();  // not timed (outside the executor's marks)
+  if (begin) {
+    if (recompute_used_ == recompute_events_.size()) {
+      auto b = NewTimingEvent();
+      if (!b.ok()) return b.status();
+      auto e = NewTimingEvent();
+      if (!e.ok()) {
+        (void)cudaEventDestroy(*b);
+        return e.status();
+      }
+      recompute_events_.push_back({*b, *e, -1});
+    }
+    RecomputeEvents& r = recompute_events_[recompute_used_++];
+    r.mark = open_mark_;
+    return kernels::cuda::CudaStatus(cudaEventRecord(r.begin, device_->stream()), "cudaEventRecord(recompute begin)");
+  }
+  if (recompute_used_ == 0) return FailedPrecondition("device timing: a recompute ended before it began");
+  return kernels::cuda::CudaStatus(cudaEventRecord(recompute_events_[recompute_used_ - 1].end, device_->stream()),
+                                   "cudaEventRecord(recompute end)");
 }
 
 Result<cudaEvent_t> CudaBackend::NewTimingEvent() {
@@ -65,10 +91,12 @@ Status CudaBackend::RecordMark(int mark, bool begin) {
   if (begin) {
     m.begun = true;
     m.ended = false;  // a mark left by a failed step starts over
+    open_mark_ = mark;
   } else if (!m.begun) {
     return FailedPrecondition("device timing: mark " + std::to_string(mark) + " ended before it began");
   } else {
     m.ended = true;
+    open_mark_ = -1;
   }
   return kernels::cuda::CudaStatus(cudaEventRecord(begin ? m.begin : m.end, device_->stream()),
                                    std::string("cudaEventRecord(timing mark ") + std::to_string(mark) +
@@ -126,8 +154,16 @@ Result<std::vector<DeviceSpan>> CudaBackend::ResolveMarks(int count, const std::
     auto duration = elapsed_ns(m.begin, m.end, name + " begin, end");
     if (!duration.ok()) return duration.status();
     const int64_t start = reference_ns - *before_reference;
-    spans.push_back({start, start + std::max<int64_t>(0, *duration)});
+    spans.push_back({start, start + std::max<int64_t>(0, *duration), 0});
   }
+  for (size_t k = 0; k < recompute_used_; ++k) {
+    const RecomputeEvents& r = recompute_events_[k];
+    if (r.mark < 0 || r.mark >= count) continue;  // a failed step's, never resolved
+    auto ns = elapsed_ns(r.begin, r.end, "recompute " + std::to_string(k));
+    if (!ns.ok()) return ns.status();
+    spans[static_cast<size_t>(r.mark)].recompute_ns += std::max<int64_t>(0, *ns);
+  }
+  recompute_used_ = 0;
   return spans;
 }
 
@@ -478,6 +514,15 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
   const int dp = std::max(1, a.spec().dp());
   if (a.spec().zero() >= 1 && dp > 1) {
     for (auto& [k, m] : backend->stages_) PIPECOORD_RETURN_IF_ERROR(m->ShardOptimizerStates(dp, a.dp_rank()));
+  }
+  const std::string& recompute = a.spec().recompute();  // validated: "", none, selective, full
+  const model::Recompute r = recompute == "full"        ? model::Recompute::kFull
+                             : recompute == "selective" ? model::Recompute::kSelective
+                                                        : model::Recompute::kNone;
+  CudaBackend* b = backend.get();
+  for (auto& [k, m] : backend->stages_) {
+    PIPECOORD_RETURN_IF_ERROR(m->SetRecompute(r));
+    m->set_recompute_marker([b](bool begin) { return b->RecordRecompute(begin); });
   }
   return backend;
 }

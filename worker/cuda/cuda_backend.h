@@ -20,6 +20,10 @@
 // pairing error is half the few microseconds its record-and-wait takes). The events are created
 // on first use, the only timing-enabled events of the backend, and reused every step.
 //
+// Activation recompute (spec.recompute): "full" as CudaStageModel::SetRecompute says; the rebuilt
+// forwards are timed on the device inside their action's mark (DeviceSpan::recompute_ns, the
+// action's recompute_ns). "selective" keeps what "none" keeps (flash attention).
+//
 // Differences from the CPU backend a caller must know:
 // - ZeRO-1 (spec.zero >= 1, dp > 1): each stage keeps the AdamW moments of its replica's shard
 //   only (CudaStageModel::ShardOptimizerStates); DeviceStageGradients / DeviceStageValues give the
@@ -157,6 +161,17 @@ class CudaBackend final : public ComputeBackend {
   };
   std::vector<TimingMark> marks_;
   cudaEvent_t reference_ = nullptr;
+  // Activation recompute (spec.recompute "full"): an event pair around each block's rebuilt
+  // forward, and the mark it ran in; created on first use, reused every step.
+  struct RecomputeEvents {
+    cudaEvent_t begin = nullptr;
+    cudaEvent_t end = nullptr;
+    int mark = -1;
+  };
+  std::vector<RecomputeEvents> recompute_events_;
+  size_t recompute_used_ = 0;  // pairs recorded since the last ResolveMarks
+  int open_mark_ = -1;         // the mark begun and not yet ended, -1 outside marks
+  Status RecordRecompute(bool begin);
 };
 
 // The CUDA backend for the assignment's shards (any dp: replica d reads the step's micro-batches

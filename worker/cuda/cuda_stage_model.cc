@@ -215,6 +215,15 @@ Status CudaStageModel::Build() {
   return Status::Ok();
 }
 
+Status CudaStageModel::SetRecompute(model::Recompute recompute) {
+  if (!in_flight_.empty()) {
+    return FailedPrecondition("recompute: set before the first micro-batch (" + std::to_string(in_flight_.size()) +
+                              " in flight)");
+  }
+  recompute_ = recompute;
+  return Status::Ok();
+}
+
 Status CudaStageModel::ShardOptimizerStates(int shards, int index) {
   if (shards < 1 || index < 0 || index >= shards) {
     return InvalidArgument("optimizer shard " + std::to_string(index) + " of " + std::to_string(shards) +
@@ -378,6 +387,11 @@ Result<Tensor> CudaStageModel::ForwardAs(MicroBatch& state, CudaStageInput& inpu
   for (size_t i = 0; i < layers_.size(); ++i) {
     Tensor y;
     PIPECOORD_RETURN_IF_ERROR(BlockForward<T>(layers_[i], state.blocks[i], std::move(x), &y));
+    if (recompute_ == model::Recompute::kFull) {  // the block's input only, until its B
+      Tensor input = std::move(state.blocks[i].x);
+      state.blocks[i] = BlockState();
+      state.blocks[i].x = std::move(input);
+    }
     x = std::move(y);
   }
   if (!shard_.has_head) return x.Reshaped(ActivationSpec().shape);
@@ -495,6 +509,15 @@ Result<Tensor> CudaStageModel::BackwardInputAs(MicroBatch& state, Tensor grad_ou
                                                        false, stream));
   }
   for (size_t i = layers_.size(); i-- > 0;) {
+    if (recompute_ == model::Recompute::kFull) {
+      // The block's forward again from its input; its output is not needed.
+      if (recompute_marker_) PIPECOORD_RETURN_IF_ERROR(recompute_marker_(true));
+      Tensor input = std::move(state.blocks[i].x), rebuilt;
+      state.blocks[i] = BlockState();
+      PIPECOORD_RETURN_IF_ERROR(BlockForward<T>(layers_[i], state.blocks[i], std::move(input), &rebuilt));
+      rebuilt = Tensor();
+      if (recompute_marker_) PIPECOORD_RETURN_IF_ERROR(recompute_marker_(false));
+    }
     Tensor dx;
     PIPECOORD_RETURN_IF_ERROR(BlockBackwardInput<T>(layers_[i], state.blocks[i], std::move(g), &dx));
     g = std::move(dx);

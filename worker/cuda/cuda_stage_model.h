@@ -26,6 +26,7 @@
 #define PIPECOORD_WORKER_CUDA_CUDA_STAGE_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,6 +41,7 @@
 #include "worker/cuda/precision.h"
 #include "worker/model/model_config.h"
 #include "worker/model/stage_shard.h"
+#include "worker/model/transformer_block.h"
 
 namespace pipecoord::worker::cuda {
 
@@ -100,6 +102,18 @@ class CudaStageModel {
   // elements are stepped and the bf16 copies are left for RefreshComputeWeights (after the
   // data-parallel all-gather of the masters has brought the other replicas' shards).
   Status OptimizerStep(const kernels::cpu::AdamWOptions& options);
+
+  // Activation recompute (JobSpec.recompute), set before the first micro-batch; the results
+  // stay bit for bit those of kNone. kFull: F keeps each block's input only and B runs the
+  // block's forward again (the same kernels on the same input, so the same bits) just before its
+  // backward; W uses what B left, as without recompute. kSelective changes nothing here: flash
+  // attention never keeps the s x s probabilities that selective recompute drops (its B always
+  // rebuilds them from the log-sum-exps). FAILED_PRECONDITION while a micro-batch is in flight.
+  Status SetRecompute(model::Recompute recompute);
+  model::Recompute recompute() const { return recompute_; }
+  // Called on the stream's order around each block's rebuilt forward in B (begin true, then
+  // false): the backend times the recompute on the device with it. An error fails the B.
+  void set_recompute_marker(std::function<Status(bool begin)> marker) { recompute_marker_ = std::move(marker); }
 
   // ZeRO-1, as the CPU model's ShardOptimizerStates (worker/model/stage_model.h): the stage's
   // parameters in order form one flat index space of n elements; this replica (index of
@@ -186,6 +200,8 @@ class CudaStageModel {
 
   std::map<int, MicroBatch> in_flight_;
   int64_t optimizer_steps_ = 0;
+  model::Recompute recompute_ = model::Recompute::kNone;
+  std::function<Status(bool)> recompute_marker_;
   int64_t shard_begin_ = 0, shard_end_ = 0;  // OptimizerShard(): set by Build, narrowed by ZeRO
   kernels::Tensor shard_m_, shard_v_;         // ZeRO: the flat moment buffers the views share
 };

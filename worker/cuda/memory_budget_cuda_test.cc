@@ -47,6 +47,7 @@ struct Case {
   std::string precision;
   int ffn = 0;  // 0: the default 192 (B's SwiGLU part peaks highest); 64: its attention part does
   int dp = 1, zero = 0;
+  std::string recompute = "none";
 };
 
 // worker/cuda's test model (h 64, 4 heads of 16, V 96, s 40, b 2), deeper. With f = 3h a block's
@@ -62,6 +63,7 @@ v1::JobSpec Spec(const Case& c) {
   s.set_vpp(c.vpp);
   s.set_dp(c.dp);
   s.set_zero(c.zero);
+  s.set_recompute(c.recompute);
   s.set_microbatches(c.microbatches);
   s.set_micro_batch_size(2);
   s.set_steps(2);
@@ -170,10 +172,10 @@ TEST_P(MemoryBudgetCudaTest, EveryRanksPeakIsItsBudget) {
       EXPECT_EQ(report.summary.memory_in_use_bytes(), rr.weights_in_use);
       EXPECT_GE(report.summary.memory_reserved_bytes(), p);
     }
-    std::printf("%s %s pp %d vpp %d m %d layers %d ffn %d: rank %d: peak %llu B, budget %llu B (params %llu, "
-                "constants %llu, activations %llu)\n",
-                c.schedule.c_str(), c.precision.c_str(), spec.pp(), spec.vpp(), spec.microbatches(),
-                spec.model().layers(), spec.model().ffn_hidden(), r, static_cast<unsigned long long>(peak),
+    std::printf("%s %s pp %d vpp %d dp %d zero %d recompute %s m %d layers %d ffn %d: global rank %d: peak %llu B, "
+                "budget %llu B (params %llu, constants %llu, activations %llu)\n",
+                c.schedule.c_str(), c.precision.c_str(), spec.pp(), spec.vpp(), spec.dp(), spec.zero(),
+                spec.recompute().c_str(), spec.microbatches(), spec.model().layers(), spec.model().ffn_hidden(), g, static_cast<unsigned long long>(peak),
                 static_cast<unsigned long long>(budget), static_cast<unsigned long long>(e.parameter_bytes),
                 static_cast<unsigned long long>(e.constant_bytes),
                 static_cast<unsigned long long>(e.activation_bytes));
@@ -268,7 +270,13 @@ INSTANTIATE_TEST_SUITE_P(
                  // Data parallelism, and ZeRO-1's shards of the moments (3 replicas: shards of
                  // unequal length, the flat buffers of the longest on every replica).
                  {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 0}, {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1},
-                 {"zbv", 2, 2, 4, 8, {}, "", 0, 2, 1},  {"zbh1", 2, 0, 4, 5, {}, "", 0, 3, 1}}) {
+                 {"zbv", 2, 2, 4, 8, {}, "", 0, 2, 1},  {"zbh1", 2, 0, 4, 5, {}, "", 0, 3, 1},
+                 // Full recompute (B's rebuilt forward at its peak: f = h too); selective keeps
+                 // none's bytes (flash attention).
+                 {"1f1b", 4, 0, 8, 8, {}, "", 0, 1, 0, "full"},   {"zbh1", 4, 0, 8, 8, {}, "", 0, 1, 0, "full"},
+                 {"zbv", 2, 2, 4, 8, {}, "", 0, 1, 0, "full"},    {"interleaved", 2, 2, 5, 7, {}, "", 64, 1, 0, "full"},
+                 {"zbh1", 4, 0, 8, 8, {}, "", 64, 1, 0, "full"},  {"1f1b", 4, 0, 8, 8, {}, "", 0, 1, 0, "selective"},
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1, "full"}}) {
           c.precision = precision;
           cases.push_back(c);
         }
@@ -280,7 +288,8 @@ INSTANTIATE_TEST_SUITE_P(
       std::string name = c.schedule + "_" + c.precision + "_pp" + std::to_string(c.pp) + "_vpp" +
                          std::to_string(c.vpp) + "_m" + std::to_string(c.microbatches) + "_layers" +
                          std::to_string(c.layers) + (c.ffn > 0 ? "_ffn" + std::to_string(c.ffn) : "") +
-                         (c.dp > 1 ? "_dp" + std::to_string(c.dp) + "_zero" + std::to_string(c.zero) : "");
+                         (c.dp > 1 ? "_dp" + std::to_string(c.dp) + "_zero" + std::to_string(c.zero) : "") +
+                         (c.recompute != "none" ? "_" + c.recompute : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

@@ -29,6 +29,7 @@ namespace pipecoord::worker {
 struct DeviceSpan {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
+  int64_t recompute_ns = 0;  // the device time of the action's activation recompute, inside it
 };
 
 // What a device backend needs to choose the transport its tensors travel by, the same way on

@@ -533,6 +533,7 @@ Status Executor::ResolveDeviceTimes(StepReport* report) {
     v1::ActionTiming& t = report->actions[d.entry];
     t.set_start_ns(span.start_ns);
     t.set_end_ns(std::max(span.start_ns, span.end_ns));
+    if (span.recompute_ns > 0) t.set_recompute_ns(span.recompute_ns);
     if (v1::IsCompute(t.action().op())) {
       // The device idled over [device_free_since_, start]; the part of it spent waiting for
       // the input, [wait_from, input_at], is the wait.

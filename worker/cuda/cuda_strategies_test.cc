@@ -1,18 +1,21 @@
-// ZeRO-1 and gradient clipping on the CUDA backend, against the CPU backend's (which
+// What the planner plans, on the CUDA backend, against the CPU backend's (which
 // tensor_parallel_training_test and python/pipecoord's tests hold to a single-process run and to
-// PyTorch's AdamW / clip_grad_norm_): the same job (spec.zero 1 over dp replicas, a clipGradNorm
-// that clips) run once on CUDA ranks and once on CPU ranks, each rank an Executor over its backend,
-// tensors between ranks through PoolTransport.
+// PyTorch's AdamW / clip_grad_norm_): the same job run once on CUDA ranks and once on CPU ranks,
+// each rank an Executor over its backend, tensors between ranks through PoolTransport.
 //
-// Compared: every step's loss and global gradient norm (the head rank's report), and every tensor
-// of every rank's checkpoint state after 3 steps, by name: the masters, and the AdamW moments of
-// each replica's shard ("adam_m@begin", the CPU backend's names, so the set of names checks the
-// shard geometry too). On the host double (the CPU twins behind every launcher) the two must be
-// the same bits: same kernels, same ring orders, the norm summed in the CPU's order. On a GPU
-// (gpu-tagged) within kFp32Tolerance (cuBLASLt sums in fp32, the norm's tree order differs).
+// ZeRO-1 with clipping (spec.zero 1 over dp replicas, a clipGradNorm that clips) and full
+// activation recompute. Compared: every step's loss and global gradient norm (the head rank's
+// report), and every tensor of every rank's checkpoint state after 3 steps, by name: the masters,
+// and the AdamW moments of each replica's shard ("adam_m@begin", the CPU backend's names, so the
+// set of names checks the shard geometry too). On the host double (the CPU twins behind every
+// launcher) the two must be the same bits: same kernels, same ring orders, the norm summed in the
+// CPU's order. On a GPU (gpu-tagged) within kFp32Tolerance (cuBLASLt sums in fp32, the norm's
+// tree order differs).
 //
 // Negative controls: a CUDA run with zero 0 has whole moments (other names: the comparison would
-// fail), and without clipping its weights differ from the clipped run's.
+// fail), and without clipping its weights differ from the clipped run's. Recompute must leave
+// the results bit for bit those of none, on the GPU too (the same kernels on the same inputs),
+// and time each rebuild inside its B on the device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,11 +41,14 @@ namespace {
 
 using kernels::cuda::CompareNormwise;
 
-v1::JobSpec Spec(const std::string& device, int pp, int dp, int zero, double clip) {
+v1::JobSpec Spec(const std::string& device, int pp, int dp, int zero, double clip,
+                 const std::string& schedule = "1f1b", const std::string& recompute = "none") {
   const model::ModelConfig config = TestConfig();
   v1::JobSpec s;
   s.set_name("zero");
-  s.set_schedule("1f1b");
+  s.set_schedule(schedule);
+  s.set_recompute(recompute);
+  if (schedule == "zbv" || schedule == "interleaved") s.set_vpp(2);
   s.set_device(device);
   s.set_pp(pp);
   s.set_dp(dp);
@@ -62,6 +68,7 @@ v1::JobSpec Spec(const std::string& device, int pp, int dp, int zero, double cli
   m->set_vocab(config.vocab);
   m->set_seq_len(config.seq_len);
   m->set_seed(config.seed);
+  if (s.vpp() == 2) m->set_layers(4);  // a block on every virtual stage
   return s;
 }
 
@@ -255,6 +262,56 @@ TEST_F(CudaZeroControlTest, ZeroOneEqualsZeroZeroAndClippingMatters) {
   const std::string w = "stage1/output.weight/value";
   ASSERT_TRUE(clipped[1].state.count(w) && free[1].state.count(w));
   EXPECT_GT(CompareNormwise(clipped[1].state.at(w), free[1].state.at(w)).error, 1e-3);
+}
+
+// Full recompute on CUDA: the same bits as none (and as the CPU backend's full recompute), in
+// fp32 and bf16, on schedules with and without the B/W split; each B (or BW) of a block-holding
+// stage reports the rebuilt forwards' device time, inside its own span.
+TEST_F(CudaZeroControlTest, FullRecomputeChangesNoBitAndIsTimedInsideB) {
+  for (const std::string schedule : {"1f1b", "zbh1", "zbv"}) {
+    for (const std::string precision : {"fp32", "bf16"}) {
+      SCOPED_TRACE(schedule + " " + precision);
+      v1::JobSpec full = Spec("cuda", 2, 1, 0, 0, schedule, "full"), none = Spec("cuda", 2, 1, 0, 0, schedule);
+      full.set_precision(precision);
+      none.set_precision(precision);
+      const std::vector<RankResult> a = RunJob(full), b = RunJob(none);
+      ASSERT_EQ(a.size(), 2u);
+      ASSERT_EQ(b.size(), 2u);
+      for (size_t g = 0; g < a.size(); ++g) {
+        ASSERT_TRUE(a[g].status.ok()) << a[g].status.ToString();
+        ASSERT_TRUE(b[g].status.ok()) << b[g].status.ToString();
+        EXPECT_EQ(Names(a[g].state), Names(b[g].state));
+        for (const auto& [name, v] : b[g].state) {
+          EXPECT_TRUE(SameBits(a[g].state.at(name), v)) << name << ": "
+                                                        << CompareNormwise(a[g].state.at(name), v).Describe();
+        }
+        ASSERT_EQ(a[g].reports.size(), b[g].reports.size());
+        int timed = 0;
+        for (size_t step = 0; step < a[g].reports.size(); ++step) {
+          for (const v1::ActionTiming& t : a[g].reports[step].actions) {
+            const v1::Op op = t.action().op();
+            if (op != v1::B && op != v1::BW) {
+              EXPECT_EQ(t.recompute_ns(), 0) << v1::Op_Name(op);
+              continue;
+            }
+            ++timed;
+            EXPECT_GT(t.recompute_ns(), 0) << "step " << step << " " << v1::Op_Name(op) << " mb "
+                                           << t.action().microbatch();
+            EXPECT_LE(t.recompute_ns(), t.end_ns() - t.start_ns());
+          }
+          for (const v1::ActionTiming& t : b[g].reports[step].actions) EXPECT_EQ(t.recompute_ns(), 0);
+        }
+        EXPECT_GT(timed, 0);
+      }
+      for (size_t step = 0; step < 3; ++step) {
+        EXPECT_EQ(a[1].reports.at(step).summary.loss(), b[1].reports.at(step).summary.loss()) << "step " << step;
+      }
+    }
+  }
+  // And against the CPU backend's full recompute (with ZeRO-1 and clipping on two replicas).
+  const std::vector<RankResult> cuda = RunJob(Spec("cuda", 2, 2, 1, 0.05, "zbh1", "full"));
+  const std::vector<RankResult> cpu = RunJob(Spec("cpu", 2, 2, 1, 0.05, "zbh1", "full"));
+  ExpectSameRun(cuda, cpu, 2);
 }
 
 }  // namespace
