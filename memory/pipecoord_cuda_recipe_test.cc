@@ -172,6 +172,60 @@ TEST(PipecoordCudaRecipeTest, StagePoolBytesAndOpPeaksByHand) {
   }
 }
 
+// ZeRO-1 and full recompute, by hand from the same order. ZeRO-1 (dp d): per tensor master and
+// gradient (2 R(4n), + R(2n) in bf16), and two flat moment buffers of ceil(N / d) floats. Full
+// recompute: F keeps each block's input only (H), rising by the block's state S = 7H + 3Fb + 2N +
+// L and its output H while the block runs; B first rebuilds the block (S and the output, which
+// goes at once), then runs none's backward on it, so each block ends S + 4H - L above its start.
+TEST(PipecoordCudaRecipeTest, ZeroOneAndFullRecomputeByHand) {
+  struct Stage {
+    int64_t layers;
+    bool embedding, head;
+  };
+  const Stage kStages[] = {{3, true, false}, {2, false, true}, {2, false, false}, {1, true, true}, {0, true, true}};
+  for (DtypePolicy p : {DtypePolicy::kFp32, DtypePolicy::kBf16}) {
+    for (const Shape& x : kShapes) {
+      for (const Stage& st : kStages) {
+        for (int dp : {2, 3}) {
+          SCOPED_TRACE(Name(x, p) + " layers " + std::to_string(st.layers) + (st.embedding ? " +embedding" : "") +
+                       (st.head ? " +head" : "") + " dp " + std::to_string(dp));
+          const ModelSpec m = PipecoordCudaModel(4, x.h, x.f, x.a, x.v, x.s);
+          const auto none = PipecoordCudaStage(m, PipecoordCudaTraining(static_cast<int>(x.b), p), st.layers,
+                                               st.embedding, st.head);
+          const auto got = PipecoordCudaStage(m, PipecoordCudaTraining(static_cast<int>(x.b), p, 1, dp, Recompute::kFull),
+                                              st.layers, st.embedding, st.head);
+          ASSERT_TRUE(none.ok() && got.ok()) << got.status().ToString();
+          const int64_t e = p == DtypePolicy::kFp32 ? 4 : 2;
+          const Pool q = PoolOf(x, e);
+          const int64_t Lr = st.layers, h = x.h, f = x.f, V = x.v;
+
+          auto weight = [&](int64_t n) { return 2 * R(4 * n) + (e == 2 ? R(2 * n) : 0); };
+          const int64_t count = Lr * (4 * h * h + 3 * h * f + 2 * h) + (st.embedding ? V * h : 0) +
+                                (st.head ? h + V * h : 0);
+          const int64_t shard = (count + dp - 1) / dp;
+          const int64_t params = Lr * (2 * weight(h) + 4 * weight(h * h) + 3 * weight(h * f)) +
+                                 (st.embedding ? weight(V * h) : 0) + (st.head ? weight(h) + weight(V * h) : 0) +
+                                 2 * R(4 * shard);
+          EXPECT_EQ(got->parameter_bytes, params);
+
+          const int64_t extras = (st.embedding ? q.I : 0) + (st.head ? 2 * q.H + q.N + q.Vb + q.I : 0);
+          EXPECT_EQ(got->per_microbatch.stored, Lr * q.H + extras);
+          EXPECT_EQ(got->per_microbatch.kept_for_w, none->per_microbatch.kept_for_w) << "W needs what it needed";
+          const int64_t S = 7 * q.H + 3 * q.Fb + 2 * q.N + q.L;
+          const int64_t start_f = q.H + (st.embedding ? q.I : 0);
+          const int64_t end_f = got->per_microbatch.stored + (st.head ? 512 : q.H);
+          EXPECT_EQ(got->forward_peak, std::max(Lr > 0 ? start_f + Lr * q.H + S : 0, end_f));
+          const int64_t start_b = st.head ? 2 * q.H - q.I : q.H;
+          const int64_t expected_b = Lr == 0 ? std::max<int64_t>(start_b, 0)
+                                             : start_b + (Lr - 1) * (S + 4 * q.H - q.L) + S +
+                                                   std::max(3 * q.Fb, 6 * q.H + q.L);
+          EXPECT_EQ(got->backward_peak, expected_b);
+        }
+      }
+    }
+  }
+}
+
 // worker/cuda's test model (h 64, 4 heads, V 96, s 40, b 2): the figures the host-emulated run
 // (//worker/cuda:memory_budget_cuda_test_host) measures on the caching pool.
 TEST(PipecoordCudaRecipeTest, TheTestModelsStagesInFigures) {
