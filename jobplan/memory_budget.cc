@@ -139,6 +139,17 @@ class Pricer {
   Result<memory::ActivationModel> activations_ = Internal("unresolved");
 };
 
+// The numerical probe's GEMM in the backend's pool (ComputeBackend::ProbeGemm): the CUDA
+// backend's inputs and fp32 output, each a pool block (in bf16 the inputs are bf16); 0 on the
+// CPU, whose probe uses plain host vectors outside the counting allocator.
+int64_t ProbeGemmBytes(const v1::JobSpec& spec, bool holds_head) {
+  if (spec.device() != "cuda") return 0;
+  const ProbeGemm g = ProbeGemmFor(spec, holds_head);
+  const int64_t in = spec.precision() == "bf16" ? 2 : 4;
+  return memory::CudaPoolBytes(in * g.m * g.k) + memory::CudaPoolBytes(in * g.n * g.k) +
+         memory::CudaPoolBytes(4 * g.m * g.n);
+}
+
 }  // namespace
 
 SavedBytes StageSavedBytes(const v1::JobSpec& spec, const v1::StageShard& shard) {
@@ -165,6 +176,7 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
     // The bytes the rank holds now (micro-batches in flight and tensors waiting to be sent or
     // read), and the most seen during any op.
     int64_t now = 0, peak = 0;
+    const int64_t probe_bytes = ProbeGemmBytes(spec, HoldsHead(plan, r));
     std::map<std::pair<int, int>, int64_t> held;  // (stage, micro-batch) -> bytes
     // ZeRO-2: the gradients allocated this step (from each stage's first W or BW), and by whom.
     int64_t grads = 0;
@@ -182,8 +194,10 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
         now -= p.boundary;  // the transport has it now
         continue;
       }
-      if (op == v1::PROBE && (act.microbatch() >= 0 || act.microbatch() == kSeededReplay)) {
-        peak = std::max(peak, now + grads + p.replay_peak);  // the replayed (or seeded) F
+      if (op == v1::PROBE) {
+        // The numerical probe's GEMM, then the replayed (or seeded) F if the PROBE names one.
+        peak = std::max(peak, now + grads + probe_bytes);
+        if (act.microbatch() >= 0 || act.microbatch() == kSeededReplay) peak = std::max(peak, now + grads + p.replay_peak);
         continue;
       }
       if (op == v1::OPT) {

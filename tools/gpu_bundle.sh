@@ -29,6 +29,7 @@ GPU_TESTS=(  # GoogleTest binaries; run_gpu_checks.sh runs each and reports PASS
   //worker/cuda:cuda_transport_choice_test
   //worker/cuda:cuda_data_parallel_test
   //worker/cuda:cuda_strategies_test
+  //worker/cuda:cuda_probe_test
   //worker/transport:staged_transport_gpu_test
   //worker/transport:nccl_transport_test
 )

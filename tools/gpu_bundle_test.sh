@@ -83,7 +83,7 @@ fi
 expect '^PASS  e2e_cpu                coordinator \+ 2 workers \(--device cpu, fp32\) on loopback: job-000001 SUCCEEDED, 3/3 steps, loss [0-9.]+ -> [0-9.]+, step time .*, health events: none$'
 if grep -q '^SKIP  device_query ' "$results"; then
   for check in e2e_cuda_fp32 e2e_cuda_bf16 e2e_cuda_pp4 e2e_cuda_dp2 torch_block_bench gemm_test nccl_transport_test \
-               cuda_data_parallel_test cuda_strategies_test cuda_transport_choice_test gpu_gemm_bench cuda_block_bench block_vs_torch; do
+               cuda_data_parallel_test cuda_strategies_test cuda_probe_test cuda_transport_choice_test gpu_gemm_bench cuda_block_bench block_vs_torch; do
     expect "^SKIP  $check +no CUDA device: .+"
   done
 fi

@@ -68,10 +68,16 @@ thread_local bool t_corrupt_next = false;
 // The `corrupt` fault: one mantissa bit (bit 20, a 1/8 relative change) of the middle element;
 // the `flip` fault: of the last one (the middle of q is a sequence's first token, whose attention
 // sees only itself, so a wrong q there changes nothing downstream).
-void Corrupt(float* y, int64_t n) {
-  if ((!t_corrupt_gemm && !t_corrupt_next) || n == 0) return;
+int64_t FaultAt(int64_t n) {
+  if ((!t_corrupt_gemm && !t_corrupt_next) || n == 0) return -1;
   const int64_t at = t_corrupt_gemm ? n / 2 : n - 1;
   t_corrupt_next = false;
+  return at;
+}
+
+void Corrupt(float* y, int64_t n) {
+  const int64_t at = FaultAt(n);
+  if (at < 0) return;
   uint32_t bits;
   std::memcpy(&bits, &y[at], sizeof bits);
   bits ^= 1u << 20;
@@ -82,6 +88,7 @@ void Corrupt(float* y, int64_t n) {
 void SetGemmCorruption(bool on) { t_corrupt_gemm = on; }
 void CorruptNextGemm() { t_corrupt_next = true; }
 bool GemmCorruption() { return t_corrupt_gemm; }
+int64_t TakeGemmFault(int64_t n) { return FaultAt(n); }
 
 template <>
 void LinearForward<float>(const float* x, const float* w, float* y, const LinearDims& d) {

@@ -43,6 +43,11 @@ bool GemmCorruption();
 // The `flip` fault: only the next fp32 LinearForward on this thread flips that bit of its output's
 // last element (a transient).
 void CorruptNextGemm();
+// Where the faults above, if on, corrupt a GEMM output of n elements now: the element whose bit
+// 20 (a float's; a bf16 output's bit 4, the same 1/8 relative change) flips, or -1; a pending
+// `flip` is used up. The CPU LinearForward asks it, and so does the CUDA GemmContext for its F and
+// W outputs (kernels/cuda/gemm.h): one fault switch for every backend's GEMM unit.
+int64_t TakeGemmFault(int64_t n);
 
 // Threads each fp32 GEMM uses: 1 unless the environment's PIPECOORD_CPU_THREADS says otherwise
 // (read once, at the first GEMM) or SetGemmThreads changed it. One worker rank per core is the

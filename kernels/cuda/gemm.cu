@@ -110,6 +110,29 @@ Status CheckDims(const cpu::LinearDims& d, const char* function) {
 
 }  // namespace
 
+namespace {
+
+// The `corrupt` and `flip` faults (cpu::TakeGemmFault, this thread's switch): one bit of one
+// output element, a 1/8 relative change (bit 20 of a float, bit 4 of a bf16).
+__global__ void FlipBitKernel(void* y, int64_t at, int bytes) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  if (bytes == 4) {
+    static_cast<uint32_t*>(y)[at] ^= 1u << 20;
+  } else {
+    static_cast<uint16_t*>(y)[at] ^= static_cast<uint16_t>(1u << 4);
+  }
+}
+
+Status ApplyGemmFault(void* y, cudaDataType_t type, const cpu::LinearDims& d, LinearStep step, cudaStream_t stream) {
+  const int64_t n = step == LinearStep::kBackwardWeight ? d.out * d.in : d.n * d.out;
+  const int64_t at = cpu::TakeGemmFault(n);
+  if (at < 0) return Status::Ok();
+  FlipBitKernel<<<1, 32, 0, stream>>>(y, at, type == CUDA_R_32F ? 4 : 2);
+  return CudaStatus(cudaGetLastError(), "FlipBitKernel (an injected GEMM fault)");
+}
+
+}  // namespace
+
 struct GemmContext::Impl {
   GemmOptions options;
   int device = -1;
@@ -258,14 +281,16 @@ size_t GemmContext::cached_plans() const { return impl_->plans.size(); }
 cudaStream_t GemmContext::stream() const { return impl_->options.stream; }
 
 Status GemmContext::Forward(const float* x, const float* w, float* y, const cpu::LinearDims& d) {
-  return impl_->Run(LinearStep::kForward, CUDA_R_32F, CUDA_R_32F, x, w, y, d, 0.0f,
-                    "GemmContext::Forward");
+  PIPECOORD_RETURN_IF_ERROR(impl_->Run(LinearStep::kForward, CUDA_R_32F, CUDA_R_32F, x, w, y, d, 0.0f,
+                                       "GemmContext::Forward"));
+  return ApplyGemmFault(y, CUDA_R_32F, d, LinearStep::kForward, impl_->options.stream);
 }
 
 Status GemmContext::Forward(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
                             const cpu::LinearDims& d) {
-  return impl_->Run(LinearStep::kForward, CUDA_R_16BF, CUDA_R_16BF, x, w, y, d, 0.0f,
-                    "GemmContext::Forward");
+  PIPECOORD_RETURN_IF_ERROR(impl_->Run(LinearStep::kForward, CUDA_R_16BF, CUDA_R_16BF, x, w, y, d, 0.0f,
+                                       "GemmContext::Forward"));
+  return ApplyGemmFault(y, CUDA_R_16BF, d, LinearStep::kForward, impl_->options.stream);
 }
 
 Status GemmContext::BackwardInput(const float* dy, const float* w, float* dx,
@@ -282,14 +307,16 @@ Status GemmContext::BackwardInput(const __nv_bfloat16* dy, const __nv_bfloat16* 
 
 Status GemmContext::BackwardWeight(const float* dy, const float* x, float* dw,
                                    const cpu::LinearDims& d) {
-  return impl_->Run(LinearStep::kBackwardWeight, CUDA_R_32F, CUDA_R_32F, dy, x, dw, d, 1.0f,
-                    "GemmContext::BackwardWeight");
+  PIPECOORD_RETURN_IF_ERROR(impl_->Run(LinearStep::kBackwardWeight, CUDA_R_32F, CUDA_R_32F, dy, x, dw, d, 1.0f,
+                                       "GemmContext::BackwardWeight"));
+  return ApplyGemmFault(dw, CUDA_R_32F, d, LinearStep::kBackwardWeight, impl_->options.stream);
 }
 
 Status GemmContext::BackwardWeight(const __nv_bfloat16* dy, const __nv_bfloat16* x, float* dw,
                                    const cpu::LinearDims& d) {
-  return impl_->Run(LinearStep::kBackwardWeight, CUDA_R_16BF, CUDA_R_32F, dy, x, dw, d, 1.0f,
-                    "GemmContext::BackwardWeight");
+  PIPECOORD_RETURN_IF_ERROR(impl_->Run(LinearStep::kBackwardWeight, CUDA_R_16BF, CUDA_R_32F, dy, x, dw, d, 1.0f,
+                                       "GemmContext::BackwardWeight"));
+  return ApplyGemmFault(dw, CUDA_R_32F, d, LinearStep::kBackwardWeight, impl_->options.stream);
 }
 
 }  // namespace pipecoord::kernels::cuda

@@ -48,6 +48,8 @@ class GemmContext {
   GemmContext(const GemmContext&) = delete;
   GemmContext& operator=(const GemmContext&) = delete;
 
+  // Forward and BackwardWeight honour the `corrupt` / `flip` faults of this thread
+  // (cpu::TakeGemmFault): one bit of one output element flips after the product.
   // F: y = x w^T. Overwrites y [n, out] (its old contents are never read).
   Status Forward(const float* x, const float* w, float* y, const cpu::LinearDims& d);
   Status Forward(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "kernels/cpu/adamw.h"
+#include "kernels/cuda/bf16.h"
 #include "kernels/cuda/cuda_check.h"
 #include "worker/cuda/elementwise.h"
 #include "worker/daemon/assignment_model.h"
@@ -422,6 +423,52 @@ Status CudaBackend::HoldBytes(uint64_t bytes) {
   if (!t.ok()) return t.status();
   held_.push_back(std::move(t).value());
   return Status::Ok();
+}
+
+Status CudaBackend::ProbeGemm(const kernels::cpu::ProbeShape& s, const std::vector<float>& x,
+                              const std::vector<float>& w, std::vector<float>* y) {
+  PIPECOORD_RETURN_IF_ERROR(Deferred());
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  if (x.size() != static_cast<size_t>(s.m * s.k) || w.size() != static_cast<size_t>(s.n * s.k)) {
+    return InvalidArgument("ProbeGemm: " + s.ToString() + " needs " + std::to_string(s.m * s.k) + " and " +
+                           std::to_string(s.n * s.k) + " inputs, got " + std::to_string(x.size()) + " and " +
+                           std::to_string(w.size()));
+  }
+  y->assign(static_cast<size_t>(s.m * s.n), 0.0f);
+  if (precision_ == Precision::kFp32) {
+    auto xt = device_->Empty({kernels::DType::kF32, {s.m, s.k}});
+    if (!xt.ok()) return xt.status();
+    auto wt = device_->Empty({kernels::DType::kF32, {s.n, s.k}});
+    if (!wt.ok()) return wt.status();
+    auto yt = device_->Empty({kernels::DType::kF32, {s.m, s.n}});
+    if (!yt.ok()) return yt.status();
+    PIPECOORD_RETURN_IF_ERROR(device_->Upload(x.data(), *xt));
+    PIPECOORD_RETURN_IF_ERROR(device_->Upload(w.data(), *wt));
+    PIPECOORD_RETURN_IF_ERROR(device_->gemm().Forward(static_cast<const float*>(xt->data()),
+                                                      static_cast<const float*>(wt->data()),
+                                                      static_cast<float*>(yt->data()), {s.m, s.k, s.n}));
+    return device_->Download(*yt, y->data());
+  }
+  // bf16: y [m, n] = sum over k of x[m, k] w[n, k], as W's dw [out = m, in = n] over tokens = k.
+  std::vector<uint16_t> dy(static_cast<size_t>(s.k * s.m)), xs(static_cast<size_t>(s.k * s.n));
+  for (int64_t i = 0; i < s.m; ++i) {
+    for (int64_t j = 0; j < s.k; ++j) dy[j * s.m + i] = kernels::cuda::FloatToBf16Bits(x[i * s.k + j]);
+  }
+  for (int64_t i = 0; i < s.n; ++i) {
+    for (int64_t j = 0; j < s.k; ++j) xs[j * s.n + i] = kernels::cuda::FloatToBf16Bits(w[i * s.k + j]);
+  }
+  auto dyt = device_->Empty({kernels::DType::kBF16, {s.k, s.m}});
+  if (!dyt.ok()) return dyt.status();
+  auto xst = device_->Empty({kernels::DType::kBF16, {s.k, s.n}});
+  if (!xst.ok()) return xst.status();
+  auto yt = device_->Zeros({kernels::DType::kF32, {s.m, s.n}});
+  if (!yt.ok()) return yt.status();
+  PIPECOORD_RETURN_IF_ERROR(device_->Upload(dy.data(), *dyt));
+  PIPECOORD_RETURN_IF_ERROR(device_->Upload(xs.data(), *xst));
+  PIPECOORD_RETURN_IF_ERROR(device_->gemm().BackwardWeight(static_cast<const __nv_bfloat16*>(dyt->data()),
+                                                           static_cast<const __nv_bfloat16*>(xst->data()),
+                                                           static_cast<float*>(yt->data()), {s.k, s.n, s.m}));
+  return device_->Download(*yt, y->data());
 }
 
 std::vector<StateTensor> CudaBackend::CheckpointState() {

@@ -102,6 +102,12 @@ class CudaBackend final : public ComputeBackend {
   uint64_t memory_reserved_bytes() const override;  // the pool's segments, in use or cached
   void ResetPeak() override;
   Status HoldBytes(uint64_t bytes) override;  // from the device's pool, zeroed on the stream
+  // On the device through the GemmContext the stages train with: fp32 jobs its fp32 F GEMM; bf16
+  // jobs its bf16 tensor-core W GEMM (bf16 inputs, fp32 output: the integers stay exact), on the
+  // inputs transposed (W's dw [out, in] = dy^T x with dy = x^T, x = w^T). The inputs and output
+  // come from the pool and go back before it returns (the budget's PROBE peak counts them).
+  Status ProbeGemm(const kernels::cpu::ProbeShape& shape, const std::vector<float>& x, const std::vector<float>& w,
+                   std::vector<float>* y) override;
   std::vector<StateTensor> CheckpointState() override;
   int64_t optimizer_steps() const override;
   void set_optimizer_steps(int64_t steps) override;

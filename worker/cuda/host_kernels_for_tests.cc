@@ -246,13 +246,24 @@ Status GemmContext::BackwardInput(const Bf* dy, const Bf* w, Bf* dx, const cpu::
   Out(dxf, dx);
   return Status::Ok();
 }
+// gemm.cu's injected fault on W's output (F's comes from the CPU twin, which asks the same switch).
+void ApplyWeightGemmFault(float* dw, const cpu::LinearDims& d) {
+  const int64_t at = cpu::TakeGemmFault(d.out * d.in);
+  if (at < 0) return;
+  uint32_t bits;
+  std::memcpy(&bits, &dw[at], sizeof bits);
+  bits ^= 1u << 20;
+  std::memcpy(&dw[at], &bits, sizeof bits);
+}
 Status GemmContext::BackwardWeight(const float* dy, const float* x, float* dw, const cpu::LinearDims& d) {
   cpu::LinearBackwardWeight(dy, x, dw, d);
+  ApplyWeightGemmFault(dw, d);
   return Status::Ok();
 }
 Status GemmContext::BackwardWeight(const Bf* dy, const Bf* x, float* dw, const cpu::LinearDims& d) {
   const std::vector<float> dyf = In(dy, d.n * d.out), xf = In(x, d.n * d.in);
   cpu::LinearBackwardWeight(dyf.data(), xf.data(), dw, d);
+  ApplyWeightGemmFault(dw, d);
   return Status::Ok();
 }
 

@@ -35,6 +35,7 @@
 #include "worker/cuda/cuda_test_util.h"
 #include "worker/cuda/pool_transport_for_tests.h"
 #include "worker/daemon/executor.h"
+#include "worker/daemon/health_hooks.h"
 #include "worker/transport/transport.h"
 
 namespace pipecoord::worker::cuda {
@@ -48,6 +49,7 @@ struct Case {
   int ffn = 0;  // 0: the default 192 (B's SwiGLU part peaks highest); 64: its attention part does
   int dp = 1, zero = 0;
   std::string recompute = "none";
+  int probe_size = 0;  // spec.health.probeSize (0: the stage's largest GEMM)
 };
 
 // worker/cuda's test model (h 64, 4 heads of 16, V 96, s 40, b 2), deeper. With f = 3h a block's
@@ -64,6 +66,7 @@ v1::JobSpec Spec(const Case& c) {
   s.set_dp(c.dp);
   s.set_zero(c.zero);
   s.set_recompute(c.recompute);
+  s.mutable_health()->set_probe_size(c.probe_size);
   s.set_microbatches(c.microbatches);
   s.set_micro_batch_size(2);
   s.set_steps(2);
@@ -111,7 +114,11 @@ std::vector<RankResult> RunRanks(const v1::JobSpec& spec, const v1::Plan& plan,
       if (!backend.ok()) return fail(backend.status());
       out.weights_in_use = (*backend)->memory_in_use_bytes();
       PoolTransport transport(r, shared.get(), &mailbox, sent);
+      // The worker's own hooks (no faults): every PROBE runs its numerical probe through the
+      // backend's GEMM, whose tensors the pool counts, as on a worker.
+      HealthHooks hooks(a, {});
       ExecutorOptions eo;
+      eo.hooks = &hooks;
       eo.recv_timeout = std::chrono::milliseconds(120000);
       Executor executor(a, backend->get(), &transport, eo);
       Status st = executor.Run([&](StepReport&& report) {
@@ -276,7 +283,9 @@ INSTANTIATE_TEST_SUITE_P(
                  {"1f1b", 4, 0, 8, 8, {}, "", 0, 1, 0, "full"},   {"zbh1", 4, 0, 8, 8, {}, "", 0, 1, 0, "full"},
                  {"zbv", 2, 2, 4, 8, {}, "", 0, 1, 0, "full"},    {"interleaved", 2, 2, 5, 7, {}, "", 64, 1, 0, "full"},
                  {"zbh1", 4, 0, 8, 8, {}, "", 64, 1, 0, "full"},  {"1f1b", 4, 0, 8, 8, {}, "", 0, 1, 0, "selective"},
-                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1, "full"}}) {
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1, "full"},
+                 // A numerical probe larger than a step's activations: its GEMM makes the peak.
+                 {"1f1b", 2, 0, 2, 2, {}, "", 0, 1, 0, "none", 448}}) {
           c.precision = precision;
           cases.push_back(c);
         }
@@ -289,7 +298,8 @@ INSTANTIATE_TEST_SUITE_P(
                          std::to_string(c.vpp) + "_m" + std::to_string(c.microbatches) + "_layers" +
                          std::to_string(c.layers) + (c.ffn > 0 ? "_ffn" + std::to_string(c.ffn) : "") +
                          (c.dp > 1 ? "_dp" + std::to_string(c.dp) + "_zero" + std::to_string(c.zero) : "") +
-                         (c.recompute != "none" ? "_" + c.recompute : "");
+                         (c.recompute != "none" ? "_" + c.recompute : "") +
+                         (c.probe_size > 0 ? "_probe" + std::to_string(c.probe_size) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

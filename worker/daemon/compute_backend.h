@@ -17,6 +17,8 @@
 #include "common/status.h"
 #include "jobplan/optimizer_schedule.h"
 #include "kernels/cpu/adamw.h"
+#include "kernels/cpu/known_answer_gemm.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/tensor.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/parallel/collectives.h"
@@ -173,6 +175,18 @@ class ComputeBackend {
   // Nanoseconds spent so far rebuilding what activation recompute dropped (inside B and BW);
   // 0 for a backend that does not recompute.
   virtual int64_t recompute_ns() const { return 0; }
+
+  // ---- The numerical probe (every PROBE action) ----
+  // y [m, n] = x [m, k] w [n, k]^T (kernels/cpu/known_answer_gemm.h's inputs: integers, so the
+  // answer is exact whatever the summation order) through the GEMM this backend trains with, on
+  // its own device and stream, honouring the `corrupt` fault (kernels/cpu/linear.h's switch).
+  // The default is the CPU backend's: kernels::cpu::LinearForward (OpenBLAS).
+  virtual Status ProbeGemm(const kernels::cpu::ProbeShape& shape, const std::vector<float>& x,
+                           const std::vector<float>& w, std::vector<float>* y) {
+    y->assign(static_cast<size_t>(shape.m * shape.n), 0.0f);
+    kernels::cpu::LinearForward<float>(x.data(), w.data(), y->data(), kernels::cpu::LinearDims{shape.m, shape.k, shape.n});
+    return Status::Ok();
+  }
 
   // ---- The replay probe (a PROBE action naming a micro-batch) ----
   // F of (stage, mb) of `step` (the step now running), run again on the input it read (still held: the

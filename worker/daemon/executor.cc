@@ -404,7 +404,14 @@ Status Executor::RunAction(const v1::Action& a, int step, StepReport* report) {
     case v1::RECV_B:
       break;  // receives are posted by the transport already
     case v1::PROBE:
-      if (hooks != nullptr) probe_checksum = hooks->Probe(step);  // checked by the coordinator
+      if (hooks != nullptr) {  // checked by the coordinator
+        auto probe = hooks->Probe(step, [this](const kernels::cpu::ProbeShape& shape, const std::vector<float>& x,
+                                               const std::vector<float>& w, std::vector<float>* y) {
+          return backend_->ProbeGemm(shape, x, w, y);
+        });
+        if (!probe.ok()) return probe.status();
+        probe_checksum = *probe;
+      }
       // The replay runs whenever the plan names one, hooks or not: with tp every rank of the group
       // must run its collectives together.
       if (mb >= 0) {  // the plan names an F to replay

@@ -111,15 +111,19 @@ void HealthHooks::AfterCompute(int step, const v1::Action&, int64_t elapsed_ns) 
   }
 }
 
-uint64_t HealthHooks::Probe(int step) {
+Result<uint64_t> HealthHooks::Probe(int step, const ProbeGemmFn& gemm) {
   // The training kernel at the stage's shapes on the known-answer inputs (integers: exact in any
   // summation order), so a GEMM that corrupts what it computes is caught, not a reference copy.
   kernels::cpu::SetGemmCorruption(CorruptAt(step));
   const kernels::cpu::ProbeShape& s = probe_shape_;
   const uint64_t seed = kernels::cpu::ProbeSeed(seed_, step);
   const kernels::cpu::ProbeInputs in = kernels::cpu::MakeProbeInputs(seed, s);
-  std::vector<float> y(s.m * s.n);
-  kernels::cpu::LinearForward<float>(in.x.data(), in.w.data(), y.data(), kernels::cpu::LinearDims{s.m, s.k, s.n});
+  std::vector<float> y;
+  Status st = gemm(s, in.x, in.w, &y);
+  if (!st.ok()) return Status(st.code(), "the numerical probe's " + s.ToString() + ": " + st.message());
+  if (y.size() != static_cast<size_t>(s.m * s.n)) {
+    return Internal("the numerical probe's " + s.ToString() + " returned " + std::to_string(y.size()) + " elements");
+  }
   return kernels::cpu::ProbeChecksum(y.data(), s, seed);
 }
 

@@ -31,7 +31,7 @@ class HealthHooks final : public RunHooks {
   void OnActionDone() override;
   Status BeforeCompute(int step, const v1::Action& action, const std::atomic<bool>& cancelled) override;
   void AfterCompute(int step, const v1::Action& action, int64_t elapsed_ns) override;
-  uint64_t Probe(int step) override;
+  Result<uint64_t> Probe(int step, const ProbeGemmFn& gemm) override;
   // A corrupt rule covers `step` (from its step on).
   bool CorruptAt(int step) const;
   uint64_t OomBytes(int step) override;

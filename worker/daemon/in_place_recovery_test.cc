@@ -42,7 +42,7 @@ class DieAt final : public RunHooks {
   void OnActionDone() override {}
   Status BeforeCompute(int, const v1::Action&, const std::atomic<bool>&) override { return Status::Ok(); }
   void AfterCompute(int, const v1::Action&, int64_t) override {}
-  uint64_t Probe(int) override { return 0; }
+  Result<uint64_t> Probe(int, const ProbeGemmFn&) override { return uint64_t{0}; }
   uint64_t OomBytes(int) override { return 0; }
 
  private:

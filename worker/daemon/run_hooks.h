@@ -7,8 +7,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "common/status.h"
+#include "kernels/cpu/known_answer_gemm.h"
 #include "proto/schedule.pb.h"
 
 namespace pipecoord::worker {
@@ -24,8 +27,13 @@ class RunHooks {
   // Around each compute action's kernel (inside its measured time).
   virtual Status BeforeCompute(int step, const v1::Action& action, const std::atomic<bool>& cancelled) = 0;
   virtual void AfterCompute(int step, const v1::Action& action, int64_t elapsed_ns) = 0;
-  // A PROBE action: runs the numerical probe and returns its checksum.
-  virtual uint64_t Probe(int step) = 0;
+  // The known-answer probe's GEMM through the rank's own training kernel, on its device:
+  // y [m, n] = x [m, k] w [n, k]^T (ComputeBackend::ProbeGemm).
+  using ProbeGemmFn = std::function<Status(const kernels::cpu::ProbeShape& shape, const std::vector<float>& x,
+                                           const std::vector<float>& w, std::vector<float>* y)>;
+  // A PROBE action: runs the numerical probe through `gemm` and returns its checksum; the
+  // kernel's error (a device fault) otherwise.
+  virtual Result<uint64_t> Probe(int step, const ProbeGemmFn& gemm) = 0;
   // The oom fault: bytes the executor has the backend allocate and hold from `step` on
   // (ComputeBackend::HoldBytes), returned once, at the first step the fault applies to; else 0.
   virtual uint64_t OomBytes(int step) = 0;
