@@ -35,6 +35,7 @@ struct StagePrice {
   // nothing of its own.
   int64_t weight_peak = 0;
   int64_t replay_peak = 0;
+  int64_t seeded_peak = 0;  // the seeded replay's F (CUDA: its input is new, a replay's is held)
   // ZeRO-2 on the CPU: BW allocates the step's gradients between its B and its W (CUDA: first),
   // and OPT allocates the shard's gradients (shard_gradient_bytes) before it frees the whole ones.
   bool gradients_after_b = false;
@@ -104,7 +105,7 @@ class Pricer {
     p.forward_peak = ops->forward;
     p.backward_peak = ops->backward;
     p.weight_peak = ops->weight;
-    p.replay_peak = ops->replay;
+    p.replay_peak = p.seeded_peak = ops->replay;
     p.gradients_after_b = true;
     if (training_.zero >= 2 && training_.dp > 1) {
       // fp32: the whole gradients replace the shard's (ceil(n / dp), counted in parameter_bytes).
@@ -130,6 +131,10 @@ class Pricer {
     p.boundary = st->boundary_bytes;
     p.forward_peak = st->forward_peak;
     p.backward_peak = st->backward_peak;
+    // A PROBE's replayed F allocates what F does but its input (the held tensor itself); the
+    // seeded one uploads its input as F receives one (CudaBackend::ReplayForward, SeededForward).
+    p.seeded_peak = st->forward_peak;
+    p.replay_peak = st->forward_peak - (shard.has_embedding() ? 0 : st->boundary_bytes);
     return p;
   }
 
@@ -148,6 +153,20 @@ int64_t ProbeGemmBytes(const v1::JobSpec& spec, bool holds_head) {
   const int64_t in = spec.precision() == "bf16" ? 2 : 4;
   return memory::CudaPoolBytes(in * g.m * g.k) + memory::CudaPoolBytes(in * g.n * g.k) +
          memory::CudaPoolBytes(4 * g.m * g.n);
+}
+
+// The CUDA backend's replay hash slots (CudaBackend's hashes_): 8 bytes per F a PROBE replays
+// and one for the replay's own output, one pool block, held from the start; none without replays.
+int64_t ReplayHashBytes(const v1::JobSpec& spec, const v1::RankJobs& jobs) {
+  if (spec.device() != "cuda") return 0;
+  std::set<std::pair<int, int>> named;
+  bool replays = false;
+  for (const v1::Action& act : jobs.actions()) {
+    if (act.op() != v1::PROBE) continue;
+    if (act.microbatch() >= 0) named.insert({act.stage(), act.microbatch()});
+    replays = replays || act.microbatch() >= 0 || act.microbatch() == kSeededReplay;
+  }
+  return replays ? memory::CudaPoolBytes(static_cast<int64_t>(8 * (named.size() + 1))) : 0;
 }
 
 }  // namespace
@@ -177,6 +196,7 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
     // read), and the most seen during any op.
     int64_t now = 0, peak = 0;
     const int64_t probe_bytes = ProbeGemmBytes(spec, HoldsHead(plan, r));
+    out[r].constant_bytes += ReplayHashBytes(spec, jobs);
     std::map<std::pair<int, int>, int64_t> held;  // (stage, micro-batch) -> bytes
     // ZeRO-2: the gradients allocated this step (from each stage's first W or BW), and by whom.
     int64_t grads = 0;
@@ -197,7 +217,8 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
       if (op == v1::PROBE) {
         // The numerical probe's GEMM, then the replayed (or seeded) F if the PROBE names one.
         peak = std::max(peak, now + grads + probe_bytes);
-        if (act.microbatch() >= 0 || act.microbatch() == kSeededReplay) peak = std::max(peak, now + grads + p.replay_peak);
+        if (act.microbatch() >= 0) peak = std::max(peak, now + grads + p.replay_peak);
+        if (act.microbatch() == kSeededReplay) peak = std::max(peak, now + grads + p.seeded_peak);
         continue;
       }
       if (op == v1::OPT) {

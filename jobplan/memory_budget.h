@@ -69,7 +69,7 @@ struct SavedBytes {
 
 struct RankMemoryEstimate {
   uint64_t parameter_bytes = 0;   // values + gradients + two moments (+ bf16 copies on cuda)
-  uint64_t constant_bytes = 0;    // cuda: RoPE tables and loss accumulators; 0 on the CPU
+  uint64_t constant_bytes = 0;    // cuda: RoPE tables, loss accumulators, replay hashes; 0 on the CPU
   // The most held at once above those, over the rank's stages (ZeRO-2: with the stages' whole
   // gradients, held from each one's first W or BW of a step to OPT, where they are held).
   uint64_t activation_bytes = 0;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "jobplan/plan_expectations.h"
+#include "jobplan/probe_placement.h"
 #include "jobplan/test_spec.h"
 #include "memory/live_peak.h"
 #include "memory/pipecoord_cuda.h"
@@ -147,7 +148,13 @@ TEST(MemoryBudget, CudaJobsArePricedFromThePipecoordCudaRecipe) {
       EXPECT_NE(b.after_f, StageSavedBytes(cpu, shard).after_f);
       const int r = plan.stage_to_rank(shard.stage());
       EXPECT_EQ(e[r].parameter_bytes, static_cast<uint64_t>(st->parameter_bytes));
-      EXPECT_EQ(e[r].constant_bytes, static_cast<uint64_t>(st->constant_bytes));
+      // The stage's constants, and the replay probe's hash slots where the rank's PROBE replays
+      // an F (8 bytes per F named, 8 for the replay's output: one 512-byte pool block here).
+      uint64_t hashes = 0;
+      for (const v1::Action& a : plan.ranks(r).actions()) {
+        if (a.op() == v1::PROBE && (a.microbatch() >= 0 || a.microbatch() == kSeededReplay)) hashes = 512;
+      }
+      EXPECT_EQ(e[r].constant_bytes, static_cast<uint64_t>(st->constant_bytes) + hashes);
       stages.push_back(*st);
     }
     // Rank 1 (2 blocks and the head) runs F, BW, SEND_B for one micro-batch after the other: its

@@ -12,7 +12,10 @@
 #include <utility>
 
 #include "kernels/cpu/adamw.h"
+#include "jobplan/probe_placement.h"
+#include "kernels/cpu/rng.h"
 #include "kernels/cuda/bf16.h"
+#include "kernels/cuda/checksum.h"
 #include "kernels/cuda/cuda_check.h"
 #include "worker/cuda/elementwise.h"
 #include "worker/daemon/assignment_model.h"
@@ -269,9 +272,106 @@ Result<kernels::Tensor> CudaBackend::Forward(int s, int mb, int step, kernels::T
     if (shard.has_head) in.targets = std::move(batch->targets);
   }
   if (!shard.has_embedding) in.activations = std::move(input);
-  auto out = (*m)->Forward(mb, std::move(in));
-  if (out.ok() && shard.has_head) has_loss_ = true;
+  const auto slot = replay_slot_.find({s, mb});
+  kernels::Tensor loss;
+  auto out = (*m)->Forward(mb, std::move(in), slot != replay_slot_.end() ? &loss : nullptr);
+  if (!out.ok()) return out;
+  if (shard.has_head) has_loss_ = true;
+  if (step != forwards_step_) forwarded_.clear();
+  forwards_step_ = step;
+  forwarded_.insert({s, mb});
+  if (slot != replay_slot_.end()) PIPECOORD_RETURN_IF_ERROR(HashInto(*out, loss, slot->second));
   return out;
+}
+
+Status CudaBackend::HashInto(const kernels::Tensor& out, const kernels::Tensor& loss, int slot) {
+  const kernels::Tensor& what = loss.empty() ? out : loss;
+  if (what.bytes() % sizeof(float) != 0) {
+    return Internal("replay probe: " + kernels::ToString(what.spec()) + " is not whole floats");
+  }
+  auto* hash = reinterpret_cast<uint64_t*>(static_cast<char*>(hashes_.data()) + sizeof(uint64_t) * static_cast<size_t>(slot));
+  return kernels::cuda::HashFloats(static_cast<const float*>(what.data()),
+                                   static_cast<int64_t>(what.bytes() / sizeof(float)), hash, device_->stream());
+}
+
+Result<uint64_t> CudaBackend::ReadHash(int slot) {
+  std::vector<uint64_t> all(hashes_.bytes() / sizeof(uint64_t));
+  PIPECOORD_RETURN_IF_ERROR(device_->Download(hashes_, all.data()));  // waits for the stream
+  return all.at(static_cast<size_t>(slot));
+}
+
+Result<ComputeBackend::Replay> CudaBackend::ReplayForward(int s, int mb, int step) {
+  auto m = Find(s);
+  if (!m.ok()) return m.status();
+  const auto slot = replay_slot_.find({s, mb});
+  if (slot == replay_slot_.end() || forwards_step_ != step || !forwarded_.count({s, mb})) {
+    return FailedPrecondition("PROBE replays F of stage " + std::to_string(s) + " micro-batch " + std::to_string(mb) +
+                              ", which has not run in step " + std::to_string(step) +
+                              (slot == replay_slot_.end() ? " (no PROBE of the job list names it)" : ""));
+  }
+  const model::StageShard& shard = (*m)->shard();
+  CudaStageInput in;
+  if (shard.has_embedding || shard.has_head) {
+    auto batch = data_->Train(step, mb);  // the same tokens again
+    if (!batch.ok()) return batch.status();
+    if (shard.has_embedding) in.tokens = std::move(batch->inputs);
+    if (shard.has_head) in.targets = std::move(batch->targets);
+  }
+  kernels::Tensor loss;
+  auto out = (*m)->ReplayForward(mb, std::move(in), &loss);
+  if (!out.ok()) return out.status();
+  const int last = static_cast<int>(replay_slot_.size());
+  PIPECOORD_RETURN_IF_ERROR(HashInto(*out, loss, last));
+  out = kernels::Tensor();
+  loss = kernels::Tensor();
+  auto original = ReadHash(slot->second);
+  if (!original.ok()) return original.status();
+  auto again = ReadHash(last);
+  if (!again.ok()) return again.status();
+  return Replay{s, mb, *original, *again};
+}
+
+Result<uint64_t> CudaBackend::SeededForward(int s, int step) {
+  auto m = Find(s);
+  if (!m.ok()) return m.status();
+  if (hashes_.empty()) return FailedPrecondition("seeded replay of stage " + std::to_string(s) + ": no PROBE of the job list runs one");
+  // StageModel::SeededForward's inputs, from the probe seed of the step and the stage.
+  const uint64_t seed = kernels::cpu::CombineSeeds(kernels::cpu::ProbeSeed(spec_.model().seed(), step), static_cast<uint64_t>(s));
+  const model::StageShard& shard = (*m)->shard();
+  const int vocab = spec_.model().vocab();
+  const int64_t n = mbs_size_ * seq_;
+  kernels::cpu::Rng rng(seed);
+  CudaStageInput in;
+  if (shard.has_embedding) {
+    in.tokens.resize(static_cast<size_t>(n));
+    for (int32_t& t : in.tokens) t = static_cast<int32_t>(rng.Below(static_cast<uint32_t>(vocab)));
+  } else {
+    std::vector<float> x(static_cast<size_t>(n * hidden_));
+    rng.FillUniform(x.data(), static_cast<int64_t>(x.size()), -1, 1);
+    auto t = device_->Empty(BoundarySpec());
+    if (!t.ok()) return t.status();
+    if (precision_ == Precision::kBf16) {
+      std::vector<uint16_t> bits(x.size());
+      for (size_t i = 0; i < x.size(); ++i) bits[i] = kernels::cuda::FloatToBf16Bits(x[i]);
+      PIPECOORD_RETURN_IF_ERROR(device_->Upload(bits.data(), *t));
+    } else {
+      PIPECOORD_RETURN_IF_ERROR(device_->Upload(x.data(), *t));
+    }
+    in.activations = std::move(t).value();
+  }
+  if (shard.has_head) {
+    kernels::cpu::Rng targets(kernels::cpu::CombineSeeds(seed, 0x74617267ULL));  // "targ"
+    in.targets.resize(static_cast<size_t>(n));
+    for (int32_t& t : in.targets) t = static_cast<int32_t>(targets.Below(static_cast<uint32_t>(vocab)));
+  }
+  kernels::Tensor loss;
+  auto out = (*m)->ForwardOnly(std::move(in), &loss);
+  if (!out.ok()) return out.status();
+  const int last = static_cast<int>(replay_slot_.size());
+  PIPECOORD_RETURN_IF_ERROR(HashInto(*out, loss, last));
+  out = kernels::Tensor();
+  loss = kernels::Tensor();
+  return ReadHash(last);
 }
 
 Result<kernels::Tensor> CudaBackend::BackwardInput(int s, int mb, kernels::Tensor grad) {
@@ -566,6 +666,22 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
   const model::Recompute r = recompute == "full"        ? model::Recompute::kFull
                              : recompute == "selective" ? model::Recompute::kSelective
                                                         : model::Recompute::kNone;
+  // The replay probe's hash slots: one per F a PROBE replays, and one for the replay's output.
+  bool replays = false;
+  for (const v1::Action& act : a.jobs().actions()) {
+    if (act.op() != v1::PROBE) continue;
+    if (act.microbatch() >= 0) {
+      backend->replay_slot_.emplace(std::make_pair(act.stage(), act.microbatch()),
+                                    static_cast<int>(backend->replay_slot_.size()));
+    }
+    replays = replays || act.microbatch() >= 0 || act.microbatch() == jobplan::kSeededReplay;
+  }
+  if (replays) {
+    const auto bytes = static_cast<int64_t>(sizeof(uint64_t) * (backend->replay_slot_.size() + 1));
+    auto hashes = backend->device_->Zeros({kernels::DType::kU8, {bytes}});
+    if (!hashes.ok()) return hashes.status();
+    backend->hashes_ = std::move(hashes).value();
+  }
   CudaBackend* b = backend.get();
   for (auto& [k, m] : backend->stages_) {
     PIPECOORD_RETURN_IF_ERROR(m->SetRecompute(r));

@@ -48,6 +48,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -108,6 +109,15 @@ class CudaBackend final : public ComputeBackend {
   // come from the pool and go back before it returns (the budget's PROBE peak counts them).
   Status ProbeGemm(const kernels::cpu::ProbeShape& shape, const std::vector<float>& x, const std::vector<float>& w,
                    std::vector<float>* y) override;
+  // The replay probe on the device. The F a PROBE of the rank's job list names is hashed as it
+  // runs (kernels/cuda/checksum.h's HashFloats over its output's bytes read as floats; the head's:
+  // over its micro-batch loss, one double), into a slot of a small device buffer held from the
+  // start; the replay runs the F again on the input still held (the same tensor, no copy) and
+  // the tokens and targets regenerated, hashes its output into the last slot, and reads both.
+  // Nothing is copied to the host but the two hashes. Seeded: F on inputs drawn from the probe
+  // seed (StageModel::SeededForward's recipe), its hash.
+  Result<Replay> ReplayForward(int stage, int mb, int step) override;
+  Result<uint64_t> SeededForward(int stage, int step) override;
   std::vector<StateTensor> CheckpointState() override;
   int64_t optimizer_steps() const override;
   void set_optimizer_steps(int64_t steps) override;
@@ -167,6 +177,16 @@ class CudaBackend final : public ComputeBackend {
   };
   std::vector<TimingMark> marks_;
   cudaEvent_t reference_ = nullptr;
+  // The replay probe: a hash slot per (stage, micro-batch) a PROBE replays, and the last slot
+  // for the replay's own output; the Fs of this step that ran.
+  std::map<std::pair<int, int>, int> replay_slot_;
+  kernels::Tensor hashes_;  // u8 [8 (slots + 1)], empty when the job list replays nothing
+  int forwards_step_ = -1;
+  std::set<std::pair<int, int>> forwarded_;
+  // Queues the hash of F's output (or of the head's loss) into slot `slot`.
+  Status HashInto(const kernels::Tensor& out, const kernels::Tensor& loss, int slot);
+  // Waits for the stream and reads slot `slot`.
+  Result<uint64_t> ReadHash(int slot);
   // Activation recompute (spec.recompute "full"): an event pair around each block's rebuilt
   // forward, and the mark it ran in; created on first use, reused every step.
   struct RecomputeEvents {

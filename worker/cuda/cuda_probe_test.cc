@@ -194,5 +194,46 @@ TEST_F(CudaProbeTest, ACorruptGemmIsSeenByTheProbeFromItsStepAndMovesTheLoss) {
   }
 }
 
+// The replay probe on CUDA ranks: every PROBE the plan gave an F to replay reports the F's hash
+// and the replay's, equal on a clean run (the same kernels on the same held input); a `flip` in
+// that F's first GEMM (a transient: that F only) makes them differ in that step only. With dp 2
+// the seeded replays of a stage's replicas agree.
+TEST_F(CudaProbeTest, ReplaysMatchOnACleanRunAndCatchAFlipInTheReplayedF) {
+  for (const std::string precision : {"fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    const v1::JobSpec spec = jobplan::WithDefaults(Spec(precision, 0));
+    const std::vector<RankResult> clean = RunJob(spec, "");
+    ASSERT_EQ(clean.size(), 2u);
+    int replays = 0, stage = -1, mb = -1, rank = -1;
+    for (int g = 0; g < 2; ++g) {
+      ASSERT_TRUE(clean[g].status.ok()) << clean[g].status.ToString();
+      for (const StepReport& r : clean[g].reports) {
+        for (const v1::ActionTiming& t : r.actions) {
+          if (t.action().op() != v1::PROBE || !t.has_replay() || t.replay().seeded()) continue;
+          ++replays;
+          EXPECT_EQ(t.replay().original_checksum(), t.replay().replay_checksum()) << "rank " << g << " step " << r.summary.step();
+          EXPECT_NE(t.replay().original_checksum(), 0u);
+          stage = t.replay().stage();
+          mb = t.replay().microbatch();
+          rank = g;
+        }
+      }
+    }
+    ASSERT_GT(replays, 0) << "the plan replays no F";
+    // flip:RANK:STEP:MB flips the first GEMM of that F: its hash, not the replay's.
+    const std::string flip = "flip:" + std::to_string(rank) + ":2:" + std::to_string(mb);
+    const std::vector<RankResult> flipped = RunJob(spec, flip);
+    ASSERT_TRUE(flipped[rank].status.ok()) << flipped[rank].status.ToString();
+    for (const StepReport& r : flipped[rank].reports) {
+      for (const v1::ActionTiming& t : r.actions) {
+        if (t.action().op() != v1::PROBE || !t.has_replay() || t.replay().stage() != stage) continue;
+        const bool hit = r.summary.step() == 2;
+        EXPECT_EQ(t.replay().original_checksum() != t.replay().replay_checksum(), hit)
+            << flip << ": step " << r.summary.step();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pipecoord::worker::cuda

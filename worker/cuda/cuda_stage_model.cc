@@ -357,19 +357,39 @@ Result<CudaStageModel::MicroBatch*> CudaStageModel::Find(int mb, Phase phase, co
 
 // ---- F ----
 
-Result<Tensor> CudaStageModel::Forward(int mb, CudaStageInput input) {
+Result<Tensor> CudaStageModel::Forward(int mb, CudaStageInput input, Tensor* loss) {
   PIPECOORD_RETURN_IF_ERROR(CheckInput(mb, input));
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   MicroBatch state;
-  auto out = precision_ == Precision::kBf16 ? ForwardAs<__nv_bfloat16>(state, input)
-                                            : ForwardAs<float>(state, input);
+  auto out = precision_ == Precision::kBf16 ? ForwardAs<__nv_bfloat16>(state, input, loss, true)
+                                            : ForwardAs<float>(state, input, loss, true);
   // On an error nothing is kept: the micro-batch is not in flight.
   if (out.ok()) in_flight_.emplace(mb, std::move(state));
   return out;
 }
 
+Result<Tensor> CudaStageModel::ForwardOnly(CudaStageInput input, Tensor* loss) {
+  PIPECOORD_RETURN_IF_ERROR(CheckInput(0x7fffffff, input));  // an id no schedule uses
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  MicroBatch state;  // dropped on return: nothing kept
+  return precision_ == Precision::kBf16 ? ForwardAs<__nv_bfloat16>(state, input, loss, false)
+                                        : ForwardAs<float>(state, input, loss, false);
+}
+
+Result<Tensor> CudaStageModel::ReplayForward(int mb, CudaStageInput input, Tensor* loss) {
+  auto it = in_flight_.find(mb);
+  if (it == in_flight_.end()) return FailedPrecondition(Mb(mb) + ": replay needs its forward first");
+  if (it->second.phase != Phase::kForwardDone) {
+    return FailedPrecondition(Mb(mb) + ": replay needs the input its F read, released by its B");
+  }
+  // The held input itself (F only reads it), not a copy.
+  const MicroBatch& state = it->second;
+  if (!shard_.has_embedding) input.activations = state.blocks.empty() ? state.head.x : state.blocks[0].x;
+  return ForwardOnly(std::move(input), loss);
+}
+
 template <typename T>
-Result<Tensor> CudaStageModel::ForwardAs(MicroBatch& state, CudaStageInput& input) {
+Result<Tensor> CudaStageModel::ForwardAs(MicroBatch& state, CudaStageInput& input, Tensor* loss_out, bool add_to_sum) {
   cudaStream_t stream = device_->stream();
   const int64_t n = tokens_, h = hidden_, V = config_.vocab;
   Tensor x;
@@ -412,7 +432,8 @@ Result<Tensor> CudaStageModel::ForwardAs(MicroBatch& state, CudaStageInput& inpu
   PIPECOORD_CUDA_STAGE_ASSIGN(loss, device_->Empty(Doubles(1)));
   PIPECOORD_RETURN_IF_ERROR(kc::CrossEntropyForward(Ptr<T>(s.logits), Ptr<int32_t>(s.targets), n,
                                                     V, nullptr, Ptr<double>(loss), stream));
-  PIPECOORD_RETURN_IF_ERROR(AccumulateScalar(Ptr<double>(loss_sum_), Ptr<double>(loss), stream));
+  if (add_to_sum) PIPECOORD_RETURN_IF_ERROR(AccumulateScalar(Ptr<double>(loss_sum_), Ptr<double>(loss), stream));
+  if (loss_out != nullptr) *loss_out = std::move(loss);
   return Tensor();
 }
 

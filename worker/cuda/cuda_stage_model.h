@@ -85,8 +85,16 @@ class CudaStageModel {
 
   // F of micro-batch mb (any id >= 0 not in flight). Returns the activations for the next stage,
   // or on the head stage an empty tensor: its loss is added to the device-side sum that
-  // TakeLossSum reads.
-  Result<kernels::Tensor> Forward(int mb, CudaStageInput input);
+  // TakeLossSum reads (and, when `loss` is given, also handed out there: one device double).
+  Result<kernels::Tensor> Forward(int mb, CudaStageInput input, kernels::Tensor* loss = nullptr);
+  // The replay probe: F of mb again, on the input its F read (still held: before mb's B) and the
+  // same weights, keeping nothing and adding no loss to the step's sum. `input` carries the
+  // tokens and targets again (the embedding and head stages); the activations are the held ones.
+  // Returns the output (empty on the head stage, whose loss goes to *loss as in Forward).
+  // FAILED_PRECONDITION when mb's F has not run or its B has.
+  Result<kernels::Tensor> ReplayForward(int mb, CudaStageInput input, kernels::Tensor* loss);
+  // F on the given input, keeping nothing and adding no loss to the step's sum (the seeded replay).
+  Result<kernels::Tensor> ForwardOnly(CudaStageInput input, kernels::Tensor* loss);
   // B: from grad_output (ActivationSpec(); empty on the head stage, which starts from its loss)
   // returns the gradient w.r.t. the stage's input (empty on the embedding stage).
   Result<kernels::Tensor> BackwardInput(int mb, kernels::Tensor grad_output);
@@ -168,8 +176,10 @@ class CudaStageModel {
   Result<MicroBatch*> Find(int mb, Phase phase, const char* what);
 
   // The work itself, for T = float or __nv_bfloat16 (the activation and compute-weight type).
+  // `loss`: the head's micro-batch loss handed out when non-null; `add_to_sum`: added to the
+  // step's loss sum (training F) or not (replays).
   template <typename T>
-  Result<kernels::Tensor> ForwardAs(MicroBatch& state, CudaStageInput& input);
+  Result<kernels::Tensor> ForwardAs(MicroBatch& state, CudaStageInput& input, kernels::Tensor* loss, bool add_to_sum);
   template <typename T>
   Status BlockForward(const Layer& layer, BlockState& s, kernels::Tensor x, kernels::Tensor* y);
   template <typename T>
