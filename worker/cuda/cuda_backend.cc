@@ -11,8 +11,8 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cpu/adamw.h"
 #include "jobplan/probe_placement.h"
+#include "kernels/cpu/adamw.h"
 #include "kernels/cpu/rng.h"
 #include "kernels/cuda/bf16.h"
 #include "kernels/cuda/checksum.h"
@@ -33,7 +33,7 @@ CudaBackend::CudaBackend(const v1::Assignment& a, std::shared_ptr<const Training
       hidden_(a.spec().model().hidden()), spec_(a.spec()) {}
 
 CudaBackend::~CudaBackend() {
-  if (marks_.empty() && reference_ == nullptr) return;
+  if (marks_.empty() && reference_ == nullptr && recompute_events_.empty()) return;
   // Nothing can be reported from here; a pending event is released once it completes.
   (void)device_->MakeCurrent();
   for (TimingMark& m : marks_) {
@@ -96,6 +96,7 @@ Status CudaBackend::RecordMark(int mark, bool begin) {
     m.begun = true;
     m.ended = false;  // a mark left by a failed step starts over
     open_mark_ = mark;
+    if (mark == 0) recompute_used_ = 0;  // a step's first mark: a failed step's pairs are dropped
   } else if (!m.begun) {
     return FailedPrecondition("device timing: mark " + std::to_string(mark) + " ended before it began");
   } else {

@@ -146,7 +146,7 @@ Status Executor::GlobalNormAndClip(int step) {
   // every rank its shard (summed over the replica, then over the data-parallel group).
   float total = static_cast<float>(*sum);
   parallel::HostFloats one(std::span<float>(&total, 1));
-  Transport& host = options_.host_transport != nullptr ? *options_.host_transport : *transport_;
+  Transport& host = HostTransport();
   Status st = parallel::AllReduceSum(host, replica_group_, step, one, {options_.recv_timeout, kGradNormChannel});
   if (st.ok() && zero_) {
     st = parallel::AllReduceSum(host, parallel::Group{data_group_, dp_rank_}, step, one,
@@ -243,7 +243,7 @@ Status Executor::Commit(int step) {
   const size_t replica = replica_group_.ranks.size();
   parallel::HostFloats mine_replica{
       std::span<float>(all).subspan(kCommitFloats * static_cast<size_t>(replica_group_.ranks[0]), kCommitFloats * replica)};
-  Transport& host = options_.host_transport != nullptr ? *options_.host_transport : *transport_;
+  Transport& host = HostTransport();
   Status st = parallel::AllGather(host, replica_group_, step, mine_replica, {options_.recv_timeout, kCommitChannel});
   if (st.ok()) {
     parallel::HostFloats everyone{std::span<float>(all)};

@@ -163,6 +163,8 @@ class Executor {
   // Before the optimizer step: the global gradient norm over norm_group_, clipping, and the
   // step's learning rate (has_grad_norm_, grad_norm_, learning_rate_).
   Status GlobalNormAndClip(int step);
+  // Where the host-memory collectives go: ExecutorOptions::host_transport, else the transport.
+  Transport& HostTransport() const { return options_.host_transport != nullptr ? *options_.host_transport : *transport_; }
   // The global rank of pipeline rank `pp_rank` in this rank's replica and tensor shard.
   int Global(int pp_rank) const { return layout_.AtPipelineRank(global_, pp_rank); }
   size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
