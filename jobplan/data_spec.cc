@@ -41,10 +41,6 @@ Status ValidateDataSpec(const v1::JobSpec& s) {
     return Status::Ok();
   }
   PIPECOORD_RETURN_IF_ERROR(data::ValidateJobDataFields(JobDataSpecOf(s)));
-  if (s.device() == "cuda" && s.eval_every() > 0) {
-    return InvalidArgument("spec.evalEvery: device \"cuda\" does not run validation yet (not implemented; the CPU "
-                           "backend does), got " + std::to_string(s.eval_every()));
-  }
   return Status::Ok();
 }
 

@@ -285,6 +285,38 @@ Result<kernels::Tensor> CudaBackend::Forward(int s, int mb, int step, kernels::T
   return out;
 }
 
+Result<kernels::Tensor> CudaBackend::Evaluate(int s, int batch, kernels::Tensor input) {
+  auto m = Find(s);
+  if (!m.ok()) return m.status();
+  const model::StageShard& shard = (*m)->shard();
+  CudaStageInput in;
+  if (shard.has_embedding || shard.has_head) {
+    auto tokens = data_->Validation(batch);
+    if (!tokens.ok()) return tokens.status();
+    if (shard.has_embedding) in.tokens = std::move(tokens->inputs);
+    if (shard.has_head) in.targets = std::move(tokens->targets);
+  }
+  if (!shard.has_embedding) in.activations = std::move(input);
+  kernels::Tensor loss;
+  auto out = (*m)->ForwardOnly(std::move(in), shard.has_head ? &loss : nullptr);
+  if (!out.ok()) return out.status();
+  if (shard.has_head) {
+    double value = 0;
+    PIPECOORD_RETURN_IF_ERROR(device_->Download(loss, &value));  // waits: validation is between steps
+    val_loss_sum_ += value;
+    ++val_batches_;
+  }
+  return out;
+}
+
+bool CudaBackend::TakeValidationLoss(double* loss) {
+  if (val_batches_ == 0) return false;
+  *loss = val_loss_sum_ / val_batches_;
+  val_loss_sum_ = 0;
+  val_batches_ = 0;
+  return true;
+}
+
 Status CudaBackend::HashInto(const kernels::Tensor& out, const kernels::Tensor& loss, int slot) {
   const kernels::Tensor& what = loss.empty() ? out : loss;
   if (what.bytes() % sizeof(float) != 0) {

@@ -1,7 +1,9 @@
 // CudaBackend: the executor's ComputeBackend on one CUDA device: one CudaStageModel per virtual
 // stage the rank holds, fed by the same tokens as the CPU backend (worker/daemon/training_data.h:
 // the synthetic stream every rank regenerates from the job's data seed, or the job's datasets;
-// each replica its own sequences). Validation (spec.evalEvery) is the CPU backend's only, for now.
+// each replica its own sequences). Validation (spec.evalEvery) runs each stage's F on the
+// dataset's held-out batches through CudaStageModel::ForwardOnly (nothing kept, no weight
+// touched); the head's batch losses are read back one by one and averaged.
 //
 // Device-resident: what passes between stages is a device tensor of BoundarySpec(); nothing on
 // the data path is copied to the host except the step's loss (StepLoss). All work is queued on
@@ -118,6 +120,8 @@ class CudaBackend final : public ComputeBackend {
   // seed (StageModel::SeededForward's recipe), its hash.
   Result<Replay> ReplayForward(int stage, int mb, int step) override;
   Result<uint64_t> SeededForward(int stage, int step) override;
+  Result<kernels::Tensor> Evaluate(int stage, int batch, kernels::Tensor input) override;
+  bool TakeValidationLoss(double* loss) override;
   std::vector<StateTensor> CheckpointState() override;
   int64_t optimizer_steps() const override;
   void set_optimizer_steps(int64_t steps) override;
@@ -164,6 +168,8 @@ class CudaBackend final : public ComputeBackend {
   // DeviceStageGradients / DeviceStageValues (ZeRO), by stage, built on first use.
   std::map<int, std::unique_ptr<DeviceTensorFloats>> stage_gradients_, stage_values_;
   bool has_loss_ = false;
+  double val_loss_sum_ = 0;  // the head's validation losses since TakeValidationLoss
+  int val_batches_ = 0;
   Status deferred_;
   // CheckpointState's host copies, in its order: (device tensor, host buffer).
   std::vector<std::pair<kernels::Tensor, std::vector<float>>> views_;
