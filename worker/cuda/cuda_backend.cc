@@ -51,14 +51,9 @@ Status CudaBackend::RecordRecompute(bool begin) {
   if (open_mark_ < 0) return Status::Ok();  // not timed (outside the executor's marks)
   if (begin) {
     if (recompute_used_ == recompute_events_.size()) {
-      auto b = NewTimingEvent();
-      if (!b.ok()) return b.status();
-      auto e = NewTimingEvent();
-      if (!e.ok()) {
-        (void)cudaEventDestroy(*b);
-        return e.status();
-      }
-      recompute_events_.push_back({*b, *e, -1});
+      auto pair = NewTimingEventPair();
+      if (!pair.ok()) return pair.status();
+      recompute_events_.push_back({pair->first, pair->second, -1});
     }
     RecomputeEvents& r = recompute_events_[recompute_used_++];
     r.mark = open_mark_;
@@ -77,19 +72,25 @@ Result<cudaEvent_t> CudaBackend::NewTimingEvent() {
   return event;
 }
 
+Result<std::pair<cudaEvent_t, cudaEvent_t>> CudaBackend::NewTimingEventPair() {
+  // Returned (and kept by the caller) once both exist, so the destructor finds every event made.
+  auto b = NewTimingEvent();
+  if (!b.ok()) return b.status();
+  auto e = NewTimingEvent();
+  if (!e.ok()) {
+    (void)cudaEventDestroy(*b);
+    return e.status();
+  }
+  return std::make_pair(*b, *e);
+}
+
 Status CudaBackend::RecordMark(int mark, bool begin) {
   if (mark < 0) return InvalidArgument("device timing: mark " + std::to_string(mark) + " is negative");
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   while (marks_.size() <= static_cast<size_t>(mark)) {
-    // Pushed once both exist, so the destructor finds every event created.
-    auto b = NewTimingEvent();
-    if (!b.ok()) return b.status();
-    auto e = NewTimingEvent();
-    if (!e.ok()) {
-      (void)cudaEventDestroy(*b);
-      return e.status();
-    }
-    marks_.push_back({*b, *e, false, false});
+    auto pair = NewTimingEventPair();
+    if (!pair.ok()) return pair.status();
+    marks_.push_back({pair->first, pair->second, false, false});
   }
   TimingMark& m = marks_[static_cast<size_t>(mark)];
   if (begin) {
@@ -261,21 +262,32 @@ Status CudaBackend::Deferred() {
   return st;
 }
 
+namespace {
+
+// The tokens (embedding stage) and targets (head stage) of one batch the stage reads.
+Result<CudaStageInput> StageTokens(const model::StageShard& shard,
+                                   const std::function<Result<model::TokenBatch>()>& batch) {
+  CudaStageInput in;
+  if (!shard.has_embedding && !shard.has_head) return in;
+  auto b = batch();
+  if (!b.ok()) return b.status();
+  if (shard.has_embedding) in.tokens = std::move(b->inputs);
+  if (shard.has_head) in.targets = std::move(b->targets);
+  return in;
+}
+
+}  // namespace
+
 Result<kernels::Tensor> CudaBackend::Forward(int s, int mb, int step, kernels::Tensor input) {
   auto m = Find(s);
   if (!m.ok()) return m.status();
   const model::StageShard& shard = (*m)->shard();
-  CudaStageInput in;
-  if (shard.has_embedding || shard.has_head) {
-    auto batch = data_->Train(step, mb);  // this replica's own sequences
-    if (!batch.ok()) return batch.status();
-    if (shard.has_embedding) in.tokens = std::move(batch->inputs);
-    if (shard.has_head) in.targets = std::move(batch->targets);
-  }
-  if (!shard.has_embedding) in.activations = std::move(input);
+  auto in = StageTokens(shard, [&] { return data_->Train(step, mb); });  // this replica's own sequences
+  if (!in.ok()) return in.status();
+  if (!shard.has_embedding) in->activations = std::move(input);
   const auto slot = replay_slot_.find({s, mb});
   kernels::Tensor loss;
-  auto out = (*m)->Forward(mb, std::move(in), slot != replay_slot_.end() ? &loss : nullptr);
+  auto out = (*m)->Forward(mb, std::move(in).value(), slot != replay_slot_.end() ? &loss : nullptr);
   if (!out.ok()) return out;
   if (shard.has_head) has_loss_ = true;
   if (step != forwards_step_) forwarded_.clear();
@@ -289,16 +301,11 @@ Result<kernels::Tensor> CudaBackend::Evaluate(int s, int batch, kernels::Tensor 
   auto m = Find(s);
   if (!m.ok()) return m.status();
   const model::StageShard& shard = (*m)->shard();
-  CudaStageInput in;
-  if (shard.has_embedding || shard.has_head) {
-    auto tokens = data_->Validation(batch);
-    if (!tokens.ok()) return tokens.status();
-    if (shard.has_embedding) in.tokens = std::move(tokens->inputs);
-    if (shard.has_head) in.targets = std::move(tokens->targets);
-  }
-  if (!shard.has_embedding) in.activations = std::move(input);
+  auto in = StageTokens(shard, [&] { return data_->Validation(batch); });
+  if (!in.ok()) return in.status();
+  if (!shard.has_embedding) in->activations = std::move(input);
   kernels::Tensor loss;
-  auto out = (*m)->ForwardOnly(std::move(in), shard.has_head ? &loss : nullptr);
+  auto out = (*m)->ForwardOnly(std::move(in).value(), shard.has_head ? &loss : nullptr);
   if (!out.ok()) return out.status();
   if (shard.has_head) {
     double value = 0;
@@ -342,16 +349,10 @@ Result<ComputeBackend::Replay> CudaBackend::ReplayForward(int s, int mb, int ste
                               ", which has not run in step " + std::to_string(step) +
                               (slot == replay_slot_.end() ? " (no PROBE of the job list names it)" : ""));
   }
-  const model::StageShard& shard = (*m)->shard();
-  CudaStageInput in;
-  if (shard.has_embedding || shard.has_head) {
-    auto batch = data_->Train(step, mb);  // the same tokens again
-    if (!batch.ok()) return batch.status();
-    if (shard.has_embedding) in.tokens = std::move(batch->inputs);
-    if (shard.has_head) in.targets = std::move(batch->targets);
-  }
+  auto in = StageTokens((*m)->shard(), [&] { return data_->Train(step, mb); });  // the same tokens again
+  if (!in.ok()) return in.status();
   kernels::Tensor loss;
-  auto out = (*m)->ReplayForward(mb, std::move(in), &loss);
+  auto out = (*m)->ReplayForward(mb, std::move(in).value(), &loss);
   if (!out.ok()) return out.status();
   const int last = static_cast<int>(replay_slot_.size());
   PIPECOORD_RETURN_IF_ERROR(HashInto(*out, loss, last));
@@ -568,40 +569,40 @@ Status CudaBackend::ProbeGemm(const kernels::cpu::ProbeShape& s, const std::vect
                            std::to_string(w.size()));
   }
   y->assign(static_cast<size_t>(s.m * s.n), 0.0f);
-  if (precision_ == Precision::kFp32) {
-    auto xt = device_->Empty({kernels::DType::kF32, {s.m, s.k}});
-    if (!xt.ok()) return xt.status();
-    auto wt = device_->Empty({kernels::DType::kF32, {s.n, s.k}});
-    if (!wt.ok()) return wt.status();
-    auto yt = device_->Empty({kernels::DType::kF32, {s.m, s.n}});
-    if (!yt.ok()) return yt.status();
-    PIPECOORD_RETURN_IF_ERROR(device_->Upload(x.data(), *xt));
-    PIPECOORD_RETURN_IF_ERROR(device_->Upload(w.data(), *wt));
-    PIPECOORD_RETURN_IF_ERROR(device_->gemm().Forward(static_cast<const float*>(xt->data()),
-                                                      static_cast<const float*>(wt->data()),
-                                                      static_cast<float*>(yt->data()), {s.m, s.k, s.n}));
-    return device_->Download(*yt, y->data());
+  // The two inputs from the pool, uploaded, then the output (zeroed: W accumulates into it).
+  auto upload = [&](const void* host, const kernels::TensorSpec& spec) -> Result<kernels::Tensor> {
+    auto t = device_->Empty(spec);
+    if (!t.ok()) return t.status();
+    PIPECOORD_RETURN_IF_ERROR(device_->Upload(host, *t));
+    return t;
+  };
+  const bool fp32 = precision_ == Precision::kFp32;
+  // bf16: y [m, n] = sum over k of x[m, k] w[n, k], as W's dw [out = m, in = n] over tokens = k:
+  // dy = x^T [k, m], x = w^T [k, n].
+  std::vector<uint16_t> xt, wt;
+  if (!fp32) {
+    xt.resize(static_cast<size_t>(s.k * s.m));
+    wt.resize(static_cast<size_t>(s.k * s.n));
+    for (int64_t i = 0; i < s.m; ++i) {
+      for (int64_t j = 0; j < s.k; ++j) xt[j * s.m + i] = kernels::cuda::FloatToBf16Bits(x[i * s.k + j]);
+    }
+    for (int64_t i = 0; i < s.n; ++i) {
+      for (int64_t j = 0; j < s.k; ++j) wt[j * s.n + i] = kernels::cuda::FloatToBf16Bits(w[i * s.k + j]);
+    }
   }
-  // bf16: y [m, n] = sum over k of x[m, k] w[n, k], as W's dw [out = m, in = n] over tokens = k.
-  std::vector<uint16_t> dy(static_cast<size_t>(s.k * s.m)), xs(static_cast<size_t>(s.k * s.n));
-  for (int64_t i = 0; i < s.m; ++i) {
-    for (int64_t j = 0; j < s.k; ++j) dy[j * s.m + i] = kernels::cuda::FloatToBf16Bits(x[i * s.k + j]);
-  }
-  for (int64_t i = 0; i < s.n; ++i) {
-    for (int64_t j = 0; j < s.k; ++j) xs[j * s.n + i] = kernels::cuda::FloatToBf16Bits(w[i * s.k + j]);
-  }
-  auto dyt = device_->Empty({kernels::DType::kBF16, {s.k, s.m}});
-  if (!dyt.ok()) return dyt.status();
-  auto xst = device_->Empty({kernels::DType::kBF16, {s.k, s.n}});
-  if (!xst.ok()) return xst.status();
-  auto yt = device_->Zeros({kernels::DType::kF32, {s.m, s.n}});
-  if (!yt.ok()) return yt.status();
-  PIPECOORD_RETURN_IF_ERROR(device_->Upload(dy.data(), *dyt));
-  PIPECOORD_RETURN_IF_ERROR(device_->Upload(xs.data(), *xst));
-  PIPECOORD_RETURN_IF_ERROR(device_->gemm().BackwardWeight(static_cast<const __nv_bfloat16*>(dyt->data()),
-                                                           static_cast<const __nv_bfloat16*>(xst->data()),
-                                                           static_cast<float*>(yt->data()), {s.k, s.n, s.m}));
-  return device_->Download(*yt, y->data());
+  auto a = fp32 ? upload(x.data(), {kernels::DType::kF32, {s.m, s.k}}) : upload(xt.data(), {kernels::DType::kBF16, {s.k, s.m}});
+  if (!a.ok()) return a.status();
+  auto b = fp32 ? upload(w.data(), {kernels::DType::kF32, {s.n, s.k}}) : upload(wt.data(), {kernels::DType::kBF16, {s.k, s.n}});
+  if (!b.ok()) return b.status();
+  auto out = device_->Zeros({kernels::DType::kF32, {s.m, s.n}});
+  if (!out.ok()) return out.status();
+  auto* yd = static_cast<float*>(out->data());
+  PIPECOORD_RETURN_IF_ERROR(
+      fp32 ? device_->gemm().Forward(static_cast<const float*>(a->data()), static_cast<const float*>(b->data()), yd,
+                                     {s.m, s.k, s.n})
+           : device_->gemm().BackwardWeight(static_cast<const __nv_bfloat16*>(a->data()),
+                                            static_cast<const __nv_bfloat16*>(b->data()), yd, {s.k, s.n, s.m}));
+  return device_->Download(*out, y->data());
 }
 
 std::vector<StateTensor> CudaBackend::CheckpointState() {

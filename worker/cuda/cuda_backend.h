@@ -52,6 +52,7 @@
 #include <memory>
 #include <set>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -154,6 +155,7 @@ class CudaBackend final : public ComputeBackend {
   // Records mark `mark`'s begin or end event on the compute stream, creating events up to it.
   Status RecordMark(int mark, bool begin);
   Result<cudaEvent_t> NewTimingEvent();
+  Result<std::pair<cudaEvent_t, cudaEvent_t>> NewTimingEventPair();  // begin, end
 
   // Declared first, destroyed last: every tensor of the stages goes back to its pool first.
   std::shared_ptr<CudaDevice> device_;

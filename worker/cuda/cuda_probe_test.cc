@@ -26,7 +26,7 @@
 #include "kernels/cpu/linear.h"
 #include "worker/cuda/cuda_backend.h"
 #include "worker/cuda/cuda_test_util.h"
-#include "worker/cuda/pool_transport_for_tests.h"
+#include "worker/cuda/rank_threads_for_tests.h"
 #include "worker/daemon/executor.h"
 #include "worker/daemon/fault_injection.h"
 #include "worker/daemon/health_hooks.h"
@@ -35,7 +35,6 @@ namespace pipecoord::worker::cuda {
 namespace {
 
 v1::JobSpec Spec(const std::string& precision, int probe_size) {
-  const model::ModelConfig config = TestConfig();
   v1::JobSpec s;
   s.set_name("probe");
   s.set_schedule("1f1b");
@@ -48,14 +47,7 @@ v1::JobSpec Spec(const std::string& precision, int probe_size) {
   s.set_learning_rate(1e-3);
   s.set_data_seed(5);
   s.mutable_health()->set_probe_size(probe_size);
-  v1::ModelSpec* m = s.mutable_model();
-  m->set_layers(config.layers);
-  m->set_hidden(config.hidden);
-  m->set_ffn_hidden(config.ffn_hidden);
-  m->set_heads(config.heads);
-  m->set_vocab(config.vocab);
-  m->set_seq_len(config.seq_len);
-  m->set_seed(config.seed);
+  SetTestModel(s.mutable_model());
   return s;
 }
 
@@ -98,10 +90,7 @@ TEST_F(CudaProbeTest, TheBackendsGemmGivesTheKnownAnswerAndTheFaultReachesIt) {
   }
 }
 
-struct RankResult {
-  Status status;
-  std::vector<StepReport> reports;
-};
+using RankResult = RankOutcome;
 
 // The job on CUDA ranks, each with the worker's HealthHooks and its rules of `faults`.
 std::vector<RankResult> RunJob(const v1::JobSpec& raw, const std::string& faults) {
@@ -111,40 +100,12 @@ std::vector<RankResult> RunJob(const v1::JobSpec& raw, const std::string& faults
   auto rules = ParseFaultRules(faults);
   EXPECT_TRUE(rules.ok()) << rules.status().ToString();
   if (!plan.ok() || !rules.ok()) return {};
-  Mailbox mailbox;
-  std::vector<RankResult> results(spec.pp());
-  std::vector<std::thread> threads;
-  for (int g = 0; g < spec.pp(); ++g) {
-    threads.emplace_back([&, g] {
-      RankResult& out = results[g];
-      auto fail = [&](Status st) {
-        out.status = std::move(st);
-        mailbox.Shutdown();
-      };
-      const v1::Assignment a = jobplan::BuildAssignment("probe", spec, *plan, g, {}, 1);
-      auto device = CudaDevice::Open(0);
-      if (!device.ok()) return fail(device.status());
-      std::shared_ptr<CudaDevice> shared = std::move(device).value();
-      CudaBackendOptions options;
-      options.shared_device = shared;
-      auto backend = MakeCudaBackend(a, options);
-      if (!backend.ok()) return fail(backend.status());
-      PoolTransport transport(g, shared.get(), &mailbox);
-      HealthHooks hooks(a, RulesFor(*rules, g));
-      ExecutorOptions eo;
-      eo.hooks = &hooks;
-      eo.recv_timeout = std::chrono::milliseconds(120000);
-      Executor executor(a, backend->get(), &transport, eo);
-      Status st = executor.Run([&](StepReport&& report) {
-        out.reports.push_back(std::move(report));
-        return Status::Ok();
-      });
-      kernels::cpu::SetGemmCorruption(false);
-      if (!st.ok()) fail(st);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return results;
+  RankSetup setup;
+  setup.hooks = [&](const v1::Assignment& a) {
+    return std::make_unique<HealthHooks>(a, RulesFor(*rules, a.dp_rank() * spec.pp() + a.rank()));
+  };
+  setup.after = [](int, ComputeBackend&) { kernels::cpu::SetGemmCorruption(false); };
+  return RunRankThreads(spec, *plan, setup);
 }
 
 TEST_F(CudaProbeTest, ACorruptGemmIsSeenByTheProbeFromItsStepAndMovesTheLoss) {

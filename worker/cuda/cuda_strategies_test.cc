@@ -36,7 +36,7 @@
 #include "jobplan/spec_validation.h"
 #include "worker/cuda/cuda_backend.h"
 #include "worker/cuda/cuda_test_util.h"
-#include "worker/cuda/pool_transport_for_tests.h"
+#include "worker/cuda/rank_threads_for_tests.h"
 #include "worker/daemon/backend_factory.h"
 #include "worker/daemon/executor.h"
 
@@ -47,7 +47,6 @@ using kernels::cuda::CompareNormwise;
 
 v1::JobSpec Spec(const std::string& device, int pp, int dp, int zero, double clip,
                  const std::string& schedule = "1f1b", const std::string& recompute = "none") {
-  const model::ModelConfig config = TestConfig();
   v1::JobSpec s;
   s.set_name("zero");
   s.set_schedule(schedule);
@@ -64,15 +63,8 @@ v1::JobSpec Spec(const std::string& device, int pp, int dp, int zero, double cli
   s.set_data_seed(5);
   s.mutable_optimizer()->set_clip_grad_norm(clip);
   s.mutable_optimizer()->set_weight_decay(0.1);
-  v1::ModelSpec* m = s.mutable_model();
-  m->set_layers(config.layers);
-  m->set_hidden(config.hidden);
-  m->set_ffn_hidden(config.ffn_hidden);
-  m->set_heads(config.heads);
-  m->set_vocab(config.vocab);
-  m->set_seq_len(config.seq_len);
-  m->set_seed(config.seed);
-  if (s.vpp() == 2) m->set_layers(4);  // a block on every virtual stage
+  SetTestModel(s.mutable_model());
+  if (s.vpp() == 2) s.mutable_model()->set_layers(4);  // a block on every virtual stage
   return s;
 }
 
@@ -82,7 +74,7 @@ struct RankResult {
   std::map<std::string, std::vector<float>> state;  // CheckpointState after the last step
 };
 
-// One thread, device, backend and executor per global rank.
+// The job's ranks (RunRankThreads) on CUDA or CPU backends, each rank's state read at the end.
 std::vector<RankResult> RunJob(const v1::JobSpec& raw) {
   const Status valid = jobplan::ValidateJobSpec(raw);
   EXPECT_TRUE(valid.ok()) << valid.ToString();
@@ -90,48 +82,21 @@ std::vector<RankResult> RunJob(const v1::JobSpec& raw) {
   auto plan = jobplan::PlanJob(spec);
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   if (!valid.ok() || !plan.ok()) return {};
-  const int world = spec.pp() * std::max(1, spec.dp());
-  Mailbox mailbox;
-  std::vector<RankResult> results(world);
-  std::vector<std::thread> threads;
-  for (int g = 0; g < world; ++g) {
-    threads.emplace_back([&, g] {
-      RankResult& out = results[g];
-      auto fail = [&](Status st) {
-        out.status = std::move(st);
-        mailbox.Shutdown();  // wake the other ranks: fail fast, never hang
-      };
-      const v1::Assignment a = jobplan::BuildAssignment("zero", spec, *plan, g, {}, 1);
-      auto device = CudaDevice::Open(0);
-      if (!device.ok()) return fail(device.status());
-      std::shared_ptr<CudaDevice> shared = std::move(device).value();
-      std::unique_ptr<ComputeBackend> backend;
-      if (spec.device() == "cuda") {
-        CudaBackendOptions options;
-        options.shared_device = shared;
-        auto made = MakeCudaBackend(a, options);
-        if (!made.ok()) return fail(made.status());
-        backend = std::move(made).value();
-      } else {
-        auto made = MakeBackend(a);
-        if (!made.ok()) return fail(made.status());
-        backend = std::move(made).value();
-      }
-      PoolTransport transport(g, shared.get(), &mailbox);
-      ExecutorOptions eo;
-      eo.recv_timeout = std::chrono::milliseconds(120000);
-      Executor executor(a, backend.get(), &transport, eo);
-      Status st = executor.Run([&](StepReport&& report) {
-        out.reports.push_back(std::move(report));
-        return Status::Ok();
-      });
-      if (!st.ok()) return fail(st);
-      for (const StateTensor& t : backend->CheckpointState()) {
-        out.state[t.name] = std::vector<float>(t.data.begin(), t.data.end());
-      }
-    });
+  std::vector<RankResult> results(static_cast<size_t>(spec.pp() * std::max(1, spec.dp())));
+  RankSetup setup;
+  if (spec.device() == "cpu") {
+    setup.backend = [](const v1::Assignment& a, std::shared_ptr<CudaDevice>) { return MakeBackend(a); };
   }
-  for (std::thread& t : threads) t.join();
+  setup.after = [&](int g, ComputeBackend& backend) {
+    for (const StateTensor& t : backend.CheckpointState()) {
+      results[static_cast<size_t>(g)].state[t.name] = std::vector<float>(t.data.begin(), t.data.end());
+    }
+  };
+  const std::vector<RankOutcome> ranks = RunRankThreads(spec, *plan, setup);
+  for (size_t g = 0; g < ranks.size(); ++g) {
+    results[g].status = ranks[g].status;
+    results[g].reports = ranks[g].reports;
+  }
   return results;
 }
 

@@ -57,10 +57,21 @@ inline constexpr double kFp32Tolerance = 0;
 inline constexpr double kFp32Tolerance = 1e-4;
 #endif
 
+// TestConfig() as a job's model.
+inline void SetTestModel(v1::ModelSpec* m) {
+  const model::ModelConfig c = TestConfig();
+  m->set_layers(c.layers);
+  m->set_hidden(c.hidden);
+  m->set_ffn_hidden(c.ffn_hidden);
+  m->set_heads(c.heads);
+  m->set_vocab(c.vocab);
+  m->set_seq_len(c.seq_len);
+  m->set_seed(c.seed);
+}
+
 // The assignment of one rank holding `shards` of TestConfig() (pp ranks, m micro-batches).
 inline v1::Assignment TestAssignment(const std::vector<model::StageShard>& shards, int pp, int rank,
                                      int microbatches, const std::string& device) {
-  const model::ModelConfig c = TestConfig();
   v1::Assignment a;
   a.set_job_id("cuda-test");
   a.set_rank(rank);
@@ -72,14 +83,7 @@ inline v1::Assignment TestAssignment(const std::vector<model::StageShard>& shard
   s->set_steps(3);
   s->set_learning_rate(1e-3);
   s->set_data_seed(5);
-  v1::ModelSpec* m = s->mutable_model();
-  m->set_layers(c.layers);
-  m->set_hidden(c.hidden);
-  m->set_ffn_hidden(c.ffn_hidden);
-  m->set_heads(c.heads);
-  m->set_vocab(c.vocab);
-  m->set_seq_len(c.seq_len);
-  m->set_seed(c.seed);
+  SetTestModel(s->mutable_model());
   for (const model::StageShard& sh : shards) {
     v1::StageShard* p = a.add_shards();
     p->set_stage(sh.stage);

@@ -33,7 +33,7 @@
 #include "jobplan/spec_validation.h"
 #include "worker/cuda/cuda_backend.h"
 #include "worker/cuda/cuda_test_util.h"
-#include "worker/cuda/pool_transport_for_tests.h"
+#include "worker/cuda/rank_threads_for_tests.h"
 #include "worker/daemon/executor.h"
 #include "worker/daemon/health_hooks.h"
 #include "worker/transport/transport.h"
@@ -83,52 +83,25 @@ v1::JobSpec Spec(const Case& c) {
   return s;
 }
 
-struct RankResult {
-  Status status;
-  std::vector<StepReport> reports;
+struct RankResult : RankOutcome {
   uint64_t weights_in_use = 0;  // the pool's allocated bytes once the backend was built
 };
 
-// Runs `spec` on one CudaBackend per rank and returns each rank's reports, by global rank
-// (replica d's pipeline rank r is d * pp + r).
+// Runs `spec` on one CudaBackend per rank (RunRankThreads), each with the worker's own hooks (no
+// faults): every PROBE runs its numerical probe and its replay through the backend, whose tensors
+// the pool counts, as on a worker. Results by global rank (replica d's pipeline rank r is
+// d * pp + r).
 std::vector<RankResult> RunRanks(const v1::JobSpec& spec, const v1::Plan& plan,
                                  SentTensors sent = SentTensors::kReleased) {
-  const int world = spec.pp() * std::max(1, spec.dp());
-  Mailbox mailbox;
-  std::vector<RankResult> results(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      RankResult& out = results[r];
-      auto fail = [&](Status st) {
-        out.status = std::move(st);
-        mailbox.Shutdown();  // wake the other ranks: fail fast, never hang
-      };
-      const v1::Assignment a = jobplan::BuildAssignment("cuda-memory", spec, plan, r, {}, 1);
-      auto device = CudaDevice::Open(0);  // one pool per rank
-      if (!device.ok()) return fail(device.status());
-      std::shared_ptr<CudaDevice> shared = std::move(device).value();
-      CudaBackendOptions options;
-      options.shared_device = shared;
-      auto backend = MakeCudaBackend(a, options);
-      if (!backend.ok()) return fail(backend.status());
-      out.weights_in_use = (*backend)->memory_in_use_bytes();
-      PoolTransport transport(r, shared.get(), &mailbox, sent);
-      // The worker's own hooks (no faults): every PROBE runs its numerical probe through the
-      // backend's GEMM, whose tensors the pool counts, as on a worker.
-      HealthHooks hooks(a, {});
-      ExecutorOptions eo;
-      eo.hooks = &hooks;
-      eo.recv_timeout = std::chrono::milliseconds(120000);
-      Executor executor(a, backend->get(), &transport, eo);
-      Status st = executor.Run([&](StepReport&& report) {
-        out.reports.push_back(std::move(report));
-        return Status::Ok();
-      });
-      if (!st.ok()) fail(st);
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  std::vector<RankResult> results(static_cast<size_t>(spec.pp() * std::max(1, spec.dp())));
+  RankSetup setup;
+  setup.sent = sent;
+  setup.hooks = [](const v1::Assignment& a) { return std::make_unique<HealthHooks>(a, std::vector<FaultRule>{}); };
+  setup.built = [&](int g, ComputeBackend& backend) {
+    results[static_cast<size_t>(g)].weights_in_use = backend.memory_in_use_bytes();
+  };
+  const std::vector<RankOutcome> ranks = RunRankThreads(spec, plan, setup);
+  for (size_t g = 0; g < ranks.size(); ++g) static_cast<RankOutcome&>(results[g]) = ranks[g];
   return results;
 }
 

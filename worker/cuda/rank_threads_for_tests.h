@@ -1,0 +1,90 @@
+// RunRankThreads: a job's ranks in one process, for the worker/cuda tests: one thread per global
+// rank of the plan, each with a CudaDevice of its own (its own pool, so each pool's peak is that
+// rank's), the backend RankSetup::backend builds on it (default: MakeCudaBackend), the worker's
+// Executor over PoolTransport (pool_transport_for_tests.h), and the RunHooks RankSetup::hooks
+// gives, if any. A rank that fails shuts the mailbox down, so the others fail at once rather than
+// wait out their timeouts. On the host double the devices are host memory (cuda_test_util.h).
+#ifndef PIPECOORD_WORKER_CUDA_RANK_THREADS_FOR_TESTS_H_
+#define PIPECOORD_WORKER_CUDA_RANK_THREADS_FOR_TESTS_H_
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "jobplan/assignment.h"
+#include "worker/cuda/cuda_backend.h"
+#include "worker/cuda/pool_transport_for_tests.h"
+#include "worker/daemon/executor.h"
+#include "worker/daemon/run_hooks.h"
+
+namespace pipecoord::worker::cuda {
+
+struct RankOutcome {
+  Status status;                    // the first error of the rank (building, running or `after`)
+  std::vector<StepReport> reports;  // one per step run
+};
+
+struct RankSetup {
+  // Rank g's backend on its device; null: MakeCudaBackend with that device.
+  std::function<Result<std::unique_ptr<ComputeBackend>>(const v1::Assignment&, std::shared_ptr<CudaDevice>)> backend;
+  // Rank g's hooks (they must outlive the run: the runner keeps them); null: none.
+  std::function<std::unique_ptr<RunHooks>(const v1::Assignment&)> hooks;
+  // Called with the rank's backend once built (before the run) and once its run returned OK.
+  std::function<void(int global, ComputeBackend&)> built, after;
+  SentTensors sent = SentTensors::kReleased;
+};
+
+inline std::vector<RankOutcome> RunRankThreads(const v1::JobSpec& spec, const v1::Plan& plan,
+                                               const RankSetup& setup = {}) {
+  const int world = spec.pp() * std::max(1, spec.dp());
+  Mailbox mailbox;
+  std::vector<RankOutcome> out(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int g = 0; g < world; ++g) {
+    threads.emplace_back([&, g] {
+      RankOutcome& o = out[static_cast<size_t>(g)];
+      auto fail = [&](Status st) {
+        o.status = std::move(st);
+        mailbox.Shutdown();
+      };
+      const v1::Assignment a = jobplan::BuildAssignment(spec.name(), spec, plan, g, {}, 1);
+      auto device = CudaDevice::Open(0);
+      if (!device.ok()) return fail(device.status());
+      std::shared_ptr<CudaDevice> shared = std::move(device).value();
+      std::unique_ptr<ComputeBackend> backend;
+      if (setup.backend) {
+        auto made = setup.backend(a, shared);
+        if (!made.ok()) return fail(made.status());
+        backend = std::move(made).value();
+      } else {
+        CudaBackendOptions options;
+        options.shared_device = shared;
+        auto made = MakeCudaBackend(a, options);
+        if (!made.ok()) return fail(made.status());
+        backend = std::move(made).value();
+      }
+      if (setup.built) setup.built(g, *backend);
+      std::unique_ptr<RunHooks> hooks = setup.hooks ? setup.hooks(a) : nullptr;
+      PoolTransport transport(g, shared.get(), &mailbox, setup.sent);
+      ExecutorOptions eo;
+      eo.hooks = hooks.get();
+      eo.recv_timeout = std::chrono::milliseconds(120000);
+      Executor executor(a, backend.get(), &transport, eo);
+      Status st = executor.Run([&](StepReport&& report) {
+        o.reports.push_back(std::move(report));
+        return Status::Ok();
+      });
+      if (!st.ok()) return fail(st);
+      if (setup.after) setup.after(g, *backend);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+}  // namespace pipecoord::worker::cuda
+
+#endif  // PIPECOORD_WORKER_CUDA_RANK_THREADS_FOR_TESTS_H_
