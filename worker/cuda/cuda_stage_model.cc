@@ -15,6 +15,8 @@
 #include "kernels/cuda/rotary.h"
 #include "kernels/cuda/swiglu.h"
 #include "worker/cuda/elementwise.h"
+#include "worker/model/parameter_store.h"
+#include "worker/parallel/collectives.h"
 #include "worker/model/weight_init.h"
 
 namespace pipecoord::worker::cuda {
@@ -210,8 +212,6 @@ Status CudaStageModel::Build() {
     PIPECOORD_RETURN_IF_ERROR(device_->Upload(table.cos.data(), rope_cos_));
     PIPECOORD_RETURN_IF_ERROR(device_->Upload(table.sin.data(), rope_sin_));
   }
-  shard_begin_ = 0;
-  for (const DeviceParameter& p : params_) shard_end_ += p.numel();
   return Status::Ok();
 }
 
@@ -225,20 +225,14 @@ Status CudaStageModel::SetRecompute(model::Recompute recompute) {
 }
 
 Status CudaStageModel::ShardOptimizerStates(int shards, int index) {
-  if (shards < 1 || index < 0 || index >= shards) {
-    return InvalidArgument("optimizer shard " + std::to_string(index) + " of " + std::to_string(shards) +
-                           ": needs shards >= 1 and 0 <= index < shards");
-  }
-  if (optimizer_steps_ != 0) {
-    return FailedPrecondition("optimizer shard: the moments are sharded before the first step (" +
-                              std::to_string(optimizer_steps_) + " taken)");
-  }
+  PIPECOORD_RETURN_IF_ERROR(model::CheckOptimizerShard(shards, index, optimizer_steps_));
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   int64_t n = 0;
   for (const DeviceParameter& p : params_) n += p.numel();
-  // collectives.h's ChunkBegin, in 64 bits.
-  auto chunk_begin = [&](int c) { return static_cast<int64_t>(c) * n / shards; };
-  const int64_t begin = chunk_begin(index), end = chunk_begin(index + 1);
+  // The reduce-scatter's chunk of this replica (collectives.h).
+  const auto len = static_cast<size_t>(n);
+  const auto begin = static_cast<int64_t>(parallel::ChunkBegin(len, shards, index));
+  const auto end = static_cast<int64_t>(parallel::ChunkBegin(len, shards, index + 1));
   const int64_t padded = (n + shards - 1) / shards;
   // The whole moments go back to the pool before the shard's are allocated.
   for (DeviceParameter& p : params_) p.adam_m = p.adam_v = Tensor();
@@ -254,8 +248,6 @@ Status CudaStageModel::ShardOptimizerStates(int shards, int index) {
     PIPECOORD_CUDA_STAGE_ASSIGN(p.adam_v, shard_v_.Slice(at, count));
     offset += p.numel();
   }
-  shard_begin_ = begin;
-  shard_end_ = end;
   return Status::Ok();
 }
 

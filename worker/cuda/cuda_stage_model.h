@@ -31,7 +31,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -130,8 +129,6 @@ class CudaStageModel {
   // leaves averaged here), in one flat buffer of ceil(n / shards) elements per moment. Before
   // the first optimizer step only (FAILED_PRECONDITION after); INVALID_ARGUMENT for a bad index.
   Status ShardOptimizerStates(int shards, int index);
-  // The shard's flat range [begin, end) (the whole stage without ZeRO).
-  std::pair<int64_t, int64_t> OptimizerShard() const { return {shard_begin_, shard_end_}; }
   // *acc (one device double) += the sum of squares of the gradients the optimizer step applies
   // (every element, or the shard's), tensor by tensor in model order (the CPU model's
   // GradientSquareSum). `partials`: elementwise.h's scratch.
@@ -212,7 +209,6 @@ class CudaStageModel {
   int64_t optimizer_steps_ = 0;
   model::Recompute recompute_ = model::Recompute::kNone;
   std::function<Status(bool)> recompute_marker_;
-  int64_t shard_begin_ = 0, shard_end_ = 0;  // OptimizerShard(): set by Build, narrowed by ZeRO
   kernels::Tensor shard_m_, shard_v_;         // ZeRO: the flat moment buffers the views share
 };
 

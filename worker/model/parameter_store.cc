@@ -1,6 +1,7 @@
 #include "worker/model/parameter_store.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "worker/parallel/collectives.h"
@@ -108,6 +109,18 @@ std::span<float> ParameterStore::OptimizerGrad(const Parameter& p) const {
                             p.adam_m.size());
   }
   return std::span<float>(const_cast<float*>(p.grad.data()) + p.moment_begin, p.adam_m.size());
+}
+
+Status CheckOptimizerShard(int shards, int index, int64_t optimizer_steps) {
+  if (shards < 1 || index < 0 || index >= shards) {
+    return InvalidArgument("optimizer shard " + std::to_string(index) + " of " + std::to_string(shards) +
+                           ": needs shards >= 1 and 0 <= index < shards");
+  }
+  if (optimizer_steps != 0) {
+    return FailedPrecondition("optimizer shard: the moments are sharded before the first step (" +
+                              std::to_string(optimizer_steps) + " taken)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace pipecoord::model

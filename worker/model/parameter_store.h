@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
 #include "kernels/host_pool.h"
 
 namespace pipecoord::model {
@@ -99,6 +100,11 @@ class ParameterStore {
   bool shard_gradients_ = false;        // ZeRO-2 (KeepShardGradients)
   bool released_ = false;
 };
+
+// A ZeRO shard request, as every backend's stage model checks it: INVALID_ARGUMENT unless
+// shards >= 1 and 0 <= index < shards; FAILED_PRECONDITION once the optimizer has stepped (the
+// moments are sharded before the first step).
+Status CheckOptimizerShard(int shards, int index, int64_t optimizer_steps);
 
 }  // namespace pipecoord::model
 

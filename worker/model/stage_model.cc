@@ -460,14 +460,7 @@ void StageModel::EnsureGradients() {
 }
 
 Status StageModel::ShardOptimizerStates(int shards, int index, bool shard_gradients) {
-  if (shards < 1 || index < 0 || index >= shards) {
-    return InvalidArgument("optimizer shard " + std::to_string(index) + " of " + std::to_string(shards) +
-                           ": needs shards >= 1 and 0 <= index < shards");
-  }
-  if (optimizer_steps_ != 0) {
-    return FailedPrecondition("optimizer shard: the moments are sharded before the first step (" +
-                              std::to_string(optimizer_steps_) + " taken)");
-  }
+  PIPECOORD_RETURN_IF_ERROR(CheckOptimizerShard(shards, index, optimizer_steps_));
   params_.ShardMoments(shards, index);
   if (shard_gradients) {  // ZeRO-2: the gradients live only from a step's first W to its OPT
     params_.KeepShardGradients();
