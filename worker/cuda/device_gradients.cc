@@ -107,12 +107,12 @@ Status DeviceTensorFloats::Write(size_t begin, const kernels::Tensor& chunk) {
   });
 }
 
-Status DeviceTensorFloats::Scale(float factor) {
+Status DeviceTensorFloats::Scale(size_t begin, size_t count, float factor) {
+  PIPECOORD_RETURN_IF_ERROR(CheckRange("Scale", begin, count));
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
-  for (kernels::Tensor& t : tensors_) {
-    PIPECOORD_RETURN_IF_ERROR(ScaleInPlace(static_cast<float*>(t.data()), factor, t.numel(), device_->stream()));
-  }
-  return Status::Ok();
+  return ForEachPiece(begin, count, [&](float* piece, size_t, size_t n) {
+    return ScaleInPlace(piece, factor, static_cast<int64_t>(n), device_->stream());
+  });
 }
 
 }  // namespace pipecoord::worker::cuda

@@ -7,7 +7,7 @@
 // that wrote the gradients and the optimizer step that reads them: Read copies a range into a
 // new tensor from the device's pool (cudaMemcpyAsync device to device), Add adds a received
 // chunk in (AddInPlace: own + received in f32, one rounding, the bits of the host ring's
-// received + own), Write copies it in, Scale multiplies every element (ScaleInPlace). Nothing
+// received + own), Write copies it in, Scale multiplies a range (ScaleInPlace per piece). Nothing
 // waits for the GPU. Received chunks must be ready in stream order (the transports make the
 // compute stream wait for them before Recv returns).
 //
@@ -38,7 +38,7 @@ class DeviceTensorFloats final : public parallel::FloatBuffer {
   Result<kernels::Tensor> Read(size_t begin, size_t count) override;
   Status Add(size_t begin, const kernels::Tensor& chunk) override;
   Status Write(size_t begin, const kernels::Tensor& chunk) override;
-  Status Scale(float factor) override;
+  Status Scale(size_t begin, size_t count, float factor) override;
 
  private:
   DeviceTensorFloats(CudaDevice* device, std::vector<kernels::Tensor> tensors);

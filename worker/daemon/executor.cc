@@ -167,32 +167,25 @@ Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
   const parallel::Group group{data_group_, dp_rank_};
   if (reduces_by_stage_) {
     // every stage's REDUCE_GRAD reduced its gradients already
-  } else if (zero_ && !stages_held_.empty() && backend_->DeviceStageGradients(stages_held_.front()) != nullptr) {
-    // ZeRO on the device: each stage's reduce-scatter, then the mean of this replica's chunk
-    // (the buffer scaled whole: one f32 multiplication each, the host ReduceScatterMean's).
+  } else if (zero_) {
+    // Each stage's shard, as its REDUCE_GRAD would have: on the device's buffer where the backend
+    // keeps its gradients there, else on its host spans.
     for (int s : stages_held_) {
-      parallel::FloatBuffer* grads = backend_->DeviceStageGradients(s);
-      if (grads == nullptr) return Internal("stage " + std::to_string(s) + ": no device gradients for ZeRO");
-      PIPECOORD_RETURN_IF_ERROR(parallel::ReduceScatterSum(
-          *transport_, group, step, *grads,
-          {options_.recv_timeout, kStageGradientChannel + static_cast<uint32_t>(s), bytes}));
-      PIPECOORD_RETURN_IF_ERROR(grads->Scale(1.0f / static_cast<float>(dp_)));
+      const parallel::RingOptions ring{options_.recv_timeout, kStageGradientChannel + static_cast<uint32_t>(s), bytes};
+      if (parallel::FloatBuffer* device = backend_->DeviceStageGradients(s); device != nullptr) {
+        PIPECOORD_RETURN_IF_ERROR(parallel::ReduceScatterMean(*transport_, group, step, *device, ring));
+        continue;
+      }
+      auto grads = backend_->StageGradients(s);
+      if (!grads.ok()) return grads.status();
+      PIPECOORD_RETURN_IF_ERROR(parallel::ReduceScatterMean(*transport_, group, step, std::move(grads).value(), ring));
     }
   } else if (dp_ > 1 && backend_->DeviceGradients() != nullptr) {
     // The same ring on the device: chunks read out and added in by the backend's kernels.
     parallel::FloatBuffer& grads = *backend_->DeviceGradients();
     PIPECOORD_RETURN_IF_ERROR(parallel::AllReduceSum(*transport_, group, step, grads, {options_.recv_timeout,
                                                                                         kFirstCollectiveChannel, bytes}));
-    PIPECOORD_RETURN_IF_ERROR(grads.Scale(1.0f / static_cast<float>(dp_)));
-  } else if (zero_) {
-    // Each stage's shard, as its REDUCE_GRAD would have.
-    for (int s : stages_held_) {
-      auto grads = backend_->StageGradients(s);
-      if (!grads.ok()) return grads.status();
-      PIPECOORD_RETURN_IF_ERROR(parallel::ReduceScatterMean(
-          *transport_, group, step, std::move(grads).value(),
-          {options_.recv_timeout, kStageGradientChannel + static_cast<uint32_t>(s), bytes}));
-    }
+    PIPECOORD_RETURN_IF_ERROR(grads.Scale(0, grads.size(), 1.0f / static_cast<float>(dp_)));
   } else if (dp_ > 1) {
     // Gradients were accumulated over the step's micro-batches; one all-reduce now.
     PIPECOORD_RETURN_IF_ERROR(parallel::AllReduceMean(*transport_, group, step, backend_->Gradients(),

@@ -69,9 +69,14 @@ Status HostFloats::Write(size_t begin, const kernels::Tensor& chunk) {
   return Status::Ok();
 }
 
-Status HostFloats::Scale(float factor) {
-  for (auto p : parts_)
-    for (float& x : p) x *= factor;
+Status HostFloats::Scale(size_t begin, size_t count, float factor) {
+  if (begin > size_ || count > size_ - begin) {
+    return InvalidArgument("Scale: [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                           ") is outside the buffer's " + std::to_string(size_) + " elements");
+  }
+  ForEachPiece(begin, count, [&](std::span<float> piece, size_t) {
+    for (float& x : piece) x *= factor;
+  });
   return Status::Ok();
 }
 
@@ -191,22 +196,25 @@ Status AllReduceMean(Transport& transport, const Group& group, int step, std::ve
                      const RingOptions& options) {
   HostFloats buffer(std::move(data));
   PIPECOORD_RETURN_IF_ERROR(AllReduceSum(transport, group, step, buffer, options));
-  if (group.ranks.size() > 1) PIPECOORD_RETURN_IF_ERROR(buffer.Scale(1.0f / static_cast<float>(group.ranks.size())));
+  if (group.ranks.size() > 1) {
+    PIPECOORD_RETURN_IF_ERROR(buffer.Scale(0, buffer.size(), 1.0f / static_cast<float>(group.ranks.size())));
+  }
   return Status::Ok();
+}
+
+Status ReduceScatterMean(Transport& transport, const Group& group, int step, FloatBuffer& data,
+                         const RingOptions& options) {
+  PIPECOORD_RETURN_IF_ERROR(ReduceScatterSum(transport, group, step, data, options));
+  const int n = static_cast<int>(group.ranks.size());
+  if (n == 1) return Status::Ok();
+  const size_t begin = ChunkBegin(data.size(), n, group.me), end = ChunkBegin(data.size(), n, group.me + 1);
+  return data.Scale(begin, end - begin, 1.0f / static_cast<float>(n));
 }
 
 Status ReduceScatterMean(Transport& transport, const Group& group, int step, std::vector<std::span<float>> data,
                          const RingOptions& options) {
   HostFloats buffer(std::move(data));
-  PIPECOORD_RETURN_IF_ERROR(ReduceScatterSum(transport, group, step, buffer, options));
-  const int n = static_cast<int>(group.ranks.size());
-  if (n == 1) return Status::Ok();
-  const size_t begin = ChunkBegin(buffer.size(), n, group.me), end = ChunkBegin(buffer.size(), n, group.me + 1);
-  auto chunk = buffer.Read(begin, end - begin);
-  if (!chunk.ok()) return chunk.status();
-  const float factor = 1.0f / static_cast<float>(n);
-  for (float& x : chunk->host_span<float>()) x *= factor;
-  return buffer.Write(begin, *chunk);
+  return ReduceScatterMean(transport, group, step, buffer, options);
 }
 
 }  // namespace pipecoord::worker::parallel

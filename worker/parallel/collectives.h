@@ -66,8 +66,9 @@ class FloatBuffer {
   virtual Status Add(size_t begin, const kernels::Tensor& chunk) = 0;
   // Element begin + k = chunk[k].
   virtual Status Write(size_t begin, const kernels::Tensor& chunk) = 0;
-  // Every element = element * factor (one f32 multiplication): a mean after a sum.
-  virtual Status Scale(float factor) = 0;
+  // Elements [begin, begin + count) = element * factor (one f32 multiplication): a mean after a
+  // sum (a reduce-scatter's: only the chunk this member holds).
+  virtual Status Scale(size_t begin, size_t count, float factor) = 0;
 };
 
 // Host memory the caller owns and keeps alive for the buffer's life: one span, or the
@@ -80,7 +81,7 @@ class HostFloats final : public FloatBuffer {
   Result<kernels::Tensor> Read(size_t begin, size_t count) override;
   Status Add(size_t begin, const kernels::Tensor& chunk) override;
   Status Write(size_t begin, const kernels::Tensor& chunk) override;
-  Status Scale(float factor) override;
+  Status Scale(size_t begin, size_t count, float factor) override;
 
  private:
   // Calls f(part, offset in the chunk) for the pieces of [begin, begin + count) in each part.
@@ -112,8 +113,11 @@ Status AllGather(Transport& transport, const Group& group, int step, FloatBuffer
 Status AllReduceMean(Transport& transport, const Group& group, int step, std::vector<std::span<float>> data,
                      const RingOptions& options);
 
-// ReduceScatterSum of host floats, then this member's chunk times 1/n: member i holds the mean
-// of chunk i over the members (ZeRO's gradient reduction); its other chunks are unspecified.
+// ReduceScatterSum, then this member's chunk times 1/n: member i holds the mean of chunk i over
+// the members (ZeRO's gradient reduction); its other chunks are unspecified. On any buffer (a
+// device's gradients too), or on host floats.
+Status ReduceScatterMean(Transport& transport, const Group& group, int step, FloatBuffer& data,
+                         const RingOptions& options);
 Status ReduceScatterMean(Transport& transport, const Group& group, int step, std::vector<std::span<float>> data,
                          const RingOptions& options);
 

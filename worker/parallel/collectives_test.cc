@@ -268,7 +268,7 @@ class FailingAdds final : public FloatBuffer {
   Result<kernels::Tensor> Read(size_t begin, size_t count) override { return host_.Read(begin, count); }
   Status Add(size_t, const kernels::Tensor&) override { return Internal("cudaMemcpyAsync: an illegal address"); }
   Status Write(size_t begin, const kernels::Tensor& chunk) override { return host_.Write(begin, chunk); }
-  Status Scale(float factor) override { return host_.Scale(factor); }
+  Status Scale(size_t begin, size_t count, float factor) override { return host_.Scale(begin, count, factor); }
 
  private:
   HostFloats host_;
