@@ -9,6 +9,7 @@
 #include "memory/block_program.h"
 #include "memory/pipecoord_cpu.h"
 #include "memory/pipecoord_cuda.h"
+#include "memory/training_spec.h"
 #include "proto/op_kinds.h"
 
 namespace pipecoord::jobplan {
@@ -58,9 +59,9 @@ class Pricer {
  public:
   explicit Pricer(const v1::JobSpec& spec) : cuda_(spec.device() == "cuda") {
     const v1::ModelSpec& m = spec.model();
-    const memory::Recompute recompute = spec.recompute() == "full"        ? memory::Recompute::kFull
-                                        : spec.recompute() == "selective" ? memory::Recompute::kSelective
-                                                                          : memory::Recompute::kNone;
+    // Validated: "", "none", "selective" or "full".
+    const auto parsed = memory::ParseRecompute(spec.recompute().empty() ? "none" : spec.recompute());
+    const memory::Recompute recompute = parsed.ok() ? *parsed : memory::Recompute::kNone;
     if (cuda_) {
       model_ = memory::PipecoordCudaModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(),
                                           m.seq_len());
