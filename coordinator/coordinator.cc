@@ -383,14 +383,8 @@ Status Coordinator::ReleaseJob(const v1::ReleaseJobRequest& r) {
 }
 
 void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::string& cause, int rank, bool restart) {
-  if (j.recovery.active && j.recovery.grow) {
-    // The workers held for a replica the job did not grow back to were never told: free now.
-    for (const std::string& id : j.recovery.joining) {
-      if (RegisteredWorker* w = workers_.Find(id); w != nullptr && w->Holds(j.job.id(), j.session)) workers_.Free(*w);
-    }
-  }
+  EndRecoveryLocked(j);
   j.adopting = false;
-  j.recovery.active = false;
   j.job.clear_recovering();
   if (state == v1::FAILED && restart && j.job.restarts() < j.job.spec().max_restarts()) return RestartJobLocked(j, cause);
   j.job.set_state(state);
@@ -457,7 +451,7 @@ bool Coordinator::RecoverInPlaceLocked(JobRecord& j, const std::string& worker, 
     return false;
   };
   if (j.recovery.active) {
-    j.recovery.active = false;
+    EndRecoveryLocked(j);
     return refuse("another rank (" + layout.Name(j.recovery.lost) + ") was being recovered");
   }
   if (const std::string refusal = jobplan::InPlaceRecoveryRefusal(spec); !refusal.empty()) return refuse(refusal);
@@ -523,7 +517,7 @@ bool Coordinator::RecoverInPlaceLocked(JobRecord& j, const std::string& worker, 
   if (spare != nullptr) j.recovery.spare = spare->info.worker_id();
   j.recovery.why = why;
   j.recovery.began = Clock::now();
-  j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(std::chrono::seconds(10), 2 * options_.lease);
+  j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(options_.recovery_grace, 2 * options_.lease);
   j.awaiting.erase(lost);
   j.job.set_recovering(layout.Name(lost) + " lost (" + worker + "): " +
                        (j.recovery.shrink ? "going on with one replica fewer" : "being taken over by " + j.recovery.spare));
@@ -563,7 +557,6 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
   bool recomputes = false;
   for (const auto& [g, c] : j.awaiting) {
     if (c.committed_step() != committed && !(c.committed_step() == committed - 1 && c.prepared_step() == committed)) {
-      j.recovery.active = false;
       FinishJobLocked(j, v1::FAILED,
                       "in-place recovery of " + j.recovery.lost_name + ": " + layout.Name(g) + " committed step " +
                           std::to_string(c.committed_step()) + " while another committed step " + std::to_string(committed),
@@ -653,6 +646,17 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
   RecordEventLocked(j, "every rank resumes at step " + std::to_string(resume) + " (steps before it are committed on all" +
                            (recomputes ? "; the step in flight runs again)" : ")"));
   changed_.notify_all();
+}
+
+void Coordinator::EndRecoveryLocked(JobRecord& j) {
+  if (j.recovery.active && j.recovery.resume_step < 0) {
+    std::vector<std::string> untold = j.recovery.joining;
+    if (!j.recovery.spare.empty()) untold.push_back(j.recovery.spare);
+    for (const std::string& id : untold) {
+      if (RegisteredWorker* w = workers_.Find(id); w != nullptr && w->Holds(j.job.id(), j.session)) workers_.Free(*w);
+    }
+  }
+  j.recovery.active = false;
 }
 
 void Coordinator::LetGoLocked(JobRecord& j, const std::string& worker) {
@@ -756,7 +760,7 @@ void Coordinator::MaybeGrowLocked(JobRecord& j) {
   // The stop comes after a step or two: the deadline allows for them.
   double step_s = 0;
   if (j.job.steps_size() > 0) step_s = j.job.steps(j.job.steps_size() - 1).step_time_s();
-  j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(std::chrono::seconds(10), 2 * options_.lease) +
+  j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(options_.recovery_grace, 2 * options_.lease) +
                         std::chrono::milliseconds(static_cast<int64_t>(3000 * step_s));
   j.recovery.shrunk_spec = grown;
   j.recovery.shrunk_plan = std::move(plan).value();
@@ -1685,7 +1689,6 @@ void Coordinator::TickLocked(ReadyRendezvous* ready) {
     for (int g = 0; g < j.world(); ++g) {
       if (g != j.recovery.lost && j.awaiting.count(g) == 0) missing += (missing.empty() ? "" : ", ") + layout.Name(g);
     }
-    j.recovery.active = false;
     FinishJobLocked(j, v1::FAILED,
                     "in-place recovery of " + layout.Name(j.recovery.lost) + " (" + j.recovery.why + "): " + missing +
                         " did not stop within " +

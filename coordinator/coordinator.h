@@ -56,6 +56,10 @@ struct CoordinatorOptions {
   // holding it (they ride out a coordinator's absence, docs/operations.md); a rank still missing
   // then fails the attempt (the restart policy applies).
   std::chrono::milliseconds adopt_grace{60000};
+  // How long the other ranks of a job recovering a lost rank in place have to stop and say where
+  // they stand (at least two leases); one still running then fails the attempt (the restart
+  // policy applies).
+  std::chrono::milliseconds recovery_grace{10000};
   // Stored jobs, at least 1: finished ones are kept for listing and traces until a new job needs
   // room (the oldest finished one goes, from the state file too); all live: RESOURCE_EXHAUSTED.
   size_t max_jobs = 10000;
@@ -230,6 +234,10 @@ class Coordinator {
   // lost replica, a lost worker still alive): told to stop, free once it releases, and nothing it
   // reports or sends counts any more.
   void LetGoLocked(JobRecord& job, const std::string& worker);
+  // Ends the job's in-place recovery, however it ends. A recovery that never resumed frees the
+  // workers held for it but never told (the spare, a growing replica's workers: their
+  // assignments go out only once every other rank stopped): no release would ever come from them.
+  void EndRecoveryLocked(JobRecord& job);
   // The next data-plane generation of the attempt, resuming at `resume`, its peers the data
   // endpoints of `workers` (by global rank; also appended to *endpoints).
   v1::Recovery NextGenerationLocked(JobRecord& job, int resume, const std::vector<std::string>& workers,

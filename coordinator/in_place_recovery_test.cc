@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <thread>
 
 #include "coordinator/coordinator.h"
 #include "jobplan/layout.h"
@@ -27,11 +28,12 @@ struct Cluster {
   std::vector<std::string> workers;
   std::string job;
   std::map<std::string, v1::Assignment> assigned;  // by worker
-  explicit Cluster(int n, int dp = 2) {
+  explicit Cluster(int n, int dp = 2, CoordinatorOptions options = {}, int max_restarts = 0) : c(std::move(options)) {
     for (int i = 0; i < n; ++i) workers.push_back(c.Register(WorkerAt(7000 + i))->worker_id());
     v1::JobSpec spec = jobplan::TinySpec(2);
     spec.set_dp(dp);
     spec.set_steps(20);
+    spec.set_max_restarts(max_restarts);
     job = c.SubmitJob(spec)->job_id();
     for (const std::string& w : workers) Drain(w);
   }
@@ -85,6 +87,14 @@ struct Cluster {
     *r.mutable_commit() = commit;
     for (int u : unreachable) r.add_unreachable_peers(u);
     return c.ReportResult(r);
+  }
+  // The registry's view of worker `w` (ListWorkers).
+  v1::WorkerInfo Info(const std::string& w) {
+    for (const v1::WorkerInfo& i : c.ListWorkers()) {
+      if (i.worker_id() == w) return i;
+    }
+    ADD_FAILURE() << w << " is not registered";
+    return {};
   }
   bool HasEvent(const std::string& part) {
     const v1::Job j = Job();
@@ -328,6 +338,59 @@ TEST(InPlaceRecoveryTest, SurvivorsTwoCommitsApartFailTheAttempt) {
   EXPECT_NE(k.Job().failure_cause().find("in-place recovery of rank 1 (dp 1): rank 0 (dp 1) committed step 2"),
             std::string::npos)
       << k.Job().failure_cause();
+  // The spare was held for the lost rank and never told (its assignment waits for every survivor
+  // to stop): it is free again, not left waiting for a release that would never come.
+  const v1::WorkerInfo spare = k.Info(k.WorkerOf(3));
+  EXPECT_EQ(spare.job_id(), "");
+  EXPECT_FALSE(spare.closing());
+}
+
+// A survivor that never stops (it finished its last step, or hangs) fails the attempt at the
+// recovery's deadline; the restart runs on the spare that was held for the recovery, so a job that
+// needs every worker left does not wait for ever (the soak test's hang of 2026-11-30).
+TEST(InPlaceRecoveryTest, ARecoveryPastItsDeadlineFreesTheSpareForTheRestart) {
+  CoordinatorOptions options;
+  options.lease = std::chrono::milliseconds(40);
+  options.recovery_grace = std::chrono::milliseconds(80);
+  Cluster k(5, /*dp=*/2, std::move(options), /*max_restarts=*/1);
+  for (int g = 0; g < 4; ++g) k.Step(g, 0, 1.0);
+  const std::string lost_worker = k.WorkerOf(3);
+  ASSERT_TRUE(k.c.Deregister(lost_worker).ok());
+  const std::string spare = k.WorkerOf(3);
+  ASSERT_NE(spare, lost_worker);
+  ASSERT_TRUE(k.HasEvent("taking it over in place on spare worker " + spare));
+  ASSERT_TRUE(k.Stopped(0, Commit(0)).ok());
+  ASSERT_TRUE(k.Stopped(1, Commit(0)).ok());  // rank 2 never stops
+  // Past the deadline (2 leases, 80 ms), every live worker heartbeating meanwhile.
+  const auto end = Clock::now() + std::chrono::milliseconds(200);
+  while (Clock::now() < end) {
+    for (const std::string& w : k.workers) {
+      if (w == lost_worker) continue;
+      v1::HeartbeatRequest beat;
+      beat.set_worker_id(w);
+      ASSERT_TRUE(k.c.Heartbeat(beat).ok()) << w;
+    }
+    k.c.Tick();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(k.HasEvent("restarting (1 of 1) from step 0")) << k.Job().DebugString();
+  EXPECT_TRUE(k.HasEvent("rank 0 (dp 1) did not stop within 80 ms"));
+  // The old attempt's three ranks close their part; the spare was never told, so it is free now.
+  const v1::Job before = k.Job();
+  EXPECT_EQ(k.Info(spare).job_id(), "");
+  for (const std::string& w : k.workers) {
+    if (w == lost_worker || w == spare) continue;
+    v1::ReleaseJobRequest release;
+    release.set_worker_id(w);
+    release.set_job_id(k.job);
+    release.set_session(k.assigned[w].session());
+    ASSERT_TRUE(k.c.ReleaseJob(release).ok());
+  }
+  // The four workers left (the spare among them) run the restart.
+  const v1::Job after = k.Job();
+  ASSERT_EQ(after.state(), v1::RUNNING) << after.DebugString();
+  EXPECT_NE(after.session(), before.session());
+  EXPECT_NE(std::find(after.worker_ids().begin(), after.worker_ids().end(), spare), after.worker_ids().end());
 }
 
 }  // namespace
