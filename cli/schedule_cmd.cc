@@ -192,7 +192,7 @@ std::string TextReport(const s::Schedule& sched, const s::Simulation& sim, const
     out += "\n";
   }
   for (size_t r = 0; mem_limit > 0 && r < sim.ranks.size(); ++r) {
-    if (sim.ranks[r].peak_activations > mem_limit * (1 + 1e-9)) {
+    if (!s::WithinMemLimit(sim.ranks[r].peak_activations, mem_limit)) {
       out += "note: rank " + std::to_string(r) + " peaks at " + Num(sim.ranks[r].peak_activations) +
              ", above --mem-limit " + Num(mem_limit) + "\n";
     }

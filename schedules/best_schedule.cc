@@ -8,6 +8,7 @@
 #include "common/json_writer.h"
 #include "schedules/partition.h"
 #include "schedules/registry.h"
+#include "schedules/simulator.h"
 
 namespace pipecoord::schedules {
 namespace {
@@ -111,7 +112,7 @@ Result<BestResult> ChooseBestSchedule(const BestSpec& best) {
       continue;
     }
     BestCandidate c = Describe(*built);
-    if (spec.mem_limit > 0 && c.peak_activations > spec.mem_limit * (1 + 1e-9)) {
+    if (spec.mem_limit > 0 && !WithinMemLimit(c.peak_activations, spec.mem_limit)) {
       result.refused.push_back({info.name, "peak activations " + Num(c.peak_activations) + " on rank " +
                                                std::to_string(c.peak_rank) + ", above the memory limit " +
                                                Num(spec.mem_limit)});

@@ -102,7 +102,7 @@ class Search {
     shape_.ranks = ranks;
     const std::vector<double> peaks = PeakActivations(shape_, c_);
     for (int r = 0; r < p_; ++r) {
-      if (!(peaks[r] <= limits_[r])) return false;
+      if (!WithinMemLimit(peaks[r], limits_[r])) return false;
     }
     return true;
   }

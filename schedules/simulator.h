@@ -73,6 +73,12 @@ Result<Simulation> SimulateDurations(const Schedule& schedule, const ActionDurat
 // Peak live activations of each rank walking its list in order (no timing needed).
 std::vector<double> PeakActivations(const Schedule& schedule, const StageCosts& costs);
 
+// Whether `peak` activations are within `limit`: sums of fractional stage shares (a third of
+// a rank's blocks, halves kept for W) land an ulp or so either side of the exact value, so a
+// peak within 1e-9 of the limit, relatively, is within it (the searches, `best` and the CLI's
+// note all ask this).
+inline bool WithinMemLimit(double peak, double limit) { return peak <= limit * (1 + 1e-9); }
+
 }  // namespace pipecoord::schedules
 
 #endif  // PIPECOORD_SCHEDULES_SIMULATOR_H_

@@ -115,6 +115,32 @@ TEST(VAutoTest, UnevenStagesAndStragglers) {
   CheckVAuto(spec);
 }
 
+// Uneven stages from user-chosen layers at the default limit, e.g. 2 and 4 blocks on two ranks
+// (stages of 1, 2, 2, 1 blocks): the search once found nothing that fit and returned an empty
+// schedule, which the job's validator refused (the soak test's job "soak-12-v-auto", seed 2).
+TEST(VAutoTest, UnevenLayersAtTheDefaultLimit) {
+  const std::vector<std::pair<int, std::vector<int>>> cases = {
+      {2, {1, 2, 2, 1}}, {2, {2, 1, 1, 2}}, {2, {1, 3, 3, 1}}, {2, {1, 1, 1, 3}}, {2, {3, 1, 1, 1}},
+      {3, {1, 2, 3, 3, 2, 1}}, {4, {1, 2, 1, 2, 2, 1, 2, 1}}, {4, {1, 1, 1, 1, 1, 1, 1, 5}}};
+  for (const auto& [p, layers] : cases) {
+    double total = 0;
+    for (int n : layers) total += n;
+    for (int m : {1, 2, 3, 4, 2 * p, 3 * p + 1}) {
+      ScheduleSpec spec = AutoSpec(p, m, {1, 1, 1}, 0, 0.5, 0);
+      for (int n : layers) spec.costs.stage_fraction.push_back(n * p / total);
+      std::string where = "p=" + std::to_string(p) + " m=" + std::to_string(m) + " layers";
+      for (int n : layers) where += " " + std::to_string(n);
+      auto found = SearchVAuto(spec);
+      ASSERT_TRUE(found.ok()) << where << ": " << found.status().ToString();
+      ASSERT_EQ(found->schedule.ranks.size(), static_cast<size_t>(p)) << where;
+      auto full = AddCommunication(found->schedule, spec.costs);
+      ASSERT_TRUE(full.ok()) << where << ": " << full.status().ToString();
+      ASSERT_TRUE(Validate(*full).ok()) << where << ": " << Validate(*full).ToString();
+      EXPECT_TRUE(FitsOnEveryRank(MustSimulate(*full, spec.costs), DefaultMemLimit(spec, true) * (1 + 1e-9))) << where;
+    }
+  }
+}
+
 // Memory buys time step by step, from one micro-batch in flight up to ZB-V's memory, where it
 // is ZB-V's zero bubble. (Each limit runs a search of its own, so this is observed rather than
 // guaranteed; asserted so that a regression shows.)

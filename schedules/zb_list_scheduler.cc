@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "schedules/schedule.h"
+#include "schedules/simulator.h"
 
 namespace pipecoord::schedules {
 namespace {
@@ -257,9 +258,9 @@ class ListScheduler {
       after += pending;
     }
     const double limit = limits_[r];
-    if (!(after - st.owed_free <= limit)) return false;
+    if (!WithinMemLimit(after - st.owed_free, limit)) return false;
     const int k = nf_[s];
-    *cand = {Op::kF, s, true, 0.0, after <= limit};
+    *cand = {Op::kF, s, true, 0.0, WithinMemLimit(after, limit)};
     if (s == first && k > 0 && r < static_cast<int>(policy_.admit_gap.size())) {
       cand->time = st.last_admit + policy_.admit_gap[r];
     }
