@@ -34,6 +34,13 @@ Result<PortReservation> PortReservation::Bind(const std::string& host, int port)
   PortReservation r;
   r.fd_ = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (r.fd_ < 0) return Unavailable("reserving " + FormatHostPort(host, port) + ": socket: " + std::strerror(errno));
+  // Taking a given port back after a job listened there: its accepted connections, closed by
+  // this side first, sit in TIME_WAIT on it for a minute and would refuse a plain bind. Binds to
+  // port 0 still never get a port bound this way (the kernel's choice skips any bound port).
+  const int reuse = 1;
+  if (port != 0 && ::setsockopt(r.fd_, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse) != 0) {
+    return Unavailable("reserving " + FormatHostPort(host, port) + ": SO_REUSEADDR: " + std::strerror(errno));
+  }
   if (::bind(r.fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     return Unavailable("reserving " + FormatHostPort(host, port) + ": " + std::strerror(errno));
   }

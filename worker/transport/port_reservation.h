@@ -17,8 +17,11 @@ namespace pipecoord::worker {
 
 class PortReservation {
  public:
-  // Binds HOST (an IP address) and PORT (0: a free one the system picks). UNAVAILABLE naming
-  // HOST:PORT when the port is taken, INVALID_ARGUMENT when HOST is not an IP address.
+  // Binds HOST (an IP address) and PORT (0: a free one the system picks). A given PORT is bound
+  // with SO_REUSEADDR, so a worker takes its data port back while the last job's connections
+  // linger in TIME_WAIT there; binds to port 0 and plain binds still never get it, though a
+  // listener asking for this very port with SO_REUSEADDR could. UNAVAILABLE naming HOST:PORT
+  // when the port is taken, INVALID_ARGUMENT when HOST is not an IP address.
   static Result<PortReservation> Bind(const std::string& host, int port);
 
   PortReservation(PortReservation&&) noexcept;
