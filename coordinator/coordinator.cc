@@ -648,6 +648,15 @@ void Coordinator::ResumeInPlaceLocked(JobRecord& j) {
   changed_.notify_all();
 }
 
+void Coordinator::AdoptedLocked(JobRecord& j, int g) {
+  j.adopted[g] = true;
+  if (!std::all_of(j.adopted.begin(), j.adopted.end(), [](bool b) { return b; })) return;
+  j.adopting = false;
+  j.monitor->Start(NowNs());  // the gap while the coordinator was away is no hang
+  RecordEventLocked(j, "re-adopted after the coordinator restart: all " + std::to_string(j.world()) +
+                           " rank(s) back, training went on; steps recorded: " + std::to_string(j.job.steps_done()));
+}
+
 void Coordinator::EndRecoveryLocked(JobRecord& j) {
   if (j.recovery.active && j.recovery.resume_step < 0) {
     std::vector<std::string> untold = j.recovery.joining;
@@ -1067,14 +1076,24 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
   out.set_worker_id(id);
   out.set_lease_ms(options_.lease.count());
   out.set_epoch(ids_.epoch);
-  // A worker an adopting attempt waits for, back without it: the previous coordinator died
-  // before the worker's command stream carried the assignment. No rank of the attempt can have
-  // got past connecting to it, so the attempt goes back to the queue (no restart counted).
+  // A worker an adopting attempt waits for, back without it: either its part ended before the
+  // restart (it reported success and let the job go; that result was not stored, but its
+  // telemetry of every step was, and a worker reports only after all of it is stored), or the
+  // previous coordinator died before the worker's command stream carried the assignment (no rank
+  // can have got past connecting to it: the attempt goes back to the queue, no restart counted).
   for (auto& jp : jobs_) {
     JobRecord& j = *jp;
     if (!j.adopting || (r.held_job_id() == j.job.id() && r.held_session() == j.session)) continue;
     for (int g = 0; g < j.world(); ++g) {
       if (j.job.worker_ids(g) != id || j.adopted[g]) continue;
+      if (j.order.open_step(g) >= j.job.spec().steps()) {
+        if (j.outcome.Succeeded(g)) {
+          FinishJobLocked(j, v1::SUCCEEDED, "", -1);
+        } else {
+          AdoptedLocked(j, g);
+        }
+        break;
+      }
       LoseWorkerLocked(j, "the coordinator restarted before worker " + id + " got its assignment",
                        jobplan::LayoutOf(j.job.spec()).PipelineRank(g));
       break;
@@ -1086,15 +1105,9 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
     for (int g = 0; g < j->world(); ++g) {
       if (j->job.worker_ids(g) != id || j->adopted[g]) continue;
       workers_.Assign(w, j->job.id(), g, jobplan::LayoutOf(j->job.spec()), j->session);
-      j->adopted[g] = true;
       j->monitor->SetDeviceMemory(g, w.info.device_memory_bytes());
       out.set_held_job_adopted(true);
-      if (std::all_of(j->adopted.begin(), j->adopted.end(), [](bool b) { return b; })) {
-        j->adopting = false;
-        j->monitor->Start(NowNs());  // the gap while the coordinator was away is no hang
-        RecordEventLocked(*j, "re-adopted after the coordinator restart: all " + std::to_string(j->world()) +
-                                  " rank(s) back, training went on; steps recorded: " + std::to_string(j->job.steps_done()));
-      }
+      AdoptedLocked(*j, g);
       break;
     }
   }

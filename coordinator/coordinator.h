@@ -238,6 +238,9 @@ class Coordinator {
   // workers held for it but never told (the spare, a growing replica's workers: their
   // assignments go out only once every other rank stopped): no release would ever come from them.
   void EndRecoveryLocked(JobRecord& job);
+  // Global rank g of an attempt found running after a restart is accounted for (back holding
+  // it, or its part over); the last one ends the adoption.
+  void AdoptedLocked(JobRecord& job, int g);
   // The next data-plane generation of the attempt, resuming at `resume`, its peers the data
   // endpoints of `workers` (by global rank; also appended to *endpoints).
   v1::Recovery NextGenerationLocked(JobRecord& job, int resume, const std::vector<std::string>& workers,

@@ -321,6 +321,72 @@ TEST(RestoreTest, AWorkerThatNeverGotItsAssignmentSendsTheAttemptBackToTheQueue)
   EXPECT_EQ(cmds[0].assign().start_step(), 0);
 }
 
+// A rank finished its part (every step stored, success reported, the job let go) just before the
+// coordinator died, while the other rank still ran: it comes back holding nothing. Its part is
+// over, not lost: the attempt goes on and succeeds, with no restart (the soak test's seed 2 once
+// restarted such a job, blaming a worker that had done its work).
+TEST(RestoreTest, ARankThatFinishedBeforeTheRestartIsNotLost) {
+  const std::string path = FreshStatePath("restore-finished-rank");
+  v1::JobSpec spec = Spec(4);
+  spec.set_pp(2);
+  std::string job;
+  std::string by_rank[2];
+  uint64_t session = 0;
+  v1::TelemetryAck ack;
+  auto batch = [&](int rank, int step) {
+    v1::TelemetryBatch b = StepBatch(by_rank[rank], job, step, false, session);
+    b.set_rank(rank);
+    return b;
+  };
+  auto result = [&](int rank) {
+    v1::ReportResultRequest ok;
+    ok.set_worker_id(by_rank[rank]);
+    ok.set_job_id(job);
+    ok.set_rank(rank);
+    ok.set_ok(true);
+    ok.set_session(session);
+    return ok;
+  };
+  {
+    OnFile first(path);
+    ASSERT_TRUE(first.restored.ok());
+    Coordinator& c = *first.c;
+    job = c.SubmitJob(spec)->job_id();
+    for (int k = 0; k < 2; ++k) ASSERT_TRUE(c.Register(CpuWorker()).ok());
+    const v1::Job running = *c.GetJob(job);
+    for (int g = 0; g < 2; ++g) {
+      std::vector<v1::WorkerCommand> cmds;
+      ASSERT_TRUE(c.WaitCommands(running.worker_ids(g), &cmds, std::chrono::steady_clock::now()).ok());
+      by_rank[cmds[0].assign().rank()] = running.worker_ids(g);
+      session = cmds[0].assign().session();
+    }
+    for (int step = 0; step < 4; ++step) ASSERT_TRUE(c.IngestTelemetry(batch(1, step), &ack).ok());
+    for (int step = 0; step < 3; ++step) ASSERT_TRUE(c.IngestTelemetry(batch(0, step), &ack).ok());
+    ASSERT_TRUE(c.ReportResult(result(1)).ok());  // rank 1 is done; rank 0's last step runs on
+    ASSERT_TRUE(c.ReleaseJob(Release(by_rank[1], job, session)).ok());
+    ASSERT_EQ(c.GetJob(job)->state(), v1::RUNNING);
+  }
+  OnFile second(path);
+  ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
+  Coordinator& c = *second.c;
+  ASSERT_TRUE(c.Register(CpuWorker(by_rank[1])).ok());  // holding nothing
+  v1::Job waiting = *c.GetJob(job);
+  EXPECT_EQ(waiting.state(), v1::RUNNING) << waiting.failure_cause();
+  EXPECT_EQ(waiting.restarts(), 0);
+  v1::RegisterRequest back = CpuWorker(by_rank[0]);
+  back.set_held_job_id(job);
+  back.set_held_session(session);
+  auto adopted = c.Register(back);
+  ASSERT_TRUE(adopted.ok());
+  EXPECT_TRUE(adopted->held_job_adopted());
+  ASSERT_TRUE(c.IngestTelemetry(batch(0, 3), &ack).ok());
+  ASSERT_TRUE(c.ReportResult(result(0)).ok());
+  const v1::Job done = *c.GetJob(job);
+  EXPECT_EQ(done.state(), v1::SUCCEEDED) << done.failure_cause();
+  EXPECT_EQ(done.restarts(), 0);
+  EXPECT_EQ(done.steps_size(), 4);
+}
+
 // Occurrences of `needle` in `text`.
 int Count(const std::string& text, const std::string& needle) {
   int n = 0;
