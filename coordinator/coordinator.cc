@@ -128,6 +128,7 @@ Status Coordinator::Restore() {
       }
       // Its workers ride out the coordinator's absence: wait for them to register again.
       j.session = j.job.session();
+      j.commits = jobplan::RunsStepCommit(j.job.spec());
       ResumeAttemptLocked(j, state->telemetry[i]);
       j.adopting = true;
       j.adopted.assign(j.world(), false);
@@ -373,10 +374,16 @@ Status Coordinator::ReleaseJob(const v1::ReleaseJobRequest& r) {
   JobRecord* j = FindJobLocked(r.job_id());
   if (!was_closing && j != nullptr && !j->terminal() && j->session == r.session() && g >= 0 && g < j->world() &&
       !j->outcome.reported(g) && !(j->drain_step >= 0 && j->drained[g])) {
-    // It closed its links without a word on how its part ended (the report was lost).
-    FinishJobLocked(*j, v1::FAILED,
-                    "rank " + std::to_string(g % j->job.spec().pp()) + " (" + worker + ") left the job without reporting a result",
-                    g % j->job.spec().pp());
+    if (j->MeasuredEveryStep(g)) {
+      // Its success went to a coordinator that died before this one (results are not stored;
+      // the telemetry it sends first is): its part is done.
+      if (j->outcome.Succeeded(g)) FinishJobLocked(*j, v1::SUCCEEDED, "", -1);
+    } else {
+      // It closed its links without a word on how its part ended (the report was lost).
+      FinishJobLocked(*j, v1::FAILED,
+                      "rank " + std::to_string(g % j->job.spec().pp()) + " (" + worker + ") left the job without reporting a result",
+                      g % j->job.spec().pp());
+    }
   }
   TryDispatchLocked();
   return Status::Ok();
@@ -722,6 +729,9 @@ void Coordinator::MaybeGrowLocked(JobRecord& j) {
   grown.set_dp(dp + 1);
   grown.set_microbatches(dp * m / (dp + 1));
   const bool zero = j.grow_zero > 0;  // a ZeRO job that shrank (RestartSmallerLocked): its stage again
+  // A job that shrank in place and then restarted runs this attempt at the smaller size, whose
+  // ranks run no step commit: they cannot stop together for a growth in place. It stays.
+  if (!zero && !j.commits) return;
   if (zero) {
     // Without checkpoints a ZeRO job's moments cannot be resharded over a new replica: it stays.
     if (spec.checkpoint_every() <= 0) return;
@@ -1005,6 +1015,7 @@ void Coordinator::TryDispatchLocked() {
     }
     j.job.set_state(v1::RUNNING);
     j.job.set_session(j.session);
+    j.commits = jobplan::RunsStepCommit(spec);
     j.monitor->Start(NowNs());
     for (int g = 0; g < j.world(); ++g) j.monitor->SetDeviceMemory(g, free[g]->info.device_memory_bytes());
     state_.PutJob(j.job, ids_);
@@ -1086,7 +1097,7 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
     if (!j.adopting || (r.held_job_id() == j.job.id() && r.held_session() == j.session)) continue;
     for (int g = 0; g < j.world(); ++g) {
       if (j.job.worker_ids(g) != id || j.adopted[g]) continue;
-      if (j.order.open_step(g) >= j.job.spec().steps()) {
+      if (j.MeasuredEveryStep(g)) {
         if (j.outcome.Succeeded(g)) {
           FinishJobLocked(j, v1::SUCCEEDED, "", -1);
         } else {

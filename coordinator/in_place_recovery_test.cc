@@ -309,6 +309,53 @@ TEST(InPlaceRecoveryTest, WithoutASpareTheJobGoesOnWithOneReplicaFewer) {
   EXPECT_TRUE(k.HasEvent("grew back to dp 2 in "));
 }
 
+// A job that shrank to dp 1 in place and then restarted runs its next attempt at dp 1, whose
+// ranks run no step commit (jobplan::RunsStepCommit): free workers do not make it halt for a
+// growth in place its ranks cannot stop for (the soak test's seed 26 failed such a job when its
+// rank reported the stop as a failure). It stays at dp 1 and runs on.
+TEST(InPlaceRecoveryTest, AnAttemptWithoutStepCommitsDoesNotGrowInPlace) {
+  Cluster k(4, /*dp=*/2, CoordinatorOptions{}, /*max_restarts=*/1);
+  for (int g = 0; g < 4; ++g) k.Step(g, 0, 1.0);
+  const std::string let_go = k.WorkerOf(2);
+  ASSERT_TRUE(k.c.Deregister(k.WorkerOf(3)).ok());
+  for (int g = 0; g < 3; ++g) ASSERT_TRUE(k.Stopped(g, Commit(0, -1, 1)).ok());
+  ASSERT_EQ(k.Job().spec().dp(), 1);
+  const uint64_t shrunk_session = k.Job().session();
+  for (int g = 0; g < 2; ++g) k.Step(g, 1, 0.5);
+  // Rank 1 is lost too: the job restarts (from step 0) at its current size, dp 1.
+  const std::string lost = k.WorkerOf(1), kept = k.WorkerOf(0);
+  ASSERT_TRUE(k.c.Deregister(lost).ok());
+  for (const std::string& w : {kept, let_go}) {
+    v1::ReleaseJobRequest release;
+    release.set_worker_id(w);
+    release.set_job_id(k.job);
+    release.set_session(shrunk_session);
+    ASSERT_TRUE(k.c.ReleaseJob(release).ok());
+  }
+  v1::Job j = k.Job();
+  ASSERT_EQ(j.state(), v1::RUNNING) << j.DebugString();
+  ASSERT_NE(j.session(), shrunk_session);
+  ASSERT_EQ(j.spec().dp(), 1);
+  ASSERT_EQ(j.restarts(), 1);
+  for (const std::string& w : j.worker_ids()) k.Drain(w);
+  // Two workers free, a replica's worth: no growth.
+  k.c.Register(WorkerAt(7200));
+  k.c.Register(WorkerAt(7201));
+  int free = 0;
+  for (const v1::WorkerInfo& w : k.c.ListWorkers()) free += w.job_id().empty();
+  ASSERT_EQ(free, 2);
+  for (int step = 0; step < 4; ++step) {
+    for (int g = 0; g < 2; ++g) k.Step(g, step, 0.5);
+  }
+  j = k.Job();
+  EXPECT_EQ(j.spec().dp(), 1);
+  EXPECT_EQ(j.recovering(), "");
+  EXPECT_FALSE(k.HasEvent("growing back"));
+  for (const std::string& w : j.worker_ids()) {
+    for (const auto& cmd : k.Drain(w)) EXPECT_FALSE(cmd.has_halt()) << w;
+  }
+}
+
 TEST(InPlaceRecoveryTest, WithoutASpareOrAnEvenSplitTheRestartPolicyApplies) {
   Cluster k(8, /*dp=*/4);
   for (int g = 0; g < 8; ++g) k.Step(g, 0, 1.0);

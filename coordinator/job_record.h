@@ -43,6 +43,10 @@ struct JobRecord {
   // Global rank `g` has a checkpoint of `step`. True when the steps covered on every rank
   // (Job.checkpointed_steps, the restart point) grew.
   bool NoteCheckpoint(int g, int step);
+  // Global rank `g` of the current attempt has sent (and this coordinator or its predecessor
+  // stored) its telemetry of every step: a worker reports its result only after that, so a rank
+  // whose result was heard by a predecessor that died is known done.
+  bool MeasuredEveryStep(int g) const { return order.open_step(g) >= job.spec().steps(); }
   // Keeps a measured action of global rank `g` for the trace: the newest `cap`, dropping the
   // oldest half at once when full (amortised O(1) per action).
   void KeepAction(const v1::ActionTiming& action, int g, size_t cap);
@@ -104,6 +108,9 @@ struct JobRecord {
   int grow_dp = 0, grow_zero = 0;
   std::map<int, v1::CommitState> awaiting;
   int generation = 0;  // recoveries of this attempt: its data plane's generation
+  // The attempt's ranks run the step commit (jobplan::RunsStepCommit of the spec they started
+  // with; a shrink in place keeps it): only then can they stop together to grow in place.
+  bool commits = false;
 
   // Over all attempts.
   // Restart policy: the last step each global rank checkpointed (-1: none).

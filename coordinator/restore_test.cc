@@ -321,12 +321,14 @@ TEST(RestoreTest, AWorkerThatNeverGotItsAssignmentSendsTheAttemptBackToTheQueue)
   EXPECT_EQ(cmds[0].assign().start_step(), 0);
 }
 
-// A rank finished its part (every step stored, success reported, the job let go) just before the
-// coordinator died, while the other rank still ran: it comes back holding nothing. Its part is
-// over, not lost: the attempt goes on and succeeds, with no restart (the soak test's seed 2 once
-// restarted such a job, blaming a worker that had done its work).
-TEST(RestoreTest, ARankThatFinishedBeforeTheRestartIsNotLost) {
-  const std::string path = FreshStatePath("restore-finished-rank");
+// A rank finished its part (every step stored, success reported) just before the coordinator
+// died, while the other rank still ran. Its part is over, not lost, whether it had let the job go
+// (it comes back holding nothing) or was still closing it (it comes back holding it, then
+// releases): the attempt goes on and succeeds with no restart. (The soak test's seeds 2 and 14
+// once restarted such jobs, blaming a worker that had done its work.)
+void FinishedRankAcrossARestart(bool released_before) {
+  SCOPED_TRACE(released_before ? "released before the restart" : "released after it");
+  const std::string path = FreshStatePath(released_before ? "restore-finished-released" : "restore-finished-closing");
   v1::JobSpec spec = Spec(4);
   spec.set_pp(2);
   std::string job;
@@ -363,28 +365,45 @@ TEST(RestoreTest, ARankThatFinishedBeforeTheRestartIsNotLost) {
     for (int step = 0; step < 4; ++step) ASSERT_TRUE(c.IngestTelemetry(batch(1, step), &ack).ok());
     for (int step = 0; step < 3; ++step) ASSERT_TRUE(c.IngestTelemetry(batch(0, step), &ack).ok());
     ASSERT_TRUE(c.ReportResult(result(1)).ok());  // rank 1 is done; rank 0's last step runs on
-    ASSERT_TRUE(c.ReleaseJob(Release(by_rank[1], job, session)).ok());
+    if (released_before) {
+      ASSERT_TRUE(c.ReleaseJob(Release(by_rank[1], job, session)).ok());
+    }
     ASSERT_EQ(c.GetJob(job)->state(), v1::RUNNING);
   }
   OnFile second(path);
   ASSERT_TRUE(second.restored.ok()) << second.restored.ToString();
   Coordinator& c = *second.c;
-  ASSERT_TRUE(c.Register(CpuWorker(by_rank[1])).ok());  // holding nothing
+  auto come_back = [&](int rank, bool holding) {
+    v1::RegisterRequest r = CpuWorker(by_rank[rank]);
+    if (holding) {
+      r.set_held_job_id(job);
+      r.set_held_session(session);
+    }
+    return c.Register(r);
+  };
+  auto one = come_back(1, !released_before);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->held_job_adopted(), !released_before);
+  if (!released_before) {
+    ASSERT_TRUE(c.ReleaseJob(Release(by_rank[1], job, session)).ok());
+  }
   v1::Job waiting = *c.GetJob(job);
   EXPECT_EQ(waiting.state(), v1::RUNNING) << waiting.failure_cause();
   EXPECT_EQ(waiting.restarts(), 0);
-  v1::RegisterRequest back = CpuWorker(by_rank[0]);
-  back.set_held_job_id(job);
-  back.set_held_session(session);
-  auto adopted = c.Register(back);
-  ASSERT_TRUE(adopted.ok());
-  EXPECT_TRUE(adopted->held_job_adopted());
+  auto zero = come_back(0, true);
+  ASSERT_TRUE(zero.ok());
+  EXPECT_TRUE(zero->held_job_adopted());
   ASSERT_TRUE(c.IngestTelemetry(batch(0, 3), &ack).ok());
   ASSERT_TRUE(c.ReportResult(result(0)).ok());
   const v1::Job done = *c.GetJob(job);
   EXPECT_EQ(done.state(), v1::SUCCEEDED) << done.failure_cause();
   EXPECT_EQ(done.restarts(), 0);
   EXPECT_EQ(done.steps_size(), 4);
+}
+
+TEST(RestoreTest, ARankThatFinishedBeforeTheRestartIsNotLost) {
+  FinishedRankAcrossARestart(/*released_before=*/true);
+  FinishedRankAcrossARestart(/*released_before=*/false);
 }
 
 // Occurrences of `needle` in `text`.
