@@ -262,8 +262,9 @@ class Search {
     return Status::Ok();
   }
 
-  // The fastest any member of the group could be: no bubble, the fewest blocks any rank holds,
-  // no head, the cheapest ZeRO stage and recompute policy of the space.
+  // The fastest any member of the group could be: the least bubble any schedule of its shape can
+  // have (MinBubbleRate), the fewest blocks any rank holds, no head, the cheapest ZeRO stage and
+  // recompute policy of the space.
   double TimeLowerBound(const Group& g) {
     if (pc_tp_ != g.tp) {
       pc_ = memory::CountParams(m_, g.tp);
@@ -278,6 +279,7 @@ class Search {
     sh.micro_batch = g.b;
     sh.microbatches = g.mbs;
     sh.dtype = s_.dtype;
+    sh.bubble_rate = MinBubbleRate(g.pp, g.var->vpp, g.mbs);
     sh.bottleneck_layers = m_.layers / (g.pp * g.var->vpp) * g.var->vpp;
     sh.params_per_rank = sh.bottleneck_layers * pc_.per_block;
     double best = -1;
@@ -312,7 +314,7 @@ class Search {
           char example[128];
           std::snprintf(example, sizeof example, "%s pp %d m %d: at least %.3f s, the top %zu's slowest takes %.3f s",
                         g.var->schedule.c_str(), g.pp, g.mbs, bound, k, res_.top.front().time.total_s);
-          Prune("cannot enter the top k even with no pipeline bubble (" + g.var->schedule + " search skipped)",
+          Prune("cannot enter the top k even with the least pipeline bubble (" + g.var->schedule + " search skipped)",
                 g.size, example);
           continue;
         }

@@ -9,6 +9,7 @@
 #include "memory/presets.h"
 #include "memory/units.h"
 #include "planner/schedule_cache.h"
+#include "schedules/registry.h"
 
 namespace pipecoord::planner {
 namespace {
@@ -234,6 +235,31 @@ TEST(PlannerTest, ErrorsNameTheField) {
   EXPECT_NE(Plan(Llama7b(), Cluster(8, 80), s).status().message().find("schedule: unknown name \"nope\""),
             std::string::npos);
   EXPECT_EQ(Plan(Llama7b(), Cluster(0, 80), Small()).status().message(), "gpus: must be in [1, 1048576], got 0");
+}
+
+// MinBubbleRate is a floor for every schedule the registry builds, checked against the simulator
+// on every family and shapes around the limits (few micro-batches, many, one rank).
+TEST(ScheduleCacheTest, NoScheduleBeatsTheLeastBubble) {
+  int checked = 0;
+  for (const schedules::ScheduleInfo& info : schedules::AllSchedules()) {
+    const std::string name = info.name;
+    if (name == "csv") continue;
+    for (int pp : {1, 2, 3, 4, 8}) {
+      for (int vpp : {1, 2, 3}) {
+        for (int m : {1, 2, 3, 4, 8, 16, 24}) {
+          const ScheduleProfile p = ProfileSchedule(name, pp, vpp, m);
+          if (!p.status.ok()) continue;  // a shape the family refuses
+          ++checked;
+          EXPECT_GE(p.bubble_rate, MinBubbleRate(pp, vpp, m) - 1e-12)
+              << name << " pp " << pp << " vpp " << vpp << " m " << m;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 300);
+  // Tight where a schedule reaches it: one rank has no bubble; 1F1B's is 3 times the floor's wait.
+  EXPECT_EQ(MinBubbleRate(1, 1, 8), 0.0);
+  EXPECT_DOUBLE_EQ(MinBubbleRate(4, 1, 8), 3.0 / 27.0);
 }
 
 TEST(ScheduleCacheTest, OneFOneBProfileAndBubble) {

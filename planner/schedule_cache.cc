@@ -27,6 +27,12 @@ void AddMoment(std::vector<LiveCounts>& front, LiveCounts c) {
 
 }  // namespace
 
+double MinBubbleRate(int pp, int vpp, int m) {
+  if (pp <= 1 || vpp < 1 || m < 1) return 0;
+  const double wait = static_cast<double>(pp - 1) / vpp, work = 3.0 * m;
+  return wait / (wait + work);  // 1 - work / makespan, as Simulate's bubble_rate
+}
+
 ScheduleProfile ProfileSchedule(const std::string& name, int pp, int vpp, int m) {
   ScheduleProfile p;
   p.pp = pp;

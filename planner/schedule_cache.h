@@ -33,6 +33,14 @@ struct ScheduleProfile {
   std::vector<std::vector<LiveCounts>> rank_profile;  // per rank, the undominated moments
 };
 
+// The least bubble rate any schedule of `pp` ranks with `vpp` chunks each can have under the
+// profiles' unit costs (a rank's F, B and W of one micro-batch take 1 each over its chunks): the
+// last rank can start nothing before micro-batch 0's forward has crossed the pp - 1 chunks ahead
+// of its first, (pp - 1) / vpp, and then has 3 m of work, so the makespan is at least
+// 3 m + (pp - 1) / vpp. Holds for every placement the registry has (flat, looped, V: the last
+// rank's first chunk is stage pp - 1). The planner's bound for the searching schedules.
+double MinBubbleRate(int pp, int vpp, int microbatches);
+
 // Builds the profile of one shape (no caching): GenerateComputeOrder, Simulate, one walk.
 ScheduleProfile ProfileSchedule(const std::string& schedule, int pp, int vpp, int microbatches);
 
