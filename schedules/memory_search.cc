@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -154,7 +155,7 @@ class Search {
     ++list_runs_;
     work_left_ -= 2 * actions_;
     auto out = RunListScheduler(c_, shape_.stage_to_rank, m_, limits_, t.policy);
-    if (!out.ok() || !Fits(out->ranks)) return;  // a bug; the caller sees an empty result
+    if (!out.ok() || !Fits(out->ranks)) return;  // a bug: RunSearch reports it
     t.time = Time(out->ranks);
     Offer(std::move(out->ranks), t.time, "list " + Describe(t.policy));
   }
@@ -478,7 +479,53 @@ class Search {
   double baseline_span_ = -1;
 };
 
-Result<SearchResult> RunSearch(const ScheduleSpec& given, bool v_placement) {
+// The baseline (zbh1, zbv) when no schedule can be shorter: it fits the limit, its longest rank
+// span is the most work any rank has (no rank idles between its first action and its last),
+// and its makespan is the least any schedule can have (each rank's work after the earliest its
+// first input can arrive). The search tries it first and ties keep the earlier candidate, so
+// the search would end with it: returned without searching. (Under the planner's unit costs
+// zbh1 and zbv reach both bounds from a few micro-batches per rank on.)
+std::optional<SearchResult> ProvablyShortestBaseline(const ScheduleSpec& spec, bool v_placement, double limit) {
+  auto base = v_placement ? GenerateZbv(spec) : GenerateZbh1(spec);
+  if (!base.ok()) return std::nullopt;
+  Schedule shape = Shape(spec, v_placement);
+  if (base->stage_to_rank != shape.stage_to_rank) return std::nullopt;
+  shape.ranks = std::move(base->ranks);
+  const StageCosts c = ResolveCosts(spec.costs, shape);
+  const std::vector<double> peaks = PeakActivations(shape, c);
+  for (double peak : peaks) {
+    if (!WithinMemLimit(peak, limit)) return std::nullopt;
+  }
+  auto sim = Simulate(shape, spec.costs);
+  if (!sim.ok()) return std::nullopt;
+  const StepTime t = MeasureStepTime(*sim);
+  std::vector<double> busy(shape.pp, 0.0), first_input(shape.pp, kInf);
+  double chain = 0;  // when micro-batch 0 can reach stage s at the earliest
+  for (int s = 0; s < shape.num_stages(); ++s) {
+    const int r = shape.stage_to_rank[s];
+    busy[r] += shape.microbatches * (c.f[s] + c.b[s] + c.w[s]);
+    first_input[r] = std::min(first_input[r], chain);
+    chain += c.f[s] + (s + 1 < shape.num_stages() && shape.stage_to_rank[s + 1] != r ? c.comm : 0.0);
+  }
+  double least_span = 0, least_makespan = 0;
+  for (int r = 0; r < shape.pp; ++r) {
+    least_span = std::max(least_span, busy[r]);
+    least_makespan = std::max(least_makespan, first_input[r] + busy[r]);
+  }
+  // As Shorter's rounding: nothing at or above the bounds can be shorter than t.
+  auto reached = [](double x, double least) { return x - least <= 1e-9 * std::max(1.0, std::abs(x)); };
+  if (!reached(t.span, least_span) || !reached(t.makespan, least_makespan)) return std::nullopt;
+  SearchResult r;
+  r.schedule = std::move(shape);
+  r.mem_limit = limit;
+  r.span = r.baseline_span = t.span;
+  r.makespan = t.makespan;
+  r.baseline = r.winner = v_placement ? "zbv" : "zbh1";
+  r.candidates = 1;
+  return r;
+}
+
+Result<SearchResult> RunSearch(const ScheduleSpec& given, bool v_placement, bool shortcut) {
   const char* name = v_placement ? "v-auto" : "zb-auto";
   ScheduleSpec spec = given;
   if (spec.vpp == 0) spec.vpp = v_placement ? 2 : 1;  // the registry's default
@@ -506,7 +553,14 @@ Result<SearchResult> RunSearch(const ScheduleSpec& given, bool v_placement) {
                            ", one micro-batch's activations on a rank, the least any schedule "
                            "holds; got " + Num(limit));
   }
-  return Search(spec, v_placement, limit).Run();
+  if (shortcut) {
+    if (std::optional<SearchResult> best = ProvablyShortestBaseline(spec, v_placement, limit)) return *std::move(best);
+  }
+  SearchResult found = Search(spec, v_placement, limit).Run();
+  if (found.schedule.ranks.empty()) {  // the fallback always fits: never expected
+    return Internal(std::string(name) + ": no schedule found within mem-limit " + Num(limit) + " (a bug: please report)");
+  }
+  return found;
 }
 
 }  // namespace
@@ -521,7 +575,7 @@ double DefaultMemLimit(const ScheduleSpec& spec, bool v_placement) {
   return limit;
 }
 
-Result<SearchResult> SearchZbAuto(const ScheduleSpec& spec) { return RunSearch(spec, false); }
-Result<SearchResult> SearchVAuto(const ScheduleSpec& spec) { return RunSearch(spec, true); }
+Result<SearchResult> SearchZbAuto(const ScheduleSpec& spec, bool shortcut) { return RunSearch(spec, false, shortcut); }
+Result<SearchResult> SearchVAuto(const ScheduleSpec& spec, bool shortcut) { return RunSearch(spec, true, shortcut); }
 
 }  // namespace pipecoord::schedules

@@ -55,8 +55,12 @@ double DefaultMemLimit(const ScheduleSpec& spec, bool v_placement);
 // vpp 0 counts as the placement's own (1 flat, 2 V). INVALID_ARGUMENT for a bad shape (pp,
 // microbatches, another vpp), a bad cost model, or a limit below one micro-batch's activations
 // on some rank (the least any schedule holds; the message names --mem-limit and that minimum).
-Result<SearchResult> SearchZbAuto(const ScheduleSpec& spec);
-Result<SearchResult> SearchVAuto(const ScheduleSpec& spec);
+// When the baseline fits and already reaches the least longest-rank span and the least makespan
+// any schedule of the shape can have (each rank's work; each rank's work after its first input
+// can arrive), nothing can be shorter and it is returned without searching (winner = baseline,
+// 1 candidate); `shortcut` false searches anyway (tests compare the two).
+Result<SearchResult> SearchZbAuto(const ScheduleSpec& spec, bool shortcut = true);
+Result<SearchResult> SearchVAuto(const ScheduleSpec& spec, bool shortcut = true);
 
 }  // namespace pipecoord::schedules
 
