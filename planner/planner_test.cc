@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -260,6 +261,44 @@ TEST(ScheduleCacheTest, NoScheduleBeatsTheLeastBubble) {
   // Tight where a schedule reaches it: one rank has no bubble; 1F1B's is 3 times the floor's wait.
   EXPECT_EQ(MinBubbleRate(1, 1, 8), 0.0);
   EXPECT_DOUBLE_EQ(MinBubbleRate(4, 1, 8), 3.0 / 27.0);
+}
+
+// Extrapolated profiles (many micro-batches) against the full build, for every family: the
+// same rank profiles and bubble rate, or built in full where the steady state did not show.
+TEST(ScheduleCacheTest, ExtrapolatedProfilesEqualTheFullBuild) {
+  int extrapolated = 0, compared = 0;
+  for (const schedules::ScheduleInfo& info : schedules::AllSchedules()) {
+    const std::string name = info.name;
+    if (name == "csv") continue;
+    for (int pp : {2, 3, 4}) {
+      for (int vpp : {1, 2}) {
+        for (int extra : {0, 1, 5}) {
+          const int m = 8 * pp * vpp + 2 * pp * extra;
+          const ScheduleProfile full = ProfileScheduleAt(name, pp, vpp, m);
+          const ScheduleProfile quick = ProfileSchedule(name, pp, vpp, m);
+          const std::string where = name + " pp " + std::to_string(pp) + " vpp " + std::to_string(vpp) + " m " + std::to_string(m);
+          ASSERT_EQ(quick.status.ok(), full.status.ok()) << where << ": " << quick.status.ToString() << " / " << full.status.ToString();
+          if (!full.status.ok()) continue;
+          ++compared;
+          extrapolated += quick.built_at < m;
+          EXPECT_EQ(quick.microbatches, m) << where;
+          EXPECT_NEAR(quick.bubble_rate, full.bubble_rate, 1e-12) << where << " (built at " << quick.built_at << ")";
+          EXPECT_EQ(quick.stage_to_rank, full.stage_to_rank) << where;
+          ASSERT_EQ(quick.rank_profile.size(), full.rank_profile.size()) << where;
+          for (size_t r = 0; r < full.rank_profile.size(); ++r) {
+            ASSERT_EQ(quick.rank_profile[r].size(), full.rank_profile[r].size()) << where << " rank " << r;
+            for (size_t i = 0; i < full.rank_profile[r].size(); ++i) {
+              EXPECT_EQ(quick.rank_profile[r][i].stored, full.rank_profile[r][i].stored) << where << " rank " << r;
+              EXPECT_EQ(quick.rank_profile[r][i].pending_w, full.rank_profile[r][i].pending_w) << where << " rank " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
+  EXPECT_GT(extrapolated, compared / 2);
+  std::printf("extrapolated %d of %d profiles\n", extrapolated, compared);
 }
 
 TEST(ScheduleCacheTest, OneFOneBProfileAndBubble) {

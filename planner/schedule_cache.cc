@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <thread>
 
 #include "schedules/registry.h"
@@ -25,19 +26,13 @@ void AddMoment(std::vector<LiveCounts>& front, LiveCounts c) {
   front.push_back(c);
 }
 
-}  // namespace
-
-double MinBubbleRate(int pp, int vpp, int m) {
-  if (pp <= 1 || vpp < 1 || m < 1) return 0;
-  const double wait = static_cast<double>(pp - 1) / vpp, work = 3.0 * m;
-  return wait / (wait + work);  // 1 - work / makespan, as Simulate's bubble_rate
-}
-
-ScheduleProfile ProfileSchedule(const std::string& name, int pp, int vpp, int m) {
+// The full build; *makespan: the simulated makespan under unit costs.
+ScheduleProfile Build(const std::string& name, int pp, int vpp, int m, double* makespan) {
   ScheduleProfile p;
   p.pp = pp;
   p.vpp = vpp;
   p.microbatches = m;
+  p.built_at = m;
   schedules::ScheduleSpec spec;
   spec.pp = pp;
   spec.vpp = vpp;
@@ -53,6 +48,7 @@ ScheduleProfile ProfileSchedule(const std::string& name, int pp, int vpp, int m)
     return p;
   }
   p.bubble_rate = sim->bubble_rate;
+  *makespan = sim->makespan;
   p.stage_to_rank = s->stage_to_rank;
   p.rank_profile.resize(pp);
   for (int r = 0; r < pp; ++r) {
@@ -67,8 +63,60 @@ ScheduleProfile ProfileSchedule(const std::string& name, int pp, int vpp, int m)
       }
       if (a.op == Op::kF || a.op == Op::kB) AddMoment(p.rank_profile[r], c);
     }
+    std::sort(p.rank_profile[r].begin(), p.rank_profile[r].end(),
+              [](const LiveCounts& a, const LiveCounts& b) { return a.stored < b.stored; });
   }
   return p;
+}
+
+bool SameMoments(const ScheduleProfile& a, const ScheduleProfile& b) {
+  if (a.rank_profile.size() != b.rank_profile.size()) return false;
+  for (size_t r = 0; r < a.rank_profile.size(); ++r) {
+    const auto& x = a.rank_profile[r];
+    const auto& y = b.rank_profile[r];
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (x[i].stored != y[i].stored || x[i].pending_w != y[i].pending_w) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+double MinBubbleRate(int pp, int vpp, int m) {
+  if (pp <= 1 || vpp < 1 || m < 1) return 0;
+  const double wait = static_cast<double>(pp - 1) / vpp, work = 3.0 * m;
+  return wait / (wait + work);  // 1 - work / makespan, as Simulate's bubble_rate
+}
+
+ScheduleProfile ProfileScheduleAt(const std::string& name, int pp, int vpp, int m) {
+  double makespan = 0;
+  return Build(name, pp, vpp, m, &makespan);
+}
+
+ScheduleProfile ProfileSchedule(const std::string& name, int pp, int vpp, int m) {
+  const int64_t period = 2LL * std::max(pp, 1) * std::max(vpp, 1);
+  const int64_t m1 = period + (m - period) % period;  // in [period, 2 period), m1 = m mod period
+  const int64_t m2 = m1 + period;
+  double make = 0;
+  if (m <= m2 + period) return Build(name, pp, vpp, m, &make);
+  double make1 = 0, make2 = 0;
+  const ScheduleProfile p1 = Build(name, pp, vpp, static_cast<int>(m1), &make1);
+  ScheduleProfile p2 = Build(name, pp, vpp, static_cast<int>(m2), &make2);
+  if (!p1.status.ok() || !p2.status.ok()) return Build(name, pp, vpp, m, &make);
+  // Busy time grows with the micro-batches; the idle time (makespan minus a rank's work) must not.
+  const double work1 = (1 - p1.bubble_rate) * make1, work2 = (1 - p2.bubble_rate) * make2;
+  const double per_mb = (work2 - work1) / static_cast<double>(m2 - m1);
+  const double idle1 = make1 - work1, idle2 = make2 - work2;
+  const bool steady = p1.stage_to_rank == p2.stage_to_rank && SameMoments(p1, p2) &&
+                      std::abs(idle1 - idle2) <= 1e-9 * std::max(1.0, make2) &&
+                      std::abs(work1 - per_mb * static_cast<double>(m1)) <= 1e-9 * std::max(1.0, make1);
+  if (!steady) return Build(name, pp, vpp, m, &make);
+  const double work = per_mb * m;
+  p2.microbatches = m;
+  p2.bubble_rate = idle2 / (work + idle2);  // 1 - work / makespan, as Simulate's
+  return p2;
 }
 
 const ScheduleProfile& ScheduleCache::Get(const std::string& schedule, int pp, int vpp, int m) {

@@ -28,6 +28,9 @@ struct LiveCounts {
 struct ScheduleProfile {
   Status status;  // not OK: the generator refused this shape (the reason to prune)
   int pp = 0, vpp = 0, microbatches = 0;
+  // The micro-batch count the schedule was built and simulated at: `microbatches`, or fewer when
+  // the profile was extrapolated from its steady state (ProfileSchedule).
+  int built_at = 0;
   double bubble_rate = 0;  // from schedules::Simulate with unit costs
   std::vector<int> stage_to_rank;
   std::vector<std::vector<LiveCounts>> rank_profile;  // per rank, the undominated moments
@@ -42,7 +45,16 @@ struct ScheduleProfile {
 double MinBubbleRate(int pp, int vpp, int microbatches);
 
 // Builds the profile of one shape (no caching): GenerateComputeOrder, Simulate, one walk.
+// Many micro-batches (m over 6 to 8 pp vpp): the schedule is built at two smaller counts, m1 in
+// [2 pp vpp, 4 pp vpp) and m2 = m1 + 2 pp vpp, that keep m's residue modulo 2 pp vpp (so every
+// family's shape rule answers as for m), and when
+// its steady state shows (the same rank profiles, the same idle time) the profile is m2's with
+// the idle time kept and the work grown to m; otherwise it is built at m. A schedule whose warm-
+// up and cool-down do not change with m gives exactly its profile at m (the tests check every
+// family against the full build).
 ScheduleProfile ProfileSchedule(const std::string& schedule, int pp, int vpp, int microbatches);
+// The full build at `microbatches`, never extrapolated (the tests' reference).
+ScheduleProfile ProfileScheduleAt(const std::string& schedule, int pp, int vpp, int microbatches);
 
 class ScheduleCache {
  public:

@@ -1,0 +1,84 @@
+// Schedule "auto" at fleet size (issue "one coordinator for 16,384 ranks": "schedule auto for
+// 16,384 free workers and a 405B-class model answers within seconds"): jobplan::PlanAuto, the
+// search SubmitJob runs, for a 405B-class model (Llama 3 405B's shape: 126 layers, h 16384, ffn
+// 53248, 128 heads, vocabulary 128256, s 8192, global batch 2048) on N free CUDA workers of
+// 80 GiB, 8 per host. The baseline, in the same run: the same search on 1,024 workers (the
+// ratio says how the time grows with the fleet). Not a test:
+//   bazel run //bench:auto_plan_bench [-- --workers=16384]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "jobplan/auto_plan.h"
+#include "jobplan/spec_validation.h"
+
+namespace {
+
+using namespace pipecoord;
+
+int Flag(int argc, char** argv, const char* name, int fallback) {
+  const std::string prefix = std::string("--") + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoi(argv[i] + prefix.size());
+  }
+  return fallback;
+}
+
+const char* g_device = "cuda";
+const char* Device() { return g_device; }
+
+v1::JobSpec Spec405B() {
+  v1::JobSpec s;
+  s.set_name("405b-auto");
+  s.set_schedule("auto");
+  s.set_device(Device());
+  s.set_global_batch(2048);
+  s.set_steps(1000);
+  v1::ModelSpec* m = s.mutable_model();
+  m->set_layers(126);
+  m->set_hidden(16384);
+  m->set_heads(128);
+  m->set_ffn_hidden(53248);
+  m->set_vocab(128256);
+  m->set_seq_len(8192);
+  return s;
+}
+
+// Seconds PlanAuto took on `workers`, printing what it chose.
+double Time(int workers) {
+  jobplan::FreeWorkers free;
+  free.count = workers;
+  free.memory_bytes = uint64_t{80} << 30;
+  free.device_kind = Device();
+  free.largest_host = 8;
+  const v1::JobSpec spec = Spec405B();
+  if (Status st = jobplan::ValidateJobSpec(spec); !st.ok()) {
+    std::fprintf(stderr, "spec refused: %s\n", st.ToString().c_str());
+    std::exit(1);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = jobplan::PlanAuto(spec, free);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r.ok()) {
+    std::printf("%6d free workers: %.2f s, %s\n", workers, s, r.status().ToString().c_str());
+  } else {
+    std::printf("%6d free workers: %.2f s: %s on %d workers (dp %d x tp %d x pp %d)\n", workers, s,
+                jobplan::DescribeStrategy(r->report.chosen()).c_str(), r->spec.dp() * r->spec.pp() * std::max(1, r->spec.tp()),
+                r->spec.dp(), std::max(1, r->spec.tp()), r->spec.pp());
+  }
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int workers = Flag(argc, argv, "workers", 16384);
+  if (Flag(argc, argv, "cpu", 0) != 0) g_device = "cpu";
+  const double base = Time(1024);
+  const double big = Time(workers);
+  std::printf("schedule auto, 405B-class model: %.2f s on %d free workers, %.2f s on 1,024 (baseline): ratio %.2f\n", big,
+              workers, base, big / base);
+  return 0;
+}
