@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "bench/model_405b.h"
 #include "jobplan/auto_plan.h"
 #include "jobplan/spec_validation.h"
 
@@ -30,19 +31,8 @@ const char* g_device = "cuda";
 const char* Device() { return g_device; }
 
 v1::JobSpec Spec405B() {
-  v1::JobSpec s;
-  s.set_name("405b-auto");
-  s.set_schedule("auto");
+  v1::JobSpec s = bench::Auto405BSpec();
   s.set_device(Device());
-  s.set_global_batch(2048);
-  s.set_steps(1000);
-  v1::ModelSpec* m = s.mutable_model();
-  m->set_layers(126);
-  m->set_hidden(16384);
-  m->set_heads(128);
-  m->set_ffn_hidden(53248);
-  m->set_vocab(128256);
-  m->set_seq_len(8192);
   return s;
 }
 

@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/model_405b.h"
 #include "bench/simulated_worker.h"
 #include "proto/job.grpc.pb.h"
 #include "proto/op_kinds.h"
@@ -687,18 +688,7 @@ int main(int argc, char** argv) {
   if (Flag(argc, argv, "auto_deadline_s", 120) > 0) {
     v1::SubmitJobRequest req;
     req.set_dry_run(true);
-    v1::JobSpec* s = req.mutable_spec();
-    s->set_name("405b-auto");
-    s->set_schedule("auto");
-    s->set_global_batch(2048);
-    s->set_steps(1000);
-    v1::ModelSpec* m = s->mutable_model();
-    m->set_layers(126);
-    m->set_hidden(16384);
-    m->set_heads(128);
-    m->set_ffn_hidden(53248);
-    m->set_vocab(128256);
-    m->set_seq_len(8192);
+    *req.mutable_spec() = bench::Auto405BSpec();
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(static_cast<int>(Flag(argc, argv, "auto_deadline_s", 120))));
     v1::SubmitJobResponse resp;
