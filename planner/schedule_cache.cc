@@ -63,23 +63,11 @@ ScheduleProfile Build(const std::string& name, int pp, int vpp, int m, double* m
       }
       if (a.op == Op::kF || a.op == Op::kB) AddMoment(p.rank_profile[r], c);
     }
+    // In stored order (undominated moments differ in it): two profiles compare as sets.
     std::sort(p.rank_profile[r].begin(), p.rank_profile[r].end(),
               [](const LiveCounts& a, const LiveCounts& b) { return a.stored < b.stored; });
   }
   return p;
-}
-
-bool SameMoments(const ScheduleProfile& a, const ScheduleProfile& b) {
-  if (a.rank_profile.size() != b.rank_profile.size()) return false;
-  for (size_t r = 0; r < a.rank_profile.size(); ++r) {
-    const auto& x = a.rank_profile[r];
-    const auto& y = b.rank_profile[r];
-    if (x.size() != y.size()) return false;
-    for (size_t i = 0; i < x.size(); ++i) {
-      if (x[i].stored != y[i].stored || x[i].pending_w != y[i].pending_w) return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace
@@ -109,7 +97,7 @@ ScheduleProfile ProfileSchedule(const std::string& name, int pp, int vpp, int m)
   const double work1 = (1 - p1.bubble_rate) * make1, work2 = (1 - p2.bubble_rate) * make2;
   const double per_mb = (work2 - work1) / static_cast<double>(m2 - m1);
   const double idle1 = make1 - work1, idle2 = make2 - work2;
-  const bool steady = p1.stage_to_rank == p2.stage_to_rank && SameMoments(p1, p2) &&
+  const bool steady = p1.stage_to_rank == p2.stage_to_rank && p1.rank_profile == p2.rank_profile &&
                       std::abs(idle1 - idle2) <= 1e-9 * std::max(1.0, make2) &&
                       std::abs(work1 - per_mb * static_cast<double>(m1)) <= 1e-9 * std::max(1.0, make1);
   if (!steady) return Build(name, pp, vpp, m, &make);

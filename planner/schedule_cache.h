@@ -23,6 +23,7 @@ namespace pipecoord::planner {
 struct LiveCounts {
   int stored = 0;
   int pending_w = 0;
+  friend bool operator==(const LiveCounts&, const LiveCounts&) = default;
 };
 
 struct ScheduleProfile {
