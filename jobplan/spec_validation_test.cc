@@ -158,7 +158,12 @@ TEST(SpecValidationTest, TensorParallelShapes) {
   s.set_sequence_parallel(false);
   EXPECT_EQ(Error(s), "");  // tp 4 on the CPU backend
   s.set_device("cuda");
-  EXPECT_EQ(Error(s), "spec.tp: device \"cuda\" runs tp 1 only (tensor parallelism runs on the CPU backend)");
+  EXPECT_EQ(Error(s), "");  // tp 4 on the CUDA backend
+  s.set_sequence_parallel(true);
+  EXPECT_EQ(Error(s),
+            "spec.sequenceParallel: device \"cuda\" runs tensor parallelism without sequence parallelism (it runs on "
+            "the CPU backend); set sequenceParallel false");
+  s.set_sequence_parallel(false);
   s.set_device("cpu");
   s.set_checkpoint_every(2);
   s.set_max_restarts(1);

@@ -45,6 +45,30 @@ Status CrossEntropyForwardBackward(const __nv_bfloat16* logits, const int32_t* t
                                    double* mean_loss, __nv_bfloat16* dlogits,
                                    cudaStream_t stream);
 
+// The vocabulary-parallel cross-entropy's four steps on the device (kernels/cpu/cross_entropy.h's
+// VocabParallel* say what each computes; the host stand-ins of worker/cuda call those); the
+// collectives between them (gather the maxima, sum `sums` over the group) are the caller's.
+// logits [n, vl]: this rank's vocabulary slice [first, first + vl); mine and row_max [n],
+// gathered_max [tp n], sums [2n] float; targets [n] int32 (global ids); mean_loss one double:
+// (1/n) sum of the rows' losses (a tree sum: it may differ from the CPU's left-to-right sum in the
+// last bits; exp and log in double, so the rest agrees to rounding). The probabilities (p - 1 in
+// the target's column) overwrite the logits in T. One block per row; fixed orders:
+// deterministic. INVALID_ARGUMENT for n < 0, vl < 1, tp < 1 or a null pointer.
+Status VocabParallelRowMax(const float* logits, int64_t n, int64_t vl, float* mine, cudaStream_t stream);
+Status VocabParallelRowMax(const __nv_bfloat16* logits, int64_t n, int64_t vl, float* mine, cudaStream_t stream);
+Status VocabParallelSums(const float* logits, const int32_t* targets, int64_t n, int64_t vl, int64_t first,
+                         const float* gathered_max, int tp, float* row_max, float* sums, cudaStream_t stream);
+Status VocabParallelSums(const __nv_bfloat16* logits, const int32_t* targets, int64_t n, int64_t vl, int64_t first,
+                         const float* gathered_max, int tp, float* row_max, float* sums, cudaStream_t stream);
+Status VocabParallelLossAndProbs(float* logits, int64_t n, int64_t vl, int64_t first, const int32_t* targets,
+                                 const float* row_max, const float* sums, double* mean_loss, cudaStream_t stream);
+Status VocabParallelLossAndProbs(__nv_bfloat16* logits, int64_t n, int64_t vl, int64_t first, const int32_t* targets,
+                                 const float* row_max, const float* sums, double* mean_loss, cudaStream_t stream);
+Status VocabParallelDlogits(const float* probs, int64_t n, int64_t vl, double dloss, float* dlogits,
+                            cudaStream_t stream);
+Status VocabParallelDlogits(const __nv_bfloat16* probs, int64_t n, int64_t vl, double dloss, __nv_bfloat16* dlogits,
+                            cudaStream_t stream);
+
 }  // namespace pipecoord::kernels::cuda
 
 #endif  // PIPECOORD_KERNELS_CUDA_CROSS_ENTROPY_H_

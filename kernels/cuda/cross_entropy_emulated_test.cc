@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -88,6 +89,93 @@ TYPED_TEST(CrossEntropyEmulatedTest, LossesAndGradientMatchTheCpuTwin) {
     EXPECT_LT(cm.error, kFloatTolerance) << "mean: " << cm.Describe();
     const Comparison cd = CompareToCpu(Floats(k.in_place ? x : dx), dlogits_cpu);
     EXPECT_LT(cd.error, emulation::ToleranceFor<T>()) << "dlogits: " << cd.Describe();
+  }
+}
+
+// The vocabulary-parallel steps, each of tp "ranks" running the kernels on its slice, the group's
+// collectives done here by hand (the maxima side by side, the sums added in rank order): the loss
+// against the whole-vocabulary CPU cross-entropy (an independent oracle: no slices) and against
+// the CPU VocabParallel* (the arithmetic of record), the slices' gradients side by side against
+// the whole-vocabulary CPU gradient.
+TYPED_TEST(CrossEntropyEmulatedTest, VocabParallelMatchesTheWholeVocabulary) {
+  using T = TypeParam;
+  for (const int tp : {1, 2, 3}) {
+    for (const bool confident : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "tp " << tp << (confident ? " confident" : ""));
+      const int64_t n = 5, vl = 337, vocab = vl * tp, count = n * vocab;
+      std::vector<float> raw = Random(81 + tp, count, -8, 8);
+      cpu::Rng rng(82 + tp);
+      std::vector<int32_t> targets(static_cast<size_t>(n));
+      for (int64_t r = 0; r < n; ++r) {
+        targets[r] = static_cast<int32_t>(rng.Below(static_cast<uint32_t>(vocab)));
+        if (confident) raw[r * vocab + targets[r]] += 20.0f;
+      }
+      const std::vector<float> logits = RoundedTo<T>(raw);
+      const double whole = cpu::CrossEntropyForward(logits.data(), targets.data(), n, vocab);
+      std::vector<float> dwhole(count);
+      cpu::CrossEntropyBackward(logits.data(), targets.data(), n, vocab, kDloss, dwhole.data());
+
+      // Rank k's slice [n, vl] of the columns [k vl, (k+1) vl).
+      std::vector<std::vector<T>> slice(tp);
+      std::vector<std::vector<float>> cpu_slice(tp);
+      for (int k = 0; k < tp; ++k) {
+        for (int64_t r = 0; r < n; ++r) {
+          cpu_slice[k].insert(cpu_slice[k].end(), logits.begin() + r * vocab + k * vl,
+                              logits.begin() + r * vocab + (k + 1) * vl);
+        }
+        slice[k] = Stored<T>(cpu_slice[k]);
+      }
+      std::vector<float> gathered(n * tp, NAN), cpu_gathered(n * tp, NAN);
+      for (int k = 0; k < tp; ++k) {
+        Launch(dim3{static_cast<unsigned>(n), 1, 1}, dim3{kRowThreads, 1, 1},
+               [&] { VocabParallelRowMaxKernel<T>(slice[k].data(), vl, gathered.data() + k * n); });
+        cpu::VocabParallelRowMax(cpu_slice[k].data(), n, vl, cpu_gathered.data() + k * n);
+      }
+      EXPECT_EQ(gathered, cpu_gathered);
+      std::vector<std::vector<float>> row_max(tp, std::vector<float>(n, NAN)), sums(tp, std::vector<float>(2 * n, NAN));
+      std::vector<float> total(2 * n, 0.f), cpu_row_max(n), cpu_total(2 * n, 0.f);
+      for (int k = 0; k < tp; ++k) {
+        Launch(dim3{static_cast<unsigned>(n), 1, 1}, dim3{kRowThreads, 1, 1}, [&] {
+          VocabParallelSumsKernel<T>(slice[k].data(), targets.data(), n, vl, k * vl, gathered.data(), tp,
+                                     row_max[k].data(), sums[k].data());
+        });
+        std::vector<float> cpu_sums(2 * n);
+        cpu::VocabParallelSums(cpu_slice[k].data(), targets.data(), n, vl, k * vl, cpu_gathered.data(), tp,
+                               cpu_row_max.data(), cpu_sums.data());
+        for (int64_t i = 0; i < 2 * n; ++i) {
+          total[i] += sums[k][i];
+          cpu_total[i] += cpu_sums[i];
+        }
+      }
+      std::vector<double> losses(tp, NAN);
+      std::vector<float> dlogits(count, NAN);
+      for (int k = 0; k < tp; ++k) {
+        std::vector<double> row_loss(n, NAN);
+        Launch(dim3{static_cast<unsigned>(n), 1, 1}, dim3{kRowThreads, 1, 1}, [&] {
+          VocabParallelLossAndProbsKernel<T>(slice[k].data(), n, vl, k * vl, targets.data(), row_max[k].data(),
+                                             total.data(), row_loss.data());
+        });
+        Launch(dim3{1, 1, 1}, dim3{kMeanThreads, 1, 1}, [&] { MeanKernel(row_loss.data(), n, &losses[k]); });
+        std::vector<T> d = Poisoned<T>(n * vl);
+        const double scale = kDloss / static_cast<double>(n);
+        Launch(dim3{4, 1, 1}, dim3{kRowThreads, 1, 1},
+               [&] { VocabParallelDlogitsKernel<T>(slice[k].data(), n * vl, scale, d.data()); });
+        const std::vector<float> df = Floats(d);
+        for (int64_t r = 0; r < n; ++r) {
+          std::copy(df.begin() + r * vl, df.begin() + (r + 1) * vl, dlogits.begin() + r * vocab + k * vl);
+        }
+      }
+      std::vector<float> cpu_probs = cpu_slice[0];
+      const double cpu_loss =
+          cpu::VocabParallelLossAndProbs(cpu_probs.data(), n, vl, 0, targets.data(), cpu_row_max.data(), cpu_total.data());
+      for (int k = 0; k < tp; ++k) {
+        EXPECT_EQ(losses[k], losses[0]) << "every rank of the group computes the same loss";
+        EXPECT_NEAR(losses[k], cpu_loss, 1e-6 * std::abs(cpu_loss)) << "rank " << k << " vs VocabParallelLossAndProbs";
+        EXPECT_NEAR(losses[k], whole, 1e-5 * std::abs(whole)) << "rank " << k << " vs the whole vocabulary";
+      }
+      const Comparison cd = CompareToCpu(dlogits, dwhole);
+      EXPECT_LT(cd.error, emulation::ToleranceFor<T>()) << "dlogits: " << cd.Describe();
+    }
   }
 }
 

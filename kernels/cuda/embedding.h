@@ -5,6 +5,9 @@
 // float (it feeds the fp32 master weights); ids [n] int32; out and dout [n, dim] in T. Device
 // pointers. Unlike the CPU twin these take vocab, so a bad id can never touch memory outside
 // the table: forward writes a row of NaN for it (the loss then says so), backward skips it.
+// Except kOtherRankId (-1): forward writes a row of zeros, backward skips it: the vocabulary-
+// parallel embedding's token whose row another tensor-parallel rank holds (the group's sum then
+// holds that rank's row exactly).
 #ifndef PIPECOORD_KERNELS_CUDA_EMBEDDING_H_
 #define PIPECOORD_KERNELS_CUDA_EMBEDDING_H_
 
@@ -16,6 +19,8 @@
 #include "kernels/cuda/bf16.h"
 
 namespace pipecoord::kernels::cuda {
+
+inline constexpr int32_t kOtherRankId = -1;
 
 // F: out[r] = table[ids[r]]. Overwrites out.
 Status EmbeddingForward(const float* table, const int32_t* ids, float* out, int64_t n,

@@ -101,23 +101,26 @@ TYPED_TEST(EmbeddingEmulatedTest, ForwardAndWeightGradientMatchTheCpuTwin) {
   }
 }
 
+// A bad id gives a row of NaN, kOtherRankId (-1, the vocabulary-parallel embedding's token of
+// another rank) a row of zeros; the gradient skips both.
 TEST(EmbeddingEmulatedBadIdTest, BadIdsGiveNanRowsAndAreSkippedByTheGradient) {
   const int64_t dim = 3, vocab = 4;
-  const std::vector<int32_t> ids = {1, -1, 3, 4, 1};
+  const std::vector<int32_t> ids = {1, -2, 3, 4, 1, -1};
   const int64_t n = static_cast<int64_t>(ids.size());
   const std::vector<float> table = Random(51, vocab * dim, -1, 1);
   const std::vector<float> dout = Random(52, n * dim, -1, 1);
-  std::vector<float> out(n * dim, 0.0f);
+  std::vector<float> out(n * dim, 7.0f);  // every row written
   Launch(dim3{static_cast<unsigned>(n), 1, 1}, dim3{kThreads, 1, 1},
          [&] { EmbeddingForwardKernel<float>(table.data(), ids.data(), out.data(), dim, vocab); });
   for (int64_t c = 0; c < dim; ++c) {
     EXPECT_EQ(out[c], table[1 * dim + c]);
     EXPECT_TRUE(std::isnan(out[1 * dim + c]));
     EXPECT_TRUE(std::isnan(out[3 * dim + c]));
+    EXPECT_EQ(out[5 * dim + c], 0.0f);
   }
   std::vector<float> dtable(vocab * dim, 0.0f), want(vocab * dim, 0.0f);
   EmulatedBackwardWeight(dout, ids, &dtable, dim, vocab);
-  for (const int64_t r : {0, 2, 4}) {
+  for (const int64_t r : {0, 2, 4}) {  // rows 1, 3 and 5 skipped
     cpu::EmbeddingBackwardWeight(dout.data() + r * dim, ids.data() + r, want.data(), 1, dim);
   }
   EXPECT_EQ(dtable, want);

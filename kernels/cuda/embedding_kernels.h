@@ -30,8 +30,9 @@ __global__ void EmbeddingForwardKernel(const T* __restrict__ table, const int32_
   const int64_t r = blockIdx.x;
   const int32_t id = ids[r];
   T* dst = out + r * dim;
-  if (id < 0 || id >= vocab) {
-    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) dst[c] = FromFloat<T>(NAN);
+  if (id < 0 || id >= vocab) {  // -1: kOtherRankId (embedding.h), a row of zeros
+    const float fill = id == -1 ? 0.f : NAN;
+    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) dst[c] = FromFloat<T>(fill);
     return;
   }
   const T* src = table + static_cast<int64_t>(id) * dim;

@@ -491,7 +491,7 @@ Status CudaBackend::ParametersGathered() {
   return Status::Ok();
 }
 
-Result<double> CudaBackend::GradientSquareSum(bool) {
+Result<double> CudaBackend::GradientSquareSum(bool count_replicated) {
   PIPECOORD_RETURN_IF_ERROR(Deferred());
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   // One accumulator per stage, then the elementwise kernels' scratch.
@@ -501,7 +501,9 @@ Result<double> CudaBackend::GradientSquareSum(bool) {
   if (!scratch.ok()) return scratch.status();
   auto* acc = static_cast<double*>(scratch->data());
   int i = 0;
-  for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->AccumulateGradientSquares(acc + i++, acc + n));
+  for (auto& [k, m] : stages_) {
+    PIPECOORD_RETURN_IF_ERROR(m->AccumulateGradientSquares(acc + i++, acc + n, count_replicated));
+  }
   std::vector<double> sums(static_cast<size_t>(doubles));
   PIPECOORD_RETURN_IF_ERROR(device_->Download(*scratch, sums.data()));
   double sum = 0;  // the CPU backend's order: stage by stage
@@ -687,8 +689,18 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
   std::unique_ptr<CudaBackend> backend(new CudaBackend(
       a, std::move(data).value(),
       precision, std::move(device)));
+  const int tp = std::max(1, a.spec().tp());
+  parallel::TensorParallel* group = options.tensor_parallel;
+  if (tp > 1 && (group == nullptr || group->size() != tp)) {
+    return InvalidArgument("spec.tp is " + std::to_string(tp) + ": the rank needs its tensor-parallel group");
+  }
+  if (a.spec().sequence_parallel()) {
+    return Unimplemented("spec.sequenceParallel: the CUDA backend runs tensor parallelism without sequence parallelism "
+                         "(it runs on the CPU backend)");
+  }
   for (const v1::StageShard& s : a.shards()) {
-    auto stage = CudaStageModel::Create(config, StageShardOf(s), batch, precision, backend->device_.get());
+    auto stage = CudaStageModel::Create(config, StageShardOf(s), batch, precision, backend->device_.get(),
+                                        tp > 1 ? group : nullptr);
     if (!stage.ok()) return stage.status();
     backend->stages_[s.stage()] = std::move(stage).value();
   }

@@ -74,6 +74,9 @@ struct CudaBackendOptions {
   // stream and pool, so tensors pass between them in stream order. Null: the backend opens
   // `device` itself.
   std::shared_ptr<CudaDevice> shared_device;
+  // The rank's tensor-parallel group when spec.tp > 1 (it must outlive the backend; every stage
+  // of the rank shares it): CudaStageModel's tensor parallelism. Null for tp 1.
+  parallel::TensorParallel* tensor_parallel = nullptr;
 };
 
 class CudaBackend final : public ComputeBackend {
@@ -96,7 +99,8 @@ class CudaBackend final : public ComputeBackend {
   parallel::FloatBuffer* DeviceStageValues(int stage) override;
   Status ParametersGathered() override;  // the bf16 copies from the gathered masters
   // In double on the device, stage by stage (each stage's tensors in model order), read back
-  // once; under ZeRO the shard's elements only. No tensor is replicated (no tensor parallelism).
+  // once; under ZeRO the shard's elements only. Under tensor parallelism the replicated tensors
+  // (norm gains) only with count_replicated (the executor asks one rank of the group).
   Result<double> GradientSquareSum(bool count_replicated) override;
   Status ScaleGradients(float factor) override;
   Status OptimizerStep(int step) override;

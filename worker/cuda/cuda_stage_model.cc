@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/rotary.h"
@@ -14,6 +15,7 @@
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rotary.h"
 #include "kernels/cuda/swiglu.h"
+#include "worker/cuda/device_gradients.h"
 #include "worker/cuda/elementwise.h"
 #include "worker/model/parameter_store.h"
 #include "worker/parallel/collectives.h"
@@ -101,15 +103,24 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
                                                                const model::StageShard& shard,
                                                                const model::BatchShape& batch,
                                                                Precision precision,
-                                                               CudaDevice* device) {
+                                                               CudaDevice* device,
+                                                               parallel::TensorParallel* tp) {
   PIPECOORD_RETURN_IF_ERROR(config.Validate());
   PIPECOORD_RETURN_IF_ERROR(model::ValidateShard(config, shard));
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
   if (device == nullptr) return InvalidArgument("CudaStageModel: device is null");
-  const kernels::cpu::AttentionDims ad{batch.micro_batch_size, config.seq_len, config.heads,
+  const int t = tp != nullptr ? tp->size() : 1;
+  for (auto [what, value] : {std::pair{"heads", static_cast<int64_t>(config.heads)}, {"ffn_hidden", config.FfnHidden()},
+                             {"vocab", static_cast<int64_t>(config.vocab)}}) {
+    if (t < 1 || value % t != 0) {
+      return InvalidArgument(std::string("tp: ") + std::to_string(t) + " must divide " + what + " (" +
+                             std::to_string(value) + ")");
+    }
+  }
+  const kernels::cpu::AttentionDims ad{batch.micro_batch_size, config.seq_len, config.heads / t,
                                        config.HeadDim()};
   if (shard.num_layers > 0) PIPECOORD_RETURN_IF_ERROR(kc::CheckFlashAttentionDims(ad));
-  std::unique_ptr<CudaStageModel> m(new CudaStageModel(config, shard, batch, precision, device));
+  std::unique_ptr<CudaStageModel> m(new CudaStageModel(config, shard, batch, precision, device, t > 1 ? tp : nullptr));
   PIPECOORD_RETURN_IF_ERROR(device->MakeCurrent());
   PIPECOORD_RETURN_IF_ERROR(m->Build());
   return m;
@@ -117,11 +128,16 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
 
 CudaStageModel::CudaStageModel(const model::ModelConfig& config, const model::StageShard& shard,
                                const model::BatchShape& batch, Precision precision,
-                               CudaDevice* device)
-    : config_(config), shard_(shard), batch_(batch), precision_(precision), device_(device) {
+                               CudaDevice* device, parallel::TensorParallel* tp)
+    : config_(config), shard_(shard), batch_(batch), precision_(precision), device_(device), tp_(tp) {
+  const int t = tp != nullptr ? tp->size() : 1;
+  tp_rank_ = tp != nullptr ? tp->rank() : 0;
   tokens_ = static_cast<int64_t>(batch.micro_batch_size) * config.seq_len;
   hidden_ = config.hidden;
-  ffn_ = config.FfnHidden();
+  ffn_ = config.FfnHidden() / t;
+  width_ = config.hidden / t;
+  heads_ = config.heads / t;
+  vocab_ = config.vocab / t;
 }
 
 CudaStageModel::~CudaStageModel() = default;
@@ -142,16 +158,23 @@ Status CudaStageModel::AddParameter(const std::string& name, std::vector<int64_t
                                     double std, bool weight_decay) {
   DeviceParameter p;
   p.name = name;
-  p.shape = std::move(shape);
   p.weight_decay = weight_decay;
-  const TensorSpec spec{DType::kF32, p.shape};
-  // The CPU model's initial values, made on the host and copied once.
-  std::vector<float> host(static_cast<size_t>(spec.numel()));
+  // The CPU model's initial values, made on the host (the whole tensor, then this rank's slice)
+  // and copied once.
+  const int tp = tensor_parallel_size();
+  const model::TpSplit split = model::TpSplitOf(name);
+  const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
+  std::vector<float> whole(static_cast<size_t>(rows * cols));
   if (std < 0) {
-    std::fill(host.begin(), host.end(), 1.0f);  // norm gain
+    std::fill(whole.begin(), whole.end(), 1.0f);  // norm gain
   } else {
-    model::InitUniform(host, config_.seed, name, std);
+    model::InitUniform(whole, config_.seed, name, std);
   }
+  if (tp > 1 && split == model::TpSplit::kRows) shape[0] /= tp;
+  if (tp > 1 && split == model::TpSplit::kColumns) shape[1] /= tp;
+  p.shape = std::move(shape);
+  const TensorSpec spec{DType::kF32, p.shape};
+  const std::vector<float> host = model::TensorParallelSlice(whole, rows, cols, split, tp, tp_rank_);
   PIPECOORD_CUDA_STAGE_ASSIGN(p.master, device_->Empty(spec));
   PIPECOORD_RETURN_IF_ERROR(device_->Upload(host.data(), p.master));
   PIPECOORD_CUDA_STAGE_ASSIGN(p.grad, device_->Zeros(spec));
@@ -169,7 +192,7 @@ Status CudaStageModel::AddParameter(const std::string& name, std::vector<int64_t
 }
 
 Status CudaStageModel::Build() {
-  const int64_t h = hidden_, f = ffn_, V = config_.vocab;
+  const int64_t h = hidden_, f = config_.FfnHidden(), V = config_.vocab;  // whole shapes: AddParameter slices
   const double depth = std::sqrt(2.0 * config_.layers);
   const double in_std = 1.0 / std::sqrt(static_cast<double>(h));
   const double kOnes = -1;
@@ -251,9 +274,10 @@ Status CudaStageModel::ShardOptimizerStates(int shards, int index) {
   return Status::Ok();
 }
 
-Status CudaStageModel::AccumulateGradientSquares(double* acc, double* partials) {
+Status CudaStageModel::AccumulateGradientSquares(double* acc, double* partials, bool count_replicated) {
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   for (DeviceParameter& p : params_) {
+    if (tp_ != nullptr && !count_replicated && model::TpSplitOf(p.name) == model::TpSplit::kWhole) continue;
     PIPECOORD_RETURN_IF_ERROR(AccumulateSumOfSquares(Ptr<float>(p.grad) + p.moment_begin, p.adam_m.numel(), acc,
                                                      partials, device_->stream()));
   }
@@ -383,15 +407,22 @@ Result<Tensor> CudaStageModel::ReplayForward(int mb, CudaStageInput input, Tenso
 template <typename T>
 Result<Tensor> CudaStageModel::ForwardAs(MicroBatch& state, CudaStageInput& input, Tensor* loss_out, bool add_to_sum) {
   cudaStream_t stream = device_->stream();
-  const int64_t n = tokens_, h = hidden_, V = config_.vocab;
+  const int64_t n = tokens_, h = hidden_, V = vocab_;
   Tensor x;
   if (shard_.has_embedding) {
+    // Vocabulary-parallel: ids of this rank's rows [first, first + V), the others' tokens
+    // kOtherRankId (a row of zeros here; the group's sum holds their rows).
+    if (tp_ != nullptr) {
+      const int64_t first = V * tp_rank_;
+      for (int32_t& id : input.tokens) id = id - first >= 0 && id - first < V ? static_cast<int32_t>(id - first) : kc::kOtherRankId;
+    }
     PIPECOORD_CUDA_STAGE_ASSIGN(state.tokens, device_->Empty({DType::kI32, {n}}));
     PIPECOORD_RETURN_IF_ERROR(device_->Upload(input.tokens.data(), state.tokens));
     PIPECOORD_CUDA_STAGE_ASSIGN(x, Activation(h));
     const DeviceParameter& e = params_[embedding_];
     PIPECOORD_RETURN_IF_ERROR(kc::EmbeddingForward(Ptr<T>(e.compute), Ptr<int32_t>(state.tokens),
                                                    Ptr<T>(x), n, h, V, stream));
+    PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(x));
   } else {
     x = std::move(input.activations);
   }
@@ -422,20 +453,69 @@ Result<Tensor> CudaStageModel::ForwardAs(MicroBatch& state, CudaStageInput& inpu
   PIPECOORD_RETURN_IF_ERROR(device_->Upload(input.targets.data(), s.targets));
   Tensor loss;
   PIPECOORD_CUDA_STAGE_ASSIGN(loss, device_->Empty(Doubles(1)));
-  PIPECOORD_RETURN_IF_ERROR(kc::CrossEntropyForward(Ptr<T>(s.logits), Ptr<int32_t>(s.targets), n,
-                                                    V, nullptr, Ptr<double>(loss), stream));
+  if (tp_ != nullptr) {
+    PIPECOORD_RETURN_IF_ERROR(VocabParallelLoss<T>(s, loss));
+  } else {
+    PIPECOORD_RETURN_IF_ERROR(kc::CrossEntropyForward(Ptr<T>(s.logits), Ptr<int32_t>(s.targets), n,
+                                                      V, nullptr, Ptr<double>(loss), stream));
+  }
   if (add_to_sum) PIPECOORD_RETURN_IF_ERROR(AccumulateScalar(Ptr<double>(loss_sum_), Ptr<double>(loss), stream));
   if (loss_out != nullptr) *loss_out = std::move(loss);
   return Tensor();
 }
 
 template <typename T>
+Status CudaStageModel::ReduceFromTensorParallel(Tensor& t) {
+  if (tp_ == nullptr) return Status::Ok();
+  Tensor sum = t;  // f32: in place
+  if constexpr (!std::is_same_v<T, float>) {
+    PIPECOORD_CUDA_STAGE_ASSIGN(sum, Floats(t.numel()));
+    PIPECOORD_RETURN_IF_ERROR(CastToFloat(Ptr<T>(t), Ptr<float>(sum), t.numel(), device_->stream()));
+  }
+  auto buffer = DeviceTensorFloats::Create(device_, {sum});
+  if (!buffer.ok()) return buffer.status();
+  PIPECOORD_RETURN_IF_ERROR(tp_->ReduceFromTensorParallel(**buffer));
+  if constexpr (!std::is_same_v<T, float>) {
+    PIPECOORD_RETURN_IF_ERROR(CastToBf16(Ptr<float>(sum), Ptr<T>(t), t.numel(), device_->stream()));
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status CudaStageModel::VocabParallelLoss(HeadState& s, Tensor& loss) {
+  cudaStream_t stream = device_->stream();
+  const int64_t n = tokens_, V = vocab_, first = V * tp_rank_;
+  const int tp = tp_->size();
+  // The rows' maxima side by side over the group (this rank's slot written in place), then the
+  // other tokens' exps and the target's logit summed over it.
+  Tensor maxima, row_max, sums;
+  PIPECOORD_CUDA_STAGE_ASSIGN(maxima, Floats(n * tp));
+  PIPECOORD_RETURN_IF_ERROR(kc::VocabParallelRowMax(Ptr<T>(s.logits), n, V, Ptr<float>(maxima) + n * tp_rank_, stream));
+  {
+    auto all = DeviceTensorFloats::Create(device_, {maxima});
+    if (!all.ok()) return all.status();
+    PIPECOORD_RETURN_IF_ERROR(tp_->GatherFromTensorParallel(**all));
+  }
+  PIPECOORD_CUDA_STAGE_ASSIGN(row_max, Floats(n));
+  PIPECOORD_CUDA_STAGE_ASSIGN(sums, Floats(2 * n));
+  PIPECOORD_RETURN_IF_ERROR(kc::VocabParallelSums(Ptr<T>(s.logits), Ptr<int32_t>(s.targets), n, V, first,
+                                                  Ptr<float>(maxima), tp, Ptr<float>(row_max), Ptr<float>(sums), stream));
+  maxima = Tensor();
+  {
+    auto group = DeviceTensorFloats::Create(device_, {sums});
+    if (!group.ok()) return group.status();
+    PIPECOORD_RETURN_IF_ERROR(tp_->ReduceFromTensorParallel(**group));
+  }
+  return kc::VocabParallelLossAndProbs(Ptr<T>(s.logits), n, V, first, Ptr<int32_t>(s.targets), Ptr<float>(row_max),
+                                       Ptr<float>(sums), Ptr<double>(loss), stream);
+}
+
+template <typename T>
 Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Tensor* y) {
   cudaStream_t stream = device_->stream();
   kc::GemmContext& gemm = device_->gemm();
-  const int64_t n = tokens_, h = hidden_, f = ffn_;
-  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, config_.heads,
-                                       config_.HeadDim()};
+  const int64_t n = tokens_, h = hidden_, f = ffn_, hq = width_;
+  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim()};
   const kc::DeviceRopeTable rope{Ptr<double>(rope_cos_), Ptr<double>(rope_sin_), config_.seq_len,
                                  config_.HeadDim()};
   auto w = [&](int index) { return Ptr<T>(params_[index].compute); };
@@ -446,20 +526,23 @@ Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Ten
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormForward(Ptr<T>(s.x), w(L.attention_norm), Ptr<T>(s.a),
                                                Ptr<float>(s.rstd1), n, h, config_.rms_norm_eps,
                                                stream));
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.q, Activation(h));
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.k, Activation(h));
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.v, Activation(h));
-  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wq), Ptr<T>(s.q), {n, h, h}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wk), Ptr<T>(s.k), {n, h, h}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wv), Ptr<T>(s.v), {n, h, h}));
+  // Column-parallel q, k, v: this rank's heads.
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.q, Activation(hq));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.k, Activation(hq));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.v, Activation(hq));
+  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wq), Ptr<T>(s.q), {n, h, hq}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wk), Ptr<T>(s.k), {n, h, hq}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wv), Ptr<T>(s.v), {n, h, hq}));
   PIPECOORD_RETURN_IF_ERROR(kc::RopeForward(Ptr<T>(s.q), Ptr<T>(s.q), rope, ad.batch, ad.heads, stream));
   PIPECOORD_RETURN_IF_ERROR(kc::RopeForward(Ptr<T>(s.k), Ptr<T>(s.k), rope, ad.batch, ad.heads, stream));
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.o, Activation(h));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.o, Activation(hq));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.lse, Floats(ad.batch * ad.heads * ad.seq));
   PIPECOORD_RETURN_IF_ERROR(kc::FlashAttentionForward(Ptr<T>(s.q), Ptr<T>(s.k), Ptr<T>(s.v),
                                                       Ptr<T>(s.o), Ptr<float>(s.lse), ad, stream));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.x1, Activation(h));
-  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.o), w(L.wo), Ptr<T>(s.x1), {n, h, h}));
+  // Row-parallel wo: each rank's heads' share, summed over the group (Megatron's g).
+  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.o), w(L.wo), Ptr<T>(s.x1), {n, hq, h}));
+  PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(s.x1));
   PIPECOORD_RETURN_IF_ERROR(AddInPlace(Ptr<T>(s.x1), Ptr<T>(s.x), n * h, stream));
   // c = RMSNorm(x1); y = x1 + (silu(c W1^T) * (c W3^T)) W2^T.
   PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd2, Floats(n));
@@ -476,6 +559,7 @@ Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Ten
   Tensor out;
   PIPECOORD_CUDA_STAGE_ASSIGN(out, Activation(h));
   PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.z), w(L.w2), Ptr<T>(out), {n, f, h}));
+  PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(out));  // row-parallel w2 (g)
   PIPECOORD_RETURN_IF_ERROR(AddInPlace(Ptr<T>(out), Ptr<T>(s.x1), n * h, stream));
   *y = std::move(out);
   return Status::Ok();
@@ -502,19 +586,25 @@ Result<Tensor> CudaStageModel::BackwardInput(int mb, Tensor grad_output) {
 template <typename T>
 Result<Tensor> CudaStageModel::BackwardInputAs(MicroBatch& state, Tensor grad_output) {
   cudaStream_t stream = device_->stream();
-  const int64_t n = tokens_, h = hidden_, V = config_.vocab;
+  const int64_t n = tokens_, h = hidden_, V = vocab_;
   Tensor g = std::move(grad_output);
   if (shard_.has_head) {
     HeadState& s = state.head;
-    // dlogits in place of the logits (they are not needed after B).
+    // dlogits in place of the logits (they are not needed after B; under tensor parallelism F
+    // left this rank's probabilities there).
     s.dlogits = std::move(s.logits);
     const double dloss = 1.0 / batch_.microbatches;
-    PIPECOORD_RETURN_IF_ERROR(kc::CrossEntropyBackward(Ptr<T>(s.dlogits), Ptr<int32_t>(s.targets),
-                                                       n, V, dloss, Ptr<T>(s.dlogits), stream));
+    if (tp_ != nullptr) {
+      PIPECOORD_RETURN_IF_ERROR(kc::VocabParallelDlogits(Ptr<T>(s.dlogits), n, V, dloss, Ptr<T>(s.dlogits), stream));
+    } else {
+      PIPECOORD_RETURN_IF_ERROR(kc::CrossEntropyBackward(Ptr<T>(s.dlogits), Ptr<int32_t>(s.targets),
+                                                         n, V, dloss, Ptr<T>(s.dlogits), stream));
+    }
     s.targets = Tensor();
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dy, Activation(h));
     PIPECOORD_RETURN_IF_ERROR(device_->gemm().BackwardInput(
         Ptr<T>(s.dlogits), Ptr<T>(params_[output_].compute), Ptr<T>(s.dy), {n, h, V}, false));
+    PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(s.dy));  // the vocabulary-parallel head's input gradient
     PIPECOORD_CUDA_STAGE_ASSIGN(g, Activation(h));
     PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardInput(Ptr<T>(s.dy), Ptr<T>(s.x),
                                                        Ptr<T>(params_[norm_].compute),
@@ -546,9 +636,8 @@ template <typename T>
 Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor dy, Tensor* dx) {
   cudaStream_t stream = device_->stream();
   kc::GemmContext& gemm = device_->gemm();
-  const int64_t n = tokens_, h = hidden_, f = ffn_;
-  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, config_.heads,
-                                       config_.HeadDim()};
+  const int64_t n = tokens_, h = hidden_, f = ffn_, hq = width_;
+  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim()};
   const kc::DeviceRopeTable rope{Ptr<double>(rope_cos_), Ptr<double>(rope_sin_), config_.seq_len,
                                  config_.HeadDim()};
   auto w = [&](int index) { return Ptr<T>(params_[index].compute); };
@@ -567,6 +656,7 @@ Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor 
   PIPECOORD_CUDA_STAGE_ASSIGN(s.dc, Activation(h));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dgate), w(L.w1), Ptr<T>(s.dc), {n, h, f}, false));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dup), w(L.w3), Ptr<T>(s.dc), {n, h, f}, true));
+  PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(s.dc));  // column-parallel w1, w3: f's backward
   PIPECOORD_CUDA_STAGE_ASSIGN(s.dx1, device_->Copy(dy));  // residual path
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardInput(Ptr<T>(s.dc), Ptr<T>(s.x1), w(L.ffn_norm),
                                                      Ptr<float>(s.rstd2), Ptr<T>(s.dx1), n, h,
@@ -575,11 +665,11 @@ Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor 
   // Attention: x1 = x + Wo attn(rope(Wq a), rope(Wk a), Wv a), a = norm(x).
   {
     Tensor dout, delta;
-    PIPECOORD_CUDA_STAGE_ASSIGN(dout, Activation(h));
-    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dx1), w(L.wo), Ptr<T>(dout), {n, h, h}, false));
-    PIPECOORD_CUDA_STAGE_ASSIGN(s.dq, Activation(h));
-    PIPECOORD_CUDA_STAGE_ASSIGN(s.dk, Activation(h));
-    PIPECOORD_CUDA_STAGE_ASSIGN(s.dv, Activation(h));
+    PIPECOORD_CUDA_STAGE_ASSIGN(dout, Activation(hq));
+    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dx1), w(L.wo), Ptr<T>(dout), {n, hq, h}, false));
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dq, Activation(hq));
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dk, Activation(hq));
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dv, Activation(hq));
     PIPECOORD_CUDA_STAGE_ASSIGN(delta, Floats(ad.batch * ad.heads * ad.seq));
     PIPECOORD_RETURN_IF_ERROR(kc::FlashAttentionBackward(
         Ptr<T>(dout), Ptr<T>(s.q), Ptr<T>(s.k), Ptr<T>(s.v), Ptr<T>(s.o), Ptr<float>(s.lse),
@@ -592,9 +682,10 @@ Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor 
   PIPECOORD_RETURN_IF_ERROR(kc::RopeBackward(Ptr<T>(s.dq), Ptr<T>(s.dq), rope, ad.batch, ad.heads, stream));
   PIPECOORD_RETURN_IF_ERROR(kc::RopeBackward(Ptr<T>(s.dk), Ptr<T>(s.dk), rope, ad.batch, ad.heads, stream));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.da, Activation(h));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dq), w(L.wq), Ptr<T>(s.da), {n, h, h}, false));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dk), w(L.wk), Ptr<T>(s.da), {n, h, h}, true));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dv), w(L.wv), Ptr<T>(s.da), {n, h, h}, true));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dq), w(L.wq), Ptr<T>(s.da), {n, h, hq}, false));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dk), w(L.wk), Ptr<T>(s.da), {n, h, hq}, true));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dv), w(L.wv), Ptr<T>(s.da), {n, h, hq}, true));
+  PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(s.da));  // column-parallel wq, wk, wv: f's backward
   Tensor out;
   PIPECOORD_CUDA_STAGE_ASSIGN(out, device_->Copy(s.dx1));  // residual path
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardInput(Ptr<T>(s.da), Ptr<T>(s.x), w(L.attention_norm),
@@ -620,7 +711,7 @@ Status CudaStageModel::BackwardWeight(int mb) {
 template <typename T>
 Status CudaStageModel::BackwardWeightAs(MicroBatch& state) {
   cudaStream_t stream = device_->stream();
-  const int64_t n = tokens_, h = hidden_, V = config_.vocab;
+  const int64_t n = tokens_, h = hidden_, V = vocab_;
   auto g = [&](int index) { return Ptr<float>(params_[index].grad); };
   if (shard_.has_head) {
     HeadState& s = state.head;
@@ -645,17 +736,18 @@ template <typename T>
 Status CudaStageModel::BlockBackwardWeight(const Layer& L, BlockState& s) {
   cudaStream_t stream = device_->stream();
   kc::GemmContext& gemm = device_->gemm();
-  const int64_t n = tokens_, h = hidden_, f = ffn_;
+  const int64_t n = tokens_, h = hidden_, f = ffn_, hq = width_;
   auto g = [&](int index) { return Ptr<float>(params_[index].grad); };
+  // No communication: this rank's slices from its own activations and gradients.
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dy), Ptr<T>(s.z), g(L.w2), {n, f, h}));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dgate), Ptr<T>(s.c), g(L.w1), {n, h, f}));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dup), Ptr<T>(s.c), g(L.w3), {n, h, f}));
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardWeight(Ptr<T>(s.dc), Ptr<T>(s.x1), Ptr<float>(s.rstd2),
                                                       g(L.ffn_norm), n, h, stream));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dx1), Ptr<T>(s.o), g(L.wo), {n, h, h}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dq), Ptr<T>(s.a), g(L.wq), {n, h, h}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dk), Ptr<T>(s.a), g(L.wk), {n, h, h}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dv), Ptr<T>(s.a), g(L.wv), {n, h, h}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dx1), Ptr<T>(s.o), g(L.wo), {n, hq, h}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dq), Ptr<T>(s.a), g(L.wq), {n, h, hq}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dk), Ptr<T>(s.a), g(L.wk), {n, h, hq}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dv), Ptr<T>(s.a), g(L.wv), {n, h, hq}));
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardWeight(Ptr<T>(s.da), Ptr<T>(s.x), Ptr<float>(s.rstd1),
                                                       g(L.attention_norm), n, h, stream));
   s = BlockState();

@@ -21,6 +21,19 @@
 // device tensors of ActivationSpec() ([micro-batch, seq, hidden] in the precision's dtype); a
 // returned tensor may be read by the next stage as soon as its work is queued on this stream.
 //
+// Tensor parallelism (Create's `tp`, a group of size > 1; null or size 1: none), Megatron-style as
+// the CPU model's (worker/model/transformer_block.h, lm_head.h), on the same slices of the same
+// initial weights (TensorParallelSlice): column-parallel wq, wk, wv, w1, w3 and row-parallel wo,
+// w2, this rank's heads (heads / tp) and SwiGLU columns (ffn / tp); a vocabulary-parallel
+// embedding (this rank's rows, zeros for the others' tokens, summed over the group) and LM head
+// with the vocabulary-parallel cross-entropy (kernels/cuda/cross_entropy.h: no rank holds a whole
+// row of logits). The group's sums (Megatron's g in F after wo and w2, f's backward in B after
+// the q/k/v and w1/w3 input gradients and the head's) run on `tp`'s FloatBuffer collectives over
+// the device tensors (DeviceTensorFloats), in f32: bf16 tensors are widened, summed and rounded
+// once. They block the calling thread until the group's ranks all made the call (the ranks of a
+// group run the same actions in the same order). Replicated tensors (norm gains) stay identical
+// across the group. Sequence parallelism is not run on CUDA yet (Create refuses it by name).
+//
 // Not thread-safe: one caller at a time.
 #ifndef PIPECOORD_WORKER_CUDA_CUDA_STAGE_MODEL_H_
 #define PIPECOORD_WORKER_CUDA_CUDA_STAGE_MODEL_H_
@@ -41,6 +54,7 @@
 #include "worker/model/model_config.h"
 #include "worker/model/stage_shard.h"
 #include "worker/model/transformer_block.h"
+#include "worker/parallel/tensor_parallel.h"
 
 namespace pipecoord::worker::cuda {
 
@@ -69,12 +83,14 @@ struct CudaStageInput {
 
 class CudaStageModel {
  public:
-  // Builds the stage on `device` (which must outlive it) and uploads its initial weights.
-  // Errors name the config field or shard rule broken, or the CUDA call that failed.
+  // Builds the stage on `device` (which must outlive it) and uploads its initial weights (this
+  // rank's slices under `tp`, which must outlive it too). Errors name the config field or shard
+  // rule broken (tp must divide heads, ffn_hidden and vocab), or the CUDA call that failed.
   static Result<std::unique_ptr<CudaStageModel>> Create(const model::ModelConfig& config,
                                                         const model::StageShard& shard,
                                                         const model::BatchShape& batch,
-                                                        Precision precision, CudaDevice* device);
+                                                        Precision precision, CudaDevice* device,
+                                                        parallel::TensorParallel* tp = nullptr);
   ~CudaStageModel();
   CudaStageModel(const CudaStageModel&) = delete;
   CudaStageModel& operator=(const CudaStageModel&) = delete;
@@ -131,8 +147,9 @@ class CudaStageModel {
   Status ShardOptimizerStates(int shards, int index);
   // *acc (one device double) += the sum of squares of the gradients the optimizer step applies
   // (every element, or the shard's), tensor by tensor in model order (the CPU model's
-  // GradientSquareSum). `partials`: elementwise.h's scratch.
-  Status AccumulateGradientSquares(double* acc, double* partials);
+  // GradientSquareSum). `partials`: elementwise.h's scratch. Under tensor parallelism the
+  // replicated tensors (norm gains) only with count_replicated (one rank of the group counts them).
+  Status AccumulateGradientSquares(double* acc, double* partials, bool count_replicated = true);
   // Every gradient *= factor (clipping), one f32 multiplication each.
   Status ScaleGradients(float factor);
   int64_t optimizer_steps() const { return optimizer_steps_; }
@@ -153,6 +170,7 @@ class CudaStageModel {
   const model::ModelConfig& config() const { return config_; }
   const model::StageShard& shard() const { return shard_; }
   const model::BatchShape& batch() const { return batch_; }
+  int tensor_parallel_size() const { return tp_ != nullptr ? tp_->size() : 1; }
   Precision precision() const { return precision_; }
   CudaDevice& device() { return *device_; }
 
@@ -164,7 +182,8 @@ class CudaStageModel {
   enum class Phase { kForwardDone, kInputGradDone };
 
   CudaStageModel(const model::ModelConfig& config, const model::StageShard& shard,
-                 const model::BatchShape& batch, Precision precision, CudaDevice* device);
+                 const model::BatchShape& batch, Precision precision, CudaDevice* device,
+                 parallel::TensorParallel* tp);
   Status Build();
   Status AddParameter(const std::string& name, std::vector<int64_t> shape, double std,
                       bool weight_decay);
@@ -189,6 +208,14 @@ class CudaStageModel {
   template <typename T>
   Status BlockBackwardWeight(const Layer& layer, BlockState& s);
 
+  // In place: t = the sum of t over the tensor-parallel group (nothing without one), in f32.
+  template <typename T>
+  Status ReduceFromTensorParallel(kernels::Tensor& t);
+  // The vocabulary-parallel cross-entropy of the head's logits (this rank's slice): the loss to
+  // *loss (one device double), the logits turned into B's probabilities in place.
+  template <typename T>
+  Status VocabParallelLoss(HeadState& s, kernels::Tensor& loss);
+
   Result<kernels::Tensor> Activation(int64_t features);  // [b * s, features] in T
   Result<kernels::Tensor> Floats(int64_t count);         // f32 [count]
 
@@ -197,7 +224,10 @@ class CudaStageModel {
   model::BatchShape batch_;
   Precision precision_;
   CudaDevice* device_;
-  int64_t tokens_ = 0, hidden_ = 0, ffn_ = 0;  // b * s, h, SwiGLU width
+  parallel::TensorParallel* tp_ = nullptr;  // null when tp = 1
+  int tp_rank_ = 0;
+  // b * s, h; this rank's SwiGLU width (ffn / tp), attention width (h / tp), heads, vocabulary rows
+  int64_t tokens_ = 0, hidden_ = 0, ffn_ = 0, width_ = 0, heads_ = 0, vocab_ = 0;
 
   std::vector<DeviceParameter> params_;
   std::vector<Layer> layers_;  // parameter indices of each block

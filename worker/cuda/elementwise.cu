@@ -68,6 +68,16 @@ Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t s
   return LaunchStatus("CastToBf16Kernel");
 }
 
+Status CastToFloat(const __nv_bfloat16* in, float* out, int64_t n, cudaStream_t stream) {
+  constexpr const char* kFn = "CastToFloat";
+  PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "n", n, kMaxElements));
+  if (n == 0) return Status::Ok();
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "in", in));
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "out", out));
+  CastToFloatKernel<<<GridBlocks(n, kThreads), kThreads, 0, stream>>>(in, out, n);
+  return LaunchStatus("CastToFloatKernel");
+}
+
 static_assert(kSumOfSquaresScratch == kSumOfSquaresBlocks, "the scratch holds one partial sum per block");
 
 Status AccumulateSumOfSquares(const float* x, int64_t n, double* acc, double* partials, cudaStream_t stream) {

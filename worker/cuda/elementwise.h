@@ -29,6 +29,8 @@ Status ScaleInPlace(float* x, float factor, int64_t n, cudaStream_t stream);
 // out[i] = in[i] rounded to bf16 (nearest even): the compute copy of an fp32 master weight.
 Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream);
 
+// out[i] = in[i] as a float (exact): a bf16 activation widened for the f32 tensor-parallel ring.
+Status CastToFloat(const __nv_bfloat16* in, float* out, int64_t n, cudaStream_t stream);
 // *acc += the sum of x[i]^2 in double: one tensor's share of the gradients' global norm
 // (clipping). `partials` is device scratch of kSumOfSquaresScratch doubles. The same inputs give
 // the same bits every run; the order of the additions is a tree per block, then the blocks in

@@ -36,6 +36,10 @@ __global__ void CastToBf16Kernel(const float* __restrict__ in, __nv_bfloat16* __
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = __float2bfloat16_rn(in[i]);
 }
 
+__global__ void CastToFloatKernel(const __nv_bfloat16* __restrict__ in, float* __restrict__ out, int64_t n) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = __bfloat162float(in[i]);
+}
+
 // The global norm's sum of squares, in two launches so that it is the same bits every run
 // (no atomics): each block sums its grid-stride elements' squares in double and reduces them as a
 // tree; one thread then adds the blocks' sums in block order to the accumulator.

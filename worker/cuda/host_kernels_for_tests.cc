@@ -18,6 +18,7 @@
 //
 // Link this file INSTEAD of //worker/cuda's and //kernels/cuda's libraries and cudart (it
 // defines their symbols); the gpu-tagged tests run the real ones on a GPU.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -185,11 +186,63 @@ Status CrossEntropyBackward(const Bf* logits, const int32_t* targets, int64_t n,
   return Status::Ok();
 }
 
+// The vocabulary-parallel steps: the CPU's arithmetic of record (bf16 widened, the probabilities
+// rounded back).
+Status VocabParallelRowMax(const float* logits, int64_t n, int64_t vl, float* mine, cudaStream_t) {
+  cpu::VocabParallelRowMax(logits, n, vl, mine);
+  return Status::Ok();
+}
+Status VocabParallelRowMax(const Bf* logits, int64_t n, int64_t vl, float* mine, cudaStream_t) {
+  const std::vector<float> l = In(logits, n * vl);
+  cpu::VocabParallelRowMax(l.data(), n, vl, mine);
+  return Status::Ok();
+}
+Status VocabParallelSums(const float* logits, const int32_t* targets, int64_t n, int64_t vl, int64_t first,
+                         const float* gathered_max, int tp, float* row_max, float* sums, cudaStream_t) {
+  cpu::VocabParallelSums(logits, targets, n, vl, first, gathered_max, tp, row_max, sums);
+  return Status::Ok();
+}
+Status VocabParallelSums(const Bf* logits, const int32_t* targets, int64_t n, int64_t vl, int64_t first,
+                         const float* gathered_max, int tp, float* row_max, float* sums, cudaStream_t) {
+  const std::vector<float> l = In(logits, n * vl);
+  cpu::VocabParallelSums(l.data(), targets, n, vl, first, gathered_max, tp, row_max, sums);
+  return Status::Ok();
+}
+Status VocabParallelLossAndProbs(float* logits, int64_t n, int64_t vl, int64_t first, const int32_t* targets,
+                                 const float* row_max, const float* sums, double* mean_loss, cudaStream_t) {
+  *mean_loss = cpu::VocabParallelLossAndProbs(logits, n, vl, first, targets, row_max, sums);
+  return Status::Ok();
+}
+Status VocabParallelLossAndProbs(Bf* logits, int64_t n, int64_t vl, int64_t first, const int32_t* targets,
+                                 const float* row_max, const float* sums, double* mean_loss, cudaStream_t) {
+  std::vector<float> l = In(logits, n * vl);
+  *mean_loss = cpu::VocabParallelLossAndProbs(l.data(), n, vl, first, targets, row_max, sums);
+  Out(l, logits);
+  return Status::Ok();
+}
+Status VocabParallelDlogits(const float* probs, int64_t n, int64_t vl, double dloss, float* dlogits, cudaStream_t) {
+  cpu::VocabParallelDlogits(probs, n, vl, dloss, dlogits);
+  return Status::Ok();
+}
+Status VocabParallelDlogits(const Bf* probs, int64_t n, int64_t vl, double dloss, Bf* dlogits, cudaStream_t) {
+  std::vector<float> p = In(probs, n * vl);
+  cpu::VocabParallelDlogits(p.data(), n, vl, dloss, p.data());
+  Out(p, dlogits);
+  return Status::Ok();
+}
+
 // ---- embedding ----
 
+// The CPU twin row by row; kOtherRankId gives zeros (the launchers' contract).
 Status EmbeddingForward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim,
                         int64_t, cudaStream_t) {
-  cpu::EmbeddingForward(table, ids, out, n, dim);
+  for (int64_t r = 0; r < n; ++r) {
+    if (ids[r] == kOtherRankId) {
+      std::fill(out + r * dim, out + (r + 1) * dim, 0.f);
+    } else {
+      cpu::EmbeddingForward(table, ids + r, out + r * dim, 1, dim);
+    }
+  }
   return Status::Ok();
 }
 
@@ -197,21 +250,23 @@ Status EmbeddingForward(const Bf* table, const int32_t* ids, Bf* out, int64_t n,
                         int64_t vocab, cudaStream_t) {
   const std::vector<float> t = In(table, vocab * dim);
   std::vector<float> o(static_cast<size_t>(n * dim));
-  cpu::EmbeddingForward(t.data(), ids, o.data(), n, dim);
+  (void)EmbeddingForward(t.data(), ids, o.data(), n, dim, vocab, nullptr);
   Out(o, out);
   return Status::Ok();
 }
 
 Status EmbeddingBackwardWeight(const float* dout, const int32_t* ids, float* dtable, int64_t n,
                                int64_t dim, int64_t, cudaStream_t) {
-  cpu::EmbeddingBackwardWeight(dout, ids, dtable, n, dim);
+  for (int64_t r = 0; r < n; ++r) {
+    if (ids[r] != kOtherRankId) cpu::EmbeddingBackwardWeight(dout + r * dim, ids + r, dtable, 1, dim);
+  }
   return Status::Ok();
 }
 
 Status EmbeddingBackwardWeight(const Bf* dout, const int32_t* ids, float* dtable, int64_t n,
                                int64_t dim, int64_t, cudaStream_t) {
   const std::vector<float> d = In(dout, n * dim);
-  cpu::EmbeddingBackwardWeight(d.data(), ids, dtable, n, dim);
+  (void)EmbeddingBackwardWeight(d.data(), ids, dtable, n, dim, 0, nullptr);
   return Status::Ok();
 }
 
@@ -412,6 +467,11 @@ Status ScaleInPlace(float* x, float factor, int64_t n, cudaStream_t) {
 }
 Status CastToBf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t) {
   kernels::cuda::Out(std::vector<float>(in, in + n), out);
+  return Status::Ok();
+}
+Status CastToFloat(const __nv_bfloat16* in, float* out, int64_t n, cudaStream_t) {
+  const std::vector<float> v = kernels::cuda::In(in, n);
+  std::copy(v.begin(), v.end(), out);
   return Status::Ok();
 }
 // In element order, one double addition each: the CPU model's GradientSquareSum, bit for bit.

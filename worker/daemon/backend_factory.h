@@ -12,9 +12,9 @@
 namespace pipecoord::worker {
 
 // The CPU reference backend for the assignment's shards (weights from the model's seed, data
-// for this data-parallel replica). UNAVAILABLE for "cuda" when no device can be used. tp: the
-// stage's tensor-parallel group when spec.tp > 1 (CPU only: UNIMPLEMENTED on "cuda"), which must
-// outlive the backend; null for tp 1.
+// for this data-parallel replica), or the CUDA backend for "cuda" (UNAVAILABLE when no device
+// can be used). tp: the rank's tensor-parallel group when spec.tp > 1, which must outlive the
+// backend; null for tp 1.
 Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& assignment,
                                                     parallel::TensorParallel* tp = nullptr);
 

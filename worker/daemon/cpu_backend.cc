@@ -341,10 +341,9 @@ class CpuBackend final : public ComputeBackend {
 
 Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a, parallel::TensorParallel* tp) {
   if (a.spec().device() == "cuda") {
-    if (a.spec().tp() > 1) {
-      return Unimplemented("spec.tp: the CUDA backend runs tp 1 only (tensor parallelism runs on the CPU backend)");
-    }
-    auto cuda_backend = cuda::MakeCudaBackend(a);
+    cuda::CudaBackendOptions options;
+    options.tensor_parallel = tp;
+    auto cuda_backend = cuda::MakeCudaBackend(a, options);
     if (!cuda_backend.ok()) return cuda_backend.status();
     return std::unique_ptr<ComputeBackend>(std::move(cuda_backend).value());
   }

@@ -33,51 +33,27 @@ double LmHead<T>::ParallelLoss(HeadSaved<T>* s) const {
   } else {
     const int64_t n = d_.tokens, Vl = d_.local_vocab(), first = Vl * tp_->rank();
     kernels::HostBuffer<float> mine(n), all(n * tp_->size());
-    for (int64_t r = 0; r < n; ++r) mine[r] = *std::max_element(s->logits.begin() + r * Vl, s->logits.begin() + (r + 1) * Vl);
+    VocabParallelRowMax(s->logits.data(), n, Vl, mine.data());
     (void)tp_->GatherFromTensorParallel(mine, all);
     s->row_max.assign(n, 0);
-    for (int64_t r = 0; r < n; ++r) {
-      float m = all[r];
-      for (int k = 1; k < tp_->size(); ++k) m = std::max(m, all[k * n + r]);
-      s->row_max[r] = m;
-    }
-    kernels::HostBuffer<float> sums(2 * n, 0.f);  // [S over this rank's columns..., z or 0...]
-    for (int64_t r = 0; r < n; ++r) {
-      const float* row = s->logits.data() + r * Vl;
-      double sum = 0;
-      for (int64_t c = 0; c < Vl; ++c) sum += std::exp(static_cast<double>(row[c]) - s->row_max[r]);
-      sums[r] = static_cast<float>(sum);
-      const int64_t t = s->targets[r] - first;
-      if (t >= 0 && t < Vl) sums[n + r] = row[t];
-    }
+    kernels::HostBuffer<float> sums(2 * n, 0.f);  // [the other tokens' exps..., z or 0...]
+    VocabParallelSums(s->logits.data(), s->targets.data(), n, Vl, first, all.data(), tp_->size(), s->row_max.data(),
+                      sums.data());
     (void)tp_->ReduceFromTensorParallel(sums);
-    double total = 0;
-    for (int64_t r = 0; r < n; ++r) {
-      total += s->row_max[r] + std::log(static_cast<double>(sums[r])) - sums[n + r];
-      // The logits become this rank's softmax probabilities in place: all B needs, in the bytes
-      // the whole head keeps its logits in (memory/'s pipecoord-cpu recipe counts those).
-      float* row = s->logits.data() + r * Vl;
-      for (int64_t c = 0; c < Vl; ++c) {
-        row[c] = static_cast<float>(std::exp(static_cast<double>(row[c]) - s->row_max[r]) / sums[r]);
-      }
-    }
+    // The logits become this rank's softmax probabilities in place: all B needs, in the bytes
+    // the whole head keeps its logits in (memory/'s pipecoord-cpu recipe counts those).
+    const double loss = VocabParallelLossAndProbs(s->logits.data(), n, Vl, first, s->targets.data(), s->row_max.data(),
+                                                  sums.data());
     kernels::HostBuffer<float>().swap(s->row_max);
-    return n > 0 ? total / static_cast<double>(n) : 0.0;
+    return loss;
   }
 }
 
 template <typename T>
 void LmHead<T>::ParallelDlogits(double dloss, HeadSaved<T>* s) const {
-  const int64_t n = d_.tokens, Vl = d_.local_vocab(), first = tp_ ? Vl * tp_->rank() : 0;
-  const double scale = dloss / static_cast<double>(n);
+  const int64_t n = d_.tokens, Vl = d_.local_vocab();
   s->dlogits.resize(n * Vl);
-  for (int64_t r = 0; r < n; ++r) {
-    const T* row = s->logits.data() + r * Vl;
-    T* drow = s->dlogits.data() + r * Vl;
-    for (int64_t c = 0; c < Vl; ++c) {  // row holds the probabilities (ParallelLoss)
-      drow[c] = static_cast<T>(scale * (static_cast<double>(row[c]) - (c + first == s->targets[r] ? 1.0 : 0.0)));
-    }
-  }
+  VocabParallelDlogits(s->logits.data(), n, Vl, dloss, s->dlogits.data());
 }
 
 template <typename T>

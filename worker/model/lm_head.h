@@ -9,11 +9,13 @@
 //
 // Tensor parallelism (dims.tp > 1, float only): a vocabulary-parallel head and cross-entropy, as
 // Megatron's. Rank r holds rows [r V/tp, (r+1) V/tp) of output and computes only those logits;
-// no rank ever holds a whole row of logits. The loss per token is M + log S - z: M, the row's
-// maximum, from the ranks' maxima gathered (GatherFromTensorParallel, tokens floats each); S, the
-// sum of exp(logit - M) over the vocabulary, and z, the target's logit (held by one rank, 0 on
-// the others), summed over the group in one all-reduce of 2 x tokens floats; F then turns its
-// logits into the softmax probabilities in place (what B needs, in the same bytes). B: each
+// no rank ever holds a whole row of logits (kernels/cpu/cross_entropy.h's VocabParallel* steps).
+// The loss per token is log S - (z - M): M, the row's maximum, from the ranks' maxima gathered
+// (GatherFromTensorParallel, tokens floats each); O, the sum of exp(logit - M) over the other
+// tokens of the vocabulary, and z, the target's logit (held by one rank, 0 on the others), summed
+// over the group in one all-reduce of 2 x tokens floats (S = exp(z - M) + O); F then turns its
+// logits into the softmax probabilities in place, p - 1 in the target's column (what B needs, in
+// the same bytes). B: each
 // rank's dlogits from its probabilities; the input gradient of the head summed over the group
 // (tokens x hidden), then the final norm's backward on every rank alike. W: no communication.
 // Every rank returns the same loss and the same dx.

@@ -45,6 +45,21 @@ Status RingTensorParallel::GatherFromTensorParallel(std::span<const float> mine,
   return Run("GatherFromTensorParallel", buffer, AllGather);
 }
 
+Status RingTensorParallel::ReduceFromTensorParallel(FloatBuffer& data) {
+  if (!status_.ok() || size() == 1) return status_;
+  return Run("ReduceFromTensorParallel", data, AllReduceSum);
+}
+
+Status RingTensorParallel::GatherFromTensorParallel(FloatBuffer& all) {
+  const int n = size();
+  if (all.size() % static_cast<size_t>(n) != 0) {
+    return status_ = InvalidArgument("GatherFromTensorParallel: the buffer holds " + std::to_string(all.size()) +
+                                     " floats, not a multiple of the group's " + std::to_string(n) + " ranks");
+  }
+  if (!status_.ok() || n == 1) return status_;
+  return Run("GatherFromTensorParallel", all, AllGather);
+}
+
 kernels::HostBuffer<float> GatherSequence(TensorParallel& tp, std::span<const float> mine) {
   kernels::HostBuffer<float> all(mine.size() * static_cast<size_t>(tp.size()));
   (void)tp.GatherFromTensorParallel(mine, all);
