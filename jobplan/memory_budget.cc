@@ -68,7 +68,7 @@ class Pricer {
       const bool bf16 = spec.precision() == "bf16";  // WithDefaults made "" fp32
       training_ = memory::PipecoordCudaTraining(spec.micro_batch_size(),
                                                 bf16 ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32,
-                                                spec.zero(), std::max(1, spec.dp()), recompute);
+                                                spec.zero(), std::max(1, spec.dp()), recompute, std::max(1, spec.tp()));
     } else {
       model_ = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
       training_ = memory::PipecoordCpuTraining(spec.micro_batch_size(), std::max(1, spec.tp()), spec.zero(),

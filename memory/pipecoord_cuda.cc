@@ -95,6 +95,14 @@ class Timeline {
   explicit Timeline(const PoolSizes& sizes) : sizes_(sizes) {}
   void Alloc(const char* name) { Step(name, +1); }
   void Free(const char* name) { Step(name, -1); }
+  // Pool bytes outside the recipe's named tensors (the tensor-parallel sums'), and a transient
+  // that is freed before the next allocation.
+  void AllocBytes(int64_t bytes) { Add(bytes); }
+  void FreeBytes(int64_t bytes) { Add(-bytes); }
+  void Transient(int64_t bytes) {
+    Add(bytes);
+    Add(-bytes);
+  }
   int64_t level() const { return level_.value(); }
   int64_t peak() const { return peak_; }
   bool overflow() const { return level_.overflow(); }
@@ -107,7 +115,10 @@ class Timeline {
       if (unknown_.empty()) unknown_ = name;
       return;
     }
-    level_.Add(sign * it->second);
+    Add(sign * it->second);
+  }
+  void Add(int64_t bytes) {
+    level_.Add(bytes);
     peak_ = std::max(peak_, level_.value());
   }
 
@@ -117,28 +128,74 @@ class Timeline {
   std::string unknown_;
 };
 
-// BlockForward's allocations after its input: the BlockState it fills, then its output.
-constexpr const char* kBlockForwardState[] = {
-    "attention_norm.rstd", "attention.qkv_input", "attention.q",     "attention.k",     "attention.v",
-    "attention.wo_input",  "attention.lse",       "ffn_norm.input",  "ffn_norm.rstd",   "mlp.w1_w3_input",
-    "mlp.gate",            "mlp.up",              "mlp.w2_input"};
+// BlockForward's allocations after its input: the BlockState it fills, then its output; the
+// group's sums after wo (into ffn_norm.input, x1) and after w2 (into the output).
+constexpr const char* kBlockForwardAttention[] = {
+    "attention_norm.rstd", "attention.qkv_input", "attention.q", "attention.k", "attention.v",
+    "attention.wo_input",  "attention.lse",       "ffn_norm.input"};
+constexpr const char* kBlockForwardMlp[] = {"ffn_norm.rstd", "mlp.w1_w3_input", "mlp.gate", "mlp.up", "mlp.w2_input"};
+
+// What the tensor-parallel group's collectives allocate (CudaStageModel under tp > 1), in pool
+// bytes; nothing at tp 1.
+struct GroupSums {
+  int tp = 1;
+  bool bf16 = false;
+  int64_t tokens = 0, hidden = 0;
+
+  // ReduceFromTensorParallel of L floats: bf16 widens the tensor to f32 first; the ring's
+  // largest chunk is on top (one at a time: the sent one is freed before the received one).
+  void Reduce(Timeline& t, int64_t count) const {
+    if (tp == 1) return;
+    const int64_t widened = bf16 ? CudaPoolBytes(4 * count) : 0;
+    t.AllocBytes(widened);
+    t.Transient(CudaPoolBytes(4 * ((count + tp - 1) / tp)));
+    t.FreeBytes(widened);
+  }
+  void ReduceActivation(Timeline& t) const { Reduce(t, tokens * hidden); }
+  // VocabParallelLoss: the group's row maxima (gathered in place: chunks of `tokens` floats),
+  // the row maxima and the sums (2 per row, summed over the group), freed at its end.
+  void Loss(Timeline& t) const {
+    if (tp == 1) return;
+    const int64_t maxima = CudaPoolBytes(4 * tokens * tp), row_max = CudaPoolBytes(4 * tokens),
+                  sums = CudaPoolBytes(8 * tokens);
+    t.AllocBytes(maxima);
+    t.Transient(CudaPoolBytes(4 * tokens));
+    t.AllocBytes(row_max);
+    t.AllocBytes(sums);
+    t.FreeBytes(maxima);
+    t.Transient(CudaPoolBytes(4 * ((2 * tokens + tp - 1) / tp)));
+    t.FreeBytes(row_max);
+    t.FreeBytes(sums);
+  }
+};
+
+void BlockForward(Timeline& t, const GroupSums& g) {
+  for (const char* name : kBlockForwardAttention) t.Alloc(name);
+  g.ReduceActivation(t);  // row-parallel wo
+  for (const char* name : kBlockForwardMlp) t.Alloc(name);
+  t.Alloc("stage.boundary");  // the block's output: the next block's x, the head's, or the stage's
+  g.ReduceActivation(t);  // row-parallel w2
+}
+
+void FreeBlockState(Timeline& t) {
+  for (const char* name : kBlockForwardAttention) t.Free(name);
+  for (const char* name : kBlockForwardMlp) t.Free(name);
+}
 
 // CudaStageModel::ForwardAs and BlockForward, allocation by allocation. Full recompute: each
 // block's state but its input is freed once the block's output exists.
-void ForwardTimeline(Timeline& t, int64_t layers, bool has_embedding, bool has_head, bool full) {
+void ForwardTimeline(Timeline& t, const GroupSums& g, int64_t layers, bool has_embedding, bool has_head, bool full) {
   if (has_embedding) {
     t.Alloc("embedding.ids");   // the token ids uploaded
     t.Alloc("stage.boundary");  // the embedding's output x
+    g.ReduceActivation(t);      // the vocabulary-parallel embedding's rows
   } else {
     t.Alloc("stage.boundary");  // the activation received from the previous stage
   }
   for (int64_t l = 0; l < layers; ++l) {
     // The block's input x is there (the previous tensor); it keeps it.
-    for (const char* name : kBlockForwardState) t.Alloc(name);
-    t.Alloc("stage.boundary");  // the block's output: the next block's x, the head's, or the stage's
-    if (full) {
-      for (const char* name : kBlockForwardState) t.Free(name);
-    }
+    BlockForward(t, g);
+    if (full) FreeBlockState(t);
   }
   if (has_head) {
     t.Alloc("final_norm.rstd");
@@ -146,27 +203,28 @@ void ForwardTimeline(Timeline& t, int64_t layers, bool has_embedding, bool has_h
     t.Alloc("loss.logits");
     t.Alloc("loss.targets");
     t.Alloc("loss.value");  // the micro-batch's loss, added to the step's sum, then dropped
+    g.Loss(t);
     t.Free("loss.value");
   }
 }
 
 // CudaStageModel::BackwardInputAs and BlockBackwardInput, allocation by allocation. Full
 // recompute: each block's forward runs again first (its output dropped at once).
-void BackwardTimeline(Timeline& t, int64_t layers, bool has_head, bool full) {
+void BackwardTimeline(Timeline& t, const GroupSums& g, int64_t layers, bool has_head, bool full) {
   if (has_head) {
     t.Free("loss.logits");  // the cross-entropy backward writes dlogits over the logits
     t.Alloc("grad.logits");
     t.Free("loss.targets");
     t.Alloc("grad.final_norm_output");
+    g.ReduceActivation(t);      // the vocabulary-parallel head's input gradient
     t.Alloc("stage.boundary");  // the gradient of the head's input: the last block's dy
   } else {
     t.Alloc("stage.boundary");  // the gradient received from the next stage: the last block's dy
   }
   for (int64_t l = 0; l < layers; ++l) {
     if (full) {
-      for (const char* name : kBlockForwardState) t.Alloc(name);
-      t.Alloc("stage.boundary");  // the rebuilt output, not needed
-      t.Free("stage.boundary");
+      BlockForward(t, g);
+      t.Free("stage.boundary");  // the rebuilt output, not needed
     }
     t.Alloc("mlp.grad_z");
     t.Alloc("grad.w1_output");
@@ -175,6 +233,7 @@ void BackwardTimeline(Timeline& t, int64_t layers, bool has_head, bool full) {
     t.Free("mlp.gate");
     t.Free("mlp.up");
     t.Alloc("grad.ffn_norm_output");
+    g.ReduceActivation(t);      // column-parallel w1, w3's input gradient
     t.Alloc("grad.wo_output");  // dy copied (residual path); dy itself stays for W
     t.Alloc("attention.grad_output");
     t.Alloc("grad.wq_output");
@@ -188,6 +247,7 @@ void BackwardTimeline(Timeline& t, int64_t layers, bool has_head, bool full) {
     t.Free("attention.v");
     t.Free("attention.lse");
     t.Alloc("grad.attention_norm_output");
+    g.ReduceActivation(t);      // column-parallel wq, wk, wv's input gradient
     t.Alloc("stage.boundary");  // dx1 copied: the block input's gradient, the next block's dy
   }
   // With the embedding, the last gradient is the embedding output's (kept for W); without it,
@@ -216,7 +276,8 @@ ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t he
   return m;
 }
 
-TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int zero, int dp, Recompute recompute) {
+TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int zero, int dp, Recompute recompute,
+                                   int tp) {
   TrainingSpec t;
   t.micro_batch = micro_batch;
   t.dtype = precision;
@@ -224,7 +285,7 @@ TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int z
   t.fp32_grads = true;
   t.zero = zero;
   t.dp = std::max(1, dp);
-  t.tp = 1;
+  t.tp = std::max(1, tp);
   t.sp = false;
   t.recompute = recompute;
   t.recipe = "pipecoord-cuda";
@@ -238,12 +299,12 @@ int64_t CudaPoolBytes(int64_t bytes) {
 }
 
 std::vector<int64_t> PipecoordCudaWeightTensors(const ModelSpec& m, int64_t layers, bool has_embedding,
-                                                bool has_head) {
-  const int64_t h = m.hidden, f = m.ffn, v = m.vocab;
+                                                bool has_head, int tp) {
+  const int64_t h = m.hidden, t = std::max(1, tp), f = m.ffn / t, v = m.vocab / t, hq = h / t;
   std::vector<int64_t> out;
   if (has_embedding) out.push_back(v * h);
   for (int64_t l = 0; l < layers; ++l) {
-    for (int64_t n : {h, h * h, h * h, h * h, h * h, h, f * h, h * f, f * h}) out.push_back(n);
+    for (int64_t n : {h, hq * h, hq * h, hq * h, h * hq, h, f * h, h * f, f * h}) out.push_back(n);
   }
   if (has_head) {
     out.push_back(h);
@@ -265,7 +326,7 @@ Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const Trainin
   const bool copy = training.dtype != DtypePolicy::kFp32;
   const bool sharded = training.zero >= 1 && training.dp > 1;
   Bytes count, params;
-  for (int64_t n : PipecoordCudaWeightTensors(model, layers, has_embedding, has_head)) {
+  for (int64_t n : PipecoordCudaWeightTensors(model, layers, has_embedding, has_head, training.tp)) {
     count.Add(n);
     int64_t fp32 = 0;
     if (__builtin_mul_overflow(n, int64_t{4}, &fp32)) check.Fail();
@@ -303,8 +364,10 @@ Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const Trainin
 
   // The ops' peaks, from the backend's order.
   Timeline f(p), b(p);
-  ForwardTimeline(f, layers, has_embedding, has_head, full);
-  BackwardTimeline(b, layers, has_head, full);
+  const GroupSums g{std::max(1, training.tp), training.dtype != DtypePolicy::kFp32,
+                    model.seq_len * training.micro_batch, model.hidden};
+  ForwardTimeline(f, g, layers, has_embedding, has_head, full);
+  BackwardTimeline(b, g, layers, has_head, full);
   for (const Timeline* t : {&f, &b}) {
     if (!t->unknown().empty()) {
       return Internal("pipecoord-cuda timeline: tensor \"" + t->unknown() + "\" is not in the recipe");

@@ -42,9 +42,11 @@ ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t he
 // bf16 copy); with zero >= 1 and dp > 1 (ZeRO-1, the backend's only stage) the moments of a
 // 1/dp shard; `recompute` kFull keeps each block's input only and runs its forward again in B;
 // kSelective keeps what kNone keeps (flash attention never keeps the s x s probabilities that
-// selective recompute drops); no TP; recipe "pipecoord-cuda".
+// selective recompute drops); `tp` > 1: tensor parallelism without sequence parallelism (this
+// rank's slices of the weights, heads, SwiGLU columns and vocabulary, and the group's sums: see
+// PipecoordCudaStage); recipe "pipecoord-cuda".
 TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int zero = 0, int dp = 1,
-                                   Recompute recompute = Recompute::kNone);
+                                   Recompute recompute = Recompute::kNone, int tp = 1);
 
 // The pool's unit: every allocation is rounded up to a multiple of it.
 inline constexpr int64_t kCudaPoolUnit = 512;
@@ -72,6 +74,11 @@ struct CudaStageMemory {
   // the output handed on (not on the head stage); for B (whose start holds what F stored), the
   // gradient received (not on the head stage), B's transients and the gradient handed on (not
   // on the embedding stage). W allocates nothing in the pool: it only frees.
+  // Under tensor parallelism the group's sums count too (CudaStageModel's
+  // ReduceFromTensorParallel): the ring's chunks (the one read out to send, freed when Send
+  // returns, then the one received: the largest, ceil(L / tp) floats, on top of the level), and
+  // in bf16 the f32 copy of the whole tensor they run on; and the vocabulary-parallel loss's row
+  // maxima of the group, row maxima and sums.
   int64_t forward_peak = 0;
   int64_t backward_peak = 0;
 };
@@ -84,9 +91,10 @@ Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const Trainin
                                            int64_t layers, bool has_embedding, bool has_head);
 
 // Element counts of the stage's weight tensors in the backend's order (per block: two norm
-// gains, wq, wk, wv, wo, w1, w2, w3; the embedding; the final norm and the output head).
+// gains, wq, wk, wv, wo, w1, w2, w3; the embedding; the final norm and the output head), each
+// this rank's slice under tensor parallelism (the norm gains whole).
 std::vector<int64_t> PipecoordCudaWeightTensors(const ModelSpec& model, int64_t layers,
-                                                bool has_embedding, bool has_head);
+                                                bool has_embedding, bool has_head, int tp = 1);
 
 }  // namespace pipecoord::memory
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "jobplan/assignment.h"
+#include "jobplan/layout.h"
 #include "jobplan/memory_budget.h"
 #include "jobplan/plan_job.h"
 #include "jobplan/spec_validation.h"
@@ -50,6 +51,7 @@ struct Case {
   int dp = 1, zero = 0;
   std::string recompute = "none";
   int probe_size = 0;  // spec.health.probeSize (0: the stage's largest GEMM)
+  int tp = 1;
 };
 
 // worker/cuda's test model (h 64, 4 heads of 16, V 96, s 40, b 2), deeper. With f = 3h a block's
@@ -64,6 +66,7 @@ v1::JobSpec Spec(const Case& c) {
   s.set_pp(c.pp);
   s.set_vpp(c.vpp);
   s.set_dp(c.dp);
+  s.set_tp(c.tp);
   s.set_zero(c.zero);
   s.set_recompute(c.recompute);
   s.mutable_health()->set_probe_size(c.probe_size);
@@ -89,11 +92,11 @@ struct RankResult : RankOutcome {
 
 // Runs `spec` on one CudaBackend per rank (RunRankThreads), each with the worker's own hooks (no
 // faults): every PROBE runs its numerical probe and its replay through the backend, whose tensors
-// the pool counts, as on a worker. Results by global rank (replica d's pipeline rank r is
-// d * pp + r).
+// the pool counts, as on a worker. Results by global rank (RankLayout's: tp innermost, then pp,
+// then dp).
 std::vector<RankResult> RunRanks(const v1::JobSpec& spec, const v1::Plan& plan,
                                  SentTensors sent = SentTensors::kReleased) {
-  std::vector<RankResult> results(static_cast<size_t>(spec.pp() * std::max(1, spec.dp())));
+  std::vector<RankResult> results(static_cast<size_t>(jobplan::LayoutOf(spec).world()));
   RankSetup setup;
   setup.sent = sent;
   setup.hooks = [](const v1::Assignment& a) { return std::make_unique<HealthHooks>(a, std::vector<FaultRule>{}); };
@@ -125,7 +128,8 @@ TEST_P(MemoryBudgetCudaTest, EveryRanksPeakIsItsBudget) {
 
   const std::vector<RankResult> results = RunRanks(spec, *plan);
   for (int g = 0; g < static_cast<int>(results.size()); ++g) {
-    const int r = g % spec.pp();  // every replica's rank r has rank r's budget
+    // Every replica's (and tensor-parallel rank's) pipeline rank r has rank r's budget.
+    const int r = jobplan::LayoutOf(spec).PipelineRank(g);
     SCOPED_TRACE("global rank " + std::to_string(g));
     const RankResult& rr = results[g];
     ASSERT_TRUE(rr.status.ok()) << rr.status.ToString();
@@ -258,7 +262,15 @@ INSTANTIATE_TEST_SUITE_P(
                  {"zbh1", 4, 0, 8, 8, {}, "", 64, 1, 0, "full"},  {"1f1b", 4, 0, 8, 8, {}, "", 0, 1, 0, "selective"},
                  {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1, "full"},
                  // A numerical probe larger than a step's activations: its GEMM makes the peak.
-                 {"1f1b", 2, 0, 2, 2, {}, "", 0, 1, 0, "none", 448}}) {
+                 {"1f1b", 2, 0, 2, 2, {}, "", 0, 1, 0, "none", 448},
+                 // Tensor parallelism: the group's sums (the ring's chunks, bf16's f32 copies, the
+                 // vocabulary-parallel loss's maxima and sums) on top of the slices.
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 1, 0, "none", 0, 2},
+                 {"zbh1", 2, 0, 4, 4, {}, "", 64, 1, 0, "none", 0, 2},
+                 {"zbv", 2, 2, 4, 8, {}, "", 0, 1, 0, "none", 0, 2},
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1, "full", 0, 2},
+                 {"interleaved", 2, 2, 5, 7, {}, "", 0, 1, 0, "full", 0, 4},
+                 {"1f1b", 1, 0, 2, 2, {}, "", 0, 1, 0, "none", 0, 2}}) {
           c.precision = precision;
           cases.push_back(c);
         }
@@ -272,6 +284,7 @@ INSTANTIATE_TEST_SUITE_P(
                          std::to_string(c.layers) + (c.ffn > 0 ? "_ffn" + std::to_string(c.ffn) : "") +
                          (c.dp > 1 ? "_dp" + std::to_string(c.dp) + "_zero" + std::to_string(c.zero) : "") +
                          (c.recompute != "none" ? "_" + c.recompute : "") +
+                         (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "") +
                          (c.probe_size > 0 ? "_probe" + std::to_string(c.probe_size) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
