@@ -160,8 +160,9 @@ Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, u
   const memory::ModelSpec model =
       memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
   planner::SearchSpace space = Space(spec);
-  // Tensor parallelism runs on the C++ CPU workers (not cuda, not torch workers).
-  const bool tp_runs = spec.device() != "cuda" && spec.worker().kind() != v1::kTorchWorker;
+  // Tensor parallelism runs on the C++ workers, CPU and CUDA (torch workers run it only for
+  // modules that ask for it: auto leaves their tp alone).
+  const bool tp_runs = spec.worker().kind() != v1::kTorchWorker;
   space.max_tp = spec.tp() > 0 ? spec.tp() : tp_runs ? std::max(1, workers.largest_host > 0 ? workers.largest_host : workers.count) : 1;
   planner::PlanOptions options;
   options.top_k = top_k;

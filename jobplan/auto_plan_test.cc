@@ -174,6 +174,28 @@ TEST(AutoPlanTest, CudaJobsShardTheOptimizerWhenMemoryForcesIt) {
   ExpectPeakIsTheTightestBudget(r->report.chosen(), Replan(spec, r->report.chosen()));
 }
 
+// The CUDA backend runs tensor parallelism (without sequence parallelism): with one pipeline
+// stage and one replica fixed and workers one byte short of the job at tp 1, auto splits the
+// model over a tensor-parallel group, never with sequence parallelism, and its report's peak is
+// the budget the CUDA recipe gives the tensor-parallel job.
+TEST(AutoPlanTest, CudaJobsSplitTheModelWhenMemoryForcesIt) {
+  v1::JobSpec spec = AutoSpec(8);
+  spec.set_device("cuda");
+  spec.set_pp(1);
+  spec.set_dp(1);
+  spec.set_tp(1);
+  auto whole = PlanAuto(spec, {2, 0, "cuda"});
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  const uint64_t without = whole->report.chosen().peak_bytes();
+  spec.clear_tp();
+  auto r = PlanAuto(spec, {2, without - 1, "cuda"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->spec.tp(), 2);
+  EXPECT_FALSE(r->spec.sequence_parallel());
+  EXPECT_LE(r->report.chosen().peak_bytes(), without - 1);
+  ExpectPeakIsTheTightestBudget(r->report.chosen(), Replan(spec, r->report.chosen()));
+}
+
 TEST(AutoPlanTest, NothingFitsNamesTheSmallestShortfall) {
   v1::JobSpec spec = AutoSpec(8);
   spec.set_recompute("none");  // fixed: left open, recompute makes it fit (below)
@@ -263,7 +285,7 @@ TEST(AutoPlanTest, NoWorkerOrTooFew) {
   EXPECT_EQ(all, (std::vector<std::string>{"1f1b, pp 1, vpp 1, dp 1, 1 micro-batches of 1",
                                            "1f1b, pp 1, vpp 1, dp 1, tp 2+sp, 1 micro-batches of 1",
                                            "1f1b, pp 1, vpp 1, dp 1, tp 2, 1 micro-batches of 1"}));
-  // tp stays 1 where the workers cannot run it (cuda) or the spec fixes it.
+  // tp stays 1 where the spec fixes it.
   spec.set_tp(1);
   r = PlanAuto(spec, {3, 0, "cpu"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
