@@ -113,10 +113,6 @@ Status ValidateTensorParallel(const v1::JobSpec& s) {
   }
   if (tp > 1) {
     // What tensor parallelism does not run yet is refused by name, never run as something else.
-    if (s.device() == "cuda" && s.sequence_parallel()) {
-      return InvalidArgument("spec.sequenceParallel: device \"cuda\" runs tensor parallelism without sequence "
-                             "parallelism (it runs on the CPU backend); set sequenceParallel false");
-    }
     if (s.worker().kind() == v1::kTorchWorker) {
       // Torch workers hand the stage builder its tensor-parallel group (docs/pytorch.md); what
       // they do not combine with it yet is refused by name.

@@ -28,7 +28,7 @@ namespace pipecoord::worker::cuda {
 CudaBackend::CudaBackend(const v1::Assignment& a, std::shared_ptr<const TrainingData> data, Precision precision,
                          std::shared_ptr<CudaDevice> device)
     : device_(std::move(device)), data_(std::move(data)), precision_(precision),
-      mbs_(a.spec().microbatches()), dp_rank_(a.dp_rank()),
+      mbs_(a.spec().microbatches()), dp_rank_(a.dp_rank()), tp_rank_(a.tp_rank()),
       mbs_size_(a.spec().micro_batch_size()), seq_(a.spec().model().seq_len()),
       hidden_(a.spec().model().hidden()), spec_(a.spec()) {}
 
@@ -240,7 +240,16 @@ Result<std::unique_ptr<Transport>> CudaBackend::BoundaryTransport(Transport& hos
 }
 
 kernels::TensorSpec CudaBackend::BoundarySpec() const {
-  return {ActivationDType(precision_), {mbs_size_, seq_, hidden_}};
+  // With sequence parallelism this rank's token rows (CudaStageModel::ActivationSpec).
+  const int tp = std::max(1, spec_.tp());
+  return {ActivationDType(precision_), {mbs_size_, spec_.sequence_parallel() && tp > 1 ? seq_ / tp : seq_, hidden_}};
+}
+
+Status CudaBackend::FinalizeGradients() {
+  PIPECOORD_RETURN_IF_ERROR(Deferred());
+  views_current_ = false;
+  for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->FinalizeGradients());
+  return Status::Ok();
 }
 
 CudaStageModel* CudaBackend::stage(int stage) {
@@ -380,9 +389,14 @@ Result<uint64_t> CudaBackend::SeededForward(int s, int step) {
     in.tokens.resize(static_cast<size_t>(n));
     for (int32_t& t : in.tokens) t = static_cast<int32_t>(rng.Below(static_cast<uint32_t>(vocab)));
   } else {
-    std::vector<float> x(static_cast<size_t>(n * hidden_));
-    rng.FillUniform(x.data(), static_cast<int64_t>(x.size()), -1, 1);
-    auto t = device_->Empty(BoundarySpec());
+    // With sequence parallelism this rank's token rows, each rank of the group its own draw (the
+    // CPU model's).
+    const kernels::TensorSpec spec = BoundarySpec();
+    std::vector<float> x(static_cast<size_t>(spec.numel()));
+    const bool sp = spec_.sequence_parallel() && spec_.tp() > 1;
+    kernels::cpu::Rng own(sp ? kernels::cpu::CombineSeeds(seed, static_cast<uint64_t>(tp_rank_)) : seed);
+    own.FillUniform(x.data(), static_cast<int64_t>(x.size()), -1, 1);
+    auto t = device_->Empty(spec);
     if (!t.ok()) return t.status();
     if (precision_ == Precision::kBf16) {
       std::vector<uint16_t> bits(x.size());
@@ -694,13 +708,9 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
   if (tp > 1 && (group == nullptr || group->size() != tp)) {
     return InvalidArgument("spec.tp is " + std::to_string(tp) + ": the rank needs its tensor-parallel group");
   }
-  if (a.spec().sequence_parallel()) {
-    return Unimplemented("spec.sequenceParallel: the CUDA backend runs tensor parallelism without sequence parallelism "
-                         "(it runs on the CPU backend)");
-  }
   for (const v1::StageShard& s : a.shards()) {
     auto stage = CudaStageModel::Create(config, StageShardOf(s), batch, precision, backend->device_.get(),
-                                        tp > 1 ? group : nullptr);
+                                        tp > 1 ? group : nullptr, tp > 1 && a.spec().sequence_parallel());
     if (!stage.ok()) return stage.status();
     backend->stages_[s.stage()] = std::move(stage).value();
   }

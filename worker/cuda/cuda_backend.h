@@ -98,6 +98,8 @@ class CudaBackend final : public ComputeBackend {
   parallel::FloatBuffer* DeviceStageGradients(int stage) override;
   parallel::FloatBuffer* DeviceStageValues(int stage) override;
   Status ParametersGathered() override;  // the bf16 copies from the gathered masters
+  // Sequence parallelism: the norm gains' gradients summed over the tensor-parallel group.
+  Status FinalizeGradients() override;
   // In double on the device, stage by stage (each stage's tensors in model order), read back
   // once; under ZeRO the shard's elements only. Under tensor parallelism the replicated tensors
   // (norm gains) only with count_replicated (the executor asks one rank of the group).
@@ -165,7 +167,7 @@ class CudaBackend final : public ComputeBackend {
   std::shared_ptr<CudaDevice> device_;
   std::shared_ptr<const TrainingData> data_;  // the job's tokens (training_data.h)
   const Precision precision_;
-  const int mbs_, dp_rank_;
+  const int mbs_, dp_rank_, tp_rank_;
   const int64_t mbs_size_, seq_, hidden_;
   const v1::JobSpec spec_;  // its optimizer settings, step by step (AdamWOptionsAt)
   std::map<int, std::unique_ptr<CudaStageModel>> stages_;

@@ -104,7 +104,8 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
                                                                const model::BatchShape& batch,
                                                                Precision precision,
                                                                CudaDevice* device,
-                                                               parallel::TensorParallel* tp) {
+                                                               parallel::TensorParallel* tp,
+                                                               bool sequence_parallel) {
   PIPECOORD_RETURN_IF_ERROR(config.Validate());
   PIPECOORD_RETURN_IF_ERROR(model::ValidateShard(config, shard));
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
@@ -117,10 +118,15 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
                              std::to_string(value) + ")");
     }
   }
+  if (sequence_parallel && (t < 2 || config.seq_len % t != 0)) {
+    return InvalidArgument("sequence_parallel: needs tp > 1 dividing seq_len (" + std::to_string(config.seq_len) +
+                           "), tp is " + std::to_string(t));
+  }
   const kernels::cpu::AttentionDims ad{batch.micro_batch_size, config.seq_len, config.heads / t,
                                        config.HeadDim()};
   if (shard.num_layers > 0) PIPECOORD_RETURN_IF_ERROR(kc::CheckFlashAttentionDims(ad));
-  std::unique_ptr<CudaStageModel> m(new CudaStageModel(config, shard, batch, precision, device, t > 1 ? tp : nullptr));
+  std::unique_ptr<CudaStageModel> m(
+      new CudaStageModel(config, shard, batch, precision, device, t > 1 ? tp : nullptr, sequence_parallel));
   PIPECOORD_RETURN_IF_ERROR(device->MakeCurrent());
   PIPECOORD_RETURN_IF_ERROR(m->Build());
   return m;
@@ -128,8 +134,9 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
 
 CudaStageModel::CudaStageModel(const model::ModelConfig& config, const model::StageShard& shard,
                                const model::BatchShape& batch, Precision precision,
-                               CudaDevice* device, parallel::TensorParallel* tp)
-    : config_(config), shard_(shard), batch_(batch), precision_(precision), device_(device), tp_(tp) {
+                               CudaDevice* device, parallel::TensorParallel* tp, bool sequence_parallel)
+    : config_(config), shard_(shard), batch_(batch), precision_(precision), device_(device), tp_(tp),
+      sp_(sequence_parallel && tp != nullptr) {
   const int t = tp != nullptr ? tp->size() : 1;
   tp_rank_ = tp != nullptr ? tp->rank() : 0;
   tokens_ = static_cast<int64_t>(batch.micro_batch_size) * config.seq_len;
@@ -138,12 +145,29 @@ CudaStageModel::CudaStageModel(const model::ModelConfig& config, const model::St
   width_ = config.hidden / t;
   heads_ = config.heads / t;
   vocab_ = config.vocab / t;
+  local_tokens_ = sp_ ? tokens_ / t : tokens_;
 }
 
 CudaStageModel::~CudaStageModel() = default;
 
 TensorSpec CudaStageModel::ActivationSpec() const {
-  return {ActivationDType(precision_), {batch_.micro_batch_size, config_.seq_len, hidden_}};
+  const int64_t seq = sp_ ? config_.seq_len / tp_->size() : config_.seq_len;
+  return {ActivationDType(precision_), {batch_.micro_batch_size, seq, hidden_}};
+}
+
+Result<Tensor> CudaStageModel::Local(int64_t features) {
+  return device_->Empty({ActivationDType(precision_), {local_tokens_, features}});
+}
+
+Status CudaStageModel::FinalizeGradients() {
+  if (!sp_) return Status::Ok();
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  // The norm gains' gradients cover this rank's tokens: summed over the group, in model order.
+  for (DeviceParameter& p : params_) {
+    if (model::TpSplitOf(p.name) != model::TpSplit::kWhole) continue;
+    PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<float>(p.grad));
+  }
+  return Status::Ok();
 }
 
 Result<Tensor> CudaStageModel::Activation(int64_t features) {
@@ -422,7 +446,7 @@ Result<Tensor> CudaStageModel::ForwardAs(MicroBatch& state, CudaStageInput& inpu
     const DeviceParameter& e = params_[embedding_];
     PIPECOORD_RETURN_IF_ERROR(kc::EmbeddingForward(Ptr<T>(e.compute), Ptr<int32_t>(state.tokens),
                                                    Ptr<T>(x), n, h, V, stream));
-    PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(x));
+    PIPECOORD_CUDA_STAGE_ASSIGN(x, SumOverGroup<T>(std::move(x)));  // sp: this rank's tokens of the sum
   } else {
     x = std::move(input.activations);
   }
@@ -441,14 +465,19 @@ Result<Tensor> CudaStageModel::ForwardAs(MicroBatch& state, CudaStageInput& inpu
   // Final norm, LM head, cross-entropy; the loss goes to the device-side sum.
   HeadState& s = state.head;
   s.x = std::move(x);
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd, Floats(n));
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.y, Activation(h));
+  const int64_t nl = local_tokens_;
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd, Floats(nl));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.y, Local(h));
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormForward(Ptr<T>(s.x), Ptr<T>(params_[norm_].compute),
-                                               Ptr<T>(s.y), Ptr<float>(s.rstd), n, h,
+                                               Ptr<T>(s.y), Ptr<float>(s.rstd), nl, h,
                                                config_.rms_norm_eps, stream));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.logits, Activation(V));
-  PIPECOORD_RETURN_IF_ERROR(device_->gemm().Forward(
-      Ptr<T>(s.y), Ptr<T>(params_[output_].compute), Ptr<T>(s.logits), {n, h, V}));
+  {
+    Tensor y_all;  // sp: every token's norm output, for the head's logits of every token
+    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(y_all, GatherSequence<T>(s.y));
+    PIPECOORD_RETURN_IF_ERROR(device_->gemm().Forward(
+        Ptr<T>(sp_ ? y_all : s.y), Ptr<T>(params_[output_].compute), Ptr<T>(s.logits), {n, h, V}));
+  }
   PIPECOORD_CUDA_STAGE_ASSIGN(s.targets, device_->Empty({DType::kI32, {n}}));
   PIPECOORD_RETURN_IF_ERROR(device_->Upload(input.targets.data(), s.targets));
   Tensor loss;
@@ -479,6 +508,67 @@ Status CudaStageModel::ReduceFromTensorParallel(Tensor& t) {
     PIPECOORD_RETURN_IF_ERROR(CastToBf16(Ptr<float>(sum), Ptr<T>(t), t.numel(), device_->stream()));
   }
   return Status::Ok();
+}
+
+template <typename T>
+Result<Tensor> CudaStageModel::SumOverGroup(Tensor partial) {
+  if (sp_) return ScatterSequence<T>(std::move(partial));
+  PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(partial));
+  return partial;
+}
+
+template <typename T>
+Result<Tensor> CudaStageModel::GatherSequence(const Tensor& shard) {
+  const int64_t count = shard.numel(), at = count * tp_rank_, total = count * tp_->size();
+  Tensor all32;
+  PIPECOORD_CUDA_STAGE_ASSIGN(all32, Floats(total));
+  auto buffer = DeviceTensorFloats::Create(device_, {all32});
+  if (!buffer.ok()) return buffer.status();
+  if constexpr (std::is_same_v<T, float>) {
+    Tensor flat;
+    PIPECOORD_CUDA_STAGE_ASSIGN(flat, shard.Reshaped({count}));
+    PIPECOORD_RETURN_IF_ERROR((*buffer)->Write(static_cast<size_t>(at), flat));
+  } else {
+    PIPECOORD_RETURN_IF_ERROR(CastToFloat(Ptr<T>(shard), Ptr<float>(all32) + at, count, device_->stream()));
+  }
+  PIPECOORD_RETURN_IF_ERROR(tp_->GatherFromTensorParallel(**buffer));
+  if constexpr (std::is_same_v<T, float>) {
+    return all32.Reshaped({total / hidden_, hidden_});
+  } else {
+    Tensor all;
+    PIPECOORD_CUDA_STAGE_ASSIGN(all, device_->Empty({ActivationDType(precision_), {total / hidden_, hidden_}}));
+    PIPECOORD_RETURN_IF_ERROR(CastToBf16(Ptr<float>(all32), Ptr<T>(all), total, device_->stream()));
+    return all;
+  }
+}
+
+template <typename T>
+Result<Tensor> CudaStageModel::ScatterSequence(Tensor partial) {
+  const int64_t total = partial.numel(), count = total / tp_->size(), at = count * tp_rank_;
+  Tensor sum32 = partial;  // f32: in place
+  if constexpr (!std::is_same_v<T, float>) {
+    PIPECOORD_CUDA_STAGE_ASSIGN(sum32, Floats(total));
+    PIPECOORD_RETURN_IF_ERROR(CastToFloat(Ptr<T>(partial), Ptr<float>(sum32), total, device_->stream()));
+  }
+  {
+    auto buffer = DeviceTensorFloats::Create(device_, {sum32});
+    if (!buffer.ok()) return buffer.status();
+    PIPECOORD_RETURN_IF_ERROR(tp_->ReduceScatterToSequenceParallel(**buffer));
+  }
+  Tensor out;
+  PIPECOORD_CUDA_STAGE_ASSIGN(out, Local(hidden_));
+  if constexpr (std::is_same_v<T, float>) {
+    Tensor mine, flat;
+    PIPECOORD_CUDA_STAGE_ASSIGN(mine, sum32.Reshaped({total}));
+    PIPECOORD_CUDA_STAGE_ASSIGN(mine, mine.Slice(at, count));
+    PIPECOORD_CUDA_STAGE_ASSIGN(flat, out.Reshaped({count}));
+    auto target = DeviceTensorFloats::Create(device_, {flat});
+    if (!target.ok()) return target.status();
+    PIPECOORD_RETURN_IF_ERROR((*target)->Write(0, mine));
+  } else {
+    PIPECOORD_RETURN_IF_ERROR(CastToBf16(Ptr<float>(sum32) + at, Ptr<T>(out), count, device_->stream()));
+  }
+  return out;
 }
 
 template <typename T>
@@ -514,53 +604,65 @@ template <typename T>
 Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Tensor* y) {
   cudaStream_t stream = device_->stream();
   kc::GemmContext& gemm = device_->gemm();
-  const int64_t n = tokens_, h = hidden_, f = ffn_, hq = width_;
+  const int64_t n = tokens_, nl = local_tokens_, h = hidden_, f = ffn_, hq = width_;
   const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim()};
   const kc::DeviceRopeTable rope{Ptr<double>(rope_cos_), Ptr<double>(rope_sin_), config_.seq_len,
                                  config_.HeadDim()};
   auto w = [&](int index) { return Ptr<T>(params_[index].compute); };
   // a = RMSNorm(x); q, k, v = a W^T with RoPE on q and k; o = attention; x1 = x + o Wo^T.
+  // With sequence parallelism x, a, x1 and c are this rank's tokens (nl of n), gathered before
+  // each tensor-parallel region and reduce-scattered after it.
   s.x = std::move(x);
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd1, Floats(n));
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.a, Activation(h));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd1, Floats(nl));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.a, Local(h));
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormForward(Ptr<T>(s.x), w(L.attention_norm), Ptr<T>(s.a),
-                                               Ptr<float>(s.rstd1), n, h, config_.rms_norm_eps,
+                                               Ptr<float>(s.rstd1), nl, h, config_.rms_norm_eps,
                                                stream));
-  // Column-parallel q, k, v: this rank's heads.
+  // Column-parallel q, k, v: this rank's heads, over every token.
   PIPECOORD_CUDA_STAGE_ASSIGN(s.q, Activation(hq));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.k, Activation(hq));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.v, Activation(hq));
-  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wq), Ptr<T>(s.q), {n, h, hq}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wk), Ptr<T>(s.k), {n, h, hq}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.a), w(L.wv), Ptr<T>(s.v), {n, h, hq}));
+  {
+    Tensor a_all;
+    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(a_all, GatherSequence<T>(s.a));
+    const T* a = Ptr<T>(sp_ ? a_all : s.a);
+    PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wq), Ptr<T>(s.q), {n, h, hq}));
+    PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wk), Ptr<T>(s.k), {n, h, hq}));
+    PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wv), Ptr<T>(s.v), {n, h, hq}));
+  }
   PIPECOORD_RETURN_IF_ERROR(kc::RopeForward(Ptr<T>(s.q), Ptr<T>(s.q), rope, ad.batch, ad.heads, stream));
   PIPECOORD_RETURN_IF_ERROR(kc::RopeForward(Ptr<T>(s.k), Ptr<T>(s.k), rope, ad.batch, ad.heads, stream));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.o, Activation(hq));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.lse, Floats(ad.batch * ad.heads * ad.seq));
   PIPECOORD_RETURN_IF_ERROR(kc::FlashAttentionForward(Ptr<T>(s.q), Ptr<T>(s.k), Ptr<T>(s.v),
                                                       Ptr<T>(s.o), Ptr<float>(s.lse), ad, stream));
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.x1, Activation(h));
   // Row-parallel wo: each rank's heads' share, summed over the group (Megatron's g).
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.x1, Activation(h));
   PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.o), w(L.wo), Ptr<T>(s.x1), {n, hq, h}));
-  PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(s.x1));
-  PIPECOORD_RETURN_IF_ERROR(AddInPlace(Ptr<T>(s.x1), Ptr<T>(s.x), n * h, stream));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.x1, SumOverGroup<T>(std::move(s.x1)));
+  PIPECOORD_RETURN_IF_ERROR(AddInPlace(Ptr<T>(s.x1), Ptr<T>(s.x), nl * h, stream));
   // c = RMSNorm(x1); y = x1 + (silu(c W1^T) * (c W3^T)) W2^T.
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd2, Floats(n));
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.c, Activation(h));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.rstd2, Floats(nl));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.c, Local(h));
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormForward(Ptr<T>(s.x1), w(L.ffn_norm), Ptr<T>(s.c),
-                                               Ptr<float>(s.rstd2), n, h, config_.rms_norm_eps,
+                                               Ptr<float>(s.rstd2), nl, h, config_.rms_norm_eps,
                                                stream));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.gate, Activation(f));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.up, Activation(f));
-  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.c), w(L.w1), Ptr<T>(s.gate), {n, h, f}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.c), w(L.w3), Ptr<T>(s.up), {n, h, f}));
+  {
+    Tensor c_all;
+    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(c_all, GatherSequence<T>(s.c));
+    const T* c = Ptr<T>(sp_ ? c_all : s.c);
+    PIPECOORD_RETURN_IF_ERROR(gemm.Forward(c, w(L.w1), Ptr<T>(s.gate), {n, h, f}));
+    PIPECOORD_RETURN_IF_ERROR(gemm.Forward(c, w(L.w3), Ptr<T>(s.up), {n, h, f}));
+  }
   PIPECOORD_CUDA_STAGE_ASSIGN(s.z, Activation(f));
   PIPECOORD_RETURN_IF_ERROR(kc::SwiGluForward(Ptr<T>(s.gate), Ptr<T>(s.up), Ptr<T>(s.z), n * f, stream));
   Tensor out;
   PIPECOORD_CUDA_STAGE_ASSIGN(out, Activation(h));
   PIPECOORD_RETURN_IF_ERROR(gemm.Forward(Ptr<T>(s.z), w(L.w2), Ptr<T>(out), {n, f, h}));
-  PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(out));  // row-parallel w2 (g)
-  PIPECOORD_RETURN_IF_ERROR(AddInPlace(Ptr<T>(out), Ptr<T>(s.x1), n * h, stream));
+  PIPECOORD_CUDA_STAGE_ASSIGN(out, SumOverGroup<T>(std::move(out)));  // row-parallel w2 (g)
+  PIPECOORD_RETURN_IF_ERROR(AddInPlace(Ptr<T>(out), Ptr<T>(s.x1), nl * h, stream));
   *y = std::move(out);
   return Status::Ok();
 }
@@ -604,11 +706,12 @@ Result<Tensor> CudaStageModel::BackwardInputAs(MicroBatch& state, Tensor grad_ou
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dy, Activation(h));
     PIPECOORD_RETURN_IF_ERROR(device_->gemm().BackwardInput(
         Ptr<T>(s.dlogits), Ptr<T>(params_[output_].compute), Ptr<T>(s.dy), {n, h, V}, false));
-    PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(s.dy));  // the vocabulary-parallel head's input gradient
-    PIPECOORD_CUDA_STAGE_ASSIGN(g, Activation(h));
+    // The vocabulary-parallel head's input gradient, summed (sp: this rank's tokens of the sum).
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dy, SumOverGroup<T>(std::move(s.dy)));
+    PIPECOORD_CUDA_STAGE_ASSIGN(g, Local(h));
     PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardInput(Ptr<T>(s.dy), Ptr<T>(s.x),
                                                        Ptr<T>(params_[norm_].compute),
-                                                       Ptr<float>(s.rstd), Ptr<T>(g), n, h,
+                                                       Ptr<float>(s.rstd), Ptr<T>(g), local_tokens_, h,
                                                        false, stream));
   }
   for (size_t i = layers_.size(); i-- > 0;) {
@@ -636,16 +739,20 @@ template <typename T>
 Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor dy, Tensor* dx) {
   cudaStream_t stream = device_->stream();
   kc::GemmContext& gemm = device_->gemm();
-  const int64_t n = tokens_, h = hidden_, f = ffn_, hq = width_;
+  const int64_t n = tokens_, nl = local_tokens_, h = hidden_, f = ffn_, hq = width_;
   const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim()};
   const kc::DeviceRopeTable rope{Ptr<double>(rope_cos_), Ptr<double>(rope_sin_), config_.seq_len,
                                  config_.HeadDim()};
   auto w = [&](int index) { return Ptr<T>(params_[index].compute); };
-  // MLP: y = x1 + W2 swiglu(W1 c, W3 c), c = norm(x1).
+  // MLP: y = x1 + W2 swiglu(W1 c, W3 c), c = norm(x1). With sequence parallelism dy, dc, dx1
+  // and da are this rank's tokens: gathered before each tensor-parallel region's backward,
+  // reduce-scattered after it.
   {
-    Tensor dz;
+    Tensor dz, dy_all;
     PIPECOORD_CUDA_STAGE_ASSIGN(dz, Activation(f));
-    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(dy), w(L.w2), Ptr<T>(dz), {n, f, h}, false));
+    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(dy_all, GatherSequence<T>(dy));
+    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(sp_ ? dy_all : dy), w(L.w2), Ptr<T>(dz), {n, f, h}, false));
+    dy_all = Tensor();
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dgate, Activation(f));
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dup, Activation(f));
     PIPECOORD_RETURN_IF_ERROR(kc::SwiGluBackward(Ptr<T>(dz), Ptr<T>(s.gate), Ptr<T>(s.up),
@@ -656,17 +763,19 @@ Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor 
   PIPECOORD_CUDA_STAGE_ASSIGN(s.dc, Activation(h));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dgate), w(L.w1), Ptr<T>(s.dc), {n, h, f}, false));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dup), w(L.w3), Ptr<T>(s.dc), {n, h, f}, true));
-  PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(s.dc));  // column-parallel w1, w3: f's backward
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.dc, SumOverGroup<T>(std::move(s.dc)));  // column-parallel w1, w3: f's backward
   PIPECOORD_CUDA_STAGE_ASSIGN(s.dx1, device_->Copy(dy));  // residual path
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardInput(Ptr<T>(s.dc), Ptr<T>(s.x1), w(L.ffn_norm),
-                                                     Ptr<float>(s.rstd2), Ptr<T>(s.dx1), n, h,
+                                                     Ptr<float>(s.rstd2), Ptr<T>(s.dx1), nl, h,
                                                      true, stream));
   s.dy = std::move(dy);
   // Attention: x1 = x + Wo attn(rope(Wq a), rope(Wk a), Wv a), a = norm(x).
   {
-    Tensor dout, delta;
+    Tensor dout, delta, dx1_all;
     PIPECOORD_CUDA_STAGE_ASSIGN(dout, Activation(hq));
-    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dx1), w(L.wo), Ptr<T>(dout), {n, hq, h}, false));
+    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(dx1_all, GatherSequence<T>(s.dx1));
+    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(sp_ ? dx1_all : s.dx1), w(L.wo), Ptr<T>(dout), {n, hq, h}, false));
+    dx1_all = Tensor();
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dq, Activation(hq));
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dk, Activation(hq));
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dv, Activation(hq));
@@ -685,11 +794,11 @@ Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor 
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dq), w(L.wq), Ptr<T>(s.da), {n, h, hq}, false));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dk), w(L.wk), Ptr<T>(s.da), {n, h, hq}, true));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dv), w(L.wv), Ptr<T>(s.da), {n, h, hq}, true));
-  PIPECOORD_RETURN_IF_ERROR(ReduceFromTensorParallel<T>(s.da));  // column-parallel wq, wk, wv: f's backward
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.da, SumOverGroup<T>(std::move(s.da)));  // column-parallel wq, wk, wv: f's backward
   Tensor out;
   PIPECOORD_CUDA_STAGE_ASSIGN(out, device_->Copy(s.dx1));  // residual path
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardInput(Ptr<T>(s.da), Ptr<T>(s.x), w(L.attention_norm),
-                                                     Ptr<float>(s.rstd1), Ptr<T>(out), n, h, true,
+                                                     Ptr<float>(s.rstd1), Ptr<T>(out), nl, h, true,
                                                      stream));
   *dx = std::move(out);
   return Status::Ok();
@@ -711,21 +820,30 @@ Status CudaStageModel::BackwardWeight(int mb) {
 template <typename T>
 Status CudaStageModel::BackwardWeightAs(MicroBatch& state) {
   cudaStream_t stream = device_->stream();
-  const int64_t n = tokens_, h = hidden_, V = vocab_;
+  const int64_t n = tokens_, nl = local_tokens_, h = hidden_, V = vocab_;
   auto g = [&](int index) { return Ptr<float>(params_[index].grad); };
+  // With sequence parallelism W gathers again the token shards B and F kept (each freed before
+  // the next is gathered); the norm gains' gradients cover this rank's tokens (FinalizeGradients
+  // sums them over the group).
   if (shard_.has_head) {
     HeadState& s = state.head;
-    PIPECOORD_RETURN_IF_ERROR(device_->gemm().BackwardWeight(Ptr<T>(s.dlogits), Ptr<T>(s.y),
-                                                             g(output_), {n, h, V}));
+    {
+      Tensor y_all;
+      if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(y_all, GatherSequence<T>(s.y));
+      PIPECOORD_RETURN_IF_ERROR(device_->gemm().BackwardWeight(Ptr<T>(s.dlogits), Ptr<T>(sp_ ? y_all : s.y),
+                                                               g(output_), {n, h, V}));
+    }
     PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardWeight(Ptr<T>(s.dy), Ptr<T>(s.x),
-                                                        Ptr<float>(s.rstd), g(norm_), n, h, stream));
+                                                        Ptr<float>(s.rstd), g(norm_), nl, h, stream));
     s = HeadState();
   }
   for (size_t i = layers_.size(); i-- > 0;) {
     PIPECOORD_RETURN_IF_ERROR(BlockBackwardWeight<T>(layers_[i], state.blocks[i]));
   }
   if (shard_.has_embedding) {
-    PIPECOORD_RETURN_IF_ERROR(kc::EmbeddingBackwardWeight(Ptr<T>(state.embed_grad),
+    Tensor grad_all;  // sp: the rows of every token, again
+    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(grad_all, GatherSequence<T>(state.embed_grad));
+    PIPECOORD_RETURN_IF_ERROR(kc::EmbeddingBackwardWeight(Ptr<T>(sp_ ? grad_all : state.embed_grad),
                                                           Ptr<int32_t>(state.tokens), g(embedding_),
                                                           n, h, V, stream));
   }
@@ -736,20 +854,34 @@ template <typename T>
 Status CudaStageModel::BlockBackwardWeight(const Layer& L, BlockState& s) {
   cudaStream_t stream = device_->stream();
   kc::GemmContext& gemm = device_->gemm();
-  const int64_t n = tokens_, h = hidden_, f = ffn_, hq = width_;
+  const int64_t n = tokens_, nl = local_tokens_, h = hidden_, f = ffn_, hq = width_;
   auto g = [&](int index) { return Ptr<float>(params_[index].grad); };
-  // No communication: this rank's slices from its own activations and gradients.
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dy), Ptr<T>(s.z), g(L.w2), {n, f, h}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dgate), Ptr<T>(s.c), g(L.w1), {n, h, f}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dup), Ptr<T>(s.c), g(L.w3), {n, h, f}));
+  // Without sequence parallelism no communication: this rank's slices from its own activations
+  // and gradients. With it the shards kept are gathered again (dy, c, dx1, a, in this order).
+  Tensor gathered;
+  auto all = [&](const Tensor& shard) -> Result<const T*> {
+    if (!sp_) return Ptr<T>(shard);
+    gathered = Tensor();  // the previous one back to the pool first
+    PIPECOORD_CUDA_STAGE_ASSIGN(gathered, GatherSequence<T>(shard));
+    return Ptr<T>(gathered);
+  };
+  const T* x = nullptr;
+  PIPECOORD_CUDA_STAGE_ASSIGN(x, all(s.dy));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(x, Ptr<T>(s.z), g(L.w2), {n, f, h}));
+  PIPECOORD_CUDA_STAGE_ASSIGN(x, all(s.c));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dgate), x, g(L.w1), {n, h, f}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dup), x, g(L.w3), {n, h, f}));
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardWeight(Ptr<T>(s.dc), Ptr<T>(s.x1), Ptr<float>(s.rstd2),
-                                                      g(L.ffn_norm), n, h, stream));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dx1), Ptr<T>(s.o), g(L.wo), {n, hq, h}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dq), Ptr<T>(s.a), g(L.wq), {n, h, hq}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dk), Ptr<T>(s.a), g(L.wk), {n, h, hq}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dv), Ptr<T>(s.a), g(L.wv), {n, h, hq}));
+                                                      g(L.ffn_norm), nl, h, stream));
+  PIPECOORD_CUDA_STAGE_ASSIGN(x, all(s.dx1));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(x, Ptr<T>(s.o), g(L.wo), {n, hq, h}));
+  PIPECOORD_CUDA_STAGE_ASSIGN(x, all(s.a));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dq), x, g(L.wq), {n, h, hq}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dk), x, g(L.wk), {n, h, hq}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dv), x, g(L.wv), {n, h, hq}));
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardWeight(Ptr<T>(s.da), Ptr<T>(s.x), Ptr<float>(s.rstd1),
-                                                      g(L.attention_norm), n, h, stream));
+                                                      g(L.attention_norm), nl, h, stream));
+  gathered = Tensor();
   s = BlockState();
   return Status::Ok();
 }

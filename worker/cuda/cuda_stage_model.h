@@ -32,7 +32,13 @@
 // the device tensors (DeviceTensorFloats), in f32: bf16 tensors are widened, summed and rounded
 // once. They block the calling thread until the group's ranks all made the call (the ranks of a
 // group run the same actions in the same order). Replicated tensors (norm gains) stay identical
-// across the group. Sequence parallelism is not run on CUDA yet (Create refuses it by name).
+// across the group. With sequence parallelism (Create's sequence_parallel, tp > 1) the norms,
+// residuals and the tensors between stages hold this rank's T/tp of the micro-batch's T = b s
+// token rows ([r T/tp, (r+1) T/tp), ActivationSpec() [b, s/tp, h] as a shape); each tensor-
+// parallel region all-gathers its input and reduce-scatters its output (Megatron's
+// gather_from / reduce_scatter_to_sequence_parallel_region), W gathers again the shards it needs,
+// and the norm gains' gradients, of this rank's tokens, are summed over the group by
+// FinalizeGradients.
 //
 // Not thread-safe: one caller at a time.
 #ifndef PIPECOORD_WORKER_CUDA_CUDA_STAGE_MODEL_H_
@@ -90,12 +96,14 @@ class CudaStageModel {
                                                         const model::StageShard& shard,
                                                         const model::BatchShape& batch,
                                                         Precision precision, CudaDevice* device,
-                                                        parallel::TensorParallel* tp = nullptr);
+                                                        parallel::TensorParallel* tp = nullptr,
+                                                        bool sequence_parallel = false);
   ~CudaStageModel();
   CudaStageModel(const CudaStageModel&) = delete;
   CudaStageModel& operator=(const CudaStageModel&) = delete;
 
-  // [micro_batch_size, seq_len, hidden] in f32 or bf16: what enters and leaves the stage.
+  // [micro_batch_size, seq_len, hidden] in f32 or bf16: what enters and leaves the stage
+  // ([micro_batch_size, seq_len / tp, hidden] with sequence parallelism: this rank's token rows).
   kernels::TensorSpec ActivationSpec() const;
 
   // F of micro-batch mb (any id >= 0 not in flight). Returns the activations for the next stage,
@@ -152,6 +160,9 @@ class CudaStageModel {
   Status AccumulateGradientSquares(double* acc, double* partials, bool count_replicated = true);
   // Every gradient *= factor (clipping), one f32 multiplication each.
   Status ScaleGradients(float factor);
+  // Sequence parallelism: each norm gain's gradient (this rank's tokens) summed over the group, in
+  // model order; nothing otherwise. Before the step's gradient norm and optimizer step.
+  Status FinalizeGradients();
   int64_t optimizer_steps() const { return optimizer_steps_; }
   void set_optimizer_steps(int64_t steps) { optimizer_steps_ = steps; }
   // Re-rounds the bf16 compute copies from the fp32 masters (after the masters were written
@@ -183,7 +194,7 @@ class CudaStageModel {
 
   CudaStageModel(const model::ModelConfig& config, const model::StageShard& shard,
                  const model::BatchShape& batch, Precision precision, CudaDevice* device,
-                 parallel::TensorParallel* tp);
+                 parallel::TensorParallel* tp, bool sequence_parallel);
   Status Build();
   Status AddParameter(const std::string& name, std::vector<int64_t> shape, double std,
                       bool weight_decay);
@@ -211,12 +222,24 @@ class CudaStageModel {
   // In place: t = the sum of t over the tensor-parallel group (nothing without one), in f32.
   template <typename T>
   Status ReduceFromTensorParallel(kernels::Tensor& t);
+  // Sequence parallelism's mapping points on [tokens, h] tensors in T: every rank's token shard
+  // side by side (a new [n, h]), and this rank's rows of the group's sum of `partial` (a new
+  // [n / tp, h]), in f32 (bf16 widened, rounded once).
+  template <typename T>
+  Result<kernels::Tensor> GatherSequence(const kernels::Tensor& shard);
+  template <typename T>
+  Result<kernels::Tensor> ScatterSequence(kernels::Tensor partial);
+  // Megatron's g after a row-parallel layer (and f's backward): ScatterSequence with sequence
+  // parallelism, else the group's sum in place.
+  template <typename T>
+  Result<kernels::Tensor> SumOverGroup(kernels::Tensor partial);
   // The vocabulary-parallel cross-entropy of the head's logits (this rank's slice): the loss to
   // *loss (one device double), the logits turned into B's probabilities in place.
   template <typename T>
   Status VocabParallelLoss(HeadState& s, kernels::Tensor& loss);
 
   Result<kernels::Tensor> Activation(int64_t features);  // [b * s, features] in T
+  Result<kernels::Tensor> Local(int64_t features);       // [this rank's tokens, features] in T
   Result<kernels::Tensor> Floats(int64_t count);         // f32 [count]
 
   model::ModelConfig config_;
@@ -226,6 +249,8 @@ class CudaStageModel {
   CudaDevice* device_;
   parallel::TensorParallel* tp_ = nullptr;  // null when tp = 1
   int tp_rank_ = 0;
+  bool sp_ = false;          // sequence parallelism
+  int64_t local_tokens_ = 0;  // b * s, or b * s / tp with sequence parallelism
   // b * s, h; this rank's SwiGLU width (ffn / tp), attention width (h / tp), heads, vocabulary rows
   int64_t tokens_ = 0, hidden_ = 0, ffn_ = 0, width_ = 0, heads_ = 0, vocab_ = 0;
 

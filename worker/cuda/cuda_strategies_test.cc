@@ -301,8 +301,9 @@ TEST_F(CudaZeroControlTest, FullRecomputeChangesNoBitAndIsTimedInsideB) {
   ExpectSameRun(cuda, cpu, 2);
 }
 
-// Tensor parallelism on CUDA ranks (Megatron's f/g all-reduces on the device tensors, the
-// vocabulary-parallel embedding, head and cross-entropy) against the CPU backend's tensor
+// Tensor parallelism on CUDA ranks (Megatron's f/g all-reduces on the device tensors, or with
+// sequence parallelism the gathers and reduce-scatters around each region and W's gathers again,
+// the vocabulary-parallel embedding, head and cross-entropy) against the CPU backend's tensor
 // parallelism (tensor_parallel_training_test holds that to a single-process run): tp 2 x pp 2,
 // with two replicas, ZeRO-1, clipping and full recompute, on schedules with and without the B/W
 // split. Every rank's slices, moments, losses and gradient norms: the same bits on the host double.
@@ -312,14 +313,19 @@ TEST_F(CudaZeroControlTest, TensorParallelEqualsTheCpuBackends) {
     int dp, zero;
     double clip;
     std::string recompute;
+    bool sp;
   };
-  for (const TpCase& c : {TpCase{"1f1b", 1, 0, 0, "none"}, TpCase{"zbh1", 2, 1, 0.05, "full"},
-                          TpCase{"zbv", 1, 0, 0.05, "none"}}) {
-    SCOPED_TRACE(c.schedule + " dp " + std::to_string(c.dp) + " zero " + std::to_string(c.zero) + " " + c.recompute);
+  for (const TpCase& c : {TpCase{"1f1b", 1, 0, 0, "none", false}, TpCase{"zbh1", 2, 1, 0.05, "full", false},
+                          TpCase{"zbv", 1, 0, 0.05, "none", false}, TpCase{"1f1b", 1, 0, 0.05, "none", true},
+                          TpCase{"zbh1", 2, 1, 0.05, "full", true}, TpCase{"zbv", 1, 0, 0, "none", true}}) {
+    SCOPED_TRACE(c.schedule + " dp " + std::to_string(c.dp) + " zero " + std::to_string(c.zero) + " " + c.recompute +
+                 (c.sp ? " sp" : ""));
     v1::JobSpec cuda_spec = Spec("cuda", 2, c.dp, c.zero, c.clip, c.schedule, c.recompute);
     v1::JobSpec cpu_spec = Spec("cpu", 2, c.dp, c.zero, c.clip, c.schedule, c.recompute);
     cuda_spec.set_tp(2);
     cpu_spec.set_tp(2);
+    cuda_spec.set_sequence_parallel(c.sp);
+    cpu_spec.set_sequence_parallel(c.sp);
     const std::vector<RankResult> cuda = RunJob(cuda_spec), cpu = RunJob(cpu_spec);
     ASSERT_EQ(cuda.size(), static_cast<size_t>(4 * c.dp));
     const double worst = ExpectSameRun(cuda, cpu, 2);
@@ -328,8 +334,8 @@ TEST_F(CudaZeroControlTest, TensorParallelEqualsTheCpuBackends) {
     ASSERT_TRUE(cuda[0].state.count(wq) && cuda[1].state.count(wq));
     EXPECT_EQ(cuda[0].state.at(wq).size(), 64u * 64u / 2);
     EXPECT_FALSE(SameBits(cuda[0].state.at(wq), cuda[1].state.at(wq)));
-    std::printf("tp 2 pp 2 dp %d %s zero %d recompute %s: CUDA %s the CPU backend (worst state error %.3g)\n", c.dp,
-                c.schedule.c_str(), c.zero, c.recompute.c_str(),
+    std::printf("tp 2%s pp 2 dp %d %s zero %d recompute %s: CUDA %s the CPU backend (worst state error %.3g)\n",
+                c.sp ? "+sp" : "", c.dp, c.schedule.c_str(), c.zero, c.recompute.c_str(),
                 kFp32Tolerance == 0 ? "bit-identical to" : "within tolerance of", worst);
   }
 }
@@ -339,11 +345,13 @@ TEST_F(CudaZeroControlTest, TensorParallelEqualsTheCpuBackends) {
 // sums is far off: transformer_block_tp_test's negative control.)
 TEST_F(CudaZeroControlTest, TensorParallelTrainsTheSameModelAsTpOne) {
   for (const std::string precision : {"fp32", "bf16"}) {
-    SCOPED_TRACE(precision);
+   for (const bool sp : {false, true}) {
+    SCOPED_TRACE(precision + (sp ? " sp" : ""));
     v1::JobSpec one = Spec("cuda", 2, 1, 0, 0), two = Spec("cuda", 2, 1, 0, 0);
     one.set_precision(precision);
     two.set_precision(precision);
     two.set_tp(2);
+    two.set_sequence_parallel(sp);
     const std::vector<RankResult> a = RunJob(one), b = RunJob(two);
     ASSERT_EQ(a.size(), 2u);
     ASSERT_EQ(b.size(), 4u);
@@ -358,6 +366,7 @@ TEST_F(CudaZeroControlTest, TensorParallelTrainsTheSameModelAsTpOne) {
       }
       EXPECT_EQ(b[2].reports.at(step).summary.loss(), b[3].reports.at(step).summary.loss());
     }
+   }
   }
 }
 

@@ -197,6 +197,7 @@ class NoReduce final : public TensorParallel {
   Status ReduceScatterToSequenceParallel(std::span<float>, std::span<float>) override { return Status::Ok(); }
   Status ReduceFromTensorParallel(worker::parallel::FloatBuffer&) override { return Status::Ok(); }
   Status GatherFromTensorParallel(worker::parallel::FloatBuffer&) override { return Status::Ok(); }
+  Status ReduceScatterToSequenceParallel(worker::parallel::FloatBuffer&) override { return Status::Ok(); }
   uint64_t bytes_sent() const override { return 0; }
   int64_t comm_ns() const override { return 0; }
   Status status() const override { return Status::Ok(); }

@@ -60,6 +60,17 @@ Status RingTensorParallel::GatherFromTensorParallel(FloatBuffer& all) {
   return Run("GatherFromTensorParallel", all, AllGather);
 }
 
+Status RingTensorParallel::ReduceScatterToSequenceParallel(FloatBuffer& partial) {
+  const int n = size();
+  if (partial.size() % static_cast<size_t>(n) != 0) {
+    return status_ = InvalidArgument("ReduceScatterToSequenceParallel: the buffer holds " + std::to_string(partial.size()) +
+                                     " floats, not a multiple of the group's " + std::to_string(n) + " ranks");
+  }
+  if (!status_.ok() || n == 1) return status_;
+  // The ring's chunk r is [r L / n, (r+1) L / n): exactly this rank's rows.
+  return Run("ReduceScatterToSequenceParallel", partial, ReduceScatterSum);
+}
+
 kernels::HostBuffer<float> GatherSequence(TensorParallel& tp, std::span<const float> mine) {
   kernels::HostBuffer<float> all(mine.size() * static_cast<size_t>(tp.size()));
   (void)tp.GatherFromTensorParallel(mine, all);

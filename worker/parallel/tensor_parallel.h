@@ -53,13 +53,17 @@ class TensorParallel {
   // out = elements [r n, (r+1) n) of the sum over the group's ranks of `partial` (r = rank(),
   // n = out.size(), partial.size() == n * size()); `partial` is used as scratch (unspecified after).
   virtual Status ReduceScatterToSequenceParallel(std::span<float> partial, std::span<float> out) = 0;
-  // The same two on a FloatBuffer (a device tensor's floats: worker/cuda's DeviceTensorFloats), in
-  // place, with the host spans' ring (so the same bits):
+  // The same three on a FloatBuffer (a device tensor's floats: worker/cuda's DeviceTensorFloats),
+  // in place, with the host spans' ring (so the same bits):
   //   ReduceFromTensorParallel  data = the group's sum
   //   GatherFromTensorParallel  `all` holds n * size() floats, this rank's n at [rank() n,
   //                             (rank() + 1) n) on entry; every rank's slices on return
+  //   ReduceScatterToSequenceParallel  `partial` holds n * size() floats; on return its elements
+  //                             [rank() n, (rank() + 1) n) are the group's sum (the others are
+  //                             unspecified)
   virtual Status ReduceFromTensorParallel(FloatBuffer& data) = 0;
   virtual Status GatherFromTensorParallel(FloatBuffer& all) = 0;
+  virtual Status ReduceScatterToSequenceParallel(FloatBuffer& partial) = 0;
   // Bytes this rank sent in its collectives so far (the closed-form communication checks).
   virtual uint64_t bytes_sent() const = 0;
   // Wall time spent inside its collectives so far, ns (telemetry: ActionTiming.tp_comm_ns).
@@ -103,6 +107,7 @@ class RingTensorParallel final : public TensorParallel {
   Status ReduceScatterToSequenceParallel(std::span<float> partial, std::span<float> out) override;
   Status ReduceFromTensorParallel(FloatBuffer& data) override;
   Status GatherFromTensorParallel(FloatBuffer& all) override;
+  Status ReduceScatterToSequenceParallel(FloatBuffer& partial) override;
   uint64_t bytes_sent() const override { return bytes_sent_; }
   int64_t comm_ns() const override { return comm_ns_; }
   Status status() const override { return status_; }
