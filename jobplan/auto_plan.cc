@@ -93,9 +93,10 @@ planner::SearchSpace Space(const v1::JobSpec& spec) {
   s.schedules = Schedules(spec.vpp());
   if (spec.vpp() >= 2) s.vpps = {spec.vpp()};
   s.max_tp = 1;  // set by RunPlanner: the workers' largest host, or the spec's tp
-  // Sequence parallelism runs with tp on the CPU workers: auto tries it beside plain tp unless
-  // the spec asks for it (then tp > 1 only would be kept by validation) or the workers cannot.
-  s.sequence_parallel = spec.device() != "cuda" && spec.worker().kind() != v1::kTorchWorker;
+  // Sequence parallelism runs with tp on the C++ workers (CPU and CUDA): auto tries it beside
+  // plain tp unless the spec asks for it (then tp > 1 only would be kept by validation) or the
+  // workers cannot (torch workers).
+  s.sequence_parallel = spec.worker().kind() != v1::kTorchWorker;
   // What the workers' backend keeps: the CPU StageModel (fp32), or the CUDA one in the spec's
   // precision (the chosen plan's budgets then come from the same recipe, jobplan/memory_budget).
   const bool cuda = spec.device() == "cuda";

@@ -32,8 +32,8 @@ struct StagePrice {
   // (the CPU's B frees more than it keeps).
   int64_t forward_peak = 0;
   int64_t backward_peak = 0;
-  // The CPU backend's (0 on CUDA): W above its start, and a PROBE's replayed or seeded F from
-  // nothing of its own.
+  // W above its start (CUDA: 0 but with sequence parallelism), and a PROBE's replayed or seeded
+  // F from nothing of its own.
   int64_t weight_peak = 0;
   int64_t replay_peak = 0;
   int64_t seeded_peak = 0;  // the seeded replay's F (CUDA: its input is new, a replay's is held)
@@ -68,7 +68,8 @@ class Pricer {
       const bool bf16 = spec.precision() == "bf16";  // WithDefaults made "" fp32
       training_ = memory::PipecoordCudaTraining(spec.micro_batch_size(),
                                                 bf16 ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32,
-                                                spec.zero(), std::max(1, spec.dp()), recompute, std::max(1, spec.tp()));
+                                                spec.zero(), std::max(1, spec.dp()), recompute, std::max(1, spec.tp()),
+                                                spec.sequence_parallel());
     } else {
       model_ = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
       training_ = memory::PipecoordCpuTraining(spec.micro_batch_size(), std::max(1, spec.tp()), spec.zero(),
@@ -132,6 +133,7 @@ class Pricer {
     p.boundary = st->boundary_bytes;
     p.forward_peak = st->forward_peak;
     p.backward_peak = st->backward_peak;
+    p.weight_peak = st->weight_peak;
     // A PROBE's replayed F allocates what F does but its input (the held tensor itself); the
     // seeded one uploads its input as F receives one (CudaBackend::ReplayForward, SeededForward).
     p.seeded_peak = st->forward_peak;

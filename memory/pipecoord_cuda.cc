@@ -27,7 +27,7 @@ const std::vector<RecipeTensor>& BackendTensors() {
       {"attention.delta", "b_transient", "rowsum(dout * o) per query row (fp32), flash attention's backward",
        {"b", "a", "s"}, ElemType::kFp32, 1, "", 0},
       {"rope.table", "constant", "RoPE's cos (or sin) table: s x head_dim / 2 doubles, s x head_dim x 4 bytes",
-       {"s", "h/a", "4"}, ElemType::kU8, kSeqSplit, "", 0},
+       {"s", "h/a", "4"}, ElemType::kU8, kWholeOnEveryRank, "", 0},  // attention runs on every token
       {"loss.sum", "constant", "the head's device-side sum of the step's losses (one double)",
        {"8", "1"}, ElemType::kU8, 1, "", 0},
   };
@@ -139,19 +139,56 @@ constexpr const char* kBlockForwardMlp[] = {"ffn_norm.rstd", "mlp.w1_w3_input", 
 // bytes; nothing at tp 1.
 struct GroupSums {
   int tp = 1;
+  bool sp = false;
   bool bf16 = false;
   int64_t tokens = 0, hidden = 0;
 
+  int64_t Elem() const { return bf16 ? 2 : 4; }
+  int64_t Chunk(int64_t count) const { return CudaPoolBytes(4 * ((count + tp - 1) / tp)); }
   // ReduceFromTensorParallel of L floats: bf16 widens the tensor to f32 first; the ring's
   // largest chunk is on top (one at a time: the sent one is freed before the received one).
   void Reduce(Timeline& t, int64_t count) const {
     if (tp == 1) return;
     const int64_t widened = bf16 ? CudaPoolBytes(4 * count) : 0;
     t.AllocBytes(widened);
-    t.Transient(CudaPoolBytes(4 * ((count + tp - 1) / tp)));
+    t.Transient(Chunk(count));
     t.FreeBytes(widened);
   }
-  void ReduceActivation(Timeline& t) const { Reduce(t, tokens * hidden); }
+  // Megatron's g after a row-parallel layer (and f's backward) into `out`: with sequence
+  // parallelism the partial [T, h] made, reduce-scattered (bf16: through an f32 copy), `out`
+  // (this rank's rows) made and the partial freed; else `out` itself is the partial, summed in
+  // place.
+  void SumOverGroup(Timeline& t, const char* out) const {
+    const int64_t count = tokens * hidden;
+    if (!sp) {
+      t.Alloc(out);
+      Reduce(t, count);
+      return;
+    }
+    const int64_t partial = CudaPoolBytes(Elem() * count), widened = bf16 ? CudaPoolBytes(4 * count) : 0;
+    t.AllocBytes(partial);
+    t.AllocBytes(widened);
+    t.Transient(Chunk(count));
+    t.Alloc(out);
+    t.FreeBytes(widened);
+    t.FreeBytes(partial);
+  }
+  // GatherSequence of a [T / tp, h] shard into a new [T, h], then freed by its user (nothing
+  // without sequence parallelism): the f32 buffer, the ring's chunks, in bf16 the bf16 result
+  // made and the f32 one freed.
+  void GatherAndFree(Timeline& t) const {
+    if (!sp) return;
+    const int64_t count = tokens * hidden, all32 = CudaPoolBytes(4 * count);
+    t.AllocBytes(all32);
+    t.Transient(Chunk(count));
+    if (bf16) {
+      t.AllocBytes(CudaPoolBytes(2 * count));
+      t.FreeBytes(all32);
+      t.FreeBytes(CudaPoolBytes(2 * count));
+    } else {
+      t.FreeBytes(all32);
+    }
+  }
   // VocabParallelLoss: the group's row maxima (gathered in place: chunks of `tokens` floats),
   // the row maxima and the sums (2 per row, summed over the group), freed at its end.
   void Loss(Timeline& t) const {
@@ -163,32 +200,44 @@ struct GroupSums {
     t.AllocBytes(row_max);
     t.AllocBytes(sums);
     t.FreeBytes(maxima);
-    t.Transient(CudaPoolBytes(4 * ((2 * tokens + tp - 1) / tp)));
+    t.Transient(Chunk(2 * tokens));
     t.FreeBytes(row_max);
     t.FreeBytes(sums);
   }
 };
 
+// BlockForward's allocations after its input: the BlockState it fills, then its output; the
+// group's sums after wo (into ffn_norm.input, x1) and after w2 (into the output); with sequence
+// parallelism the gathers of a and c before the column-parallel layers.
 void BlockForward(Timeline& t, const GroupSums& g) {
-  for (const char* name : kBlockForwardAttention) t.Alloc(name);
-  g.ReduceActivation(t);  // row-parallel wo
-  for (const char* name : kBlockForwardMlp) t.Alloc(name);
-  t.Alloc("stage.boundary");  // the block's output: the next block's x, the head's, or the stage's
-  g.ReduceActivation(t);  // row-parallel w2
+  for (const char* name : {"attention_norm.rstd", "attention.qkv_input", "attention.q", "attention.k", "attention.v"}) {
+    t.Alloc(name);
+  }
+  g.GatherAndFree(t);  // a
+  t.Alloc("attention.wo_input");
+  t.Alloc("attention.lse");
+  g.SumOverGroup(t, "ffn_norm.input");  // row-parallel wo
+  for (const char* name : {"ffn_norm.rstd", "mlp.w1_w3_input", "mlp.gate", "mlp.up"}) t.Alloc(name);
+  g.GatherAndFree(t);  // c
+  t.Alloc("mlp.w2_input");
+  // The block's output (the next block's x, the head's, or the stage's), row-parallel w2.
+  g.SumOverGroup(t, "stage.boundary");
 }
 
 void FreeBlockState(Timeline& t) {
-  for (const char* name : kBlockForwardAttention) t.Free(name);
-  for (const char* name : kBlockForwardMlp) t.Free(name);
+  for (const char* name : {"attention_norm.rstd", "attention.qkv_input", "attention.q", "attention.k", "attention.v",
+                           "attention.wo_input", "attention.lse", "ffn_norm.input", "ffn_norm.rstd", "mlp.w1_w3_input",
+                           "mlp.gate", "mlp.up", "mlp.w2_input"}) {
+    t.Free(name);
+  }
 }
 
 // CudaStageModel::ForwardAs and BlockForward, allocation by allocation. Full recompute: each
 // block's state but its input is freed once the block's output exists.
 void ForwardTimeline(Timeline& t, const GroupSums& g, int64_t layers, bool has_embedding, bool has_head, bool full) {
   if (has_embedding) {
-    t.Alloc("embedding.ids");   // the token ids uploaded
-    t.Alloc("stage.boundary");  // the embedding's output x
-    g.ReduceActivation(t);      // the vocabulary-parallel embedding's rows
+    t.Alloc("embedding.ids");             // the token ids uploaded
+    g.SumOverGroup(t, "stage.boundary");  // the embedding's output x (vocabulary-parallel: summed)
   } else {
     t.Alloc("stage.boundary");  // the activation received from the previous stage
   }
@@ -201,6 +250,7 @@ void ForwardTimeline(Timeline& t, const GroupSums& g, int64_t layers, bool has_e
     t.Alloc("final_norm.rstd");
     t.Alloc("output.input");
     t.Alloc("loss.logits");
+    g.GatherAndFree(t);  // y, for every token's logits
     t.Alloc("loss.targets");
     t.Alloc("loss.value");  // the micro-batch's loss, added to the step's sum, then dropped
     g.Loss(t);
@@ -215,8 +265,7 @@ void BackwardTimeline(Timeline& t, const GroupSums& g, int64_t layers, bool has_
     t.Free("loss.logits");  // the cross-entropy backward writes dlogits over the logits
     t.Alloc("grad.logits");
     t.Free("loss.targets");
-    t.Alloc("grad.final_norm_output");
-    g.ReduceActivation(t);      // the vocabulary-parallel head's input gradient
+    g.SumOverGroup(t, "grad.final_norm_output");  // the vocabulary-parallel head's input gradient
     t.Alloc("stage.boundary");  // the gradient of the head's input: the last block's dy
   } else {
     t.Alloc("stage.boundary");  // the gradient received from the next stage: the last block's dy
@@ -227,15 +276,16 @@ void BackwardTimeline(Timeline& t, const GroupSums& g, int64_t layers, bool has_
       t.Free("stage.boundary");  // the rebuilt output, not needed
     }
     t.Alloc("mlp.grad_z");
+    g.GatherAndFree(t);  // dy
     t.Alloc("grad.w1_output");
     t.Alloc("grad.w3_output");
     t.Free("mlp.grad_z");
     t.Free("mlp.gate");
     t.Free("mlp.up");
-    t.Alloc("grad.ffn_norm_output");
-    g.ReduceActivation(t);      // column-parallel w1, w3's input gradient
+    g.SumOverGroup(t, "grad.ffn_norm_output");  // column-parallel w1, w3's input gradient
     t.Alloc("grad.wo_output");  // dy copied (residual path); dy itself stays for W
     t.Alloc("attention.grad_output");
+    g.GatherAndFree(t);  // dx1
     t.Alloc("grad.wq_output");
     t.Alloc("grad.wk_output");
     t.Alloc("grad.wv_output");
@@ -246,12 +296,27 @@ void BackwardTimeline(Timeline& t, const GroupSums& g, int64_t layers, bool has_
     t.Free("attention.k");
     t.Free("attention.v");
     t.Free("attention.lse");
-    t.Alloc("grad.attention_norm_output");
-    g.ReduceActivation(t);      // column-parallel wq, wk, wv's input gradient
+    g.SumOverGroup(t, "grad.attention_norm_output");  // column-parallel wq, wk, wv's input gradient
     t.Alloc("stage.boundary");  // dx1 copied: the block input's gradient, the next block's dy
   }
   // With the embedding, the last gradient is the embedding output's (kept for W); without it,
   // it is handed to the previous stage.
+}
+
+// CudaStageModel::BackwardWeightAs: nothing but frees without sequence parallelism; with it the
+// gathers of y (head), of dy, c, dx1 and a (each block, each freed before the next) and of the
+// embedding output's gradient, while the state is freed piece by piece (head, then each block).
+void WeightTimeline(Timeline& t, const GroupSums& g, int64_t layers, bool has_embedding, bool has_head,
+                    int64_t head_kept, int64_t block_kept) {
+  if (has_head) {
+    g.GatherAndFree(t);
+    t.FreeBytes(head_kept);
+  }
+  for (int64_t l = 0; l < layers; ++l) {
+    for (int k = 0; k < 4; ++k) g.GatherAndFree(t);
+    t.FreeBytes(block_kept);
+  }
+  if (has_embedding) g.GatherAndFree(t);
 }
 
 }  // namespace
@@ -277,7 +342,7 @@ ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t he
 }
 
 TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int zero, int dp, Recompute recompute,
-                                   int tp) {
+                                   int tp, bool sp) {
   TrainingSpec t;
   t.micro_batch = micro_batch;
   t.dtype = precision;
@@ -286,7 +351,7 @@ TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int z
   t.zero = zero;
   t.dp = std::max(1, dp);
   t.tp = std::max(1, tp);
-  t.sp = false;
+  t.sp = sp && t.tp > 1;
   t.recompute = recompute;
   t.recipe = "pipecoord-cuda";
   return t;
@@ -363,22 +428,26 @@ Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const Trainin
   out.boundary_bytes = p.by_name.at("stage.boundary");
 
   // The ops' peaks, from the backend's order.
-  Timeline f(p), b(p);
-  const GroupSums g{std::max(1, training.tp), training.dtype != DtypePolicy::kFp32,
+  Timeline f(p), b(p), w(p);
+  const GroupSums g{std::max(1, training.tp), training.sp && training.tp > 1, training.dtype != DtypePolicy::kFp32,
                     model.seq_len * training.micro_batch, model.hidden};
   ForwardTimeline(f, g, layers, has_embedding, has_head, full);
   BackwardTimeline(b, g, layers, has_head, full);
+  WeightTimeline(w, g, layers, has_embedding, has_head,
+                 has_head ? PoolSum(p.last, &check, kWeightInput) + PoolSum(p.last_w, &check) : 0,
+                 PoolSum(p.layer, &check, kWeightInput) + PoolSum(p.w_grads, &check));
   for (const Timeline* t : {&f, &b}) {
     if (!t->unknown().empty()) {
       return Internal("pipecoord-cuda timeline: tensor \"" + t->unknown() + "\" is not in the recipe");
     }
   }
   if (check.overflow() || count.overflow() || params.overflow() || stored.overflow() || kept.overflow() ||
-      f.overflow() || b.overflow()) {
+      f.overflow() || b.overflow() || w.overflow()) {
     return InvalidArgument("pipecoord-cuda: the stage's sizes overflow 64-bit integers");
   }
   out.forward_peak = f.peak();
   out.backward_peak = b.peak();
+  out.weight_peak = w.peak();
   // What the ops leave must be what the recipe says F stores and B keeps, plus the output.
   const int64_t f_out = has_head ? 0 : out.boundary_bytes;
   const int64_t b_out = has_embedding ? 0 : out.boundary_bytes;

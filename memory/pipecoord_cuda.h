@@ -42,11 +42,12 @@ ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t he
 // bf16 copy); with zero >= 1 and dp > 1 (ZeRO-1, the backend's only stage) the moments of a
 // 1/dp shard; `recompute` kFull keeps each block's input only and runs its forward again in B;
 // kSelective keeps what kNone keeps (flash attention never keeps the s x s probabilities that
-// selective recompute drops); `tp` > 1: tensor parallelism without sequence parallelism (this
-// rank's slices of the weights, heads, SwiGLU columns and vocabulary, and the group's sums: see
-// PipecoordCudaStage); recipe "pipecoord-cuda".
+// selective recompute drops); `tp` > 1: tensor parallelism (this rank's slices of the weights,
+// heads, SwiGLU columns and vocabulary, and the group's sums: see PipecoordCudaStage), with `sp`
+// sequence parallelism (the norms, residuals and boundary tensors on 1/tp of the tokens);
+// recipe "pipecoord-cuda".
 TrainingSpec PipecoordCudaTraining(int micro_batch, DtypePolicy precision, int zero = 0, int dp = 1,
-                                   Recompute recompute = Recompute::kNone, int tp = 1);
+                                   Recompute recompute = Recompute::kNone, int tp = 1, bool sp = false);
 
 // The pool's unit: every allocation is rounded up to a multiple of it.
 inline constexpr int64_t kCudaPoolUnit = 512;
@@ -78,9 +79,14 @@ struct CudaStageMemory {
   // ReduceFromTensorParallel): the ring's chunks (the one read out to send, freed when Send
   // returns, then the one received: the largest, ceil(L / tp) floats, on top of the level), and
   // in bf16 the f32 copy of the whole tensor they run on; and the vocabulary-parallel loss's row
-  // maxima of the group, row maxima and sums.
+  // maxima of the group, row maxima and sums. With sequence parallelism each row-parallel
+  // layer's partial [T, h] before its reduce-scatter, and each gather's [T, h] (f32, then bf16 in
+  // bf16) while its layer runs.
   int64_t forward_peak = 0;
   int64_t backward_peak = 0;
+  // W above its start (W frees the micro-batch's state): 0 but with sequence parallelism, whose
+  // W gathers again the token shards it needs.
+  int64_t weight_peak = 0;
 };
 
 // Errors: a recipe formula that does not divide (INVALID_ARGUMENT naming the tensor), sizes

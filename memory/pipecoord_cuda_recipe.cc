@@ -96,8 +96,9 @@ const Recipe& PipecoordCudaRecipe() {
       },
       // first_stage: the embedding keeps its ids from F until W
       {
-          {"embedding.ids", "embedding", "token ids (int32), saved by the embedding lookup",
-           {"s", "b", "1"}, ElemType::kI32, kSeqSplit, "", kWeightInput},
+          {"embedding.ids", "embedding", "token ids (int32), saved by the embedding lookup (every token's, "
+           "with sequence parallelism too)",
+           {"s", "b", "1"}, ElemType::kI32, kWholeOnEveryRank, "", kWeightInput},
       },
       // first_stage_w_grads
       {
@@ -115,8 +116,9 @@ const Recipe& PipecoordCudaRecipe() {
           {"loss.logits", "head", "output projection's logits, saved by cross-entropy (B writes "
            "their gradient in place)",
            {"s", "b", "v"}, ElemType::kAct, 2, "", 0},
-          {"loss.targets", "head", "next-token ids (int32), saved by cross-entropy",
-           {"s", "b", "1"}, ElemType::kI32, kSeqSplit, "", 0},
+          {"loss.targets", "head", "next-token ids (int32), saved by cross-entropy (every token's, with "
+           "sequence parallelism too)",
+           {"s", "b", "1"}, ElemType::kI32, kWholeOnEveryRank, "", 0},
       },
       // last_stage_w_grads
       {

@@ -52,6 +52,7 @@ struct Case {
   std::string recompute = "none";
   int probe_size = 0;  // spec.health.probeSize (0: the stage's largest GEMM)
   int tp = 1;
+  bool sp = false;  // spec.sequenceParallel (tp > 1)
 };
 
 // worker/cuda's test model (h 64, 4 heads of 16, V 96, s 40, b 2), deeper. With f = 3h a block's
@@ -67,6 +68,7 @@ v1::JobSpec Spec(const Case& c) {
   s.set_vpp(c.vpp);
   s.set_dp(c.dp);
   s.set_tp(c.tp);
+  s.set_sequence_parallel(c.sp);
   s.set_zero(c.zero);
   s.set_recompute(c.recompute);
   s.mutable_health()->set_probe_size(c.probe_size);
@@ -270,7 +272,15 @@ INSTANTIATE_TEST_SUITE_P(
                  {"zbv", 2, 2, 4, 8, {}, "", 0, 1, 0, "none", 0, 2},
                  {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1, "full", 0, 2},
                  {"interleaved", 2, 2, 5, 7, {}, "", 0, 1, 0, "full", 0, 4},
-                 {"1f1b", 1, 0, 2, 2, {}, "", 0, 1, 0, "none", 0, 2}}) {
+                 {"1f1b", 1, 0, 2, 2, {}, "", 0, 1, 0, "none", 0, 2},
+                 // And sequence parallelism: the partials before each reduce-scatter, the gathers
+                 // in F, B and W (W's peak), the token-sharded norms and boundary tensors.
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 1, 0, "none", 0, 2, true},
+                 {"zbh1", 2, 0, 4, 4, {}, "", 64, 1, 0, "none", 0, 2, true},
+                 {"zbv", 2, 2, 4, 8, {}, "", 0, 1, 0, "none", 0, 2, true},
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1, "full", 0, 2, true},
+                 {"interleaved", 2, 2, 5, 7, {}, "", 0, 1, 0, "full", 0, 4, true},
+                 {"1f1b", 1, 0, 2, 2, {}, "", 0, 1, 0, "none", 0, 2, true}}) {
           c.precision = precision;
           cases.push_back(c);
         }
@@ -284,7 +294,7 @@ INSTANTIATE_TEST_SUITE_P(
                          std::to_string(c.layers) + (c.ffn > 0 ? "_ffn" + std::to_string(c.ffn) : "") +
                          (c.dp > 1 ? "_dp" + std::to_string(c.dp) + "_zero" + std::to_string(c.zero) : "") +
                          (c.recompute != "none" ? "_" + c.recompute : "") +
-                         (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "") +
+                         (c.tp > 1 ? "_tp" + std::to_string(c.tp) + (c.sp ? "_sp" : "") : "") +
                          (c.probe_size > 0 ? "_probe" + std::to_string(c.probe_size) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
