@@ -134,6 +134,10 @@ class Pricer {
     p.forward_peak = st->forward_peak;
     p.backward_peak = st->backward_peak;
     p.weight_peak = st->weight_peak;
+    if (st->whole_gradient_bytes > 0) {  // ZeRO-2 (CudaStageModel::EnsureGradients, ReleaseGradients)
+      p.shard_gradient_bytes = st->shard_gradient_bytes;
+      p.step_gradient_bytes = st->whole_gradient_bytes - st->shard_gradient_bytes;
+    }
     // A PROBE's replayed F allocates what F does but its input (the held tensor itself); the
     // seeded one uploads its input as F receives one (CudaBackend::ReplayForward, SeededForward).
     p.seeded_peak = st->forward_peak;

@@ -138,14 +138,11 @@ Status ValidateTensorParallel(const v1::JobSpec& s) {
   return Status::Ok();
 }
 
-// spec.zero: the distributed optimizer runs on the C++ workers (ZeRO-2 on the CPU backend only).
+// spec.zero: the distributed optimizer runs on the C++ workers (CPU and CUDA), ZeRO-1 on torch workers.
 Status ValidateZero(const v1::JobSpec& s) {
   PIPECOORD_RETURN_IF_ERROR(Range("zero", s.zero(), 0, 2));
   if (s.zero() == 0) return Status::Ok();
   // What ZeRO does not run on yet is refused by name, never run as something else.
-  if (s.device() == "cuda" && s.zero() > 1) {
-    return InvalidArgument("spec.zero: device \"cuda\" runs zero 0 or 1 (ZeRO-2's sharded gradients run on the CPU backend)");
-  }
   if (s.worker().kind() == v1::kTorchWorker && s.checkpoint_every() > 0) {
     return InvalidArgument("spec.zero: torch workers do not checkpoint ZeRO's sharded optimizer state yet; set "
                            "checkpointEvery 0 or zero 0");

@@ -389,13 +389,14 @@ Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const Trainin
   // Parameters: four fp32 tensors each (master, grad, m, v), plus the bf16 copy in bf16; under
   // ZeRO-1 m and v are the shard's two flat tensors instead.
   const bool copy = training.dtype != DtypePolicy::kFp32;
-  const bool sharded = training.zero >= 1 && training.dp > 1;
-  Bytes count, params;
+  const bool sharded = training.zero >= 1 && training.dp > 1, zero2 = sharded && training.zero >= 2;
+  Bytes count, params, whole_grads;
   for (int64_t n : PipecoordCudaWeightTensors(model, layers, has_embedding, has_head, training.tp)) {
     count.Add(n);
     int64_t fp32 = 0;
     if (__builtin_mul_overflow(n, int64_t{4}, &fp32)) check.Fail();
-    params.AddTimes(sharded ? 2 : 4, CudaPoolBytes(fp32));
+    params.AddTimes(zero2 ? 1 : sharded ? 2 : 4, CudaPoolBytes(fp32));  // master (grad, m, v)
+    whole_grads.Add(CudaPoolBytes(fp32));
     if (copy) params.Add(CudaPoolBytes(2 * n));
   }
   out.parameters = count.value();
@@ -403,8 +404,13 @@ Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const Trainin
     const int64_t shard = out.parameters / training.dp + (out.parameters % training.dp != 0 ? 1 : 0);
     int64_t fp32 = 0;
     if (__builtin_mul_overflow(shard, int64_t{4}, &fp32)) check.Fail();
-    params.AddTimes(2, CudaPoolBytes(fp32));
+    params.AddTimes(zero2 ? 3 : 2, CudaPoolBytes(fp32));  // m, v (and ZeRO-2's gradients), flat
+    if (zero2) {
+      out.shard_gradient_bytes = CudaPoolBytes(fp32);
+      out.whole_gradient_bytes = whole_grads.value();
+    }
   }
+  if (whole_grads.overflow()) check.Fail();
   out.parameter_bytes = params.value();
   out.parameter_recipe_bytes = ParamStateBytes(out.parameters, training).total();
   if (layers > 0) out.constant_bytes += 2 * p.by_name.at("rope.table");

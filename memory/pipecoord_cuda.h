@@ -63,8 +63,14 @@ struct CudaStageMemory {
   int64_t parameters = 0;               // count
   int64_t parameter_recipe_bytes = 0;   // 16 or 18 B per parameter, unrounded (param_states.h)
   // master, grad, m, v (and bf16 copy) of each weight tensor; under ZeRO-1 the moments are two
-  // flat tensors of the shard, ceil(parameters / dp) elements each (the largest replica's)
+  // flat tensors of the shard, ceil(parameters / dp) elements each (the largest replica's); under
+  // ZeRO-2 the gradients too are such a flat tensor (outside a step's backward passes)
   int64_t parameter_bytes = 0;
+  // ZeRO-2: the shard's flat gradients (in parameter_bytes), and the whole gradients (a tensor
+  // each) that replace them from a step's first W or BW to its OPT, which makes the shard's
+  // again before it frees the whole ones; 0 otherwise.
+  int64_t shard_gradient_bytes = 0;
+  int64_t whole_gradient_bytes = 0;
   // RoPE's cos and sin tables ([s, head_dim / 2] doubles each) with blocks; the loss
   // accumulator (one double) with the head.
   int64_t constant_bytes = 0;

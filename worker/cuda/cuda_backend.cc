@@ -248,7 +248,16 @@ kernels::TensorSpec CudaBackend::BoundarySpec() const {
 Status CudaBackend::FinalizeGradients() {
   PIPECOORD_RETURN_IF_ERROR(Deferred());
   views_current_ = false;
-  for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->FinalizeGradients());
+  bool released = false;
+  for (auto& [k, m] : stages_) {
+    PIPECOORD_RETURN_IF_ERROR(m->FinalizeGradients());
+    m->ReleaseGradients();  // ZeRO-2: the shard's gradients only, until the next step's first W
+    released = released || m->gradients_released();
+  }
+  if (released) {  // the views of the whole gradients would keep them alive
+    gradients_.reset();
+    stage_gradients_.clear();
+  }
   return Status::Ok();
 }
 
@@ -716,7 +725,9 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
   }
   const int dp = std::max(1, a.spec().dp());
   if (a.spec().zero() >= 1 && dp > 1) {
-    for (auto& [k, m] : backend->stages_) PIPECOORD_RETURN_IF_ERROR(m->ShardOptimizerStates(dp, a.dp_rank()));
+    for (auto& [k, m] : backend->stages_) {
+      PIPECOORD_RETURN_IF_ERROR(m->ShardOptimizerStates(dp, a.dp_rank(), a.spec().zero() >= 2));
+    }
   }
   const std::string& recompute = a.spec().recompute();  // validated: "", none, selective, full
   const model::Recompute r = recompute == "full"        ? model::Recompute::kFull

@@ -271,7 +271,7 @@ Status CudaStageModel::SetRecompute(model::Recompute recompute) {
   return Status::Ok();
 }
 
-Status CudaStageModel::ShardOptimizerStates(int shards, int index) {
+Status CudaStageModel::ShardOptimizerStates(int shards, int index, bool shard_gradients) {
   PIPECOORD_RETURN_IF_ERROR(model::CheckOptimizerShard(shards, index, optimizer_steps_));
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   int64_t n = 0;
@@ -291,18 +291,55 @@ Status CudaStageModel::ShardOptimizerStates(int shards, int index) {
     const int64_t lo = std::max(offset, begin), hi = std::min(offset + p.numel(), end);
     const int64_t count = lo < hi ? hi - lo : 0, at = lo < hi ? lo - begin : 0;
     p.moment_begin = lo < hi ? lo - offset : 0;
+    p.shard_at = at;
     PIPECOORD_CUDA_STAGE_ASSIGN(p.adam_m, shard_m_.Slice(at, count));
     PIPECOORD_CUDA_STAGE_ASSIGN(p.adam_v, shard_v_.Slice(at, count));
     offset += p.numel();
   }
+  if (shard_gradients) {  // ZeRO-2: the gradients live only from a step's first W to its OPT
+    shard_gradients_ = true;
+    ReleaseGradients();
+    if (!released_) return Internal("ShardOptimizerStates: the gradients could not be released");
+  }
   return Status::Ok();
+}
+
+void CudaStageModel::ReleaseGradients() {
+  if (released_ || !shard_gradients_) return;
+  const int64_t padded = shard_m_.numel();
+  auto flat = device_->Zeros({DType::kF32, {padded}});
+  if (!flat.ok()) return;  // the whole gradients stay: nothing is lost, only memory
+  auto buffer = DeviceTensorFloats::Create(device_, {*flat});
+  if (!buffer.ok()) return;
+  for (DeviceParameter& p : params_) {
+    if (p.adam_m.numel() == 0) continue;
+    auto piece = p.grad.Slice(p.moment_begin, p.adam_m.numel());
+    if (!piece.ok() || !(*buffer)->Write(static_cast<size_t>(p.shard_at), *piece).ok()) return;
+  }
+  shard_grad_ = std::move(flat).value();
+  for (DeviceParameter& p : params_) p.grad = Tensor();  // back to the pool in stream order
+  released_ = true;
+}
+
+Status CudaStageModel::EnsureGradients() {
+  if (!released_) return Status::Ok();
+  shard_grad_ = Tensor();  // zeroed by the last OPT: nothing to keep
+  for (DeviceParameter& p : params_) {
+    PIPECOORD_CUDA_STAGE_ASSIGN(p.grad, device_->Zeros({DType::kF32, p.shape}));
+  }
+  released_ = false;
+  return Status::Ok();
+}
+
+float* CudaStageModel::OptimizerGrad(DeviceParameter& p) {
+  return released_ ? Ptr<float>(shard_grad_) + p.shard_at : Ptr<float>(p.grad) + p.moment_begin;
 }
 
 Status CudaStageModel::AccumulateGradientSquares(double* acc, double* partials, bool count_replicated) {
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   for (DeviceParameter& p : params_) {
     if (tp_ != nullptr && !count_replicated && model::TpSplitOf(p.name) == model::TpSplit::kWhole) continue;
-    PIPECOORD_RETURN_IF_ERROR(AccumulateSumOfSquares(Ptr<float>(p.grad) + p.moment_begin, p.adam_m.numel(), acc,
+    PIPECOORD_RETURN_IF_ERROR(AccumulateSumOfSquares(OptimizerGrad(p), p.adam_m.numel(), acc,
                                                      partials, device_->stream()));
   }
   return Status::Ok();
@@ -310,6 +347,7 @@ Status CudaStageModel::AccumulateGradientSquares(double* acc, double* partials, 
 
 Status CudaStageModel::ScaleGradients(float factor) {
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  if (released_) return ScaleInPlace(Ptr<float>(shard_grad_), factor, shard_grad_.numel(), device_->stream());
   for (DeviceParameter& p : params_) {
     PIPECOORD_RETURN_IF_ERROR(ScaleInPlace(Ptr<float>(p.grad), factor, p.numel(), device_->stream()));
   }
@@ -810,6 +848,7 @@ Status CudaStageModel::BackwardWeight(int mb) {
   auto found = Find(mb, Phase::kInputGradDone, "weight gradient (W)");
   if (!found.ok()) return found.status();
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  PIPECOORD_RETURN_IF_ERROR(EnsureGradients());
   MicroBatch* state = *found;
   Status st = precision_ == Precision::kBf16 ? BackwardWeightAs<__nv_bfloat16>(*state)
                                              : BackwardWeightAs<float>(*state);
@@ -887,6 +926,11 @@ Status CudaStageModel::BlockBackwardWeight(const Layer& L, BlockState& s) {
 }
 
 Result<Tensor> CudaStageModel::BackwardFull(int mb, Tensor grad_output) {
+  // ZeRO-2: the gradients first (memory/'s pipecoord-cuda budget counts them before B's peak).
+  if (in_flight_.count(mb)) {
+    PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+    PIPECOORD_RETURN_IF_ERROR(EnsureGradients());
+  }
   auto dx = BackwardInput(mb, std::move(grad_output));
   if (!dx.ok()) return dx;
   PIPECOORD_RETURN_IF_ERROR(BackwardWeight(mb));
@@ -897,6 +941,7 @@ Result<Tensor> CudaStageModel::BackwardFull(int mb, Tensor grad_output) {
 
 Status CudaStageModel::ZeroGrad() {
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  if (released_) return device_->SetZero(shard_grad_);
   for (DeviceParameter& p : params_) PIPECOORD_RETURN_IF_ERROR(device_->SetZero(p.grad));
   return Status::Ok();
 }
@@ -925,7 +970,7 @@ Status CudaStageModel::OptimizerStep(const kernels::cpu::AdamWOptions& options) 
     if (p.adam_m.empty()) continue;  // outside this replica's ZeRO shard
     kc::AdamWTensor t;
     t.param = Ptr<float>(p.master) + p.moment_begin;
-    t.grad = Ptr<float>(p.grad) + p.moment_begin;
+    t.grad = OptimizerGrad(p);
     t.m = Ptr<float>(p.adam_m);
     t.v = Ptr<float>(p.adam_v);
     // The bf16 copy is re-rounded from the updated master in the same pass (under ZeRO after

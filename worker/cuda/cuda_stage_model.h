@@ -68,13 +68,16 @@ namespace pipecoord::worker::cuda {
 // the kernels read: master itself in fp32, its bf16 copy in bf16.
 // Under ZeRO (ShardOptimizerStates) adam_m and adam_v hold only the tensor's elements
 // [moment_begin, moment_begin + adam_m.numel()) inside this replica's shard (views of the stage's
-// one flat moment buffer; empty when the tensor lies outside the shard).
+// one flat moment buffer; empty when the tensor lies outside the shard). Under ZeRO-2 `grad` is
+// empty outside a step's backward passes (ReleaseGradients): the shard's gradients live in the
+// stage's flat shard-gradient buffer then.
 struct DeviceParameter {
   std::string name;  // Llama's, as the CPU model's ("layers.3.attention.wq.weight")
   std::vector<int64_t> shape;
   bool weight_decay = true;
   kernels::Tensor master, grad, adam_m, adam_v, compute;
   int64_t moment_begin = 0;
+  int64_t shard_at = 0;  // under ZeRO: where its shard elements sit in the stage's flat shard buffers
 
   int64_t numel() const { return master.numel(); }
   bool sharded() const { return adam_m.numel() != numel(); }
@@ -152,7 +155,15 @@ class CudaStageModel {
   // shards, index + 1)) only (worker/parallel/collectives.h's chunks: what the reduce-scatter
   // leaves averaged here), in one flat buffer of ceil(n / shards) elements per moment. Before
   // the first optimizer step only (FAILED_PRECONDITION after); INVALID_ARGUMENT for a bad index.
-  Status ShardOptimizerStates(int shards, int index);
+  // shard_gradients (ZeRO-2): the gradients too live for the shard only outside a step's backward
+  // passes, as the CPU model's: the whole ones from the step's first W (or BW) to
+  // ReleaseGradients (at OPT, after the data-parallel reduce-scatter left each replica's shard
+  // summed), which copies the shard's elements into one flat buffer of ceil(n / shards) and
+  // frees the whole ones; they start released. The norm, clipping and the optimizer step then
+  // read the shard's.
+  Status ShardOptimizerStates(int shards, int index, bool shard_gradients = false);
+  void ReleaseGradients();
+  bool gradients_released() const { return released_; }
   // *acc (one device double) += the sum of squares of the gradients the optimizer step applies
   // (every element, or the shard's), tensor by tensor in model order (the CPU model's
   // GradientSquareSum). `partials`: elementwise.h's scratch. Under tensor parallelism the
@@ -265,6 +276,13 @@ class CudaStageModel {
   model::Recompute recompute_ = model::Recompute::kNone;
   std::function<Status(bool)> recompute_marker_;
   kernels::Tensor shard_m_, shard_v_;         // ZeRO: the flat moment buffers the views share
+  bool shard_gradients_ = false, released_ = false;  // ZeRO-2, and whether the whole gradients are gone
+  kernels::Tensor shard_grad_;                // ZeRO-2 while released: the shard's gradients, flat
+  // ZeRO-2: the whole gradients again (zeros, the shard's buffer freed first) for a step's first W.
+  Status EnsureGradients();
+  // The gradient the optimizer step applies to p: its shard's elements (released: in the flat
+  // buffer), or all of them; adam_m.numel() floats.
+  float* OptimizerGrad(DeviceParameter& p);
 };
 
 }  // namespace pipecoord::worker::cuda

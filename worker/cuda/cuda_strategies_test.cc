@@ -206,6 +206,30 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CudaZeroTest, ::testing::Values(Case{2, 2}, Ca
 
 using CudaZeroControlTest = CudaModelTestBase;
 
+// ZeRO-2 on CUDA ranks (the gradients too kept for the shard only outside the step's backward
+// passes): the CPU backend's ZeRO-2 bit for bit on the host double, with clipping, with and
+// without the B/W split; and the same weights as ZeRO-1 (where the gradients live changes no
+// number).
+TEST_F(CudaZeroControlTest, ZeroTwoEqualsTheCpuBackendsAndZeroOne) {
+  constexpr double kClip = 0.05;
+  for (const std::string schedule : {"1f1b", "zbh1"}) {
+    for (const Case c : {Case{2, 2}, Case{1, 3}}) {
+      SCOPED_TRACE(schedule + " pp " + std::to_string(c.pp) + " dp " + std::to_string(c.dp));
+      const std::vector<RankResult> cuda = RunJob(Spec("cuda", c.pp, c.dp, 2, kClip, schedule));
+      const std::vector<RankResult> cpu = RunJob(Spec("cpu", c.pp, c.dp, 2, kClip, schedule));
+      const std::vector<RankResult> one = RunJob(Spec("cuda", c.pp, c.dp, 1, kClip, schedule));
+      ExpectSameRun(cuda, cpu, c.pp);
+      ASSERT_EQ(one.size(), cuda.size());
+      for (size_t g = 0; g < cuda.size(); ++g) {
+        EXPECT_EQ(Names(one[g].state), Names(cuda[g].state));
+        for (const auto& [name, v] : one[g].state) {
+          EXPECT_TRUE(SameBits(cuda[g].state.at(name), v)) << "rank " << g << " " << name;
+        }
+      }
+    }
+  }
+}
+
 // ZeRO-1 changes where the moments live, not the numbers: with two replicas (whose sums of two
 // are the same bits in either order) a zero-1 run equals the zero-0 run, in bf16 too (the bf16
 // copies re-rounded after the all-gather). Its states differ in name only (whole vs shards).
@@ -317,7 +341,8 @@ TEST_F(CudaZeroControlTest, TensorParallelEqualsTheCpuBackends) {
   };
   for (const TpCase& c : {TpCase{"1f1b", 1, 0, 0, "none", false}, TpCase{"zbh1", 2, 1, 0.05, "full", false},
                           TpCase{"zbv", 1, 0, 0.05, "none", false}, TpCase{"1f1b", 1, 0, 0.05, "none", true},
-                          TpCase{"zbh1", 2, 1, 0.05, "full", true}, TpCase{"zbv", 1, 0, 0, "none", true}}) {
+                          TpCase{"zbh1", 2, 1, 0.05, "full", true}, TpCase{"zbv", 1, 0, 0, "none", true},
+                          TpCase{"1f1b", 2, 2, 0.05, "none", true}}) {
     SCOPED_TRACE(c.schedule + " dp " + std::to_string(c.dp) + " zero " + std::to_string(c.zero) + " " + c.recompute +
                  (c.sp ? " sp" : ""));
     v1::JobSpec cuda_spec = Spec("cuda", 2, c.dp, c.zero, c.clip, c.schedule, c.recompute);

@@ -280,7 +280,12 @@ INSTANTIATE_TEST_SUITE_P(
                  {"zbv", 2, 2, 4, 8, {}, "", 0, 1, 0, "none", 0, 2, true},
                  {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1, "full", 0, 2, true},
                  {"interleaved", 2, 2, 5, 7, {}, "", 0, 1, 0, "full", 0, 4, true},
-                 {"1f1b", 1, 0, 2, 2, {}, "", 0, 1, 0, "none", 0, 2, true}}) {
+                 {"1f1b", 1, 0, 2, 2, {}, "", 0, 1, 0, "none", 0, 2, true},
+                 // ZeRO-2: the whole gradients from each stage's first W or BW to OPT, the
+                 // shard's (flat) outside; with tensor and sequence parallelism too.
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 2}, {"zbv", 2, 2, 4, 8, {}, "", 0, 2, 2},
+                 {"zbh1", 2, 0, 4, 5, {}, "", 0, 3, 2}, {"fthenb", 2, 0, 4, 4, {}, "", 0, 2, 2},
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 2, "full", 0, 2, true}}) {
           c.precision = precision;
           cases.push_back(c);
         }
