@@ -41,9 +41,13 @@ struct StagePrice {
   // and OPT allocates the shard's gradients (shard_gradient_bytes) before it frees the whole ones.
   bool gradients_after_b = false;
   int64_t shard_gradient_bytes = 0;
-  // ZeRO-2 (CPU): what the stage's whole gradients add to the shard's (parameter_bytes counts
-  // those) from its first W (or BW) of a step to OPT; 0 otherwise.
+  // ZeRO-2: what the stage's whole gradients add to the shard's (parameter_bytes counts those)
+  // from its first W (or BW) of a step to OPT; 0 otherwise.
   int64_t step_gradient_bytes = 0;
+  // CUDA's OPT (CudaOptimizerPeak): the stage's parameter count (this rank's slices) and whether
+  // it holds norm gains (blocks or the head).
+  int64_t parameter_count = 0;
+  bool norm_gains = false;
 };
 
 StagePrice Unresolvable() {
@@ -134,6 +138,8 @@ class Pricer {
     p.forward_peak = st->forward_peak;
     p.backward_peak = st->backward_peak;
     p.weight_peak = st->weight_peak;
+    p.parameter_count = st->parameters;
+    p.norm_gains = shard.num_layers() > 0 || shard.has_head();
     if (st->whole_gradient_bytes > 0) {  // ZeRO-2 (CudaStageModel::EnsureGradients, ReleaseGradients)
       p.shard_gradient_bytes = st->shard_gradient_bytes;
       p.step_gradient_bytes = st->whole_gradient_bytes - st->shard_gradient_bytes;
@@ -177,6 +183,44 @@ int64_t ReplayHashBytes(const v1::JobSpec& spec, const v1::RankJobs& jobs) {
 }
 
 }  // namespace
+
+// The CUDA backend's OPT (worker/daemon/executor.cc's OptimizerStepWithDataParallel over
+// CudaBackend), above `base` (the level when it starts, ZeRO-2's whole gradients included), its
+// allocations one after the other: the data-parallel ring's largest chunk (read out to send, freed
+// when Send returns, then the one received) of each stage's reduce-scatter under ZeRO, or of the
+// one all-reduce of every gradient; then stage by stage (ascending) the norm gains' sum over the
+// tensor-parallel group with sequence parallelism (its chunk) and ZeRO-2's release of a stage whose
+// whole gradients are live (the shard's made, the whole ones freed); the norm's scratch (one
+// double per stage and elementwise.h's 128); under ZeRO the all-gather of each stage's masters
+// (its chunk).
+struct HeldStage {
+  const StagePrice* price;
+  bool gradients_live;  // ZeRO-2: its whole gradients were made this step
+};
+int64_t CudaOptimizerPeak(const v1::JobSpec& spec, const std::vector<HeldStage>& stages, int64_t base) {
+  const int dp = std::max(1, spec.dp()), tp = std::max(1, spec.tp());
+  const bool zero = spec.zero() >= 1 && dp > 1;
+  auto chunk = [](int64_t count, int n) { return memory::CudaPoolBytes(4 * ((count + n - 1) / n)); };
+  int64_t level = base, peak = base, all = 0, largest = 0;
+  for (const HeldStage& h : stages) {
+    all += h.price->parameter_count;
+    largest = std::max(largest, chunk(h.price->parameter_count, dp));
+  }
+  if (dp > 1) peak = std::max(peak, level + (zero ? largest : chunk(all, dp)));
+  for (const HeldStage& h : stages) {
+    if (spec.sequence_parallel() && tp > 1 && h.price->norm_gains) {
+      peak = std::max(peak, level + chunk(spec.model().hidden(), tp));
+    }
+    if (h.gradients_live && h.price->step_gradient_bytes > 0) {
+      peak = std::max(peak, level + h.price->shard_gradient_bytes);
+      level -= h.price->step_gradient_bytes;
+    }
+  }
+  const int64_t scratch = memory::CudaPoolBytes(8 * (static_cast<int64_t>(stages.size()) + 128));
+  peak = std::max(peak, level + scratch);
+  if (zero) peak = std::max(peak, level + largest);
+  return peak - base;
+}
 
 SavedBytes StageSavedBytes(const v1::JobSpec& spec, const v1::StageShard& shard) {
   return Pricer(spec).Price(shard).saved;
@@ -226,6 +270,16 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec, cons
         peak = std::max(peak, now + grads + probe_bytes);
         if (act.microbatch() >= 0) peak = std::max(peak, now + grads + p.replay_peak);
         if (act.microbatch() == kSeededReplay) peak = std::max(peak, now + grads + p.seeded_peak);
+        continue;
+      }
+      if (op == v1::OPT && spec.device() == "cuda") {
+        std::vector<HeldStage> held;  // ascending, as the executor and the backend go
+        for (const auto& [t, q] : price) {
+          if (on_this_rank(t)) held.push_back({&q, grads_live.count(t) > 0});
+        }
+        peak = std::max(peak, now + grads + CudaOptimizerPeak(spec, held, now + grads));
+        grads = 0;
+        grads_live.clear();
         continue;
       }
       if (op == v1::OPT) {

@@ -31,7 +31,8 @@
 //     transients: dz, dout, flash attention's delta; the head F's loss scalar), and the tensors
 //     passed between stages count where the executor holds them: an output from its F or B
 //     until its SEND (or, for a stage on the same rank, until the F or B that reads it), an
-//     input from the F or B that receives it (it is then kept as that op's saved input).
+//     input from the F or B that receives it (it is then kept as that op's saved input); OPT's
+//     own allocations (the data-parallel ring's chunks, the norm's scratch, ZeRO-2's release).
 // This is exact for the executor with a transport that lets go of a sent tensor when Send
 // returns and allocates a received one in the pool when Recv returns
 // (worker/cuda/memory_budget_cuda_test's). The workers' transports allocate received tensors

@@ -53,6 +53,8 @@ struct Case {
   int probe_size = 0;  // spec.health.probeSize (0: the stage's largest GEMM)
   int tp = 1;
   bool sp = false;  // spec.sequenceParallel (tp > 1)
+  int seq = 40;     // model.seqLen (short: the parameters' OPT outweighs the activations)
+  int micro_batch_size = 2;
 };
 
 // worker/cuda's test model (h 64, 4 heads of 16, V 96, s 40, b 2), deeper. With f = 3h a block's
@@ -73,7 +75,7 @@ v1::JobSpec Spec(const Case& c) {
   s.set_recompute(c.recompute);
   s.mutable_health()->set_probe_size(c.probe_size);
   s.set_microbatches(c.microbatches);
-  s.set_micro_batch_size(2);
+  s.set_micro_batch_size(c.micro_batch_size);
   s.set_steps(2);
   s.set_learning_rate(1e-3);
   for (int n : c.stage_layers) s.add_stage_layers(n);
@@ -83,7 +85,7 @@ v1::JobSpec Spec(const Case& c) {
   m->set_ffn_hidden(c.ffn);
   m->set_heads(4);
   m->set_vocab(96);
-  m->set_seq_len(40);
+  m->set_seq_len(c.seq);
   m->set_seed(11);
   return s;
 }
@@ -285,7 +287,13 @@ INSTANTIATE_TEST_SUITE_P(
                  // shard's (flat) outside; with tensor and sequence parallelism too.
                  {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 2}, {"zbv", 2, 2, 4, 8, {}, "", 0, 2, 2},
                  {"zbh1", 2, 0, 4, 5, {}, "", 0, 3, 2}, {"fthenb", 2, 0, 4, 4, {}, "", 0, 2, 2},
-                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 2, "full", 0, 2, true}}) {
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 2, "full", 0, 2, true},
+                 // OPT at the peak: one short micro-batch, so the data-parallel ring's chunks of
+                 // the gradients and parameters (and the norm's scratch) outweigh the activations.
+                 {"1f1b", 1, 0, 1, 4, {}, "", 0, 2, 0, "none", 0, 1, false, 8, 1},
+                 {"1f1b", 1, 0, 1, 4, {}, "", 0, 2, 1, "none", 0, 1, false, 8, 1},
+                 {"1f1b", 1, 0, 1, 4, {}, "", 0, 3, 2, "none", 0, 1, false, 8, 1},
+                 {"1f1b", 2, 0, 2, 4, {}, "", 0, 2, 1, "none", 0, 2, true, 8, 1}}) {
           c.precision = precision;
           cases.push_back(c);
         }
@@ -300,7 +308,8 @@ INSTANTIATE_TEST_SUITE_P(
                          (c.dp > 1 ? "_dp" + std::to_string(c.dp) + "_zero" + std::to_string(c.zero) : "") +
                          (c.recompute != "none" ? "_" + c.recompute : "") +
                          (c.tp > 1 ? "_tp" + std::to_string(c.tp) + (c.sp ? "_sp" : "") : "") +
-                         (c.probe_size > 0 ? "_probe" + std::to_string(c.probe_size) : "");
+                         (c.probe_size > 0 ? "_probe" + std::to_string(c.probe_size) : "") +
+                         (c.seq != 40 ? "_seq" + std::to_string(c.seq) + "_b" + std::to_string(c.micro_batch_size) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
