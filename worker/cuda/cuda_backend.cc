@@ -251,7 +251,7 @@ Status CudaBackend::FinalizeGradients() {
   bool released = false;
   for (auto& [k, m] : stages_) {
     PIPECOORD_RETURN_IF_ERROR(m->FinalizeGradients());
-    m->ReleaseGradients();  // ZeRO-2: the shard's gradients only, until the next step's first W
+    PIPECOORD_RETURN_IF_ERROR(m->ReleaseGradients());  // ZeRO-2: the shard's only, until the next first W
     released = released || m->gradients_released();
   }
   if (released) {  // the views of the whole gradients would keep them alive

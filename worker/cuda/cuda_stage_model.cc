@@ -298,27 +298,28 @@ Status CudaStageModel::ShardOptimizerStates(int shards, int index, bool shard_gr
   }
   if (shard_gradients) {  // ZeRO-2: the gradients live only from a step's first W to its OPT
     shard_gradients_ = true;
-    ReleaseGradients();
-    if (!released_) return Internal("ShardOptimizerStates: the gradients could not be released");
+    PIPECOORD_RETURN_IF_ERROR(ReleaseGradients());
   }
   return Status::Ok();
 }
 
-void CudaStageModel::ReleaseGradients() {
-  if (released_ || !shard_gradients_) return;
-  const int64_t padded = shard_m_.numel();
-  auto flat = device_->Zeros({DType::kF32, {padded}});
-  if (!flat.ok()) return;  // the whole gradients stay: nothing is lost, only memory
-  auto buffer = DeviceTensorFloats::Create(device_, {*flat});
-  if (!buffer.ok()) return;
+Status CudaStageModel::ReleaseGradients() {
+  if (released_ || !shard_gradients_) return Status::Ok();
+  PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
+  Tensor flat;
+  PIPECOORD_CUDA_STAGE_ASSIGN(flat, device_->Zeros({DType::kF32, {shard_m_.numel()}}));
+  auto buffer = DeviceTensorFloats::Create(device_, {flat});
+  if (!buffer.ok()) return buffer.status();
   for (DeviceParameter& p : params_) {
     if (p.adam_m.numel() == 0) continue;
-    auto piece = p.grad.Slice(p.moment_begin, p.adam_m.numel());
-    if (!piece.ok() || !(*buffer)->Write(static_cast<size_t>(p.shard_at), *piece).ok()) return;
+    Tensor piece;
+    PIPECOORD_CUDA_STAGE_ASSIGN(piece, p.grad.Slice(p.moment_begin, p.adam_m.numel()));
+    PIPECOORD_RETURN_IF_ERROR((*buffer)->Write(static_cast<size_t>(p.shard_at), piece));
   }
-  shard_grad_ = std::move(flat).value();
+  shard_grad_ = std::move(flat);
   for (DeviceParameter& p : params_) p.grad = Tensor();  // back to the pool in stream order
   released_ = true;
+  return Status::Ok();
 }
 
 Status CudaStageModel::EnsureGradients() {

@@ -162,7 +162,9 @@ class CudaStageModel {
   // frees the whole ones; they start released. The norm, clipping and the optimizer step then
   // read the shard's.
   Status ShardOptimizerStates(int shards, int index, bool shard_gradients = false);
-  void ReleaseGradients();
+  // Nothing to do without ZeRO-2 or when released already; on an error (no memory for the
+  // shard's buffer) the whole gradients stay as they were.
+  Status ReleaseGradients();
   bool gradients_released() const { return released_; }
   // *acc (one device double) += the sum of squares of the gradients the optimizer step applies
   // (every element, or the shard's), tensor by tensor in model order (the CPU model's
