@@ -49,6 +49,11 @@ std::vector<int> RankRun::TensorPeers(const v1::Assignment& a) {
   if (dp > 1) {
     for (int d : {a.dp_rank() - 1, a.dp_rank() + 1}) peers.insert(layout.AtDataRank(global, (d + dp) % dp));
   }
+  // The tensor-parallel ring's neighbours: its collectives run on the same transport.
+  const int tp = layout.tp();
+  if (tp > 1) {
+    for (int t : {a.tp_rank() - 1, a.tp_rank() + 1}) peers.insert(layout.Global({a.rank(), a.dp_rank(), (t + tp) % tp}));
+  }
   return {peers.begin(), peers.end()};
 }
 
@@ -247,6 +252,9 @@ Status RankRun::RunOrThrow(const TransportSource& source, const RankRunCallbacks
   if (boundary_ != nullptr && callbacks.on_transport && !callbacks.on_transport(boundary_.get())) {
     return FailedPrecondition("stopped before it ran");
   }
+  // A device backend's tensor-parallel collectives move device tensors: on its transport (NCCL,
+  // or host-staged), as its boundary tensors do.
+  if (tensor_parallel_ && boundary_ != nullptr) tensor_parallel_->Bind(boundary_.get());
   return RunNewExecutor(a, boundary_ ? static_cast<Transport*>(boundary_.get()) : link, callbacks,
                         boundary_ ? link : nullptr);
 }

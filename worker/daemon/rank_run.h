@@ -128,8 +128,9 @@ class RankRun {
   // The rank's index among all members of the job (jobplan/layout.h).
   static int GlobalRank(const v1::Assignment& assignment);
   // The global ranks this rank exchanges tensors with, ascending: the ranks of its replica holding
-  // a stage next to one of its own (stage_to_rank), and with dp > 1 its neighbours on the
-  // all-reduce ring (replicas dp_rank - 1 and dp_rank + 1, mod dp, same pipeline and tp rank).
+  // a stage next to one of its own (stage_to_rank), with dp > 1 its neighbours on the all-reduce
+  // ring (replicas dp_rank - 1 and dp_rank + 1, mod dp, same pipeline and tp rank), and with
+  // tp > 1 its neighbours on the tensor-parallel ring (tp_rank - 1 and tp_rank + 1, mod tp).
   static std::vector<int> TensorPeers(const v1::Assignment& assignment);
 
  private:
