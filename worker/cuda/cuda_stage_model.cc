@@ -111,13 +111,7 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
   if (device == nullptr) return InvalidArgument("CudaStageModel: device is null");
   const int t = tp != nullptr ? tp->size() : 1;
-  for (auto [what, value] : {std::pair{"heads", static_cast<int64_t>(config.heads)}, {"ffn_hidden", config.FfnHidden()},
-                             {"vocab", static_cast<int64_t>(config.vocab)}}) {
-    if (t < 1 || value % t != 0) {
-      return InvalidArgument(std::string("tp: ") + std::to_string(t) + " must divide " + what + " (" +
-                             std::to_string(value) + ")");
-    }
-  }
+  PIPECOORD_RETURN_IF_ERROR(model::CheckTensorParallel(config, t));
   if (sequence_parallel && (t < 2 || config.seq_len % t != 0)) {
     return InvalidArgument("sequence_parallel: needs tp > 1 dividing seq_len (" + std::to_string(config.seq_len) +
                            "), tp is " + std::to_string(t));

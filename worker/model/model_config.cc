@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace pipecoord::model {
 namespace {
@@ -54,6 +55,17 @@ Status ModelConfig::Validate() const {
 Status BatchShape::Validate() const {
   PIPECOORD_RETURN_IF_ERROR(Positive("micro_batch_size", micro_batch_size));
   return Positive("microbatches", microbatches);
+}
+
+Status CheckTensorParallel(const ModelConfig& config, int tp) {
+  for (auto [what, value] : {std::pair{"heads", static_cast<int64_t>(config.heads)}, {"ffn_hidden", config.FfnHidden()},
+                             {"vocab", static_cast<int64_t>(config.vocab)}}) {
+    if (tp < 1 || value % tp != 0) {
+      return InvalidArgument(std::string("tp: ") + std::to_string(tp) + " must divide " + what + " (" +
+                             std::to_string(value) + ")");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace pipecoord::model

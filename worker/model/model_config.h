@@ -41,6 +41,10 @@ struct BatchShape {
   Status Validate() const;
 };
 
+// INVALID_ARGUMENT naming the field unless tp >= 1 divides heads, ffn_hidden and vocab: each
+// tensor-parallel rank holds an equal slice (the CPU and CUDA stage models' rule).
+Status CheckTensorParallel(const ModelConfig& config, int tp);
+
 }  // namespace pipecoord::model
 
 #endif  // PIPECOORD_WORKER_MODEL_MODEL_CONFIG_H_

@@ -47,13 +47,7 @@ Result<std::unique_ptr<StageModel>> StageModel::Create(const ModelConfig& config
   PIPECOORD_RETURN_IF_ERROR(ValidateShard(config, shard));
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
   const int t = tp != nullptr ? tp->size() : 1;
-  for (auto [what, value] : {std::pair{"heads", static_cast<int64_t>(config.heads)}, {"ffn_hidden", config.FfnHidden()},
-                             {"vocab", static_cast<int64_t>(config.vocab)}}) {
-    if (t < 1 || value % t != 0) {
-      return InvalidArgument(std::string("tp: ") + std::to_string(t) + " must divide " + what + " (" +
-                             std::to_string(value) + ")");
-    }
-  }
+  PIPECOORD_RETURN_IF_ERROR(CheckTensorParallel(config, t));
   if (sequence_parallel && (t < 2 || (batch.micro_batch_size * config.seq_len) % t != 0)) {
     return InvalidArgument("sequence_parallel: needs tp > 1 dividing micro_batch_size x seq_len (" +
                            std::to_string(batch.micro_batch_size * config.seq_len) + "), tp is " + std::to_string(t));
