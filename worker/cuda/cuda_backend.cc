@@ -729,10 +729,7 @@ Result<std::unique_ptr<CudaBackend>> MakeCudaBackend(const v1::Assignment& a, co
       PIPECOORD_RETURN_IF_ERROR(m->ShardOptimizerStates(dp, a.dp_rank(), a.spec().zero() >= 2));
     }
   }
-  const std::string& recompute = a.spec().recompute();  // validated: "", none, selective, full
-  const model::Recompute r = recompute == "full"        ? model::Recompute::kFull
-                             : recompute == "selective" ? model::Recompute::kSelective
-                                                        : model::Recompute::kNone;
+  const model::Recompute r = model::RecomputeOf(a.spec().recompute());
   // The replay probe's hash slots: one per F a PROBE replays, and one for the replay's output.
   bool replays = false;
   for (const v1::Action& act : a.jobs().actions()) {

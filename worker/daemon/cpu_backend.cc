@@ -363,9 +363,7 @@ Result<std::unique_ptr<ComputeBackend>> MakeBackend(const v1::Assignment& a, par
   if (a.spec().zero() >= 1 && dp > 1) {
     PIPECOORD_RETURN_IF_ERROR(backend->ShardOptimizerStates(dp, a.dp_rank(), a.spec().zero() >= 2));
   }
-  const std::string& recompute = a.spec().recompute();
-  if (recompute == "selective") backend->SetRecompute(model::Recompute::kSelective);
-  if (recompute == "full") backend->SetRecompute(model::Recompute::kFull);
+  backend->SetRecompute(model::RecomputeOf(a.spec().recompute()));
   return std::unique_ptr<ComputeBackend>(std::move(backend));
 }
 

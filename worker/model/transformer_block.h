@@ -51,6 +51,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "kernels/host_pool.h"
@@ -60,6 +61,13 @@
 namespace pipecoord::model {
 
 enum class Recompute { kNone, kSelective, kFull };
+
+// JobSpec.recompute's value (validated: "", "none", "selective" or "full"; anything else is none).
+inline Recompute RecomputeOf(std::string_view name) {
+  if (name == "full") return Recompute::kFull;
+  if (name == "selective") return Recompute::kSelective;
+  return Recompute::kNone;
+}
 
 struct BlockDims {
   int64_t batch = 0;   // samples per micro-batch
