@@ -182,8 +182,6 @@ int64_t ReplayHashBytes(const v1::JobSpec& spec, const v1::RankJobs& jobs) {
   return replays ? memory::CudaPoolBytes(static_cast<int64_t>(8 * (named.size() + 1))) : 0;
 }
 
-}  // namespace
-
 // The CUDA backend's OPT (worker/daemon/executor.cc's OptimizerStepWithDataParallel over
 // CudaBackend), above `base` (the level when it starts, ZeRO-2's whole gradients included), its
 // allocations one after the other: the data-parallel ring's largest chunk (read out to send, freed
@@ -221,6 +219,8 @@ int64_t CudaOptimizerPeak(const v1::JobSpec& spec, const std::vector<HeldStage>&
   if (zero) peak = std::max(peak, level + largest);
   return peak - base;
 }
+
+}  // namespace
 
 SavedBytes StageSavedBytes(const v1::JobSpec& spec, const v1::StageShard& shard) {
   return Pricer(spec).Price(shard).saved;
