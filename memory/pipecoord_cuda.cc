@@ -128,13 +128,6 @@ class Timeline {
   std::string unknown_;
 };
 
-// BlockForward's allocations after its input: the BlockState it fills, then its output; the
-// group's sums after wo (into ffn_norm.input, x1) and after w2 (into the output).
-constexpr const char* kBlockForwardAttention[] = {
-    "attention_norm.rstd", "attention.qkv_input", "attention.q", "attention.k", "attention.v",
-    "attention.wo_input",  "attention.lse",       "ffn_norm.input"};
-constexpr const char* kBlockForwardMlp[] = {"ffn_norm.rstd", "mlp.w1_w3_input", "mlp.gate", "mlp.up", "mlp.w2_input"};
-
 // What the tensor-parallel group's collectives allocate (CudaStageModel under tp > 1), in pool
 // bytes; nothing at tp 1.
 struct GroupSums {
