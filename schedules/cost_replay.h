@@ -34,11 +34,23 @@ bool Shorter(const StepTime& a, const StepTime& b);
 // Each rank's peak activations in `schedule` (PeakActivations with `costs`).
 std::vector<double> RankPeaks(const Schedule& schedule, const CostModel& costs);
 
+// The least longest-rank span and makespan any schedule of `shape`'s placement (stage_to_rank,
+// microbatches) can have with stage costs `c`: the most work any rank has, and the most any rank
+// has after the earliest its first input can arrive (micro-batch 0's F's down the stages).
+StepTime LeastStepTime(const Schedule& shape, const StageCosts& c);
+
+// True when `t` is at the least (LeastStepTime) in both terms, to Shorter's rounding: no
+// schedule of the shape is Shorter than it.
+bool ReachesLeastStepTime(const StepTime& t, const StepTime& least);
+
 // `order` (compute actions only, each stage's F's and B's in micro-batch order) and its
 // replays under `rank_limits` (one per rank): the shortest with `costs`, as a schedule of the
 // same shape. `order` itself is kept on ties, and also when it is above the limits (the
-// replays never are). INVALID_ARGUMENT for a bad order or cost model.
-Result<Schedule> BestReplay(const Schedule& order, const CostModel& costs, const std::vector<double>& rank_limits);
+// replays never are); so when it already reaches the least step time nothing is replayed
+// (`shortcut` false: replayed anyway, for the tests that check the shortcut changes nothing).
+// INVALID_ARGUMENT for a bad order or cost model.
+Result<Schedule> BestReplay(const Schedule& order, const CostModel& costs, const std::vector<double>& rank_limits,
+                            bool shortcut = true);
 
 }  // namespace pipecoord::schedules
 

@@ -499,22 +499,7 @@ std::optional<SearchResult> ProvablyShortestBaseline(const ScheduleSpec& spec, b
   auto sim = Simulate(shape, spec.costs);
   if (!sim.ok()) return std::nullopt;
   const StepTime t = MeasureStepTime(*sim);
-  std::vector<double> busy(shape.pp, 0.0), first_input(shape.pp, kInf);
-  double chain = 0;  // when micro-batch 0 can reach stage s at the earliest
-  for (int s = 0; s < shape.num_stages(); ++s) {
-    const int r = shape.stage_to_rank[s];
-    busy[r] += shape.microbatches * (c.f[s] + c.b[s] + c.w[s]);
-    first_input[r] = std::min(first_input[r], chain);
-    chain += c.f[s] + (s + 1 < shape.num_stages() && shape.stage_to_rank[s + 1] != r ? c.comm : 0.0);
-  }
-  double least_span = 0, least_makespan = 0;
-  for (int r = 0; r < shape.pp; ++r) {
-    least_span = std::max(least_span, busy[r]);
-    least_makespan = std::max(least_makespan, first_input[r] + busy[r]);
-  }
-  // As Shorter's rounding: nothing at or above the bounds can be shorter than t.
-  auto reached = [](double x, double least) { return x - least <= 1e-9 * std::max(1.0, std::abs(x)); };
-  if (!reached(t.span, least_span) || !reached(t.makespan, least_makespan)) return std::nullopt;
+  if (!ReachesLeastStepTime(t, LeastStepTime(shape, c))) return std::nullopt;
   SearchResult r;
   r.schedule = std::move(shape);
   r.mem_limit = limit;
