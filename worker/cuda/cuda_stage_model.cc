@@ -507,9 +507,9 @@ Result<Tensor> CudaStageModel::ForwardAs(MicroBatch& state, CudaStageInput& inpu
   PIPECOORD_CUDA_STAGE_ASSIGN(s.logits, Activation(V));
   {
     Tensor y_all;  // sp: every token's norm output, for the head's logits of every token
-    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(y_all, GatherSequence<T>(s.y));
+    PIPECOORD_CUDA_STAGE_ASSIGN(y_all, AllTokens<T>(s.y));
     PIPECOORD_RETURN_IF_ERROR(device_->gemm().Forward(
-        Ptr<T>(sp_ ? y_all : s.y), Ptr<T>(params_[output_].compute), Ptr<T>(s.logits), {n, h, V}));
+        Ptr<T>(y_all), Ptr<T>(params_[output_].compute), Ptr<T>(s.logits), {n, h, V}));
   }
   PIPECOORD_CUDA_STAGE_ASSIGN(s.targets, device_->Empty({DType::kI32, {n}}));
   PIPECOORD_RETURN_IF_ERROR(device_->Upload(input.targets.data(), s.targets));
@@ -551,6 +551,12 @@ Result<Tensor> CudaStageModel::SumOverGroup(Tensor partial) {
 }
 
 template <typename T>
+Result<Tensor> CudaStageModel::AllTokens(const Tensor& shard) {
+  if (!sp_) return shard;  // every token's already: the same tensor
+  return GatherSequence<T>(shard);
+}
+
+template <typename T>
 Result<Tensor> CudaStageModel::GatherSequence(const Tensor& shard) {
   const int64_t count = shard.numel(), at = count * tp_rank_, total = count * tp_->size();
   Tensor all32;
@@ -588,20 +594,18 @@ Result<Tensor> CudaStageModel::ScatterSequence(Tensor partial) {
     if (!buffer.ok()) return buffer.status();
     PIPECOORD_RETURN_IF_ERROR(tp_->ReduceScatterToSequenceParallel(**buffer));
   }
-  Tensor out;
-  PIPECOORD_CUDA_STAGE_ASSIGN(out, Local(hidden_));
-  if constexpr (std::is_same_v<T, float>) {
-    Tensor mine, flat;
+  if constexpr (std::is_same_v<T, float>) {  // this rank's rows copied out
+    Tensor mine;
     PIPECOORD_CUDA_STAGE_ASSIGN(mine, sum32.Reshaped({total}));
     PIPECOORD_CUDA_STAGE_ASSIGN(mine, mine.Slice(at, count));
-    PIPECOORD_CUDA_STAGE_ASSIGN(flat, out.Reshaped({count}));
-    auto target = DeviceTensorFloats::Create(device_, {flat});
-    if (!target.ok()) return target.status();
-    PIPECOORD_RETURN_IF_ERROR((*target)->Write(0, mine));
+    PIPECOORD_CUDA_STAGE_ASSIGN(mine, device_->Copy(mine));
+    return mine.Reshaped({local_tokens_, hidden_});
   } else {
+    Tensor out;
+    PIPECOORD_CUDA_STAGE_ASSIGN(out, Local(hidden_));
     PIPECOORD_RETURN_IF_ERROR(CastToBf16(Ptr<float>(sum32) + at, Ptr<T>(out), count, device_->stream()));
+    return out;
   }
-  return out;
 }
 
 template <typename T>
@@ -657,8 +661,8 @@ Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Ten
   PIPECOORD_CUDA_STAGE_ASSIGN(s.v, Activation(hq));
   {
     Tensor a_all;
-    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(a_all, GatherSequence<T>(s.a));
-    const T* a = Ptr<T>(sp_ ? a_all : s.a);
+    PIPECOORD_CUDA_STAGE_ASSIGN(a_all, AllTokens<T>(s.a));
+    const T* a = Ptr<T>(a_all);
     PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wq), Ptr<T>(s.q), {n, h, hq}));
     PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wk), Ptr<T>(s.k), {n, h, hq}));
     PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wv), Ptr<T>(s.v), {n, h, hq}));
@@ -684,8 +688,8 @@ Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Ten
   PIPECOORD_CUDA_STAGE_ASSIGN(s.up, Activation(f));
   {
     Tensor c_all;
-    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(c_all, GatherSequence<T>(s.c));
-    const T* c = Ptr<T>(sp_ ? c_all : s.c);
+    PIPECOORD_CUDA_STAGE_ASSIGN(c_all, AllTokens<T>(s.c));
+    const T* c = Ptr<T>(c_all);
     PIPECOORD_RETURN_IF_ERROR(gemm.Forward(c, w(L.w1), Ptr<T>(s.gate), {n, h, f}));
     PIPECOORD_RETURN_IF_ERROR(gemm.Forward(c, w(L.w3), Ptr<T>(s.up), {n, h, f}));
   }
@@ -783,8 +787,8 @@ Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor 
   {
     Tensor dz, dy_all;
     PIPECOORD_CUDA_STAGE_ASSIGN(dz, Activation(f));
-    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(dy_all, GatherSequence<T>(dy));
-    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(sp_ ? dy_all : dy), w(L.w2), Ptr<T>(dz), {n, f, h}, false));
+    PIPECOORD_CUDA_STAGE_ASSIGN(dy_all, AllTokens<T>(dy));
+    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(dy_all), w(L.w2), Ptr<T>(dz), {n, f, h}, false));
     dy_all = Tensor();
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dgate, Activation(f));
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dup, Activation(f));
@@ -806,8 +810,8 @@ Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor 
   {
     Tensor dout, delta, dx1_all;
     PIPECOORD_CUDA_STAGE_ASSIGN(dout, Activation(hq));
-    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(dx1_all, GatherSequence<T>(s.dx1));
-    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(sp_ ? dx1_all : s.dx1), w(L.wo), Ptr<T>(dout), {n, hq, h}, false));
+    PIPECOORD_CUDA_STAGE_ASSIGN(dx1_all, AllTokens<T>(s.dx1));
+    PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(dx1_all), w(L.wo), Ptr<T>(dout), {n, hq, h}, false));
     dx1_all = Tensor();
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dq, Activation(hq));
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dk, Activation(hq));
@@ -863,8 +867,8 @@ Status CudaStageModel::BackwardWeightAs(MicroBatch& state) {
     HeadState& s = state.head;
     {
       Tensor y_all;
-      if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(y_all, GatherSequence<T>(s.y));
-      PIPECOORD_RETURN_IF_ERROR(device_->gemm().BackwardWeight(Ptr<T>(s.dlogits), Ptr<T>(sp_ ? y_all : s.y),
+      PIPECOORD_CUDA_STAGE_ASSIGN(y_all, AllTokens<T>(s.y));
+      PIPECOORD_RETURN_IF_ERROR(device_->gemm().BackwardWeight(Ptr<T>(s.dlogits), Ptr<T>(y_all),
                                                                g(output_), {n, h, V}));
     }
     PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardWeight(Ptr<T>(s.dy), Ptr<T>(s.x),
@@ -876,8 +880,8 @@ Status CudaStageModel::BackwardWeightAs(MicroBatch& state) {
   }
   if (shard_.has_embedding) {
     Tensor grad_all;  // sp: the rows of every token, again
-    if (sp_) PIPECOORD_CUDA_STAGE_ASSIGN(grad_all, GatherSequence<T>(state.embed_grad));
-    PIPECOORD_RETURN_IF_ERROR(kc::EmbeddingBackwardWeight(Ptr<T>(sp_ ? grad_all : state.embed_grad),
+    PIPECOORD_CUDA_STAGE_ASSIGN(grad_all, AllTokens<T>(state.embed_grad));
+    PIPECOORD_RETURN_IF_ERROR(kc::EmbeddingBackwardWeight(Ptr<T>(grad_all),
                                                           Ptr<int32_t>(state.tokens), g(embedding_),
                                                           n, h, V, stream));
   }
@@ -894,9 +898,8 @@ Status CudaStageModel::BlockBackwardWeight(const Layer& L, BlockState& s) {
   // and gradients. With it the shards kept are gathered again (dy, c, dx1, a, in this order).
   Tensor gathered;
   auto all = [&](const Tensor& shard) -> Result<const T*> {
-    if (!sp_) return Ptr<T>(shard);
     gathered = Tensor();  // the previous one back to the pool first
-    PIPECOORD_CUDA_STAGE_ASSIGN(gathered, GatherSequence<T>(shard));
+    PIPECOORD_CUDA_STAGE_ASSIGN(gathered, AllTokens<T>(shard));
     return Ptr<T>(gathered);
   };
   const T* x = nullptr;

@@ -242,6 +242,9 @@ class CudaStageModel {
   Result<kernels::Tensor> GatherSequence(const kernels::Tensor& shard);
   template <typename T>
   Result<kernels::Tensor> ScatterSequence(kernels::Tensor partial);
+  // GatherSequence with sequence parallelism; without it `shard` itself (it holds every token).
+  template <typename T>
+  Result<kernels::Tensor> AllTokens(const kernels::Tensor& shard);
   // Megatron's g after a row-parallel layer (and f's backward): ScatterSequence with sequence
   // parallelism, else the group's sum in place.
   template <typename T>
