@@ -25,10 +25,10 @@ Status RingTensorParallel::Run(const char* name, FloatBuffer& buffer, Collective
   return status_;
 }
 
+// The host spans' calls: their size checks, then the buffer calls on HostFloats.
 Status RingTensorParallel::ReduceFromTensorParallel(std::span<float> data) {
-  if (!status_.ok() || size() == 1) return status_;
   HostFloats buffer(data);
-  return Run("ReduceFromTensorParallel", buffer, AllReduceSum);
+  return ReduceFromTensorParallel(buffer);
 }
 
 Status RingTensorParallel::GatherFromTensorParallel(std::span<const float> mine, std::span<float> out) {
@@ -40,9 +40,8 @@ Status RingTensorParallel::GatherFromTensorParallel(std::span<const float> mine,
   }
   if (!status_.ok()) return status_;
   std::copy(mine.begin(), mine.end(), out.begin() + static_cast<size_t>(group_.me) * mine.size());
-  if (n == 1) return Status::Ok();
   HostFloats buffer(out);
-  return Run("GatherFromTensorParallel", buffer, AllGather);
+  return GatherFromTensorParallel(buffer);
 }
 
 Status RingTensorParallel::ReduceFromTensorParallel(FloatBuffer& data) {
@@ -92,11 +91,8 @@ Status RingTensorParallel::ReduceScatterToSequenceParallel(std::span<float> part
   }
   if (!status_.ok()) return status_;
   const size_t at = static_cast<size_t>(group_.me) * out.size();
-  if (n > 1) {
-    HostFloats buffer(partial);
-    // The ring's chunk r is [r L / n, (r+1) L / n): exactly this rank's rows, as L = n x out.size().
-    if (!Run("ReduceScatterToSequenceParallel", buffer, ReduceScatterSum).ok()) return status_;
-  }
+  HostFloats buffer(partial);
+  if (!ReduceScatterToSequenceParallel(buffer).ok()) return status_;
   std::copy(partial.begin() + static_cast<std::ptrdiff_t>(at), partial.begin() + static_cast<std::ptrdiff_t>(at + out.size()),
             out.begin());
   return Status::Ok();
