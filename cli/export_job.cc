@@ -1,5 +1,6 @@
 #include "cli/export_job.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <vector>
@@ -26,14 +27,21 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
   std::map<std::string, std::vector<std::vector<float>>> slices;
   std::map<std::string, std::vector<uint64_t>> whole_shape;
   for (const data::HfTensorInfo& info : data::HfLlamaTensors(shape)) whole_shape[info.our_name] = info.shape;
-  std::map<std::pair<std::string, int>, std::string> source;  // (name, tp rank) -> the file
+  // A slice's pieces: whole ("NAME/value", first element 0), or under ZeRO with sharded masters
+  // (the CUDA backend in bf16) each replica's "NAME/value@B" (elements [B, B + n) of the slice).
+  struct Piece {
+    int64_t first;
+    std::vector<float> values;
+  };
+  std::map<std::pair<std::string, int>, std::vector<Piece>> pieces;  // (name, tp rank) -> pieces
+  std::map<std::pair<std::string, int>, std::pair<int, std::string>> source;  // -> (pipeline rank, a file)
   // Names outside the built-in model (a PyTorch module of the user's own): every one (the first
   // 8 named, with their files), so the user sees at once what cannot be mapped to Hugging Face's.
   std::string unknown;
   int unknown_count = 0;
-  for (int g = 0; g < layout.world(); ++g) {
-    if (layout.DataRank(g) != 0) continue;  // every replica holds the same weights (ZeRO too)
-    const int rank = g, t = layout.TensorRank(g);
+  // Reads one rank's file; *sharded: it holds pieces of shards ("value@B").
+  auto read_rank = [&](int rank, bool* sharded) -> Status {
+    const int t = layout.TensorRank(rank);
     const std::string path = data::RankCheckpointPath(o.checkpoint_dir, o.job_id, rank, o.step);
     if (!std::filesystem::exists(path)) {
       const std::string legacy = data::LegacyRankCheckpointPath(o.checkpoint_dir, o.job_id, rank, o.step);
@@ -53,7 +61,17 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
     }
     constexpr std::string_view kValue = "/value";
     for (const data::SafetensorsTensor& tensor : file->layout().tensors) {
-      const std::string_view name = tensor.name;
+      std::string_view name = tensor.name;
+      int64_t first = 0;
+      const size_t at = name.rfind('@');
+      if (at != std::string_view::npos) {
+        const std::string digits(name.substr(at + 1));
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) {
+          return InvalidArgument(path + ": tensor \"" + tensor.name + "\": not NAME@FIRST_ELEMENT");
+        }
+        first = std::stoll(digits);
+        name = name.substr(0, at);
+      }
       if (name.size() <= kValue.size() || name.substr(name.size() - kValue.size()) != kValue) continue;
       const size_t slash = name.find('/');
       if (slash == std::string_view::npos) {
@@ -64,19 +82,55 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
         if (++unknown_count <= 8) unknown += (unknown.empty() ? "" : ", ") + ours + " (" + path + ")";
         continue;
       }
-      if (!source.emplace(std::pair{ours, t}, path).second) {
-        return InvalidArgument(path + ": tensor \"" + std::string(name) + "\": " + ours + " is also in " +
-                               source[{ours, t}]);
+      if (at != std::string_view::npos) *sharded = true;
+      const int pipe = layout.PipelineRank(rank);
+      const auto [it, fresh] = source.emplace(std::pair{ours, t}, std::pair{pipe, path});
+      if (!fresh && it->second.first != pipe) {
+        return InvalidArgument(path + ": tensor \"" + tensor.name + "\": " + ours + " is also in " + it->second.second);
       }
-      auto view = file->Tensor(std::string(name));
+      auto view = file->Tensor(tensor.name);
       if (!view.ok()) return view.status();
-      auto& per_rank = slices[ours];
-      per_rank.resize(tp);
-      std::vector<float>& v = per_rank[t];
-      v.resize(tensor.elements());
-      Status st = view->CopyToFloat(v);
+      Piece piece{first, std::vector<float>(tensor.elements())};
+      Status st = view->CopyToFloat(piece.values);
       if (!st.ok()) return InvalidArgument(path + ": " + st.message());
+      pieces[{ours, t}].push_back(std::move(piece));
     }
+    return Status::Ok();
+  };
+  for (int g = 0; g < layout.world(); ++g) {
+    if (layout.DataRank(g) != 0) continue;  // every replica holds the same weights, unless sharded:
+    bool sharded = false;
+    PIPECOORD_RETURN_IF_ERROR(read_rank(g, &sharded));
+    for (int d = 1; sharded && d < layout.dp(); ++d) PIPECOORD_RETURN_IF_ERROR(read_rank(layout.AtDataRank(g, d), &sharded));
+  }
+  // Each slice from its pieces: every element covered (overlaps hold the same values).
+  for (auto& [key, list] : pieces) {
+    const auto& [name, t] = key;
+    const std::vector<uint64_t>& dims = whole_shape.at(name);
+    uint64_t elements = 1;
+    for (uint64_t d : dims) elements *= d;
+    if (TpSplitOf(name) != TpSplit::kWhole) elements /= static_cast<uint64_t>(tp);
+    std::vector<float> slice(elements);
+    std::vector<bool> covered(elements, false);
+    for (const Piece& piece : list) {
+      const auto first = static_cast<uint64_t>(piece.first);
+      if (first > elements || elements - first < piece.values.size()) {
+        return InvalidArgument(name + " (tensor-parallel rank " + std::to_string(t) + ", " + source.at(key).second +
+                               "): elements [" + std::to_string(first) + ", " + std::to_string(first + piece.values.size()) +
+                               ") are outside its " + std::to_string(elements));
+      }
+      std::copy(piece.values.begin(), piece.values.end(), slice.begin() + static_cast<std::ptrdiff_t>(first));
+      std::fill(covered.begin() + static_cast<std::ptrdiff_t>(first),
+                covered.begin() + static_cast<std::ptrdiff_t>(first + piece.values.size()), true);
+    }
+    if (auto gap = std::find(covered.begin(), covered.end(), false); gap != covered.end()) {
+      return InvalidArgument(name + " (tensor-parallel rank " + std::to_string(t) + "): element " +
+                             std::to_string(gap - covered.begin()) + " is in none of the step's files (" +
+                             source.at(key).second + " and its replicas')");
+    }
+    auto& per_rank = slices[name];
+    per_rank.resize(tp);
+    per_rank[t] = std::move(slice);
   }
   if (unknown_count > 0) {
     return InvalidArgument(std::to_string(unknown_count) +

@@ -27,7 +27,9 @@ struct ExportSummary {
 };
 
 // `spec` is the job's spec as the coordinator stores it (defaults applied). Reads the files of
-// data-parallel replica 0 (every replica holds the same weights, under ZeRO too), checks each
+// data-parallel replica 0 (every replica holds the same weights), and where one holds shards of
+// its weights ("NAME/value@B": ZeRO with sharded masters, the CUDA backend's bf16) the other
+// replicas' files of its rank too, joining the pieces; checks each
 // (format, hash, step), puts each tensor's tensor-parallel slices back together as the model split
 // them (worker/model/weight_init.h) and checks that together they hold every weight of the model
 // exactly once.

@@ -380,15 +380,19 @@ Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const Trainin
   CudaStageMemory out;
 
   // Parameters: four fp32 tensors each (master, grad, m, v), plus the bf16 copy in bf16; under
-  // ZeRO-1 m and v are the shard's two flat tensors instead.
+  // ZeRO-1 m and v are the shard's two flat tensors instead, and in bf16 the masters too
+  // (CudaStageModel::ShardOptimizerStates); ZeRO-2 makes the gradients a flat shard as well.
   const bool copy = training.dtype != DtypePolicy::kFp32;
   const bool sharded = training.zero >= 1 && training.dp > 1, zero2 = sharded && training.zero >= 2;
+  const bool shard_masters = sharded && copy;
   Bytes count, params, whole_grads;
   for (int64_t n : PipecoordCudaWeightTensors(model, layers, has_embedding, has_head, training.tp)) {
     count.Add(n);
     int64_t fp32 = 0;
     if (__builtin_mul_overflow(n, int64_t{4}, &fp32)) check.Fail();
-    params.AddTimes(zero2 ? 1 : sharded ? 2 : 4, CudaPoolBytes(fp32));  // master (grad, m, v)
+    // whole fp32 tensors: master (unless sharded), grad (unless ZeRO-2), m and v (unless ZeRO)
+    const int whole = (shard_masters ? 0 : 1) + (zero2 ? 0 : 1) + (sharded ? 0 : 2);
+    params.AddTimes(whole, CudaPoolBytes(fp32));
     whole_grads.Add(CudaPoolBytes(fp32));
     if (copy) params.Add(CudaPoolBytes(2 * n));
   }
@@ -397,7 +401,8 @@ Result<CudaStageMemory> PipecoordCudaStage(const ModelSpec& model, const Trainin
     const int64_t shard = out.parameters / training.dp + (out.parameters % training.dp != 0 ? 1 : 0);
     int64_t fp32 = 0;
     if (__builtin_mul_overflow(shard, int64_t{4}, &fp32)) check.Fail();
-    params.AddTimes(zero2 ? 3 : 2, CudaPoolBytes(fp32));  // m, v (and ZeRO-2's gradients), flat
+    // m, v (and the masters in bf16, ZeRO-2's gradients), flat
+    params.AddTimes(2 + (shard_masters ? 1 : 0) + (zero2 ? 1 : 0), CudaPoolBytes(fp32));
     if (zero2) {
       out.shard_gradient_bytes = CudaPoolBytes(fp32);
       out.whole_gradient_bytes = whole_grads.value();

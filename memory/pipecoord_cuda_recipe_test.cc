@@ -173,7 +173,8 @@ TEST(PipecoordCudaRecipeTest, StagePoolBytesAndOpPeaksByHand) {
 }
 
 // ZeRO-1 and full recompute, by hand from the same order. ZeRO-1 (dp d): per tensor master and
-// gradient (2 R(4n), + R(2n) in bf16), and two flat moment buffers of ceil(N / d) floats. Full
+// gradient (2 R(4n)) and two flat moment buffers of ceil(N / d) floats; in bf16 the gradient and
+// the bf16 copy (R(4n) + R(2n)) and three flat buffers (the masters sharded too). Full
 // recompute: F keeps each block's input only (H), rising by the block's state S = 7H + 3Fb + 2N +
 // L and its output H while the block runs; B first rebuilds the block (S and the output, which
 // goes at once), then runs none's backward on it, so each block ends S + 4H - L above its start.
@@ -199,13 +200,13 @@ TEST(PipecoordCudaRecipeTest, ZeroOneAndFullRecomputeByHand) {
           const Pool q = PoolOf(x, e);
           const int64_t Lr = st.layers, h = x.h, f = x.f, V = x.v;
 
-          auto weight = [&](int64_t n) { return 2 * R(4 * n) + (e == 2 ? R(2 * n) : 0); };
+          auto weight = [&](int64_t n) { return e == 2 ? R(4 * n) + R(2 * n) : 2 * R(4 * n); };
           const int64_t count = Lr * (4 * h * h + 3 * h * f + 2 * h) + (st.embedding ? V * h : 0) +
                                 (st.head ? h + V * h : 0);
           const int64_t shard = (count + dp - 1) / dp;
           const int64_t params = Lr * (2 * weight(h) + 4 * weight(h * h) + 3 * weight(h * f)) +
                                  (st.embedding ? weight(V * h) : 0) + (st.head ? weight(h) + weight(V * h) : 0) +
-                                 2 * R(4 * shard);
+                                 (e == 2 ? 3 : 2) * R(4 * shard);
           EXPECT_EQ(got->parameter_bytes, params);
 
           const int64_t extras = (st.embedding ? q.I : 0) + (st.head ? 2 * q.H + q.N + q.Vb + q.I : 0);

@@ -35,6 +35,12 @@ inline float Bf16BitsToFloat(uint16_t bf16) {
   return value;
 }
 
+// p + n for code that sees __nv_bfloat16 incomplete (host code built by g++): an element is 2
+// bytes, as the type's layout above says.
+inline __nv_bfloat16* Bf16Offset(__nv_bfloat16* p, int64_t n) {
+  return reinterpret_cast<__nv_bfloat16*>(reinterpret_cast<char*>(p) + 2 * n);
+}
+
 }  // namespace pipecoord::kernels::cuda
 
 #endif  // PIPECOORD_KERNELS_CUDA_BF16_H_

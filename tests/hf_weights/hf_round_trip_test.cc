@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cli/export_job.h"
+#include "worker/checkpoint/checkpoint.h"
 #include "jobplan/spec_validation.h"
 #include "worker/daemon/assignment_model.h"
 #include "worker/daemon/local_run.h"
@@ -212,6 +213,75 @@ TEST(HfRoundTripTest, ATensorParallelJobExportsWholeTensors) {
   auto sliced = worker::RunLocally(fresh);
   ASSERT_TRUE(sliced.ok()) << sliced.status().ToString();
   EXPECT_NEAR(worker::StepLosses(*sliced)[0], sum / trained.microbatches(), 1e-6 * sum / trained.microbatches());
+}
+
+// ZeRO with sharded masters (the CUDA backend in bf16) writes each replica's piece of a rank's
+// values ("NAME/value@B": elements [B, B + n) of the rank's tensor, flattened); export joins the
+// replicas' pieces. A pp 2 x dp 2 checkpoint, rewritten so that replica d keeps the d-th half of
+// each value only, exports the very bytes of the whole files' export; with a piece missing it is
+// refused, naming the tensor and the first element no file holds.
+TEST(HfRoundTripTest, ShardedValuesExportAsTheWholeOnes) {
+  const std::string dir = Dir("hf_round_trip_sharded");
+  v1::JobSpec trained = Spec(kConfig, 2, 2);
+  trained.set_dp(2);
+  trained.set_zero(1);
+  trained.set_checkpoint_every(2);
+  ASSERT_TRUE(jobplan::ValidateJobSpec(trained).ok()) << jobplan::ValidateJobSpec(trained).ToString();
+  auto run = worker::RunLocally(trained, {}, {dir + "/ckpt", "job-z", 0}, true);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  cli::ExportOptions o;
+  o.checkpoint_dir = dir + "/ckpt";
+  o.job_id = "job-z";
+  o.step = 1;
+  o.out_dir = dir + "/whole";
+  ASSERT_TRUE(cli::ExportJob(trained, o).ok());
+
+  // Each rank's file again, its values cut to this replica's half.
+  const RankLayout layout = jobplan::LayoutOf(trained);
+  auto rewrite = [&](const std::string& to, const std::string& drop) {
+    for (int g = 0; g < layout.world(); ++g) {
+      auto file = worker::CheckpointFile::Read(worker::CheckpointPath(dir + "/ckpt", "job-z", g, 1));
+      ASSERT_TRUE(file.ok()) << file.status().ToString();
+      std::vector<std::vector<float>> kept;
+      std::vector<std::string> names;
+      for (const std::string& name : file->Names()) {
+        std::span<const float> v = file->Find(name);
+        if (!name.ends_with("/value")) {
+          names.push_back(name);
+          kept.emplace_back(v.begin(), v.end());
+          continue;
+        }
+        const size_t d = static_cast<size_t>(layout.DataRank(g)), n = v.size();
+        const size_t begin = d * n / 2, end = (d + 1) * n / 2;
+        const std::string piece = name + "@" + std::to_string(begin);
+        if (piece == drop) continue;
+        names.push_back(piece);
+        kept.emplace_back(v.begin() + begin, v.begin() + end);
+      }
+      std::vector<worker::StateTensor> tensors;
+      for (size_t i = 0; i < names.size(); ++i) tensors.push_back({names[i], kept[i]});
+      ASSERT_TRUE(worker::WriteCheckpointFile(to, "job-z", g, file->info(), tensors).ok());
+    }
+  };
+  rewrite(dir + "/sharded", "");
+  o.checkpoint_dir = dir + "/sharded";
+  o.out_dir = dir + "/joined";
+  auto joined = cli::ExportJob(trained, o);
+  ASSERT_TRUE(joined.ok()) << joined.status().ToString();
+  EXPECT_EQ(joined->tensors, 2 + 4 * 9 + 1);
+  const std::string want = Read(dir + "/whole/model.safetensors");
+  EXPECT_FALSE(want.empty());
+  EXPECT_EQ(Read(dir + "/joined/model.safetensors"), want);
+
+  // Replica 1 of pipeline rank 0 loses its half of layer 1's wq (16 x 16: elements 128 on).
+  rewrite(dir + "/gap", "stage0/layers.1.attention.wq.weight/value@128");
+  o.checkpoint_dir = dir + "/gap";
+  o.out_dir = dir + "/gap_export";
+  auto gap = cli::ExportJob(trained, o);
+  ASSERT_FALSE(gap.ok());
+  EXPECT_NE(gap.status().message().find("layers.1.attention.wq.weight (tensor-parallel rank 0): element 128 is in none"),
+            std::string::npos)
+      << gap.status().ToString();
 }
 
 TEST(HfRoundTripTest, BadInitIsRefusedNamingTheTensor) {

@@ -504,13 +504,20 @@ parallel::FloatBuffer* CudaBackend::DeviceStageGradients(int s) {
 
 parallel::FloatBuffer* CudaBackend::DeviceStageValues(int s) {
   views_current_ = false;
-  return StageBuffer(device_.get(), stages_, stage_values_, s, &DeviceParameter::master, "DeviceStageValues",
-                     &deferred_);
+  // Sharded masters (bf16): the all-gather brings the other replicas' bf16 copies.
+  const auto it = stages_.find(s);
+  const bool sharded = it != stages_.end() && it->second->masters_sharded();
+  return StageBuffer(device_.get(), stages_, stage_values_, s,
+                     sharded ? &DeviceParameter::compute : &DeviceParameter::master, "DeviceStageValues", &deferred_);
 }
 
 Status CudaBackend::ParametersGathered() {
   PIPECOORD_RETURN_IF_ERROR(Deferred());
-  for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->RefreshComputeWeights());
+  for (auto& [k, m] : stages_) {
+    // Sharded masters: the optimizer step rounded the shard's copies, the all-gather the rest.
+    if (!m->masters_sharded()) PIPECOORD_RETURN_IF_ERROR(m->RefreshComputeWeights());
+  }
+  values_need_gather_ = false;
   return Status::Ok();
 }
 
@@ -634,20 +641,26 @@ std::vector<StateTensor> CudaBackend::CheckpointState() {
   // The same names as the CPU backend's; "value" is the fp32 master in both precisions.
   std::vector<std::string> names;
   std::vector<kernels::Tensor> tensors;
+  std::vector<std::vector<int64_t>> shapes;  // whole tensors' (a sharded master's view is flat)
   for (auto& [k, m] : stages_) {
     const std::string stage = "stage" + std::to_string(k) + "/";
     for (DeviceParameter& p : m->parameters()) {
       const std::string name = stage + p.name;
-      names.push_back(name + "/value");
-      tensors.push_back(p.master);
-      if (p.adam_m.empty()) continue;  // outside this replica's ZeRO shard
-      // A ZeRO shard holds elements [begin, begin + n) of the tensor's moments, flattened (the
-      // CPU backend's names: checkpoint.h reshards them across dp).
+      // A ZeRO shard holds elements [begin, begin + n) of the tensor's moments (and in bf16 of
+      // its masters), flattened (the CPU backend's names: checkpoint.h reshards them across dp).
       const std::string range = p.sharded() ? "@" + std::to_string(p.moment_begin) : "";
+      if (!m->masters_sharded() || !p.adam_m.empty()) {
+        names.push_back(name + "/value" + (m->masters_sharded() ? range : ""));
+        tensors.push_back(p.master);
+        shapes.push_back(p.shape);
+      }
+      if (p.adam_m.empty()) continue;  // outside this replica's ZeRO shard
       names.push_back(name + "/adam_m" + range);
       tensors.push_back(p.adam_m);
+      shapes.push_back(p.shape);
       names.push_back(name + "/adam_v" + range);
       tensors.push_back(p.adam_v);
+      shapes.push_back(p.shape);
     }
   }
   views_.resize(tensors.size());
@@ -664,7 +677,7 @@ std::vector<StateTensor> CudaBackend::CheckpointState() {
   for (size_t i = 0; i < names.size(); ++i) {
     // Whole tensors in their shape (as the CPU backend writes them); shards flat.
     const bool whole = names[i].find('@') == std::string::npos;
-    out.push_back({names[i], views_[i].second, whole ? views_[i].first.shape() : std::vector<int64_t>{}});
+    out.push_back({names[i], views_[i].second, whole ? shapes[i] : std::vector<int64_t>{}});
   }
   return out;
 }
@@ -672,7 +685,10 @@ std::vector<StateTensor> CudaBackend::CheckpointState() {
 Status CudaBackend::UploadCheckpointViews() {
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   for (auto& [tensor, host] : views_) PIPECOORD_RETURN_IF_ERROR(device_->Upload(host.data(), tensor));
-  for (auto& [k, m] : stages_) PIPECOORD_RETURN_IF_ERROR(m->RefreshComputeWeights());
+  for (auto& [k, m] : stages_) {
+    PIPECOORD_RETURN_IF_ERROR(m->RefreshComputeWeights());
+    values_need_gather_ = values_need_gather_ || m->masters_sharded();  // the other shards' copies
+  }
   // The host buffers must outlive nothing: pageable uploads are staged before they return.
   return Status::Ok();
 }

@@ -29,8 +29,14 @@
 // Differences from the CPU backend a caller must know:
 // - ZeRO-1 (spec.zero >= 1, dp > 1): each stage keeps the AdamW moments of its replica's shard
 //   only (CudaStageModel::ShardOptimizerStates); DeviceStageGradients / DeviceStageValues give the
-//   executor the device buffers its reduce-scatter and all-gather run on. The fp32 masters stay
-//   whole on every replica (the all-gather runs in f32 over them). ZeRO-2 is the CPU backend's.
+//   executor the device buffers its reduce-scatter and all-gather run on. In fp32 the masters are
+//   what the kernels read, so they stay whole and the all-gather runs over them. In bf16 the
+//   masters are sharded too (Megatron's distributed optimizer): the all-gather runs over the
+//   bf16 copies (each replica's shard rounded by its optimizer step; f32 on the wire, the same
+//   bytes as the fp32 masters'), and the checkpoint holds the shard's masters as "value@B" (the
+//   moments' naming: checkpoint.h reshards them, export joins them). A load (a checkpoint or
+//   spec.init) rounds the shard's copies only, so ValuesNeedGather() asks the executor for the
+//   all-gather before its first step. ZeRO-2 is the CPU backend's.
 // - Gradients() returns nothing: the gradients live on the device. DeviceGradients() gives them
 //   (every parameter's f32 gradient of every stage held, stages in order, parameters in model
 //   order: the same on every replica) to the executor's data-parallel all-reduce, which sums
@@ -97,7 +103,8 @@ class CudaBackend final : public ComputeBackend {
   parallel::FloatBuffer* DeviceGradients() override;
   parallel::FloatBuffer* DeviceStageGradients(int stage) override;
   parallel::FloatBuffer* DeviceStageValues(int stage) override;
-  Status ParametersGathered() override;  // the bf16 copies from the gathered masters
+  Status ParametersGathered() override;  // the bf16 copies from the gathered masters (fp32 masters)
+  bool ValuesNeedGather() const override { return values_need_gather_; }
   // Sequence parallelism: the norm gains' gradients summed over the tensor-parallel group.
   Status FinalizeGradients() override;
   // In double on the device, stage by stage (each stage's tensors in model order), read back
@@ -182,6 +189,7 @@ class CudaBackend final : public ComputeBackend {
   // CheckpointState's host copies, in its order: (device tensor, host buffer).
   std::vector<std::pair<kernels::Tensor, std::vector<float>>> views_;
   bool views_current_ = false;  // no compute since CheckpointState filled them
+  bool values_need_gather_ = false;  // a load rounded the shard's bf16 copies only (sharded masters)
   // Device timing: one pair of events per mark and the reference, created once, reused.
   struct TimingMark {
     cudaEvent_t begin = nullptr;

@@ -194,6 +194,7 @@ Status CudaStageModel::AddParameter(const std::string& name, std::vector<int64_t
   const TensorSpec spec{DType::kF32, p.shape};
   const std::vector<float> host = model::TensorParallelSlice(whole, rows, cols, split, tp, tp_rank_);
   PIPECOORD_CUDA_STAGE_ASSIGN(p.master, device_->Empty(spec));
+  p.elements = p.master.numel();
   PIPECOORD_RETURN_IF_ERROR(device_->Upload(host.data(), p.master));
   PIPECOORD_CUDA_STAGE_ASSIGN(p.grad, device_->Zeros(spec));
   PIPECOORD_CUDA_STAGE_ASSIGN(p.adam_m, device_->Zeros(spec));
@@ -267,6 +268,7 @@ Status CudaStageModel::SetRecompute(model::Recompute recompute) {
 
 Status CudaStageModel::ShardOptimizerStates(int shards, int index, bool shard_gradients) {
   PIPECOORD_RETURN_IF_ERROR(model::CheckOptimizerShard(shards, index, optimizer_steps_));
+  if (masters_sharded_) return FailedPrecondition("ShardOptimizerStates: the stage's masters are sharded already");
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   int64_t n = 0;
   for (const DeviceParameter& p : params_) n += p.numel();
@@ -280,6 +282,15 @@ Status CudaStageModel::ShardOptimizerStates(int shards, int index, bool shard_gr
   shard_m_ = shard_v_ = Tensor();
   PIPECOORD_CUDA_STAGE_ASSIGN(shard_m_, device_->Zeros({DType::kF32, {padded}}));
   PIPECOORD_CUDA_STAGE_ASSIGN(shard_v_, device_->Zeros({DType::kF32, {padded}}));
+  // In bf16 the kernels read the bf16 copies only: the fp32 masters keep the shard too.
+  const bool shard_masters = precision_ == Precision::kBf16;
+  if (shard_masters) PIPECOORD_CUDA_STAGE_ASSIGN(shard_master_, device_->Zeros({DType::kF32, {padded}}));
+  std::unique_ptr<DeviceTensorFloats> masters;
+  if (shard_masters) {
+    auto made = DeviceTensorFloats::Create(device_, {shard_master_});
+    if (!made.ok()) return made.status();
+    masters = std::move(made).value();
+  }
   int64_t offset = 0;  // of the tensor in the flat index space
   for (DeviceParameter& p : params_) {
     const int64_t lo = std::max(offset, begin), hi = std::min(offset + p.numel(), end);
@@ -288,8 +299,15 @@ Status CudaStageModel::ShardOptimizerStates(int shards, int index, bool shard_gr
     p.shard_at = at;
     PIPECOORD_CUDA_STAGE_ASSIGN(p.adam_m, shard_m_.Slice(at, count));
     PIPECOORD_CUDA_STAGE_ASSIGN(p.adam_v, shard_v_.Slice(at, count));
+    if (shard_masters) {
+      Tensor piece;
+      PIPECOORD_CUDA_STAGE_ASSIGN(piece, p.master.Slice(p.moment_begin, count));
+      if (count > 0) PIPECOORD_RETURN_IF_ERROR(masters->Write(static_cast<size_t>(at), piece));
+      PIPECOORD_CUDA_STAGE_ASSIGN(p.master, shard_master_.Slice(at, count));  // the whole one freed
+    }
     offset += p.numel();
   }
+  if (shard_masters) masters_sharded_ = true;
   if (shard_gradients) {  // ZeRO-2: the gradients live only from a step's first W to its OPT
     shard_gradients_ = true;
     PIPECOORD_RETURN_IF_ERROR(ReleaseGradients());
@@ -967,13 +985,13 @@ Status CudaStageModel::OptimizerStep(const kernels::cpu::AdamWOptions& options) 
   for (DeviceParameter& p : params_) {
     if (p.adam_m.empty()) continue;  // outside this replica's ZeRO shard
     kc::AdamWTensor t;
-    t.param = Ptr<float>(p.master) + p.moment_begin;
+    t.param = Ptr<float>(p.master) + (masters_sharded_ ? 0 : p.moment_begin);
     t.grad = OptimizerGrad(p);
     t.m = Ptr<float>(p.adam_m);
     t.v = Ptr<float>(p.adam_v);
-    // The bf16 copy is re-rounded from the updated master in the same pass (under ZeRO after
-    // the all-gather: RefreshComputeWeights).
-    t.param_bf16 = precision_ == Precision::kBf16 && !p.sharded() ? Ptr<__nv_bfloat16>(p.compute) : nullptr;
+    // The bf16 copy of the stepped elements is re-rounded from the updated master in the same
+    // pass (in bf16 ZeRO shards the masters: the all-gather of the bf16 copies brings the rest).
+    t.param_bf16 = precision_ == Precision::kBf16 ? kernels::cuda::Bf16Offset(Ptr<__nv_bfloat16>(p.compute), p.moment_begin) : nullptr;
     t.n = p.adam_m.numel();
     t.weight_decay = p.weight_decay;
     tensors.push_back(t);
@@ -994,8 +1012,10 @@ Status CudaStageModel::RefreshComputeWeights() {
   if (precision_ != Precision::kBf16) return Status::Ok();
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   for (DeviceParameter& p : params_) {
-    PIPECOORD_RETURN_IF_ERROR(CastToBf16(Ptr<float>(p.master), Ptr<__nv_bfloat16>(p.compute),
-                                         p.numel(), device_->stream()));
+    // With sharded masters the shard's elements only (p.master is the shard's view).
+    const int64_t first = masters_sharded_ ? p.moment_begin : 0;
+    PIPECOORD_RETURN_IF_ERROR(CastToBf16(Ptr<float>(p.master), kernels::cuda::Bf16Offset(Ptr<__nv_bfloat16>(p.compute), first),
+                                         p.master.numel(), device_->stream()));
   }
   return Status::Ok();
 }

@@ -68,9 +68,11 @@ namespace pipecoord::worker::cuda {
 // the kernels read: master itself in fp32, its bf16 copy in bf16.
 // Under ZeRO (ShardOptimizerStates) adam_m and adam_v hold only the tensor's elements
 // [moment_begin, moment_begin + adam_m.numel()) inside this replica's shard (views of the stage's
-// one flat moment buffer; empty when the tensor lies outside the shard). Under ZeRO-2 `grad` is
-// empty outside a step's backward passes (ReleaseGradients): the shard's gradients live in the
-// stage's flat shard-gradient buffer then.
+// one flat moment buffer; empty when the tensor lies outside the shard). In bf16 the master is
+// sharded the same way (masters_sharded(): a view of the stage's flat master buffer, as many
+// elements as adam_m), since the kernels read the whole bf16 copy only, as Megatron's distributed
+// optimizer keeps it. Under ZeRO-2 `grad` is empty outside a step's backward passes
+// (ReleaseGradients): the shard's gradients live in the stage's flat shard-gradient buffer then.
 struct DeviceParameter {
   std::string name;  // Llama's, as the CPU model's ("layers.3.attention.wq.weight")
   std::vector<int64_t> shape;
@@ -78,8 +80,9 @@ struct DeviceParameter {
   kernels::Tensor master, grad, adam_m, adam_v, compute;
   int64_t moment_begin = 0;
   int64_t shard_at = 0;  // under ZeRO: where its shard elements sit in the stage's flat shard buffers
+  int64_t elements = 0;  // of the whole tensor (this tp rank's slice), whatever is sharded
 
-  int64_t numel() const { return master.numel(); }
+  int64_t numel() const { return elements; }
   bool sharded() const { return adam_m.numel() != numel(); }
 };
 
@@ -133,8 +136,9 @@ class CudaStageModel {
   // One AdamW step on every parameter (weight_decay on matrices and the embedding only), then
   // the bf16 copies are refreshed from the masters. Refuses options out of range and refuses to
   // run while a micro-batch is in flight, as the CPU model does. Under ZeRO only the shard's
-  // elements are stepped and the bf16 copies are left for RefreshComputeWeights (after the
-  // data-parallel all-gather of the masters has brought the other replicas' shards).
+  // elements are stepped: in fp32 the data-parallel all-gather of the masters brings the other
+  // replicas' shards; in bf16 (sharded masters) the step rounds its shard's bf16 copy and the
+  // all-gather of the bf16 copies brings the rest.
   Status OptimizerStep(const kernels::cpu::AdamWOptions& options);
 
   // Activation recompute (JobSpec.recompute), set before the first micro-batch; the results
@@ -153,7 +157,8 @@ class CudaStageModel {
   // parameters in order form one flat index space of n elements; this replica (index of
   // `shards`) keeps the AdamW moments of its chunk [ChunkBegin(n, shards, index), ChunkBegin(n,
   // shards, index + 1)) only (worker/parallel/collectives.h's chunks: what the reduce-scatter
-  // leaves averaged here), in one flat buffer of ceil(n / shards) elements per moment. Before
+  // leaves averaged here), in one flat buffer of ceil(n / shards) elements per moment (and in
+  // bf16 one for the fp32 masters, whose whole tensors are freed: masters_sharded()). Before
   // the first optimizer step only (FAILED_PRECONDITION after); INVALID_ARGUMENT for a bad index.
   // shard_gradients (ZeRO-2): the gradients too live for the shard only outside a step's backward
   // passes, as the CPU model's: the whole ones from the step's first W (or BW) to
@@ -179,8 +184,11 @@ class CudaStageModel {
   int64_t optimizer_steps() const { return optimizer_steps_; }
   void set_optimizer_steps(int64_t steps) { optimizer_steps_ = steps; }
   // Re-rounds the bf16 compute copies from the fp32 masters (after the masters were written
-  // from outside, e.g. by a checkpoint load); nothing to do in fp32.
+  // from outside, e.g. by a checkpoint load); nothing to do in fp32. With sharded masters only
+  // the shard's elements: the others must come from the replicas' all-gather of the bf16 copies.
   Status RefreshComputeWeights();
+  // bf16 under ZeRO: each replica keeps its shard of the fp32 masters only (see DeviceParameter).
+  bool masters_sharded() const { return masters_sharded_; }
 
   // Head stage: the sum of the micro-batch losses of every Forward since the last call, read
   // from the device (waits for the stream), then zeroed. 0 on other stages.
@@ -281,6 +289,8 @@ class CudaStageModel {
   model::Recompute recompute_ = model::Recompute::kNone;
   std::function<Status(bool)> recompute_marker_;
   kernels::Tensor shard_m_, shard_v_;         // ZeRO: the flat moment buffers the views share
+  kernels::Tensor shard_master_;              // ZeRO in bf16: the flat fp32 master shard
+  bool masters_sharded_ = false;
   bool shard_gradients_ = false, released_ = false;  // ZeRO-2, and whether the whole gradients are gone
   kernels::Tensor shard_grad_;                // ZeRO-2 while released: the shard's gradients, flat
   // ZeRO-2: the whole gradients again (zeros, the shard's buffer freed first) for a step's first W.

@@ -18,11 +18,13 @@
 // and time each rebuild inside its B on the device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -30,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/rank_layout.h"
 #include "data/byte_dataset_writer.h"
 #include "jobplan/assignment.h"
 #include "jobplan/layout.h"
@@ -73,10 +76,13 @@ struct RankResult {
   Status status;
   std::vector<StepReport> reports;
   std::map<std::string, std::vector<float>> state;  // CheckpointState after the last step
+  int64_t optimizer_steps = 0;
 };
 
 // The job's ranks (RunRankThreads) on CUDA or CPU backends, each rank's state read at the end.
-std::vector<RankResult> RunJob(const v1::JobSpec& raw) {
+// `customize` may set the runner's start step and `built` (a restart's load).
+std::vector<RankResult> RunJob(const v1::JobSpec& raw,
+                               const std::function<void(const v1::JobSpec&, const v1::Plan&, RankSetup*)>& customize = {}) {
   const Status valid = jobplan::ValidateJobSpec(raw);
   EXPECT_TRUE(valid.ok()) << valid.ToString();
   const v1::JobSpec spec = jobplan::WithDefaults(raw);
@@ -94,7 +100,9 @@ std::vector<RankResult> RunJob(const v1::JobSpec& raw) {
     for (const StateTensor& t : backend.CheckpointState()) {
       results[static_cast<size_t>(g)].state[t.name] = std::vector<float>(t.data.begin(), t.data.end());
     }
+    results[static_cast<size_t>(g)].optimizer_steps = backend.optimizer_steps();
   };
+  if (customize) customize(spec, *plan, &setup);
   const std::vector<RankOutcome> ranks = RunRankThreads(spec, *plan, setup);
   for (size_t g = 0; g < ranks.size(); ++g) {
     results[g].status = ranks[g].status;
@@ -111,6 +119,40 @@ std::vector<std::string> Names(const std::map<std::string, std::vector<float>>& 
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+// Rank g's fp32 masters, whole, joined from its replicas' checkpoint states: whole "NAME/value"
+// entries, or (bf16 under ZeRO) each replica's "NAME/value@B" pieces (elements [B, B + n)). An
+// element two pieces hold must be the same bits in both; one no piece holds fails the test.
+std::map<std::string, std::vector<float>> JoinedValues(const std::vector<RankResult>& ranks, const RankLayout& layout,
+                                                       int g) {
+  std::map<std::string, std::vector<float>> out;
+  std::map<std::string, std::vector<bool>> seen;
+  for (int d = 0; d < layout.dp(); ++d) {
+    for (const auto& [name, values] : ranks.at(static_cast<size_t>(layout.AtDataRank(g, d))).state) {
+      const size_t at = name.rfind('@');
+      const std::string base = name.substr(0, at);
+      if (!base.ends_with("/value")) continue;
+      const size_t first = at == std::string::npos ? 0 : std::stoul(name.substr(at + 1));
+      std::vector<float>& whole = out[base];
+      std::vector<bool>& held = seen[base];
+      if (whole.size() < first + values.size()) {
+        whole.resize(first + values.size());
+        held.resize(first + values.size(), false);
+      }
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (held[first + i]) {
+          EXPECT_EQ(std::memcmp(&whole[first + i], &values[i], sizeof(float)), 0) << base << " element " << first + i;
+        }
+        whole[first + i] = values[i];
+        held[first + i] = true;
+      }
+    }
+  }
+  for (const auto& [base, held] : seen) {
+    EXPECT_EQ(std::count(held.begin(), held.end(), false), 0) << base << ": elements no replica holds";
+  }
+  return out;
 }
 
 // The CUDA run's losses, norms and states against the CPU run's; returns the worst normwise
@@ -242,14 +284,31 @@ TEST_F(CudaZeroControlTest, ZeroOneEqualsZeroZeroAndClippingMatters) {
     const std::vector<RankResult> a = RunJob(one), b = RunJob(none);
     ASSERT_EQ(a.size(), 4u);
     ASSERT_EQ(b.size(), 4u);
+    const RankLayout layout = jobplan::LayoutOf(jobplan::WithDefaults(one));
     for (size_t g = 0; g < a.size(); ++g) {
       ASSERT_TRUE(a[g].status.ok()) << a[g].status.ToString();
       ASSERT_TRUE(b[g].status.ok()) << b[g].status.ToString();
+    }
+    for (size_t g = 0; g < a.size(); ++g) {
       EXPECT_NE(Names(a[g].state), Names(b[g].state)) << "zero 0 keeps whole moments";
+      // bf16 keeps the shard's fp32 masters only ("value@B", about half of them with dp 2),
+      // fp32 every master (the kernels read them); joined over the replicas, zero 0's.
+      const std::map<std::string, std::vector<float>> joined = JoinedValues(a, layout, static_cast<int>(g));
+      size_t held = 0, whole = 0;
+      for (const auto& [name, v] : a[g].state) held += name.find("/value") != std::string::npos ? v.size() : 0;
       for (const auto& [name, v] : b[g].state) {
         if (name.find("/value") == std::string::npos) continue;
-        const auto e = CompareNormwise(a[g].state.at(name), v);
+        whole += v.size();
+        ASSERT_TRUE(joined.count(name)) << name;
+        const auto e = CompareNormwise(joined.at(name), v);
+        EXPECT_EQ(joined.at(name).size(), v.size()) << name;
         EXPECT_LE(e.error, kFp32Tolerance == 0 ? 0.0 : 1e-6) << name << ": " << e.Describe();
+      }
+      if (precision == "bf16") {
+        EXPECT_GE(held, whole / 2) << "rank " << g;
+        EXPECT_LE(held, (whole + 1) / 2) << "rank " << g << ": the fp32 masters are not sharded";
+      } else {
+        EXPECT_EQ(held, whole) << "rank " << g;
       }
     }
     for (size_t step = 0; step < 3; ++step) {
@@ -264,6 +323,65 @@ TEST_F(CudaZeroControlTest, ZeroOneEqualsZeroZeroAndClippingMatters) {
   const std::string w = "stage1/output.weight/value";
   ASSERT_TRUE(clipped[1].state.count(w) && free[1].state.count(w));
   EXPECT_GT(CompareNormwise(clipped[1].state.at(w), free[1].state.at(w)).error, 1e-3);
+}
+
+// bf16 under ZeRO keeps each replica's shard of the fp32 masters only, so a load (a restart's
+// checkpoint, spec.init) writes the shard's and the executor all-gathers the bf16 copies before
+// the first step (ComputeBackend::ValuesNeedGather). Resumed at step 2 from the state each rank
+// held after step 1 (set into its CheckpointState views by name, as a checkpoint read does), the
+// job equals the uninterrupted one bit for bit: step 2's loss and norm and every state tensor.
+// Without the gather the resumed forward would read the initial weights outside the shard.
+// dp 2 and dp 3 (shards of unequal length, cutting tensors).
+TEST_F(CudaZeroControlTest, BfloatShardedMastersResumeBitForBit) {
+  for (const Case c : {Case{2, 2}, Case{1, 3}}) {
+    SCOPED_TRACE("pp " + std::to_string(c.pp) + " dp " + std::to_string(c.dp));
+    v1::JobSpec spec = Spec("cuda", c.pp, c.dp, 1, 0.05);
+    spec.set_precision("bf16");
+    v1::JobSpec head = spec;
+    head.set_steps(2);
+    const std::vector<RankResult> whole = RunJob(spec), before = RunJob(head);
+    const std::vector<RankResult> resumed =
+        RunJob(spec, [&](const v1::JobSpec&, const v1::Plan&, RankSetup* setup) {
+          setup->start_step = 2;
+          setup->built = [&](int g, ComputeBackend& backend) {
+            const RankResult& saved = before.at(static_cast<size_t>(g));
+            for (const StateTensor& t : backend.CheckpointState()) {
+              const std::vector<float>& v = saved.state.at(t.name);
+              ASSERT_EQ(v.size(), t.data.size()) << t.name;
+              std::copy(v.begin(), v.end(), t.data.begin());
+            }
+            backend.set_optimizer_steps(saved.optimizer_steps);
+          };
+        });
+    ASSERT_EQ(resumed.size(), whole.size());
+    int losses = 0;
+    for (size_t g = 0; g < whole.size(); ++g) {
+      SCOPED_TRACE("global rank " + std::to_string(g));
+      ASSERT_TRUE(whole[g].status.ok()) << whole[g].status.ToString();
+      ASSERT_TRUE(before[g].status.ok()) << before[g].status.ToString();
+      ASSERT_TRUE(resumed[g].status.ok()) << resumed[g].status.ToString();
+      EXPECT_EQ(before[g].optimizer_steps, 2);
+      ASSERT_EQ(resumed[g].reports.size(), 1u);
+      ASSERT_EQ(whole[g].reports.size(), 3u);
+      const v1::StepSummary& r = resumed[g].reports[0].summary;
+      const v1::StepSummary& w = whole[g].reports[2].summary;
+      EXPECT_EQ(r.step(), 2);
+      EXPECT_EQ(r.has_loss(), w.has_loss());
+      if (r.has_loss() && w.has_loss()) {
+        ++losses;
+        EXPECT_EQ(r.loss(), w.loss());
+        EXPECT_EQ(r.grad_norm(), w.grad_norm());
+      }
+      EXPECT_EQ(Names(resumed[g].state), Names(whole[g].state));
+      EXPECT_TRUE(std::any_of(whole[g].state.begin(), whole[g].state.end(),
+                              [](const auto& e) { return e.first.find("/value@") != std::string::npos; }))
+          << "bf16 ZeRO-1 holds master shards";
+      for (const auto& [name, v] : whole[g].state) {
+        EXPECT_TRUE(SameBits(resumed[g].state.at(name), v)) << name;
+      }
+    }
+    EXPECT_EQ(losses, c.dp);
+  }
 }
 
 // Full recompute on CUDA: the same bits as none (and as the CPU backend's full recompute), in

@@ -27,11 +27,11 @@ Result<std::unique_ptr<DeviceTensorFloats>> DeviceTensorFloats::Create(CudaDevic
   if (device == nullptr) return InvalidArgument("DeviceTensorFloats: no device");
   for (size_t i = 0; i < tensors.size(); ++i) {
     const kernels::Tensor& t = tensors[i];
-    if (t.dtype() != kernels::DType::kF32 || t.memory() != kernels::MemoryKind::kCuda ||
-        t.device() != device->index()) {
+    const bool typed = t.dtype() == kernels::DType::kF32 || t.dtype() == kernels::DType::kBF16;
+    if (!typed || t.memory() != kernels::MemoryKind::kCuda || t.device() != device->index()) {
       return InvalidArgument("DeviceTensorFloats: tensor " + std::to_string(i) + " is " + kernels::ToString(t.spec()) +
                              (t.on_host() ? " on the host" : " on cuda:" + std::to_string(t.device())) +
-                             ", expected f32 on cuda:" + std::to_string(device->index()));
+                             ", expected f32 or bf16 on cuda:" + std::to_string(device->index()));
     }
   }
   return std::unique_ptr<DeviceTensorFloats>(new DeviceTensorFloats(device, std::move(tensors)));
@@ -54,8 +54,7 @@ Status DeviceTensorFloats::CheckChunk(const char* what, const kernels::Tensor& c
                          ", expected f32 on cuda:" + std::to_string(device_->index()));
 }
 
-Status DeviceTensorFloats::ForEachPiece(size_t begin, size_t count,
-                                        const std::function<Status(float*, size_t, size_t)>& fn) {
+Status DeviceTensorFloats::ForEachPiece(size_t begin, size_t count, const std::function<Status(const Piece&)>& fn) {
   const size_t end = begin + count;
   // The first tensor whose elements reach past `begin`.
   size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end() - 1, begin) - starts_.begin());
@@ -63,10 +62,24 @@ Status DeviceTensorFloats::ForEachPiece(size_t begin, size_t count,
   for (; i < tensors_.size() && starts_[i] < end; ++i) {
     const size_t from = std::max(begin, starts_[i]), to = std::min(end, starts_[i + 1]);
     if (from >= to) continue;  // an empty tensor, or one before the range
-    float* elements = static_cast<float*>(tensors_[i].data()) + (from - starts_[i]);
-    PIPECOORD_RETURN_IF_ERROR(fn(elements, from - begin, to - from));
+    kernels::Tensor& t = tensors_[i];
+    const size_t first = from - starts_[i];
+    Piece piece{i, nullptr, nullptr, from - begin, to - from};
+    if (t.dtype() == kernels::DType::kBF16) {
+      piece.bf16 = kernels::cuda::Bf16Offset(static_cast<__nv_bfloat16*>(t.data()), static_cast<int64_t>(first));
+    } else {
+      piece.f32 = static_cast<float*>(t.data()) + first;
+    }
+    PIPECOORD_RETURN_IF_ERROR(fn(piece));
   }
   return Status::Ok();
+}
+
+Status DeviceTensorFloats::F32Only(const char* what, const Piece& piece) const {
+  if (piece.f32 != nullptr) return Status::Ok();
+  return FailedPrecondition(std::string("DeviceTensorFloats::") + what + ": tensor " + std::to_string(piece.tensor) +
+                            " is bf16, which holds values it is given (all-gathers) but not sums or products "
+                            "(an f32 tensor does)");
 }
 
 Result<kernels::Tensor> DeviceTensorFloats::Read(size_t begin, size_t count) {
@@ -75,9 +88,10 @@ Result<kernels::Tensor> DeviceTensorFloats::Read(size_t begin, size_t count) {
   auto out = device_->Empty({kernels::DType::kF32, {static_cast<int64_t>(count)}});
   if (!out.ok()) return out.status();
   float* dst = static_cast<float*>(out->data());
-  PIPECOORD_RETURN_IF_ERROR(ForEachPiece(begin, count, [&](float* piece, size_t at, size_t n) {
-    return CudaStatus(cudaMemcpyAsync(dst + at, piece, n * sizeof(float), cudaMemcpyDeviceToDevice, device_->stream()),
-                      "cudaMemcpyAsync(gradient chunk, device to device, " + std::to_string(n * sizeof(float)) +
+  PIPECOORD_RETURN_IF_ERROR(ForEachPiece(begin, count, [&](const Piece& p) {
+    if (p.bf16 != nullptr) return CastToFloat(p.bf16, dst + p.at, static_cast<int64_t>(p.n), device_->stream());
+    return CudaStatus(cudaMemcpyAsync(dst + p.at, p.f32, p.n * sizeof(float), cudaMemcpyDeviceToDevice, device_->stream()),
+                      "cudaMemcpyAsync(gradient chunk, device to device, " + std::to_string(p.n * sizeof(float)) +
                           " bytes)");
   }));
   return out;
@@ -89,8 +103,9 @@ Status DeviceTensorFloats::Add(size_t begin, const kernels::Tensor& chunk) {
   PIPECOORD_RETURN_IF_ERROR(CheckRange("Add", begin, count));
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   const float* src = static_cast<const float*>(chunk.data());
-  return ForEachPiece(begin, count, [&](float* piece, size_t at, size_t n) {
-    return AddInPlace(piece, src + at, static_cast<int64_t>(n), device_->stream());
+  return ForEachPiece(begin, count, [&](const Piece& p) {
+    PIPECOORD_RETURN_IF_ERROR(F32Only("Add", p));
+    return AddInPlace(p.f32, src + p.at, static_cast<int64_t>(p.n), device_->stream());
   });
 }
 
@@ -100,18 +115,20 @@ Status DeviceTensorFloats::Write(size_t begin, const kernels::Tensor& chunk) {
   PIPECOORD_RETURN_IF_ERROR(CheckRange("Write", begin, count));
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
   const float* src = static_cast<const float*>(chunk.data());
-  return ForEachPiece(begin, count, [&](float* piece, size_t at, size_t n) {
-    return CudaStatus(cudaMemcpyAsync(piece, src + at, n * sizeof(float), cudaMemcpyDeviceToDevice, device_->stream()),
+  return ForEachPiece(begin, count, [&](const Piece& p) {
+    if (p.bf16 != nullptr) return CastToBf16(src + p.at, p.bf16, static_cast<int64_t>(p.n), device_->stream());
+    return CudaStatus(cudaMemcpyAsync(p.f32, src + p.at, p.n * sizeof(float), cudaMemcpyDeviceToDevice, device_->stream()),
                       "cudaMemcpyAsync(received gradient chunk, device to device, " +
-                          std::to_string(n * sizeof(float)) + " bytes)");
+                          std::to_string(p.n * sizeof(float)) + " bytes)");
   });
 }
 
 Status DeviceTensorFloats::Scale(size_t begin, size_t count, float factor) {
   PIPECOORD_RETURN_IF_ERROR(CheckRange("Scale", begin, count));
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
-  return ForEachPiece(begin, count, [&](float* piece, size_t, size_t n) {
-    return ScaleInPlace(piece, factor, static_cast<int64_t>(n), device_->stream());
+  return ForEachPiece(begin, count, [&](const Piece& p) {
+    PIPECOORD_RETURN_IF_ERROR(F32Only("Scale", p));
+    return ScaleInPlace(p.f32, factor, static_cast<int64_t>(p.n), device_->stream());
   });
 }
 

@@ -43,6 +43,7 @@ struct RankSetup {
   // Called with the rank's backend once built (before the run) and once its run returned OK.
   std::function<void(int global, ComputeBackend&)> built, after;
   SentTensors sent = SentTensors::kReleased;
+  int start_step = 0;  // the assignment's (a restart's first step; `built` loads its state)
 };
 
 inline std::vector<RankOutcome> RunRankThreads(const v1::JobSpec& spec, const v1::Plan& plan,
@@ -59,7 +60,8 @@ inline std::vector<RankOutcome> RunRankThreads(const v1::JobSpec& spec, const v1
         o.status = std::move(st);
         mailbox.Shutdown();
       };
-      const v1::Assignment a = jobplan::BuildAssignment(spec.name(), spec, plan, g, {}, 1);
+      v1::Assignment a = jobplan::BuildAssignment(spec.name(), spec, plan, g, {}, 1);
+      a.set_start_step(setup.start_step);
       auto device = CudaDevice::Open(0);
       if (!device.ok()) return fail(device.status());
       std::shared_ptr<CudaDevice> shared = std::move(device).value();

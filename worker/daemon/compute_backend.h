@@ -125,6 +125,11 @@ class ComputeBackend {
   // After ZeRO's all-gather of every stage's values: what the backend derives from them (the CUDA
   // backend's bf16 compute copies). OK by default (nothing to do).
   virtual Status ParametersGathered() { return Status::Ok(); }
+  // True when a load (a checkpoint or spec.init) wrote only what this replica's ZeRO shard holds
+  // (the CUDA backend's sharded bf16 masters), so the values the kernels read need ZeRO's
+  // all-gather (then ParametersGathered) before the next forward: the executor runs it before
+  // its first step. False by default.
+  virtual bool ValuesNeedGather() const { return false; }
   // After the data-parallel reduction, before the norm and the optimizer step: the backend's own
   // gradient synchronisation (sequence parallelism's norm-gain gradients summed over the
   // tensor-parallel group). Every rank calls it at OPT; OK by default (nothing to do).

@@ -30,6 +30,9 @@ constexpr uint32_t kGradNormChannel = 3u << 16;
 // The step commit's all-gathers (executor.h): the replica's, then the data-parallel group's on
 // kCommitChannel + 1.
 constexpr uint32_t kCommitChannel = 4u << 16;
+// The all-gather of every stage's values after a load wrote one shard only (ValuesNeedGather),
+// on channel kLoadGatherChannel + s, before the first step.
+constexpr uint32_t kLoadGatherChannel = 5u << 16;
 // Floats each rank puts in the commit: [holds a loss, the loss's 8 bytes as two floats, 0].
 constexpr size_t kCommitFloats = 4;
 // The commits whose losses a rank keeps for the coordinator: as far back as a lost rank's
@@ -203,9 +206,13 @@ Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
   }
   if (!zero_) return Status::Ok();
   // Every replica updated its own chunk of each stage; the all-gather gives each all of them.
+  return GatherParameters(step, kParameterGatherChannel, bytes);
+}
+
+Status Executor::GatherParameters(int step, uint32_t channel, uint64_t* bytes) {
+  const parallel::Group group{data_group_, dp_rank_};
   for (int s : stages_held_) {
-    const parallel::RingOptions options{options_.recv_timeout, kParameterGatherChannel + static_cast<uint32_t>(s),
-                                        bytes};
+    const parallel::RingOptions options{options_.recv_timeout, channel + static_cast<uint32_t>(s), bytes};
     Status st;
     if (parallel::FloatBuffer* device = backend_->DeviceStageValues(s); device != nullptr) {
       st = parallel::AllGather(*transport_, group, step, *device, options);
@@ -548,6 +555,10 @@ Status Executor::ResolveDeviceTimes(StepReport* report) {
 }
 
 Status Executor::Run(const std::function<Status(StepReport&&)>& on_step) {
+  if (zero_ && first_step_ < a_.spec().steps() && backend_->ValuesNeedGather()) {
+    Status st = GatherParameters(first_step_, kLoadGatherChannel, nullptr);
+    if (!st.ok()) return Status(st.code(), "before step " + std::to_string(first_step_) + ": " + st.message());
+  }
   for (int step = first_step_; step < a_.spec().steps(); ++step) {
     current_ = StepReport();
     current_.actions.reserve(a_.jobs().actions_size());

@@ -20,6 +20,9 @@
 // averaged (parallel::ReduceScatterMean), at REDUCE_GRAD as above or, without REDUCE_GRAD, stage
 // by stage at OPT; OPT then steps the shard and all-gathers each stage's values over the
 // replicas (channel kParameterGatherChannel + stage), stages in ascending order, inside OPT's span.
+// A backend whose load wrote one shard only (ComputeBackend::ValuesNeedGather: the CUDA backend's
+// sharded bf16 masters after a checkpoint or spec.init) gets the same all-gather before the first
+// step (channel kLoadGatherChannel + stage).
 // The bytes this rank sends in all of these go into the action's dp_comm_bytes.
 // Before the optimizer step OPT sums the squares of the gradients it will apply over its replica
 // (an all-reduce of one float, channel kGradNormChannel; under ZeRO, whose ranks each hold a shard,
@@ -160,6 +163,9 @@ class Executor {
   // OPT's data-parallel part around the optimizer step: the reduction when no REDUCE_GRAD ran it,
   // the step, and ZeRO's all-gather. Adds the bytes sent to *bytes.
   Status OptimizerStepWithDataParallel(int step, uint64_t* bytes);
+  // ZeRO's all-gather of every stage held (channel + stage, stages ascending), then
+  // ComputeBackend::ParametersGathered.
+  Status GatherParameters(int step, uint32_t channel, uint64_t* bytes);
   // Before the optimizer step: the global gradient norm over norm_group_, clipping, and the
   // step's learning rate (has_grad_norm_, grad_norm_, learning_rate_).
   Status GlobalNormAndClip(int step);

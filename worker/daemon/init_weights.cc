@@ -28,13 +28,20 @@ Status LoadInitialWeights(const v1::Assignment& a, ComputeBackend* backend) {
   }
   constexpr std::string_view kValue = "/value";
   for (const StateTensor& t : backend->CheckpointState()) {
-    // "stageK/NAME/value": the weight NAME of virtual stage K; the moments stay 0.
-    const std::string_view name = t.name;
+    // "stageK/NAME/value": the weight NAME of virtual stage K; the moments stay 0. Under ZeRO a
+    // backend may hold a shard of it, "stageK/NAME/value@B": elements [B, B + size) of this
+    // rank's tensor, flattened.
+    std::string_view name = t.name;
+    int64_t first = -1;  // the shard's first element, or -1 for the whole tensor
+    if (const size_t at = name.rfind('@'); at != std::string_view::npos) {
+      first = std::stoll(std::string(name.substr(at + 1)));
+      name = name.substr(0, at);
+    }
     if (name.size() <= kValue.size() || name.substr(name.size() - kValue.size()) != kValue) continue;
     const size_t slash = name.find('/');
     const std::string_view ours = name.substr(slash + 1, name.size() - kValue.size() - slash - 1);
     const model::TpSplit split = model::TpSplitOf(ours);
-    if (tp == 1 || split == model::TpSplit::kWhole) {
+    if (first < 0 && (tp == 1 || split == model::TpSplit::kWhole)) {
       Status st = weights->Read(ours, t.data);
       if (!st.ok()) return Status(st.code(), "spec.init: " + st.message());
       continue;
@@ -45,11 +52,14 @@ Status LoadInitialWeights(const v1::Assignment& a, ComputeBackend* backend) {
     Status st = weights->Read(ours, whole);
     if (!st.ok()) return Status(st.code(), "spec.init: " + st.message());
     const std::vector<float> mine = model::TensorParallelSlice(whole, d->second.first, d->second.second, split, tp, a.tp_rank());
-    if (mine.size() != t.data.size()) {
+    const size_t from = first < 0 ? 0 : static_cast<size_t>(first);
+    if (from > mine.size() || mine.size() - from < t.data.size() || (first < 0 && mine.size() != t.data.size())) {
       return Internal("spec.init: " + std::string(ours) + ": the slice holds " + std::to_string(mine.size()) +
-                      " values, the rank's tensor " + std::to_string(t.data.size()));
+                      " values, the rank's tensor " + std::to_string(t.data.size()) + " from element " +
+                      std::to_string(from));
     }
-    std::copy(mine.begin(), mine.end(), t.data.begin());
+    std::copy(mine.begin() + static_cast<std::ptrdiff_t>(from),
+              mine.begin() + static_cast<std::ptrdiff_t>(from + t.data.size()), t.data.begin());
   }
   backend->set_optimizer_steps(0);  // a device backend uploads the views now
   return Status::Ok();
