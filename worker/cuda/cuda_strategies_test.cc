@@ -34,6 +34,8 @@
 
 #include "common/rank_layout.h"
 #include "data/byte_dataset_writer.h"
+#include "data/hf_llama_weights.h"
+#include "jobplan/hf_config.h"
 #include "jobplan/assignment.h"
 #include "jobplan/layout.h"
 #include "jobplan/plan_job.h"
@@ -43,6 +45,8 @@
 #include "worker/cuda/rank_threads_for_tests.h"
 #include "worker/daemon/backend_factory.h"
 #include "worker/daemon/executor.h"
+#include "worker/daemon/init_weights.h"
+#include "worker/model/stage_model.h"
 
 namespace pipecoord::worker::cuda {
 namespace {
@@ -381,6 +385,62 @@ TEST_F(CudaZeroControlTest, BfloatShardedMastersResumeBitForBit) {
       }
     }
     EXPECT_EQ(losses, c.dp);
+  }
+}
+
+// spec.init on bf16 ZeRO ranks: each replica writes its shard of the fp32 masters
+// ("value@B", cut from the whole tensor the folder holds) and the executor all-gathers the bf16
+// copies before step 0. A job of seed 5 started from a Hugging Face folder holding seed 7's
+// initial weights equals the job of seed 7 bit for bit (losses, norms, every state tensor), on
+// dp 2 and dp 3; the seed-5 job without the folder is another run (the control).
+TEST_F(CudaZeroControlTest, BfloatShardedMastersStartFromSpecInit) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string folder = std::string(tmp != nullptr ? tmp : "/tmp") + "/sharded_init";
+  model::ModelConfig config = TestConfig();
+  config.seed = 7;
+  auto whole = model::StageModel::Create(config, model::WholeModel(config), {kTestMicroBatchSize, config.seq_len});
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  std::vector<data::ModelTensor> tensors;
+  for (const model::ParameterRef& p : (*whole)->Parameters()) tensors.push_back({std::string(p.name), p.value});
+  const data::LlamaShape shape{config.layers, config.hidden, config.heads, config.FfnHidden(), config.vocab};
+  v1::JobSpec probe = Spec("cuda", 1, 1, 0, 0);
+  ASSERT_TRUE(data::WriteHfLlamaFolder(folder, jobplan::HfConfigJson(probe.model()), shape, tensors, 0).ok());
+  for (const Case c : {Case{2, 2}, Case{1, 3}}) {
+    SCOPED_TRACE("pp " + std::to_string(c.pp) + " dp " + std::to_string(c.dp));
+    v1::JobSpec seven = Spec("cuda", c.pp, c.dp, 1, 0.05);
+    seven.set_precision("bf16");
+    seven.mutable_model()->set_seed(7);
+    v1::JobSpec five = seven;
+    five.mutable_model()->set_seed(5);
+    v1::JobSpec init = five;
+    init.set_init(folder);
+    const std::vector<RankResult> want = RunJob(seven), other = RunJob(five);
+    const std::vector<RankResult> got = RunJob(init, [&](const v1::JobSpec& spec, const v1::Plan& plan, RankSetup* setup) {
+      setup->built = [&spec, &plan](int g, ComputeBackend& backend) {
+        const v1::Assignment a = jobplan::BuildAssignment(spec.name(), spec, plan, g, {}, 1);
+        const Status st = LoadInitialWeights(a, &backend);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+      };
+    });
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(other.size(), want.size());
+    bool differs = false;
+    for (size_t g = 0; g < want.size(); ++g) {
+      SCOPED_TRACE("global rank " + std::to_string(g));
+      ASSERT_TRUE(got[g].status.ok()) << got[g].status.ToString();
+      ASSERT_TRUE(want[g].status.ok()) << want[g].status.ToString();
+      ASSERT_EQ(got[g].reports.size(), want[g].reports.size());
+      for (size_t step = 0; step < want[g].reports.size(); ++step) {
+        const v1::StepSummary& a = got[g].reports[step].summary;
+        const v1::StepSummary& b = want[g].reports[step].summary;
+        EXPECT_EQ(a.loss(), b.loss()) << "step " << step;
+        EXPECT_EQ(a.grad_norm(), b.grad_norm()) << "step " << step;
+        if (b.has_loss() && other[g].reports.at(step).summary.loss() != b.loss()) differs = true;
+      }
+      EXPECT_EQ(Names(got[g].state), Names(want[g].state));
+      for (const auto& [name, v] : want[g].state) EXPECT_TRUE(SameBits(got[g].state.at(name), v)) << name;
+    }
+    EXPECT_TRUE(differs) << "the seed-5 job must be another run, or the comparison proves nothing";
   }
 }
 
