@@ -280,8 +280,8 @@ for log in "$WORK"/torch-*.log; do grep -q "deregistered worker-" "$log" || fail
 
 # --- 1b. Tensor parallelism: the stage builder splits its module over the group it is handed
 #         (reference_stages.py, PyTorch's DTensor styles): tp 2 x pp 2 (1f1b, zbv) train to the
-#         single-process losses and report the tp 1 job's gradient norms; tp 2 x dp 2 to the
-#         replicas' batch's; a builder that returns whole modules at tp 2 fails the job by name ---
+#         single-process losses and report the tp 1 job's gradient norms; tp 2 x dp 2, with and
+#         without ZeRO-1, to the replicas' batch's; a builder that returns whole modules at tp 2 fails the job by name ---
 mkdir -p "$WORK/plain"
 cat > "$WORK/plain/plain_stages.py" <<'PY'
 from pipecoord.reference_model import Stage
@@ -322,6 +322,8 @@ PY
 tp_case "tp 2 x pp 2 1f1b" "$WORK/reference.json" pp=2 'schedule="1f1b"'
 tp_case "tp 2 x pp 2 zbv" "$WORK/reference.json" pp=2 'schedule="zbv"'
 tp_case "tp 2 x dp 2 1f1b" "$WORK/reference-dp.json" pp=1 dp=2 'schedule="1f1b"'
+# ZeRO-1 under tp: ZeroRedundancyOptimizer steps each DTensor parameter's local shard.
+tp_case "tp 2 x dp 2 zero 1" "$WORK/reference-dp.json" pp=1 dp=2 zero=1 'schedule="1f1b"'
 torch_job "$WORK/job.json" tp=2 pp=2 'worker={"kind": "torch", "module": "plain_stages:build_stage"}'
 job=$(submit "$WORK/job.json")
 timeout 120 "$PIPECTL" watch "$job" > "$WORK/watch.out" 2>&1 && fail "a builder without tensor parallelism ran at tp 2"

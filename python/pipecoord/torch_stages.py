@@ -23,7 +23,10 @@ compute_backend.h); no communication here (torch_executor.py moves the tensors).
   replica's pipeline ranks) and clipping (spec.optimizer.clipGradNorm, as clip_grad_norm_);
   then the gradients are zeroed. With spec.zero 1 over `dp_group`, PyTorch's
   ZeroRedundancyOptimizer: each replica keeps the AdamW state of its share of the parameters and
-  broadcasts what it updated.
+  broadcasts what it updated. Under tensor parallelism (DTensor parameters, which it cannot
+  broadcast) it steps each parameter's local shard: the same storage, its .grad the DTensor
+  gradient's local shard in the parameter's placement, set before each step; the replicas of one
+  tp rank hold the same shapes, so they partition alike.
 
 Memory (what the rank's StepSummary reports): on CUDA, torch.cuda's allocated/peak/reserved
 bytes; on the CPU, parameters, their gradients and AdamW's states plus the bytes the kept graphs
@@ -85,6 +88,12 @@ class StageRunner:
                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
         groups = [g for g in groups if g["params"]]
         self.zero = spec.zero >= 1 and dp_group is not None
+        self.local_shards = None  # ZeRO under tensor parallelism: [(DTensor parameter, its local shard)]
+        if self.zero and any(isinstance(p, DTensor) for p in params):
+            with torch.no_grad():  # to_local outside autograd: the local tensor itself, a leaf
+                self.local_shards = [(p, p.to_local()) for p in params if isinstance(p, DTensor)]
+            local = {id(p): t for p, t in self.local_shards}
+            groups = [{**g, "params": [local.get(id(p), p) for p in g["params"]]} for g in groups]
         if not params:
             self.optimizer = None
         elif self.zero:
@@ -213,8 +222,19 @@ class StageRunner:
         if self.optimizer is not None:
             for g in self.optimizer.param_groups:
                 g["lr"] = lr
+            with torch.no_grad():
+                for p, t in self.local_shards or ():
+                    g = p.grad
+                    if g is not None and g.placements != p.placements:
+                        # e.g. a vocabulary-parallel embedding's gradient comes back Replicate:
+                        # this rank's rows of it (a local slice; no communication for Replicate)
+                        g = g.redistribute(p.device_mesh, p.placements)
+                    t.grad = None if g is None else g.to_local()
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=False)
+            for p, _ in self.local_shards or ():  # a redistributed gradient was a copy
+                if p.grad is not None:
+                    p.grad.zero_()
         self.steps_done += 1
         self.last_grad_norm, self.last_lr = norm, lr
 
