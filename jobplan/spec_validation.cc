@@ -119,14 +119,6 @@ Status ValidateTensorParallel(const v1::JobSpec& s) {
       if (s.sequence_parallel()) {
         return InvalidArgument("spec.sequenceParallel: torch workers run tp without sequence parallelism (it runs on the C++ workers)");
       }
-      if (s.zero() > 0) {
-        return InvalidArgument("spec.zero: torch workers run ZeRO with tp 1 only (PyTorch's ZeroRedundancyOptimizer over "
-                               "tensor-parallel parameters is not run yet); set zero 0 or tp 1");
-      }
-      if (s.checkpoint_every() > 0) {
-        return InvalidArgument("spec.checkpointEvery: torch workers do not checkpoint tensor-parallel stages yet; set "
-                               "checkpointEvery 0 or tp 1");
-      }
       if (!s.init().empty()) {
         return InvalidArgument("spec.init: torch workers with tp > 1 do not load weights yet; set tp 1");
       }

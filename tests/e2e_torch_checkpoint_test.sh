@@ -3,7 +3,8 @@
 #  0. in one process: a rank's stages saved after step 3 and resumed into fresh modules train
 #     steps 4..5 to the same losses, bit for bit; the newest file and the restart point's are
 #     kept; a corrupt file, another module, a missing file and another step are refused naming
-#     the file and the rule;
+#     the file and the rule; the same under tensor parallelism (tp 2, two processes: each rank's
+#     DTensors' local shards);
 #  1. under a real coordinator: a pp 2 job with checkpointEvery 2 and maxRestarts 1, one torch
 #     worker killed (SIGKILL) mid-job and a replacement started; the job resumes from the last step
 #     both ranks checkpointed and its per-step losses equal an uninterrupted run's exactly; the
@@ -88,6 +89,78 @@ raw = bytearray(open(missing, "rb").read())
 raw[-1] ^= 1
 open(missing, "wb").write(raw)
 refused(f"{missing}: checksum mismatch: the file is corrupt", 3, 7)
+PY
+
+# --- 0b. Tensor parallelism, two processes (the tp group): each rank saves its DTensors' local
+#         shards after step 3; fresh tp stages resumed from them train steps 4..5 to the
+#         uninterrupted run's losses and weights bit for bit (fresh stages not resumed do not) ---
+"$PYTHON" - "$WORK/unit-tp" <<'PY' || fail "tensor-parallel save and resume"
+import os, sys
+sys.path.insert(0, "python/examples")
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+def run(r, d, port, out):
+    from reference_stages import build_stage
+    from pipecoord.safetensors_io import read_safetensors
+    from pipecoord.stage_api import ModelSpec, StageShard
+    from pipecoord.synthetic_data import SyntheticData
+    from pipecoord.torch_checkpoint import CheckpointWriter, checkpoint_path, resume
+    from pipecoord.torch_stages import StageRunner
+    from proto import job_pb2
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=r, world_size=2)
+    group = dist.new_group([0, 1])
+    model = ModelSpec(layers=4, hidden=32, heads=4, vocab=64, seq_len=8, seed=3)
+    shards = {0: StageShard(0, 0, 2, True, False, r, 2, group), 1: StageShard(1, 2, 2, False, True, r, 2, group)}
+    data = SyntheticData(3, 64, 8, 2)
+
+    def runner():
+        spec = job_pb2.JobSpec(learning_rate=0.01, steps=100)
+        return StageRunner({k: build_stage(s, model) for k, s in shards.items()}, shards, 2, spec, "cpu")
+
+    def step(run, n):
+        for mb in range(2):
+            x, y = data.batch(n, mb)
+            run.forward(1, mb, run.forward(0, mb, x), y)
+            run.backward_full(0, mb, run.backward_full(1, mb, torch.tensor(1.0)))
+        run.optimizer_step()
+        return run.step_loss()
+
+    def weights(run):
+        return {k: v.detach().to_local().clone() if hasattr(v, "to_local") else v.detach().clone()
+                for s in sorted(run.modules) for k, v in run.modules[s].state_dict(keep_vars=True).items()}
+
+    first, w = runner(), CheckpointWriter(d, "job-tp", r)
+    losses = [step(first, n) for n in range(4)]
+    w.save(first, 3)
+    losses += [step(first, n) for n in (4, 5)]
+    stored = read_safetensors(checkpoint_path(d, "job-tp", r, 3))
+    wq = stored["stage0/layers.0.attention.wq.weight/value"]
+    assert list(wq.shape) == [16, 32], wq.shape  # this rank's heads' rows
+    fresh = runner()
+    assert resume(fresh, d, "job-tp", r, 3) == 4
+    got = [step(fresh, n) for n in (4, 5)]
+    assert got == losses[4:], (r, got, losses)
+    want, have = weights(first), weights(fresh)
+    assert all(torch.equal(want[k], have[k]) for k in want), [k for k in want if not torch.equal(want[k], have[k])]
+    unresumed = runner()
+    other = [step(unresumed, n) for n in (4, 5)]
+    assert other != losses[4:], "a fresh stage must train otherwise, or the comparison proves nothing"
+    if r == 0:
+        open(out, "w").write(f"tp rank 0 resumed after step 3: losses {got} equal the uninterrupted run's\n")
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    out = sys.argv[1] + ".txt"
+    mp.start_processes(run, args=(sys.argv[1], port, out), nprocs=2, start_method="fork")
+    print(open(out).read().strip())
 PY
 
 # --- 1. Killed and resumed under a coordinator ---

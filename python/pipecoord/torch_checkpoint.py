@@ -6,7 +6,8 @@ restart policy resumes a torch job as it resumes a built-in one (docs/pytorch.md
     tensors  "stageK/NAME/value" for every entry of stage K's module.state_dict(), and
              "stageK/NAME/adam_m", "stageK/NAME/adam_v" (AdamW's exp_avg, exp_avg_sq) for its
              trainable parameters; NAME is the module's own state_dict name, the tensor its own
-             dtype and shape
+             dtype and shape (under tensor parallelism a DTensor's local shard: each tp rank
+             writes its own file, and a restart with the same layout reads it back)
     __metadata__ {"format": "pipecoord-rank-checkpoint", "version": "1", "step": "N",
                   "optimizer_steps": "S" (AdamW's step count), "fnv1a64": FNV-1a of the data}
 
@@ -21,6 +22,7 @@ reports its own checkpoint. The FNV-1a hash is computed byte by byte in Python (
 import os
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from pipecoord.safetensors_io import encode_safetensors, header_bytes, read_metadata, read_safetensors
 from pipecoord.synthetic_data import fnv1a64
@@ -39,20 +41,27 @@ def optimizer_steps(runner):
     return runner.steps_done
 
 
+def _local(t):
+    """The tensor this rank holds of `t`: a DTensor's local shard (the same storage), else `t`."""
+    t = t.detach()
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
 def rank_state(runner):
     """{file name: tensor} of the rank's stages, stage by stage in state_dict order; the AdamW
-    moments are zeros for a parameter the optimizer holds none for yet."""
+    moments are zeros for a parameter the optimizer holds none for yet. DTensors as their local
+    shards (views of the same storage)."""
     trainable = {id(p) for p in runner.params}
     state = runner.optimizer.state if runner.optimizer is not None else {}
     out = {}
     for stage in sorted(runner.modules):
         for name, t in runner.modules[stage].state_dict(keep_vars=True).items():
             key = f"stage{stage}/{name}"
-            out[key + "/value"] = t.detach()
+            out[key + "/value"] = _local(t)
             if id(t) in trainable:
                 s = state.get(t, {})
-                out[key + "/adam_m"] = s["exp_avg"].detach() if "exp_avg" in s else torch.zeros_like(t.detach())
-                out[key + "/adam_v"] = s["exp_avg_sq"].detach() if "exp_avg_sq" in s else torch.zeros_like(t.detach())
+                out[key + "/adam_m"] = _local(s["exp_avg"]) if "exp_avg" in s else torch.zeros_like(_local(t))
+                out[key + "/adam_v"] = _local(s["exp_avg_sq"]) if "exp_avg_sq" in s else torch.zeros_like(_local(t))
     return out
 
 
@@ -152,9 +161,15 @@ def resume(runner, directory, job_id, global_rank, step):
     with torch.no_grad():
         for stage in sorted(runner.modules):
             for name, t in runner.modules[stage].state_dict(keep_vars=True).items():
-                t.copy_(stored[f"stage{stage}/{name}/value"])
+                _local(t).copy_(stored[f"stage{stage}/{name}/value"])
     if runner.optimizer is not None:
         device_of = {id(p): p.device for p in runner.params}
+
+        def moment(p, values):  # in the parameter's own kind: a DTensor parameter's is a DTensor
+            values = values.to(p.device)
+            if isinstance(p, DTensor):
+                return DTensor.from_local(values, p.device_mesh, p.placements, run_check=False)
+            return values
         for stage in sorted(runner.modules):
             for name, p in runner.modules[stage].state_dict(keep_vars=True).items():
                 if id(p) not in device_of:
@@ -162,7 +177,7 @@ def resume(runner, directory, job_id, global_rank, step):
                 key = f"stage{stage}/{name}"
                 # AdamW's own state entries (torch.optim.AdamW, not capturable: a float step)
                 runner.optimizer.state[p] = {"step": torch.tensor(float(opt_steps)),
-                                             "exp_avg": stored[key + "/adam_m"].to(p.device),
-                                             "exp_avg_sq": stored[key + "/adam_v"].to(p.device)}
+                                             "exp_avg": moment(p, stored[key + "/adam_m"]),
+                                             "exp_avg_sq": moment(p, stored[key + "/adam_v"])}
     runner.steps_done = opt_steps
     return opt_steps
