@@ -79,6 +79,12 @@ Status ValidateWorkerSpec(const v1::JobSpec& s) {
   if (s.precision() == "bf16") {
     return InvalidArgument("spec.precision: torch workers train in \"fp32\" (bf16 on them is not implemented)");
   }
+  if (!s.init().empty()) {
+    // Never ignored silently: the user's module has names of its own, which the Hugging Face
+    // names in the folder need not match.
+    return InvalidArgument("spec.init: torch workers do not load it (the stage builder makes each module's weights: "
+                           "load them there, e.g. with safetensors.torch.load_file); leave init empty");
+  }
   // spec.data and its validation (evalEvery) are read and run as the C++ workers do
   // (python/pipecoord/token_data.py, torch_eval.py).
   return Status::Ok();
@@ -118,9 +124,6 @@ Status ValidateTensorParallel(const v1::JobSpec& s) {
       // they do not combine with it yet is refused by name.
       if (s.sequence_parallel()) {
         return InvalidArgument("spec.sequenceParallel: torch workers run tp without sequence parallelism (it runs on the C++ workers)");
-      }
-      if (!s.init().empty()) {
-        return InvalidArgument("spec.init: torch workers with tp > 1 do not load weights yet; set tp 1");
       }
     }
     // Checkpoints: each rank writes its slices to its own file and a restart with the same

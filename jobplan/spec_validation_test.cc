@@ -45,6 +45,10 @@ TEST(SpecValidationTest, WorkerKindAndModule) {
   EXPECT_EQ(Error(s), "");
   s.set_checkpoint_every(0);
   s.set_max_restarts(0);
+  s.set_init("/weights");  // the builder makes the module's weights: refused, never ignored
+  EXPECT_EQ(Error(s), "spec.init: torch workers do not load it (the stage builder makes each module's weights: "
+                      "load them there, e.g. with safetensors.torch.load_file); leave init empty");
+  s.clear_init();
   s.mutable_data()->set_path("d/train");  // read as the C++ workers read it (token_data.py)
   EXPECT_EQ(Error(s), "");
   s.set_eval_every(1);  // validation as the C++ workers run it (python/pipecoord/torch_eval.py)
