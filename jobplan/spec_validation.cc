@@ -138,10 +138,6 @@ Status ValidateZero(const v1::JobSpec& s) {
   PIPECOORD_RETURN_IF_ERROR(Range("zero", s.zero(), 0, 2));
   if (s.zero() == 0) return Status::Ok();
   // What ZeRO does not run on yet is refused by name, never run as something else.
-  if (s.worker().kind() == v1::kTorchWorker && s.checkpoint_every() > 0) {
-    return InvalidArgument("spec.zero: torch workers do not checkpoint ZeRO's sharded optimizer state yet; set "
-                           "checkpointEvery 0 or zero 0");
-  }
   if (s.zero() == 2 && s.worker().kind() == v1::kTorchWorker) {
     return InvalidArgument("spec.zero: torch workers run zero 0 or 1 (ZeRO-2 runs on the C++ workers)");
   }

@@ -221,8 +221,7 @@ TEST(SpecValidationTest, ZeroStages) {
   s.set_zero(1);
   s.set_checkpoint_every(2);
   s.set_max_restarts(1);
-  EXPECT_EQ(Error(s), "spec.zero: torch workers do not checkpoint ZeRO's sharded optimizer state yet; set "
-                      "checkpointEvery 0 or zero 0");
+  EXPECT_EQ(Error(s), "");  // each rank the moments it steps (python/pipecoord/torch_checkpoint.py)
 }
 
 TEST(SpecValidationTest, FieldsAreTheirJsonNames) {

@@ -7,13 +7,18 @@ restart policy resumes a torch job as it resumes a built-in one (docs/pytorch.md
              "stageK/NAME/adam_m", "stageK/NAME/adam_v" (AdamW's exp_avg, exp_avg_sq) for its
              trainable parameters; NAME is the module's own state_dict name, the tensor its own
              dtype and shape (under tensor parallelism a DTensor's local shard: each tp rank
-             writes its own file, and a restart with the same layout reads it back)
+             writes its own file, and a restart with the same layout reads it back). Under
+             ZeRO-1 (ZeroRedundancyOptimizer, which gives each replica whole parameters to step)
+             a rank writes the moments of the parameters it steps only; a restart with another
+             dp reads every old replica's file of its coordinates and takes each moment from the
+             one that holds it
     __metadata__ {"format": "pipecoord-rank-checkpoint", "version": "1", "step": "N",
                   "optimizer_steps": "S" (AdamW's step count), "fnv1a64": FNV-1a of the data}
 
     writer = CheckpointWriter(dir, job_id, global_rank)   # keeps the newest file + the restart point's
     writer.save(runner, step)                             # after the step's OPT
     resume(runner, dir, job_id, global_rank, step)        # before the first step of a restart
+    resume(..., sources=[g0, g1])   # another dp (ZeRO): the old replicas' global ranks to read
 
 Files are written to a temporary name, flushed and renamed (a reader sees a whole checkpoint or
 none). The write is synchronous (the C++ worker's is in the background): the step's telemetry
@@ -47,19 +52,33 @@ def _local(t):
     return t.to_local() if isinstance(t, DTensor) else t
 
 
-def rank_state(runner):
+def _stepped(runner):
+    """(AdamW's state dict, {id(parameter): the tensor AdamW steps for it}) of the parameters this
+    rank steps: every trainable one, or under ZeRO-1 its partition (a tensor-parallel parameter's
+    local shard stands for it there, torch_stages.py)."""
+    if runner.optimizer is None:
+        return {}, {}
+    if not runner.zero:
+        return runner.optimizer.state, {id(p): p for p in runner.params}
+    local = {id(t): p for p, t in runner.local_shards or ()}
+    owned = [t for g in runner.optimizer.optim.param_groups for t in g["params"]]
+    return runner.optimizer.optim.state, {id(local.get(id(t), t)): t for t in owned}
+
+
+def rank_state(runner, every_moment=False):
     """{file name: tensor} of the rank's stages, stage by stage in state_dict order; the AdamW
     moments are zeros for a parameter the optimizer holds none for yet. DTensors as their local
-    shards (views of the same storage)."""
+    shards (views of the same storage). Moments of the parameters this rank steps; every_moment:
+    the names of every trainable parameter's (what another dp's files may hold)."""
     trainable = {id(p) for p in runner.params}
-    state = runner.optimizer.state if runner.optimizer is not None else {}
+    state, stepped = _stepped(runner)
     out = {}
     for stage in sorted(runner.modules):
         for name, t in runner.modules[stage].state_dict(keep_vars=True).items():
             key = f"stage{stage}/{name}"
             out[key + "/value"] = _local(t)
-            if id(t) in trainable:
-                s = state.get(t, {})
+            if id(t) in trainable and (every_moment or id(t) in stepped):
+                s = state.get(stepped.get(id(t)), {})
                 out[key + "/adam_m"] = _local(s["exp_avg"]) if "exp_avg" in s else torch.zeros_like(_local(t))
                 out[key + "/adam_v"] = _local(s["exp_avg_sq"]) if "exp_avg_sq" in s else torch.zeros_like(_local(t))
     return out
@@ -121,12 +140,8 @@ class CheckpointWriter:
                         pass
 
 
-def resume(runner, directory, job_id, global_rank, step):
-    """Loads the checkpoint of `step` into the rank's modules and AdamW state. Raises ValueError
-    naming the file and the rule broken (not a rank checkpoint, corrupt, another step, a tensor
-    missing, unknown or of another shape: the module is not the one that wrote it);
-    FileNotFoundError naming the path when there is none."""
-    path = checkpoint_path(directory, job_id, global_rank, step)
+def _read_file(path, step):
+    """(the file's tensors, its optimizer steps), its format, checksum and step checked."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint {path} (--checkpoint-dir must be the folder the job's workers "
                                 "wrote, shared by every worker)")
@@ -146,38 +161,60 @@ def resume(runner, directory, job_id, global_rank, step):
         raise ValueError(f"{path}: checksum mismatch: the file is corrupt")
     if stored_step != step:
         raise ValueError(f"{path}: holds step {stored_step}, expected {step}")
-    stored = read_safetensors(path)
+    return read_safetensors(path), opt_steps
+
+
+def resume(runner, directory, job_id, global_rank, step, sources=None):
+    """Loads the checkpoint of `step` into the rank's modules and AdamW state: global rank
+    `global_rank`'s file, or (a restart with another dp under ZeRO) the files of the global ranks
+    in `sources`, each tensor from the first that holds it. Raises ValueError naming the file and
+    the rule broken (not a rank checkpoint, corrupt, another step, the files' optimizer steps
+    differ, a tensor missing, unknown or of another shape: the module is not the one that wrote
+    it); FileNotFoundError naming the path when there is none."""
+    files = []
+    for g in sources if sources else [global_rank]:
+        path = checkpoint_path(directory, job_id, g, step)
+        files.append((path,) + _read_file(path, step))
+    opt_steps = files[0][2]
+    for path, _, steps in files[1:]:
+        if steps != opt_steps:
+            raise ValueError(f"{path}: {steps} optimizer steps, {files[0][0]} {opt_steps}")
     want = rank_state(runner)
-    for name in stored:
-        if name not in want:
-            raise ValueError(f'{path}: tensor "{name}": not in this rank\'s stages (the module differs from the '
-                             "one that wrote the checkpoint)")
+    possible = rank_state(runner, every_moment=True)
+    for path, stored, _ in files:
+        for name in stored:
+            if name not in possible:
+                raise ValueError(f'{path}: tensor "{name}": not in this rank\'s stages (the module differs from the '
+                                 "one that wrote the checkpoint)")
+    found = {}
     for name, t in want.items():
-        if name not in stored:
-            raise ValueError(f'{path}: tensor "{name}": missing')
+        where = next(((path, stored) for path, stored, _ in files if name in stored), None)
+        if where is None:
+            raise ValueError(f'{files[0][0]}: tensor "{name}": missing' +
+                             (f" (and in the {len(files) - 1} other replicas' files)" if len(files) > 1 else ""))
+        path, stored = where
         if stored[name].shape != t.shape or stored[name].dtype != t.dtype:
             raise ValueError(f'{path}: tensor "{name}": {stored[name].dtype} {list(stored[name].shape)} in the file, '
                              f"the module has {t.dtype} {list(t.shape)}")
+        found[name] = stored[name]
     with torch.no_grad():
         for stage in sorted(runner.modules):
             for name, t in runner.modules[stage].state_dict(keep_vars=True).items():
-                _local(t).copy_(stored[f"stage{stage}/{name}/value"])
-    if runner.optimizer is not None:
-        device_of = {id(p): p.device for p in runner.params}
+                _local(t).copy_(found[f"stage{stage}/{name}/value"])
+    state, stepped = _stepped(runner)
 
-        def moment(p, values):  # in the parameter's own kind: a DTensor parameter's is a DTensor
-            values = values.to(p.device)
-            if isinstance(p, DTensor):
-                return DTensor.from_local(values, p.device_mesh, p.placements, run_check=False)
-            return values
-        for stage in sorted(runner.modules):
-            for name, p in runner.modules[stage].state_dict(keep_vars=True).items():
-                if id(p) not in device_of:
-                    continue
-                key = f"stage{stage}/{name}"
-                # AdamW's own state entries (torch.optim.AdamW, not capturable: a float step)
-                runner.optimizer.state[p] = {"step": torch.tensor(float(opt_steps)),
-                                             "exp_avg": moment(p, stored[key + "/adam_m"]),
-                                             "exp_avg_sq": moment(p, stored[key + "/adam_v"])}
+    def moment(p, values):  # in the parameter's own kind: a DTensor parameter's is a DTensor
+        values = values.to(p.device)
+        if isinstance(p, DTensor):
+            return DTensor.from_local(values, p.device_mesh, p.placements, run_check=False)
+        return values
+    for stage in sorted(runner.modules):
+        for name, p in runner.modules[stage].state_dict(keep_vars=True).items():
+            if id(p) not in stepped:
+                continue
+            key, t = f"stage{stage}/{name}", stepped[id(p)]
+            # AdamW's own state entries (torch.optim.AdamW, not capturable: a float step)
+            state[t] = {"step": torch.tensor(float(opt_steps)), "exp_avg": moment(t, found[key + "/adam_m"]),
+                        "exp_avg_sq": moment(t, found[key + "/adam_v"])}
     runner.steps_done = opt_steps
     return opt_steps

@@ -418,8 +418,16 @@ class TorchWorker:
         if (saves or a.start_step > 0) and not directory:
             raise RuntimeError("spec.checkpointEvery: the job saves checkpoints but this worker has no --checkpoint-dir")
         if a.start_step > 0:
+            # A restart with another dp (a ZeRO job that lost a replica's worth of workers): this
+            # rank's coordinates in every old replica, whose files hold the moments it now steps.
+            sources = None
+            if a.checkpoint_dp > 0 and a.checkpoint_dp != max(1, a.spec.dp):
+                now = RankLayout.of_spec(a.spec)
+                then = RankLayout(now.pp, a.checkpoint_dp, now.tp)
+                c = now.coords(g)
+                sources = [then.global_rank(RankCoords(c.pp, d, c.tp)) for d in range(then.dp)]
             try:
-                resume(runner, directory, a.job_id, g, a.start_step - 1)
+                resume(runner, directory, a.job_id, g, a.start_step - 1, sources)
             except (OSError, ValueError) as e:
                 raise RuntimeError(f"resuming at step {a.start_step}: {e}") from None
             log(f"{a.job_id}: resumed from the checkpoint of step {a.start_step - 1}")
