@@ -1,7 +1,11 @@
 // pipectl data: training data on disk. `prepare` turns text into a byte-level token dataset
 // (data/byte_dataset_writer.h); `check` opens datasets as a job's workers will and reports
 // what they hold or the first rule a file breaks (data/token_dataset.h).
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -49,15 +53,21 @@ void SplitJson(JsonWriter& w, const data::WrittenSplit& s) {
 }
 
 int RunPrepare(int argc, char** argv) {
-  FlagSet flags("pipectl data prepare TEXT... --out DIR [--val-fraction F] [--format text|json]",
+  FlagSet flags("pipectl data prepare TEXT... --out DIR [--tokenizer tokenizer.json] [--val-fraction F] "
+                "[--format text|json]",
                 "Tokenizes text files byte by byte (each byte is one token id, vocabulary 256; no vocabulary file) "
                 "into the flat token format: DIR/train.bin and DIR/val.bin hold the ids as little-endian uint16, "
                 "DIR/train.json and DIR/val.json their sidecars (dtype, vocab_size, tokens, document_starts). Each "
                 "file is one document, concatenated in the order given; validation is the tail of the text, the "
-                "last round(F x bytes) bytes. Inputs over 32 MiB report progress on stderr.");
-  std::string out, format = "text";
+                "last round(F x bytes) bytes. Inputs over 32 MiB report progress on stderr. With --tokenizer, a "
+                "Hugging Face tokenizer.json (BPE, Unigram, WordPiece) does the tokenizing instead, through the "
+                "tokenizers package: pipectl runs `$PIPECOORD_PYTHON -m pipecoord.data_prepare` (default python3; "
+                "the pipecoord package, python/, and tokenizers must be importable there); the same files, "
+                "uint32 ids when the vocabulary passes 65536, validation the last round(F x tokens) tokens.");
+  std::string out, format = "text", tokenizer;
   double val_fraction = 0.1;
   flags.String("out", &out, "the folder to write (created if missing; its parent must exist); required");
+  flags.String("tokenizer", &tokenizer, "a Hugging Face tokenizer.json to tokenize with (see above); default: bytes");
   flags.Double("val-fraction", &val_fraction, "share of the text held out for validation, in [0, 1); 0 writes no "
                                               "val files; default 0.1");
   flags.Format(&format, {"text", "json"}, "text or json (what was written: paths, tokens, documents); default text");
@@ -67,6 +77,28 @@ int RunPrepare(int argc, char** argv) {
   if (out.empty()) return Fail("data prepare", InvalidArgument("--out: required (the folder to write)"));
   if (!(val_fraction >= 0 && val_fraction < 1)) {
     return Fail("data prepare", InvalidArgument("--val-fraction: must be in [0, 1), got " + JsonNumber(val_fraction)));
+  }
+
+  if (!tokenizer.empty()) {
+    // The tokenizers package does it (python/pipecoord/data_prepare.py); its output and exit codes
+    // are this command's.
+    const char* env = std::getenv("PIPECOORD_PYTHON");
+    const std::string python = env != nullptr && *env != '\0' ? env : "python3";
+    std::vector<std::string> args = {python, "-m", "pipecoord.data_prepare"};
+    args.insert(args.end(), inputs.begin(), inputs.end());
+    for (const std::string& a : {std::string("--tokenizer"), tokenizer, std::string("--out"), out,
+                                 std::string("--val-fraction"), JsonNumber(val_fraction), std::string("--format"),
+                                 format}) {
+      args.push_back(a);
+    }
+    std::vector<char*> argv_exec;
+    for (std::string& a : args) argv_exec.push_back(a.data());
+    argv_exec.push_back(nullptr);
+    std::fflush(nullptr);
+    execvp(argv_exec[0], argv_exec.data());
+    return Fail("data prepare", FailedPrecondition("--tokenizer: cannot run " + python + " (" + std::strerror(errno) +
+                                                   "); set PIPECOORD_PYTHON to a Python with the pipecoord package "
+                                                   "and tokenizers (pip install \"./python[data]\")"));
   }
 
   data::ByteDatasetOptions options;

@@ -3,7 +3,9 @@
 # processes: pipectl data prepare writes the data, a coordinator and four workers (pp 2 x dp 2)
 # train on it; the validation loss appears in pipectl status (text and JSON), in /metrics
 # (pipecoord_validation_loss, nats and bits per byte) and in the dashboard's curve data. Bad data
-# is refused at submit (exit 2, the file and the rule), before any worker gets the job.
+# is refused at submit (exit 2, the file and the rule), before any worker gets the job. A Hugging
+# Face tokenizer.json (pipectl data prepare --tokenizer, through the tokenizers package) makes a BPE
+# dataset the workers train on.
 source tests/lib.sh
 start_coordinator --http 127.0.0.1:0
 HTTP=$(sed -n 's/^coordinator http on \([^ ]*\) .*/\1/p' "$WORK/coordinator.log")
@@ -96,4 +98,72 @@ sleep 0.5
 [ "$("$PIPECTL" workers --format json | json_field '["workers"].__len__()')" = "4" ] || fail "a worker died of the truncated file"
 for p in "${PIDS[@]}"; do kill -0 "$p" || fail "process $p died"; done
 echo "truncated dataset: $cause"
+
+# --- A Hugging Face tokenizer: a byte-level BPE trained here by the tokenizers package itself,
+#     and the same with 66,000 added tokens (ids past uint16). The files hold exactly what the
+#     tokenizer encodes each document to (read back with numpy), pipectl data check reads them,
+#     a bad tokenizer file is refused naming it, and a pp 2 x dp 2 job trains on the BPE tokens. ---
+export PIPECOORD_PYTHON="$PYTHON" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+"$PYTHON" - "$WORK" <<'PY' || fail "training a tokenizer with the tokenizers package"
+import sys
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+work = sys.argv[1]
+with open(work + "/doc2.txt", "w", encoding="utf-8") as f:
+    f.write("Grüße: the pipeline keeps every rank busy, ünïcödé too.\n" * 40)
+tok = Tokenizer(models.BPE())
+tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+tok.decoder = decoders.ByteLevel()
+tok.train([work + "/text.txt", work + "/doc2.txt"],
+          trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+tok.save(work + "/bpe.json")
+tok.add_tokens([f"<extra_{i}>" for i in range(66000)])
+tok.save(work + "/big.json")
+PY
+"$PIPECTL" data prepare "$WORK/text.txt" "$WORK/doc2.txt" --tokenizer "$WORK/bpe.json" --out "$WORK/bpe" \
+  --format json > "$WORK/bpe.out" || fail "data prepare --tokenizer: $(cat "$WORK/bpe.out")"
+"$PIPECTL" data prepare "$WORK/text.txt" "$WORK/doc2.txt" --tokenizer "$WORK/big.json" --out "$WORK/big" \
+  --val-fraction 0 > "$WORK/big.out" || fail "data prepare --tokenizer (uint32)"
+"$PYTHON" - "$WORK" <<'PY' || fail "the BPE dataset differs from the tokenizer's own encoding"
+import json, sys
+import numpy as np
+from tokenizers import Tokenizer
+work = sys.argv[1]
+docs = [open(work + p, encoding="utf-8").read() for p in ("/text.txt", "/doc2.txt")]
+for name, splits in (("bpe", ("train", "val")), ("big", ("train",))):
+    tok = Tokenizer.from_file(f"{work}/{name}.json")
+    want = [tok.encode(d, add_special_tokens=False).ids for d in docs]
+    got, starts, at = [], [], 0
+    for split in splits:
+        side = json.load(open(f"{work}/{name}/{split}.json"))
+        assert side["vocab_size"] == tok.get_vocab_size(with_added_tokens=True), side
+        assert side["dtype"] == ("uint16" if name == "bpe" else "uint32"), side
+        ids = np.fromfile(f"{work}/{name}/{split}.bin", dtype="<u2" if side["dtype"] == "uint16" else "<u4")
+        assert side["tokens"] == len(ids), side
+        starts += [at + s for s in side["document_starts"]]
+        got += ids.tolist()
+        at += len(ids)
+    assert got == want[0] + want[1], (len(got), len(want[0]) + len(want[1]))
+    assert starts[0] == 0 and len(want[0]) in starts, (starts, len(want[0]))  # the second document's start
+    print(f"{name}: {len(got)} tokens (vocabulary {tok.get_vocab_size(with_added_tokens=True)}) equal the "
+          f"tokenizer's own encoding; documents at {starts}")
+PY
+"$PIPECTL" data check "$WORK/bpe/train" "$WORK/bpe/val" > "$WORK/check.out" || fail "data check of the BPE dataset"
+rc=0
+"$PIPECTL" data prepare "$WORK/text.txt" --tokenizer "$WORK/text.txt" --out "$WORK/nope" 2> "$WORK/err" || rc=$?
+[ "$rc" = 2 ] || fail "a bad tokenizer file: exit $rc, want 2"
+grep -qF "$WORK/text.txt: not a tokenizer.json the tokenizers package reads" "$WORK/err" ||
+  fail "a bad tokenizer file: $(cat "$WORK/err")"
+vocab=$(json_field '["vocab_size"]' < "$WORK/bpe.out")
+job_json "$WORK/bpe-job.json" pp=2 dp=2 steps=6 model.vocab="$vocab" model.seqLen=16 \
+  "data={\"path\": \"$WORK/bpe\"}"
+job=$("$PIPECTL" submit "$WORK/bpe-job.json" --format json | json_field '["jobId"]')
+"$PIPECTL" watch "$job" > "$WORK/watch-bpe.out" || fail "the BPE job: $(tail -3 "$WORK/watch-bpe.out")"
+"$PIPECTL" status "$job" --format json > "$WORK/status-bpe.json"
+/usr/bin/python3 - "$WORK/status-bpe.json" <<'PY' || fail "the BPE job did not learn"
+import json, sys
+job = json.load(open(sys.argv[1]))
+losses = [s["loss"] for s in job["steps"]]
+assert job["state"] == "SUCCEEDED" and len(losses) == 6 and losses[-1] < losses[0], (job["state"], losses)
+print(f"BPE tokens (vocabulary {job['spec']['model']['vocab']}): losses {' '.join('%.3f' % l for l in losses)}")
+PY
 echo "PASS"
