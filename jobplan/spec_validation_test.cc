@@ -45,6 +45,12 @@ TEST(SpecValidationTest, WorkerKindAndModule) {
   EXPECT_EQ(Error(s), "");
   s.set_checkpoint_every(0);
   s.set_max_restarts(0);
+  s.set_recompute("full");  // PyTorch's activation checkpointing of the module's blocks
+  EXPECT_EQ(Error(s), "");
+  s.set_recompute("selective");
+  EXPECT_EQ(Error(s), "spec.recompute: torch workers run \"none\" or \"full\" (selective recompute of the attention "
+                      "core runs on the C++ workers)");
+  s.clear_recompute();
   s.set_init("/weights");  // the builder makes the module's weights: refused, never ignored
   EXPECT_EQ(Error(s), "spec.init: torch workers do not load it (the stage builder makes each module's weights: "
                       "load them there, e.g. with safetensors.torch.load_file); leave init empty");

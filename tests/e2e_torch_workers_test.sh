@@ -280,8 +280,8 @@ for log in "$WORK"/torch-*.log; do grep -q "deregistered worker-" "$log" || fail
 
 # --- 1b. Tensor parallelism: the stage builder splits its module over the group it is handed
 #         (reference_stages.py, PyTorch's DTensor styles): tp 2 x pp 2 (1f1b, zbv) train to the
-#         single-process losses and report the tp 1 job's gradient norms; tp 2 x dp 2, with and
-#         without ZeRO-1, to the replicas' batch's; a builder that returns whole modules at tp 2 fails the job by name ---
+#         single-process losses and report the tp 1 job's gradient norms (zbv also with full
+#         recompute); tp 2 x dp 2, with and without ZeRO-1, to the replicas' batch's; a builder that returns whole modules at tp 2 fails the job by name ---
 mkdir -p "$WORK/plain"
 cat > "$WORK/plain/plain_stages.py" <<'PY'
 from pipecoord.reference_model import Stage
@@ -321,7 +321,19 @@ PY
 }
 tp_case "tp 2 x pp 2 1f1b" "$WORK/reference.json" pp=2 'schedule="1f1b"'
 tp_case "tp 2 x pp 2 zbv" "$WORK/reference.json" pp=2 'schedule="zbv"'
+cp "$WORK/status.json" "$WORK/status-zbv.json"
 tp_case "tp 2 x dp 2 1f1b" "$WORK/reference-dp.json" pp=1 dp=2 'schedule="1f1b"'
+# Full recompute (PyTorch's activation checkpointing of each block), with tp and the B/W split.
+tp_case "tp 2 x pp 2 zbv recompute full" "$WORK/reference.json" pp=2 'schedule="zbv"' 'recompute="full"'
+"$PYTHON" - "$WORK/status.json" "$WORK/status-zbv.json" <<'PY' || fail "full recompute: memory"
+import json, sys
+full, none = (json.load(open(p)) for p in sys.argv[1:3])
+# Every step's loss is none's, bit for bit; every rank's peak (its kept graphs) is lower.
+assert [s["loss"] for s in full["steps"]] == [s["loss"] for s in none["steps"]], (full["steps"], none["steps"])
+pf, pn = (list(map(int, j["steps"][-1]["peakMemoryBytes"])) for j in (full, none))
+print(f"full recompute: the same losses bit for bit; peak memory per rank {pf} against none's {pn}")
+assert all(a < b for a, b in zip(pf, pn)), (pf, pn)
+PY
 # ZeRO-1 under tp: ZeroRedundancyOptimizer steps each DTensor parameter's local shard.
 tp_case "tp 2 x dp 2 zero 1" "$WORK/reference-dp.json" pp=1 dp=2 zero=1 'schedule="1f1b"'
 torch_job "$WORK/job.json" tp=2 pp=2 'worker={"kind": "torch", "module": "plain_stages:build_stage"}'

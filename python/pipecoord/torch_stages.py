@@ -28,6 +28,13 @@ compute_backend.h); no communication here (torch_executor.py moves the tensors).
   gradient's local shard in the parameter's placement, set before each step; the replicas of one
   tp rank hold the same shapes, so they partition alike.
 
+Activation recompute (spec.recompute "full"): every block of each stage (the entries of the
+module's `layers`, a ModuleList or ModuleDict: the convention of Hugging Face's, torchtitan's and
+the reference model) is wrapped in PyTorch's own activation checkpointing
+(apply_activation_checkpointing, non-reentrant): F keeps each block's input only, and the backward
+(B, or BW) runs the block's forward again. The same kernels on the same inputs, so the same bits;
+with the B/W split, W may rebuild a block again. A module without `layers` is refused by name.
+
 Memory (what the rank's StepSummary reports): on CUDA, torch.cuda's allocated/peak/reserved
 bytes; on the CPU, parameters, their gradients and AdamW's states plus the bytes the kept graphs
 hold (counted by saved_tensors_hooks while F runs).
@@ -37,6 +44,8 @@ import math
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (apply_activation_checkpointing,
+                                                                         checkpoint_wrapper)
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.distributed.tensor import DTensor
 # PyTorch's own B/W split (a private module of torch.distributed.pipelining; tools/requirements.txt
@@ -61,6 +70,22 @@ def head_loss(module, out, targets):
     return F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), targets.reshape(-1))
 
 
+def recompute_blocks(module, stage):
+    """Wraps each block of `module` (the entries of its `layers`) in activation checkpointing;
+    ValueError naming the stage when it has no such blocks."""
+    layers = getattr(module, "layers", None)
+    if isinstance(layers, torch.nn.ModuleDict):
+        blocks = list(layers.values())
+    elif isinstance(layers, torch.nn.ModuleList):
+        blocks = list(layers)
+    else:
+        raise ValueError(f"spec.recompute \"full\": stage {stage}'s module has no `layers` (a ModuleList or "
+                         "ModuleDict of its blocks), whose blocks full recompute checkpoints")
+    wrapped = {id(b) for b in blocks}
+    apply_activation_checkpointing(module, checkpoint_wrapper_fn=checkpoint_wrapper,
+                                   check_fn=lambda m: id(m) in wrapped)
+
+
 class _Saved:
     """One micro-batch's graph on one stage."""
 
@@ -80,6 +105,9 @@ class StageRunner:
         (this replica's pipeline ranks; None: this rank alone)."""
         self.modules, self.shards, self.m, self.device = modules, shards, microbatches, torch.device(device)
         self.tp_rank = next(iter(shards.values())).tp_rank if shards else 0
+        if getattr(spec, "recompute", "") == "full":
+            for stage in sorted(modules):
+                recompute_blocks(modules[stage], stage)
         params = [p for s in sorted(modules) for p in modules[s].parameters() if p.requires_grad]
         self.params = params
         self.spec, self.norm_group, self.steps_done = spec, norm_group, 0
