@@ -25,10 +25,16 @@ int Int(int64_t v) { return static_cast<int>(v); }
 // shapes.
 constexpr int64_t kCausalBlock = 32;
 
-// One (sample, head)'s rows of q, k, v, o and their gradients start at `base` and lie `hidden`
-// floats apart: sgemm reads and writes them in place through its leading dimension.
+// One (sample, head)'s rows of q, o and their gradients start at `base` and lie `hidden` floats
+// apart: sgemm reads and writes them in place through its leading dimension.
 int64_t HeadBase(const AttentionDims& d, int64_t b, int64_t h) {
   return b * d.seq * d.hidden() + h * d.head_dim;
+}
+
+// The rows of k, v and their gradients that query head h reads: its key/value head's, kv_hidden
+// floats apart.
+int64_t KvHeadBase(const AttentionDims& d, int64_t b, int64_t h) {
+  return b * d.seq * d.kv_hidden() + (h / d.group()) * d.head_dim;
 }
 
 inline float RowMax(const float* x, int64_t n) {
@@ -85,25 +91,25 @@ template <>
 void AttentionForward<float>(const float* q, const float* k, const float* v, float* probs,
                              float* o, const AttentionDims& d) {
   if (ReferenceKernelsRequested()) return AttentionForwardReference(q, k, v, probs, o, d);
-  const int64_t s = d.seq, hd = d.head_dim, ld = d.hidden();
+  const int64_t s = d.seq, hd = d.head_dim, ld = d.hidden(), lkv = d.kv_hidden();
   if (s == 0 || hd == 0) return;
   GemmThreads();  // sets OpenBLAS's thread count before the first sgemm
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   std::vector<double> e(static_cast<size_t>(s));
   for (int64_t b = 0; b < d.batch; ++b) {
     for (int64_t h = 0; h < d.heads; ++h) {
-      const int64_t base = HeadBase(d, b, h);
+      const int64_t base = HeadBase(d, b, h), kv = KvHeadBase(d, b, h);
       float* p = probs + (b * d.heads + h) * s * s;
       for (int64_t i0 = 0; i0 < s; i0 += kCausalBlock) {
         const int64_t rows = std::min(kCausalBlock, s - i0), keys = i0 + rows;
         float* pi = p + i0 * s;
         // P [i0, i0 + rows) x [0, keys) = scale Q K^T: the keys these rows may see.
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int(rows), Int(keys), Int(hd), scale,
-                    q + base + i0 * ld, Int(ld), k + base, Int(ld), 0.0f, pi, Int(s));
+                    q + base + i0 * ld, Int(ld), k + kv, Int(lkv), 0.0f, pi, Int(s));
         CausalSoftmaxRows(pi, i0, rows, s, e.data());
         // O rows = P V over those keys.
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int(rows), Int(hd), Int(keys), 1.0f,
-                    pi, Int(s), v + base, Int(ld), 0.0f, o + base + i0 * ld, Int(ld));
+                    pi, Int(s), v + kv, Int(lkv), 0.0f, o + base + i0 * ld, Int(ld));
       }
     }
   }
@@ -116,34 +122,36 @@ void AttentionBackward<float>(const float* dout, const float* q, const float* k,
   if (ReferenceKernelsRequested()) {
     return AttentionBackwardReference(dout, q, k, v, probs, dq, dk, dv, d);
   }
-  const int64_t s = d.seq, hd = d.head_dim, ld = d.hidden();
+  const int64_t s = d.seq, hd = d.head_dim, ld = d.hidden(), lkv = d.kv_hidden();
   if (s == 0 || hd == 0) return;
   GemmThreads();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   std::vector<float> ds(static_cast<size_t>(s * s));
   for (int64_t b = 0; b < d.batch; ++b) {
     for (int64_t h = 0; h < d.heads; ++h) {
-      const int64_t base = HeadBase(d, b, h);
+      const int64_t base = HeadBase(d, b, h), kv = KvHeadBase(d, b, h);
+      // The group's first query head writes dk and dv, the others add to them (in head order).
+      const float beta = h % d.group() == 0 ? 0.0f : 1.0f;
       const float* p = probs + (b * d.heads + h) * s * s;
       // Row blocks: dP = dO V^T over the keys each row sees, dS in place, dQ = scale dS K.
       for (int64_t i0 = 0; i0 < s; i0 += kCausalBlock) {
         const int64_t rows = std::min(kCausalBlock, s - i0), keys = i0 + rows;
         float* dsi = ds.data() + i0 * s;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int(rows), Int(keys), Int(hd), 1.0f,
-                    dout + base + i0 * ld, Int(ld), v + base, Int(ld), 0.0f, dsi, Int(s));
+                    dout + base + i0 * ld, Int(ld), v + kv, Int(lkv), 0.0f, dsi, Int(s));
         SoftmaxBackwardRows(p + i0 * s, dsi, i0, rows, s);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int(rows), Int(hd), Int(keys), scale,
-                    dsi, Int(s), k + base, Int(ld), 0.0f, dq + base + i0 * ld, Int(ld));
+                    dsi, Int(s), k + kv, Int(lkv), 0.0f, dq + base + i0 * ld, Int(ld));
       }
       // Key blocks: dK = scale dS^T Q and dV = P^T dO over the rows that see each key.
       for (int64_t j0 = 0; j0 < s; j0 += kCausalBlock) {
         const int64_t cols = std::min(kCausalBlock, s - j0), rows = s - j0;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Int(cols), Int(hd), Int(rows), scale,
-                    ds.data() + j0 * s + j0, Int(s), q + base + j0 * ld, Int(ld), 0.0f,
-                    dk + base + j0 * ld, Int(ld));
+                    ds.data() + j0 * s + j0, Int(s), q + base + j0 * ld, Int(ld), beta,
+                    dk + kv + j0 * lkv, Int(lkv));
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Int(cols), Int(hd), Int(rows), 1.0f,
-                    p + j0 * s + j0, Int(s), dout + base + j0 * ld, Int(ld), 0.0f,
-                    dv + base + j0 * ld, Int(ld));
+                    p + j0 * s + j0, Int(s), dout + base + j0 * ld, Int(ld), beta,
+                    dv + kv + j0 * lkv, Int(lkv));
       }
     }
   }

@@ -1,8 +1,11 @@
 // Causal multi-head self-attention: plain softmax attention that materialises the s x s
 // probabilities (no flash tiling), the reference the CUDA kernels are checked against.
 //
-// Layouts (row-major): q, k, v, o and their gradients [batch, seq, heads, head_dim], which is
-// the [tokens, hidden] layout of the projections; probs [batch, heads, seq, seq] with zeros
+// Layouts (row-major): q, o and their gradients [batch, seq, heads, head_dim], which is the
+// [tokens, hidden] layout of the projections; k, v and theirs [batch, seq, kv_heads, head_dim]
+// (grouped-query attention: query head h reads key/value head h / (heads / kv_heads); without
+// GQA kv_heads is heads and the layouts agree; dk and dv sum over each group's query heads, in
+// head order); probs [batch, heads, seq, seq] with zeros
 // above the diagonal. Scores are scaled by 1/sqrt(head_dim). The fp32 path runs per-head sgemm
 // over the causal lower block triangle only (blocks of 32 queries/keys; attention.cc), softmax
 // sums in double; T = double runs attention_reference.h. Attention has no weights, so its
@@ -19,8 +22,12 @@ struct AttentionDims {
   int64_t seq = 0;
   int64_t heads = 0;
   int64_t head_dim = 0;
+  int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: heads. Must divide heads.
 
   int64_t hidden() const { return heads * head_dim; }
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t kv_hidden() const { return kv() * head_dim; }
+  int64_t group() const { return heads / kv(); }  // query heads per key/value head
   int64_t probs_size() const { return batch * heads * seq * seq; }
 };
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/attention_reference.h"
@@ -257,6 +259,70 @@ TEST(AttentionTest, Fp32PathIsBitExactOnRerunsAtAFixedThreadCount) {
     }
   }
   SetGemmThreads(before);
+}
+
+// Grouped-query attention is multi-head attention on each key/value head repeated for its group
+// of query heads (transformers' repeat_kv): o, probs and dq the same bits, dk and dv each group's
+// sum of the repeated heads' gradients (fp32: within a few roundings, summed in another order;
+// the double reference: within 1e-12). 4 query heads over 2 and over 1 key/value heads, 40
+// tokens (two causal blocks).
+TEST(AttentionTest, GroupedQueryAttentionIsMultiHeadOnRepeatedKeysAndValues) {
+  for (int64_t kv : {2, 1}) {
+    SCOPED_TRACE("kv heads " + std::to_string(kv));
+    AttentionDims g{2, 40, 4, 8, kv};
+    AttentionDims m = g;
+    m.kv_heads = 0;
+    const int64_t tokens = g.batch * g.seq, hd = g.head_dim, group = g.group();
+    const std::vector<float> q = Uniform(tokens * g.hidden(), 61, 2), k = Uniform(tokens * g.kv_hidden(), 62, 2),
+                             v = Uniform(tokens * g.kv_hidden(), 63, 1), dout = Uniform(tokens * g.hidden(), 64, 1);
+    // Each query head's key/value head, repeated: [tokens, heads, head_dim].
+    auto repeat = [&](const std::vector<float>& x) {
+      std::vector<float> y(static_cast<size_t>(tokens * g.hidden()));
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t h = 0; h < g.heads; ++h) {
+          std::copy_n(x.begin() + (t * kv + h / group) * hd, hd, y.begin() + (t * g.heads + h) * hd);
+        }
+      }
+      return y;
+    };
+    // A repeated head's gradient summed over its group, in head order: [tokens, kv, head_dim].
+    auto fold = [&](const std::vector<double>& y) {
+      std::vector<double> x(static_cast<size_t>(tokens * g.kv_hidden()), 0.0);
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t h = 0; h < g.heads; ++h) {
+          for (int64_t c = 0; c < hd; ++c) x[(t * kv + h / group) * hd + c] += y[(t * g.heads + h) * hd + c];
+        }
+      }
+      return x;
+    };
+    const std::vector<float> kr = repeat(k), vr = repeat(v);
+    std::vector<float> pg(g.probs_size()), og(tokens * g.hidden()), pm(m.probs_size()), om(tokens * m.hidden());
+    AttentionForward(q.data(), k.data(), v.data(), pg.data(), og.data(), g);
+    AttentionForward(q.data(), kr.data(), vr.data(), pm.data(), om.data(), m);
+    EXPECT_TRUE(pg == pm && og == om) << "F differs from attention on the repeated heads";
+    std::vector<float> dqg(q.size()), dkg(k.size()), dvg(v.size()), dqm(q.size()), dkm(kr.size()), dvm(vr.size());
+    AttentionBackward(dout.data(), q.data(), k.data(), v.data(), pg.data(), dqg.data(), dkg.data(), dvg.data(), g);
+    AttentionBackward(dout.data(), q.data(), kr.data(), vr.data(), pm.data(), dqm.data(), dkm.data(), dvm.data(), m);
+    EXPECT_TRUE(dqg == dqm) << "dq differs";
+    for (auto [got, rep] : {std::pair{&dkg, &dkm}, std::pair{&dvg, &dvm}}) {
+      const std::vector<double> want = fold(std::vector<double>(rep->begin(), rep->end()));
+      const double err = RelativeError(std::vector<double>(got->begin(), got->end()), want);
+      EXPECT_LT(err, 1e-6) << "dk or dv against the repeated heads' group sums";
+    }
+    // The double reference the same way.
+    auto wide = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+    const std::vector<double> qd = wide(q), kd = wide(k), vd = wide(v), dd = wide(dout), krd = wide(kr), vrd = wide(vr);
+    std::vector<double> pgd(pg.size()), ogd(og.size()), pmd(pm.size()), omd(om.size());
+    AttentionForward(qd.data(), kd.data(), vd.data(), pgd.data(), ogd.data(), g);
+    AttentionForward(qd.data(), krd.data(), vrd.data(), pmd.data(), omd.data(), m);
+    EXPECT_TRUE(pgd == pmd && ogd == omd);
+    std::vector<double> dqgd(q.size()), dkgd(k.size()), dvgd(v.size()), dqmd(q.size()), dkmd(kr.size()), dvmd(vr.size());
+    AttentionBackward(dd.data(), qd.data(), kd.data(), vd.data(), pgd.data(), dqgd.data(), dkgd.data(), dvgd.data(), g);
+    AttentionBackward(dd.data(), qd.data(), krd.data(), vrd.data(), pmd.data(), dqmd.data(), dkmd.data(), dvmd.data(), m);
+    EXPECT_TRUE(dqgd == dqmd);
+    EXPECT_LT(RelativeError(dkgd, fold(dkmd)), 1e-12);
+    EXPECT_LT(RelativeError(dvgd, fold(dvmd)), 1e-12);
+  }
 }
 
 TEST(AttentionTest, BackwardMatchesFiniteDifferences) {

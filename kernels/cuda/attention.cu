@@ -232,6 +232,10 @@ Status CheckFlashAttentionDims(const cpu::AttentionDims& d) {
   PIPECOORD_RETURN_IF_ERROR(CheckRange("seq", d.seq, kFlashMaxSeq));
   PIPECOORD_RETURN_IF_ERROR(CheckRange("heads", d.heads, kFlashMaxHeads));
   PIPECOORD_RETURN_IF_ERROR(CheckRange("head_dim", d.head_dim, kFlashMaxHeadDim));
+  if (d.kv() != d.heads) {
+    return Unimplemented("flash attention: kv_heads " + std::to_string(d.kv_heads) + " < heads " +
+                         std::to_string(d.heads) + " (grouped-query attention) is not implemented on CUDA yet");
+  }
   return Status::Ok();
 }
 

@@ -43,6 +43,14 @@ TEST(AttentionLimitsTest, RefusesEachDimensionOutsideItsRange) {
   }
   EXPECT_NE(CheckFlashAttentionDims(Dims(1, 16, 2, 129)).message().find("head_dim"),
             std::string::npos);
+  // Grouped-query attention (the CPU kernels run it) is refused by name, never run as multi-head.
+  cpu::AttentionDims gqa = Dims(1, 16, 4, 64);
+  gqa.kv_heads = 2;
+  const Status st = CheckFlashAttentionDims(gqa);
+  EXPECT_EQ(st.code(), Code::kUnimplemented) << st.ToString();
+  EXPECT_NE(st.message().find("kv_heads 2 < heads 4"), std::string::npos) << st.ToString();
+  gqa.kv_heads = 4;  // as many as heads: plain multi-head attention
+  EXPECT_TRUE(CheckFlashAttentionDims(gqa).ok());
 }
 
 // The launchers refuse before touching any buffer (these addresses are never dereferenced).

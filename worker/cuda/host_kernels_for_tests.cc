@@ -110,6 +110,7 @@ void WriteLse(const float* q, const float* k, float* lse, const cpu::AttentionDi
 
 Status CheckFlashAttentionDims(const cpu::AttentionDims& d) {
   if (d.head_dim < 1 || d.head_dim > kFlashMaxHeadDim) return InvalidArgument("head_dim out of range");
+  if (d.kv() != d.heads) return Unimplemented("flash attention: grouped-query attention is not implemented on CUDA yet");
   return Status::Ok();
 }
 
