@@ -61,17 +61,12 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
     }
     constexpr std::string_view kValue = "/value";
     for (const data::SafetensorsTensor& tensor : file->layout().tensors) {
-      std::string_view name = tensor.name;
-      int64_t first = 0;
-      const size_t at = name.rfind('@');
-      if (at != std::string_view::npos) {
-        const std::string digits(name.substr(at + 1));
-        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) {
-          return InvalidArgument(path + ": tensor \"" + tensor.name + "\": not NAME@FIRST_ELEMENT");
-        }
-        first = std::stoll(digits);
-        name = name.substr(0, at);
-      }
+      auto split = data::SplitShardName(tensor.name);
+      if (!split.ok()) return InvalidArgument(path + ": " + split.status().message());
+      const std::string& base = split->first;
+      const std::string_view name = base;
+      const int64_t first = split->second;
+      const bool is_piece = base.size() != tensor.name.size();
       if (name.size() <= kValue.size() || name.substr(name.size() - kValue.size()) != kValue) continue;
       const size_t slash = name.find('/');
       if (slash == std::string_view::npos) {
@@ -82,7 +77,7 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
         if (++unknown_count <= 8) unknown += (unknown.empty() ? "" : ", ") + ours + " (" + path + ")";
         continue;
       }
-      if (at != std::string_view::npos) *sharded = true;
+      if (is_piece) *sharded = true;
       const int pipe = layout.PipelineRank(rank);
       const auto [it, fresh] = source.emplace(std::pair{ours, t}, std::pair{pipe, path});
       if (!fresh && it->second.first != pipe) {

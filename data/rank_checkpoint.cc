@@ -71,4 +71,16 @@ Result<RankCheckpointInfo> CheckRankCheckpoint(const SafetensorsLayout& layout, 
   return info;
 }
 
+Result<std::pair<std::string, int64_t>> SplitShardName(std::string_view name) {
+  const size_t at = name.rfind('@');
+  if (at == std::string_view::npos) return std::pair{std::string(name), int64_t{0}};
+  const std::string_view digits = name.substr(at + 1);
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    return InvalidArgument("tensor \"" + std::string(name) + "\": not NAME@FIRST_ELEMENT");
+  }
+  int64_t first = 0;
+  std::from_chars(digits.data(), digits.data() + digits.size(), first);
+  return std::pair{std::string(name.substr(0, at)), first};
+}
+
 }  // namespace pipecoord::data

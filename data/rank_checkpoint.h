@@ -47,6 +47,11 @@ std::vector<std::pair<std::string, std::string>> RankCheckpointMetadata(const Ra
 // "checksum mismatch: the file is corrupt".
 Result<RankCheckpointInfo> CheckRankCheckpoint(const SafetensorsLayout& layout, std::span<const uint8_t> file);
 
+// A tensor name's ZeRO piece: "stage0/x/adam_m@128" -> {"stage0/x/adam_m", 128} (elements
+// [128, 128 + size) of the tensor, flattened); a name without '@' is the whole tensor, from 0.
+// INVALID_ARGUMENT naming the tensor unless what follows the last '@' is 1 to 18 decimal digits.
+Result<std::pair<std::string, int64_t>> SplitShardName(std::string_view name);
+
 }  // namespace pipecoord::data
 
 #endif  // PIPECOORD_DATA_RANK_CHECKPOINT_H_

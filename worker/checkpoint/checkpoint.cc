@@ -319,17 +319,6 @@ std::vector<std::string> CheckpointFile::Names() const {
   return out;
 }
 
-namespace {
-
-// "stage0/x/adam_m@128" -> {"stage0/x/adam_m", 128}; a name without '@' starts at 0.
-std::pair<std::string, int64_t> SplitRange(const std::string& name) {
-  const size_t at = name.rfind('@');
-  if (at == std::string::npos) return {name, 0};
-  return {name.substr(0, at), std::stoll(name.substr(at + 1))};
-}
-
-}  // namespace
-
 Result<CheckpointInfo> ReshardInto(const std::vector<CheckpointFile>& files, const std::vector<StateTensor>& tensors) {
   if (files.empty()) return InvalidArgument("resharding a checkpoint: no files");
   const CheckpointInfo info = files[0].info();
@@ -350,12 +339,16 @@ Result<CheckpointInfo> ReshardInto(const std::vector<CheckpointFile>& files, con
   std::map<std::string, std::vector<Piece>> pieces;
   for (const CheckpointFile& f : files) {
     for (const std::string& name : f.Names()) {
-      auto [base, begin] = SplitRange(name);
+      auto split = data::SplitShardName(name);
+      if (!split.ok()) return InvalidArgument("resharding a checkpoint: " + f.path() + ": " + split.status().message());
+      auto [base, begin] = std::move(split).value();
       pieces[base].push_back({begin, f.Find(name), name.find('@') == std::string::npos});
     }
   }
   for (const StateTensor& t : tensors) {
-    auto [base, begin] = SplitRange(t.name);
+    auto split = data::SplitShardName(t.name);
+    if (!split.ok()) return InvalidArgument("resharding a checkpoint: " + split.status().message());
+    auto [base, begin] = std::move(split).value();
     auto it = pieces.find(base);
     if (it == pieces.end()) return InvalidArgument("resharding a checkpoint: tensor \"" + base + "\" is in none of its files");
     const int64_t end = begin + static_cast<int64_t>(t.data.size());

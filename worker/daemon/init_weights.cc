@@ -8,6 +8,7 @@
 
 #include "data/hf_llama_layout.h"
 #include "data/hf_llama_weights.h"
+#include "data/rank_checkpoint.h"
 #include "worker/model/weight_init.h"
 #include "worker/daemon/assignment_model.h"
 
@@ -31,12 +32,11 @@ Status LoadInitialWeights(const v1::Assignment& a, ComputeBackend* backend) {
     // "stageK/NAME/value": the weight NAME of virtual stage K; the moments stay 0. Under ZeRO a
     // backend may hold a shard of it, "stageK/NAME/value@B": elements [B, B + size) of this
     // rank's tensor, flattened.
-    std::string_view name = t.name;
-    int64_t first = -1;  // the shard's first element, or -1 for the whole tensor
-    if (const size_t at = name.rfind('@'); at != std::string_view::npos) {
-      first = std::stoll(std::string(name.substr(at + 1)));
-      name = name.substr(0, at);
-    }
+    auto shard = data::SplitShardName(t.name);
+    if (!shard.ok()) return Status(shard.status().code(), "spec.init: " + shard.status().message());
+    const std::string& base = shard->first;
+    const std::string_view name = base;
+    const int64_t first = t.name.find('@') == std::string::npos ? -1 : shard->second;  // -1: whole
     if (name.size() <= kValue.size() || name.substr(name.size() - kValue.size()) != kValue) continue;
     const size_t slash = name.find('/');
     const std::string_view ours = name.substr(slash + 1, name.size() - kValue.size() - slash - 1);
