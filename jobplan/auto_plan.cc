@@ -156,7 +156,11 @@ std::vector<int> WorldSizes(int free_workers) {
 
 namespace {
 
-Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, uint64_t memory, int top_k) {
+// The planner over every world size, the largest first. With `bound`, a world size's groups that
+// cannot beat the top_k fastest found so far on the others are pruned unbuilt
+// (PlanOptions::time_to_beat): the first top_k of `ranked` are what the unbounded search gives
+// (each is at or under every bound used); what follows them may differ.
+Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, uint64_t memory, int top_k, bool bound) {
   const v1::ModelSpec& m = spec.model();
   const memory::ModelSpec model =
       memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
@@ -170,14 +174,25 @@ Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, u
   // One cache for every world size: their searches simulate the same schedule shapes.
   planner::ScheduleCache shapes;
   options.shared_cache = &shapes;
+  options.bound_by_step_time = bound;
   Search out;
-  for (int w : WorldSizes(workers.count)) {
+  std::vector<int> worlds = WorldSizes(workers.count);
+  std::reverse(worlds.begin(), worlds.end());  // more workers tend to be faster: a tight bound early
+  std::vector<double> times;  // every kept candidate's step time so far
+  for (int w : worlds) {
     if ((space.pp > 0 && w % space.pp) || (space.dp > 0 && w % space.dp)) continue;
+    if (bound && times.size() >= static_cast<size_t>(top_k)) {
+      std::nth_element(times.begin(), times.begin() + (top_k - 1), times.end());
+      options.time_to_beat = times[top_k - 1];
+    }
     auto res = planner::Plan(model, DeviceCluster(workers.device_kind, w, memory), space, options);
     if (!res.ok()) return Status(res.status().code(), "spec: the strategy search refused the job: " + res.status().message());
     out.candidates += res->candidates;
     out.feasible += res->feasible;
-    for (planner::Candidate& c : res->top) out.ranked.push_back(std::move(c));
+    for (planner::Candidate& c : res->top) {
+      times.push_back(c.time.total_s);
+      out.ranked.push_back(std::move(c));
+    }
     for (const planner::PrunedReason& p : res->pruned) {
       auto [it, fresh] = out.pruned.try_emplace(p.reason, p);
       if (!fresh) it->second.count += p.count;
@@ -291,7 +306,7 @@ std::string DescribeStrategy(const v1::StrategyChoice& c) {
          std::to_string(c.microbatches()) + " micro-batches of " + std::to_string(c.micro_batch_size());
 }
 
-Result<AutoPlan> PlanAuto(const v1::JobSpec& raw, const FreeWorkers& workers) {
+Result<AutoPlan> PlanAuto(const v1::JobSpec& raw, const FreeWorkers& workers, const AutoPlanOptions& options) {
   const std::string kind = workers.device_kind.empty() ? "cpu" : workers.device_kind;
   if (workers.count < 1) {
     return FailedPrecondition("spec.schedule: \"auto\" plans for the free workers, and no " + kind +
@@ -307,29 +322,44 @@ Result<AutoPlan> PlanAuto(const v1::JobSpec& raw, const FreeWorkers& workers) {
                               " = " + std::to_string(fixed_world) + " worker(s), and " + std::to_string(workers.count) +
                               " " + kind + " worker(s) are free");
   }
-  auto search = RunPlanner(spec, workers, workers.memory_bytes, kTopPerWorld);
-  if (!search.ok()) return search.status();
-
   // The fastest first, each planned as a job: the first that fits is chosen, the next few shown.
   std::vector<Tried> fits;
   int64_t over_memory = 0, refused = 0;
   std::map<std::string, planner::PrunedReason> job_pruned;
-  for (const planner::Candidate& c : search->ranked) {
-    if (fits.size() > kNextBest) break;
-    Tried t = TryCandidate(raw, c);
-    if (!t.status.ok()) {
-      ++refused;
-      AddPruned(job_pruned, "the job plan refused it", t.status.message());
-      continue;
+  // Whether the choice came from the first kTopPerWorld strategies of `ranked`, which the bounded
+  // search finds as the unbounded one does.
+  auto choose = [&](const Search& search) {
+    fits.clear();
+    job_pruned.clear();
+    over_memory = refused = 0;
+    size_t looked = 0;
+    for (const planner::Candidate& c : search.ranked) {
+      if (fits.size() > kNextBest) break;
+      ++looked;
+      Tried t = TryCandidate(raw, c);
+      if (!t.status.ok()) {
+        ++refused;
+        AddPruned(job_pruned, "the job plan refused it", t.status.message());
+        continue;
+      }
+      if (!Fits(t.choice, workers.memory_bytes)) {
+        ++over_memory;
+        AddPruned(job_pruned, kJobMemory,
+                  DescribeStrategy(t.choice) + ": rank " + std::to_string(t.choice.tightest_rank()) + " needs " +
+                      memory::FormatBytes(static_cast<int64_t>(t.choice.peak_bytes())));
+        continue;
+      }
+      fits.push_back(std::move(t));
     }
-    if (!Fits(t.choice, workers.memory_bytes)) {
-      ++over_memory;
-      AddPruned(job_pruned, kJobMemory,
-                DescribeStrategy(t.choice) + ": rank " + std::to_string(t.choice.tightest_rank()) + " needs " +
-                    memory::FormatBytes(static_cast<int64_t>(t.choice.peak_bytes())));
-      continue;
-    }
-    fits.push_back(std::move(t));
+    return looked <= static_cast<size_t>(kTopPerWorld) && fits.size() > kNextBest;
+  };
+  auto search = RunPlanner(spec, workers, workers.memory_bytes, kTopPerWorld, options.bound_across_world_sizes);
+  if (!search.ok()) return search.status();
+  if (!choose(*search) && options.bound_across_world_sizes) {
+    // Past the strategies the bound keeps exact: the whole search, as it would have chosen.
+    search = RunPlanner(spec, workers, workers.memory_bytes, kTopPerWorld, /*bound=*/false);
+    if (!search.ok()) return search.status();
+    choose(*search);
   }
   for (auto& [reason, p] : job_pruned) {
     auto [it, fresh] = search->pruned.try_emplace(reason, p);
@@ -354,7 +384,7 @@ Result<AutoPlan> PlanAuto(const v1::JobSpec& raw, const FreeWorkers& workers) {
     }
     // Nothing fits: the leanest strategies, planned as jobs, name the smallest shortfall. (Should
     // the planner's estimate have been stricter than a job's budget, one of them fits: it runs.)
-    auto all = RunPlanner(spec, workers, 0, 1 << 20);
+    auto all = RunPlanner(spec, workers, 0, 1 << 20, /*bound=*/false);
     if (!all.ok()) return all.status();
     std::vector<planner::Candidate> lean = all->ranked;
     std::stable_sort(lean.begin(), lean.end(),

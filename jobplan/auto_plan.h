@@ -48,11 +48,20 @@ struct AutoPlan {
   v1::AutoPlanReport report;
 };
 
+struct AutoPlanOptions {
+  // World sizes are searched the largest first, and a size's groups of strategies that cannot
+  // beat the fastest 32 found on the sizes before it are pruned without building their
+  // schedules (planner::PlanOptions::time_to_beat). The choice is the same as without the bound:
+  // when the choice would look past those fastest, the unbounded search runs instead.
+  // false: every world size searched in full (the tests' reference).
+  bool bound_across_world_sizes = true;
+};
+
 // `spec` has passed ValidateJobSpec and asks for schedule "auto". FAILED_PRECONDITION when no
 // worker is free, when no strategy can run the job on them (the most frequent reasons), or when
 // none fits their memory, naming the smallest shortfall ("rank 0 needs 9.10 GiB, workers report
 // 8.00 GiB").
-Result<AutoPlan> PlanAuto(const v1::JobSpec& spec, const FreeWorkers& workers);
+Result<AutoPlan> PlanAuto(const v1::JobSpec& spec, const FreeWorkers& workers, const AutoPlanOptions& options = {});
 
 // "zbh1, pp 2, vpp 1, dp 1, 4 micro-batches of 2": a strategy as one line shows it.
 std::string DescribeStrategy(const v1::StrategyChoice& choice);

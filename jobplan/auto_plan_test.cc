@@ -194,6 +194,37 @@ TEST(AutoPlanTest, CudaJobsSplitTheModelWhenMemoryForcesIt) {
   ExpectPeakIsTheTightestBudget(r->report.chosen(), Replan(spec, r->report.chosen()));
 }
 
+TEST(AutoPlanTest, TheBoundAcrossWorldSizesChoosesAsTheWholeSearch) {
+  // World sizes searched largest first with the slower groups of smaller sizes pruned unbuilt
+  // choose, and show next, exactly what every size searched in full does; on CPU workers (every
+  // size up to 16) and on CUDA workers past kEveryWorldSizeUpTo with memory that forces ZeRO, tp
+  // or recompute.
+  struct Case {
+    v1::JobSpec spec;
+    FreeWorkers free;
+  };
+  v1::JobSpec cuda = AutoSpec(96);
+  cuda.set_device("cuda");
+  auto roomy = PlanAuto(cuda, {96, 0, "cuda", 8});
+  ASSERT_TRUE(roomy.ok()) << roomy.status().ToString();
+  const uint64_t tight = roomy->report.chosen().peak_bytes() * 3 / 4;
+  for (const Case& c : {Case{AutoSpec(32), {16, 0, "cpu"}}, Case{cuda, {96, tight, "cuda", 8}}}) {
+    auto bounded = PlanAuto(c.spec, c.free);
+    AutoPlanOptions o;
+    o.bound_across_world_sizes = false;
+    auto full = PlanAuto(c.spec, c.free, o);
+    ASSERT_TRUE(bounded.ok() && full.ok()) << bounded.status().ToString() << full.status().ToString();
+    EXPECT_EQ(bounded->report.chosen().DebugString(), full->report.chosen().DebugString());
+    ASSERT_EQ(bounded->report.next_best_size(), full->report.next_best_size());
+    for (int i = 0; i < full->report.next_best_size(); ++i) {
+      EXPECT_EQ(bounded->report.next_best(i).DebugString(), full->report.next_best(i).DebugString()) << i;
+    }
+    EXPECT_EQ(bounded->report.candidates(), full->report.candidates());
+    EXPECT_EQ(SumOfPruned(bounded->report) + bounded->report.feasible(), bounded->report.candidates());
+    EXPECT_LT(bounded->report.feasible(), full->report.feasible());  // evaluated less
+  }
+}
+
 TEST(AutoPlanTest, NothingFitsNamesTheSmallestShortfall) {
   v1::JobSpec spec = AutoSpec(8);
   spec.set_recompute("none");  // fixed: left open, recompute makes it fit (below)

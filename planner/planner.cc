@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <map>
 #include <thread>
 #include <tuple>
@@ -89,18 +90,9 @@ class Search {
         if (InSpace(tp, pp)) res_.candidates += sp_options(tp) * per_sp(pp);
       }
     }
-    // Pass one only lists the schedule shapes the second will need, so they can be simulated
-    // in parallel; pass two searches with every profile cached.
-    const int threads = o_.threads > 0 ? o_.threads : static_cast<int>(std::thread::hardware_concurrency());
-    threads_ = threads;
-    if (o_.cache_schedules && threads > 1) {
-      collecting_ = true;
-      PIPECOORD_RETURN_IF_ERROR(Walk(tps, all_divisors, per_sp, per_variant, per_b));
-      collecting_ = false;
-      cache_.Prefetch(wanted_, threads);
-    }
+    threads_ = o_.threads > 0 ? o_.threads : static_cast<int>(std::thread::hardware_concurrency());
     PIPECOORD_RETURN_IF_ERROR(Walk(tps, all_divisors, per_sp, per_variant, per_b));
-    PIPECOORD_RETURN_IF_ERROR(RunDeferred());
+    PIPECOORD_RETURN_IF_ERROR(o_.bound_by_step_time ? RunBounded() : RunAll());
     Finish();
     return std::move(res_);
   }
@@ -178,16 +170,7 @@ class Search {
                           " MiB on every rank whatever the schedule, ZeRO stage and recompute");
                 continue;
               }
-              Group g{tp, pp, dp, sp, &var, b, mbs, per_b};
-              if (Costly(var.schedule) && o_.bound_costly_schedules) {
-                if (!collecting_) deferred_.push_back(g);
-                continue;
-              }
-              if (collecting_) {
-                wanted_.emplace_back(var.engine, pp, var.vpp, mbs);
-                continue;
-              }
-              PIPECOORD_RETURN_IF_ERROR(EvaluateGroup(g));
+              groups_.push_back(Group{tp, pp, dp, sp, &var, b, mbs, per_b});
             }
           }
         }
@@ -204,10 +187,6 @@ class Search {
     int b, mbs;
     int64_t size;
   };
-
-  // Schedules that search (zb-auto spends up to about a second per shape by design): they are
-  // tried last, and only where they could still enter the top k.
-  static bool Costly(const std::string& schedule) { return schedule == "zb-auto" || schedule == "v-auto"; }
 
   Status EvaluateGroup(const Group& g) {
     const Variant& var = *g.var;
@@ -264,8 +243,9 @@ class Search {
 
   // The fastest any member of the group could be: the least bubble any schedule of its shape can
   // have (MinBubbleRate), the fewest blocks any rank holds, no head, the cheapest ZeRO stage and
-  // recompute policy of the space.
-  double TimeLowerBound(const Group& g) {
+  // recompute policy of the space among those whose MemoryLowerBound fits (memory that forces
+  // recompute makes every member pay for it).
+  Result<double> TimeLowerBound(const Group& g) {
     if (pc_tp_ != g.tp) {
       pc_ = memory::CountParams(m_, g.tp);
       pc_tp_ = g.tp;
@@ -282,48 +262,69 @@ class Search {
     sh.bubble_rate = MinBubbleRate(g.pp, g.var->vpp, g.mbs);
     sh.bottleneck_layers = m_.layers / (g.pp * g.var->vpp) * g.var->vpp;
     sh.params_per_rank = sh.bottleneck_layers * pc_.per_block;
+    const int64_t budget = c_.gpu_memory_bytes - c_.reserved_bytes;
     double best = -1;
     for (int zero : s_.zero_stages) {
+      if (zero > 0 && g.dp == 1) continue;  // no candidate: pruned as "ZeRO needs dp > 1"
       for (Recompute rc : s_.recompute) {
+        auto least = MemoryLowerBound(g.tp, g.sp, g.b, g.dp, g.pp, zero, rc);
+        if (!least.ok()) return least.status();
+        if (*least > budget) continue;
         sh.zero = zero;
         sh.recompute = rc;
         const double t = EstimateStepTime(m_, c_, sh).total_s;
         if (best < 0 || t < best) best = t;
       }
     }
-    return best;
+    return best < 0 ? 0.0 : best;  // no member can fit or exist: evaluated, to be pruned by name
   }
 
-  // The searching schedules' groups, most promising first, each only while it could still
-  // enter the top k.
-  Status RunDeferred() {
-    std::vector<std::pair<double, Group>> order;
-    for (const Group& g : deferred_) order.emplace_back(TimeLowerBound(g), g);
-    std::stable_sort(order.begin(), order.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Every group, fastest-possible first, each only while it could still enter the top k (or beat
+  // the caller's time_to_beat). In batches of one group per thread: the batch's schedules are
+  // built in parallel, then the batch is evaluated and the bound tightens for the next.
+  Status RunBounded() {
+    std::vector<std::pair<double, const Group*>> order;
+    order.reserve(groups_.size());
+    for (const Group& g : groups_) {
+      auto bound = TimeLowerBound(g);
+      if (!bound.ok()) return bound.status();
+      order.emplace_back(*bound, &g);
+    }
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     const size_t k = static_cast<size_t>(std::max(o_.top_k, 0));
-    // In batches of one group per thread: the batch's searches run in parallel, then the batch
-    // is evaluated and the bound tightens for the next.
     const size_t batch = static_cast<size_t>(std::max(threads_, 1));
     for (size_t i = 0; i < order.size();) {
       std::vector<const Group*> run;
       std::vector<ScheduleCache::Key> keys;
       for (; i < order.size() && run.size() < batch; ++i) {
         const auto& [bound, g] = order[i];
-        if (res_.top.size() >= k && bound > res_.top.front().time.total_s) {
-          char example[128];
-          std::snprintf(example, sizeof example, "%s pp %d m %d: at least %.3f s, the top %zu's slowest takes %.3f s",
-                        g.var->schedule.c_str(), g.pp, g.mbs, bound, k, res_.top.front().time.total_s);
-          Prune("cannot enter the top k even with the least pipeline bubble (" + g.var->schedule + " search skipped)",
-                g.size, example);
+        const bool top_full = k > 0 && res_.top.size() >= k;
+        const double own = top_full ? res_.top.front().time.total_s : std::numeric_limits<double>::infinity();
+        if (bound > std::min(own, o_.time_to_beat)) {
+          char example[192];
+          std::snprintf(example, sizeof example, "%s pp %d vpp %d m %d: at least %.3f s, %s %.3f s", g->var->schedule.c_str(),
+                        g->pp, g->var->vpp, g->mbs, bound,
+                        own <= o_.time_to_beat ? "the top k's slowest takes" : "the caller's bound is", std::min(own, o_.time_to_beat));
+          Prune("cannot enter the top k even with the least pipeline bubble (schedule not built)", g->size, example);
           continue;
         }
-        run.push_back(&g);
-        keys.emplace_back(g.var->engine, g.pp, g.var->vpp, g.mbs);
+        run.push_back(g);
+        keys.emplace_back(g->var->engine, g->pp, g->var->vpp, g->mbs);
       }
       if (o_.cache_schedules && run.size() > 1) cache_.Prefetch(keys, static_cast<int>(batch));
       for (const Group* g : run) PIPECOORD_RETURN_IF_ERROR(EvaluateGroup(*g));
     }
+    return Status::Ok();
+  }
+
+  // Every group in the order of the walk, their schedules built up front on the threads.
+  Status RunAll() {
+    if (o_.cache_schedules && threads_ > 1) {
+      std::vector<ScheduleCache::Key> keys;
+      for (const Group& g : groups_) keys.emplace_back(g.var->engine, g.pp, g.var->vpp, g.mbs);
+      cache_.Prefetch(keys, threads_);
+    }
+    for (const Group& g : groups_) PIPECOORD_RETURN_IF_ERROR(EvaluateGroup(g));
     return Status::Ok();
   }
 
@@ -344,7 +345,6 @@ class Search {
   }
 
   void Prune(const std::string& reason, int64_t subtree, const std::string& example) {
-    if (collecting_) return;
     auto [it, fresh] = pruned_.try_emplace(reason, PrunedReason{reason, 0, example});
     (void)fresh;
     it->second.count += subtree == 0 ? 1 : subtree;
@@ -352,7 +352,6 @@ class Search {
   }
 
   void Tick(int64_t n) {
-    if (collecting_) return;
     done_ += n;
     if (o_.progress && done_ - reported_ >= 4096) {
       reported_ = done_;
@@ -376,24 +375,36 @@ class Search {
     return &acts_.emplace(key, std::move(*am)).first->second;
   }
 
-  Result<int64_t> LowerBound(int tp, bool sp, int b, int dp, int pp) {
-    int64_t least_stored = -1;
-    for (Recompute rc : s_.recompute) {
-      auto am = Activations(tp, sp, rc, b);
-      if (!am.ok()) return am.status();
-      if (least_stored < 0 || (*am)->block.stored_bytes < least_stored) least_stored = (*am)->block.stored_bytes;
-    }
+  // The least peak any candidate with this ZeRO stage and recompute policy can have: the rank with
+  // the most blocks holds at least floor(L/p) of them, and at its first B at least one
+  // micro-batch's activations of every block it holds (micro-batch 0 crossed all its chunks).
+  Result<int64_t> MemoryLowerBound(int tp, bool sp, int b, int dp, int pp, int zero, Recompute rc) {
+    auto am = Activations(tp, sp, rc, b);
+    if (!am.ok()) return am.status();
     if (pc_tp_ != tp) {
       pc_ = memory::CountParams(m_, tp);
       pc_tp_ = tp;
     }
     TrainingSpec t;
     t.dp = dp;
-    t.zero = *std::max_element(s_.zero_stages.begin(), s_.zero_stages.end());
+    t.zero = zero;
     t.dtype = s_.dtype;
     t.optimizer = s_.optimizer;
     const int64_t blocks = m_.layers / pp;
-    return memory::ParamStateBytes(blocks * pc_.per_block, t).total() + blocks * least_stored;
+    return memory::ParamStateBytes(blocks * pc_.per_block, t).total() + blocks * (*am)->block.stored_bytes;
+  }
+
+  // The least of MemoryLowerBound over the space's ZeRO stages and recompute policies.
+  Result<int64_t> LowerBound(int tp, bool sp, int b, int dp, int pp) {
+    int64_t least = -1;
+    for (int zero : s_.zero_stages) {
+      for (Recompute rc : s_.recompute) {
+        auto m = MemoryLowerBound(tp, sp, b, dp, pp, zero, rc);
+        if (!m.ok()) return m.status();
+        if (least < 0 || *m < least) least = *m;
+      }
+    }
+    return least;
   }
 
   const Layout& GetLayout(const Variant& var, int pp, const ScheduleProfile& prof) {
@@ -546,9 +557,7 @@ class Search {
   double head_weight_ = 0;
   PlanResult res_;
   int64_t done_ = 0, reported_ = 0;
-  bool collecting_ = false;
-  std::vector<ScheduleCache::Key> wanted_;
-  std::vector<Group> deferred_;
+  std::vector<Group> groups_;  // what the walk left to evaluate
   int threads_ = 1;
 
  public:

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -61,10 +62,17 @@ struct PlanOptions {
   ScheduleCache* shared_cache = nullptr;
   // Threads that build schedule profiles up front (with the cache on); 0: one per core.
   int threads = 0;
-  // Schedules that search (zb-auto) run last and only for groups whose step time with no
-  // bubble at all could still enter the top k; the rest are pruned under that reason without
-  // their search. false: every group is searched.
-  bool bound_costly_schedules = true;
+  // Branch and bound: the groups of candidates (everything but the ZeRO stage and the recompute
+  // policy fixed) are evaluated fastest-possible first, the least step time any of them can
+  // have (the least pipeline bubble of its shape, planner::MinBubbleRate) ascending, and a group
+  // whose least time is above the top k's slowest is pruned without building its schedule (the
+  // searching ones, zb-auto and v-auto, take up to seconds per shape). The top k is the same as
+  // without the bound. false: every group is built and evaluated (the tests' reference).
+  bool bound_by_step_time = true;
+  // A step time the caller already holds k strategies at or under (schedule "auto": the world
+  // sizes searched before this one): groups whose least time is above it are pruned as above,
+  // before the search's own top k fills. Only with bound_by_step_time; infinity: none.
+  double time_to_beat = std::numeric_limits<double>::infinity();
   // Called now and then with (candidates accounted for, total), and once at the end.
   std::function<void(int64_t done, int64_t total)> progress;
 };
