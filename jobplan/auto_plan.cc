@@ -24,6 +24,9 @@ constexpr size_t kNextBest = 4;
 // Fastest strategies the planner keeps per world size: the first that fits as a job wins, and
 // the planner has already pruned what its own estimate puts over the memory.
 constexpr int kTopPerWorld = 32;
+// The bounded searches' depths (AutoPlanOptions): the fastest 8 usually hold the choice and the
+// next best (every one fitting as a job), then 32.
+constexpr int kBoundedDepths[] = {8, kTopPerWorld};
 // Where nothing fits, the leanest strategies (by the planner's estimate) planned as jobs to find
 // the smallest shortfall.
 constexpr size_t kLeanestTried = 64;
@@ -160,7 +163,9 @@ namespace {
 // cannot beat the top_k fastest found so far on the others are pruned unbuilt
 // (PlanOptions::time_to_beat): the first top_k of `ranked` are what the unbounded search gives
 // (each is at or under every bound used); what follows them may differ.
-Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, uint64_t memory, int top_k, bool bound) {
+// `shapes` carries the schedule profiles from one call to the next (null: the call's own).
+Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, uint64_t memory, int top_k, bool bound,
+                          planner::ScheduleCache* shapes = nullptr) {
   const v1::ModelSpec& m = spec.model();
   const memory::ModelSpec model =
       memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
@@ -172,8 +177,8 @@ Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, u
   planner::PlanOptions options;
   options.top_k = top_k;
   // One cache for every world size: their searches simulate the same schedule shapes.
-  planner::ScheduleCache shapes;
-  options.shared_cache = &shapes;
+  planner::ScheduleCache own;
+  options.shared_cache = shapes != nullptr ? shapes : &own;
   options.bound_by_step_time = bound;
   Search out;
   std::vector<int> worlds = WorldSizes(workers.count);
@@ -326,9 +331,9 @@ Result<AutoPlan> PlanAuto(const v1::JobSpec& raw, const FreeWorkers& workers, co
   std::vector<Tried> fits;
   int64_t over_memory = 0, refused = 0;
   std::map<std::string, planner::PrunedReason> job_pruned;
-  // Whether the choice came from the first kTopPerWorld strategies of `ranked`, which the bounded
-  // search finds as the unbounded one does.
-  auto choose = [&](const Search& search) {
+  // Whether the choice came from the first `depth` strategies of `ranked`, which a search bounded
+  // at that depth finds as the unbounded one does.
+  auto choose = [&](const Search& search, size_t depth) {
     fits.clear();
     job_pruned.clear();
     over_memory = refused = 0;
@@ -351,15 +356,25 @@ Result<AutoPlan> PlanAuto(const v1::JobSpec& raw, const FreeWorkers& workers, co
       }
       fits.push_back(std::move(t));
     }
-    return looked <= static_cast<size_t>(kTopPerWorld) && fits.size() > kNextBest;
+    return looked <= depth && fits.size() > kNextBest;
   };
-  auto search = RunPlanner(spec, workers, workers.memory_bytes, kTopPerWorld, options.bound_across_world_sizes);
-  if (!search.ok()) return search.status();
-  if (!choose(*search) && options.bound_across_world_sizes) {
-    // Past the strategies the bound keeps exact: the whole search, as it would have chosen.
-    search = RunPlanner(spec, workers, workers.memory_bytes, kTopPerWorld, /*bound=*/false);
-    if (!search.ok()) return search.status();
-    choose(*search);
+  planner::ScheduleCache shapes;  // every pass below builds a schedule shape once
+  std::optional<Search> search;
+  if (options.bound_across_world_sizes) {
+    for (int depth : kBoundedDepths) {
+      auto bounded = RunPlanner(spec, workers, workers.memory_bytes, depth, /*bound=*/true, &shapes);
+      if (!bounded.ok()) return bounded.status();
+      search = std::move(bounded).value();
+      if (choose(*search, static_cast<size_t>(depth))) break;
+      search.reset();
+    }
+  }
+  if (!search) {
+    // Past what the bounds keep exact (or asked): every world size in full, as it would choose.
+    auto full = RunPlanner(spec, workers, workers.memory_bytes, kTopPerWorld, /*bound=*/false, &shapes);
+    if (!full.ok()) return full.status();
+    search = std::move(full).value();
+    choose(*search, search->ranked.size());
   }
   for (auto& [reason, p] : job_pruned) {
     auto [it, fresh] = search->pruned.try_emplace(reason, p);
@@ -384,7 +399,7 @@ Result<AutoPlan> PlanAuto(const v1::JobSpec& raw, const FreeWorkers& workers, co
     }
     // Nothing fits: the leanest strategies, planned as jobs, name the smallest shortfall. (Should
     // the planner's estimate have been stricter than a job's budget, one of them fits: it runs.)
-    auto all = RunPlanner(spec, workers, 0, 1 << 20, /*bound=*/false);
+    auto all = RunPlanner(spec, workers, 0, 1 << 20, /*bound=*/false, &shapes);
     if (!all.ok()) return all.status();
     std::vector<planner::Candidate> lean = all->ranked;
     std::stable_sort(lean.begin(), lean.end(),

@@ -49,11 +49,13 @@ struct AutoPlan {
 };
 
 struct AutoPlanOptions {
-  // World sizes are searched the largest first, and a size's groups of strategies that cannot
-  // beat the fastest 32 found on the sizes before it are pruned without building their
-  // schedules (planner::PlanOptions::time_to_beat). The choice is the same as without the bound:
-  // when the choice would look past those fastest, the unbounded search runs instead.
-  // false: every world size searched in full (the tests' reference).
+  // Branch and bound across world sizes: they are searched the largest first, keeping the fastest
+  // k of each, and a size's groups of strategies that cannot beat the fastest k found on the
+  // sizes before it are pruned without building their schedules (planner::PlanOptions::
+  // time_to_beat), first with k = 8, then 32. The fastest k are exactly the unbounded search's;
+  // when the choice (the first that fits as a job, and the next best shown) would look past them,
+  // the next depth runs, and past 32 every size is searched in full. So the choice is always the
+  // unbounded search's. false: every world size searched in full (the tests' reference).
   bool bound_across_world_sizes = true;
 };
 
