@@ -242,7 +242,7 @@ class Search {
   }
 
   // The fastest any member of the group could be: the least bubble any schedule of its shape can
-  // have (MinBubbleRate), the fewest blocks any rank holds, no head, the cheapest ZeRO stage and
+  // have (MinBubbleRate), the fewest blocks the busiest rank can hold, no head, the cheapest ZeRO stage and
   // recompute policy of the space among those whose MemoryLowerBound fits (memory that forces
   // recompute makes every member pay for it).
   Result<double> TimeLowerBound(const Group& g) {
@@ -260,7 +260,9 @@ class Search {
     sh.microbatches = g.mbs;
     sh.dtype = s_.dtype;
     sh.bubble_rate = MinBubbleRate(g.pp, g.var->vpp, g.mbs);
-    sh.bottleneck_layers = m_.layers / (g.pp * g.var->vpp) * g.var->vpp;
+    // Some rank holds at least ceil(L/p) blocks; the busiest (Evaluate) works at least as long.
+    sh.bottleneck_layers = (m_.layers + g.pp - 1) / g.pp;
+    sh.bottleneck_has_head = false;
     sh.params_per_rank = sh.bottleneck_layers * pc_.per_block;
     const int64_t budget = c_.gpu_memory_bytes - c_.reserved_bytes;
     double best = -1;
@@ -445,6 +447,9 @@ class Search {
     const int64_t grad_elem = 4;
     int64_t max_params = 0;
     double max_cost = -1;
+    // A rank's compute and TP time is affine in its blocks, plus the head's where it is.
+    const double per_block_s = RankPipelineSeconds(m_, c_, s, 1, false);
+    const double head_s = RankPipelineSeconds(m_, c_, s, 0, true);
     const memory::BlockActivations& blk = am.block;
     for (int r = 0; r < s.pp; ++r) {
       int64_t stage_stored = 0, stage_w = 0;
@@ -495,7 +500,7 @@ class Search {
         c->transient_bytes = transient;
       }
       max_params = std::max(max_params, params);
-      const double cost = layers + (head_here ? head_weight_ : 0.0);
+      const double cost = layers * per_block_s + (head_here ? head_s : 0.0);
       if (cost > max_cost) {
         max_cost = cost;
         c->shape.bottleneck_layers = layers;
@@ -553,15 +558,10 @@ class Search {
   std::map<std::string, PrunedReason> pruned_;
   memory::ParamCounts pc_;
   int pc_tp_ = 0;
-  // The LM head's work in blocks' worth, to find the busiest rank.
-  double head_weight_ = 0;
   PlanResult res_;
   int64_t done_ = 0, reported_ = 0;
   std::vector<Group> groups_;  // what the walk left to evaluate
   int threads_ = 1;
-
- public:
-  void SetHeadWeight(double w) { head_weight_ = w; }
 };
 
 }  // namespace
@@ -574,8 +574,6 @@ Result<PlanResult> Plan(const ModelSpec& model, const ClusterSpec& cluster, cons
   auto recipe = memory::FindRecipe(space.recipe);
   if (!recipe.ok()) return recipe.status();
   Search search(model, cluster, space, options);
-  const BlockFlops blk = ForwardBlockFlops(model, 1, 1);
-  search.SetHeadWeight(ForwardHeadFlops(model, 1, 1) / (blk.linear + blk.core));
   return search.Run();
 }
 

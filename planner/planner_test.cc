@@ -156,7 +156,11 @@ std::string Key(const Candidate& c) {
 TEST(PlannerTest, SkippingHopelessGroupsKeepsTheSameTop) {
   // Every schedule of the registry, evaluated fastest-possible first with the hopeless groups
   // pruned before their schedule is built, against every group built and evaluated: the same top
-  // k, in roomy memory and in memory tight enough that most candidates are over it.
+  // k, in roomy memory and in memory tight enough that most candidates are over it, with layers
+  // that split evenly and (30) unevenly over the pipeline ranks.
+  memory::ModelSpec uneven = Llama7b();
+  uneven.layers = 30;
+  for (const memory::ModelSpec& model : {Llama7b(), uneven})
   for (int gib : {80, 24}) {
     SearchSpace s;
     s.global_batch = 32;
@@ -165,12 +169,14 @@ TEST(PlannerTest, SkippingHopelessGroupsKeepsTheSameTop) {
     PlanOptions bounded, full;
     bounded.top_k = full.top_k = 5;
     full.bound_by_step_time = false;
-    auto a = Plan(Llama7b(), Cluster(16, gib), s, bounded);
-    auto b = Plan(Llama7b(), Cluster(16, gib), s, full);
+    auto a = Plan(model, Cluster(16, gib), s, bounded);
+    auto b = Plan(model, Cluster(16, gib), s, full);
     ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
     ASSERT_EQ(a->top.size(), 5u) << gib;
     ASSERT_EQ(a->top.size(), b->top.size());
-    for (size_t i = 0; i < a->top.size(); ++i) EXPECT_EQ(Key(a->top[i]), Key(b->top[i])) << gib << " GiB, #" << i;
+    for (size_t i = 0; i < a->top.size(); ++i) {
+      EXPECT_EQ(Key(a->top[i]), Key(b->top[i])) << model.layers << " layers, " << gib << " GiB, #" << i;
+    }
     int64_t pruned = 0, skipped = 0;
     for (const PrunedReason& p : a->pruned) {
       pruned += p.count;

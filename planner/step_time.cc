@@ -24,8 +24,12 @@ double ForwardHeadFlops(const ModelSpec& m, int b, int tp) {
   return 2.0 * m.seq_len * b * static_cast<double>(m.hidden) * m.vocab / tp;
 }
 
-StepTime EstimateStepTime(const ModelSpec& m, const ClusterSpec& c, const StrategyShape& s) {
-  StepTime t;
+namespace {
+
+// A rank's compute and TP communication for the step's micro-batches: `layers` blocks, and the LM
+// head when `head`.
+void RankWork(const ModelSpec& m, const ClusterSpec& c, const StrategyShape& s, int layers, bool head_here,
+              double* compute_s, double* tp_comm_s) {
   const double rate = c.peak_flops * c.efficiency;
   const BlockFlops blk = ForwardBlockFlops(m, s.micro_batch, s.tp);
   const double fwd = blk.linear + blk.core;
@@ -34,20 +38,35 @@ StepTime EstimateStepTime(const ModelSpec& m, const ClusterSpec& c, const Strate
   double f_layer = fwd, b_layer = blk.linear + 2 * blk.core, w_layer = blk.linear;
   if (s.recompute == Recompute::kFull) b_layer += fwd;
   if (s.recompute == Recompute::kSelective) b_layer += blk.core;
-  const double head = s.bottleneck_has_head ? ForwardHeadFlops(m, s.micro_batch, s.tp) : 0;
-  const double per_mb_flops = s.bottleneck_layers * (f_layer + b_layer + w_layer) + 3 * head;
-  t.compute_s = s.microbatches * per_mb_flops / rate;
-
-  const int act_bytes = memory::ActivationBytes(s.dtype);
-  const double hidden_bytes = static_cast<double>(m.seq_len) * s.micro_batch * m.hidden * act_bytes;
+  const double head = head_here ? ForwardHeadFlops(m, s.micro_batch, s.tp) : 0;
+  const double per_mb_flops = layers * (f_layer + b_layer + w_layer) + 3 * head;
+  *compute_s = s.microbatches * per_mb_flops / rate;
+  *tp_comm_s = 0;
   if (s.tp > 1) {
+    const int act_bytes = memory::ActivationBytes(s.dtype);
+    const double hidden_bytes = static_cast<double>(m.seq_len) * s.micro_batch * m.hidden * act_bytes;
     const double bw = s.tp <= c.gpus_per_node ? c.intra_node_bandwidth : c.inter_node_bandwidth;
     // Two all-reduces in forward and two in backward per block (two more when full recompute
     // replays the forward); with SP each is an all-gather plus a reduce-scatter: same volume.
     const int collectives = 4 + (s.recompute == Recompute::kFull ? 2 : 0);
     const double one = 2.0 * (s.tp - 1) / s.tp * hidden_bytes / bw + 2 * (s.tp - 1) * c.link_latency_s;
-    t.tp_comm_s = s.microbatches * s.bottleneck_layers * collectives * one;
+    *tp_comm_s = s.microbatches * layers * collectives * one;
   }
+}
+
+}  // namespace
+
+double RankPipelineSeconds(const ModelSpec& m, const ClusterSpec& c, const StrategyShape& s, int layers, bool head) {
+  double compute = 0, tp = 0;
+  RankWork(m, c, s, layers, head, &compute, &tp);
+  return compute + tp;
+}
+
+StepTime EstimateStepTime(const ModelSpec& m, const ClusterSpec& c, const StrategyShape& s) {
+  StepTime t;
+  RankWork(m, c, s, s.bottleneck_layers, s.bottleneck_has_head, &t.compute_s, &t.tp_comm_s);
+  const int act_bytes = memory::ActivationBytes(s.dtype);
+  const double hidden_bytes = static_cast<double>(m.seq_len) * s.micro_batch * m.hidden * act_bytes;
   const double pipeline = t.compute_s + t.tp_comm_s;
   const double rate_kept = s.bubble_rate < 0.99 ? s.bubble_rate : 0.99;
   t.bubble_s = pipeline * rate_kept / (1 - rate_kept);

@@ -31,8 +31,9 @@ struct StrategyShape {
   memory::Recompute recompute = memory::Recompute::kNone;
   int micro_batch = 1, microbatches = 1;
   memory::DtypePolicy dtype = memory::DtypePolicy::kBf16;
-  int bottleneck_layers = 1;  // blocks on the busiest rank
-  bool bottleneck_has_head = false;  // that rank also runs the LM head
+  // The busiest rank (the most RankPipelineSeconds): its blocks, and whether it runs the LM head.
+  int bottleneck_layers = 1;
+  bool bottleneck_has_head = false;
   int64_t params_per_rank = 0;  // the largest rank's share (for the DP exchange and optimizer)
   double bubble_rate = 0;     // of the schedule, from the simulator under unit costs
 };
@@ -48,6 +49,11 @@ struct StepTime {
   double total_s = 0;
   double model_flops = 0;  // useful FLOPs of the step over all GPUs (no recompute), for MFU
 };
+
+// compute_s + tp_comm_s of a rank with `layers` blocks (and the LM head when `head`) in `shape`:
+// what makes a rank the busiest (StrategyShape::bottleneck_layers, bottleneck_has_head).
+double RankPipelineSeconds(const memory::ModelSpec& model, const ClusterSpec& cluster, const StrategyShape& shape,
+                           int layers, bool head);
 
 // Ring collectives: an all-reduce moves 2 (n-1)/n of the bytes per GPU, a reduce-scatter or
 // all-gather (n-1)/n. A group runs over NVLink when it fits in a node (tp always; dp when
