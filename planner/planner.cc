@@ -159,7 +159,7 @@ class Search {
                           " micro-batches, not " + std::to_string(s_.microbatches));
                 continue;
               }
-              // A bound no schedule can beat: every rank holds at least floor(L/p) blocks and one
+              // A bound no schedule can beat: the busiest rank holds at least ceil(L/p) blocks and one
               // micro-batch of them, with the most sharded states and the leanest recompute.
               auto bound = LowerBound(tp, sp, b, dp, pp);
               if (!bound.ok()) return bound.status();
@@ -167,7 +167,7 @@ class Search {
                 Prune("memory over budget", per_b,
                       "dp " + std::to_string(dp) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp) +
                           " mb " + std::to_string(b) + ": at least " + std::to_string(*bound >> 20) +
-                          " MiB on every rank whatever the schedule, ZeRO stage and recompute");
+                          " MiB on the rank with the most blocks whatever the schedule, ZeRO stage and recompute");
                 continue;
               }
               groups_.push_back(Group{tp, pp, dp, sp, &var, b, mbs, per_b});
@@ -378,7 +378,7 @@ class Search {
   }
 
   // The least peak any candidate with this ZeRO stage and recompute policy can have: the rank with
-  // the most blocks holds at least floor(L/p) of them, and at its first B at least one
+  // the most blocks holds at least ceil(L/p) of them, and at its first B at least one
   // micro-batch's activations of every block it holds (micro-batch 0 crossed all its chunks).
   Result<int64_t> MemoryLowerBound(int tp, bool sp, int b, int dp, int pp, int zero, Recompute rc) {
     auto am = Activations(tp, sp, rc, b);
@@ -392,7 +392,7 @@ class Search {
     t.zero = zero;
     t.dtype = s_.dtype;
     t.optimizer = s_.optimizer;
-    const int64_t blocks = m_.layers / pp;
+    const int64_t blocks = (m_.layers + pp - 1) / pp;
     return memory::ParamStateBytes(blocks * pc_.per_block, t).total() + blocks * (*am)->block.stored_bytes;
   }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -185,6 +186,41 @@ TEST(PlannerTest, SkippingHopelessGroupsKeepsTheSameTop) {
     EXPECT_EQ(pruned + a->feasible, a->candidates);
     EXPECT_GT(skipped, 0);
     EXPECT_LT(a->schedule_profiles, b->schedule_profiles);
+  }
+}
+
+TEST(PlannerTest, TheMemoryBoundsNeverPruneACandidateThatFits) {
+  // Every candidate with memory no object, against the search in memory that only some fit:
+  // exactly those whose peak fits are found (the bound before a schedule is built, ceil(L/p)
+  // blocks and one micro-batch, prunes none of them), with even and uneven layers.
+  memory::ModelSpec uneven = Llama7b();
+  uneven.layers = 30;
+  for (const memory::ModelSpec& model : {Llama7b(), uneven}) {
+    SearchSpace s;
+    s.global_batch = 32;
+    s.micro_batches = {1, 2};
+    s.vpps = {2, 3};
+    PlanOptions all;
+    all.top_k = 1 << 20;
+    all.bound_by_step_time = false;
+    auto roomy = Plan(model, Cluster(16, 1 << 20), s, all);
+    ASSERT_TRUE(roomy.ok()) << roomy.status().ToString();
+    std::vector<int64_t> peaks;
+    for (const Candidate& c : roomy->top) peaks.push_back(c.peak_bytes);
+    std::sort(peaks.begin(), peaks.end());
+    for (size_t q : {peaks.size() / 10, peaks.size() / 2}) {
+      ClusterSpec tight = Cluster(16, 1);
+      tight.gpu_memory_bytes = peaks[q];
+      auto some = Plan(model, tight, s, all);
+      ASSERT_TRUE(some.ok()) << some.status().ToString();
+      std::vector<std::string> want, got;
+      for (const Candidate& c : roomy->top) {
+        if (c.peak_bytes <= peaks[q]) want.push_back(Key(c));
+      }
+      for (const Candidate& c : some->top) got.push_back(Key(c));
+      ASSERT_GT(want.size(), q);
+      EXPECT_EQ(got, want) << model.layers << " layers, " << peaks[q] << " B";
+    }
   }
 }
 
