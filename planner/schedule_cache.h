@@ -70,6 +70,9 @@ class ScheduleCache {
   // simulator are pure functions), so later Gets hit. No-op when disabled.
   void Prefetch(const std::vector<Key>& keys, int threads);
 
+  // Whether Get would find the shape without building it.
+  bool Contains(const Key& key) const { return enabled_ && profiles_.count(key) > 0; }
+
   int64_t hits() const { return hits_; }
   int64_t misses() const { return misses_; }
 
