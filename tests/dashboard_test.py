@@ -20,6 +20,7 @@ import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 url, job, shot, pipectl = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
@@ -44,6 +45,18 @@ def wait_for(what, predicate, seconds=20):
         time.sleep(0.2)
     driver.save_screenshot(shot)
     raise AssertionError(f"{what}: not shown within {seconds} s (last: {last!r})")
+
+
+def unstale(check, attempts=10):
+    """Runs check() again when the page redrew an element it was reading (the dashboard polls and
+    redraws; a read that straddles a redraw raises StaleElementReferenceException)."""
+    for i in range(attempts):
+        try:
+            return check()
+        except StaleElementReferenceException:
+            if i == attempts - 1:
+                raise
+            time.sleep(0.2)
 
 
 def job_status():
@@ -93,7 +106,7 @@ try:
 
     measured, predicted = wait_for("the timeline", timeline)
     print(f"timeline: {measured} measured actions, {predicted} predicted bubbles")
-    memory = [tr.text for tr in driver.find_elements(By.CSS_SELECTOR, "#memory tbody tr")]
+    memory = unstale(lambda: [tr.text for tr in driver.find_elements(By.CSS_SELECTOR, "#memory tbody tr")])
     assert len(memory) == 2 and "MiB" in memory[0], memory
     print("memory rows:", memory)
 
@@ -120,60 +133,63 @@ try:
     print(f"job: {n} steps, {with_prediction} with a prediction, {with_split} with an idle split, "
           f"calibrated: {calibrated}, rebalance: {'rebalance' in j}")
 
-    loss = lines("chart-loss")["loss"]
-    assert points(loss) == n and same(loss.get_attribute("data-last"), steps[-1].get("loss", 0)), \
-        (points(loss), loss.get_attribute("data-last"), steps[-1])
-    # Validation (spec.evalEvery): a point for each step that has one, the last one in the note.
-    validated = [s for s in steps if s.get("hasValLoss")]
-    if j["spec"].get("evalEvery", 0) > 0:
-        assert len(validated) >= 2, [s.get("step", 0) for s in validated]
-        val = lines("chart-loss")["validation loss"]
-        assert points(val) == len(validated) and same(val.get_attribute("data-last"), validated[-1]["valLoss"]), \
-            (points(val), val.get_attribute("data-last"), validated[-1])
-        note = driver.find_element(By.ID, "note-loss").text
-        assert note.startswith("validation loss %.4f nats (" % validated[-1]["valLoss"]), note
-        print(f"validation curve: {points(val)} points, {note}")
-    # The global gradient norm: a point per step, the last one the job's; the note names the last
-    # step's learning rate.
-    norm = lines("chart-grad-norm")["gradient norm"]
-    assert points(norm) == n and same(norm.get_attribute("data-last"), steps[-1]["gradNorm"]), \
-        (points(norm), norm.get_attribute("data-last"), steps[-1])
-    note = driver.find_element(By.ID, "note-grad-norm").text
-    lr = steps[-1]["learningRate"]  # JavaScript's toPrecision(4) for 1e-6 <= lr < 1
-    assert note.startswith("learning rate %.*f at the last step" % (3 - math.floor(math.log10(lr)), lr)), note
-    print(f"gradient norm curve: {points(norm)} points, {note}")
-    name = "predicted (calibrated)" if calibrated else "predicted (plan)"
-    for chart, measured_key in (("chart-step-time", "stepTimeS"), ("chart-bubble", "measuredBubbleRate")):
-        got = lines(chart)
-        assert set(got) == {"measured", name}, (chart, sorted(got))
-        assert points(got["measured"]) == n, (chart, points(got["measured"]), n)
-        assert same(got["measured"].get_attribute("data-last"), steps[-1].get(measured_key, 0)), chart
-        assert points(got[name]) == with_prediction, (chart, points(got[name]), with_prediction)
-    plan_level = lines("chart-bubble", "polyline.level")["plan"]
-    assert same(plan_level.get_attribute("data-value"), plan.get("predictedBubbleRate", 0)), plan_level.get_attribute("data-value")
-    note = driver.find_element(By.ID, "note-bubble").text
-    assert calibrated or note.startswith("not calibrated yet"), note
-    print("bubble note:", note)
+    def curves():
+        loss = lines("chart-loss")["loss"]
+        assert points(loss) == n and same(loss.get_attribute("data-last"), steps[-1].get("loss", 0)), \
+            (points(loss), loss.get_attribute("data-last"), steps[-1])
+        # Validation (spec.evalEvery): a point for each step that has one, the last one in the note.
+        validated = [s for s in steps if s.get("hasValLoss")]
+        if j["spec"].get("evalEvery", 0) > 0:
+            assert len(validated) >= 2, [s.get("step", 0) for s in validated]
+            val = lines("chart-loss")["validation loss"]
+            assert points(val) == len(validated) and same(val.get_attribute("data-last"), validated[-1]["valLoss"]), \
+                (points(val), val.get_attribute("data-last"), validated[-1])
+            note = driver.find_element(By.ID, "note-loss").text
+            assert note.startswith("validation loss %.4f nats (" % validated[-1]["valLoss"]), note
+            print(f"validation curve: {points(val)} points, {note}")
+        # The global gradient norm: a point per step, the last one the job's; the note names the last
+        # step's learning rate.
+        norm = lines("chart-grad-norm")["gradient norm"]
+        assert points(norm) == n and same(norm.get_attribute("data-last"), steps[-1]["gradNorm"]), \
+            (points(norm), norm.get_attribute("data-last"), steps[-1])
+        note = driver.find_element(By.ID, "note-grad-norm").text
+        lr = steps[-1]["learningRate"]  # JavaScript's toPrecision(4) for 1e-6 <= lr < 1
+        assert note.startswith("learning rate %.*f at the last step" % (3 - math.floor(math.log10(lr)), lr)), note
+        print(f"gradient norm curve: {points(norm)} points, {note}")
+        name = "predicted (calibrated)" if calibrated else "predicted (plan)"
+        for chart, measured_key in (("chart-step-time", "stepTimeS"), ("chart-bubble", "measuredBubbleRate")):
+            got = lines(chart)
+            assert set(got) == {"measured", name}, (chart, sorted(got))
+            assert points(got["measured"]) == n, (chart, points(got["measured"]), n)
+            assert same(got["measured"].get_attribute("data-last"), steps[-1].get(measured_key, 0)), chart
+            assert points(got[name]) == with_prediction, (chart, points(got[name]), with_prediction)
+        plan_level = lines("chart-bubble", "polyline.level")["plan"]
+        assert same(plan_level.get_attribute("data-value"), plan.get("predictedBubbleRate", 0)), plan_level.get_attribute("data-value")
+        note = driver.find_element(By.ID, "note-bubble").text
+        assert calibrated or note.startswith("not calibrated yet"), note
+        print("bubble note:", note)
 
-    idle = lines("chart-idle")
-    assert set(idle) == {"inherent", "imbalance", "variation", "comm"}, sorted(idle)
-    assert all(points(e) == with_split for e in idle.values()), {k: points(e) for k, e in idle.items()}
-    if not with_split:
-        assert driver.find_element(By.ID, "note-idle").text == "no idle-time split reported yet"
+        idle = lines("chart-idle")
+        assert set(idle) == {"inherent", "imbalance", "variation", "comm"}, sorted(idle)
+        assert all(points(e) == with_split for e in idle.values()), {k: points(e) for k, e in idle.items()}
+        if not with_split:
+            assert driver.find_element(By.ID, "note-idle").text == "no idle-time split reported yet"
 
-    ranks = {int(e.get_attribute("data-rank")): e for e in lines("chart-memory").values()}
-    assert sorted(ranks) == list(range(pp * dp)), sorted(ranks)
-    for g, e in ranks.items():
-        expected = sum(1 for s in steps if len(s.get("peakMemoryBytes", [])) > g)
-        assert expected == n and points(e) == expected, (g, points(e), expected)
-        assert int(e.get_attribute("data-last")) == int(steps[-1]["peakMemoryBytes"][g]), (g, e.get_attribute("data-last"))
-    budgets = {e.get_attribute("data-series"): int(e.get_attribute("data-value"))
-               for e in lines("chart-memory", "polyline.level").values()}
-    assert budgets == {f"budget {r}": int(b) for r, b in enumerate(plan["memoryBudgetBytes"])}, budgets
-    detail = urllib.request.urlopen(f"{url}api/job?id={job}", timeout=10).read()
-    print(f"/api/job: {len(detail)} bytes for {n} steps ({len(detail) / n:.0f} bytes per step, the rest included)")
-    print(f"curves: loss {n}, step time and bubble {n} measured + {with_prediction} predicted, "
-          f"idle 4 x {with_split}, memory {len(ranks)} ranks x {n}, budgets {budgets}")
+        ranks = {int(e.get_attribute("data-rank")): e for e in lines("chart-memory").values()}
+        assert sorted(ranks) == list(range(pp * dp)), sorted(ranks)
+        for g, e in ranks.items():
+            expected = sum(1 for s in steps if len(s.get("peakMemoryBytes", [])) > g)
+            assert expected == n and points(e) == expected, (g, points(e), expected)
+            assert int(e.get_attribute("data-last")) == int(steps[-1]["peakMemoryBytes"][g]), (g, e.get_attribute("data-last"))
+        budgets = {e.get_attribute("data-series"): int(e.get_attribute("data-value"))
+                   for e in lines("chart-memory", "polyline.level").values()}
+        assert budgets == {f"budget {r}": int(b) for r, b in enumerate(plan["memoryBudgetBytes"])}, budgets
+        detail = urllib.request.urlopen(f"{url}api/job?id={job}", timeout=10).read()
+        print(f"/api/job: {len(detail)} bytes for {n} steps ({len(detail) / n:.0f} bytes per step, the rest included)")
+        print(f"curves: loss {n}, step time and bubble {n} measured + {with_prediction} predicted, "
+              f"idle 4 x {with_split}, memory {len(ranks)} ranks x {n}, budgets {budgets}")
+
+    unstale(curves)
 
     # The rebalance suggestion: shown exactly when the job has one.
     box = driver.find_element(By.ID, "rebalance")
