@@ -246,10 +246,7 @@ class Search {
   // recompute policy of the space among those whose MemoryLowerBound fits (memory that forces
   // recompute makes every member pay for it).
   Result<double> TimeLowerBound(const Group& g) {
-    if (pc_tp_ != g.tp) {
-      pc_ = memory::CountParams(m_, g.tp);
-      pc_tp_ = g.tp;
-    }
+    const memory::ParamCounts& pc = Params(g.tp);
     StrategyShape sh;
     sh.dp = g.dp;
     sh.tp = g.tp;
@@ -263,7 +260,7 @@ class Search {
     // Some rank holds at least ceil(L/p) blocks; the busiest (Evaluate) works at least as long.
     sh.bottleneck_layers = (m_.layers + g.pp - 1) / g.pp;
     sh.bottleneck_has_head = false;
-    sh.params_per_rank = sh.bottleneck_layers * pc_.per_block;
+    sh.params_per_rank = sh.bottleneck_layers * pc.per_block;
     const int64_t budget = c_.gpu_memory_bytes - c_.reserved_bytes;
     double best = -1;
     for (int zero : s_.zero_stages) {
@@ -395,17 +392,14 @@ class Search {
   Result<int64_t> MemoryLowerBound(int tp, bool sp, int b, int dp, int pp, int zero, Recompute rc) {
     auto am = Activations(tp, sp, rc, b);
     if (!am.ok()) return am.status();
-    if (pc_tp_ != tp) {
-      pc_ = memory::CountParams(m_, tp);
-      pc_tp_ = tp;
-    }
+    const memory::ParamCounts& pc = Params(tp);
     TrainingSpec t;
     t.dp = dp;
     t.zero = zero;
     t.dtype = s_.dtype;
     t.optimizer = s_.optimizer;
     const int64_t blocks = (m_.layers + pp - 1) / pp;
-    return memory::ParamStateBytes(blocks * pc_.per_block, t).total() + blocks * (*am)->block.stored_bytes;
+    return memory::ParamStateBytes(blocks * pc.per_block, t).total() + blocks * (*am)->block.stored_bytes;
   }
 
   // The least of MemoryLowerBound over the space's ZeRO stages and recompute policies.
@@ -419,6 +413,15 @@ class Search {
       }
     }
     return least;
+  }
+
+  // memory::CountParams at `tp`, kept for the next call with the same tp (the walk goes tp by tp).
+  const memory::ParamCounts& Params(int tp) {
+    if (pc_tp_ != tp) {
+      pc_ = memory::CountParams(m_, tp);
+      pc_tp_ = tp;
+    }
+    return pc_;
   }
 
   const Layout& GetLayout(const Variant& var, int pp, const ScheduleProfile& prof) {
@@ -446,10 +449,7 @@ class Search {
   // several, each rank's live counts are priced at its largest chunk) and the step time.
   void Evaluate(const ActivationModel& am, const Layout& layout, const ScheduleProfile& prof, Candidate* c) {
     const StrategyShape& s = c->shape;
-    if (pc_tp_ != s.tp) {
-      pc_ = memory::CountParams(m_, s.tp);
-      pc_tp_ = s.tp;
-    }
+    const memory::ParamCounts& pc = Params(s.tp);
     TrainingSpec t;
     t.dp = s.dp;
     t.zero = s.zero;
@@ -490,17 +490,17 @@ class Search {
         act = std::max(act, static_cast<int64_t>(std::min(live, cap)));
       }
       const int layers = layout.rank_layers[r];
-      int64_t params = layers * pc_.per_block;
-      if (first) params += pc_.embedding + pc_.positions;
+      int64_t params = layers * pc.per_block;
+      if (first) params += pc.embedding + pc.positions;
       const bool head_here = last;
       if (last) {
-        params += pc_.final_norm;
-        if (!m_.tied_embeddings || !first) params += pc_.lm_head;
+        params += pc.final_norm;
+        if (!m_.tied_embeddings || !first) params += pc.lm_head;
       }
       const memory::StateBytes states = memory::ParamStateBytes(params, t);
       int64_t transient = layers > 0 ? blk.recompute_bytes : 0;
       if (last) transient = std::max(transient, am.last.transient_bytes);
-      if (s.zero >= 3 && layers > 0) transient += pc_.per_block * (param_elem + grad_elem);
+      if (s.zero >= 3 && layers > 0) transient += pc.per_block * (param_elem + grad_elem);
       const int64_t peak = states.total() + act + transient;
       if (peak > c->peak_bytes || r == 0) {
         c->peak_bytes = peak;
