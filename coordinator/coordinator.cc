@@ -7,6 +7,7 @@
 #include "jobplan/auto_plan.h"
 #include "jobplan/assignment.h"
 #include "jobplan/layout.h"
+#include "jobplan/telemetry_detail.h"
 #include "jobplan/recovery.h"
 #include "jobplan/placement.h"
 #include "jobplan/plan_job.h"
@@ -165,7 +166,7 @@ void Coordinator::ResumeAttemptLocked(JobRecord& j, const std::vector<StoredBatc
       last[g] = b.steps(b.steps_size() - 1).step();
       open_actions[g] = 0;
     } else {
-      open_actions[g] += b.actions_size();
+      open_actions[g] += TimedActions(b);
     }
     if (BatchStep(b) > recorded) {
       unmeasured.push_back(&b);
@@ -839,7 +840,7 @@ void Coordinator::ChangePlanInPlaceLocked(JobRecord& j, int resume, const std::v
   // rank saves there under its new global rank (none before it fits the new layout).
   j.outcome = AttemptOutcome(layout.world());
   j.order = TelemetryOrder(layout.world(), resume, layout.pp());
-  j.measuring = StepAggregator(layout.world());
+  j.measuring = StepAggregator(layout.world(), jobplan::SpeakerGroup(j.job.spec()));
   j.last_checkpoint.assign(layout.world(), -1);
   j.job.set_checkpointed_steps(0);
   state_.PutCheckpointedSteps(j.job.id(), 0);
@@ -1467,7 +1468,7 @@ void Coordinator::IngestTelemetryRoundLocked(std::vector<TelemetryIn>* round) {
     in.status = AdmitTelemetryLocked(*in.batch, &j, &g, &stored_before, &ranks, &in.deferred);
     if (!in.status.ok() || in.deferred) continue;
     if (stored_before) {  // acknowledged (it is stored), not stored or counted again
-      in.ack->set_actions_accepted(in.ack->actions_accepted() + in.batch->actions_size());
+      in.ack->set_actions_accepted(in.ack->actions_accepted() + TimedActions(*in.batch));
       in.ack->set_steps_accepted(in.ack->steps_accepted() + in.batch->steps_size());
       continue;
     }
@@ -1499,7 +1500,7 @@ void Coordinator::IngestTelemetryRoundLocked(std::vector<TelemetryIn>* round) {
     }
     if (!in.status.ok()) continue;
     CountBatchLocked(*j, g, *in.batch, /*health=*/true);
-    in.ack->set_actions_accepted(in.ack->actions_accepted() + in.batch->actions_size());
+    in.ack->set_actions_accepted(in.ack->actions_accepted() + TimedActions(*in.batch));
     in.ack->set_steps_accepted(in.ack->steps_accepted() + in.batch->steps_size());
   }
 }
@@ -1554,7 +1555,7 @@ Status Coordinator::AcceptBatchLocked(JobRecord& j, int g, const v1::TelemetryBa
 
 void Coordinator::CountBatchLocked(JobRecord& j, int g, const v1::TelemetryBatch& b, bool health) {
   j.order.Accept(g, b);
-  actions_ingested_ += b.actions_size();
+  actions_ingested_ += TimedActions(b);
   for (const v1::ActionTiming& t : b.actions()) j.KeepAction(t, g, options_.trace_actions_per_job);
   std::vector<jobplan::StepActions> measured_actions;
   const std::vector<v1::StepRecord> measured = j.measuring.Add(g, b, &measured_actions);

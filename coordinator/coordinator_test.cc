@@ -6,13 +6,16 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
+#include <tuple>
 
 #include "jobplan/auto_plan.h"
 #include "jobplan/measured_step_for_tests.h"
 #include "jobplan/plan_job.h"
 #include "jobplan/rebalance.h"
 #include "jobplan/spec_validation.h"
+#include "jobplan/telemetry_detail.h"
 #include "jobplan/tiny_spec_for_tests.h"
 
 namespace pipecoord::coordinator {
@@ -771,28 +774,37 @@ struct SimulatedRun {
   v1::JobSpec spec;
   v1::Plan plan;
   explicit SimulatedRun(const v1::JobSpec& raw) {
-    job = c.SubmitJob(raw)->job_id();
-    const int world = raw.pp() * std::max(1, raw.dp());
-    for (int g = 0; g < world; ++g) workers.push_back(c.Register(Worker(9000 + g))->worker_id());
+    auto submitted = c.SubmitJob(raw);
+    EXPECT_TRUE(submitted.ok()) << submitted.status().ToString();
+    job = submitted->job_id();
     const v1::Job j = *c.GetJob(job);
     spec = j.spec();
     plan = j.plan();
+    for (int g = 0; g < jobplan::LayoutOf(spec).world(); ++g) workers.push_back(c.Register(Worker(9000 + g))->worker_id());
   }
-  // Step `step` with every action as `d` times it, the ranks' batches in rank order.
-  void Step(int step, const schedules::ActionDurations& d) {
+  // Step `step` with every action as `d` times it, the ranks' batches in rank order, each sent as
+  // a worker daemon sends it (jobplan::PutStepTimings: whole or folded per the spec's health).
+  // `peak`: each rank's memory_peak_bytes.
+  void Step(int step, const schedules::ActionDurations& d, uint64_t peak = 0) {
     const jobplan::StepActions actions = jobplan::SimulatedStep(spec, plan, d, step, 1'000'000'000LL * (step + 1));
+    const RankLayout layout = jobplan::LayoutOf(spec);
     for (size_t g = 0; g < actions.size(); ++g) {
       v1::TelemetryBatch b;
       b.set_worker_id(workers[g]);
       b.set_job_id(job);
-      b.set_rank(static_cast<int>(g) % spec.pp());
-      b.set_dp_rank(static_cast<int>(g) / spec.pp());
-      for (const v1::ActionTiming& t : actions[g]) *b.add_actions() = t;
+      const RankCoords at = layout.Coords(static_cast<int>(g));
+      b.set_rank(at.pp);
+      b.set_dp_rank(at.dp);
+      b.set_tp_rank(at.tp);
+      jobplan::PutStepTimings(jobplan::TelemetryDetailOf(spec), at.tp, step, actions[g], &b);
       b.add_steps()->set_step(step);
+      b.mutable_steps(0)->set_memory_peak_bytes(peak);
       v1::TelemetryAck ack;
       ASSERT_TRUE(c.IngestTelemetry(b, &ack).ok()) << step;
+      stored_records += b.actions_size() + b.totals_size();
     }
   }
+  int64_t stored_records = 0;  // actions and totals sent
 };
 
 constexpr double kMs = 1e-3;
@@ -915,6 +927,157 @@ TEST(CalibrationCoordinatorTest, ACleanEvenJobIsMostlyTheSchedulesOwnBubble) {
   // 1F1B p 4, m 8, F + B + W = 6 ms per layer pair: (8 + 3) x 6 ms of schedule, 3 x 6 ms idle
   // per rank with equal stages.
   EXPECT_NEAR(t.inherent_s(), 4 * 3 * 6 * kMs, 1e-9);
+}
+
+// --- Telemetry detail (issue 29): workers fold the steps no check reads action by action into
+// per-kind totals, and a tensor-parallel group may speak through its rank 0; the same simulated
+// telemetry sent whole (the reference) and sent so must give the same records and events.
+
+v1::JobSpec WithDetail(v1::JobSpec s, int every, const std::string& tp_speaker = "") {
+  s.mutable_health()->set_detail_every(every);
+  s.mutable_health()->set_tp_speaker(tp_speaker);
+  return s;
+}
+
+// A job's health events of `kind`, as (global rank by pipeline rank, dp and tp, step).
+std::vector<std::tuple<int, int, int, int>> EventsOf(const v1::Job& job, v1::EventKind kind) {
+  std::vector<std::tuple<int, int, int, int>> out;
+  for (const v1::HealthEvent& e : job.events()) {
+    if (e.kind() == kind) out.emplace_back(e.rank(), e.dp_rank(), e.tp_rank(), e.step());
+  }
+  return out;
+}
+
+TEST(TelemetryDetailTest, FoldedStepsAreMeasuredAsTheirWholeSelves) {
+  SimulatedRun whole(FourRanks("zbh1")), folded(WithDetail(FourRanks("zbh1"), 3));
+  const auto d = jobplan::PlanDurations(whole.spec, whole.plan, 1 * kMs, 1 * kMs, 1 * kMs, 0.2 * kMs, 0.1 * kMs);
+  for (int step = 0; step < 8; ++step) {
+    whole.Step(step, d);
+    folded.Step(step, d);
+  }
+  const v1::Job a = *whole.c.GetJob(whole.job), b = *folded.c.GetJob(folded.job);
+  ASSERT_EQ(a.steps_size(), 8);
+  ASSERT_EQ(b.steps_size(), 8);
+  // Steps 0-3 (warm-up and calibration) and every 3rd step are whole; 4, 5 and 7 folded.
+  const jobplan::TelemetryDetail detail = jobplan::TelemetryDetailOf(folded.spec);
+  for (int step = 0; step < 8; ++step) {
+    SCOPED_TRACE(step);
+    EXPECT_EQ(detail.InDetail(step), step < 4 || step % 3 == 0);
+    EXPECT_EQ(b.steps(step).step_time_s(), a.steps(step).step_time_s());
+    EXPECT_DOUBLE_EQ(b.steps(step).measured_bubble_rate(), a.steps(step).measured_bubble_rate());
+    EXPECT_EQ(b.steps(step).predicted_step_s(), a.steps(step).predicted_step_s());
+    // The idle split needs each action: on whole steps once calibrated (at step 3).
+    EXPECT_EQ(a.steps(step).idle_size(), step >= 3 ? 4 : 0);
+    EXPECT_EQ(b.steps(step).idle_size(), step >= 3 && detail.InDetail(step) ? 4 : 0);
+  }
+  ASSERT_TRUE(a.has_calibration());
+  EXPECT_EQ(b.calibration().SerializeAsString(), a.calibration().SerializeAsString());
+  EXPECT_EQ(whole.c.ActionsIngested(), folded.c.ActionsIngested());  // every action timed, once
+  EXPECT_LT(folded.stored_records, whole.stored_records * 3 / 4);
+}
+
+TEST(TelemetryDetailTest, AStragglerIsFlaggedAtTheSameStepFromFoldedSteps) {
+  v1::JobSpec spec = FourRanks("1f1b");
+  spec.set_steps(16);
+  // Past the first 4 steps (warm-up and calibration) none is whole: the slowdown shows in totals only.
+  SimulatedRun whole(spec), folded(WithDetail(spec, 1000));
+  for (int step = 0; step < 16; ++step) {
+    const auto d = jobplan::PlanDurations(whole.spec, whole.plan, 1 * kMs, 1 * kMs, 1 * kMs, 0.2 * kMs, 0.1 * kMs,
+                                          step >= 6 ? 2 : -1, 2.0);
+    whole.Step(step, d);
+    folded.Step(step, d);
+  }
+  const auto want = EventsOf(*whole.c.GetJob(whole.job), v1::STRAGGLER);
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(std::get<0>(want[0]), 2);
+  EXPECT_EQ(EventsOf(*folded.c.GetJob(folded.job), v1::STRAGGLER), want);
+}
+
+TEST(TelemetryDetailTest, ProbesAndMemoryAreCheckedOnEveryStep) {
+  SimulatedRun whole(FourRanks("1f1b")), folded(WithDetail(FourRanks("1f1b"), 4));
+  const auto d = jobplan::PlanDurations(whole.spec, whole.plan, 1 * kMs, 1 * kMs, 1 * kMs, 0.2 * kMs, 0.1 * kMs);
+  const uint64_t over = 2 * *std::max_element(whole.plan.memory_budget_bytes().begin(), whole.plan.memory_budget_bytes().end());
+  for (int step = 0; step < 8; ++step) {
+    whole.Step(step, d, step == 5 ? over : 0);  // step 5 is folded
+    folded.Step(step, d, step == 5 ? over : 0);
+  }
+  const v1::Job a = *whole.c.GetJob(whole.job), b = *folded.c.GetJob(folded.job);
+  const auto memory = EventsOf(a, v1::MEMORY);
+  ASSERT_EQ(memory.size(), 4u);  // every rank, at step 5
+  EXPECT_EQ(std::get<3>(memory[0]), 5);
+  EXPECT_EQ(EventsOf(b, v1::MEMORY), memory);
+  // PROBEs travel whole in folded steps: each one checked (the simulated checksums are 0, so
+  // the known-answer check raises its SDC at the first probe of each rank, in both).
+  int probes = 0;
+  for (const v1::RankJobs& r : whole.plan.ranks()) {
+    for (const v1::Action& act : r.actions()) probes += act.op() == v1::PROBE;
+  }
+  ASSERT_GT(probes, 0);
+  EXPECT_EQ(whole.c.JobHealth(whole.job)->probes_checked, 8 * probes);
+  EXPECT_EQ(folded.c.JobHealth(folded.job)->probes_checked, 8 * probes);
+  EXPECT_EQ(EventsOf(b, v1::SDC), EventsOf(a, v1::SDC));
+  EXPECT_FALSE(EventsOf(a, v1::SDC).empty());
+}
+
+// The bubble check reads whole steps; a rank is flagged after kBubblePersistence checked steps
+// over the limit in a row, so every 3rd step whole flags the same ranks 3 x (persistence - 1)
+// steps after the slowdown instead of persistence - 1.
+TEST(TelemetryDetailTest, TheBubbleCheckReadsTheWholeSteps) {
+  v1::JobSpec spec = FourRanks("zbh1");
+  spec.set_steps(16);
+  spec.mutable_health()->set_bubble_min_s(0.001);  // the simulated step is 55 ms
+  spec.mutable_health()->set_bubble_slack(0.05);
+  SimulatedRun whole(spec), folded(WithDetail(spec, 3));
+  for (int step = 0; step < 16; ++step) {
+    // Rank 2 three times slower from step 6 (whole in both runs) on.
+    const auto d = jobplan::PlanDurations(whole.spec, whole.plan, 1 * kMs, 1 * kMs, 1 * kMs, 0.2 * kMs, 0.1 * kMs,
+                                          step >= 6 ? 2 : -1, 3.0);
+    whole.Step(step, d);
+    folded.Step(step, d);
+  }
+  const auto a = EventsOf(*whole.c.GetJob(whole.job), v1::BUBBLE);
+  const auto b = EventsOf(*folded.c.GetJob(folded.job), v1::BUBBLE);
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(std::get<3>(a[i]), 6 + health::kBubblePersistence - 1);
+    EXPECT_EQ(std::get<3>(b[i]), 6 + 3 * (health::kBubblePersistence - 1));
+    EXPECT_EQ(std::get<0>(b[i]), std::get<0>(a[i]));
+  }
+}
+
+TEST(TelemetryDetailTest, ATensorParallelGroupSpeaksThroughItsRankZero) {
+  v1::JobSpec spec = FourRanks("1f1b");
+  spec.set_tp(2);
+  spec.set_steps(16);
+  SimulatedRun every(WithDetail(spec, 1, "off")), speaker(WithDetail(spec, 1, "on"));
+  ASSERT_EQ(every.workers.size(), 8u);
+  for (int step = 0; step < 16; ++step) {
+    // Pipeline rank 2's tp group (lockstep: both shards) twice slower from step 6.
+    const auto d = jobplan::PlanDurations(every.spec, every.plan, 1 * kMs, 1 * kMs, 1 * kMs, 0.2 * kMs, 0.1 * kMs,
+                                          step >= 6 ? 2 : -1, 2.0);
+    every.Step(step, d);
+    speaker.Step(step, d);
+  }
+  const v1::Job a = *every.c.GetJob(every.job), b = *speaker.c.GetJob(speaker.job);
+  ASSERT_EQ(b.steps_size(), 16);
+  for (int step = 0; step < 16; ++step) {
+    SCOPED_TRACE(step);
+    EXPECT_EQ(b.steps(step).step_time_s(), a.steps(step).step_time_s());
+    EXPECT_DOUBLE_EQ(b.steps(step).measured_bubble_rate(), a.steps(step).measured_bubble_rate());
+    EXPECT_EQ(b.steps(step).idle_size(), a.steps(step).idle_size());
+  }
+  EXPECT_EQ(b.calibration().SerializeAsString(), a.calibration().SerializeAsString());
+  EXPECT_EQ(speaker.stored_records * 2, every.stored_records);
+  // The reference flags both shards of the slow group; the speaker's run its rank 0.
+  const auto all = EventsOf(a, v1::STRAGGLER);
+  std::vector<std::tuple<int, int, int, int>> shard0;
+  for (const auto& e : all) {
+    EXPECT_EQ(std::get<0>(e), 2);
+    if (std::get<2>(e) == 0) shard0.push_back(e);
+  }
+  ASSERT_FALSE(shard0.empty());
+  EXPECT_EQ(EventsOf(b, v1::STRAGGLER), shard0);
 }
 
 // Schedule "best": the stored spec names the winner, and the job keeps that "best" chose it, with

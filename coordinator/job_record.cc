@@ -1,5 +1,7 @@
 #include "coordinator/job_record.h"
 
+#include "jobplan/telemetry_detail.h"
+
 #include <algorithm>
 
 namespace pipecoord::coordinator {
@@ -12,7 +14,7 @@ bool JobRecord::terminal() const {
 void JobRecord::ResetAttempt(int from_step) {
   outcome = AttemptOutcome(world());
   order = TelemetryOrder(world(), from_step, job.spec().pp());
-  measuring = StepAggregator(world());
+  measuring = StepAggregator(world(), jobplan::SpeakerGroup(job.spec()));
   drain_step = -1;
   drain_worker.clear();
   drain_then = AfterStop::kResume;

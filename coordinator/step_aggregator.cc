@@ -17,19 +17,40 @@ double Mean(const std::map<int, double>& by_rank) {
 
 }  // namespace
 
+StepAggregator::Step& StepAggregator::At(int step) {
+  Step& acc = steps_[step];
+  if (acc.timed.empty()) {
+    acc.actions.resize(world_);
+    acc.busy_ns.assign(world_, 0);
+    acc.timed.assign(world_, 0);
+  }
+  return acc;
+}
+
 std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch& b,
                                                 std::vector<jobplan::StepActions>* actions) {
+  const bool in_world = g >= 0 && g < world_;
   for (const v1::ActionTiming& t : b.actions()) {
-    Step& acc = steps_[t.step()];
-    acc.actions.resize(world_);
-    if (g >= 0 && g < world_) acc.actions[g].push_back(t);
+    Step& acc = At(t.step());
     acc.min_start = std::min(acc.min_start, t.start_ns());
     acc.max_end = std::max(acc.max_end, t.end_ns());
-    if (v1::IsCompute(t.action().op())) acc.busy_ns += static_cast<double>(t.end_ns() - t.start_ns());
+    if (!in_world) continue;
+    acc.actions[g].push_back(t);
+    acc.timed[g] = 1;
+    if (v1::IsCompute(t.action().op())) acc.busy_ns[g] += static_cast<double>(t.end_ns() - t.start_ns());
+  }
+  for (const v1::ActionTotals& k : b.totals()) {
+    Step& acc = At(k.step());
+    acc.folded = true;
+    acc.min_start = std::min(acc.min_start, k.first_start_ns());
+    acc.max_end = std::max(acc.max_end, k.last_end_ns());
+    if (!in_world) continue;
+    acc.timed[g] = 1;
+    if (v1::IsCompute(k.op())) acc.busy_ns[g] += static_cast<double>(k.busy_ns());
   }
   std::vector<v1::StepRecord> done;
   for (const v1::StepSummary& s : b.steps()) {
-    Step& acc = steps_[s.step()];
+    Step& acc = At(s.step());
     acc.peaks.resize(world_, 0);
     acc.peaks[g] = s.memory_peak_bytes();
     if (s.has_loss()) acc.losses[g] = s.loss();
@@ -54,12 +75,22 @@ std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch&
       rec.set_has_grad_norm(true);
     }
     rec.set_learning_rate(acc.learning_rate);
+    // A silent rank of a speaker group counts as its group's first rank (lockstep).
+    bool every_rank_timed = true;
+    double busy_ns = 0;
+    for (int r = 0; r < world_; ++r) {
+      const int from = acc.timed[r] ? r : r - r % speaker_group_;
+      every_rank_timed = every_rank_timed && acc.timed[from];
+      busy_ns += acc.busy_ns[from];
+      if (from != r) acc.actions[r] = acc.actions[from];
+    }
     const double span = acc.max_end > acc.min_start ? (acc.max_end - acc.min_start) * 1e-9 : 0;
     rec.set_step_time_s(span);
-    rec.set_measured_bubble_rate(span > 0 ? 1.0 - acc.busy_ns * 1e-9 / (world_ * span) : 0);
+    rec.set_measured_bubble_rate(span > 0 ? 1.0 - busy_ns * 1e-9 / (world_ * span) : 0);
     for (uint64_t p : acc.peaks) rec.add_peak_memory_bytes(p);
     if (actions != nullptr) {
-      acc.actions.resize(world_);
+      // Folded and whole: measured, no actions to calibrate on; else each rank's as reported.
+      if (acc.folded && every_rank_timed) acc.actions.clear();
       actions->push_back(std::move(acc.actions));
     }
     steps_.erase(s.step());

@@ -9,12 +9,19 @@
 //                  any, in the same order
 //   peak memory  = each rank's reported peak, by global rank (bytes)
 // and, for the calibration and the idle split (jobplan/calibration.h), each rank's actions of
-// the step as reported (in list order).
+// the step as reported (in list order). A rank may fold a step's actions into per-kind totals
+// (ActionTotals, jobplan/telemetry_detail.h): the step time and busy time count them the same,
+// and the step comes out with no actions (an empty StepActions: measured, not calibrated on).
+// With a tensor-parallel speaker group of `tp_speaker` ranks, a rank other than its group's first
+// may send no timings: it counts as that rank's (lockstep), busy time and actions alike. A step
+// where a speaking rank sent no timings (a recovery completed its record) comes out with that
+// rank's actions empty.
 // Pure, no lock: the Coordinator keeps one per job and calls it under its own, with batches
 // TelemetryOrder accepted (each rank summarizes each step once).
 #ifndef PIPECOORD_COORDINATOR_STEP_AGGREGATOR_H_
 #define PIPECOORD_COORDINATOR_STEP_AGGREGATOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -27,7 +34,8 @@ namespace pipecoord::coordinator {
 
 class StepAggregator {
  public:
-  explicit StepAggregator(int world = 0) : world_(world) {}
+  // `tp_speaker`: the tensor-parallel group size when its rank 0 speaks for it, else 1.
+  explicit StepAggregator(int world = 0, int tp_speaker = 1) : world_(world), speaker_group_(std::max(1, tp_speaker)) {}
 
   // Adds one rank's batch; returns the steps it completed (every rank has summarized them), in
   // the order of the batch's summaries. `actions`, when given, gets each completed step's
@@ -44,12 +52,17 @@ class StepAggregator {
     bool has_grad_norm = false;
     double grad_norm = 0, learning_rate = 0;
     int64_t min_start = INT64_MAX, max_end = INT64_MIN;
-    double busy_ns = 0;           // a sum of int64 durations could overflow
+    std::vector<double> busy_ns;  // by global rank (a sum of int64 durations could overflow)
+    std::vector<char> timed;      // by global rank: sent actions or totals
+    bool folded = false;          // some rank sent totals
     std::vector<uint64_t> peaks;  // by global rank
     jobplan::StepActions actions;  // by global rank
   };
 
+  Step& At(int step);
+
   int world_;
+  int speaker_group_;
   std::map<int, Step> steps_;
 };
 

@@ -190,5 +190,79 @@ TEST(StepAggregatorTest, TheValidationLossIsTheMeanOverReplicasWhenAnyReportedOn
   EXPECT_FALSE(done[1].has_val_loss());
 }
 
+// The first test's step with rank 1's actions folded by kind (ActionTotals) as a worker folds
+// them: the same step time and bubble rate (by the formula above), and no actions to calibrate on.
+TEST(StepAggregatorTest, AFoldedRankCountsAsItsActionsAndTheStepHasNoActions) {
+  StepAggregator agg(2);
+  v1::TelemetryBatch r0;
+  AddAction(&r0, v1::F, 0, 1000, 2000);
+  AddAction(&r0, v1::SEND_F, 0, 2000, 2500);
+  AddAction(&r0, v1::B, 0, 3000, 5000);
+  AddSummary(&r0, 0, 700);
+  EXPECT_TRUE(agg.Add(0, r0).empty());
+  v1::TelemetryBatch r1;
+  auto* f = r1.add_totals();
+  f->set_step(0);
+  f->set_op(v1::F);
+  f->set_count(1);
+  f->set_first_start_ns(2000);
+  f->set_last_end_ns(2500);
+  f->set_busy_ns(500);
+  auto* w = r1.add_totals();  // W and BW are both compute: one kind each
+  w->set_step(0);
+  w->set_op(v1::W);
+  w->set_count(1);
+  w->set_first_start_ns(5000);
+  w->set_last_end_ns(6000);
+  w->set_busy_ns(1000);
+  auto* bw = r1.add_totals();
+  bw->set_step(0);
+  bw->set_op(v1::BW);
+  bw->set_count(1);
+  bw->set_first_start_ns(6000);
+  bw->set_last_end_ns(7000);
+  bw->set_busy_ns(1000);
+  AddSummary(&r1, 0, 900);
+  std::vector<jobplan::StepActions> actions;
+  std::vector<v1::StepRecord> done = agg.Add(1, r1, &actions);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_DOUBLE_EQ(done[0].step_time_s(), 6000e-9);
+  EXPECT_DOUBLE_EQ(done[0].measured_bubble_rate(), 1 - 5500.0 / 12000.0);
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_TRUE(actions[0].empty());
+}
+
+// tp 2 with rank 0 of each group speaking: a silent rank counts as its speaker (busy time and
+// actions); a step whose speaker sent nothing (lost) hands back its group's actions empty.
+TEST(StepAggregatorTest, ASilentShardCountsAsItsGroupsSpeaker) {
+  StepAggregator agg(4, /*tp_speaker=*/2);
+  for (int step = 0; step < 2; ++step) {
+    std::vector<jobplan::StepActions> actions;
+    std::vector<v1::StepRecord> done;
+    for (int g = 0; g < 4; ++g) {
+      v1::TelemetryBatch b;
+      const bool speaks = g % 2 == 0 && !(step == 1 && g == 2);  // step 1: rank 2 lost
+      if (speaks) AddAction(&b, v1::F, step, 1000 * g, 1000 * g + 500);
+      AddSummary(&b, step, 100 + g);
+      done = agg.Add(g, b, &actions);
+    }
+    ASSERT_EQ(done.size(), 1u);
+    ASSERT_EQ(actions.size(), 1u);
+    ASSERT_EQ(actions[0].size(), 4u);
+    if (step == 0) {
+      // 4 ranks busy 500 ns each over 0 .. 2500 ns.
+      EXPECT_DOUBLE_EQ(done[0].measured_bubble_rate(), 1 - 2000.0 / (4 * 2500.0));
+      ASSERT_EQ(actions[0][1].size(), 1u);
+      EXPECT_EQ(actions[0][1][0].SerializeAsString(), actions[0][0][0].SerializeAsString());
+      EXPECT_EQ(actions[0][3][0].start_ns(), 2000);
+    } else {
+      EXPECT_EQ(actions[0][1].size(), 1u);
+      EXPECT_TRUE(actions[0][2].empty());
+      EXPECT_TRUE(actions[0][3].empty());
+    }
+    EXPECT_EQ(done[0].peak_memory_bytes(3), 103u);  // memory stays per rank
+  }
+}
+
 }  // namespace
 }  // namespace pipecoord::coordinator

@@ -1,12 +1,22 @@
 #include "coordinator/telemetry_order.h"
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <string>
 
 namespace pipecoord::coordinator {
 
 int BatchStep(const v1::TelemetryBatch& b) {
   if (b.steps_size() > 0) return b.steps(0).step();
-  return b.actions_size() > 0 ? b.actions(0).step() : -1;
+  if (b.actions_size() > 0) return b.actions(0).step();
+  return b.totals_size() > 0 ? b.totals(0).step() : -1;
+}
+
+int TimedActions(const v1::TelemetryBatch& b) {
+  int64_t n = b.actions_size();
+  for (const v1::ActionTotals& k : b.totals()) n += k.count() > 0 ? k.count() : 0;
+  return static_cast<int>(std::min<int64_t>(n, INT32_MAX));
 }
 
 TelemetryOrder::TelemetryOrder(int world, int from_step, int pp)
@@ -33,8 +43,29 @@ Status TelemetryOrder::Check(int g, const v1::TelemetryBatch& b, int steps, int 
                              std::to_string(t.end_ns()));
     }
   }
-  if (open_step_actions_[g] + b.actions_size() > list) {
-    return InvalidArgument("actions: " + who + " sent " + std::to_string(open_step_actions_[g] + b.actions_size()) + " for step " +
+  for (int i = 0; i < b.totals_size(); ++i) {
+    const v1::ActionTotals& k = b.totals(i);
+    const std::string field = "totals[" + std::to_string(i) + "]";
+    if (k.step() < 0 || k.step() >= steps) {
+      return InvalidArgument(field + ".step: must be in 0.." + std::to_string(steps - 1) + ", got " + std::to_string(k.step()));
+    }
+    if (k.step() != open) {
+      return InvalidArgument(field + ".step: " + who + " reports step " + std::to_string(open) +
+                             " now (steps in order, each once), got step " + std::to_string(k.step()));
+    }
+    if (k.count() < 1) return InvalidArgument(field + ".count: must be at least 1, got " + std::to_string(k.count()));
+    if (k.first_start_ns() < 0 || k.last_end_ns() < k.first_start_ns()) {
+      return InvalidArgument(field + ": need 0 <= first_start_ns <= last_end_ns, got " + std::to_string(k.first_start_ns()) +
+                             " and " + std::to_string(k.last_end_ns()));
+    }
+    if (k.fastest_ns() < 0 || k.busy_ns() < k.fastest_ns()) {
+      return InvalidArgument(field + ": need 0 <= fastest_ns <= busy_ns, got " + std::to_string(k.fastest_ns()) + " and " +
+                             std::to_string(k.busy_ns()));
+    }
+  }
+  const int64_t sent = int64_t{open_step_actions_[g]} + TimedActions(b);
+  if (sent > list) {
+    return InvalidArgument("actions: " + who + " sent " + std::to_string(sent) + " for step " +
                            std::to_string(open) + ", its job list has " + std::to_string(list));
   }
   for (int i = 0; i < b.steps_size(); ++i) {
@@ -62,7 +93,7 @@ void TelemetryOrder::Accept(int g, const v1::TelemetryBatch& b) {
     last_summarized_[g] += b.steps_size();
     open_step_actions_[g] = 0;
   } else {
-    open_step_actions_[g] += b.actions_size();
+    open_step_actions_[g] += TimedActions(b);
   }
 }
 

@@ -1,6 +1,7 @@
 // TelemetryOrder: the order in which the ranks of one job attempt report their telemetry. A rank
 // reports its steps in order, each once: at most its job list's actions for its open step (the
-// one after the last it summarized), then that step's summary. A batch is checked whole before
+// one after the last it summarized), each whole or folded into per-kind totals, then that step's
+// summary. A batch is checked whole before
 // any of it counts, so a refused batch leaves nothing behind, and a worker that resends or runs
 // ahead cannot grow the job past its spec (one record per step). Pure, no lock: the Coordinator
 // keeps one per job and calls it under its own.
@@ -16,6 +17,8 @@ namespace pipecoord::coordinator {
 
 // The step a batch reports: its first summary's, else its first action's; -1 for an empty batch.
 int BatchStep(const v1::TelemetryBatch& batch);
+// The actions a batch times: those sent whole and those folded into its totals.
+int TimedActions(const v1::TelemetryBatch& batch);
 
 class TelemetryOrder {
  public:

@@ -111,5 +111,41 @@ TEST(TelemetryOrderTest, AnAttemptFromACheckpointStartsThere) {
   EXPECT_EQ(order.open_step(1), 3);
 }
 
+// Folded actions (ActionTotals) count toward the job list like whole ones; a totals entry out of
+// its rank's order or with impossible times is refused naming it.
+TEST(TelemetryOrderTest, FoldedActionsCountTowardTheListAndAreChecked) {
+  TelemetryOrder order(1, 0);
+  v1::TelemetryBatch b = Batch(0, 0, 0, 1, false);
+  auto* k = b.add_totals();
+  k->set_step(0);
+  k->set_count(2);
+  k->set_first_start_ns(10);
+  k->set_last_end_ns(30);
+  k->set_busy_ns(15);
+  k->set_fastest_ns(5);
+  EXPECT_EQ(TimedActions(b), 3);
+  ASSERT_TRUE(order.Check(0, b, kSteps, kList).ok());
+  k->set_count(3);
+  EXPECT_EQ(order.Check(0, b, kSteps, kList).message(), "actions: rank 0 (dp 0) sent 4 for step 0, its job list has 3");
+  k->set_count(0);
+  EXPECT_EQ(order.Check(0, b, kSteps, kList).message(), "totals[0].count: must be at least 1, got 0");
+  k->set_count(2);
+  k->set_step(1);
+  EXPECT_EQ(order.Check(0, b, kSteps, kList).message(),
+            "totals[0].step: rank 0 (dp 0) reports step 0 now (steps in order, each once), got step 1");
+  k->set_step(0);
+  k->set_last_end_ns(5);
+  EXPECT_EQ(order.Check(0, b, kSteps, kList).message(),
+            "totals[0]: need 0 <= first_start_ns <= last_end_ns, got 10 and 5");
+  k->set_last_end_ns(30);
+  k->set_fastest_ns(20);
+  EXPECT_EQ(order.Check(0, b, kSteps, kList).message(), "totals[0]: need 0 <= fastest_ns <= busy_ns, got 20 and 15");
+  k->set_fastest_ns(5);
+  order.Accept(0, b);
+  EXPECT_EQ(order.Check(0, Batch(0, 0, 0, 1, true), kSteps, kList).message(),
+            "actions: rank 0 (dp 0) sent 4 for step 0, its job list has 3");
+  EXPECT_TRUE(order.Check(0, Batch(0, 0, 0, 0, true), kSteps, kList).ok());
+}
+
 }  // namespace
 }  // namespace pipecoord::coordinator

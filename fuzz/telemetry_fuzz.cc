@@ -14,6 +14,7 @@
 #include <string>
 
 #include "coordinator/coordinator.h"
+#include "coordinator/telemetry_order.h"
 #include "fuzz/fuzz_check.h"
 #include "proto/telemetry.pb.h"
 
@@ -72,7 +73,7 @@ struct Cluster {
     v1::TelemetryAck ack;
     ack.set_actions_accepted(7);  // the handler adds to what the stream acknowledged so far
     const bool ok = c->IngestTelemetry(b, &ack).ok();
-    FUZZ_CHECK(ack.actions_accepted() == 7 + (ok ? b.actions_size() : 0), "ack %lld for %d actions (%s)",
+    FUZZ_CHECK(ack.actions_accepted() == 7 + (ok ? coordinator::TimedActions(b) : 0), "ack %lld for %d actions (%s)",
                static_cast<long long>(ack.actions_accepted()), b.actions_size(), ok ? "accepted" : "refused");
     now += 1'000'000;
     c->Tick();

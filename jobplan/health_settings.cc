@@ -50,6 +50,12 @@ Status ValidateHealthConfig(const v1::HealthConfig& c) {
   PIPECOORD_RETURN_IF_ERROR(InRange("memoryDeviceFraction", c.memory_device_fraction(), 0, 1));
   PIPECOORD_RETURN_IF_ERROR(InRange("probeSize", c.probe_size(), 0, 1024));
   PIPECOORD_RETURN_IF_ERROR(InRange("calibrationSteps", c.calibration_steps(), 0, 10000));
+  PIPECOORD_RETURN_IF_ERROR(InRange("detailEvery", c.detail_every(), 0, 1000000));
+  PIPECOORD_RETURN_IF_ERROR(InRange("detailFrom", c.detail_from(), 0, 1e9));
+  PIPECOORD_RETURN_IF_ERROR(InRange("detailSteps", c.detail_steps(), 0, 1e9));
+  if (!c.tp_speaker().empty() && c.tp_speaker() != "on" && c.tp_speaker() != "off") {
+    return InvalidArgument("spec.health.tpSpeaker: must be \"on\", \"off\" or unset, got \"" + c.tp_speaker() + "\"");
+  }
   return Status::Ok();
 }
 

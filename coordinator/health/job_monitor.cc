@@ -25,6 +25,19 @@ JobMonitor::JobMonitor(const v1::Job& job, MetricsSink* sink)
   if (plan_) bubble_ = std::make_unique<BubbleCheck>(settings_, *plan_, layout_);
   straggler_ = std::make_unique<StragglerCheck>(settings_, layout_);
   stage_work_ = jobplan::StageWorkFactors(job.spec(), job.plan());
+  if (plan_) {
+    kind_cost_.resize(plan_->ranks.size());
+    for (size_t r = 0; r < plan_->ranks.size(); ++r) {
+      std::map<std::pair<int, int>, std::pair<double, int>> sums;
+      for (const jobplan::ComputeSlot& slot : plan_->ranks[r]) {
+        if (!(slot.end > slot.start)) continue;
+        auto& [sum, n] = sums[{slot.action.stage(), static_cast<int>(slot.action.op())}];
+        sum += (slot.end - slot.start) * Work(slot.action.stage());
+        ++n;
+      }
+      for (const auto& [kind, sn] : sums) kind_cost_[r][kind] = sn.first / sn.second;
+    }
+  }
   memory_ = std::make_unique<MemoryCheck>(settings_, budgets_, layout_);
   std::vector<kernels::cpu::ProbeShape> shapes;
   for (int r = 0; r < layout_.pp(); ++r) {
@@ -198,9 +211,7 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
         if (!v1::IsCompute(t.action().op())) continue;
         if (k < slots.size() && slots[k].end > slots[k].start) {
           // The plan prices the head at nothing; the straggler check compares work (stage_work.h).
-          const int stage = t.action().stage();
-          const double work = stage >= 0 && stage < static_cast<int>(stage_work_.size()) ? stage_work_[stage] : 1.0;
-          const double cost = (slots[k].end - slots[k].start) * work;
+          const double cost = (slots[k].end - slots[k].start) * Work(t.action().stage());
           straggler_->Add(g, step, t.action().op(), (t.end_ns() - t.start_ns()) * 1e-9 / cost, cost);
         }
         ++k;
@@ -215,6 +226,15 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
           for (v1::HealthEvent& e : probe_->OnReplay(g, step, t.replay())) events.push_back(std::move(e));
         }
       }
+    }
+  }
+  // Folded actions: the kind's fastest, as the check takes each window's fastest action.
+  if (straggler_ && rank < static_cast<int>(kind_cost_.size())) {
+    for (const v1::ActionTotals& k : b.totals()) {
+      if (!v1::IsCompute(k.op())) continue;
+      const auto it = kind_cost_[rank].find({k.stage(), static_cast<int>(k.op())});
+      if (it == kind_cost_[rank].end()) continue;
+      straggler_->Add(g, k.step(), k.op(), k.fastest_ns() * 1e-9 / it->second, it->second);
     }
   }
   for (const v1::StepSummary& s : b.steps()) {

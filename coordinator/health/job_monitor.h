@@ -81,6 +81,10 @@ class JobMonitor {
   double PredictedStepSeconds() const;  // calibrated once calibrated, else plan x Scale()
   double PlanStepSeconds() const;
   double Scale() const;  // scale_, or computed while no step has completed yet
+  // A stage's work factor (stage_work_; 1 where unknown).
+  double Work(int stage) const {
+    return stage >= 0 && stage < static_cast<int>(stage_work_.size()) ? stage_work_[stage] : 1.0;
+  }
 
   std::string job_id_;
   jobplan::HealthSettings settings_;
@@ -102,6 +106,9 @@ class JobMonitor {
   v1::JobSpec spec_;
   v1::Plan plan_proto_;
   std::vector<double> stage_work_;  // per virtual stage: the head's extra work (stage_work.h)
+  // Per pipeline rank, (stage, op) -> the kind's mean predicted work (cost units): the straggler
+  // check's divisor for folded actions (ActionTotals).
+  std::vector<std::map<std::pair<int, int>, double>> kind_cost_;
   int steps_measured_ = 0;  // this attempt's
   std::vector<jobplan::StepActions> calibration_steps_;
   std::optional<jobplan::CalibratedJob> calibrated_;

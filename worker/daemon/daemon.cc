@@ -4,6 +4,7 @@
 
 #include "jobplan/layout.h"
 #include "jobplan/recovery.h"
+#include "jobplan/telemetry_detail.h"
 #include "worker/daemon/coordinator_rendezvous.h"
 #include "worker/daemon/rank_run.h"
 #include "worker/transport/endpoint.h"
@@ -474,7 +475,10 @@ void Daemon::RunJob(HeldJob& job) {
     batch.set_dp_rank(current->dp_rank());
     batch.set_tp_rank(current->tp_rank());
     batch.set_session(a.session());
-    for (auto& t : r.actions) *batch.add_actions() = std::move(t);
+    // Every action whole on the steps the checks read in detail, else folded by kind; tp ranks
+    // other than 0 may leave their timings to their group's rank 0 (jobplan/telemetry_detail.h).
+    jobplan::PutStepTimings(jobplan::TelemetryDetailOf(current->spec()), current->tp_rank(), r.summary.step(),
+                            std::move(r.actions), &batch);
     *batch.add_steps() = r.summary;
     return telemetry->Put(std::move(batch));  // the coordinator's refusal stops the rank
   };
