@@ -48,6 +48,7 @@
 #include "bench/model_405b.h"
 #include "bench/simulated_worker.h"
 #include "proto/job.grpc.pb.h"
+#include "jobplan/telemetry_detail.h"
 #include "proto/op_kinds.h"
 #include "proto/worker.grpc.pb.h"
 
@@ -476,6 +477,7 @@ int main(int argc, char** argv) {
 
   // The job of 16,384 ranks.
   std::string job;
+  jobplan::TelemetryDetail detail;  // what its workers send of each step
   {
     v1::SubmitJobRequest req;
     v1::JobSpec* s = req.mutable_spec();
@@ -488,6 +490,10 @@ int main(int argc, char** argv) {
     s->set_micro_batch_size(1);
     s->set_steps(100000);
     s->mutable_health()->set_probes_off(true);  // probes need the kernels' checksums
+    // Telemetry detail (jobplan/telemetry_detail.h); unset: the defaults for the job's size.
+    s->mutable_health()->set_detail_every(static_cast<int>(Flag(argc, argv, "detail_every", 0)));
+    s->mutable_health()->set_tp_speaker(StringFlag(argc, argv, "tp_speaker", ""));
+    detail = jobplan::TelemetryDetailOf(*s);
     v1::ModelSpec* m = s->mutable_model();
     m->set_layers(32);
     m->set_hidden(64);
@@ -536,21 +542,27 @@ int main(int argc, char** argv) {
     headers[i] = SliceOf(h);
     if (lists[a.rank()].empty()) lists[a.rank()].assign(a.jobs().actions().begin(), a.jobs().actions().end());
   }
-  std::vector<int> pipeline_of(workers);
-  for (int i = 0; i < workers; ++i) pipeline_of[i] = readers[i]->assignment().rank();
+  std::vector<int> pipeline_of(workers), tp_of(workers);
+  for (int i = 0; i < workers; ++i) {
+    pipeline_of[i] = readers[i]->assignment().rank();
+    tp_of[i] = readers[i]->assignment().tp_rank();
+  }
+  std::printf("telemetry: every action of steps < %d and of every %d-th step, the others folded by kind; %s\n", detail.first,
+              detail.every, detail.tp_speaker ? "tp rank 0 speaks for its group's timings" : "every tp rank sends its timings");
   size_t per_step = 0;
   for (int i = 0; i < workers; ++i) per_step += lists[pipeline_of[i]].size();
   std::printf("actions per step: %zu in all, %zu to %zu per rank\n", per_step,
               std::min_element(lists.begin(), lists.end(), [](auto& a, auto& b) { return a.size() < b.size(); })->size(),
               std::max_element(lists.begin(), lists.end(), [](auto& a, auto& b) { return a.size() < b.size(); })->size());
 
-  // A step's body for pipeline rank r: its actions, back to back from `t0` (each compute action
-  // `action_ns`), and its summary.
-  auto body = [&](int r, int step, int64_t t0, int64_t action_ns) {
+  // A step's body for pipeline rank r and tp rank `tp_rank`: its actions, back to back from `t0`
+  // (each compute action `action_ns`), as a worker daemon sends them (`how`), and its summary.
+  auto body = [&](int r, int tp_rank, int step, int64_t t0, int64_t action_ns, const jobplan::TelemetryDetail& how) {
     v1::TelemetryBatch b;
+    std::vector<v1::ActionTiming> timings;
     int64_t t = t0;
     for (const v1::Action& a : lists[r]) {
-      v1::ActionTiming* timing = b.add_actions();
+      v1::ActionTiming* timing = &timings.emplace_back();
       *timing->mutable_action() = a;
       const bool compute = v1::IsCompute(a.op());
       timing->set_step(step);
@@ -559,6 +571,7 @@ int main(int argc, char** argv) {
       timing->set_wait_peer(-1);
       if (compute) t += action_ns;
     }
+    jobplan::PutStepTimings(how, tp_rank, step, std::move(timings), &b);
     v1::StepSummary* s = b.add_steps();
     s->set_step(step);
     s->set_has_loss(r == pp - 1);
@@ -567,18 +580,32 @@ int main(int argc, char** argv) {
     // healthy run (over it, each of the 16,384 ranks raises an event).
     s->set_memory_peak_bytes(64 << 10);
     s->set_memory_in_use_bytes(64 << 10);
-    return SliceOf(b);
+    return std::make_pair(SliceOf(b), static_cast<size_t>(b.actions_size() + b.totals_size()));
   };
 
   StepWatcher watcher(jobs_stub.get(), job);
   std::vector<std::unique_ptr<TelemetryWriter>> writers;
   for (int i = 0; i < workers; ++i) writers.push_back(std::make_unique<TelemetryWriter>(raw[i % kChannels].get(), headers[i]));
   int next_step = 0;
-  auto send_step = [&](double step_s) {
+  const jobplan::TelemetryDetail every_action;  // the baseline: every step whole, every rank speaking
+  size_t records_sent = 0;                       // actions and totals, since the last take
+  auto send_step = [&](double step_s, const jobplan::TelemetryDetail& how) {
     const int64_t action_ns = static_cast<int64_t>(step_s * 1e9 * 0.5 / (2 * microbatches));
+    // One body per pipeline rank for tp rank 0 and one for the others (the same when all speak).
     std::vector<grpc::Slice> bodies;
-    for (int r = 0; r < pp; ++r) bodies.push_back(body(r, next_step, WallNs() - static_cast<int64_t>(step_s * 1e9), action_ns));
-    for (int i = 0; i < workers; ++i) writers[i]->Send(bodies[pipeline_of[i]]);
+    std::vector<size_t> records;
+    for (int r = 0; r < pp; ++r) {
+      for (const int shard : {0, 1}) {
+        auto [b, n] = body(r, shard, next_step, WallNs() - static_cast<int64_t>(step_s * 1e9), action_ns, how);
+        bodies.push_back(std::move(b));
+        records.push_back(n);
+      }
+    }
+    for (int i = 0; i < workers; ++i) {
+      const size_t k = 2 * pipeline_of[i] + (tp_of[i] == 0 ? 0 : 1);
+      writers[i]->Send(bodies[k]);
+      records_sent += records[k];
+    }
     return next_step++;
   };
   auto wait_measured = [&](int through, double timeout_s) {
@@ -606,7 +633,7 @@ int main(int argc, char** argv) {
     const auto start = Clock::now();
     for (int k = 0; k < steps; ++k) {
       sent_at.push_back(Clock::now());
-      send_step(step_s);
+      send_step(step_s, detail);
       std::this_thread::sleep_until(start + std::chrono::duration<double>((k + 1) * step_s));
     }
     wait_measured(next_step - 1, 60);
@@ -635,15 +662,18 @@ int main(int argc, char** argv) {
                 ph.beat_p99 * 1e3, static_cast<long long>(kLease.count() / 10));
   }
 
-  // Flood: the next step goes out when all but the last two are measured.
-  {
+  // Flood: the next step goes out when all but the last two are measured; first as the job's
+  // telemetry detail sends it, then every action of every rank (the baseline: what every step
+  // cost before the totals). Returns the rank-steps absorbed per second.
+  auto flood = [&](const char* name, const jobplan::TelemetryDetail& how) {
     const double cpu0 = CpuSeconds(coord.pid), me0 = ClientCpuSeconds();
     const int first = next_step;
     const int measured0 = watcher.measured();
+    records_sent = 0;
     const auto start = Clock::now();
     while (Since(start) < flood_s) {
       if (next_step - (watcher.measured() + first - measured0) < 2) {
-        send_step(0.05);
+        send_step(0.05, how);
       } else {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
@@ -654,14 +684,22 @@ int main(int argc, char** argv) {
     const int got = watcher.measured() - measured0;
     const std::vector<double> lat = take_latencies();
     const double coord_cpu = CpuSeconds(coord.pid) - cpu0, client_cpu = ClientCpuSeconds() - me0;
-    std::printf("flood (two steps in flight) for %.0f s: %d steps sent, %d measured in %.1f s: %.2f steps/s = %.0f "
-                "rank-steps/s absorbed (%.0f actions/s); coordinator CPU %.0f%% of one core, this client %.0f%%; "
-                "heartbeat p50 %.1f ms, p99 %.1f ms\n",
-                flood_s, sent, got, took, got / took, got * workers / took, got * static_cast<double>(per_step) / took,
-                100 * coord_cpu / took, 100 * client_cpu / took, Percentile(lat, 0.5) * 1e3, Percentile(lat, 0.99) * 1e3);
-    std::printf("knee: at one step per %.2f s the coordinator falls behind a job of %d ranks (it absorbs one %d-rank step "
-                "per %.2f s)\n",
-                took / std::max(1, got), workers, workers, took / std::max(1, got));
+    std::printf("flood, %s, for %.0f s: %d steps sent (%.1f records per rank-step), %d measured in %.1f s: %.2f steps/s = "
+                "%.0f rank-steps/s absorbed (%.0f actions/s); coordinator CPU %.0f%% of one core (%.2f ms per rank-step), "
+                "this client %.0f%%; heartbeat p50 %.1f ms, p99 %.1f ms\n",
+                name, flood_s, sent, records_sent / std::max(1.0, static_cast<double>(sent) * workers), got, took,
+                got / took, got * workers / took, got * static_cast<double>(per_step) / took, 100 * coord_cpu / took,
+                1e3 * coord_cpu / std::max(1.0, static_cast<double>(got) * workers), 100 * client_cpu / took,
+                Percentile(lat, 0.5) * 1e3, Percentile(lat, 0.99) * 1e3);
+    std::printf("knee (%s): at one step per %.2f s the coordinator falls behind a job of %d ranks\n", name,
+                took / std::max(1, got), workers);
+    return got * workers / took;
+  };
+  if (flood_s > 0) {
+    const double folded = flood("telemetry detail as the job sets it", detail);
+    const double whole = flood("every action of every rank (baseline)", every_action);
+    std::printf("rank-steps absorbed per second: %.0f with the job's telemetry detail, %.0f with every action (ratio %.2f)\n",
+                folded, whole, whole > 0 ? folded / whole : 0.0);
   }
 
   {  // A job that failed under the load says why (every later figure is then of a dead job).
