@@ -493,6 +493,7 @@ int main(int argc, char** argv) {
     // Telemetry detail (jobplan/telemetry_detail.h); unset: the defaults for the job's size.
     s->mutable_health()->set_detail_every(static_cast<int>(Flag(argc, argv, "detail_every", 0)));
     s->mutable_health()->set_tp_speaker(StringFlag(argc, argv, "tp_speaker", ""));
+    s->mutable_health()->set_detail_replicas(StringFlag(argc, argv, "detail_replicas", ""));
     detail = jobplan::TelemetryDetailOf(*s);
     v1::ModelSpec* m = s->mutable_model();
     m->set_layers(32);
@@ -542,13 +543,15 @@ int main(int argc, char** argv) {
     headers[i] = SliceOf(h);
     if (lists[a.rank()].empty()) lists[a.rank()].assign(a.jobs().actions().begin(), a.jobs().actions().end());
   }
-  std::vector<int> pipeline_of(workers), tp_of(workers);
+  std::vector<int> pipeline_of(workers), tp_of(workers), dp_of(workers);
   for (int i = 0; i < workers; ++i) {
     pipeline_of[i] = readers[i]->assignment().rank();
     tp_of[i] = readers[i]->assignment().tp_rank();
+    dp_of[i] = readers[i]->assignment().dp_rank();
   }
-  std::printf("telemetry: every action of steps < %d and of every %d-th step, the others folded by kind; %s\n", detail.first,
-              detail.every, detail.tp_speaker ? "tp rank 0 speaks for its group's timings" : "every tp rank sends its timings");
+  std::printf("telemetry: every action of steps < %d and of every %d-th step from %s, the others folded by kind; %s\n",
+              detail.first, detail.every, detail.first_replica ? "replica 0" : "every replica",
+              detail.tp_speaker ? "tp rank 0 speaks for its group's timings" : "every tp rank sends its timings");
   size_t per_step = 0;
   for (int i = 0; i < workers; ++i) per_step += lists[pipeline_of[i]].size();
   std::printf("actions per step: %zu in all, %zu to %zu per rank\n", per_step,
@@ -557,7 +560,8 @@ int main(int argc, char** argv) {
 
   // A step's body for pipeline rank r and tp rank `tp_rank`: its actions, back to back from `t0`
   // (each compute action `action_ns`), as a worker daemon sends them (`how`), and its summary.
-  auto body = [&](int r, int tp_rank, int step, int64_t t0, int64_t action_ns, const jobplan::TelemetryDetail& how) {
+  auto body = [&](int r, int dp_rank, int tp_rank, int step, int64_t t0, int64_t action_ns,
+                  const jobplan::TelemetryDetail& how) {
     v1::TelemetryBatch b;
     std::vector<v1::ActionTiming> timings;
     int64_t t = t0;
@@ -571,7 +575,7 @@ int main(int argc, char** argv) {
       timing->set_wait_peer(-1);
       if (compute) t += action_ns;
     }
-    jobplan::PutStepTimings(how, tp_rank, step, std::move(timings), &b);
+    jobplan::PutStepTimings(how, dp_rank, tp_rank, step, std::move(timings), &b);
     v1::StepSummary* s = b.add_steps();
     s->set_step(step);
     s->set_has_loss(r == pp - 1);
@@ -591,18 +595,20 @@ int main(int argc, char** argv) {
   size_t records_sent = 0;                       // actions and totals, since the last take
   auto send_step = [&](double step_s, const jobplan::TelemetryDetail& how) {
     const int64_t action_ns = static_cast<int64_t>(step_s * 1e9 * 0.5 / (2 * microbatches));
-    // One body per pipeline rank for tp rank 0 and one for the others (the same when all speak).
+    // One body per pipeline rank, for replica 0 or another, tp rank 0 or another.
     std::vector<grpc::Slice> bodies;
     std::vector<size_t> records;
     for (int r = 0; r < pp; ++r) {
-      for (const int shard : {0, 1}) {
-        auto [b, n] = body(r, shard, next_step, WallNs() - static_cast<int64_t>(step_s * 1e9), action_ns, how);
-        bodies.push_back(std::move(b));
-        records.push_back(n);
+      for (const int replica : {0, 1}) {
+        for (const int shard : {0, 1}) {
+          auto [b, n] = body(r, replica, shard, next_step, WallNs() - static_cast<int64_t>(step_s * 1e9), action_ns, how);
+          bodies.push_back(std::move(b));
+          records.push_back(n);
+        }
       }
     }
     for (int i = 0; i < workers; ++i) {
-      const size_t k = 2 * pipeline_of[i] + (tp_of[i] == 0 ? 0 : 1);
+      const size_t k = 4 * pipeline_of[i] + (dp_of[i] == 0 ? 0 : 2) + (tp_of[i] == 0 ? 0 : 1);
       writers[i]->Send(bodies[k]);
       records_sent += records[k];
     }

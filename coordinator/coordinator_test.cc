@@ -3,7 +3,9 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/state_file_for_tests.h"
 
+#include <google/protobuf/util/field_comparator.h>
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -796,7 +798,7 @@ struct SimulatedRun {
       b.set_rank(at.pp);
       b.set_dp_rank(at.dp);
       b.set_tp_rank(at.tp);
-      jobplan::PutStepTimings(jobplan::TelemetryDetailOf(spec), at.tp, step, actions[g], &b);
+      jobplan::PutStepTimings(jobplan::TelemetryDetailOf(spec), at.dp, at.tp, step, actions[g], &b);
       b.add_steps()->set_step(step);
       b.mutable_steps(0)->set_memory_peak_bytes(peak);
       v1::TelemetryAck ack;
@@ -1078,6 +1080,62 @@ TEST(TelemetryDetailTest, ATensorParallelGroupSpeaksThroughItsRankZero) {
   }
   ASSERT_FALSE(shard0.empty());
   EXPECT_EQ(EventsOf(b, v1::STRAGGLER), shard0);
+}
+
+// Past 512 ranks only replica 0 sends whole steps (detailReplicas "first"): the calibration, idle
+// split and bubble check read its pipeline as the job of one replica (the replicas run alike).
+// Equal but for rounding: sums over one replica's ranks or over all of them differ in the last bits.
+bool NearlyEqual(const google::protobuf::Message& a, const google::protobuf::Message& b) {
+  google::protobuf::util::DefaultFieldComparator near;
+  near.set_float_comparison(google::protobuf::util::DefaultFieldComparator::APPROXIMATE);
+  near.SetDefaultFractionAndMargin(1e-9, 1e-15);
+  google::protobuf::util::MessageDifferencer diff;
+  diff.set_field_comparator(&near);
+  std::string report;
+  diff.ReportDifferencesToString(&report);
+  const bool same = diff.Compare(a, b);
+  if (!same) ADD_FAILURE() << report;
+  return same;
+}
+
+TEST(TelemetryDetailTest, TheFirstReplicaAloneCalibratesAndIsSplitAsTheWholeJob) {
+  v1::JobSpec spec = FourRanks("zbh1");
+  spec.set_dp(2);
+  spec.set_steps(16);
+  spec.mutable_health()->set_bubble_min_s(0.001);
+  spec.mutable_health()->set_bubble_slack(0.05);
+  v1::JobSpec first = spec;
+  first.mutable_health()->set_detail_replicas("first");
+  SimulatedRun whole(spec), replica0(first);
+  for (int step = 0; step < 16; ++step) {
+    const auto d = jobplan::PlanDurations(whole.spec, whole.plan, 1 * kMs, 1 * kMs, 1 * kMs, 0.2 * kMs, 0.1 * kMs,
+                                          step >= 6 ? 2 : -1, 3.0);
+    whole.Step(step, d);
+    replica0.Step(step, d);
+  }
+  const v1::Job a = *whole.c.GetJob(whole.job), b = *replica0.c.GetJob(replica0.job);
+  ASSERT_EQ(b.steps_size(), 16);
+  ASSERT_TRUE(b.has_calibration());
+  EXPECT_TRUE(NearlyEqual(b.calibration(), a.calibration()));
+  for (int step = 0; step < 16; ++step) {
+    SCOPED_TRACE(step);
+    EXPECT_EQ(b.steps(step).step_time_s(), a.steps(step).step_time_s());
+    EXPECT_DOUBLE_EQ(b.steps(step).measured_bubble_rate(), a.steps(step).measured_bubble_rate());
+    EXPECT_NEAR(b.steps(step).predicted_step_s(), a.steps(step).predicted_step_s(), 1e-12);
+    ASSERT_EQ(a.steps(step).idle_size(), step >= 3 ? 8 : 0);
+    ASSERT_EQ(b.steps(step).idle_size(), step >= 3 ? 4 : 0);  // replica 0's ranks
+    for (int g = 0; g < b.steps(step).idle_size(); ++g) {
+      EXPECT_TRUE(NearlyEqual(b.steps(step).idle(g), a.steps(step).idle(g)));
+    }
+  }
+  std::vector<std::tuple<int, int, int, int>> want;
+  for (const auto& e : EventsOf(a, v1::BUBBLE)) {
+    if (std::get<1>(e) == 0) want.push_back(e);
+  }
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(EventsOf(b, v1::BUBBLE), want);
+  EXPECT_EQ(EventsOf(b, v1::STRAGGLER), EventsOf(a, v1::STRAGGLER));  // from totals: every replica
+  EXPECT_LT(replica0.stored_records, whole.stored_records * 3 / 5);
 }
 
 // Schedule "best": the stored spec names the winner, and the job keeps that "best" chose it, with

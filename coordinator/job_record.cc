@@ -14,7 +14,7 @@ bool JobRecord::terminal() const {
 void JobRecord::ResetAttempt(int from_step) {
   outcome = AttemptOutcome(world());
   order = TelemetryOrder(world(), from_step, job.spec().pp());
-  measuring = StepAggregator(world(), jobplan::SpeakerGroup(job.spec()));
+  measuring = StepAggregator(world(), jobplan::SpeakerGroup(job.spec()), jobplan::LayoutOf(job.spec()).pp() * jobplan::LayoutOf(job.spec()).tp());
   drain_step = -1;
   drain_worker.clear();
   drain_then = AfterStop::kResume;

@@ -23,6 +23,7 @@ StepAggregator::Step& StepAggregator::At(int step) {
     acc.actions.resize(world_);
     acc.busy_ns.assign(world_, 0);
     acc.timed.assign(world_, 0);
+    acc.folded.assign(world_, 0);
   }
   return acc;
 }
@@ -41,11 +42,11 @@ std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch&
   }
   for (const v1::ActionTotals& k : b.totals()) {
     Step& acc = At(k.step());
-    acc.folded = true;
     acc.min_start = std::min(acc.min_start, k.first_start_ns());
     acc.max_end = std::max(acc.max_end, k.last_end_ns());
     if (!in_world) continue;
     acc.timed[g] = 1;
+    acc.folded[g] = 1;
     if (v1::IsCompute(k.op())) acc.busy_ns[g] += static_cast<double>(k.busy_ns());
   }
   std::vector<v1::StepRecord> done;
@@ -77,10 +78,12 @@ std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch&
     rec.set_learning_rate(acc.learning_rate);
     // A silent rank of a speaker group counts as its group's first rank (lockstep).
     bool every_rank_timed = true;
+    int whole_ranks = 0;  // from global rank 0 on, ranks whose actions came whole
     double busy_ns = 0;
     for (int r = 0; r < world_; ++r) {
       const int from = acc.timed[r] ? r : r - r % speaker_group_;
       every_rank_timed = every_rank_timed && acc.timed[from];
+      if (whole_ranks == r && acc.timed[from] && !acc.folded[from]) ++whole_ranks;
       busy_ns += acc.busy_ns[from];
       if (from != r) acc.actions[r] = acc.actions[from];
     }
@@ -89,8 +92,9 @@ std::vector<v1::StepRecord> StepAggregator::Add(int g, const v1::TelemetryBatch&
     rec.set_measured_bubble_rate(span > 0 ? 1.0 - busy_ns * 1e-9 / (world_ * span) : 0);
     for (uint64_t p : acc.peaks) rec.add_peak_memory_bytes(p);
     if (actions != nullptr) {
-      // Folded and whole: measured, no actions to calibrate on; else each rank's as reported.
-      if (acc.folded && every_rank_timed) acc.actions.clear();
+      // Every rank whole, or a rank missing: each rank's as reported. Else the first replica's
+      // when it came whole, or none (measured, not calibrated on).
+      if (whole_ranks < world_ && every_rank_timed) acc.actions.resize(whole_ranks >= replica_ ? replica_ : 0);
       actions->push_back(std::move(acc.actions));
     }
     steps_.erase(s.step());

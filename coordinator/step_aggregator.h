@@ -15,7 +15,8 @@
 // With a tensor-parallel speaker group of `tp_speaker` ranks, a rank other than its group's first
 // may send no timings: it counts as that rank's (lockstep), busy time and actions alike. A step
 // where a speaking rank sent no timings (a recovery completed its record) comes out with that
-// rank's actions empty.
+// rank's actions empty. A step that only the first data-parallel replica (global ranks below
+// `replica`, its pp x tp ranks) sent whole comes out with that replica's actions only.
 // Pure, no lock: the Coordinator keeps one per job and calls it under its own, with batches
 // TelemetryOrder accepted (each rank summarizes each step once).
 #ifndef PIPECOORD_COORDINATOR_STEP_AGGREGATOR_H_
@@ -34,8 +35,10 @@ namespace pipecoord::coordinator {
 
 class StepAggregator {
  public:
-  // `tp_speaker`: the tensor-parallel group size when its rank 0 speaks for it, else 1.
-  explicit StepAggregator(int world = 0, int tp_speaker = 1) : world_(world), speaker_group_(std::max(1, tp_speaker)) {}
+  // `tp_speaker`: the tensor-parallel group size when its rank 0 speaks for it, else 1;
+  // `replica`: the ranks of one data-parallel replica (0: the world).
+  explicit StepAggregator(int world = 0, int tp_speaker = 1, int replica = 0)
+      : world_(world), speaker_group_(std::max(1, tp_speaker)), replica_(replica > 0 ? replica : world) {}
 
   // Adds one rank's batch; returns the steps it completed (every rank has summarized them), in
   // the order of the batch's summaries. `actions`, when given, gets each completed step's
@@ -54,7 +57,7 @@ class StepAggregator {
     int64_t min_start = INT64_MAX, max_end = INT64_MIN;
     std::vector<double> busy_ns;  // by global rank (a sum of int64 durations could overflow)
     std::vector<char> timed;      // by global rank: sent actions or totals
-    bool folded = false;          // some rank sent totals
+    std::vector<char> folded;     // by global rank: sent totals
     std::vector<uint64_t> peaks;  // by global rank
     jobplan::StepActions actions;  // by global rank
   };
@@ -63,6 +66,7 @@ class StepAggregator {
 
   int world_;
   int speaker_group_;
+  int replica_;
   std::map<int, Step> steps_;
 };
 

@@ -53,6 +53,10 @@ Status ValidateHealthConfig(const v1::HealthConfig& c) {
   PIPECOORD_RETURN_IF_ERROR(InRange("detailEvery", c.detail_every(), 0, 1000000));
   PIPECOORD_RETURN_IF_ERROR(InRange("detailFrom", c.detail_from(), 0, 1e9));
   PIPECOORD_RETURN_IF_ERROR(InRange("detailSteps", c.detail_steps(), 0, 1e9));
+  if (!c.detail_replicas().empty() && c.detail_replicas() != "all" && c.detail_replicas() != "first") {
+    return InvalidArgument("spec.health.detailReplicas: must be \"all\", \"first\" or unset, got \"" + c.detail_replicas() +
+                           "\"");
+  }
   if (!c.tp_speaker().empty() && c.tp_speaker() != "on" && c.tp_speaker() != "off") {
     return InvalidArgument("spec.health.tpSpeaker: must be \"on\", \"off\" or unset, got \"" + c.tp_speaker() + "\"");
   }

@@ -19,6 +19,7 @@ TelemetryDetail TelemetryDetailOf(const v1::JobSpec& spec) {
   d.from = c.detail_from();
   d.steps = c.detail_steps();
   d.tp_speaker = c.tp_speaker() == "on" || (c.tp_speaker().empty() && large);
+  d.first_replica = c.detail_replicas() == "first" || (c.detail_replicas().empty() && large);
   return d;
 }
 
@@ -49,10 +50,10 @@ void FoldAction(const v1::ActionTiming& t, v1::ActionTotals* k) {
   k->set_recompute_ns(k->recompute_ns() + t.recompute_ns());
 }
 
-void PutStepTimings(const TelemetryDetail& detail, int tp_rank, int step, std::vector<v1::ActionTiming> actions,
-                    v1::TelemetryBatch* b) {
+void PutStepTimings(const TelemetryDetail& detail, int dp_rank, int tp_rank, int step,
+                    std::vector<v1::ActionTiming> actions, v1::TelemetryBatch* b) {
   if (!detail.Speaks(tp_rank)) return;
-  if (detail.InDetail(step)) {
+  if (detail.InDetail(step, dp_rank)) {
     for (v1::ActionTiming& t : actions) *b->add_actions() = std::move(t);
     return;
   }

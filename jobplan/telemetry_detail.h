@@ -26,10 +26,13 @@ struct TelemetryDetail {
   int from = 0;         // a window [from, from + steps) in detail (a complete trace there)
   int steps = 0;
   bool tp_speaker = false;  // tp rank 0 speaks for its group's timings
+  bool first_replica = false;  // only data-parallel replica 0 sends whole steps
 
   bool InDetail(int step) const {
     return step < first || (every > 0 && step % every == 0) || (step >= from && step < from + steps);
   }
+  // Whether replica `dp_rank` sends `step` whole.
+  bool InDetail(int step, int dp_rank) const { return InDetail(step) && (!first_replica || dp_rank == 0); }
   // Whether a rank of tensor-parallel rank `tp_rank` sends its timings.
   bool Speaks(int tp_rank) const { return !tp_speaker || tp_rank == 0; }
 };
@@ -41,10 +44,10 @@ TelemetryDetail TelemetryDetailOf(const v1::JobSpec& spec);
 int SpeakerGroup(const v1::JobSpec& spec);
 
 // Puts one step's actions (as the rank ran them, in list order) into `batch` per `detail`: all of
-// them in `actions` on a detailed step; else PROBEs in `actions` and the rest folded into
-// `totals` (one per stage and op, in first-seen order); nothing when the rank does not speak.
-void PutStepTimings(const TelemetryDetail& detail, int tp_rank, int step, std::vector<v1::ActionTiming> actions,
-                    v1::TelemetryBatch* batch);
+// them in `actions` on a step its replica sends whole; else PROBEs in `actions` and the rest folded
+// into `totals` (one per stage and op, in first-seen order); nothing when the rank does not speak.
+void PutStepTimings(const TelemetryDetail& detail, int dp_rank, int tp_rank, int step,
+                    std::vector<v1::ActionTiming> actions, v1::TelemetryBatch* batch);
 
 // Folds `t` into `totals` (count 0 on entry: a new kind).
 void FoldAction(const v1::ActionTiming& t, v1::ActionTotals* totals);

@@ -44,7 +44,7 @@ TEST(TelemetryDetailTest, AFoldedStepsTotalsAreItsActionsSummedByKindAndItsProbe
   for (int step : {1, 5}) {
     const std::vector<v1::ActionTiming> actions = RandomStep(step, rng);
     v1::TelemetryBatch b;
-    PutStepTimings(detail, 0, step, actions, &b);
+    PutStepTimings(detail, 0, 0, step, actions, &b);
     int probes = 0, folded = 0;
     for (const v1::ActionTiming& a : actions) {
       if (a.action().op() == v1::PROBE) {
@@ -92,13 +92,21 @@ TEST(TelemetryDetailTest, AFoldedStepsTotalsAreItsActionsSummedByKindAndItsProbe
   // A detailed step (every 4th) goes whole, in order; a silent tp rank sends nothing.
   const std::vector<v1::ActionTiming> actions = RandomStep(8, rng);
   v1::TelemetryBatch whole, silent;
-  PutStepTimings(detail, 0, 8, actions, &whole);
+  PutStepTimings(detail, 0, 0, 8, actions, &whole);
   ASSERT_EQ(whole.actions_size(), static_cast<int>(actions.size()));
   EXPECT_EQ(whole.totals_size(), 0);
   for (size_t i = 0; i < actions.size(); ++i) EXPECT_EQ(whole.actions(i).SerializeAsString(), actions[i].SerializeAsString());
   detail.tp_speaker = true;
-  PutStepTimings(detail, 1, 8, actions, &silent);
+  PutStepTimings(detail, 0, 1, 8, actions, &silent);
   EXPECT_EQ(silent.ByteSizeLong(), 0u);
+  // With the first replica only, replica 1 folds the same step.
+  detail.first_replica = true;
+  v1::TelemetryBatch other;
+  PutStepTimings(detail, 1, 0, 8, actions, &other);
+  EXPECT_GT(other.totals_size(), 0);
+  int kept = 0;
+  for (const v1::ActionTiming& a : actions) kept += a.action().op() == v1::PROBE;
+  EXPECT_EQ(other.actions_size(), kept);
 }
 
 TEST(TelemetryDetailTest, LargeJobsFoldAndSpeakByDefaultSmallOnesDoNot) {
@@ -109,12 +117,14 @@ TEST(TelemetryDetailTest, LargeJobsFoldAndSpeakByDefaultSmallOnesDoNot) {
   const TelemetryDetail s = TelemetryDetailOf(small);
   EXPECT_EQ(s.every, 1);
   EXPECT_FALSE(s.tp_speaker);
+  EXPECT_FALSE(s.first_replica);
   EXPECT_EQ(s.first, 4);  // warm-up 1 + calibration 3
   v1::JobSpec large = small;
   large.set_dp(16);  // 1,024 ranks
   TelemetryDetail l = TelemetryDetailOf(large);
   EXPECT_EQ(l.every, kDefaultDetailEvery);
   EXPECT_TRUE(l.tp_speaker);
+  EXPECT_TRUE(l.first_replica);
   EXPECT_EQ(SpeakerGroup(large), 4);
   EXPECT_TRUE(l.InDetail(3));
   EXPECT_FALSE(l.InDetail(4));
@@ -123,9 +133,11 @@ TEST(TelemetryDetailTest, LargeJobsFoldAndSpeakByDefaultSmallOnesDoNot) {
   large.mutable_health()->set_detail_from(100);
   large.mutable_health()->set_detail_steps(3);
   large.mutable_health()->set_tp_speaker("off");
+  large.mutable_health()->set_detail_replicas("all");
   l = TelemetryDetailOf(large);
   EXPECT_EQ(l.every, 5);
   EXPECT_FALSE(l.tp_speaker);
+  EXPECT_FALSE(l.first_replica);
   EXPECT_EQ(SpeakerGroup(large), 1);
   EXPECT_TRUE(l.InDetail(101));
   EXPECT_FALSE(l.InDetail(103));
@@ -145,6 +157,10 @@ TEST(TelemetryDetailTest, BadSettingsNameTheFieldAndTheRule) {
   c.set_tp_speaker("yes");
   EXPECT_EQ(ValidateHealthConfig(c).code(), Code::kInvalidArgument);
   EXPECT_EQ(ValidateHealthConfig(c).message(), "spec.health.tpSpeaker: must be \"on\", \"off\" or unset, got \"yes\"");
+  c.set_tp_speaker("");
+  c.set_detail_replicas("some");
+  EXPECT_EQ(ValidateHealthConfig(c).message(),
+            "spec.health.detailReplicas: must be \"all\", \"first\" or unset, got \"some\"");
 }
 
 }  // namespace

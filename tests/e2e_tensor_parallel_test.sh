@@ -3,7 +3,8 @@
 # pp 2 x dp 2 job with zero 1 to SUCCEEDED; the coordinator places each tp group on one host and says so; every step's
 # loss equals the same job's at tp 1 (run next on 4 of the workers) within 1e-5; every rank's peak
 # is its budget; then a tp 2 + sequence parallelism job with ZeRO-2 and full recompute on the same
-# workers trains to the same losses.
+# workers trains to the same losses, sending its step 2 folded and each tp group's timings from its
+# rank 0.
 source tests/lib.sh
 start_coordinator --http 127.0.0.1:0
 HTTP=$(sed -n 's/^coordinator http on \([^ ]*\) .*/\1/p' "$WORK/coordinator.log")
@@ -94,8 +95,11 @@ PY
 
 # Sequence parallelism with full recompute and ZeRO-2 over the same 8 processes: token shards
 # cross the pipeline between worker processes; losses equal the tp 1 job's, every peak its budget.
+# Its workers send steps 0, 1 and 3 whole and step 2 folded by kind, and each tp group's timings
+# come from its rank 0 (health.detailEvery, tpSpeaker: docs/monitoring.md, "Telemetry detail").
+DETAIL='health={"warmupSteps":1,"calibrationSteps":1,"detailEvery":3,"tpSpeaker":"on"}'
 job_json "$WORK/sp.json" tp=2 pp=2 dp=2 zero=2 sequenceParallel=true recompute='"full"' microbatches=4 \
-  model.layers=4 model.ffnHidden=64 steps=4 "$OPT"
+  model.layers=4 model.ffnHidden=64 steps=4 "$OPT" "$DETAIL"
 job_sp=$("$PIPECTL" submit "$WORK/sp.json" --format json | json_field '["jobId"]')
 "$PIPECTL" watch "$job_sp" > /dev/null || fail "the sp job did not succeed"
 "$PIPECTL" status "$job_sp" > "$WORK/sp-status.txt"
@@ -112,6 +116,21 @@ assert len(a) == 4 and worst <= 1e-5, (a, b)
 budget = [int(x) for x in sp["plan"]["memoryBudgetBytes"]]
 for s in sp["steps"]:
     assert [int(x) for x in s["peakMemoryBytes"]] == [budget[(g // 2) % 2] for g in range(8)], (s, budget)
+    assert float(s["stepTimeS"]) > 0 and 0 < float(s["measuredBubbleRate"]) < 1, s  # folded step 2 too
+PY
+# The trace holds the whole steps, every action of them, from each tp group's rank 0 only.
+"$PIPECTL" trace "$job_sp" --out "$WORK/sp-trace.json" > /dev/null || fail "pipectl trace of the sp job"
+/usr/bin/python3 - "$WORK/sp-trace.json" "$WORK/sp-status.json" <<'PY' || fail "sp trace: telemetry detail"
+import collections, json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e["pid"] == 0]
+plan = json.load(open(sys.argv[2]))["plan"]
+per_rank = collections.Counter((e["tid"] % 8, e["args"]["step"]) for e in events)
+steps = sorted({s for _, s in per_rank})
+assert steps == [0, 1, 3], steps
+assert {g for g, _ in per_rank} == {0, 2, 4, 6}, per_rank  # tp rank 0 of each group
+for (g, step), n in per_rank.items():
+    assert n == len(plan["ranks"][(g // 2) % 2]["actions"]), (g, step, n)
+print(f"sp trace: steps {steps} whole from ranks 0, 2, 4, 6; step 2 folded")
 PY
 
 echo "e2e tensor parallel: ok"

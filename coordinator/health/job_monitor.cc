@@ -17,7 +17,9 @@ namespace pipecoord::coordinator::health {
 JobMonitor::JobMonitor(const v1::Job& job, MetricsSink* sink)
     : job_id_(job.id()), settings_(jobplan::ResolveHealth(job.spec().health())), layout_(jobplan::LayoutOf(job.spec())),
       world_(layout_.world()), steps_(job.spec().steps()), sink_(sink), gauges_(layout_, job.id(), sink),
-      last_peak_(world_, 0), spec_(job.spec()), plan_proto_(job.plan()) {
+      last_peak_(world_, 0), spec_(job.spec()), replica_spec_(job.spec()),
+      replica_layout_(RankLayout::OfDegrees(layout_.pp(), 1, layout_.tp())), plan_proto_(job.plan()) {
+  replica_spec_.set_dp(1);
   budgets_.assign(job.plan().memory_budget_bytes().begin(), job.plan().memory_budget_bytes().end());
   auto expect = jobplan::ExpectPlan(job.spec(), job.plan());
   if (expect.ok()) plan_ = std::move(expect).value();
@@ -86,7 +88,7 @@ void JobMonitor::Propose() {
   // predicted gain cannot be told from noise, and proposing it sends users round in circles.
   const double noise = StepNoise();
   std::optional<v1::RebalanceProposal> next;
-  auto proposal = jobplan::ProposeRebalance(spec_, plan_proto_, *calibrated_, std::max(0.02, noise));
+  auto proposal = jobplan::ProposeRebalance(calibration_spec_, plan_proto_, *calibrated_, std::max(0.02, noise));
   if (proposal.ok() && proposal->has_value()) {
     next = **proposal;
     char beats[120];
@@ -109,7 +111,12 @@ bool JobMonitor::TakeRebalanceChanged() {
 }
 
 bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions& actions) {
-  const bool matches = jobplan::MatchesPlan(spec_, plan_proto_, actions);
+  // Only the first replica's actions: checked as the job of that one replica (replicas run alike).
+  const bool one_replica = actions.size() < static_cast<size_t>(world_) &&
+                           actions.size() == static_cast<size_t>(replica_layout_.world());
+  const v1::JobSpec& spec = one_replica ? replica_spec_ : spec_;
+  const RankLayout& layout = one_replica ? replica_layout_ : layout_;
+  const bool matches = jobplan::MatchesPlan(spec, plan_proto_, actions);
   bool calibrated_now = false;
   // The first calibration after the warm-up steps; then, for kRefreshWindows more windows of
   // kRefreshSteps steps, a fresh one replaces it when it predicts a step at least kRefreshGain faster: a
@@ -130,8 +137,8 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
     if (static_cast<int>(calibration_steps_.size()) >= window) {
       const bool refresh = calibrated_.has_value();
       if (refresh) ++refresh_windows_;
-      auto costs = jobplan::MeasureCosts(spec_, plan_proto_, calibration_steps_);
-      auto job = costs.ok() ? jobplan::Calibrate(spec_, plan_proto_, *costs) : Result<jobplan::CalibratedJob>(costs.status());
+      auto costs = jobplan::MeasureCosts(spec, plan_proto_, calibration_steps_);
+      auto job = costs.ok() ? jobplan::Calibrate(spec, plan_proto_, *costs) : Result<jobplan::CalibratedJob>(costs.status());
       calibration_steps_.clear();
       const bool adopt = job.ok() && (!refresh || job->calibrated.makespan <
                                                       (1 - kRefreshGain) * calibrated_->calibrated.makespan);
@@ -141,6 +148,7 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
         calibration_proto_->set_last_step(rec->step());
         calibration_proto_->set_refreshes(refreshes);
         calibrated_ = std::move(job).value();
+        calibration_spec_ = spec;
         // The checks now compare with the calibrated timeline, in seconds (scale 1).
         if (bubble_) bubble_ = std::make_unique<BubbleCheck>(settings_, calibrated_->expect, layout_);
         calibrated_now = true;
@@ -160,7 +168,7 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
   if (calibrated_ && matches) {
     // A cause is named for at least 2 % of the calibrated step (0.1 ms at least): below, noise.
     const double min_variation = std::max(1e-4, 0.02 * calibrated_->calibrated.makespan);
-    jobplan::IdleBreakdown split = jobplan::SplitIdle(*calibrated_, layout_, actions, rec->step_time_s(), min_variation);
+    jobplan::IdleBreakdown split = jobplan::SplitIdle(*calibrated_, layout, actions, rec->step_time_s(), min_variation);
     for (v1::RankIdle& r : split.ranks) {
       const v1::IdleSplit& s = r.split();
       gauges_.AddIdle(RankLabel{r.rank(), r.dp_rank(), layout_.tp() > 1 ? r.tp_rank() : -1}, s.inherent_s(),

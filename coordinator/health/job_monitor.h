@@ -55,7 +55,8 @@ class JobMonitor {
   void SetDeviceMemory(int global_rank, uint64_t bytes);
   // One rank's telemetry batch (validated by the coordinator).
   std::vector<v1::HealthEvent> OnBatch(int global_rank, const v1::TelemetryBatch& batch, int64_t now_ns);
-  // A step every rank has reported, with each global rank's actions (list order), before it is
+  // A step every rank has reported, with each global rank's actions (list order; only the first
+  // replica's when only it sent the step whole; none when the step came folded), before it is
   // stored: fills the record's predictions (the plan's until the job is calibrated, then the
   // calibrated ones) and, once calibrated, its idle split (jobplan/idle_breakdown.h). The steps
   // after settings.warmup_steps that match the plan's lists are collected; the
@@ -104,6 +105,9 @@ class JobMonitor {
   std::vector<uint64_t> last_peak_;
   double scale_ = 0;  // seconds per cost unit, refreshed once per completed step
   v1::JobSpec spec_;
+  v1::JobSpec replica_spec_;  // spec_ at dp 1: one replica's pipeline (steps only replica 0 sent whole)
+  RankLayout replica_layout_;
+  v1::JobSpec calibration_spec_;  // the one calibrated_ was measured as (spec_ or replica_spec_)
   v1::Plan plan_proto_;
   std::vector<double> stage_work_;  // per virtual stage: the head's extra work (stage_work.h)
   // Per pipeline rank, (stage, op) -> the kind's mean predicted work (cost units): the straggler

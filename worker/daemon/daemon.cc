@@ -477,8 +477,8 @@ void Daemon::RunJob(HeldJob& job) {
     batch.set_session(a.session());
     // Every action whole on the steps the checks read in detail, else folded by kind; tp ranks
     // other than 0 may leave their timings to their group's rank 0 (jobplan/telemetry_detail.h).
-    jobplan::PutStepTimings(jobplan::TelemetryDetailOf(current->spec()), current->tp_rank(), r.summary.step(),
-                            std::move(r.actions), &batch);
+    jobplan::PutStepTimings(jobplan::TelemetryDetailOf(current->spec()), current->dp_rank(), current->tp_rank(),
+                            r.summary.step(), std::move(r.actions), &batch);
     *batch.add_steps() = r.summary;
     return telemetry->Put(std::move(batch));  // the coordinator's refusal stops the rank
   };
