@@ -633,6 +633,7 @@ int main(int argc, char** argv) {
     Phase ph;
     ph.name = "one step per " + std::to_string(static_cast<int>(step_s)) + " s";
     const int steps = slow ? slow_steps : fast_steps;
+    if (steps == 0) continue;
     const double cpu0 = CpuSeconds(coord.pid), me0 = ClientCpuSeconds(), state0 = FileMiB(state);
     const int first = next_step;
     std::vector<Clock::time_point> sent_at;

@@ -110,12 +110,13 @@ Status Coordinator::Restore() {
     // Measured actions for the trace, newest kept.
     for (const StoredBatch& row : state->telemetry[i]) {
       const v1::TelemetryBatch& b = row.batch;
-      state_.NoteStoredTelemetry(j.job.id(), row.seq, b.actions_size());
+      state_.NoteStoredTelemetry(j.job.id(), row.seq, StateWriter::WindowWeight(b));
       const int g = jobplan::LayoutOf(j.job.spec()).Global({b.rank(), b.dp_rank(), b.tp_rank()});
       if (g < 0 || g >= j.world()) continue;
       for (const v1::StepSummary& s : b.steps()) {
         for (int c : s.checkpointed_steps()) NoteCheckpointLocked(j, g, c);
       }
+      if (b.totals_size() > 0) continue;  // the trace keeps whole steps
       j.actions.insert(j.actions.end(), b.actions().begin(), b.actions().end());
       j.action_rank.insert(j.action_rank.end(), b.actions_size(), g);
     }
@@ -1556,7 +1557,10 @@ Status Coordinator::AcceptBatchLocked(JobRecord& j, int g, const v1::TelemetryBa
 void Coordinator::CountBatchLocked(JobRecord& j, int g, const v1::TelemetryBatch& b, bool health) {
   j.order.Accept(g, b);
   actions_ingested_ += TimedActions(b);
-  for (const v1::ActionTiming& t : b.actions()) j.KeepAction(t, g, options_.trace_actions_per_job);
+  // The trace keeps whole steps (a folded step's PROBEs alone would draw a step that is not there).
+  if (b.totals_size() == 0) {
+    for (const v1::ActionTiming& t : b.actions()) j.KeepAction(t, g, options_.trace_actions_per_job);
+  }
   std::vector<jobplan::StepActions> measured_actions;
   const std::vector<v1::StepRecord> measured = j.measuring.Add(g, b, &measured_actions);
   if (health) {

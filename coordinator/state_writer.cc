@@ -80,7 +80,7 @@ Status StateWriter::AppendTelemetry(const std::string& job_id, const v1::Telemet
   if (store_ == nullptr) return Status::Ok();
   auto seq = store_->AppendTelemetry(job_id, batch);
   if (!seq.ok()) return Unavailable("telemetry not stored: " + seq.status().message());
-  NoteStoredTelemetry(job_id, *seq, batch.actions_size());
+  NoteStoredTelemetry(job_id, *seq, WindowWeight(batch));
   return Status::Ok();
 }
 
@@ -90,7 +90,7 @@ Status StateWriter::AppendTelemetryRows(const std::vector<TelemetryRow>& rows, s
   std::vector<int64_t> seqs;
   const Status st = store_->AppendTelemetryRows(rows, &seqs);
   *stored = std::min(seqs.size(), rows.size());
-  for (size_t i = 0; i < seqs.size() && i < rows.size(); ++i) NoteStoredTelemetry(*rows[i].job_id, seqs[i], rows[i].batch->actions_size());
+  for (size_t i = 0; i < seqs.size() && i < rows.size(); ++i) NoteStoredTelemetry(*rows[i].job_id, seqs[i], WindowWeight(*rows[i].batch));
   if (!st.ok()) return Unavailable("telemetry not stored: " + st.message());
   return Status::Ok();
 }

@@ -8,6 +8,7 @@
 #ifndef PIPECOORD_COORDINATOR_STATE_WRITER_H_
 #define PIPECOORD_COORDINATOR_STATE_WRITER_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -40,6 +41,9 @@ class StateWriter {
   // Everything stored (StateStore::Load); then NoteStoredTelemetry for each job's rows.
   Result<StoredState> Load(std::vector<std::vector<std::string>>* events_by_job);
   void NoteStoredTelemetry(const std::string& job_id, int64_t seq, int actions);
+  // What a stored batch counts toward the window: its records (whole actions and folded totals),
+  // at least 1 so that summary-only batches (a tp speaker's group) leave the window too.
+  static int WindowWeight(const v1::TelemetryBatch& b) { return std::max(1, b.actions_size() + b.totals_size()); }
 
   // A job's row with the counters. PutNewJob (a submission) refuses, PutJob logs.
   Status PutNewJob(const v1::Job& job, const IdCounters& ids);

@@ -200,7 +200,8 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
   std::vector<v1::HealthEvent> events;
   const int rank = layout_.PipelineRank(g);
   const RankLabel action_label = ActionLabelOf(layout_, g);
-  const bool in_timeline = InTimeline(layout_, g);
+  // The timeline shows whole steps: a folded step's PROBEs alone would draw a step that is not there.
+  const bool in_timeline = InTimeline(layout_, g) && b.totals_size() == 0;
   // Timing per step of this batch (a batch normally carries one whole step).
   std::map<int, std::vector<const v1::ActionTiming*>> by_step;
   for (const v1::ActionTiming& t : b.actions()) {
