@@ -7,7 +7,6 @@
 #include "jobplan/auto_plan.h"
 #include "jobplan/assignment.h"
 #include "jobplan/layout.h"
-#include "jobplan/telemetry_detail.h"
 #include "jobplan/recovery.h"
 #include "jobplan/placement.h"
 #include "jobplan/plan_job.h"
@@ -841,7 +840,7 @@ void Coordinator::ChangePlanInPlaceLocked(JobRecord& j, int resume, const std::v
   // rank saves there under its new global rank (none before it fits the new layout).
   j.outcome = AttemptOutcome(layout.world());
   j.order = TelemetryOrder(layout.world(), resume, layout.pp());
-  j.measuring = StepAggregator(layout.world(), jobplan::SpeakerGroup(j.job.spec()), layout.pp() * layout.tp());
+  j.measuring = MeasuringFor(j.job.spec());  // the spec of the new layout
   j.last_checkpoint.assign(layout.world(), -1);
   j.job.set_checkpointed_steps(0);
   state_.PutCheckpointedSteps(j.job.id(), 0);

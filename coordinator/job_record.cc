@@ -6,6 +6,11 @@
 
 namespace pipecoord::coordinator {
 
+StepAggregator MeasuringFor(const v1::JobSpec& spec) {
+  const RankLayout layout = jobplan::LayoutOf(spec);
+  return StepAggregator(layout.world(), jobplan::SpeakerGroup(spec), layout.pp() * layout.tp());
+}
+
 bool JobRecord::terminal() const {
   const v1::JobState s = job.state();
   return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
@@ -14,7 +19,7 @@ bool JobRecord::terminal() const {
 void JobRecord::ResetAttempt(int from_step) {
   outcome = AttemptOutcome(world());
   order = TelemetryOrder(world(), from_step, job.spec().pp());
-  measuring = StepAggregator(world(), jobplan::SpeakerGroup(job.spec()), jobplan::LayoutOf(job.spec()).pp() * jobplan::LayoutOf(job.spec()).tp());
+  measuring = MeasuringFor(job.spec());
   drain_step = -1;
   drain_worker.clear();
   drain_then = AfterStop::kResume;

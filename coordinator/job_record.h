@@ -32,6 +32,10 @@ namespace pipecoord::coordinator {
 // growing back).
 enum class AfterStop { kResume, kCancel, kGrow };
 
+// The step aggregator for a job of `spec`'s layout and telemetry detail (its tp speakers, one
+// replica's ranks).
+StepAggregator MeasuringFor(const v1::JobSpec& spec);
+
 struct JobRecord {
   int world() const { return jobplan::LayoutOf(job.spec()).world(); }
   bool terminal() const;
@@ -63,7 +67,7 @@ struct JobRecord {
   uint64_t session = 0;
   AttemptOutcome outcome;    // the ranks' results
   TelemetryOrder order;      // each rank's telemetry
-  StepAggregator measuring;  // steps not every rank has reported yet
+  StepAggregator measuring;  // steps not every rank has reported yet (MeasuringFor the spec)
   std::map<std::string, std::map<std::string, std::string>> rendezvous;  // key -> worker -> value
   // A RUNNING attempt a restarted coordinator found in its state: it waits until `adopt_deadline`
   // for each rank's worker to register again holding it (adopted, by global rank).
