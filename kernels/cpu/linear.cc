@@ -9,11 +9,48 @@
 #include <mutex>
 #include <string>
 
+#include <unistd.h>
+
 #include "kernels/cpu/linear_reference.h"
 
 // OpenBLAS's own entry point (not in every cblas.h: declared here so any OpenBLAS flavour's
 // header serves).
 extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" char* openblas_get_corename(void);
+
+namespace {
+
+// OpenBLAS picks its kernels when it loads, before main, from the CPU's family and model, or from
+// OPENBLAS_CORETYPE. Debian 12's 0.3.21 does not know CPUs newer than it (Emerald Rapids, family 6
+// model 207, reads as "Intel(R) Xeon(R) Processor") and falls back to its generic Prescott (SSE3)
+// kernels: the demo's step took 140 ms instead of 30 on such a machine, every GEMM 4-5x slower
+// (perf: sgemm_kernel_PRESCOTT). So a process that got that fallback on a CPU with AVX-512 (or
+// AVX2 + FMA) runs itself again, once, with OPENBLAS_CORETYPE=SkylakeX (Haswell): the same
+// binary, arguments and pid. The variable then set stops a second exec, and a user's own setting
+// is never overridden. Every binary that links these GEMMs does this, so a worker and the test
+// that checks it use the same kernels (the same bits).
+const char* BetterBlasCore() {
+  const char* now = openblas_get_corename();
+  if (now == nullptr || std::string(now) != "Prescott") return nullptr;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512cd")) {
+    return "SkylakeX";
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return nullptr;
+}
+
+__attribute__((constructor)) void RunAgainWithKnownBlasCore(int argc, char** argv, char** /*envp*/) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || argc < 1 || argv == nullptr) return;
+  const char* core = BetterBlasCore();
+  if (core == nullptr) return;
+  if (setenv("OPENBLAS_CORETYPE", core, 1) != 0) return;
+  execv("/proc/self/exe", argv);  // returns only on failure: go on with the fallback kernels
+}
+
+}  // namespace
 
 namespace pipecoord::kernels::cpu {
 namespace {
@@ -52,6 +89,11 @@ bool ReferenceKernelsRequested() {
 int GemmThreads() {
   EnsureThreads();
   return g_threads.load(std::memory_order_acquire);
+}
+
+const char* BlasCoreName() {
+  const char* name = openblas_get_corename();
+  return name != nullptr ? name : "";
 }
 
 void SetGemmThreads(int threads) {

@@ -55,6 +55,12 @@ int64_t TakeGemmFault(int64_t n);
 int GemmThreads();
 void SetGemmThreads(int threads);
 
+// The kernel set OpenBLAS runs in this process ("SkylakeX", "Haswell", "Zen", ...). A process
+// linking these GEMMs never runs OpenBLAS's generic "Prescott" fallback on a CPU with AVX2 + FMA
+// or AVX-512 unless OPENBLAS_CORETYPE says so: linear.cc runs it again, before main, with the
+// kernels the CPU supports (0.3.21 falls back on CPUs newer than itself).
+const char* BlasCoreName();
+
 }  // namespace pipecoord::kernels::cpu
 
 #endif  // PIPECOORD_KERNELS_CPU_LINEAR_H_

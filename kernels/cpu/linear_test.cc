@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/gradient_check.h"
@@ -205,6 +207,21 @@ TEST(LinearTest, InputGradientAccumulatesOnRequestAndWeightGradientAlways) {
   std::vector<float> garbage(12, 99.0f);
   LinearBackwardInput(dy.data(), w.data(), garbage.data(), d, false);
   EXPECT_EQ(garbage, once);
+}
+
+// Debian 12's OpenBLAS (0.3.21) does not know CPUs newer than it and falls back to its generic
+// Prescott (SSE3) kernels, 4-5x slower (the cpp-kernels machines: Emerald Rapids, family 6 model
+// 207). This binary links the GEMMs, so linear.cc ran it again with kernels the CPU supports; the
+// name comes from OpenBLAS itself. Without that rerun this fails on such a CPU.
+TEST(LinearTest, OpenBlasRunsKernelsTheCpuSupports) {
+  __builtin_cpu_init();
+  const std::string core = BlasCoreName();
+  const char* env = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("OpenBLAS kernels: %s (OPENBLAS_CORETYPE %s)\n", core.c_str(), env ? env : "unset");
+  EXPECT_FALSE(core.empty());
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_NE(core, "Prescott");
+  }
 }
 
 }  // namespace
