@@ -8,7 +8,22 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:-${PIPECOORD_VENV:-/var/cache/pipecoord/venv}}
+# Files from PyPI that tests read but nothing imports, downloaded (not installed: their packages'
+# dependencies are not pipecoord's), sha256 pinned: megatron-bridge's wheel holds Megatron-LM's
+# theoretical memory formulas (tests/megatron_peer; megatron-core's wheel does not ship them).
+peer_wheels() {
+  local wheel=megatron_bridge-0.3.1-py3-none-any.whl
+  local sha=4d9a9ad679bd927a84f923e5239512d72af7fa47331b749a8f275592c2920616
+  if ! echo "$sha  $dir/wheels/$wheel" | sha256sum --check --status 2>/dev/null; then
+    mkdir -p "$dir/wheels"
+    "$dir/bin/python" -m pip download --quiet --disable-pip-version-check --no-input --no-deps \
+      --only-binary=:all: -d "$dir/wheels" megatron-bridge==0.3.1
+    echo "$sha  $dir/wheels/$wheel" | sha256sum --check --status ||
+      { echo "setup: $dir/wheels/$wheel: sha256 is not the pinned $sha" >&2; exit 1; }
+  fi
+}
 if cmp -s "$here/requirements.txt" "$dir/requirements.txt" && [ -x "$dir/bin/python" ]; then
+  peer_wheels
   exit 0
 fi
 sudo=""
@@ -36,5 +51,6 @@ if extra:
 PY
 "$dir/bin/python" -m pip check --disable-pip-version-check >/dev/null ||
   { "$dir/bin/python" -m pip check; exit 1; }
+peer_wheels
 cp "$here/requirements.txt" "$dir/requirements.txt"  # last: an interrupted install is redone
 echo "setup: Python packages ready in $(( $(date +%s) - start )) s" >&2
