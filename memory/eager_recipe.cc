@@ -2,9 +2,11 @@
 // transformers' LlamaDecoderLayer (attn_implementation="eager") and PaddleNLP's Llama do it.
 //
 // RMSNorm is unfused: it upcasts its input to fp32 (kept by pow and the multiply), keeps the
-// per-token rsqrt and the normalized bf16 tensor (kept by the weight multiply). RoPE keeps q,
-// k and their rotate_half copies. Eager attention keeps the fp32 softmax output and its bf16
-// copy (both s x s per head). SwiGLU is unfused: gate output (SiLU), SiLU output and up output
+// per-token rsqrt and the normalized bf16 tensor (kept by the weight multiply). RoPE keeps only
+// cos and sin (its backward multiplies by them; they need no gradient, so q and k are not kept:
+// measured on transformers' own layer, tests/memory_peers). Eager attention keeps the fp32
+// softmax output and its bf16 copy (both s x s per head); flash attention's output is the
+// storage o_proj saves (the kernels lay it out [b, s, a, d]; the transpose before o_proj is a view). SwiGLU is unfused: gate output (SiLU), SiLU output and up output
 // (the product) and the product (down projection). docs/memory.md derives every entry.
 #include "memory/recipe.h"
 
@@ -28,14 +30,6 @@ const Recipe& EagerRecipe() {
            {"s", "b", "2"}, ElemType::kFp32, kSeqSplit, "norm=layernorm", 0},
           {"attention.qkv_input", "attention", "norm output, saved by q_proj, k_proj, v_proj",
            {"s", "b", "h"}, ElemType::kAct, kSeqSplit, "", kWeightInput},
-          {"attention.q", "attention", "query before RoPE, saved by q * cos",
-           {"s", "b", "h"}, ElemType::kAct, 2, "", 0},
-          {"attention.q_rotate_half", "attention", "rotate_half(q), saved by * sin",
-           {"s", "b", "h"}, ElemType::kAct, 2, "", 0},
-          {"attention.k", "attention", "key before RoPE, saved by k * cos",
-           {"s", "b", "g*h/a"}, ElemType::kAct, 2, "", 0},
-          {"attention.k_rotate_half", "attention", "rotate_half(k), saved by * sin",
-           {"s", "b", "g*h/a"}, ElemType::kAct, 2, "", 0},
           {"attention.q_embed", "attention", "query after RoPE, saved by QK^T or flash attention",
            {"s", "b", "h"}, ElemType::kAct, 2, "", 0},
           {"attention.k_repeated", "attention", "key after RoPE, repeated to every head, saved by QK^T",
@@ -52,11 +46,10 @@ const Recipe& EagerRecipe() {
            {"s", "b", "g*h/a"}, ElemType::kAct, 2, "attention=flash", 0},
           {"attention.v", "attention", "value (g groups), saved by flash attention",
            {"s", "b", "g*h/a"}, ElemType::kAct, 2, "attention=flash", 0},
-          {"attention.flash_output", "attention", "attention output, saved by flash attention",
-           {"s", "b", "h"}, ElemType::kAct, 2, "attention=flash", 0},
           {"attention.flash_lse", "attention", "per-row log-sum-exp, saved by flash attention",
            {"b", "a", "s"}, ElemType::kFp32, 1, "attention=flash", 0},
-          {"attention.o_proj_input", "attention", "context made contiguous, saved by o_proj",
+          {"attention.o_proj_input", "attention",
+           "context made contiguous, saved by o_proj (flash: the kernel's output, which its backward saves too)",
            {"s", "b", "h"}, ElemType::kAct, 2, "", kWeightInput},
           {"attention.dropout_mask", "dropout_add", "residual dropout mask after attention",
            {"s", "b", "h"}, ElemType::kU8, kSeqSplit, "dropout", 0},

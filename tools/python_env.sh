@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:-${PIPECOORD_VENV:-/var/cache/pipecoord/venv}}
 # Files from PyPI that tests read but nothing imports, downloaded (not installed: their packages'
 # dependencies are not pipecoord's), sha256 pinned: megatron-bridge's wheel holds Megatron-LM's
-# theoretical memory formulas (tests/megatron_peer; megatron-core's wheel does not ship them).
+# theoretical memory formulas (tests/memory_peers; megatron-core's wheel does not ship them).
 peer_wheels() {
   local wheel=megatron_bridge-0.3.1-py3-none-any.whl
   local sha=4d9a9ad679bd927a84f923e5239512d72af7fa47331b749a8f275592c2920616
