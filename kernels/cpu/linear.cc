@@ -23,8 +23,8 @@ namespace {
 // OpenBLAS picks its kernels when it loads, before main, from the CPU's family and model, or from
 // OPENBLAS_CORETYPE. Debian 12's 0.3.21 does not know CPUs newer than it (Emerald Rapids, family 6
 // model 207, reads as "Intel(R) Xeon(R) Processor") and falls back to its generic Prescott (SSE3)
-// kernels: the demo's step took 140 ms instead of 30 on such a machine, every GEMM 4-5x slower
-// (perf: sgemm_kernel_PRESCOTT). So a process that got that fallback on a CPU with AVX-512 (or
+// kernels (perf: half of a worker's time in sgemm_kernel_PRESCOTT; a pp 2 job of the demo's
+// model took 173 ms a step there, 64 ms on the AVX-512 kernels, docs/cpu-backend.md). So a process that got that fallback on a CPU with AVX-512 (or
 // AVX2 + FMA) runs itself again, once, with OPENBLAS_CORETYPE=SkylakeX (Haswell): the same
 // binary, arguments and pid. The variable then set stops a second exec, and a user's own setting
 // is never overridden. Every binary that links these GEMMs does this, so a worker and the test
