@@ -10,8 +10,9 @@
 #  3. a proposal is never one its own model predicts slower, and it must beat the measured
 #     step-time noise (its reason says by how much).
 # Bounds (docs/monitoring.md, "Calibration"): step within 30 %, bubble within 0.15; measured
-# on this machine the prediction fell 1-16 % below the measured mean (the simulation has no
-# jitter) and the bubble 0.01-0.09 below.
+# on the first 2-core machines the prediction fell 1-16 % below the measured mean (the simulation
+# has no jitter) and the bubble 0.01-0.09 below; on the 2026-12-01 ones, against the median of
+# 100 steps, -23.6 to +5.6 % and -0.031 to -0.007 in 6 runs, the proposal 24-46 % faster.
 source tests/lib.sh
 
 STEP_BOUND=0.30
@@ -20,9 +21,9 @@ BUBBLE_BOUND=0.15
 start_coordinator
 start_workers 2
 
-# run LAYERS: a 60-step pp 2 1f1b job of the demo's model with stageLayers LAYERS; its id.
+# run LAYERS: a 100-step pp 2 1f1b job of the demo's model with stageLayers LAYERS; its id.
 run() {
-  job_json "$WORK/job.json" steps=60 microbatches=8 microBatchSize=4 learningRate=0.003 "stageLayers=$1" \
+  job_json "$WORK/job.json" steps=100 microbatches=8 microBatchSize=4 learningRate=0.003 "stageLayers=$1" \
     'model={"layers": 8, "hidden": 64, "heads": 4, "vocab": 128, "seqLen": 32, "seed": "7"}'
   local job
   job=$("$PIPECTL" submit "$WORK/job.json" --format json | json_field '["jobId"]')
@@ -30,16 +31,20 @@ run() {
   echo "$job"
 }
 
-# measured JOB: "STEP_S BUBBLE" means over the steps after the calibration in force, and the
-# calibrated predictions, as "measured_step measured_bubble predicted_step predicted_bubble".
+# measured JOB: the medians of the step time and bubble rate over the steps after the calibration
+# in force, and the calibrated predictions, as "measured_step measured_bubble predicted_step
+# predicted_bubble". Medians, not means: on these 2-core machines a worker process can run 1.5x
+# slow for steps at a time, and such bursts moved the mean of 60 steps by up to a third (the
+# fresh-clone check of 2026-12-01: a prediction 32 % under the mean, a resubmitted proposal 4 %
+# faster where other runs measured 20-31 %).
 measured() {
   "$PIPECTL" status "$1" --format json | /usr/bin/python3 -c '
-import json, sys
+import json, statistics, sys
 j = json.load(sys.stdin)
 c = j["calibration"]
 after = [s for s in j["steps"] if s.get("step", 0) > c.get("lastStep", 0)]
-assert len(after) >= 20, ("too few steps after the calibration", len(after))
-print(sum(s["stepTimeS"] for s in after) / len(after), sum(s["measuredBubbleRate"] for s in after) / len(after),
+assert len(after) >= 40, ("too few steps after the calibration", len(after))
+print(statistics.median(s["stepTimeS"] for s in after), statistics.median(s["measuredBubbleRate"] for s in after),
       c["predictedStepS"], c["predictedBubbleRate"])'
 }
 
@@ -50,7 +55,7 @@ read -r step bubble pstep pbubble < <(measured "$uneven")
 import sys
 step, bubble, pstep, pbubble, sb, bb = map(float, sys.argv[1:])
 err = (pstep - step) / step
-print("uneven [1, 7]: measured step %.2f ms, bubble %.3f; calibrated prediction %.2f ms (%+.1f %%), bubble %.3f (%+.3f)"
+print("uneven [1, 7]: measured step %.2f ms, bubble %.3f (medians); calibrated prediction %.2f ms (%+.1f %%), bubble %.3f (%+.3f)"
       % (step * 1e3, bubble, pstep * 1e3, 100 * err, pbubble, pbubble - bubble))
 assert abs(err) <= sb, ("step time prediction off by %.1f %%, bound %.0f %%" % (100 * err, 100 * sb))
 assert abs(pbubble - bubble) <= bb, ("bubble prediction off by %.3f, bound %.2f" % (pbubble - bubble, bb))
@@ -97,7 +102,7 @@ read -r bstep bbubble _ _ < <(measured "$balanced")
 import sys
 before, after, gain = map(float, sys.argv[1:])
 measured_gain = 1 - after / before
-print("resubmitted: step %.2f ms -> %.2f ms: %.1f %% faster measured, %.1f %% predicted" %
+print("resubmitted: median step %.2f ms -> %.2f ms: %.1f %% faster measured, %.1f %% predicted" %
       (before * 1e3, after * 1e3, 100 * measured_gain, 100 * gain))
 assert measured_gain >= 0.10, ("less than 10 % faster", measured_gain)
 PY
