@@ -24,14 +24,13 @@ namespace {
 // OPENBLAS_CORETYPE. Debian 12's 0.3.21 does not know CPUs newer than it (Emerald Rapids, family 6
 // model 207, reads as "Intel(R) Xeon(R) Processor") and falls back to its generic Prescott (SSE3)
 // kernels (perf: half of a worker's time in sgemm_kernel_PRESCOTT; a pp 2 job of the demo's
-// model took 173 ms a step there, 64 ms on the AVX-512 kernels, docs/cpu-backend.md). So a process that got that fallback on a CPU with AVX-512 (or
-// AVX2 + FMA) runs itself again, once, with OPENBLAS_CORETYPE=SkylakeX (Haswell): the same
-// binary, arguments and pid. The variable then set stops a second exec, and a user's own setting
+// model took 173 ms a step there, 64 ms on the AVX-512 kernels, docs/cpu-backend.md). So a
+// process that got that fallback on a CPU with AVX-512 (or AVX2 + FMA) runs itself again, once,
+// with OPENBLAS_CORETYPE=SkylakeX (Haswell): the same binary, arguments and pid. The variable then set stops a second exec, and a user's own setting
 // is never overridden. Every binary that links these GEMMs does this, so a worker and the test
 // that checks it use the same kernels (the same bits).
 const char* BetterBlasCore() {
-  const char* now = openblas_get_corename();
-  if (now == nullptr || std::string(now) != "Prescott") return nullptr;
+  if (std::string(pipecoord::kernels::cpu::BlasCoreName()) != "Prescott") return nullptr;
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&

@@ -85,6 +85,9 @@ class Config:
         del self.__dict__["self"]
 
     def pipectl(self, pipectl):
+        """pipectl memory's JSON for this configuration (run once, kept)."""
+        if getattr(self, "_json", None) is not None:
+            return self._json
         args = [pipectl, "memory", "--model", "llama2-7b", "--layers", self.L, "--hidden", self.h,
                 "--heads", self.a, "--kv-heads", self.g, "--ffn", self.f, "--vocab", self.v, "--seq-len", self.s,
                 "--norm", self.norm, "--mlp", self.mlp, "--attention", self.attention, "--tied-embeddings=false",
@@ -95,7 +98,8 @@ class Config:
         out = subprocess.run([str(a) for a in args], capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit(f"FAIL: pipectl memory for {self.name}: {out.stderr}")
-        return json.loads(out.stdout)
+        self._json = json.loads(out.stdout)
+        return self._json
 
     def theirs(self, F):
         model = NS(kv_channels=self.h // self.a, num_attention_heads=self.a, hidden_size=self.h,
