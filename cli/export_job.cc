@@ -21,7 +21,7 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
   const int tp = layout.tp();
   const v1::ModelSpec& m = spec.model();
   const int ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
-  const data::LlamaShape shape{m.layers(), m.hidden(), m.heads(), ffn, m.vocab()};
+  const data::LlamaShape shape{m.layers(), m.hidden(), m.heads(), ffn, m.vocab(), m.kv_heads()};
   // our name -> each tensor-parallel rank's slice (the whole tensor with tp 1); the files store
   // them flat, so the whole shapes come from the model's table
   std::map<std::string, std::vector<std::vector<float>>> slices;

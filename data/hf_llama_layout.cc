@@ -54,9 +54,9 @@ Result<std::string> Map(std::string_view name, bool to_hf) {
                          (to_hf ? "" : " (a Hugging Face LlamaForCausalLM without biases, untied)"));
 }
 
-void Permute(std::span<const float> in, std::span<float> out, int64_t heads, int64_t cols, bool to_interleaved) {
+void Permute(std::span<const float> in, std::span<float> out, int64_t d, int64_t cols, bool to_interleaved) {
   const int64_t rows = static_cast<int64_t>(in.size()) / cols;
-  const int64_t d = rows / heads, half = d / 2;
+  const int64_t heads = rows / d, half = d / 2;
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t i = 0; i < half; ++i) {
       for (int64_t j = 0; j < 2; ++j) {
@@ -72,7 +72,7 @@ void Permute(std::span<const float> in, std::span<float> out, int64_t heads, int
 
 std::vector<HfTensorInfo> HfLlamaTensors(const LlamaShape& s) {
   const uint64_t h = static_cast<uint64_t>(s.hidden), f = static_cast<uint64_t>(s.ffn),
-                 v = static_cast<uint64_t>(s.vocab);
+                 v = static_cast<uint64_t>(s.vocab), kv = static_cast<uint64_t>(s.kv_width());
   std::vector<HfTensorInfo> out;
   out.push_back({"model.embed_tokens.weight", "tok_embeddings.weight", {v, h}, false});
   for (int64_t l = 0; l < s.layers; ++l) {
@@ -86,6 +86,8 @@ std::vector<HfTensorInfo> HfLlamaTensors(const LlamaShape& s) {
         shape = {f, h};
       } else if (name == "feed_forward.w2.weight") {
         shape = {h, f};
+      } else if (name == "attention.wk.weight" || name == "attention.wv.weight") {
+        shape = {kv, h};
       } else {
         shape = {h, h};
       }
@@ -115,12 +117,12 @@ bool HasRotaryRows(std::string_view hf_name) {
          (ends(".self_attn.q_proj.weight") || ends(".self_attn.k_proj.weight"));
 }
 
-void HfRotaryToInterleaved(std::span<const float> hf, std::span<float> ours, int64_t heads, int64_t cols) {
-  Permute(hf, ours, heads, cols, true);
+void HfRotaryToInterleaved(std::span<const float> hf, std::span<float> ours, int64_t head_dim, int64_t cols) {
+  Permute(hf, ours, head_dim, cols, true);
 }
 
-void InterleavedRotaryToHf(std::span<const float> ours, std::span<float> hf, int64_t heads, int64_t cols) {
-  Permute(ours, hf, heads, cols, false);
+void InterleavedRotaryToHf(std::span<const float> ours, std::span<float> hf, int64_t head_dim, int64_t cols) {
+  Permute(ours, hf, head_dim, cols, false);
 }
 
 }  // namespace pipecoord::data

@@ -5,8 +5,8 @@
 //   tok_embeddings.weight              model.embed_tokens.weight                    [vocab, h]
 //   layers.N.attention_norm.weight     model.layers.N.input_layernorm.weight        [h]
 //   layers.N.attention.wq.weight       model.layers.N.self_attn.q_proj.weight       [h, h]  rows permuted
-//   layers.N.attention.wk.weight       model.layers.N.self_attn.k_proj.weight       [h, h]  rows permuted
-//   layers.N.attention.wv.weight       model.layers.N.self_attn.v_proj.weight       [h, h]
+//   layers.N.attention.wk.weight       model.layers.N.self_attn.k_proj.weight       [g d, h] rows permuted
+//   layers.N.attention.wv.weight       model.layers.N.self_attn.v_proj.weight       [g d, h]
 //   layers.N.attention.wo.weight       model.layers.N.self_attn.o_proj.weight       [h, h]
 //   layers.N.ffn_norm.weight           model.layers.N.post_attention_layernorm.weight [h]
 //   layers.N.feed_forward.w1.weight    model.layers.N.mlp.gate_proj.weight          [ffn, h]
@@ -14,6 +14,8 @@
 //   layers.N.feed_forward.w2.weight    model.layers.N.mlp.down_proj.weight          [h, ffn]
 //   norm.weight                        model.norm.weight                            [h]
 //   output.weight                      lm_head.weight                               [vocab, h]
+//
+// (g key/value heads of d = h / heads features: g d = h without grouped-query attention.)
 //
 // Both store a Linear's weight as [out, in] (y = x W^T), so matrices map element for element,
 // except one thing: rotary embeddings. Our kernel (kernels/cpu/rotary.h, Meta's original Llama
@@ -45,6 +47,9 @@ struct LlamaShape {
   int64_t heads = 0;
   int64_t ffn = 0;
   int64_t vocab = 0;
+  int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: heads
+
+  int64_t kv_width() const { return (kv_heads > 0 ? kv_heads : heads) * (hidden / heads); }
 };
 
 struct HfTensorInfo {
@@ -66,10 +71,11 @@ bool IsDerivedHfBuffer(std::string_view hf_name);
 // q_proj and k_proj (by Hugging Face name): their rows are permuted between the layouts.
 bool HasRotaryRows(std::string_view hf_name);
 
-// Permutes the rows of a q_proj / k_proj weight [heads * head_dim, cols] between the layouts
-// (see above). `in` and `out` must not overlap and hold rows * cols values.
-void HfRotaryToInterleaved(std::span<const float> hf, std::span<float> ours, int64_t heads, int64_t cols);
-void InterleavedRotaryToHf(std::span<const float> ours, std::span<float> hf, int64_t heads, int64_t cols);
+// Permutes the rows of a q_proj / k_proj weight [heads * head_dim, cols] (k_proj: its key/value
+// heads) between the layouts (see above), head by head. `in` and `out` must not overlap and hold
+// rows * cols values.
+void HfRotaryToInterleaved(std::span<const float> hf, std::span<float> ours, int64_t head_dim, int64_t cols);
+void InterleavedRotaryToHf(std::span<const float> ours, std::span<float> hf, int64_t head_dim, int64_t cols);
 
 }  // namespace pipecoord::data
 

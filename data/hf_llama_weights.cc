@@ -65,7 +65,7 @@ Result<HfLlamaWeights> HfLlamaWeights::Open(const std::string& path, const Llama
     auto ours = OurNameOf(name);
     return InvalidArgument(where + ": tensor " + JsonString(name) + ": not a weight of this model (" +
                            (ours.ok() ? "it has " + std::to_string(shape.layers) + " layers"
-                                      : std::string("a Llama without biases, untied, without grouped-query attention")) +
+                                      : std::string("a Llama without biases, untied")) +
                            "); a checkpoint of another model?");
   }
   return HfLlamaWeights(std::move(ckpt), shape);
@@ -88,7 +88,7 @@ Status HfLlamaWeights::Read(std::string_view our_name, std::span<float> out) con
   std::vector<float> hf_rows(out.size());
   Status st = view->CopyToFloat(hf_rows);
   if (!st.ok()) return InvalidArgument(path() + ": " + st.message());
-  HfRotaryToInterleaved(hf_rows, out, shape_.heads, static_cast<int64_t>(info.shape[1]));
+  HfRotaryToInterleaved(hf_rows, out, shape_.hidden / shape_.heads, static_cast<int64_t>(info.shape[1]));
   return Status::Ok();
 }
 
@@ -122,7 +122,7 @@ Status WriteHfLlamaFolder(const std::string& dir, std::string_view config_json, 
     }
     if (i.rotary_rows) {
       permuted.emplace_back(n);
-      InterleavedRotaryToHf(values, permuted.back(), shape.heads, static_cast<int64_t>(i.shape[1]));
+      InterleavedRotaryToHf(values, permuted.back(), shape.hidden / shape.heads, static_cast<int64_t>(i.shape[1]));
       values = permuted.back();
     }
     out.push_back({i.hf_name, SafetensorsDtype::kF32, i.shape,

@@ -53,9 +53,9 @@ TEST(HfLlamaLayoutTest, RotaryPermutationIsTheInterleavedPairing) {
   // 2 heads of head_dim 4, one column: HF rows per head [x0 x1 y0 y1] -> ours [x0 y0 x1 y1].
   const std::vector<float> hf = {0, 1, 2, 3, 10, 11, 12, 13};
   std::vector<float> ours(8), back(8);
-  HfRotaryToInterleaved(hf, ours, 2, 1);
+  HfRotaryToInterleaved(hf, ours, 4, 1);
   EXPECT_EQ(ours, (std::vector<float>{0, 2, 1, 3, 10, 12, 11, 13}));
-  InterleavedRotaryToHf(ours, back, 2, 1);
+  InterleavedRotaryToHf(ours, back, 4, 1);
   EXPECT_EQ(back, hf);
 }
 
@@ -104,7 +104,7 @@ TEST(HfLlamaWeightsTest, BadCheckpointsAreRefusedNamingTheTensor) {
                    std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(extra->data()), 32)});
   });
   EXPECT_EQ(error(bias), bias + "/model.safetensors: tensor \"model.layers.0.self_attn.q_proj.bias\": not a weight "
-                                "of this model (a Llama without biases, untied, without grouped-query attention); a "
+                                "of this model (a Llama without biases, untied); a "
                                 "checkpoint of another model?");
   const std::string ints = Altered("ints", [](std::vector<TensorToWrite>* ts, std::vector<float>*) {
     for (TensorToWrite& t : *ts) {

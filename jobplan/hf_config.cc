@@ -155,12 +155,11 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
     return InvalidArgument("num_attention_heads: hidden_size / num_attention_heads must be even (rotary embeddings "
                            "rotate pairs), got " + std::to_string(c.hidden) + " / " + std::to_string(c.heads));
   }
-  int kv_heads = c.heads;
-  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "num_key_value_heads", &kv_heads, false));
-  if (kv_heads != c.heads) {
-    return InvalidArgument("num_key_value_heads: must equal num_attention_heads (" + std::to_string(c.heads) +
-                           "): grouped-query attention is not supported by the workers' model, got " +
-                           std::to_string(kv_heads));
+  c.kv_heads = c.heads;
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "num_key_value_heads", &c.kv_heads, false));
+  if (c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
+    return InvalidArgument("num_key_value_heads: must divide num_attention_heads (" + std::to_string(c.heads) +
+                           "), got " + std::to_string(c.kv_heads));
   }
   int head_dim = c.hidden / c.heads;
   PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "head_dim", &head_dim, false));
@@ -223,6 +222,7 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   PIPECOORD_RETURN_IF_ERROR(Agree("hidden", m.hidden(), "hidden_size", c->hidden));
   PIPECOORD_RETURN_IF_ERROR(Agree("ffnHidden", m.ffn_hidden(), "intermediate_size", c->ffn_hidden));
   PIPECOORD_RETURN_IF_ERROR(Agree("heads", m.heads(), "num_attention_heads", c->heads));
+  PIPECOORD_RETURN_IF_ERROR(Agree("kvHeads", m.kv_heads(), "num_key_value_heads", c->kv_heads));
   PIPECOORD_RETURN_IF_ERROR(Agree("vocab", m.vocab(), "vocab_size", c->vocab));
   PIPECOORD_RETURN_IF_ERROR(AgreeNum("rmsNormEps", m.rms_norm_eps(), "rms_norm_eps", c->rms_norm_eps));
   PIPECOORD_RETURN_IF_ERROR(AgreeNum("ropeTheta", m.rope_theta(), "rope_theta", c->rope_theta));
@@ -236,6 +236,7 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   o->set_hidden(c->hidden);
   o->set_ffn_hidden(c->ffn_hidden);
   o->set_heads(c->heads);
+  o->set_kv_heads(c->kv_heads);
   o->set_vocab(c->vocab);
   o->set_rms_norm_eps(c->rms_norm_eps);
   o->set_rope_theta(c->rope_theta);
@@ -298,7 +299,7 @@ std::string HfConfigJson(const v1::ModelSpec& m) {
   w.Break("\n  ").Key("intermediate_size").Int(ffn);
   w.Break("\n  ").Key("num_hidden_layers").Int(m.layers());
   w.Break("\n  ").Key("num_attention_heads").Int(m.heads());
-  w.Break("\n  ").Key("num_key_value_heads").Int(m.heads());
+  w.Break("\n  ").Key("num_key_value_heads").Int(m.kv_heads() > 0 ? m.kv_heads() : m.heads());
   w.Break("\n  ").Key("head_dim").Int(m.heads() > 0 ? m.hidden() / m.heads() : 0);
   w.Break("\n  ").Key("vocab_size").Int(m.vocab());
   w.Break("\n  ").Key("max_position_embeddings").Int(max_positions);

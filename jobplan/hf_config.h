@@ -29,7 +29,8 @@ struct HfLlamaConfig {
   int layers = 0;         // num_hidden_layers
   int hidden = 0;         // hidden_size
   int ffn_hidden = 0;     // intermediate_size
-  int heads = 0;          // num_attention_heads (= num_key_value_heads)
+  int heads = 0;          // num_attention_heads
+  int kv_heads = 0;       // num_key_value_heads (absent: heads); divides heads
   int vocab = 0;          // vocab_size
   int max_positions = 2048;  // max_position_embeddings
   double rms_norm_eps = 1e-6;
@@ -40,8 +41,7 @@ struct HfLlamaConfig {
 };
 
 // Errors are INVALID_ARGUMENT "FIELD: RULE, got VALUE", FIELD being the config's key
-// ("num_key_value_heads: must equal num_attention_heads (8): grouped-query attention is not
-// supported, got 2").
+// ("num_key_value_heads: must divide num_attention_heads (8), got 3").
 Result<HfLlamaConfig> ParseHfConfig(std::string_view json);
 
 // The spec with spec.model's shape taken from spec.model.hfConfig (the text stays, for the

@@ -119,12 +119,42 @@ TEST(HfConfigTest, Llama3RopeScalingIsRead) {
             "rope_scaling.high_freq_factor: must be above low_freq_factor (4), got 1");
 }
 
+// Grouped-query attention (Llama 3, Mistral, Qwen2): num_key_value_heads becomes spec.model.kvHeads,
+// a spec's own kvHeads must agree, tp must divide it, the CUDA backend refuses it by name, and the
+// exported config.json carries it back.
+TEST(HfConfigTest, GroupedQueryAttentionIsReadCheckedAndExported) {
+  auto c = ParseHfConfig(Config(R"(, "num_key_value_heads": 2)"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->kv_heads, 2);
+  EXPECT_EQ(ParseHfConfig(Config())->kv_heads, c->heads) << "absent: as many as the heads";
+  auto spec = ApplyHfConfig(HfSpec(Config(R"(, "num_key_value_heads": 2)")));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->model().kv_heads(), 2);
+  EXPECT_EQ(ParseHfConfig(HfConfigJson(spec->model()))->kv_heads, 2);
+  v1::JobSpec s = HfSpec(Config(R"(, "num_key_value_heads": 2)"));
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s).ToString();
+  s.mutable_model()->set_kv_heads(1);
+  EXPECT_EQ(ValidateJobSpec(s).message(),
+            "spec.model.kvHeads: 1 disagrees with spec.model.hfConfig's num_key_value_heads (2); "
+            "give one of them or make them agree");
+  s.mutable_model()->set_kv_heads(0);
+  s.set_tp(4);
+  EXPECT_EQ(ValidateJobSpec(s).message().rfind("spec.tp: must divide spec.model.kvHeads (2", 0), 0u)
+      << ValidateJobSpec(s).message();
+  s.set_tp(1);
+  s.set_device("cuda");
+  EXPECT_EQ(ValidateJobSpec(s).message().rfind("spec.model.kvHeads: the CUDA backend runs plain multi-head attention "
+                                               "only", 0), 0u) << ValidateJobSpec(s).message();
+  v1::JobSpec plain = TinySpec();  // 4 heads
+  plain.mutable_model()->set_kv_heads(3);
+  EXPECT_EQ(ValidateJobSpec(plain).message(), "spec.model.kvHeads: must divide spec.model.heads (4), got 3");
+}
+
 TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
   auto error = [](const std::string& extra) { return ParseHfConfig(Config(extra)).status().message(); };
   // Config()'s own keys come first; a repeated key's last value wins (memory::JsonValue::Find).
-  EXPECT_EQ(error(R"(, "num_key_value_heads": 2)"),
-            "num_key_value_heads: must equal num_attention_heads (4): grouped-query attention is not supported "
-            "by the workers' model, got 2");
+  EXPECT_EQ(error(R"(, "num_key_value_heads": 3)"), "num_key_value_heads: must divide num_attention_heads (4), got 3");
+  EXPECT_EQ(error(R"(, "num_key_value_heads": 0)"), "num_key_value_heads: must be an integer in 1..1073741824, got 0");
   EXPECT_EQ(error(R"(, "tie_word_embeddings": true)"),
             "tie_word_embeddings: must be false: the LM head is its own matrix (untied) in the workers' model, "
             "got true");
@@ -154,9 +184,8 @@ TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
 }
 
 TEST(HfConfigTest, TheSpecNamesHfConfigAndDisagreements) {
-  EXPECT_EQ(ValidateJobSpec(HfSpec(Config(R"(, "num_key_value_heads": 1)"))).message(),
-            "spec.model.hfConfig: num_key_value_heads: must equal num_attention_heads (4): grouped-query "
-            "attention is not supported by the workers' model, got 1");
+  EXPECT_EQ(ValidateJobSpec(HfSpec(Config(R"(, "num_key_value_heads": 3)"))).message(),
+            "spec.model.hfConfig: num_key_value_heads: must divide num_attention_heads (4), got 3");
   v1::JobSpec s = HfSpec(Config());
   s.mutable_model()->set_layers(4);
   EXPECT_EQ(ValidateJobSpec(s).message(),

@@ -68,14 +68,15 @@ class Pricer {
     const memory::Recompute recompute = parsed.ok() ? *parsed : memory::Recompute::kNone;
     if (cuda_) {
       model_ = memory::PipecoordCudaModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(),
-                                          m.seq_len());
+                                          m.seq_len(), m.kv_heads());
       const bool bf16 = spec.precision() == "bf16";  // WithDefaults made "" fp32
       training_ = memory::PipecoordCudaTraining(spec.micro_batch_size(),
                                                 bf16 ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32,
                                                 spec.zero(), std::max(1, spec.dp()), recompute, std::max(1, spec.tp()),
                                                 spec.sequence_parallel());
     } else {
-      model_ = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len());
+      model_ = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len(),
+                                         m.kv_heads());
       training_ = memory::PipecoordCpuTraining(spec.micro_batch_size(), std::max(1, spec.tp()), spec.zero(),
                                                std::max(1, spec.dp()), recompute, spec.sequence_parallel());
       activations_ = memory::ResolveActivations(model_, training_);

@@ -218,14 +218,14 @@ void StageWeight(Timeline& t, const CpuSizes& z, int64_t layers, bool has_embedd
 
 
 ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
-                            int64_t seq_len) {
+                            int64_t seq_len, int64_t kv_heads) {
   ModelSpec m;
   m.name = "pipecoord-cpu";
   m.layers = layers;
   m.hidden = hidden;
   m.ffn = ffn;
   m.heads = heads;
-  m.kv_heads = heads;
+  m.kv_heads = kv_heads > 0 ? kv_heads : heads;
   m.vocab = vocab;
   m.seq_len = seq_len;
   m.tied_embeddings = false;

@@ -55,6 +55,11 @@ class ModelShape:
     # Llama 3's rotary scaling: (factor, low_freq_factor, high_freq_factor,
     # original_max_position_embeddings), or None.
     rope_scaling: tuple = None
+    kv_heads: int = 0  # key/value heads (grouped-query attention); 0: heads
+
+    @property
+    def kv(self):
+        return self.kv_heads if self.kv_heads > 0 else self.heads
 
     @property
     def ffn(self):
@@ -85,7 +90,8 @@ class ModelShape:
         return ModelShape(layers=spec.layers, hidden=spec.hidden, heads=spec.heads, vocab=spec.vocab,
                           seq_len=spec.seq_len, ffn_hidden=getattr(spec, "ffn_hidden", 0),
                           rms_norm_eps=getattr(spec, "rms_norm_eps", 0.0),
-                          rope_theta=getattr(spec, "rope_theta", 0.0), rope_scaling=scaling)
+                          rope_theta=getattr(spec, "rope_theta", 0.0), rope_scaling=scaling,
+                          kv_heads=getattr(spec, "kv_heads", 0))
 
 
 class RMSNorm(torch.nn.Module):
@@ -135,8 +141,9 @@ class Attention(torch.nn.Module):
         h = shape.hidden
         self.heads = shape.heads
         self.wq = torch.nn.Linear(h, h, bias=False, dtype=dtype)
-        self.wk = torch.nn.Linear(h, h, bias=False, dtype=dtype)
-        self.wv = torch.nn.Linear(h, h, bias=False, dtype=dtype)
+        kv = shape.kv * shape.head_dim  # grouped-query attention: fewer key/value heads
+        self.wk = torch.nn.Linear(h, kv, bias=False, dtype=dtype)
+        self.wv = torch.nn.Linear(h, kv, bias=False, dtype=dtype)
         self.wo = torch.nn.Linear(h, h, bias=False, dtype=dtype)
         cos, sin = rope_tables(shape.seq_len, shape.head_dim, dtype, shape.rope_base, shape.rope_scaling)
         self.register_buffer("rope_cos", cos, persistent=False)
@@ -148,10 +155,12 @@ class Attention(torch.nn.Module):
         # n: the heads this module computes, all of them, or under tensor parallelism
         # (reference_stages.py) this rank's share, its q/k/v projections' width / d.
         q, k, v = self.wq(a), self.wk(a), self.wv(a)
-        n = q.shape[-1] // d
+        n, g = q.shape[-1] // d, k.shape[-1] // d
         q = apply_rope(q.view(b, s, n, d), self.rope_cos, self.rope_sin)
-        k = apply_rope(k.view(b, s, n, d), self.rope_cos, self.rope_sin)
-        v = v.view(b, s, n, d)
+        k = apply_rope(k.view(b, s, g, d), self.rope_cos, self.rope_sin)
+        v = v.view(b, s, g, d)
+        # Query head i reads key/value head i // (n / g) (transformers' repeat_kv).
+        k, v = (t.repeat_interleave(n // g, dim=2) for t in (k, v))
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [b, n, s, d]
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
         causal = torch.ones(s, s, dtype=torch.bool, device=a.device).triu(1)

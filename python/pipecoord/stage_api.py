@@ -57,6 +57,7 @@ class ModelSpec:
     # Llama 3's rotary scaling: (factor, low_freq_factor, high_freq_factor,
     # original_max_position_embeddings), or None (proto RopeScaling unset).
     rope_scaling: tuple = None
+    kv_heads: int = 0  # key/value heads (grouped-query attention); 0: heads
 
     @staticmethod
     def from_proto(m):

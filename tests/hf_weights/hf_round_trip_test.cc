@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cli/export_job.h"
+#include "data/hf_llama_weights.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "jobplan/spec_validation.h"
 #include "worker/daemon/assignment_model.h"
@@ -27,9 +28,10 @@
 namespace pipecoord {
 namespace {
 
-// Non-default epsilon and rotary base, so the export and PyTorch must carry them.
+// Non-default epsilon and rotary base, so the export and PyTorch must carry them; grouped-query
+// attention (2 key/value heads of 4), so the export's k_proj and v_proj have their own shape.
 const char kConfig[] = R"({"model_type": "llama", "hidden_size": 16, "intermediate_size": 40,
-  "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 32,
+  "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32,
   "rms_norm_eps": 1e-06, "rope_theta": 500000.0, "max_position_embeddings": 64, "bos_token_id": 1})";
 
 std::string Dir(const std::string& name) {
@@ -294,8 +296,8 @@ TEST(HfRoundTripTest, BadInitIsRefusedNamingTheTensor) {
 }
 
 TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
-  // transformers_llama3: Llama 3's rope scaling (rope_parameters.rope_type "llama3"), which the
-  // writer checked changes the loss.
+  // transformers_llama3: Llama 3's grouped-query attention (2 key/value heads of 4) and rope
+  // scaling (rope_parameters.rope_type "llama3", which the writer checked changes the loss).
   for (const std::string name : {"transformers_llama", "transformers_llama3"}) {
   const std::string dir = "tests/hf_weights/" + name;
   const double want = std::stod(Read(dir + "/loss.txt"));
@@ -309,6 +311,61 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
     EXPECT_LT(std::fabs(got - want) / want, 1e-5) << name << " pp " << pp << ": " << got << " vs transformers' " << want;
     std::printf("%s, pp %d: our step-0 loss %.10f, transformers' %.10f\n", name.c_str(), pp, got, want);
   }
+  }
+}
+
+// One training step's gradients against transformers' autograd: the model loaded from the files
+// transformers wrote, step 0's micro-batches forward and backward (the step loss, the mean of the
+// micro-batches' mean token losses), every weight's gradient against the one transformers' own
+// backward gave (grads/model.safetensors, read through the same name and rotary-row mapping as
+// the weights). Relative L2 error per tensor.
+TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersGradients) {
+  for (const std::string name : {"transformers_llama", "transformers_llama3"}) {
+    const std::string dir = "tests/hf_weights/" + name;
+    const v1::JobSpec spec = Spec(Read(dir + "/config.json"), 1, 1, /*seq_len=*/16, /*seed=*/5);
+    const model::ModelConfig config = worker::ModelConfigOf(spec.model());
+    const data::LlamaShape shape{config.layers, config.hidden, config.heads, config.FfnHidden(), config.vocab,
+                                 config.KvHeads()};
+    auto weights = data::HfLlamaWeights::Open(dir, shape);
+    ASSERT_TRUE(weights.ok()) << weights.status().ToString();
+    auto want = data::HfLlamaWeights::Open(dir + "/grads", shape);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto whole = model::StageModel::Create(config, model::WholeModel(config), worker::BatchShapeOf(spec));
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    for (const model::ParameterRef& p : (*whole)->Parameters()) {
+      ASSERT_TRUE(weights->Read(p.name, p.value).ok()) << p.name;
+    }
+    const model::SyntheticData data = worker::SyntheticDataOf(spec);
+    double loss = 0;
+    for (int mb = 0; mb < spec.microbatches(); ++mb) {
+      model::TokenBatch b = data.Batch(0, mb);
+      auto out = (*whole)->Forward(mb, {kernels::ToHostBuffer(b.inputs), {}, kernels::ToHostBuffer(b.targets)});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      loss += *out->loss / spec.microbatches();
+      auto dx = (*whole)->BackwardFull(mb, {});
+      ASSERT_TRUE(dx.ok()) << dx.status().ToString();
+    }
+    const double want_loss = std::stod(Read(dir + "/loss.txt"));
+    EXPECT_LT(std::fabs(loss - want_loss) / want_loss, 1e-5) << name;
+    double worst = 0;
+    std::string worst_name;
+    int tensors = 0;
+    for (const model::ParameterRef& p : (*whole)->Parameters()) {
+      std::vector<float> expected(p.grad.size());
+      ASSERT_TRUE(want->Read(p.name, expected).ok()) << p.name;
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < expected.size(); ++i) {
+        diff += (double(p.grad[i]) - expected[i]) * (double(p.grad[i]) - expected[i]);
+        norm += double(expected[i]) * expected[i];
+      }
+      const double rel = std::sqrt(diff / norm);
+      EXPECT_LT(rel, 1e-5) << name << " " << p.name;
+      if (rel > worst) worst = rel, worst_name = std::string(p.name);
+      ++tensors;
+    }
+    EXPECT_EQ(tensors, 2 + 2 * 9 + 1);
+    std::printf("%s: %d gradients against transformers' autograd, worst relative L2 error %.2e (%s)\n", name.c_str(),
+                tensors, worst, worst_name.c_str());
   }
 }
 

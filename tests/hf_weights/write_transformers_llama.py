@@ -1,20 +1,24 @@
 #!/usr/bin/env python3
 """A tiny Llama checkpoint written by Hugging Face transformers itself (LlamaForCausalLM with random
 weights, save_pretrained in shards with its model.safetensors.index.json), and transformers' own
-loss of it on step 0's micro-batches of the job hf_transformers_test runs (pipecoord's synthetic
-token stream, python/pipecoord/synthetic_data.py, the C++ stream bit for bit).
+loss of it on step 0's micro-batches of the job hf_round_trip_test runs (pipecoord's synthetic
+token stream, python/pipecoord/synthetic_data.py, the C++ stream bit for bit), and the gradients
+transformers' autograd gives every weight for that step's loss (the mean of the micro-batches'
+mean token losses), in grads/model.safetensors under the weights' own names.
 
     write_transformers_llama.py OUT_DIR [llama3]  -> OUT_DIR/{config.json, model-*.safetensors,
-                                                     model.safetensors.index.json, loss.txt}
-llama3: the config carries Llama 3's rotary scaling (rope_type "llama3", factor 4, low/high
-frequency factors 1 and 4, original context 8 tokens, so it changes the angles of a 16-token
-sequence); the script checks the scaling changes transformers' loss, so the test that uses it can
-fail.
+                                                     model.safetensors.index.json, loss.txt,
+                                                     grads/model.safetensors}
+llama3: Llama 3 as it ships: grouped-query attention (2 key/value heads for 4 query heads) and
+Llama 3's rotary scaling (rope_type "llama3", factor 4, low/high frequency factors 1 and 4,
+original context 8 tokens, so it changes the angles of a 16-token sequence); the script checks
+that the scaling changes transformers' loss, so the test that uses it can fail.
 """
 import os
 import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import safetensors.torch  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
@@ -24,9 +28,9 @@ from pipecoord.synthetic_data import SyntheticData  # noqa: E402
 SEED, MICROBATCHES, MBS, SEQ = 5, 4, 2, 16
 
 
-def make(rope):
+def make(rope, kv_heads):
     config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=96, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=SEQ,
+                                      num_attention_heads=4, num_key_value_heads=kv_heads, max_position_embeddings=SEQ,
                                       rms_norm_eps=1e-5, rope_parameters=rope, tie_word_embeddings=False,
                                       attention_bias=False, mlp_bias=False)
     torch.manual_seed(0)
@@ -37,15 +41,19 @@ def make(rope):
     return model
 
 
-def loss(model):
+def loss(model, grads=False):
+    """Step 0's loss; with grads, its backward runs too (the weights' .grad hold d loss / d weight)."""
     data = SyntheticData(SEED, model.config.vocab_size, SEQ, MBS)
     losses = []
-    with torch.no_grad():
+    with torch.set_grad_enabled(grads):
         for mb in range(MICROBATCHES):
             tokens, targets = data.batch(0, mb)
             logits = model(input_ids=tokens.long()).logits
-            losses.append(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(),
-                                                            targets.long().reshape(-1)).item())
+            mb_loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(),
+                                                        targets.long().reshape(-1))
+            if grads:
+                (mb_loss / MICROBATCHES).backward()
+            losses.append(mb_loss.item())
     return sum(losses) / len(losses)
 
 
@@ -56,11 +64,24 @@ def main():
     if sys.argv[2:] == ["llama3"]:
         rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 4.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
-    model = make(rope)
-    model.save_pretrained(out, max_shard_size="60KB", safe_serialization=True)
-    got = loss(model)
+    kv_heads = 2 if rope is not default else 4
+    model = make(rope, kv_heads)
+    # 3 shards (the BUILD file names them): the first shard size that gives 3.
+    for kb in range(80, 20, -1):
+        model.save_pretrained(out, max_shard_size="%dKB" % kb, safe_serialization=True)
+        if os.path.exists(os.path.join(out, "model-00003-of-00003.safetensors")):
+            break
+        for f in os.listdir(out):
+            if f.startswith("model") and f.endswith((".safetensors", ".json")):
+                os.remove(os.path.join(out, f))
+    else:
+        raise SystemExit("no shard size gives 3 shards")
+    got = loss(model, grads=True)
+    os.makedirs(os.path.join(out, "grads"), exist_ok=True)
+    safetensors.torch.save_file({name: p.grad.contiguous() for name, p in model.named_parameters()},
+                                os.path.join(out, "grads", "model.safetensors"))
     if rope is not default:
-        unscaled = loss(make(default))  # the same weights (the same seed) without the scaling
+        unscaled = loss(make(default, kv_heads))  # the same weights (the same seed) without the scaling
         assert abs(got - unscaled) > 1e-4 * got, (got, unscaled)
     with open(os.path.join(out, "loss.txt"), "w") as f:
         f.write("%.10f\n" % got)

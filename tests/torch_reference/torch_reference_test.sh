@@ -25,8 +25,10 @@ compare() { "$PYTHON" tests/torch_reference/compare.py "$@"; }
 echo "== one micro-batch"
 $dump microbatch --out "$work/mb_small.st"
 $dump microbatch --layers 3 --hidden 64 --heads 4 --vocab 96 --seq 32 --batch 2 --seed 3 --out "$work/mb_wide.st"
-compare --dtype float64 "$work/mb_small.st" "$work/mb_wide.st"
-compare --dtype float32 --no-steps "$work/mb_small.st" "$work/mb_wide.st"
+# Grouped-query attention: 8 query heads over 2 key/value heads (PyTorch repeats them, repeat_kv).
+$dump microbatch --layers 2 --hidden 64 --heads 8 --kv-heads 2 --vocab 96 --seq 16 --batch 2 --seed 4 --out "$work/mb_gqa.st"
+compare --dtype float64 "$work/mb_small.st" "$work/mb_wide.st" "$work/mb_gqa.st"
+compare --dtype float32 --no-steps "$work/mb_small.st" "$work/mb_wide.st" "$work/mb_gqa.st"
 
 echo "== pipelined, every schedule family"
 # lr 1e-3: AdamW moves an ill-conditioned element (compare.py) by lr x (gradient difference) /
@@ -72,8 +74,12 @@ $dump pipelined --out "$work/opt_interleaved.st" "${opt[@]}" --schedule interlea
   --microbatches 4 --layers 7 --lr-schedule linear --decay-steps 3
 $dump pipelined --out "$work/opt_dualpipev.st" "${opt[@]}" --schedule dualpipev --pp 2 --vpp 2 --dp 3 --zero 1 \
   --microbatches 4 --layers 8 --lr-schedule cosine
+# Grouped-query attention under tp 2 with sequence parallelism: each rank its 2 query heads and the
+# key/value head they read.
+$dump pipelined --out "$work/opt_gqa.st" "${opt[@]}" --heads 4 --kv-heads 2 --schedule zbh1 --pp 2 --tp 2 --sp --dp 2 \
+  --microbatches 4 --layers 4 --lr-schedule cosine
 compare --dtype float64 "$work/opt_zbh1.st" "$work/opt_interleaved.st" "$work/opt_dualpipev.st" "$work/opt_sp.st" \
-  "$work/opt_zbv.st"
+  "$work/opt_zbv.st" "$work/opt_gqa.st"
 
 echo "== it can fail"
 "$PYTHON" - "$work/mb_small.st" "$work/mb_bad.st" <<'PY'

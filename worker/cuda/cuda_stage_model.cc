@@ -107,6 +107,10 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
                                                                parallel::TensorParallel* tp,
                                                                bool sequence_parallel) {
   PIPECOORD_RETURN_IF_ERROR(config.Validate());
+  if (config.KvHeads() != config.heads) {  // the CUDA attention kernels have no grouped-query path
+    return InvalidArgument("kv_heads: the CUDA model runs kv_heads == heads (" + std::to_string(config.heads) +
+                           ") only, got " + std::to_string(config.KvHeads()));
+  }
   PIPECOORD_RETURN_IF_ERROR(model::ValidateShard(config, shard));
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
   if (device == nullptr) return InvalidArgument("CudaStageModel: device is null");

@@ -402,7 +402,8 @@ TEST_F(CudaZeroControlTest, BfloatShardedMastersStartFromSpecInit) {
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
   std::vector<data::ModelTensor> tensors;
   for (const model::ParameterRef& p : (*whole)->Parameters()) tensors.push_back({std::string(p.name), p.value});
-  const data::LlamaShape shape{config.layers, config.hidden, config.heads, config.FfnHidden(), config.vocab};
+  const data::LlamaShape shape{config.layers, config.hidden, config.heads, config.FfnHidden(), config.vocab,
+                               config.KvHeads()};
   v1::JobSpec probe = Spec("cuda", 1, 1, 0, 0);
   ASSERT_TRUE(data::WriteHfLlamaFolder(folder, jobplan::HfConfigJson(probe.model()), shape, tensors, 0).ok());
   for (const Case c : {Case{2, 2}, Case{1, 3}}) {

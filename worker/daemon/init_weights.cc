@@ -16,7 +16,8 @@ namespace pipecoord::worker {
 
 Status LoadInitialWeights(const v1::Assignment& a, ComputeBackend* backend) {
   const model::ModelConfig config = ModelConfigOf(a.spec().model());
-  const data::LlamaShape shape{config.layers, config.hidden, config.heads, config.FfnHidden(), config.vocab};
+  const data::LlamaShape shape{config.layers, config.hidden, config.heads, config.FfnHidden(), config.vocab,
+                               config.KvHeads()};
   auto weights = data::HfLlamaWeights::Open(a.spec().init(), shape);
   if (!weights.ok()) return Status(weights.status().code(), "spec.init: " + weights.status().message());
   // With tensor parallelism each rank holds its slice of a tensor: the whole tensor read, then

@@ -34,6 +34,10 @@ Status ModelConfig::Validate() const {
     return InvalidArgument("hidden: must be a multiple of heads (" + std::to_string(heads) +
                            "), got " + std::to_string(hidden));
   }
+  if (kv_heads < 0 || (kv_heads > 0 && heads % kv_heads != 0)) {
+    return InvalidArgument("kv_heads: must divide heads (" + std::to_string(heads) + ") or be 0 (heads), got " +
+                           std::to_string(kv_heads));
+  }
   if (HeadDim() % 2 != 0) {
     return InvalidArgument("heads: hidden / heads must be even for rotary embeddings, got " +
                            std::to_string(hidden) + " / " + std::to_string(heads) + " = " +
@@ -58,7 +62,8 @@ Status BatchShape::Validate() const {
 }
 
 Status CheckTensorParallel(const ModelConfig& config, int tp) {
-  for (auto [what, value] : {std::pair{"heads", static_cast<int64_t>(config.heads)}, {"ffn_hidden", config.FfnHidden()},
+  for (auto [what, value] : {std::pair{"heads", static_cast<int64_t>(config.heads)},
+                             {"kv_heads", static_cast<int64_t>(config.KvHeads())}, {"ffn_hidden", config.FfnHidden()},
                              {"vocab", static_cast<int64_t>(config.vocab)}}) {
     if (tp < 1 || value % tp != 0) {
       return InvalidArgument(std::string("tp: ") + std::to_string(tp) + " must divide " + what + " (" +

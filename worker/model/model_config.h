@@ -26,10 +26,15 @@ struct ModelConfig {
   double rms_norm_eps = kRmsNormEps;  // > 0
   double rope_theta = kRopeBase;      // > 0
   kernels::cpu::RopeScaling rope_scaling{};  // Llama 3's (factor 0: none)
+  // Key/value heads (grouped-query attention; last, so {layers, hidden, ...} reads as before);
+  // 0: heads. Divides heads.
+  int kv_heads = 0;
 
   // ffn_hidden if set, else ceil(8h/3) rounded up to a multiple of 64 (as proto/job.proto says).
   int FfnHidden() const;
   int HeadDim() const { return heads > 0 ? hidden / heads : 0; }
+  int KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
+  int KvWidth() const { return KvHeads() * HeadDim(); }  // rows of wk and wv
   // Names the first field that breaks its rule: "hidden: must be a multiple of heads (3), got 32".
   Status Validate() const;
 };
@@ -41,7 +46,7 @@ struct BatchShape {
   Status Validate() const;
 };
 
-// INVALID_ARGUMENT naming the field unless tp >= 1 divides heads, ffn_hidden and vocab: each
+// INVALID_ARGUMENT naming the field unless tp >= 1 divides heads, kv_heads, ffn_hidden and vocab: each
 // tensor-parallel rank holds an equal slice (the CPU and CUDA stage models' rule).
 Status CheckTensorParallel(const ModelConfig& config, int tp);
 

@@ -65,6 +65,7 @@ StageModel::StageModel(const ModelConfig& config, const StageShard& shard,
   dims_.seq = config.seq_len;
   dims_.hidden = config.hidden;
   dims_.heads = config.heads;
+  dims_.kv_heads = config.KvHeads();
   dims_.ffn = config.FfnHidden();
   dims_.norm_eps = config.rms_norm_eps;
   dims_.tp = tp != nullptr ? tp->size() : 1;
@@ -73,7 +74,7 @@ StageModel::StageModel(const ModelConfig& config, const StageShard& shard,
 Status StageModel::TensorParallelStatus() const { return tp_ != nullptr ? tp_->status() : Status::Ok(); }
 
 void StageModel::Build() {
-  const int64_t h = dims_.hidden, f = dims_.ffn, V = config_.vocab;
+  const int64_t h = dims_.hidden, f = dims_.ffn, V = config_.vocab, kv = config_.KvWidth();
   const int tp = static_cast<int>(dims_.tp), rank = tp_ != nullptr ? tp_->rank() : 0;
   const double depth = std::sqrt(2.0 * config_.layers);
   // The whole [rows, cols] tensor from (seed, name), then this rank's slice of it.
@@ -113,8 +114,8 @@ void StageModel::Build() {
     bind(add(p + "attention_norm.weight", {h}, kOnes, false), &w.attention_norm,
          &g.attention_norm);
     bind(add(p + "attention.wq.weight", {h, h}, in_std, true), &w.wq, &g.wq);
-    bind(add(p + "attention.wk.weight", {h, h}, in_std, true), &w.wk, &g.wk);
-    bind(add(p + "attention.wv.weight", {h, h}, in_std, true), &w.wv, &g.wv);
+    bind(add(p + "attention.wk.weight", {kv, h}, in_std, true), &w.wk, &g.wk);
+    bind(add(p + "attention.wv.weight", {kv, h}, in_std, true), &w.wv, &g.wv);
     bind(add(p + "attention.wo.weight", {h, h}, in_std / depth, true), &w.wo, &g.wo);
     bind(add(p + "ffn_norm.weight", {h}, kOnes, false), &w.ffn_norm, &g.ffn_norm);
     bind(add(p + "feed_forward.w1.weight", {f, h}, in_std, true), &w.w1, &g.w1);

@@ -69,7 +69,7 @@ void TransformerBlock<T>::Rebuild(BlockSaved<T>* s) const {
   const auto start = std::chrono::steady_clock::now();
   if (d_.recompute == Recompute::kSelective) {
     // The core again from q, k, v: the same kernel, so the same probabilities, bit for bit.
-    const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), d_.hidden / d_.heads};
+    const AttentionDims ad = d_.attention();
     s->probs.resize(ad.probs_size());
     kernels::HostBuffer<T> o(d_.tokens() * d_.local_width());
     AttentionForward(s->q.data(), s->k.data(), s->v.data(), s->probs.data(), o.data(), ad);
@@ -101,8 +101,8 @@ kernels::HostBuffer<T> TransformerBlock<T>::ScatterSequence(kernels::HostBuffer<
 template <typename T>
 kernels::HostBuffer<T> TransformerBlock<T>::ForwardAll(kernels::HostBuffer<T> x, BlockSaved<T>* s) const {
   const int64_t n = d_.tokens(), nl = d_.local_tokens(), h = d_.hidden, hq = d_.local_width(),
-                f = d_.local_ffn();
-  const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
+                hkv = d_.local_kv_width(), f = d_.local_ffn();
+  const AttentionDims ad = d_.attention();
   s->x = std::move(x);
   s->rstd1.resize(nl);
   s->a.resize(nl * h);
@@ -111,13 +111,13 @@ kernels::HostBuffer<T> TransformerBlock<T>::ForwardAll(kernels::HostBuffer<T> x,
   const kernels::HostBuffer<T> a_all = d_.sp ? GatherSequence(s->a) : kernels::HostBuffer<T>();
   const T* a = d_.sp ? a_all.data() : s->a.data();
   s->q.resize(n * hq);
-  s->k.resize(n * hq);
-  s->v.resize(n * hq);
+  s->k.resize(n * hkv);
+  s->v.resize(n * hkv);
   LinearForward(a, w_.wq, s->q.data(), {n, h, hq});
-  LinearForward(a, w_.wk, s->k.data(), {n, h, hq});
-  LinearForward(a, w_.wv, s->v.data(), {n, h, hq});
+  LinearForward(a, w_.wk, s->k.data(), {n, h, hkv});
+  LinearForward(a, w_.wv, s->v.data(), {n, h, hkv});
   RopeForward(s->q.data(), *rope_, d_.batch, d_.local_heads());
-  RopeForward(s->k.data(), *rope_, d_.batch, d_.local_heads());
+  RopeForward(s->k.data(), *rope_, d_.batch, d_.local_kv_heads());
   s->probs.resize(ad.probs_size());
   s->o.resize(n * hq);
   AttentionForward(s->q.data(), s->k.data(), s->v.data(), s->probs.data(), s->o.data(), ad);
@@ -148,8 +148,8 @@ template <typename T>
 kernels::HostBuffer<T> TransformerBlock<T>::BackwardInput(kernels::HostBuffer<T> dy, BlockSaved<T>* s) const {
   Rebuild(s);
   const int64_t n = d_.tokens(), nl = d_.local_tokens(), h = d_.hidden, hq = d_.local_width(),
-                f = d_.local_ffn();
-  const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
+                hkv = d_.local_kv_width(), f = d_.local_ffn();
+  const AttentionDims ad = d_.attention();
   // MLP: y = x1 + W2 swiglu(W1 c, W3 c), c = norm(x1).
   kernels::HostBuffer<T> dz(n * f);
   {
@@ -177,8 +177,8 @@ kernels::HostBuffer<T> TransformerBlock<T>::BackwardInput(kernels::HostBuffer<T>
     LinearBackwardInput(d_.sp ? dx1_all.data() : s->dx1.data(), w_.wo, dout.data(), {n, hq, h}, false);
   }
   s->dq.resize(n * hq);
-  s->dk.resize(n * hq);
-  s->dv.resize(n * hq);
+  s->dk.resize(n * hkv);
+  s->dv.resize(n * hkv);
   AttentionBackward(dout.data(), s->q.data(), s->k.data(), s->v.data(), s->probs.data(),
                     s->dq.data(), s->dk.data(), s->dv.data(), ad);
   Free(dout);
@@ -187,11 +187,11 @@ kernels::HostBuffer<T> TransformerBlock<T>::BackwardInput(kernels::HostBuffer<T>
   Free(s->v);
   Free(s->probs);
   RopeBackward(s->dq.data(), *rope_, d_.batch, d_.local_heads());
-  RopeBackward(s->dk.data(), *rope_, d_.batch, d_.local_heads());
+  RopeBackward(s->dk.data(), *rope_, d_.batch, d_.local_kv_heads());
   kernels::HostBuffer<T> da(n * h);
   LinearBackwardInput(s->dq.data(), w_.wq, da.data(), {n, h, hq}, false);
-  LinearBackwardInput(s->dk.data(), w_.wk, da.data(), {n, h, hq}, true);
-  LinearBackwardInput(s->dv.data(), w_.wv, da.data(), {n, h, hq}, true);
+  LinearBackwardInput(s->dk.data(), w_.wk, da.data(), {n, h, hkv}, true);
+  LinearBackwardInput(s->dv.data(), w_.wv, da.data(), {n, h, hkv}, true);
   s->da = ScatterSequence(std::move(da));  // column-parallel wq, wk, wv: f's backward
   kernels::HostBuffer<T> dx = s->dx1;  // residual path
   RmsNormBackwardInput(s->da.data(), s->x.data(), w_.attention_norm, s->rstd1.data(), dx.data(), nl,
@@ -206,7 +206,7 @@ void TransformerBlock<T>::BackwardWeight(BlockSaved<T>* s) const {
   // (dc, da, x, x1). With it, the shards kept are gathered again (dy, c, dx1, a, in this order on
   // every rank) and the norm gains' gradients cover this rank's tokens only.
   const int64_t n = d_.tokens(), nl = d_.local_tokens(), h = d_.hidden, hq = d_.local_width(),
-                f = d_.local_ffn();
+                hkv = d_.local_kv_width(), f = d_.local_ffn();
   auto all = [&](const kernels::HostBuffer<T>& shard, kernels::HostBuffer<T>* keep) {
     if (!d_.sp) return shard.data();
     *keep = GatherSequence(shard);
@@ -221,8 +221,8 @@ void TransformerBlock<T>::BackwardWeight(BlockSaved<T>* s) const {
   LinearBackwardWeight(all(s->dx1, &gathered), s->o.data(), g_.wo, {n, hq, h});
   const T* a = all(s->a, &gathered);
   LinearBackwardWeight(s->dq.data(), a, g_.wq, {n, h, hq});
-  LinearBackwardWeight(s->dk.data(), a, g_.wk, {n, h, hq});
-  LinearBackwardWeight(s->dv.data(), a, g_.wv, {n, h, hq});
+  LinearBackwardWeight(s->dk.data(), a, g_.wk, {n, h, hkv});
+  LinearBackwardWeight(s->dv.data(), a, g_.wv, {n, h, hkv});
   RmsNormBackwardWeight(s->da.data(), s->x.data(), s->rstd1.data(), g_.attention_norm, nl, h);
   *s = BlockSaved<T>();
 }
@@ -235,8 +235,9 @@ kernels::HostBuffer<T> TransformerBlock<T>::BackwardFused(kernels::HostBuffer<T>
     return dx;
   }
   Rebuild(s);
-  const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), f = d_.local_ffn();
-  const AttentionDims ad{d_.batch, d_.seq, d_.local_heads(), h / d_.heads};
+  const int64_t n = d_.tokens(), h = d_.hidden, hq = d_.local_width(), hkv = d_.local_kv_width(),
+                f = d_.local_ffn();
+  const AttentionDims ad = d_.attention();
   // Down projection.
   kernels::HostBuffer<T> dz(n * f);
   LinearBackwardInput(dy.data(), w_.w2, dz.data(), {n, f, h}, false);
@@ -260,18 +261,18 @@ kernels::HostBuffer<T> TransformerBlock<T>::BackwardFused(kernels::HostBuffer<T>
   LinearBackwardInput(dx1.data(), w_.wo, dout.data(), {n, hq, h}, false);
   LinearBackwardWeight(dx1.data(), s->o.data(), g_.wo, {n, hq, h});
   // Attention, RoPE and the q, k, v projections.
-  kernels::HostBuffer<T> dq(n * hq), dk(n * hq), dv(n * hq);
+  kernels::HostBuffer<T> dq(n * hq), dk(n * hkv), dv(n * hkv);
   AttentionBackward(dout.data(), s->q.data(), s->k.data(), s->v.data(), s->probs.data(), dq.data(),
                     dk.data(), dv.data(), ad);
   RopeBackward(dq.data(), *rope_, d_.batch, d_.local_heads());
-  RopeBackward(dk.data(), *rope_, d_.batch, d_.local_heads());
+  RopeBackward(dk.data(), *rope_, d_.batch, d_.local_kv_heads());
   kernels::HostBuffer<T> da(n * h);
   LinearBackwardInput(dq.data(), w_.wq, da.data(), {n, h, hq}, false);
   LinearBackwardWeight(dq.data(), s->a.data(), g_.wq, {n, h, hq});
-  LinearBackwardInput(dk.data(), w_.wk, da.data(), {n, h, hq}, true);
-  LinearBackwardWeight(dk.data(), s->a.data(), g_.wk, {n, h, hq});
-  LinearBackwardInput(dv.data(), w_.wv, da.data(), {n, h, hq}, true);
-  LinearBackwardWeight(dv.data(), s->a.data(), g_.wv, {n, h, hq});
+  LinearBackwardInput(dk.data(), w_.wk, da.data(), {n, h, hkv}, true);
+  LinearBackwardWeight(dk.data(), s->a.data(), g_.wk, {n, h, hkv});
+  LinearBackwardInput(dv.data(), w_.wv, da.data(), {n, h, hkv}, true);
+  LinearBackwardWeight(dv.data(), s->a.data(), g_.wv, {n, h, hkv});
   ReduceFromTensorParallel(da);
   // attention_norm and the residual.
   kernels::HostBuffer<T> dx = dx1;

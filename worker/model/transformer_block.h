@@ -2,7 +2,7 @@
 // pipelines.
 //
 //   a = RMSNorm(x; attention_norm)       q, k, v = a Wq^T, a Wk^T, a Wv^T; RoPE on q and k
-//   x1 = x + Attention(q, k, v) Wo^T     (causal, multi-head)
+//   x1 = x + Attention(q, k, v) Wo^T     (causal, multi-head; grouped-query when kv_heads < heads)
 //   c = RMSNorm(x1; ffn_norm)            y = x1 + (silu(c W1^T) * (c W3^T)) W2^T
 //
 // Forward keeps what the backward needs in a BlockSaved (one per micro-batch, owned by the
@@ -54,8 +54,9 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/host_pool.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/rotary.h"
+#include "kernels/host_pool.h"
 #include "worker/parallel/tensor_parallel.h"
 
 namespace pipecoord::model {
@@ -76,22 +77,34 @@ struct BlockDims {
   int64_t heads = 0;   // attention heads (head_dim = hidden / heads)
   int64_t ffn = 0;     // SwiGLU inner width
   double norm_eps = 1e-5;  // both RMSNorms' epsilon (ModelConfig::rms_norm_eps)
-  int64_t tp = 1;          // tensor-parallel degree; divides heads and ffn
+  int64_t tp = 1;          // tensor-parallel degree; divides heads, kv heads and ffn
   Recompute recompute = Recompute::kNone;
   // Sequence parallelism (tp > 1): x, y, dx, dy and everything outside the tensor-parallel regions
   // are this rank's shard of the tokens, rows [r T/tp, (r+1) T/tp) of [tokens, h].
   bool sp = false;
+  // Key/value heads (grouped-query attention; last, so that {b, s, h, heads, ffn} still reads as
+  // before); 0: heads. Divides heads; tp divides it.
+  int64_t kv_heads = 0;
 
   int64_t tokens() const { return batch * seq; }
   int64_t local_tokens() const { return sp ? tokens() / tp : tokens(); }
   int64_t local_heads() const { return heads / tp; }
-  int64_t local_width() const { return hidden / tp; }  // this rank's q, k, v, o features
+  int64_t local_width() const { return hidden / tp; }  // this rank's q and o features
+  int64_t head_dim() const { return hidden / heads; }
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t local_kv_heads() const { return kv() / tp; }
+  int64_t local_kv_width() const { return local_kv_heads() * head_dim(); }  // this rank's k and v features
+  // The attention core's shape on this rank: its query heads and the key/value heads they read.
+  kernels::cpu::AttentionDims attention() const {
+    return {batch, seq, local_heads(), head_dim(), local_kv_heads()};
+  }
   int64_t local_ffn() const { return ffn / tp; }
 };
 
 // The nine tensors of a block (weights with P = const T, gradients with P = T). Shapes:
-// attention_norm, ffn_norm [h]; wq, wk, wv, wo [h, h]; w1 (gate), w3 (up) [ffn, h]; w2 [h, ffn].
-// With tp > 1 a rank's slices: wq, wk, wv [h/tp, h]; wo [h, h/tp]; w1, w3 [ffn/tp, h];
+// attention_norm, ffn_norm [h]; wq, wo [h, h]; wk, wv [g d, h] (g key/value heads of d = h / heads
+// features; g d = h without grouped-query attention); w1 (gate), w3 (up) [ffn, h]; w2 [h, ffn].
+// With tp > 1 a rank's slices: wq [h/tp, h]; wk, wv [g d/tp, h]; wo [h, h/tp]; w1, w3 [ffn/tp, h];
 // w2 [h, ffn/tp] (TensorParallelSlice in weight_init.h cuts them from the whole tensors).
 template <typename P>
 struct BlockTensors {

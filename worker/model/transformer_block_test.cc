@@ -29,8 +29,8 @@ struct Weights {
   std::array<kernels::HostBuffer<T>, kTensors> value, grad;
 
   Weights(const BlockDims& d, uint64_t seed) {
-    const int64_t h = d.hidden, f = d.ffn;
-    const int64_t sizes[kTensors] = {h, h * h, h * h, h * h, h * h, h, f * h, h * f, f * h};
+    const int64_t h = d.hidden, f = d.ffn, kv = d.kv() * d.head_dim();
+    const int64_t sizes[kTensors] = {h, h * h, kv * h, kv * h, h * h, h, f * h, h * f, f * h};
     for (int i = 0; i < kTensors; ++i) {
       std::vector<double> r = RandomVector(sizes[i], seed + i);
       value[i].resize(r.size());
@@ -52,6 +52,8 @@ struct Weights {
 };
 
 const BlockDims kDims{2, 5, 8, 2, 12};  // b, s, h, heads, ffn
+// Grouped-query attention: 4 query heads of 4 features share 2 key/value heads.
+const BlockDims kGqaDims{.batch = 2, .seq = 5, .hidden = 16, .heads = 4, .ffn = 12, .kv_heads = 2};
 
 std::shared_ptr<const kernels::cpu::RopeTable> Rope(const BlockDims& d) {
   return std::make_shared<const kernels::cpu::RopeTable>(
@@ -64,7 +66,10 @@ kernels::HostBuffer<T> Input(const BlockDims& d, uint64_t seed) {
   return kernels::HostBuffer<T>(r.begin(), r.end());
 }
 
-TEST(TransformerBlockTest, SplitBackwardMatchesFiniteDifferencesInDouble) {
+class TransformerBlockDimsTest : public ::testing::TestWithParam<BlockDims> {};
+
+TEST_P(TransformerBlockDimsTest, SplitBackwardMatchesFiniteDifferencesInDouble) {
+  const BlockDims kDims = GetParam();
   Weights<double> w(kDims, 100);
   TransformerBlock<double> block(kDims, w.W(), w.G(), Rope(kDims));
   kernels::HostBuffer<double> x = Input<double>(kDims, 200);
@@ -95,7 +100,8 @@ TEST(TransformerBlockTest, SplitBackwardMatchesFiniteDifferencesInDouble) {
   }
 }
 
-TEST(TransformerBlockTest, InputAndWeightPartsEqualTheFusedBackwardBitForBit) {
+TEST_P(TransformerBlockDimsTest, InputAndWeightPartsEqualTheFusedBackwardBitForBit) {
+  const BlockDims kDims = GetParam();
   Weights<float> split(kDims, 7), fused(kDims, 7);
   const auto rope = Rope(kDims);
   TransformerBlock<float> a(kDims, split.W(), split.G(), rope);
@@ -120,6 +126,44 @@ TEST(TransformerBlockTest, InputAndWeightPartsEqualTheFusedBackwardBitForBit) {
   EXPECT_EQ(b.BackwardFused(y0, &t1), dx1);
   EXPECT_EQ(t0.Bytes(), 0);
   for (int i = 0; i < kTensors; ++i) EXPECT_EQ(split.grad[i], fused.grad[i]) << kNames[i];
+}
+
+INSTANTIATE_TEST_SUITE_P(MultiHeadAndGroupedQuery, TransformerBlockDimsTest, ::testing::Values(kDims, kGqaDims),
+                         [](const ::testing::TestParamInfo<BlockDims>& p) {
+                           return p.param.kv() == p.param.heads ? std::string("MultiHead") : std::string("GroupedQuery");
+                         });
+
+// Grouped-query attention is multi-head attention whose key/value heads are repeated over each
+// group (transformers' repeat_kv): the GQA block and a multi-head block holding each wk, wv head
+// `group` times give the same y and dx, and every weight gradient but dwk, dwv, which are the
+// sums of the multi-head block's over each group's copies.
+TEST(TransformerBlockTest, GroupedQueryIsMultiHeadWithRepeatedKeyValueHeads) {
+  const BlockDims gqa = kGqaDims;
+  BlockDims mha = gqa;
+  mha.kv_heads = 0;
+  const int64_t h = gqa.hidden, d = gqa.head_dim(), group = gqa.heads / gqa.kv();
+  Weights<double> g(gqa, 500), m(mha, 500);
+  for (int i : {2, 3}) {  // wk, wv: MHA row block (head j) = GQA head j / group
+    for (int64_t j = 0; j < mha.heads; ++j) {
+      for (int64_t r = 0; r < d * h; ++r) m.value[i][j * d * h + r] = g.value[i][(j / group) * d * h + r];
+    }
+  }
+  for (int i : {0, 1, 4, 5, 6, 7, 8}) m.value[i] = g.value[i];
+  TransformerBlock<double> a(gqa, g.W(), g.G(), Rope(gqa)), b(mha, m.W(), m.G(), Rope(mha));
+  const kernels::HostBuffer<double> x = Input<double>(gqa, 501), dy = Input<double>(gqa, 502);
+  BlockSaved<double> sa, sb;
+  const kernels::HostBuffer<double> ya = a.Forward(x, &sa), yb = b.Forward(x, &sb);
+  EXPECT_LT(RelativeError(ya, yb), 1e-12);
+  EXPECT_EQ(sa.k.size() * group, sb.k.size()) << "the GQA block keeps 1/group of the keys";
+  EXPECT_LT(RelativeError(a.BackwardFused(dy, &sa), b.BackwardFused(dy, &sb)), 1e-12);
+  for (int i : {0, 1, 4, 5, 6, 7, 8}) EXPECT_LT(RelativeError(g.grad[i], m.grad[i]), 1e-12) << kNames[i];
+  for (int i : {2, 3}) {
+    std::vector<double> summed(g.grad[i].size(), 0.0);
+    for (int64_t j = 0; j < mha.heads; ++j) {
+      for (int64_t r = 0; r < d * h; ++r) summed[(j / group) * d * h + r] += m.grad[i][j * d * h + r];
+    }
+    EXPECT_LT(RelativeError(g.grad[i], summed), 1e-12) << kNames[i];
+  }
 }
 
 TEST(TransformerBlockTest, ForwardIsCausal) {

@@ -44,8 +44,8 @@ const BlockDims kDims{2, 6, 16, 4, 32};  // b, s, h, heads, ffn: tokens x hidden
 
 // [rows, cols] of each tensor.
 std::array<std::pair<int64_t, int64_t>, kTensors> Shapes(const BlockDims& d) {
-  const int64_t h = d.hidden, f = d.ffn;
-  return {{{1, h}, {h, h}, {h, h}, {h, h}, {h, h}, {1, h}, {f, h}, {h, f}, {f, h}}};
+  const int64_t h = d.hidden, f = d.ffn, kv = d.kv() * d.head_dim();
+  return {{{1, h}, {h, h}, {kv, h}, {kv, h}, {h, h}, {1, h}, {f, h}, {h, f}, {f, h}}};
 }
 
 struct Tensors {
@@ -136,7 +136,7 @@ RankResult RunRank(const Tensors& whole, BlockDims d, int tp, int rank, TensorPa
   return r;
 }
 
-TEST(TransformerBlockTensorParallelTest, RanksTogetherAreTheWholeBlock) {
+void CheckRanksTogetherAreTheWholeBlock(const BlockDims& kDims, const std::vector<int>& tps) {
   const Tensors whole = Whole(kDims);
   const int64_t n = kDims.tokens(), h = kDims.hidden;
   const kernels::HostBuffer<float> x = Floats(n * h, 7), dy = Floats(n * h, 8);
@@ -148,7 +148,7 @@ TEST(TransformerBlockTensorParallelTest, RanksTogetherAreTheWholeBlock) {
   one.BackwardWeight(&saved);
   const auto shapes = Shapes(kDims);
 
-  for (int tp : {2, 4}) {
+  for (int tp : tps) {
     SCOPED_TRACE("tp " + std::to_string(tp));
     auto mesh = worker::testing::MakeMesh(tp);
     ASSERT_TRUE(mesh.ok()) << mesh.status().ToString();
@@ -184,6 +184,14 @@ TEST(TransformerBlockTensorParallelTest, RanksTogetherAreTheWholeBlock) {
       EXPECT_EQ(got.bytes_after_w, 4 * per_all_reduce) << "W needs no communication";
     }
   }
+}
+
+TEST(TransformerBlockTensorParallelTest, RanksTogetherAreTheWholeBlock) { CheckRanksTogetherAreTheWholeBlock(kDims, {2, 4}); }
+
+// Grouped-query attention: each rank holds its query heads and the key/value heads they read
+// (8 heads over 4 key/value heads: with tp 2, heads 0-3 and key/value heads 0-1 on rank 0).
+TEST(TransformerBlockTensorParallelTest, GroupedQueryRanksTogetherAreTheWholeBlock) {
+  CheckRanksTogetherAreTheWholeBlock({.batch = 2, .seq = 6, .hidden = 32, .heads = 8, .ffn = 32, .kv_heads = 4}, {2, 4});
 }
 
 // A group that never adds the partial sums up: what a block that forgot Megatron's g gives.
