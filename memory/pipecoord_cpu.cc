@@ -36,7 +36,8 @@ struct CpuSizes {
   int64_t tokens_h = 0;  // n h: a full-sequence activation
   int64_t local_h = 0;   // nl h: a sequence shard with sp, else n h (the boundary)
   int64_t rows = 0;      // count, nl: a norm's per-token 1/rms
-  int64_t width = 0;     // n h / tp: q, k, v, o and their gradients
+  int64_t width = 0;     // n h / tp: q, o and their gradients
+  int64_t kv = 0;        // n g (h / a) / tp: k, v and their gradients (grouped-query attention)
   int64_t ffn = 0;       // n f / tp: gate, up, z and their gradients
   int64_t probs = 0;     // b (a / tp) s s
   int64_t logits = 0;    // n v / tp
@@ -69,8 +70,8 @@ void BlockForwardAll(Timeline& t, const CpuSizes& z) {
   t.Alloc(z.local_h);       // a
   if (z.sp) t.Alloc(z.tokens_h);  // a gathered
   t.Alloc(z.width);         // q
-  t.Alloc(z.width);         // k
-  t.Alloc(z.width);         // v
+  t.Alloc(z.kv);            // k
+  t.Alloc(z.kv);            // v
   t.Alloc(z.probs);
   t.Alloc(z.width);         // o
   t.Alloc(z.tokens_h);      // wo's partial sum, x1
@@ -88,8 +89,8 @@ void BlockForwardAll(Timeline& t, const CpuSizes& z) {
 
 // What a block's F keeps (BlockSaved), its input x included.
 int64_t BlockSavedBytes(const CpuSizes& z) {
-  return z.local_h + 4 * z.rows + z.local_h + 3 * z.width + z.probs + z.width + z.local_h + 4 * z.rows + z.local_h +
-         3 * z.ffn;
+  return z.local_h + 4 * z.rows + z.local_h + z.width + 2 * z.kv + z.probs + z.width + z.local_h + 4 * z.rows +
+         z.local_h + 3 * z.ffn;
 }
 
 // TransformerBlock::Forward: ForwardAll, then what the recompute mode drops; `keep` false: the
@@ -125,9 +126,9 @@ void BlockBackwardInput(Timeline& t, const CpuSizes& z) {
   t.Alloc(z.width);    // dout
   if (z.sp) Passing(t, z.tokens_h);  // dx1 gathered
   t.Alloc(z.width);  // dq
-  t.Alloc(z.width);  // dk
-  t.Alloc(z.width);  // dv
-  t.Free(4 * z.width + z.probs);  // dout, q, k, v, the probabilities
+  t.Alloc(z.kv);     // dk
+  t.Alloc(z.kv);     // dv
+  t.Free(2 * z.width + 2 * z.kv + z.probs);  // dout, q, k, v, the probabilities
   t.Alloc(z.tokens_h);            // da, the partial sum
   ScatterPartialSum(t, z);
   t.Alloc(z.local_h);  // dx, dx1 copied: the block input's gradient
@@ -136,8 +137,8 @@ void BlockBackwardInput(Timeline& t, const CpuSizes& z) {
 // What a block keeps from B until W: F's state less q, k, v, the probabilities, gate and up, plus
 // dy, dgate, dup, dc, dx1, dq, dk, dv, da.
 int64_t BlockKeptBytes(const CpuSizes& z) {
-  return BlockSavedBytes(z) - 3 * z.width - z.probs - 2 * z.ffn + z.local_h + 2 * z.ffn + z.local_h + z.local_h +
-         3 * z.width + z.local_h;
+  return BlockSavedBytes(z) - z.width - 2 * z.kv - z.probs - 2 * z.ffn + z.local_h + 2 * z.ffn + z.local_h +
+         z.local_h + z.width + 2 * z.kv + z.local_h;
 }
 
 // LmHead::Forward from its input (counted by the caller) and the targets (ForwardInto's, counted
@@ -285,7 +286,9 @@ Result<CpuOpPeaks> PipecoordCpuOpPeaks(const ModelSpec& model, const TrainingSpe
   z.rows = nl;
   z.loss_rows = n;
   bool ok = Mul({4, n}, &z.ids) && Mul({4, n, model.hidden}, &z.tokens_h) && Mul({4, nl, model.hidden}, &z.local_h) &&
-            Mul({4, n, model.hidden / z.tp}, &z.width) && Mul({4, n, model.ffn / z.tp}, &z.ffn) &&
+            Mul({4, n, model.hidden / z.tp}, &z.width) &&
+            Mul({4, n, model.kv_heads * (model.hidden / model.heads) / z.tp}, &z.kv) &&
+            Mul({4, n, model.ffn / z.tp}, &z.ffn) &&
             Mul({4, training.micro_batch, model.heads / z.tp, model.seq_len, model.seq_len}, &z.probs) &&
             Mul({4, n, model.vocab / z.tp}, &z.logits);
   int64_t bound = 0;  // every level below stays under this many bytes, so nothing below wraps

@@ -24,6 +24,7 @@ struct Case {
   int zero = 0;
   std::string recompute = "";
   bool sp = false;
+  int kv_heads = 0;  // grouped-query attention (0: heads)
 };
 
 // The demo's tiny model (examples/job.json: h 64, 4 heads, V 128, s 32, b 4), shorter.
@@ -47,6 +48,7 @@ v1::JobSpec Spec(const Case& c) {
   m->set_layers(c.layers);
   m->set_hidden(64);
   m->set_heads(4);
+  m->set_kv_heads(c.kv_heads);
   m->set_vocab(128);
   m->set_seq_len(32);
   m->set_seed(7);
@@ -140,14 +142,19 @@ INSTANTIATE_TEST_SUITE_P(
                       // ZeRO-2: the gradients of the shard only, whole from a stage's first W to OPT.
                       Case{"1f1b", 2, 0, 2, 4, 8, {}, 1, 2}, Case{"zbh1", 2, 0, 3, 4, 7, {}, 1, 2},
                       Case{"zbv", 2, 2, 2, 4, 8, {}, 2, 2, "selective", true}, Case{"interleaved", 2, 2, 3, 5, 7, {}, 1, 2},
-                      Case{"dualpipev", 2, 2, 2, 4, 8, {}, 1, 2}),
+                      Case{"dualpipev", 2, 2, 2, 4, 8, {}, 1, 2},
+                      // Grouped-query attention: k, v and their projections have kv_heads heads.
+                      Case{"1f1b", 2, 0, 1, 4, 8, {}, 1, 0, "", false, 1}, Case{"zbh1", 2, 0, 2, 4, 8, {}, 2, 1, "", true, 2},
+                      Case{"zbv", 2, 2, 1, 4, 8, {}, 2, 0, "selective", false, 2},
+                      Case{"interleaved", 2, 2, 1, 5, 7, {}, 2, 2, "full", true, 2}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string name = c.schedule + "_pp" + std::to_string(c.pp) + "_vpp" + std::to_string(c.vpp) + "_dp" +
                          std::to_string(c.dp) + "_m" + std::to_string(c.microbatches) + "_layers" +
                          std::to_string(c.layers) + (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "") +
                          (c.zero > 0 ? "_zero" + std::to_string(c.zero) : "") +
-                         (c.recompute.empty() ? "" : "_" + c.recompute) + (c.sp ? "_sp" : "");
+                         (c.recompute.empty() ? "" : "_" + c.recompute) + (c.sp ? "_sp" : "") +
+                         (c.kv_heads > 0 ? "_kv" + std::to_string(c.kv_heads) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
