@@ -141,6 +141,51 @@ class RefusedStream final : public grpc::ServerWriteReactor<Message> {
   void OnDone() override { delete this; }
 };
 
+// A worker's heartbeat stream (KeepAlive): one request read, renewed and answered at a time.
+// The worker is checked against the call's credentials on every request, as the unary call does.
+class KeepAliveStream final : public grpc::ServerBidiReactor<v1::HeartbeatRequest, v1::HeartbeatResponse> {
+ public:
+  KeepAliveStream(Coordinator* c, const Auth& auth, CallCredentials creds) : c_(c), auth_(auth), creds_(std::move(creds)) {
+    if (auto id = auth_.WorkerIdentity(creds_); !id.ok()) {
+      Finish(ToGrpc(id.status()));
+      return;
+    }
+    StartRead(&request_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the worker closed its side
+      Finish(grpc::Status::OK);
+      return;
+    }
+    if (Status st = auth_.CheckWorker(creds_, request_.worker_id()); !st.ok()) {
+      Finish(ToGrpc(st));
+      return;
+    }
+    auto r = c_->Heartbeat(request_);
+    if (!r.ok()) {
+      Finish(ToGrpc(r.status()));
+      return;
+    }
+    response_ = *std::move(r);
+    StartWrite(&response_);
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the heartbeat answer could not be written"));
+      return;
+    }
+    StartRead(&request_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Coordinator* const c_;
+  const Auth& auth_;
+  const CallCredentials creds_;
+  v1::HeartbeatRequest request_;
+  v1::HeartbeatResponse response_;
+};
+
 class TelemetryStream;
 
 }  // namespace
@@ -297,6 +342,11 @@ grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::He
   auto r = c_->Heartbeat(*req);
   if (r.ok()) *out = *r;
   return ToGrpc(r.status());
+}
+
+grpc::ServerBidiReactor<v1::HeartbeatRequest, v1::HeartbeatResponse>* WorkerServiceImpl::KeepAlive(
+    grpc::CallbackServerContext* ctx) {
+  return new KeepAliveStream(c_, OrOpen(auth_), CallCredentialsOf(*ctx));
 }
 
 grpc::ServerWriteReactor<v1::WorkerCommand>* WorkerServiceImpl::Commands(grpc::CallbackServerContext* ctx,

@@ -1,7 +1,7 @@
 // The gRPC services: each handler checks the call's credentials (Auth), unpacks the request, calls
 // Coordinator, and maps the Status to a gRPC code. No logic lives here.
 //
-// The calls that wait (a worker's command stream, its telemetry stream, WatchJob, a Rendezvous)
+// The calls that wait (a worker's command stream, its telemetry and heartbeat streams, WatchJob, a Rendezvous)
 // use gRPC's callback API: a reactor per call, woken by the coordinator when its worker's or job's
 // state changed (Coordinator::SubscribeCommands, SubscribeJobUpdates, RendezvousAsync), so no
 // thread is held per connected worker (16k workers were 32k threads with the synchronous API).
@@ -44,7 +44,8 @@ class TelemetryIngest;
 
 class WorkerServiceImpl final
     : public v1::WorkerService::WithCallbackMethod_Commands<v1::WorkerService::WithCallbackMethod_Telemetry<
-          v1::WorkerService::WithCallbackMethod_Rendezvous<v1::WorkerService::Service>>> {
+          v1::WorkerService::WithCallbackMethod_Rendezvous<v1::WorkerService::WithCallbackMethod_KeepAlive<
+              v1::WorkerService::Service>>>> {
  public:
   // Starts the thread that ingests telemetry (service.cc, TelemetryIngest); the service must
   // outlive the server it is registered with (its streams use the thread).
@@ -52,6 +53,9 @@ class WorkerServiceImpl final
   ~WorkerServiceImpl() override;
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*, v1::RegisterResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
+  // Heartbeats on a stream: a reactor per worker, answered on gRPC's thread (Coordinator::Heartbeat
+  // never waits for the core lock).
+  grpc::ServerBidiReactor<v1::HeartbeatRequest, v1::HeartbeatResponse>* KeepAlive(grpc::CallbackServerContext*) override;
   grpc::ServerWriteReactor<v1::WorkerCommand>* Commands(grpc::CallbackServerContext*, const v1::CommandsRequest*) override;
   grpc::Status ReportResult(grpc::ServerContext*, const v1::ReportResultRequest*, v1::ReportResultResponse*) override;
   grpc::Status ReleaseJob(grpc::ServerContext*, const v1::ReleaseJobRequest*, v1::ReleaseJobResponse*) override;

@@ -1,5 +1,6 @@
 #include "worker/daemon/daemon.h"
 
+#include <condition_variable>
 #include <cstdio>
 
 #include "jobplan/layout.h"
@@ -37,6 +38,70 @@ void Log(const char* fmt, const std::string& a = "", const std::string& b = "") 
   std::fprintf(stderr, fmt, a.c_str(), b.c_str());
   std::fprintf(stderr, "\n");
 }
+
+// Heartbeats on the coordinator's KeepAlive stream: one request and its answer at a time, each
+// within `timeout` (past it the stream is cancelled, and the next beat opens a new one). A
+// coordinator without KeepAlive (UNIMPLEMENTED: an older one) is sent unary Heartbeat calls from
+// then on. Used by one thread.
+class KeepAliveClient {
+ public:
+  explicit KeepAliveClient(v1::WorkerService::Stub* stub) : stub_(stub) {}
+  ~KeepAliveClient() { Close(); }
+  KeepAliveClient(const KeepAliveClient&) = delete;
+  KeepAliveClient& operator=(const KeepAliveClient&) = delete;
+
+  grpc::Status Beat(const v1::HeartbeatRequest& req, v1::HeartbeatResponse* resp, std::chrono::milliseconds timeout) {
+    if (unary_) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+      return stub_->Heartbeat(&ctx, req, resp);
+    }
+    if (stream_ == nullptr) {
+      ctx_ = std::make_unique<grpc::ClientContext>();
+      stream_ = stub_->KeepAlive(ctx_.get());
+    }
+    // A stream has no per-message deadline: a watchdog cancels it when the answer is late.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool answered = false;
+    std::thread watchdog([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      if (!cv.wait_for(lock, timeout, [&] { return answered; })) ctx_->TryCancel();
+    });
+    const bool ok = stream_->Write(req) && stream_->Read(resp);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      answered = true;
+    }
+    cv.notify_one();
+    watchdog.join();
+    if (ok) return grpc::Status::OK;
+    // A failed write or read means the call is over (or the watchdog cancelled it): its status
+    // is there to take, UNIMPLEMENTED from a coordinator without the stream.
+    grpc::Status st = stream_->Finish();
+    stream_.reset();
+    ctx_.reset();
+    if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      unary_ = true;
+      return Beat(req, resp, timeout);
+    }
+    return st.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the heartbeat stream ended") : st;
+  }
+
+ private:
+  void Close() {
+    if (stream_ == nullptr) return;
+    ctx_->TryCancel();
+    (void)stream_->Finish();
+    stream_.reset();
+    ctx_.reset();
+  }
+
+  v1::WorkerService::Stub* const stub_;
+  bool unary_ = false;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::HeartbeatRequest, v1::HeartbeatResponse>> stream_;
+};
 
 }  // namespace
 
@@ -229,6 +294,7 @@ bool Daemon::CurrentEpoch(uint64_t epoch) {
 }
 
 void Daemon::HeartbeatLoop() {
+  KeepAliveClient keep_alive(stub_.get());
   auto last_heard = std::chrono::steady_clock::now();
   while (!stop_ || draining_) {
     int64_t lease;
@@ -236,8 +302,6 @@ void Daemon::HeartbeatLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       lease = lease_ms_;
     }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(lease));
     v1::HeartbeatRequest req;
     req.set_worker_id(WorkerId());
     const int64_t t0 = WallNs();
@@ -247,7 +311,7 @@ void Daemon::HeartbeatLoop() {
       if (hooks_ != nullptr) *req.mutable_progress() = hooks_->progress();
     }
     v1::HeartbeatResponse resp;
-    if (stub_->Heartbeat(&ctx, req, &resp).ok() && CurrentEpoch(resp.epoch())) {
+    if (keep_alive.Beat(req, &resp, std::chrono::milliseconds(lease)).ok() && CurrentEpoch(resp.epoch())) {
       clock_.AddSample(t0, resp.coordinator_recv_ns(), resp.coordinator_send_ns(), WallNs());
       last_heard = std::chrono::steady_clock::now();
       std::lock_guard<std::mutex> lock(mu_);
