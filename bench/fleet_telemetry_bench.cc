@@ -37,6 +37,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -118,6 +119,53 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
+// One worker's heartbeat stream (WorkerService.KeepAlive), as a daemon holds it: a read always
+// pending; Beat() writes the next request once the previous one's write and answer are both in
+// (the caller's `beating` flag), and `done` is called with the round trip when they are.
+class BeatStream final : public grpc::ClientBidiReactor<v1::HeartbeatRequest, v1::HeartbeatResponse> {
+ public:
+  using Done = std::function<void(bool ok, double seconds, int64_t lease_ms)>;
+  BeatStream(v1::WorkerService::Stub* stub, const std::string& id, Done done) : done_(std::move(done)) {
+    req_.set_worker_id(id);
+    stub->async()->KeepAlive(&ctx_, this);
+    StartRead(&resp_);
+    StartCall();
+  }
+  void Beat() {
+    sent_ = Clock::now();
+    halves_ = 0;
+    StartWrite(&req_);
+  }
+  bool broken() const { return broken_; }
+  void OnWriteDone(bool ok) override { ok ? Half() : Fail(); }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Fail();
+      return;
+    }
+    lease_ms_ = resp_.lease_ms();
+    StartRead(&resp_);
+    Half();
+  }
+  void OnDone(const grpc::Status&) override { Fail(); }
+
+ private:
+  void Half() {
+    if (++halves_ == 2) done_(true, Since(sent_), lease_ms_);
+  }
+  void Fail() {
+    if (!broken_.exchange(true)) done_(false, Since(sent_), 0);
+  }
+  grpc::ClientContext ctx_;
+  v1::HeartbeatRequest req_;
+  v1::HeartbeatResponse resp_;
+  Clock::time_point sent_;
+  std::atomic<int> halves_{0};
+  std::atomic<int64_t> lease_ms_{0};
+  std::atomic<bool> broken_{false};
+  Done done_;
+};
+
 // The coordinator binary, started with its output in a file; the address it prints.
 struct CoordinatorProcess {
   pid_t pid = -1;
@@ -125,11 +173,12 @@ struct CoordinatorProcess {
   int http_port = 0;
 
   bool Start(const std::string& binary, const std::string& dir, const std::string& state, int64_t lease_ms,
-             int64_t keepalive_ms) {
+             int64_t keepalive_ms, int64_t max_heartbeats_per_s) {
     const std::string log = dir + "/coordinator.log";
     std::vector<std::string> args = {binary,  "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--state", state,
                                      "--lease-ms", std::to_string(lease_ms), "--keepalive-ms",
-                                     std::to_string(keepalive_ms)};
+                                     std::to_string(keepalive_ms), "--max-heartbeats-per-s",
+                                     std::to_string(max_heartbeats_per_s)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -321,10 +370,16 @@ int main(int argc, char** argv) {
   const std::string dir = mkdtemp(dir_template);
   const std::string state = dir + "/state.db";
   CoordinatorProcess coord;
-  // The coordinator's lease (its default 5 s; a big fleet may run a longer one: --lease_ms).
+  // The coordinator's least lease (its default 5 s: --lease_ms) and the heartbeat rate it grows
+  // the lease to stay under (its default 2,000 a second: --max_heartbeats_per_s; 0: fixed).
   const auto kLease = std::chrono::milliseconds(static_cast<int64_t>(Flag(argc, argv, "lease_ms", 5000)));
+  const auto max_beats = static_cast<int64_t>(Flag(argc, argv, "max_heartbeats_per_s", 2000));
+  // The lease the coordinator told last (Register and Heartbeat answers): the workers beat every
+  // third of it, as the daemons do.
+  std::atomic<int64_t> told_ms{kLease.count()};
+  auto third = [&] { return std::chrono::milliseconds(told_ms.load()) / 3; };
   if (!coord.Start(StringFlag(argc, argv, "coordinator", "coordinator/coordinator"), dir, state, kLease.count(),
-                   static_cast<int64_t>(Flag(argc, argv, "keepalive_ms", 10000)))) {
+                   static_cast<int64_t>(Flag(argc, argv, "keepalive_ms", 10000)), max_beats)) {
     std::fprintf(stderr, "the coordinator did not start (%s/coordinator.log)\n", dir.c_str());
     return 1;
   }
@@ -386,6 +441,24 @@ int main(int argc, char** argv) {
   // the lease, a lost lease is the simulator's, not the coordinator's).
   std::vector<Clock::time_point> last_sent(workers);
   std::atomic<double> gap_max{0};
+  // Unary Heartbeat calls, or each worker's KeepAlive stream (--heartbeat=stream|unary: the job's
+  // phases; the comparison phase runs both).
+  const bool stream_beats = StringFlag(argc, argv, "heartbeat", "stream") == "stream";
+  std::atomic<bool> use_stream{false};  // unary while the workers register
+  std::vector<std::unique_ptr<BeatStream>> beat_streams(workers);
+  auto beat_done = [&](int i, bool ok, double took, int64_t lease_ms) {
+    if (ok) {
+      if (lease_ms > 0) told_ms = lease_ms;
+      ++beats;
+      std::lock_guard<std::mutex> lock(lat_mu);
+      latencies.push_back(took);
+    } else {
+      ++beat_failures;
+    }
+    for (double m = beat_max; took > m && !beat_max.compare_exchange_weak(m, took);) {
+    }
+    beating[i] = false;
+  };
   std::thread heart([&] {
     while (!stop) {
       const auto round = Clock::now();
@@ -402,6 +475,22 @@ int main(int argc, char** argv) {
             }
           }
           last_sent[i] = now;
+          if (use_stream.load()) {
+            if (beat_streams[i] == nullptr) {
+              beat_streams[i] = std::make_unique<BeatStream>(stubs[i % kChannels].get(), ids[i],
+                                                             [&, i](bool ok, double took, int64_t lease_ms) {
+                                                               beat_done(i, ok, took, lease_ms);
+                                                             });
+            }
+            if (beat_streams[i]->broken()) {
+              ++beat_failures;  // its lease runs out: counted below as lost
+              beating[i] = false;
+            } else {
+              beat_streams[i]->Beat();
+            }
+            if (i % 512 == 511) std::this_thread::sleep_until(round + third() * (i + 1) / workers);
+            continue;
+          }
           struct Call {
             grpc::ClientContext ctx;
             v1::HeartbeatRequest req;
@@ -413,23 +502,15 @@ int main(int argc, char** argv) {
           call->req.set_worker_id(ids[i]);
           stubs[i % kChannels]->async()->Heartbeat(&call->ctx, &call->req, &call->resp, [&, call, i](grpc::Status s) {
             const double took = Since(call->sent);
-            if (s.ok()) {
-              ++beats;
-              std::lock_guard<std::mutex> lock(lat_mu);
-              latencies.push_back(took);
-            } else {
-              ++beat_failures;
-            }
-            for (double m = beat_max; took > m && !beat_max.compare_exchange_weak(m, took);) {
-            }
+            const int64_t lease_ms = call->resp.lease_ms();
             delete call;
-            beating[i] = false;
+            beat_done(i, s.ok(), took, lease_ms);
           });
         }
         // Spread over the period, as 16,384 independent daemons would be.
-        if (i % 512 == 511) std::this_thread::sleep_until(round + (kLease / 3) * (i + 1) / workers);
+        if (i % 512 == 511) std::this_thread::sleep_until(round + third() * (i + 1) / workers);
       }
-      while (Clock::now() - round < kLease / 3 && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      while (Clock::now() - round < third() && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   });
   const auto reg_start = Clock::now();
@@ -448,6 +529,7 @@ int main(int argc, char** argv) {
           v1::RegisterResponse resp;
           if (!stubs[i % kChannels]->Register(&ctx, req, &resp).ok()) failed = true;
           ids[i] = resp.worker_id();
+          if (resp.lease_ms() > 0) told_ms = resp.lease_ms();
           registered[i].store(true, std::memory_order_release);
         }
       });
@@ -474,6 +556,45 @@ int main(int argc, char** argv) {
   std::printf("%d connections in %.1f s; %d workers registered in %.1f s, each holding its command stream; coordinator RSS "
               "%.0f MiB idle, %.0f MiB with them: %.1f KiB per connected worker\n",
               kChannels, connecting, workers, registering, rss_idle, rss_fleet, (rss_fleet - rss_idle) * 1024 / workers);
+
+  // Heartbeats alone, unary calls and then each worker's KeepAlive stream, the same workers at
+  // the same pace (lease / 3): what a beat costs the coordinator and this client either way.
+  if (const double compare_s = Flag(argc, argv, "compare_heartbeat_s", 15); compare_s > 0) {
+    struct Beats {
+      double coordinator_cpu = 0, client_cpu = 0, p50 = 0, p99 = 0;
+      long ok = 0, failed = 0;
+    };
+    auto measure = [&](bool stream) {
+      use_stream = stream;
+      std::this_thread::sleep_for(third() + std::chrono::milliseconds(500));  // a round in the mode first
+      (void)take_latencies();
+      const long ok0 = beats, failed0 = beat_failures;
+      const double c0 = CpuSeconds(coord.pid), m0 = CpuSeconds(getpid());
+      std::this_thread::sleep_for(std::chrono::duration<double>(compare_s));
+      Beats b;
+      b.coordinator_cpu = CpuSeconds(coord.pid) - c0;
+      b.client_cpu = CpuSeconds(getpid()) - m0;
+      b.ok = beats - ok0;
+      b.failed = beat_failures - failed0;
+      const std::vector<double> lat = take_latencies();
+      b.p50 = Percentile(lat, 0.5) * 1e3;
+      b.p99 = Percentile(lat, 0.99) * 1e3;
+      std::printf("heartbeats only (lease %.1f s, a beat every %.2f s), %s, %.0f s: %ld answered, %ld failed (%.0f a second); coordinator %.0f%% of one core "
+                  "(%.1f us a beat), this client %.0f%% (%.1f us a beat); round trip p50 %.1f ms, p99 %.1f ms\n",
+                  told_ms.load() / 1000.0, told_ms.load() / 3000.0,
+                  stream ? "each worker's KeepAlive stream" : "unary Heartbeat calls (baseline)", compare_s, b.ok,
+                  b.failed, b.ok / compare_s, 100 * b.coordinator_cpu / compare_s, 1e6 * b.coordinator_cpu / std::max(1L, b.ok),
+                  100 * b.client_cpu / compare_s, 1e6 * b.client_cpu / std::max(1L, b.ok), b.p50, b.p99);
+      std::fflush(stdout);
+      return b;
+    };
+    const Beats unary = measure(false), stream = measure(true);
+    const double per_unary = unary.coordinator_cpu / std::max(1L, unary.ok), per_stream = stream.coordinator_cpu / std::max(1L, stream.ok);
+    std::printf("coordinator CPU per heartbeat: stream / unary = %.2f; p99 round trip stream / unary = %.2f\n",
+                per_stream / per_unary, stream.p99 / std::max(1e-9, unary.p99));
+  }
+  use_stream = stream_beats;
+  std::printf("heartbeats from here on: %s\n", stream_beats ? "each worker's KeepAlive stream" : "unary Heartbeat calls");
 
   // The job of 16,384 ranks.
   std::string job;
@@ -522,7 +643,7 @@ int main(int argc, char** argv) {
       std::printf("not started: %d of %d workers registered now; heartbeats %ld ok, %ld failed, slowest %.2f s; the "
                   "longest a worker went between beats sent: %.2f s (lease %.1f s)\n",
                   listed ? resp.workers_size() : -1, workers, beats.load(), beat_failures.load(), beat_max.load(),
-                  gap_max.load(), kLease.count() / 1000.0);
+                  gap_max.load(), told_ms.load() / 1000.0);
       std::fflush(stdout);
       std::_Exit(1);
     }
@@ -666,7 +787,7 @@ int main(int argc, char** argv) {
                 "p50 %.1f ms, p99 %.1f ms (lease / 10 = %lld ms)\n",
                 ph.name.c_str(), ph.steps, ph.measured, ph.lag_p50, ph.lag_max, ph.coord_cpu / steps,
                 100 * ph.coord_cpu / ph.seconds, ph.client_cpu / steps, ph.state_mib / steps, ph.beat_p50 * 1e3,
-                ph.beat_p99 * 1e3, static_cast<long long>(kLease.count() / 10));
+                ph.beat_p99 * 1e3, static_cast<long long>(told_ms.load() / 10));
   }
 
   // Flood: the next step goes out when all but the last two are measured; first as the job's

@@ -33,7 +33,10 @@ const char* StateName(v1::JobState s) { return v1::JobState_Name(s).c_str(); }
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options)
-    : options_(std::move(options)), state_(options_.store, options_.trace_actions_per_job), workers_(options_.lease) {
+    : options_(std::move(options)),
+      state_(options_.store, options_.trace_actions_per_job),
+      workers_(options_.lease),
+      lease_ms_(options_.lease.count()) {
   if (!options_.now_ns) options_.now_ns = WallNs;
   workers_.set_on_commands([this](const std::string& id) { wakeups_.Notify("worker/" + id); });
 }
@@ -525,7 +528,7 @@ bool Coordinator::RecoverInPlaceLocked(JobRecord& j, const std::string& worker, 
   if (spare != nullptr) j.recovery.spare = spare->info.worker_id();
   j.recovery.why = why;
   j.recovery.began = Clock::now();
-  j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(options_.recovery_grace, 2 * options_.lease);
+  j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(options_.recovery_grace, 2 * Lease());
   j.awaiting.erase(lost);
   j.job.set_recovering(layout.Name(lost) + " lost (" + worker + "): " +
                        (j.recovery.shrink ? "going on with one replica fewer" : "being taken over by " + j.recovery.spare));
@@ -780,7 +783,7 @@ void Coordinator::MaybeGrowLocked(JobRecord& j) {
   // The stop comes after a step or two: the deadline allows for them.
   double step_s = 0;
   if (j.job.steps_size() > 0) step_s = j.job.steps(j.job.steps_size() - 1).step_time_s();
-  j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(options_.recovery_grace, 2 * options_.lease) +
+  j.recovery.deadline = j.recovery.began + std::max<std::chrono::milliseconds>(options_.recovery_grace, 2 * Lease()) +
                         std::chrono::milliseconds(static_cast<int64_t>(3000 * step_s));
   j.recovery.shrunk_spec = grown;
   j.recovery.shrunk_plan = std::move(plan).value();
@@ -1078,15 +1081,16 @@ Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r,
   if (id_from_credentials && (id.empty() || workers_.Find(id) != nullptr)) {
     return FailedPrecondition("worker \"" + id + "\" is registered already with a live lease (another process with " +
                               "its certificate?); it may register again once that lease expires (" +
-                              std::to_string(options_.lease.count()) + " ms without heartbeats)");
+                              std::to_string(Lease().count()) + " ms without heartbeats)");
   }
   id = workers_.ChooseId(id, &ids_.next_worker);
   PIPECOORD_RETURN_IF_ERROR(state_.PutWorker(id, ids_));
+  UpdateLeaseLocked(workers_.size() + 1);  // this worker counted: its first lease is the fleet's
   RegisteredWorker& w = workers_.Add(id, r, Clock::now());
   beats_.Add(id);
   v1::RegisterResponse out;
   out.set_worker_id(id);
-  out.set_lease_ms(options_.lease.count());
+  out.set_lease_ms(Lease().count());
   out.set_epoch(ids_.epoch);
   // A worker an adopting attempt waits for, back without it: either its part ended before the
   // restart (it reported success and let the job go; that result was not stored, but its
@@ -1150,8 +1154,18 @@ Result<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest&
   out.set_epoch(epoch_);
   out.set_coordinator_recv_ns(recv);
   out.set_coordinator_send_ns(NowNs());
-  out.set_lease_ms(options_.lease.count());
+  out.set_lease_ms(Lease().count());
   return out;
+}
+
+void Coordinator::UpdateLeaseLocked(size_t workers) {
+  int64_t ms = options_.lease.count();
+  if (options_.max_heartbeats_per_s > 0) {
+    const int64_t n = static_cast<int64_t>(workers);
+    ms = std::max<int64_t>(ms, (3000 * n + options_.max_heartbeats_per_s - 1) / options_.max_heartbeats_per_s);
+  }
+  workers_.set_lease(std::chrono::milliseconds(ms));
+  lease_ms_.store(ms, std::memory_order_relaxed);
 }
 
 void Coordinator::ApplyBeatsLocked() {
@@ -1661,6 +1675,7 @@ Status Coordinator::Deregister(const std::string& worker_id) {
   if (w == nullptr) return NotFound("worker \"" + worker_id + "\" is not registered");
   const WorkerRegistry::Left left = workers_.Remove(worker_id);
   beats_.Remove(worker_id);
+  UpdateLeaseLocked(workers_.size());
   if (JobRecord* j = left.job_id.empty() ? nullptr : FindJobLocked(left.job_id); j != nullptr && !j->terminal()) {
     const std::string why = "worker " + worker_id + " (rank " + std::to_string(left.rank) + ") shut down";
     LoseWorkerLocked(*j, why, left.rank, worker_id);
@@ -1688,6 +1703,7 @@ void Coordinator::TickLocked(ReadyRendezvous* ready) {
       LoseWorkerLocked(*j, "worker " + id + " (rank " + std::to_string(left.rank) + ") lost its lease", left.rank, id);
     }
   }
+  if (!expired.empty()) UpdateLeaseLocked(workers_.size());
   // A job waiting for its previous attempt's workers to let it go (RestartSmallerLocked) stops
   // waiting for one that is gone.
   if (!expired.empty()) TryDispatchLocked();

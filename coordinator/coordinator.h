@@ -47,7 +47,14 @@ struct JobRecord;
 enum class AfterStop;  // job_record.h
 
 struct CoordinatorOptions {
-  std::chrono::milliseconds lease{5000};  // a worker silent this long is gone
+  std::chrono::milliseconds lease{5000};  // a worker silent this long is gone (the least lease)
+  // The lease grows with the fleet so that its heartbeats (each worker's every lease / 3) stay
+  // under this many a second: the lease is max(lease, 3 s x registered workers / this), told to
+  // every worker in its Register and Heartbeat answers (at 16,384 workers and 2,000 a second:
+  // 24.6 s, a beat every 8.2 s). A heartbeat costs the coordinator about 0.1 ms of CPU on the
+  // development machine, unary or streamed (//bench:fleet_telemetry_bench), so 16,384 workers at
+  // the 5 s lease would take a whole core. 0: the lease stays `lease`.
+  int max_heartbeats_per_s = 2000;
   // A rank that fails because its link to a peer broke suspects that peer; the coordinator
   // waits this long (capped at the lease) for the peer's own report or lease loss, the root
   // cause, before failing the job with the suspect named.
@@ -123,6 +130,9 @@ class Coordinator {
   // another registration of it holds a live lease.
   Result<v1::RegisterResponse> Register(const v1::RegisterRequest& request, bool id_from_credentials = false);
   Result<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  // The lease now: CoordinatorOptions::lease, grown with the registered workers
+  // (max_heartbeats_per_s).
+  std::chrono::milliseconds Lease() const { return std::chrono::milliseconds(lease_ms_.load(std::memory_order_relaxed)); }
   // Moves the worker's pending commands to `out`, waiting up to `deadline` for one.
   // NOT_FOUND if the worker is unknown (lease lost: it must register again).
   Status WaitCommands(const std::string& worker_id, std::vector<v1::WorkerCommand>* out,
@@ -331,6 +341,11 @@ class Coordinator {
   // Heartbeats land here first, never waiting for mu_ (lease_board.h); ApplyBeatsLocked renews
   // the registry's leases from them. The epoch a heartbeat answers, readable without mu_.
   LeaseBoard beats_;
+  // Lease() in ms, written under mu_ (UpdateLeaseLocked) and read by Heartbeat without it.
+  std::atomic<int64_t> lease_ms_;
+  // The lease for `workers` registered workers (CoordinatorOptions::max_heartbeats_per_s), set
+  // on the registry (each renewal runs the lease then current) and in lease_ms_.
+  void UpdateLeaseLocked(size_t workers);
   std::atomic<uint64_t> epoch_{1};
   std::vector<RendezvousWaiter> rendezvous_waiters_;
   // Wakes the reactors' streams, keyed "worker/ID" and "job/ID"; last, so it stops (its thread

@@ -1,11 +1,15 @@
 // WorkerService.KeepAlive over real gRPC on loopback: each heartbeat on the stream renews the
 // worker's lease and is answered in order; a stream held open without heartbeats renews nothing;
-// a heartbeat after the lease ran out ends the stream with NOT_FOUND, as the unary call answers.
+// a heartbeat after the lease ran out ends the stream with NOT_FOUND, as the unary call answers;
+// and the lease the answers carry grows with the fleet.
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "coordinator/loopback_server.h"
 #include "proto/worker.grpc.pb.h"
@@ -20,10 +24,12 @@ constexpr milliseconds kLease{1000};
 struct Fixture {
   std::unique_ptr<LoopbackServer> server;
   std::unique_ptr<v1::WorkerService::Stub> stub;
+  int64_t registered_lease_ms = 0;  // the last Register answer's
 
-  Fixture() {
+  explicit Fixture(int max_heartbeats_per_s = 0) {
     CoordinatorOptions options;
     options.lease = kLease;
+    options.max_heartbeats_per_s = max_heartbeats_per_s;
     auto started = LoopbackServer::Start(options);
     EXPECT_TRUE(started.ok()) << started.status().ToString();
     server = std::move(started).value();
@@ -37,6 +43,7 @@ struct Fixture {
     req.set_data_endpoint("127.0.0.1:1");
     v1::RegisterResponse resp;
     EXPECT_TRUE(stub->Register(&ctx, req, &resp).ok());
+    registered_lease_ms = resp.lease_ms();
     return resp.worker_id();
   }
   bool Alive(const std::string& id) {
@@ -89,6 +96,36 @@ TEST(KeepAliveTest, AStreamOfAnUnknownWorkerEndsWithNotFound) {
   v1::HeartbeatResponse resp;
   EXPECT_FALSE(stream->Read(&resp));
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// The lease grows with the fleet (CoordinatorOptions::max_heartbeats_per_s): at 10 heartbeats a
+// second and one every lease / 3 per worker, n workers need a lease of 3 s x n / 10 (0.3 s each),
+// never below the configured 1 s; every Register and Heartbeat answer tells it, a worker beating
+// at the fleet's pace keeps its lease past the configured one, and the lease shrinks as they leave.
+TEST(KeepAliveTest, TheLeaseGrowsWithTheFleetToKeepHeartbeatsUnderTheRate) {
+  Fixture f(/*max_heartbeats_per_s=*/10);
+  std::vector<std::string> ids;
+  for (int n = 1; n <= 12; ++n) {
+    ids.push_back(f.Register());
+    EXPECT_EQ(f.registered_lease_ms, std::max<int64_t>(kLease.count(), 300 * n)) << n << " workers";
+  }
+  grpc::ClientContext ctx;
+  auto stream = f.stub->KeepAlive(&ctx);
+  auto beat = [&](const std::string& id) {
+    v1::HeartbeatRequest req;
+    req.set_worker_id(id);
+    v1::HeartbeatResponse resp;
+    EXPECT_TRUE(stream->Write(req) && stream->Read(&resp)) << id;
+    return resp.lease_ms();
+  };
+  for (const std::string& id : ids) EXPECT_EQ(beat(id), 3600) << id;
+  // Silent for twice the configured lease: alive, the fleet's lease (3.6 s) not run out.
+  std::this_thread::sleep_for(2 * kLease);
+  for (const std::string& id : ids) EXPECT_TRUE(f.Alive(id)) << id;
+  for (size_t i = 3; i < ids.size(); ++i) ASSERT_TRUE(f.server->core().Deregister(ids[i]).ok());
+  EXPECT_EQ(beat(ids[0]), kLease.count()) << "3 workers: 0.9 s, so the configured 1 s";
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 }  // namespace

@@ -39,8 +39,9 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:50051", http, state, etcd, ha_name = "default", advertise;
   int ha_lease_s = 5;
   int keepalive_ms = 10000;
+  int max_heartbeats_per_s = 2000;
   int lease_ms = 5000, max_jobs = 10000, trace_actions = 200000, adopt_grace_ms = 60000, metrics_retention_s = 3600;
-  FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--adopt-grace-ms N] [--max-jobs N] [--trace-actions N] [--tls-cert FILE --tls-key FILE "
+  FlagSet flags("coordinator [--listen HOST:PORT] [--http HOST:PORT] [--lease-ms N] [--max-heartbeats-per-s N] [--adopt-grace-ms N] [--max-jobs N] [--trace-actions N] [--tls-cert FILE --tls-key FILE "
                      "--tls-ca FILE --token-file FILE] [--health-listen HOST:PORT] [--etcd HOST:PORT,... [--ha-name NAME] "
                      "[--ha-lease-s N] [--advertise HOST:PORT]]",
                      "pipecoord's coordinator: plans jobs, hands workers their job lists over gRPC and "
@@ -65,6 +66,9 @@ int main(int argc, char** argv) {
                "with --etcd: the address standbys and tools are told the active coordinator serves at "
                "(default: --listen)");
   flags.Int("lease-ms", &lease_ms, "a worker silent this long is considered gone, in ms (default 5000)");
+  flags.Int("max-heartbeats-per-s", &max_heartbeats_per_s,
+            "the lease grows with the fleet so that heartbeats (each worker's every lease / 3) stay under this "
+            "rate: lease = max(--lease-ms, 3 s x workers / N); 0: the lease stays --lease-ms (default 2000)");
   flags.Int("keepalive-ms", &keepalive_ms,
             "how often the server pings each client connection to find vanished hosts, in ms (default 10000; "
             "0: never; each ping also runs a timer per connection)");
@@ -98,6 +102,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (st.ok() && (lease_ms < 100 || lease_ms > 3'600'000)) st = InvalidArgument("--lease-ms: must be in 100..3600000");
+  if (st.ok() && (max_heartbeats_per_s < 0 || max_heartbeats_per_s > 1'000'000)) {
+    st = InvalidArgument("--max-heartbeats-per-s: must be in 0..1000000 (0: a fixed lease)");
+  }
   if (st.ok() && keepalive_ms != 0 && (keepalive_ms < 1000 || keepalive_ms > 3'600'000)) {
     st = InvalidArgument("--keepalive-ms: must be 0 (never) or in 1000..3600000");
   }
@@ -139,6 +146,7 @@ int main(int argc, char** argv) {
 
   coordinator::CoordinatorOptions options;
   options.lease = std::chrono::milliseconds(lease_ms);
+  options.max_heartbeats_per_s = max_heartbeats_per_s;
   options.adopt_grace = std::chrono::milliseconds(adopt_grace_ms);
   options.metrics_retention = std::chrono::seconds(metrics_retention_s);
   options.max_jobs = static_cast<size_t>(max_jobs);

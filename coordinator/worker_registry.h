@@ -76,6 +76,9 @@ class WorkerRegistry {
 
   RegisteredWorker* Find(const std::string& id) const;
   bool empty() const { return workers_.empty(); }
+  size_t size() const { return workers_.size(); }
+  // The lease the next registrations and renewals run (one already running keeps its expiry).
+  void set_lease(std::chrono::milliseconds lease) { lease_ = lease; }
   // Every worker with its lease's remaining time at `now`, in id order.
   std::vector<v1::WorkerInfo> List(Clock::time_point now) const;
 

@@ -185,6 +185,8 @@ class TorchWorker:
                 if not self.current_epoch(resp.epoch):
                     raise ValueError("an older coordinator epoch")
                 self.clock.add(t0, resp.coordinator_recv_ns, resp.coordinator_send_ns, wall_ns())
+                if resp.lease_ms > 0:
+                    self.lease_ms = resp.lease_ms  # the lease grows with the fleet (coordinator.h)
                 mine = held is not None and resp.job_id == held.a.job_id
                 if mine and held.checkpoints is not None and resp.checkpointed_steps > 0:
                     held.checkpoints.keep_from_step(resp.checkpointed_steps - 1)  # the coordinator's restart point

@@ -315,6 +315,7 @@ void Daemon::HeartbeatLoop() {
       clock_.AddSample(t0, resp.coordinator_recv_ns(), resp.coordinator_send_ns(), WallNs());
       last_heard = std::chrono::steady_clock::now();
       std::lock_guard<std::mutex> lock(mu_);
+      if (resp.lease_ms() > 0) lease_ms_ = resp.lease_ms();  // the lease grows with the fleet
       const bool held = held_ != nullptr && resp.job_id() == held_->assignment().job_id();
       if (checkpoints_ != nullptr && held && resp.checkpointed_steps() > 0) {
         checkpoints_->KeepFrom(resp.checkpointed_steps() - 1);  // the coordinator's restart point
