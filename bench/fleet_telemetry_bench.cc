@@ -446,9 +446,11 @@ int main(int argc, char** argv) {
   const bool stream_beats = StringFlag(argc, argv, "heartbeat", "stream") == "stream";
   std::atomic<bool> use_stream{false};  // unary while the workers register
   std::vector<std::unique_ptr<BeatStream>> beat_streams(workers);
+  std::unique_ptr<std::atomic<int64_t>[]> lease_of(new std::atomic<int64_t>[workers]);
+  for (int i = 0; i < workers; ++i) lease_of[i] = kLease.count();
   auto beat_done = [&](int i, bool ok, double took, int64_t lease_ms) {
     if (ok) {
-      if (lease_ms > 0) told_ms = lease_ms;
+      if (lease_ms > 0) told_ms = lease_ms, lease_of[i] = lease_ms;
       ++beats;
       std::lock_guard<std::mutex> lock(lat_mu);
       latencies.push_back(took);
@@ -459,58 +461,59 @@ int main(int argc, char** argv) {
     }
     beating[i] = false;
   };
+  // Each worker beats every third of the lease it was told last (its Register answer, then its
+  // beats' answers), from its registration on, as a daemon does: the lease grows as the fleet
+  // registers, so early workers beat at a shorter lease until their next answer.
   std::thread heart([&] {
     while (!stop) {
-      const auto round = Clock::now();
+      const auto now = Clock::now();
       for (int i = 0; i < workers && !stop; ++i) {
-        if (!registered[i].load(std::memory_order_acquire)) {
-          // not registered yet: nothing to renew
-        } else if (beating[i].exchange(true)) {
-          ++beats_skipped;
-        } else {
-          const auto now = Clock::now();
-          if (last_sent[i] != Clock::time_point()) {
-            const double gap = std::chrono::duration<double>(now - last_sent[i]).count();
-            for (double m = gap_max; gap > m && !gap_max.compare_exchange_weak(m, gap);) {
-            }
-          }
-          last_sent[i] = now;
-          if (use_stream.load()) {
-            if (beat_streams[i] == nullptr) {
-              beat_streams[i] = std::make_unique<BeatStream>(stubs[i % kChannels].get(), ids[i],
-                                                             [&, i](bool ok, double took, int64_t lease_ms) {
-                                                               beat_done(i, ok, took, lease_ms);
-                                                             });
-            }
-            if (beat_streams[i]->broken()) {
-              ++beat_failures;  // its lease runs out: counted below as lost
-              beating[i] = false;
-            } else {
-              beat_streams[i]->Beat();
-            }
-            if (i % 512 == 511) std::this_thread::sleep_until(round + third() * (i + 1) / workers);
-            continue;
-          }
-          struct Call {
-            grpc::ClientContext ctx;
-            v1::HeartbeatRequest req;
-            v1::HeartbeatResponse resp;
-            Clock::time_point sent = Clock::now();
-          };
-          auto* call = new Call;
-          call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-          call->req.set_worker_id(ids[i]);
-          stubs[i % kChannels]->async()->Heartbeat(&call->ctx, &call->req, &call->resp, [&, call, i](grpc::Status s) {
-            const double took = Since(call->sent);
-            const int64_t lease_ms = call->resp.lease_ms();
-            delete call;
-            beat_done(i, s.ok(), took, lease_ms);
-          });
+        if (!registered[i].load(std::memory_order_acquire)) continue;  // nothing to renew yet
+        if (last_sent[i] == Clock::time_point()) {
+          last_sent[i] = now;  // registered: its lease runs from about now
+          continue;
         }
-        // Spread over the period, as 16,384 independent daemons would be.
-        if (i % 512 == 511) std::this_thread::sleep_until(round + third() * (i + 1) / workers);
+        if (now - last_sent[i] < std::chrono::milliseconds(lease_of[i].load()) / 3) continue;
+        if (beating[i].exchange(true)) {
+          ++beats_skipped;
+          continue;
+        }
+        const double gap = std::chrono::duration<double>(now - last_sent[i]).count();
+        for (double m = gap_max; gap > m && !gap_max.compare_exchange_weak(m, gap);) {
+        }
+        last_sent[i] = now;
+        if (use_stream.load()) {
+          if (beat_streams[i] == nullptr) {
+            beat_streams[i] = std::make_unique<BeatStream>(stubs[i % kChannels].get(), ids[i],
+                                                           [&, i](bool ok, double took, int64_t lease_ms) {
+                                                             beat_done(i, ok, took, lease_ms);
+                                                           });
+          }
+          if (beat_streams[i]->broken()) {
+            ++beat_failures;  // its lease runs out: counted below as lost
+            beating[i] = false;
+          } else {
+            beat_streams[i]->Beat();
+          }
+          continue;
+        }
+        struct Call {
+          grpc::ClientContext ctx;
+          v1::HeartbeatRequest req;
+          v1::HeartbeatResponse resp;
+          Clock::time_point sent = Clock::now();
+        };
+        auto* call = new Call;
+        call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        call->req.set_worker_id(ids[i]);
+        stubs[i % kChannels]->async()->Heartbeat(&call->ctx, &call->req, &call->resp, [&, call, i](grpc::Status s) {
+          const double took = Since(call->sent);
+          const int64_t lease_ms = call->resp.lease_ms();
+          delete call;
+          beat_done(i, s.ok(), took, lease_ms);
+        });
       }
-      while (Clock::now() - round < third() && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   });
   const auto reg_start = Clock::now();
@@ -529,7 +532,7 @@ int main(int argc, char** argv) {
           v1::RegisterResponse resp;
           if (!stubs[i % kChannels]->Register(&ctx, req, &resp).ok()) failed = true;
           ids[i] = resp.worker_id();
-          if (resp.lease_ms() > 0) told_ms = resp.lease_ms();
+          if (resp.lease_ms() > 0) told_ms = resp.lease_ms(), lease_of[i] = resp.lease_ms();
           registered[i].store(true, std::memory_order_release);
         }
       });
