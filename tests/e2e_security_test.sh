@@ -123,6 +123,7 @@ t1 = stub("trainer-1")
 register = worker_pb2.RegisterRequest(device_kind="cpu", host="h", data_endpoint="127.0.0.1:9")
 refused(P, other, t1.Register, worker_pb2.RegisterRequest(device_kind="cpu", data_endpoint="127.0.0.1:9", worker_id="trainer-0"))
 refused(P, other, t1.Heartbeat, worker_pb2.HeartbeatRequest(worker_id="trainer-0"))
+refused(P, other, lambda r, **kw: list(t1.KeepAlive(r, **kw)), iter([worker_pb2.HeartbeatRequest(worker_id="trainer-0")]))
 refused(P, other, t1.ReportResult, worker_pb2.ReportResultRequest(worker_id="trainer-0", job_id="job-000001", ok=False, message="x"))
 refused(P, other, t1.Telemetry, iter([telemetry_pb2.TelemetryBatch(worker_id="trainer-0", job_id="job-000001", rank=0)]))
 refused(P, other, t1.Rendezvous, worker_pb2.RendezvousRequest(job_id="job-000001", key="k", expected=1),
@@ -131,11 +132,14 @@ refused(P, other, lambda r, **kw: list(t1.Commands(r, **kw)), worker_pb2.Command
 # trainer-1's own id is live (its daemon runs): a second holder of the certificate waits.
 refused(grpc.StatusCode.FAILED_PRECONDITION, 'worker "trainer-1" is registered already', t1.Register, register)
 assert t1.Heartbeat(worker_pb2.HeartbeatRequest(worker_id="trainer-1"), timeout=10).lease_ms > 0
+beats = list(t1.KeepAlive(iter([worker_pb2.HeartbeatRequest(worker_id="trainer-1")] * 2), timeout=10))
+assert len(beats) == 2 and all(b.lease_ms > 0 for b in beats), beats
 # No client certificate: not authenticated; a certificate naming no worker: denied.
 none = stub()
 refused(U, "a client certificate signed by the coordinator's --tls-ca is required", none.Register, register)
 refused(U, "a client certificate", none.Heartbeat, worker_pb2.HeartbeatRequest(worker_id="trainer-0"))
 refused(U, "a client certificate", none.Telemetry, iter([]))
+refused(U, "a client certificate", lambda r, **kw: list(none.KeepAlive(r, **kw)), iter([]))
 refused(P, "names no worker", stub("nameless").Register, register)
 # The token is no worker credential, and a worker certificate is no token.
 refused(U, "a client certificate", none.Heartbeat, worker_pb2.HeartbeatRequest(worker_id="trainer-0"),
