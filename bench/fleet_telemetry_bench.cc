@@ -866,7 +866,7 @@ int main(int argc, char** argv) {
     const double took = Since(t);
     if (st.ok()) {
       const v1::JobSpec& c = resp.spec();
-      std::printf("schedule auto, 405B-class model (126 layers, h 16384, ffn 53248, 128 heads (no GQA in ModelSpec yet), s 8192, global batch 2048) on "
+      std::printf("schedule auto, 405B-class model (126 layers, h 16384, ffn 53248, 128 heads (no GQA: the CUDA backend does not run it yet), s 8192, global batch 2048) on "
                   "%d free workers (80 GiB each): answered in %.2f s: dp %d x tp %d x pp %d, %s, %d micro-batches of %d\n",
                   workers, took, c.dp(), c.tp(), c.pp(), c.schedule().c_str(), c.microbatches(), c.micro_batch_size());
     } else {

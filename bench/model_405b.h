@@ -1,6 +1,7 @@
 // The 405B-class model the scale benchmarks plan for (Llama 3 405B's shape: 126 layers, h 16384,
-// ffn 53248, 128 heads, vocabulary 128256, s 8192; ModelSpec has no grouped-query attention
-// yet), as a schedule "auto" job of global batch 2048.
+// ffn 53248, 128 heads, vocabulary 128256, s 8192; without its grouped-query attention, 8
+// key/value heads, which the CUDA backend does not run yet: spec.model.kvHeads is refused on
+// device "cuda"), as a schedule "auto" job of global batch 2048.
 #ifndef PIPECOORD_BENCH_MODEL_405B_H_
 #define PIPECOORD_BENCH_MODEL_405B_H_
 
