@@ -1464,6 +1464,7 @@ void Coordinator::IngestTelemetryRound(std::vector<TelemetryIn>* round) {
 }
 
 void Coordinator::IngestTelemetryRoundLocked(std::vector<TelemetryIn>* round) {
+  StateWriter::Round events(&state_);  // the round's health events: one write
   // 1. Each batch admitted as it stands (nothing changes yet); one per rank in a round.
   struct Admitted {
     size_t at;
@@ -1692,6 +1693,7 @@ void Coordinator::Tick() {
 
 void Coordinator::TickLocked(ReadyRendezvous* ready) {
   std::lock_guard<std::mutex> lock(mu_);
+  StateWriter::Round events(&state_);  // the tick's events (leases lost, checks): one write
   ApplyBeatsLocked();  // before any lease is found expired
   const auto now = Clock::now();
   SettleRendezvousLocked(now, ready);  // past their deadline, or their job ended

@@ -72,6 +72,7 @@ class SqliteStateStore final : public StateStore {
   Status AppendStep(const std::string& job_id, const v1::StepRecord& step) override;
   Result<int64_t> AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch) override;
   Status AppendTelemetryRows(const std::vector<TelemetryRow>& rows, std::vector<int64_t>* seqs) override;
+  Status AppendEvents(const std::vector<std::pair<std::string, std::string>>& events) override;
   Status DropTelemetryBefore(const std::string& job_id, int64_t seq) override;
   Status PutCheckpointedSteps(const std::string& job_id, int n) override;
   Status PutWorker(const std::string& worker_id) override;
@@ -88,6 +89,11 @@ class SqliteStateStore final : public StateStore {
 };
 
 }  // namespace
+
+Status StateStore::AppendEvents(const std::vector<std::pair<std::string, std::string>>& events) {
+  for (const auto& [job_id, bytes] : events) PIPECOORD_RETURN_IF_ERROR(AppendEvent(job_id, bytes));
+  return Status::Ok();
+}
 
 Status StateStore::AppendTelemetryRows(const std::vector<TelemetryRow>& rows, std::vector<int64_t>* seqs) {
   seqs->clear();
@@ -167,6 +173,22 @@ Status SqliteStateStore::AppendEvent(const std::string& job_id, const std::strin
   Stmt s(db_, "INSERT INTO events (job_id, event) VALUES (?1, ?2)");
   s.Text(1, job_id).Blob(2, event_bytes);
   return Done(s, db_, path_);
+}
+
+Status SqliteStateStore::AppendEvents(const std::vector<std::pair<std::string, std::string>>& events) {
+  if (events.size() <= 1) return StateStore::AppendEvents(events);
+  PIPECOORD_RETURN_IF_ERROR(Exec("BEGIN"));
+  for (const auto& [job_id, bytes] : events) {
+    if (Status st = AppendEvent(job_id, bytes); !st.ok()) {
+      (void)Exec("ROLLBACK");
+      return st;
+    }
+  }
+  if (Status st = Exec("COMMIT"); !st.ok()) {
+    (void)Exec("ROLLBACK");
+    return st;
+  }
+  return Status::Ok();
 }
 
 Status SqliteStateStore::AppendStep(const std::string& job_id, const v1::StepRecord& step) {

@@ -55,6 +55,9 @@ class StateStore {
   // Inserts or replaces the job's row (not its events, steps or telemetry).
   virtual Status PutJob(const v1::Job& job) = 0;
   virtual Status AppendEvent(const std::string& job_id, const std::string& event_bytes) = 0;
+  // Several events (job id, bytes) in order. Where the store can, one write for all (SQLite: one
+  // transaction); by default one by one, stopping at the first that fails.
+  virtual Status AppendEvents(const std::vector<std::pair<std::string, std::string>>& events);
   virtual Status AppendStep(const std::string& job_id, const v1::StepRecord& step) = 0;
   // Returns the new row's seq (growing in arrival order).
   virtual Result<int64_t> AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch) = 0;

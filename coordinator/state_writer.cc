@@ -65,7 +65,19 @@ Status StateWriter::PutWorker(const std::string& worker_id, const IdCounters& id
 }
 
 void StateWriter::AppendEvent(const std::string& job_id, const v1::HealthEvent& event) {
-  if (store_ != nullptr) Log(store_->AppendEvent(job_id, event.SerializeAsString()));
+  if (store_ == nullptr) return;
+  if (round_depth_ > 0) {
+    pending_events_.emplace_back(job_id, event.SerializeAsString());
+  } else {
+    Log(store_->AppendEvent(job_id, event.SerializeAsString()));
+  }
+}
+
+void StateWriter::EndRound() {
+  if (--round_depth_ > 0 || pending_events_.empty()) return;
+  std::vector<std::pair<std::string, std::string>> events;
+  events.swap(pending_events_);
+  Log(store_->AppendEvents(events));
 }
 
 void StateWriter::AppendStep(const std::string& job_id, const v1::StepRecord& step) {
@@ -99,6 +111,8 @@ Status StateWriter::DeleteJob(const std::string& job_id) {
   if (store_ == nullptr) return Status::Ok();
   PIPECOORD_RETURN_IF_ERROR(store_->DeleteJob(job_id));
   windows_.erase(job_id);
+  // Its events queued in this round go with it (stored after the delete they would be orphans).
+  std::erase_if(pending_events_, [&](const auto& e) { return e.first == job_id; });
   return Status::Ok();
 }
 

@@ -51,7 +51,24 @@ class StateWriter {
   Status PutWorker(const std::string& worker_id, const IdCounters& ids);
   // The counters alone (the epoch, at Restore).
   Status PutCounters(const IdCounters& ids);
+  // Stored at once, or inside a round (BeginRound .. EndRound: an ingest round, a tick) queued
+  // and stored with the round's other events in one write when it ends (a storm of events at
+  // thousands of ranks was one committed write each, under the core lock). An event is no
+  // acknowledgement: a crash inside a round loses at most that round's events.
   void AppendEvent(const std::string& job_id, const v1::HealthEvent& event);
+  // Rounds nest; the outermost EndRound stores what they queued.
+  void BeginRound() { ++round_depth_; }
+  void EndRound();
+  class Round {
+   public:
+    explicit Round(StateWriter* w) : w_(w) { w_->BeginRound(); }
+    ~Round() { w_->EndRound(); }
+    Round(const Round&) = delete;
+    Round& operator=(const Round&) = delete;
+
+   private:
+    StateWriter* w_;
+  };
   // Only the step record: steps_done is their count, derived again on restore, so the job's row
   // (its plan can be megabytes) is not rewritten at every step.
   void AppendStep(const std::string& job_id, const v1::StepRecord& step);
@@ -80,6 +97,8 @@ class StateWriter {
   StateStore* store_;
   size_t trace_actions_per_job_;
   std::map<std::string, Window> windows_;  // by job id
+  int round_depth_ = 0;
+  std::vector<std::pair<std::string, std::string>> pending_events_;  // (job id, bytes), in order
 };
 
 }  // namespace pipecoord::coordinator

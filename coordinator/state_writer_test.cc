@@ -102,5 +102,58 @@ TEST(StateWriterTest, TheTelemetryRowsInTheFileStayBoundedDroppedInChunks) {
   EXPECT_EQ(w.Load(&events)->telemetry.at(0).front().batch.actions(0).step(), 256);
 }
 
+// Events inside a round are queued and stored together when the outermost round ends, in the
+// order they came; a job deleted in the round takes its queued events with it; outside a round an
+// event is in the file at once. (Read back from the SQLite file.)
+TEST(StateWriterTest, EventsOfARoundAreStoredTogetherWhenItEnds) {
+  const std::string path = TempPath();
+  std::remove(path.c_str());
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  StateWriter w(store->get(), 100);
+  ASSERT_TRUE(w.PutNewJob(Job("job-1"), {}).ok());
+  ASSERT_TRUE(w.PutNewJob(Job("job-2"), {}).ok());
+  auto stored = [&](size_t job) {
+    std::vector<std::vector<std::string>> events;
+    auto state = w.Load(&events);
+    EXPECT_TRUE(state.ok());
+    std::vector<std::string> messages;
+    for (size_t k = 0; k < state->jobs.size(); ++k) {
+      if (state->jobs[k].id() != "job-" + std::to_string(job)) continue;
+      for (const std::string& bytes : events[k]) {
+        v1::HealthEvent e;
+        EXPECT_TRUE(e.ParseFromString(bytes));
+        messages.push_back(e.message());
+      }
+    }
+    return messages;
+  };
+  auto event = [](const std::string& message) {
+    v1::HealthEvent e;
+    e.set_message(message);
+    return e;
+  };
+  w.AppendEvent("job-1", event("outside"));
+  EXPECT_EQ(stored(1), std::vector<std::string>{"outside"});
+  {
+    StateWriter::Round outer(&w);
+    for (int i = 0; i < 500; ++i) w.AppendEvent("job-1", event("storm " + std::to_string(i)));
+    {
+      StateWriter::Round inner(&w);
+      w.AppendEvent("job-2", event("gone with its job"));
+    }
+    EXPECT_EQ(stored(1).size(), 1u) << "queued until the outermost round ends";
+    ASSERT_TRUE(w.DeleteJob("job-2").ok());
+  }
+  const std::vector<std::string> got = stored(1);
+  ASSERT_EQ(got.size(), 501u);
+  for (int i = 0; i < 500; ++i) EXPECT_EQ(got[i + 1], "storm " + std::to_string(i));
+  std::vector<std::vector<std::string>> events;
+  auto state = w.Load(&events);
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(state->jobs.size(), 1u) << "job-2 deleted, none of its events stored after";
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace pipecoord::coordinator
