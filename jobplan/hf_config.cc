@@ -108,7 +108,7 @@ const std::set<std::string, std::less<>>& InterpretedKeys() {
       "architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
       "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "rms_norm_eps",
       "rope_theta", "max_position_embeddings", "tie_word_embeddings", "hidden_act", "rope_scaling",
-      "attention_bias", "mlp_bias", "attention_dropout", "torch_dtype", "rope_parameters"};
+      "attention_bias", "mlp_bias", "attention_dropout", "torch_dtype", "rope_parameters", "sliding_window"};
   return keys;
 }
 
@@ -136,8 +136,10 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
     return InvalidArgument(std::string("must be a JSON object (a config.json), got ") + memory::JsonTypeName(root.type));
   }
   if (const JsonValue* t = root.Find("model_type"); t != nullptr && t->type != JsonValue::Type::kNull) {
-    if (t->type != JsonValue::Type::kString || t->string != "llama") {
-      return Bad("model_type", "must be \"llama\" (the Llama architecture is the one the workers run)", *t);
+    // Mistral is Llama's architecture with a sliding attention window (checked below against the
+    // job's sequence), which transformers loads with the same weight names.
+    if (t->type != JsonValue::Type::kString || (t->string != "llama" && t->string != "mistral")) {
+      return Bad("model_type", "must be \"llama\" or \"mistral\" (the Llama architecture is the one the workers run)", *t);
     }
   }
   HfLlamaConfig c;
@@ -167,6 +169,7 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
     return InvalidArgument("head_dim: must be hidden_size / num_attention_heads (" +
                            std::to_string(c.hidden / c.heads) + "), got " + std::to_string(head_dim));
   }
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "sliding_window", &c.sliding_window, false));
   PIPECOORD_RETURN_IF_ERROR(ReadPositive(root, "rms_norm_eps", &c.rms_norm_eps));
   PIPECOORD_RETURN_IF_ERROR(ReadPositive(root, "rope_theta", &c.rope_theta));
   // transformers 5 writes the rotary settings as "rope_parameters": {"rope_type", "rope_theta",
@@ -226,6 +229,11 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   PIPECOORD_RETURN_IF_ERROR(Agree("vocab", m.vocab(), "vocab_size", c->vocab));
   PIPECOORD_RETURN_IF_ERROR(AgreeNum("rmsNormEps", m.rms_norm_eps(), "rms_norm_eps", c->rms_norm_eps));
   PIPECOORD_RETURN_IF_ERROR(AgreeNum("ropeTheta", m.rope_theta(), "rope_theta", c->rope_theta));
+  if (c->sliding_window > 0 && m.seq_len() > c->sliding_window) {
+    return InvalidArgument("spec.model.seqLen: must be at most spec.model.hfConfig's sliding_window (" +
+                           std::to_string(c->sliding_window) + "): the workers' attention sees every earlier token, "
+                           "got " + std::to_string(m.seq_len()));
+  }
   if (m.seq_len() > c->max_positions) {
     return InvalidArgument("spec.model.seqLen: must be at most spec.model.hfConfig's max_position_embeddings (" +
                            std::to_string(c->max_positions) + "), got " + std::to_string(m.seq_len()));

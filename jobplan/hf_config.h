@@ -3,16 +3,17 @@
 // Read: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, vocab_size
 // (required), num_key_value_heads, head_dim, rms_norm_eps, rope_theta, max_position_embeddings,
 // tie_word_embeddings, hidden_act, rope_scaling, attention_bias, mlp_bias, attention_dropout,
-// model_type (optional, with transformers' LlamaConfig defaults when absent: rms_norm_eps 1e-6,
-// rope_theta 10000, max_position_embeddings 2048, num_key_value_heads = num_attention_heads).
-// Every other key (bos_token_id, torch_dtype, ...) is ignored on import and copied on export.
+// sliding_window, model_type (optional, with transformers' LlamaConfig defaults when absent:
+// rms_norm_eps 1e-6, rope_theta 10000, max_position_embeddings 2048, num_key_value_heads =
+// num_attention_heads). Every other key (bos_token_id, torch_dtype, ...) is ignored on import and
+// copied on export (written as a Llama config).
 //
 // What the model cannot compute is refused by name with the rule, never silently changed:
-// grouped-query attention (num_key_value_heads != num_attention_heads), tied embeddings (the LM
-// head is its own matrix here), an activation other than silu, a rope scaling other than Llama
-// 3's ("llama3": factor, low_freq_factor, high_freq_factor, original_max_position_embeddings),
-// biases, dropout,
-// a head_dim other than hidden_size / num_attention_heads, model_type other than "llama".
+// num_key_value_heads not dividing num_attention_heads, tied embeddings (the LM head is its own
+// matrix here), an activation other than silu, a rope scaling other than Llama 3's ("llama3":
+// factor, low_freq_factor, high_freq_factor, original_max_position_embeddings), biases, dropout,
+// a head_dim other than hidden_size / num_attention_heads, model_type other than "llama" or
+// "mistral", and (ApplyHfConfig) a job sequence longer than Mistral's sliding_window.
 #ifndef PIPECOORD_JOBPLAN_HF_CONFIG_H_
 #define PIPECOORD_JOBPLAN_HF_CONFIG_H_
 
@@ -33,6 +34,9 @@ struct HfLlamaConfig {
   int kv_heads = 0;       // num_key_value_heads (absent: heads); divides heads
   int vocab = 0;          // vocab_size
   int max_positions = 2048;  // max_position_embeddings
+  // Mistral's sliding_window (absent or null: 0, none): the job's seqLen must be at most it, so
+  // the window never cuts a sequence and the model is Llama's.
+  int sliding_window = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   // Llama 3's rotary scaling (rope_type "llama3" in rope_scaling or rope_parameters); factor 0:

@@ -150,6 +150,22 @@ TEST(HfConfigTest, GroupedQueryAttentionIsReadCheckedAndExported) {
   EXPECT_EQ(ValidateJobSpec(plain).message(), "spec.model.kvHeads: must divide spec.model.heads (4), got 3");
 }
 
+// Mistral: Llama's architecture with a sliding attention window; a job whose sequences fit in the
+// window runs it as it is (the window never cuts), a longer one is refused naming both.
+TEST(HfConfigTest, MistralRunsWhenItsSlidingWindowCoversTheSequence) {
+  auto c = ParseHfConfig(Config(R"(, "model_type": "mistral", "sliding_window": 4096)"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->sliding_window, 4096);
+  v1::JobSpec s = HfSpec(Config(R"(, "model_type": "mistral", "sliding_window": 16)"));
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s).ToString();
+  s = HfSpec(Config(R"(, "model_type": "mistral", "sliding_window": 8, "max_position_embeddings": 64)"));
+  s.mutable_model()->set_seq_len(16);
+  EXPECT_EQ(ValidateJobSpec(s).message(),
+            "spec.model.seqLen: must be at most spec.model.hfConfig's sliding_window (8): the workers' attention sees "
+            "every earlier token, got 16");
+  EXPECT_TRUE(ParseHfConfig(Config(R"(, "model_type": "mistral", "sliding_window": null)")).ok());
+}
+
 TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
   auto error = [](const std::string& extra) { return ParseHfConfig(Config(extra)).status().message(); };
   // Config()'s own keys come first; a repeated key's last value wins (memory::JsonValue::Find).
@@ -159,8 +175,9 @@ TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
             "tie_word_embeddings: must be false: the LM head is its own matrix (untied) in the workers' model, "
             "got true");
   EXPECT_EQ(error(R"(, "hidden_act": "gelu")"), "hidden_act: must be \"silu\" (the MLP is SwiGLU), got \"gelu\"");
-  EXPECT_EQ(error(R"(, "model_type": "mistral")"),
-            "model_type: must be \"llama\" (the Llama architecture is the one the workers run), got \"mistral\"");
+  EXPECT_EQ(error(R"(, "model_type": "qwen2")"),
+            "model_type: must be \"llama\" or \"mistral\" (the Llama architecture is the one the workers run), got "
+            "\"qwen2\"");
   EXPECT_EQ(error(R"(, "rope_scaling": {"type": "linear", "factor": 2.0})"),
             "rope_scaling.rope_type: must be \"llama3\" (Llama 3's scaling, the only one the workers run) or "
             "\"default\", got \"linear\"");

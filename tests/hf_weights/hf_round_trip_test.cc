@@ -297,8 +297,9 @@ TEST(HfRoundTripTest, BadInitIsRefusedNamingTheTensor) {
 
 TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
   // transformers_llama3: Llama 3's grouped-query attention (2 key/value heads of 4) and rope
-  // scaling (rope_parameters.rope_type "llama3", which the writer checked changes the loss).
-  for (const std::string name : {"transformers_llama", "transformers_llama3"}) {
+  // scaling (rope_parameters.rope_type "llama3", which the writer checked changes the loss);
+  // transformers_mistral: a MistralForCausalLM (model_type "mistral", GQA, rotary base 1e6).
+  for (const std::string name : {"transformers_llama", "transformers_llama3", "transformers_mistral"}) {
   const std::string dir = "tests/hf_weights/" + name;
   const double want = std::stod(Read(dir + "/loss.txt"));
   for (int pp : {1, 2}) {
@@ -320,7 +321,7 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
 // backward gave (grads/model.safetensors, read through the same name and rotary-row mapping as
 // the weights). Relative L2 error per tensor.
 TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersGradients) {
-  for (const std::string name : {"transformers_llama", "transformers_llama3"}) {
+  for (const std::string name : {"transformers_llama", "transformers_llama3", "transformers_mistral"}) {
     const std::string dir = "tests/hf_weights/" + name;
     const v1::JobSpec spec = Spec(Read(dir + "/config.json"), 1, 1, /*seq_len=*/16, /*seed=*/5);
     const model::ModelConfig config = worker::ModelConfigOf(spec.model());

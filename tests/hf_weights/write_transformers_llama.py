@@ -6,13 +6,15 @@ token stream, python/pipecoord/synthetic_data.py, the C++ stream bit for bit), a
 transformers' autograd gives every weight for that step's loss (the mean of the micro-batches'
 mean token losses), in grads/model.safetensors under the weights' own names.
 
-    write_transformers_llama.py OUT_DIR [llama3]  -> OUT_DIR/{config.json, model-*.safetensors,
+    write_transformers_llama.py OUT_DIR [llama3|mistral] -> OUT_DIR/{config.json, model-*.safetensors,
                                                      model.safetensors.index.json, loss.txt,
                                                      grads/model.safetensors}
 llama3: Llama 3 as it ships: grouped-query attention (2 key/value heads for 4 query heads) and
 Llama 3's rotary scaling (rope_type "llama3", factor 4, low/high frequency factors 1 and 4,
 original context 8 tokens, so it changes the angles of a 16-token sequence); the script checks
 that the scaling changes transformers' loss, so the test that uses it can fail.
+mistral: MistralForCausalLM (model_type "mistral"): grouped-query attention, rotary base 1e6, a
+sliding window (4096) longer than the sequence.
 """
 import os
 import sys
@@ -28,13 +30,18 @@ from pipecoord.synthetic_data import SyntheticData  # noqa: E402
 SEED, MICROBATCHES, MBS, SEQ = 5, 4, 2, 16
 
 
-def make(rope, kv_heads):
-    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=96, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=kv_heads, max_position_embeddings=SEQ,
-                                      rms_norm_eps=1e-5, rope_parameters=rope, tie_word_embeddings=False,
-                                      attention_bias=False, mlp_bias=False)
+def make(rope, kv_heads, family="llama"):
+    shape = dict(vocab_size=64, hidden_size=32, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=kv_heads, max_position_embeddings=SEQ, rms_norm_eps=1e-5, rope_parameters=rope,
+                 tie_word_embeddings=False)
+    if family == "mistral":  # its sliding window (4096) is longer than the sequence: it never cuts
+        config = transformers.MistralConfig(sliding_window=4096, **shape)
+        cls = transformers.MistralForCausalLM
+    else:
+        config = transformers.LlamaConfig(attention_bias=False, mlp_bias=False, **shape)
+        cls = transformers.LlamaForCausalLM
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).to(torch.float32).eval()
+    model = cls(config).to(torch.float32).eval()
     with torch.no_grad():  # weights of a trained model's scale, not the init's tiny ones
         for p in model.parameters():
             p.normal_(0.0, 0.2) if p.dim() > 1 else p.uniform_(0.5, 1.5)
@@ -64,8 +71,11 @@ def main():
     if sys.argv[2:] == ["llama3"]:
         rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 4.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
+    family = "mistral" if sys.argv[2:] == ["mistral"] else "llama"
+    if family == "mistral":
+        rope = {"rope_type": "default", "rope_theta": 1000000.0}  # Mistral 7B v0.2's base
     kv_heads = 2 if rope is not default else 4
-    model = make(rope, kv_heads)
+    model = make(rope, kv_heads, family)
     # 3 shards (the BUILD file names them): the first shard size that gives 3.
     for kb in range(80, 20, -1):
         model.save_pretrained(out, max_shard_size="%dKB" % kb, safe_serialization=True)
@@ -80,7 +90,7 @@ def main():
     os.makedirs(os.path.join(out, "grads"), exist_ok=True)
     safetensors.torch.save_file({name: p.grad.contiguous() for name, p in model.named_parameters()},
                                 os.path.join(out, "grads", "model.safetensors"))
-    if rope is not default:
+    if rope.get("rope_type") == "llama3":
         unscaled = loss(make(default, kv_heads))  # the same weights (the same seed) without the scaling
         assert abs(got - unscaled) > 1e-4 * got, (got, unscaled)
     with open(os.path.join(out, "loss.txt"), "w") as f:
