@@ -102,6 +102,8 @@ class Daemon {
   // Registers (again, after a lost lease or a coordinator restart, naming the held job), retrying
   // until answered or stopped.
   Status RegisterWithRetry();
+  // Every third of the lease the coordinator told last, on its KeepAlive stream (the unary call
+  // for a coordinator without it); stops the held job after coordinator_grace without an answer.
   void HeartbeatLoop();
   // Never blocks on a job: the command stream is read on, so a cancel reaches a job in any phase.
   void Handle(const v1::WorkerCommand& cmd);
