@@ -21,7 +21,7 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
   const int tp = layout.tp();
   const v1::ModelSpec& m = spec.model();
   const int ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
-  const data::LlamaShape shape{m.layers(), m.hidden(), m.heads(), ffn, m.vocab(), m.kv_heads()};
+  const data::LlamaShape shape{m.layers(), m.hidden(), m.heads(), ffn, m.vocab(), m.kv_heads(), m.qkv_bias()};
   // our name -> each tensor-parallel rank's slice (the whole tensor with tp 1); the files store
   // them flat, so the whole shapes come from the model's table
   std::map<std::string, std::vector<std::vector<float>>> slices;
@@ -140,8 +140,7 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
     const TpSplit split = TpSplitOf(name);
     const auto known = whole_shape.find(name);
     const std::vector<uint64_t>& dims = known->second;
-    const int64_t rows = dims.size() == 2 ? static_cast<int64_t>(dims[0]) : 1;
-    const int64_t cols = dims.empty() ? 1 : static_cast<int64_t>(dims.back());
+    const auto [rows, cols] = RowsCols(dims);
     for (int t = 0; t < tp; ++t) {
       if (per_rank[t].empty() && rows * cols > 0) {
         return InvalidArgument(name + ": no tensor-parallel rank " + std::to_string(t) + " slice in the step's files");

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -20,6 +21,14 @@ namespace pipecoord {
 // slice from the same whole tensor (InitUniform's, or a checkpoint's), so a model starts
 // identical under every tp and its checkpoints can be put back together.
 enum class TpSplit { kWhole, kRows, kColumns };
+
+// A tensor's [rows, cols] for the split: a matrix's own; a vector [n] is [n, 1], so a
+// column-parallel layer's bias is cut by rows as its weight is, and a norm gain stays whole.
+template <typename Shape>
+std::pair<int64_t, int64_t> RowsCols(const Shape& shape) {
+  if (shape.size() == 2) return {static_cast<int64_t>(shape[0]), static_cast<int64_t>(shape[1])};
+  return {shape.empty() ? 1 : static_cast<int64_t>(shape[0]), 1};
+}
 
 // How the model's tensor `name` (StageModel's names: "layers.3.attention.wq.weight",
 // "tok_embeddings.weight", ...) is split: Megatron's column-parallel wq, wk, wv, w1, w3 and the

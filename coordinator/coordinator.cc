@@ -273,7 +273,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
     // Initial weights too: pipectl checks them where it can read them, a client of the API may
     // not have; every missing, extra or misshapen tensor is refused here by name.
     const v1::ModelSpec& m = spec.model();
-    auto weights = data::HfLlamaWeights::Open(spec.init(), {m.layers(), m.hidden(), m.heads(), m.ffn_hidden(), m.vocab(), m.kv_heads()});
+    auto weights = data::HfLlamaWeights::Open(spec.init(), {m.layers(), m.hidden(), m.heads(), m.ffn_hidden(), m.vocab(), m.kv_heads(), m.qkv_bias()});
     if (!weights.ok()) return InvalidArgument("spec.init: " + weights.status().message());
   }
   v1::SubmitJobResponse response;

@@ -13,6 +13,9 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"attention.wq.weight", "self_attn.q_proj.weight"},
     {"attention.wk.weight", "self_attn.k_proj.weight"},
     {"attention.wv.weight", "self_attn.v_proj.weight"},
+    {"attention.wq.bias", "self_attn.q_proj.bias"},  // Qwen2's q, k, v biases (LlamaShape::qkv_bias)
+    {"attention.wk.bias", "self_attn.k_proj.bias"},
+    {"attention.wv.bias", "self_attn.v_proj.bias"},
     {"attention.wo.weight", "self_attn.o_proj.weight"},
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
     {"feed_forward.w1.weight", "mlp.gate_proj.weight"},
@@ -51,7 +54,7 @@ Result<std::string> Map(std::string_view name, bool to_hf) {
     }
   }
   return InvalidArgument("tensor \"" + std::string(name) + "\": not a weight of the Llama model" +
-                         (to_hf ? "" : " (a Hugging Face LlamaForCausalLM without biases, untied)"));
+                         (to_hf ? "" : " (a Hugging Face LlamaForCausalLM untied, biases on q, k, v only)"));
 }
 
 void Permute(std::span<const float> in, std::span<float> out, int64_t d, int64_t cols, bool to_interleaved) {
@@ -79,8 +82,14 @@ std::vector<HfTensorInfo> HfLlamaTensors(const LlamaShape& s) {
     const std::string hf = "model.layers." + std::to_string(l) + ".", ours = "layers." + std::to_string(l) + ".";
     for (const auto& [o, n] : kLayerNames) {
       const std::string_view name = o;
+      const bool bias = name.ends_with(".bias");
+      if (bias && !s.qkv_bias) continue;
       std::vector<uint64_t> shape;
-      if (name.find("norm") != std::string_view::npos) {
+      if (name == "attention.wq.bias") {
+        shape = {h};
+      } else if (bias) {
+        shape = {kv};
+      } else if (name.find("norm") != std::string_view::npos) {
         shape = {h};
       } else if (name == "feed_forward.w1.weight" || name == "feed_forward.w3.weight") {
         shape = {f, h};
@@ -91,7 +100,8 @@ std::vector<HfTensorInfo> HfLlamaTensors(const LlamaShape& s) {
       } else {
         shape = {h, h};
       }
-      const bool rotary = name == "attention.wq.weight" || name == "attention.wk.weight";
+      const bool rotary = name == "attention.wq.weight" || name == "attention.wk.weight" ||
+                          name == "attention.wq.bias" || name == "attention.wk.bias";
       out.push_back({hf + n, ours + o, std::move(shape), rotary});
     }
   }
@@ -114,7 +124,8 @@ bool HasRotaryRows(std::string_view hf_name) {
     return hf_name.size() > suffix.size() && hf_name.substr(hf_name.size() - suffix.size()) == suffix;
   };
   return hf_name.substr(0, 13) == "model.layers." &&
-         (ends(".self_attn.q_proj.weight") || ends(".self_attn.k_proj.weight"));
+         (ends(".self_attn.q_proj.weight") || ends(".self_attn.k_proj.weight") || ends(".self_attn.q_proj.bias") ||
+          ends(".self_attn.k_proj.bias"));
 }
 
 void HfRotaryToInterleaved(std::span<const float> hf, std::span<float> ours, int64_t head_dim, int64_t cols) {

@@ -15,7 +15,9 @@
 //   norm.weight                        model.norm.weight                            [h]
 //   output.weight                      lm_head.weight                               [vocab, h]
 //
-// (g key/value heads of d = h / heads features: g d = h without grouped-query attention.)
+// (g key/value heads of d = h / heads features: g d = h without grouped-query attention.) With
+// qkv_bias, layers.N.attention.w{q,k,v}.bias = self_attn.{q,k,v}_proj.bias, [h], [g d], [g d]; q's
+// and k's rows permuted as their weights' are.
 //
 // Both store a Linear's weight as [out, in] (y = x W^T), so matrices map element for element,
 // except one thing: rotary embeddings. Our kernel (kernels/cpu/rotary.h, Meta's original Llama
@@ -48,6 +50,7 @@ struct LlamaShape {
   int64_t ffn = 0;
   int64_t vocab = 0;
   int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: heads
+  bool qkv_bias = false;  // q_proj, k_proj, v_proj have biases (Qwen2): [h], [g d], [g d]
 
   int64_t kv_width() const { return (kv_heads > 0 ? kv_heads : heads) * (hidden / heads); }
 };
@@ -68,7 +71,8 @@ Result<std::string> OurNameOf(std::string_view hf_name);
 // Buffers transformers saved in old checkpoints that are not weights (rotary_emb.inv_freq: the
 // frequencies come from rope_theta); loading ignores them.
 bool IsDerivedHfBuffer(std::string_view hf_name);
-// q_proj and k_proj (by Hugging Face name): their rows are permuted between the layouts.
+// q_proj and k_proj, weights and biases (by Hugging Face name): their rows are permuted between
+// the layouts.
 bool HasRotaryRows(std::string_view hf_name);
 
 // Permutes the rows of a q_proj / k_proj weight [heads * head_dim, cols] (k_proj: its key/value

@@ -63,9 +63,11 @@ Result<HfLlamaWeights> HfLlamaWeights::Open(const std::string& path, const Llama
   for (const std::string& name : ckpt.TensorNames()) {
     if (expected.count(name) || IsDerivedHfBuffer(name)) continue;
     auto ours = OurNameOf(name);
+    const bool bias = ours.ok() && ours->ends_with(".bias");
     return InvalidArgument(where + ": tensor " + JsonString(name) + ": not a weight of this model (" +
-                           (ours.ok() ? "it has " + std::to_string(shape.layers) + " layers"
-                                      : std::string("a Llama without biases, untied")) +
+                           (bias        ? std::string("its q, k, v projections have no biases: a Qwen2 config's have")
+                            : ours.ok() ? "it has " + std::to_string(shape.layers) + " layers"
+                                        : std::string("a Llama untied, biases on q, k, v only")) +
                            "); a checkpoint of another model?");
   }
   return HfLlamaWeights(std::move(ckpt), shape);
@@ -88,7 +90,8 @@ Status HfLlamaWeights::Read(std::string_view our_name, std::span<float> out) con
   std::vector<float> hf_rows(out.size());
   Status st = view->CopyToFloat(hf_rows);
   if (!st.ok()) return InvalidArgument(path() + ": " + st.message());
-  HfRotaryToInterleaved(hf_rows, out, shape_.hidden / shape_.heads, static_cast<int64_t>(info.shape[1]));
+  HfRotaryToInterleaved(hf_rows, out, shape_.hidden / shape_.heads,
+                        info.shape.size() == 2 ? static_cast<int64_t>(info.shape[1]) : 1);
   return Status::Ok();
 }
 
@@ -122,7 +125,8 @@ Status WriteHfLlamaFolder(const std::string& dir, std::string_view config_json, 
     }
     if (i.rotary_rows) {
       permuted.emplace_back(n);
-      InterleavedRotaryToHf(values, permuted.back(), shape.hidden / shape.heads, static_cast<int64_t>(i.shape[1]));
+      InterleavedRotaryToHf(values, permuted.back(), shape.hidden / shape.heads,
+                            i.shape.size() == 2 ? static_cast<int64_t>(i.shape[1]) : 1);
       values = permuted.back();
     }
     out.push_back({i.hf_name, SafetensorsDtype::kF32, i.shape,

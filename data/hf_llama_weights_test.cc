@@ -33,9 +33,10 @@ TEST(HfLlamaLayoutTest, NamesMapBothWaysAndOnlyModelWeights) {
   EXPECT_EQ(*HfNameOf("output.weight"), "lm_head.weight");
   EXPECT_EQ(*OurNameOf("model.layers.3.post_attention_layernorm.weight"), "layers.3.ffn_norm.weight");
   EXPECT_EQ(*OurNameOf("model.embed_tokens.weight"), "tok_embeddings.weight");
-  EXPECT_EQ(OurNameOf("model.layers.0.self_attn.q_proj.bias").status().message(),
-            "tensor \"model.layers.0.self_attn.q_proj.bias\": not a weight of the Llama model (a Hugging Face "
-            "LlamaForCausalLM without biases, untied)");
+  EXPECT_EQ(*OurNameOf("model.layers.0.self_attn.q_proj.bias"), "layers.0.attention.wq.bias");  // Qwen2's
+  EXPECT_EQ(OurNameOf("model.layers.0.self_attn.o_proj.bias").status().message(),
+            "tensor \"model.layers.0.self_attn.o_proj.bias\": not a weight of the Llama model (a Hugging Face "
+            "LlamaForCausalLM untied, biases on q, k, v only)");
   EXPECT_FALSE(OurNameOf("model.layers.01.mlp.up_proj.weight").ok());
   EXPECT_FALSE(HfNameOf("layers.x.attention.wq.weight").ok());
   EXPECT_TRUE(IsDerivedHfBuffer("model.layers.4.self_attn.rotary_emb.inv_freq"));
@@ -104,7 +105,7 @@ TEST(HfLlamaWeightsTest, BadCheckpointsAreRefusedNamingTheTensor) {
                    std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(extra->data()), 32)});
   });
   EXPECT_EQ(error(bias), bias + "/model.safetensors: tensor \"model.layers.0.self_attn.q_proj.bias\": not a weight "
-                                "of this model (a Llama without biases, untied); a "
+                                "of this model (its q, k, v projections have no biases: a Qwen2 config's have); a "
                                 "checkpoint of another model?");
   const std::string ints = Altered("ints", [](std::vector<TensorToWrite>* ts, std::vector<float>*) {
     for (TensorToWrite& t : *ts) {

@@ -108,7 +108,8 @@ const std::set<std::string, std::less<>>& InterpretedKeys() {
       "architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
       "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "rms_norm_eps",
       "rope_theta", "max_position_embeddings", "tie_word_embeddings", "hidden_act", "rope_scaling",
-      "attention_bias", "mlp_bias", "attention_dropout", "torch_dtype", "rope_parameters", "sliding_window"};
+      "attention_bias", "mlp_bias", "attention_dropout", "torch_dtype", "rope_parameters", "sliding_window",
+      "use_sliding_window", "max_window_layers", "layer_types"};
   return keys;
 }
 
@@ -138,8 +139,11 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
   if (const JsonValue* t = root.Find("model_type"); t != nullptr && t->type != JsonValue::Type::kNull) {
     // Mistral is Llama's architecture with a sliding attention window (checked below against the
     // job's sequence), which transformers loads with the same weight names.
-    if (t->type != JsonValue::Type::kString || (t->string != "llama" && t->string != "mistral")) {
-      return Bad("model_type", "must be \"llama\" or \"mistral\" (the Llama architecture is the one the workers run)", *t);
+    // Qwen2 is Llama's architecture with biases on q, k and v (and an optional sliding window).
+    if (t->type != JsonValue::Type::kString ||
+        (t->string != "llama" && t->string != "mistral" && t->string != "qwen2")) {
+      return Bad("model_type",
+                 "must be \"llama\", \"mistral\" or \"qwen2\" (the Llama architecture is the one the workers run)", *t);
     }
   }
   HfLlamaConfig c;
@@ -170,6 +174,24 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
                            std::to_string(c.hidden / c.heads) + "), got " + std::to_string(head_dim));
   }
   PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "sliding_window", &c.sliding_window, false));
+  if (const JsonValue* t = root.Find("model_type"); t != nullptr && t->type == JsonValue::Type::kString &&
+                                                     t->string == "qwen2") {
+    c.qkv_bias = true;
+    // Qwen2's window applies only with use_sliding_window (false in every released config).
+    const JsonValue* use = root.Find("use_sliding_window");
+    if (use == nullptr || use->type == JsonValue::Type::kNull || (use->type == JsonValue::Type::kBool && !use->boolean)) {
+      c.sliding_window = 0;
+    } else if (use->type != JsonValue::Type::kBool) {
+      return Bad("use_sliding_window", "must be true or false", *use);
+    }
+  }
+  if (const JsonValue* types = root.Find("layer_types"); types != nullptr && types->type != JsonValue::Type::kNull) {
+    bool full = types->type == JsonValue::Type::kArray;
+    for (size_t i = 0; full && i < types->items.size(); ++i) {
+      full = types->items[i].type == JsonValue::Type::kString && types->items[i].string == "full_attention";
+    }
+    if (!full) return Bad("layer_types", "must list \"full_attention\" only (the workers' attention has no window)", *types);
+  }
   PIPECOORD_RETURN_IF_ERROR(ReadPositive(root, "rms_norm_eps", &c.rms_norm_eps));
   PIPECOORD_RETURN_IF_ERROR(ReadPositive(root, "rope_theta", &c.rope_theta));
   // transformers 5 writes the rotary settings as "rope_parameters": {"rope_type", "rope_theta",
@@ -226,6 +248,10 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   PIPECOORD_RETURN_IF_ERROR(Agree("ffnHidden", m.ffn_hidden(), "intermediate_size", c->ffn_hidden));
   PIPECOORD_RETURN_IF_ERROR(Agree("heads", m.heads(), "num_attention_heads", c->heads));
   PIPECOORD_RETURN_IF_ERROR(Agree("kvHeads", m.kv_heads(), "num_key_value_heads", c->kv_heads));
+  if (m.qkv_bias() && !c->qkv_bias) {
+    return InvalidArgument("spec.model.qkvBias: true disagrees with spec.model.hfConfig, whose q, k and v projections "
+                           "have no bias (model_type \"qwen2\" has them)");
+  }
   PIPECOORD_RETURN_IF_ERROR(Agree("vocab", m.vocab(), "vocab_size", c->vocab));
   PIPECOORD_RETURN_IF_ERROR(AgreeNum("rmsNormEps", m.rms_norm_eps(), "rms_norm_eps", c->rms_norm_eps));
   PIPECOORD_RETURN_IF_ERROR(AgreeNum("ropeTheta", m.rope_theta(), "rope_theta", c->rope_theta));
@@ -245,6 +271,7 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   o->set_ffn_hidden(c->ffn_hidden);
   o->set_heads(c->heads);
   o->set_kv_heads(c->kv_heads);
+  o->set_qkv_bias(c->qkv_bias);
   o->set_vocab(c->vocab);
   o->set_rms_norm_eps(c->rms_norm_eps);
   o->set_rope_theta(c->rope_theta);
@@ -301,8 +328,9 @@ std::string HfConfigJson(const v1::ModelSpec& m) {
   const int ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
   JsonWriter w;
   w.BeginObject();
-  w.Break("\n  ").Key("architectures").BeginArray().String("LlamaForCausalLM").EndArray();
-  w.Break("\n  ").Key("model_type").String("llama");
+  // Biases on q, k, v only are Qwen2's (a Llama's attention_bias puts one on o_proj too).
+  w.Break("\n  ").Key("architectures").BeginArray().String(m.qkv_bias() ? "Qwen2ForCausalLM" : "LlamaForCausalLM").EndArray();
+  w.Break("\n  ").Key("model_type").String(m.qkv_bias() ? "qwen2" : "llama");
   w.Break("\n  ").Key("hidden_size").Int(m.hidden());
   w.Break("\n  ").Key("intermediate_size").Int(ffn);
   w.Break("\n  ").Key("num_hidden_layers").Int(m.layers());
@@ -325,8 +353,12 @@ std::string HfConfigJson(const v1::ModelSpec& m) {
   }
   w.Break("\n  ").Key("hidden_act").String("silu");
   w.Break("\n  ").Key("tie_word_embeddings").Bool(false);
-  w.Break("\n  ").Key("attention_bias").Bool(false);
-  w.Break("\n  ").Key("mlp_bias").Bool(false);
+  if (m.qkv_bias()) {
+    w.Break("\n  ").Key("use_sliding_window").Bool(false);
+  } else {
+    w.Break("\n  ").Key("attention_bias").Bool(false);
+    w.Break("\n  ").Key("mlp_bias").Bool(false);
+  }
   w.Break("\n  ").Key("attention_dropout").Number(0);
   w.Break("\n  ").Key("torch_dtype").String("float32");
   std::set<std::string, std::less<>> written;

@@ -12,8 +12,9 @@
 // num_key_value_heads not dividing num_attention_heads, tied embeddings (the LM head is its own
 // matrix here), an activation other than silu, a rope scaling other than Llama 3's ("llama3":
 // factor, low_freq_factor, high_freq_factor, original_max_position_embeddings), biases, dropout,
-// a head_dim other than hidden_size / num_attention_heads, model_type other than "llama" or
-// "mistral", and (ApplyHfConfig) a job sequence longer than Mistral's sliding_window.
+// a head_dim other than hidden_size / num_attention_heads, model_type other than "llama",
+// "mistral" or "qwen2" (whose q, k, v biases the workers run), and (ApplyHfConfig) a job sequence
+// longer than a sliding_window in use.
 #ifndef PIPECOORD_JOBPLAN_HF_CONFIG_H_
 #define PIPECOORD_JOBPLAN_HF_CONFIG_H_
 
@@ -37,6 +38,7 @@ struct HfLlamaConfig {
   // Mistral's sliding_window (absent or null: 0, none): the job's seqLen must be at most it, so
   // the window never cuts a sequence and the model is Llama's.
   int sliding_window = 0;
+  bool qkv_bias = false;  // model_type "qwen2": q, k, v projections with biases
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   // Llama 3's rotary scaling (rope_type "llama3" in rope_scaling or rope_parameters); factor 0:

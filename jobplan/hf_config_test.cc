@@ -166,6 +166,33 @@ TEST(HfConfigTest, MistralRunsWhenItsSlidingWindowCoversTheSequence) {
   EXPECT_TRUE(ParseHfConfig(Config(R"(, "model_type": "mistral", "sliding_window": null)")).ok());
 }
 
+// Qwen2: biases on q, k, v (spec.model.qkvBias), its window unused unless use_sliding_window;
+// exported as a Qwen2 config (a Llama's attention_bias would put one on o_proj too).
+TEST(HfConfigTest, Qwen2BringsQkvBiases) {
+  const std::string qwen2 = Config(R"(, "model_type": "qwen2", "use_sliding_window": false, "sliding_window": 4,
+      "layer_types": ["full_attention", "full_attention"])");
+  auto c = ParseHfConfig(qwen2);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->qkv_bias);
+  EXPECT_EQ(c->sliding_window, 0) << "not in use";
+  auto spec = ApplyHfConfig(HfSpec(qwen2));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_TRUE(spec->model().qkv_bias());
+  const std::string exported = HfConfigJson(spec->model());
+  EXPECT_NE(exported.find("\"model_type\": \"qwen2\""), std::string::npos) << exported;
+  EXPECT_TRUE(ParseHfConfig(exported)->qkv_bias);
+  EXPECT_FALSE(ParseHfConfig(Config())->qkv_bias);
+  v1::JobSpec llama = HfSpec(Config());
+  llama.mutable_model()->set_qkv_bias(true);
+  EXPECT_EQ(ValidateJobSpec(llama).message(),
+            "spec.model.qkvBias: true disagrees with spec.model.hfConfig, whose q, k and v projections have no bias "
+            "(model_type \"qwen2\" has them)");
+  v1::JobSpec cuda = HfSpec(qwen2);
+  cuda.set_device("cuda");
+  EXPECT_EQ(ValidateJobSpec(cuda).message().rfind("spec.model.qkvBias: the CUDA backend runs projections without", 0),
+            0u) << ValidateJobSpec(cuda).message();
+}
+
 TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
   auto error = [](const std::string& extra) { return ParseHfConfig(Config(extra)).status().message(); };
   // Config()'s own keys come first; a repeated key's last value wins (memory::JsonValue::Find).
@@ -175,9 +202,11 @@ TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
             "tie_word_embeddings: must be false: the LM head is its own matrix (untied) in the workers' model, "
             "got true");
   EXPECT_EQ(error(R"(, "hidden_act": "gelu")"), "hidden_act: must be \"silu\" (the MLP is SwiGLU), got \"gelu\"");
-  EXPECT_EQ(error(R"(, "model_type": "qwen2")"),
-            "model_type: must be \"llama\" or \"mistral\" (the Llama architecture is the one the workers run), got "
-            "\"qwen2\"");
+  EXPECT_EQ(error(R"(, "model_type": "gemma")"),
+            "model_type: must be \"llama\", \"mistral\" or \"qwen2\" (the Llama architecture is the one the workers "
+            "run), got \"gemma\"");
+  EXPECT_EQ(error(R"(, "layer_types": ["full_attention", "sliding_attention"])"),
+            "layer_types: must list \"full_attention\" only (the workers' attention has no window), got array");
   EXPECT_EQ(error(R"(, "rope_scaling": {"type": "linear", "factor": 2.0})"),
             "rope_scaling.rope_type: must be \"llama3\" (Llama 3's scaling, the only one the workers run) or "
             "\"default\", got \"linear\"");

@@ -221,6 +221,10 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
     return InvalidArgument("spec.model.kvHeads: must divide spec.model.heads (" + std::to_string(m.heads()) +
                            "), got " + std::to_string(m.kv_heads()));
   }
+  if (m.qkv_bias() && s.device() == "cuda") {
+    return InvalidArgument("spec.model.qkvBias: the CUDA backend runs projections without biases; q, k, v biases "
+                           "(Qwen2) run on the CPU backend");
+  }
   if (m.kv_heads() != 0 && m.kv_heads() != m.heads() && s.device() == "cuda") {
     // kernels/cuda's attention has no grouped-query path yet (attention_limits_test).
     return InvalidArgument("spec.model.kvHeads: the CUDA backend runs plain multi-head attention only (kvHeads == "

@@ -28,6 +28,7 @@ struct ModelSpec {
   Mlp mlp = Mlp::kSwiGlu;
   Attention attention = Attention::kFlash;
   bool linear_bias = false;  // every linear layer has a bias (GPT-2/3 style)
+  bool qkv_bias = false;     // only the q, k, v projections have biases (Qwen2); implied by linear_bias
   bool dropout = false;      // dropout after embedding, attention and MLP: masks are saved
   int64_t learned_positions = 0;  // rows of a learned position embedding; 0: rotary, no weights
 };

@@ -16,7 +16,11 @@ ParamCounts CountParams(const ModelSpec& m, int tp) {
   int64_t block = 2 * norm;
   block += h * (h + kv) / t + h * h / t;  // QKV (column-parallel), output projection (row)
   block += fc1 * h / t + f * h / t;       // fc1 / gate+up (column), fc2 / down (row)
-  if (m.linear_bias) block += (h + kv) / t + h + fc1 / t + h;
+  if (m.linear_bias) {
+    block += (h + kv) / t + h + fc1 / t + h;
+  } else if (m.qkv_bias) {
+    block += (h + kv) / t;
+  }
   c.per_block = block;
   c.embedding = CeilDiv(m.vocab, t) * h;
   c.positions = m.learned_positions * h;

@@ -219,7 +219,7 @@ void StageWeight(Timeline& t, const CpuSizes& z, int64_t layers, bool has_embedd
 
 
 ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
-                            int64_t seq_len, int64_t kv_heads) {
+                            int64_t seq_len, int64_t kv_heads, bool qkv_bias) {
   ModelSpec m;
   m.name = "pipecoord-cpu";
   m.layers = layers;
@@ -227,6 +227,7 @@ ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t hea
   m.ffn = ffn;
   m.heads = heads;
   m.kv_heads = kv_heads > 0 ? kv_heads : heads;
+  m.qkv_bias = qkv_bias;
   m.vocab = vocab;
   m.seq_len = seq_len;
   m.tied_embeddings = false;

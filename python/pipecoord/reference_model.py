@@ -56,6 +56,7 @@ class ModelShape:
     # original_max_position_embeddings), or None.
     rope_scaling: tuple = None
     kv_heads: int = 0  # key/value heads (grouped-query attention); 0: heads
+    qkv_bias: bool = False  # q, k, v projections with biases (Qwen2)
 
     @property
     def kv(self):
@@ -91,7 +92,7 @@ class ModelShape:
                           seq_len=spec.seq_len, ffn_hidden=getattr(spec, "ffn_hidden", 0),
                           rms_norm_eps=getattr(spec, "rms_norm_eps", 0.0),
                           rope_theta=getattr(spec, "rope_theta", 0.0), rope_scaling=scaling,
-                          kv_heads=getattr(spec, "kv_heads", 0))
+                          kv_heads=getattr(spec, "kv_heads", 0), qkv_bias=bool(getattr(spec, "qkv_bias", False)))
 
 
 class RMSNorm(torch.nn.Module):
@@ -140,10 +141,14 @@ class Attention(torch.nn.Module):
         super().__init__()
         h = shape.hidden
         self.heads = shape.heads
-        self.wq = torch.nn.Linear(h, h, bias=False, dtype=dtype)
+        b = shape.qkv_bias  # biases start at zero, as the C++ model's
+        self.wq = torch.nn.Linear(h, h, bias=b, dtype=dtype)
         kv = shape.kv * shape.head_dim  # grouped-query attention: fewer key/value heads
-        self.wk = torch.nn.Linear(h, kv, bias=False, dtype=dtype)
-        self.wv = torch.nn.Linear(h, kv, bias=False, dtype=dtype)
+        self.wk = torch.nn.Linear(h, kv, bias=b, dtype=dtype)
+        self.wv = torch.nn.Linear(h, kv, bias=b, dtype=dtype)
+        if b:
+            for lin in (self.wq, self.wk, self.wv):
+                torch.nn.init.zeros_(lin.bias)
         self.wo = torch.nn.Linear(h, h, bias=False, dtype=dtype)
         cos, sin = rope_tables(shape.seq_len, shape.head_dim, dtype, shape.rope_base, shape.rope_scaling)
         self.register_buffer("rope_cos", cos, persistent=False)
@@ -242,8 +247,8 @@ class Stage(torch.nn.Module):
 
 
 def decays(name):
-    """Whether AdamW decays the parameter `name`: matrices and the embedding, not norm gains."""
-    return not name.endswith("norm.weight")
+    """Whether AdamW decays the parameter `name`: matrices and the embedding, not norm gains or biases."""
+    return not name.endswith("norm.weight") and not name.endswith(".bias")
 
 
 def adamw_param_groups(module, weight_decay):

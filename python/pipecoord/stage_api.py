@@ -58,6 +58,7 @@ class ModelSpec:
     # original_max_position_embeddings), or None (proto RopeScaling unset).
     rope_scaling: tuple = None
     kv_heads: int = 0  # key/value heads (grouped-query attention); 0: heads
+    qkv_bias: bool = False  # q, k, v projections with biases (Qwen2)
 
     @staticmethod
     def from_proto(m):

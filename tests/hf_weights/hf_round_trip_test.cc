@@ -188,7 +188,7 @@ TEST(HfRoundTripTest, ATensorParallelJobExportsWholeTensors) {
   for (const auto& [param, per] : slices) {
     auto p = (*whole)->FindParameter(param);
     ASSERT_TRUE(p.ok()) << param;
-    const int64_t rows = p->shape.size() == 2 ? p->shape[0] : 1, cols = p->shape.back();
+    const auto [rows, cols] = model::RowsCols(p->shape);
     auto joined = model::TensorParallelJoin(per, rows, cols, model::TpSplitOf(param));
     ASSERT_TRUE(joined.ok()) << param << ": " << joined.status().ToString();
     std::copy(joined->begin(), joined->end(), p->value.begin());
@@ -298,8 +298,10 @@ TEST(HfRoundTripTest, BadInitIsRefusedNamingTheTensor) {
 TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
   // transformers_llama3: Llama 3's grouped-query attention (2 key/value heads of 4) and rope
   // scaling (rope_parameters.rope_type "llama3", which the writer checked changes the loss);
-  // transformers_mistral: a MistralForCausalLM (model_type "mistral", GQA, rotary base 1e6).
-  for (const std::string name : {"transformers_llama", "transformers_llama3", "transformers_mistral"}) {
+  // transformers_mistral: a MistralForCausalLM (model_type "mistral", GQA, rotary base 1e6);
+  // transformers_qwen2: a Qwen2ForCausalLM (biases on q, k, v).
+  for (const std::string name :
+       {"transformers_llama", "transformers_llama3", "transformers_mistral", "transformers_qwen2"}) {
   const std::string dir = "tests/hf_weights/" + name;
   const double want = std::stod(Read(dir + "/loss.txt"));
   for (int pp : {1, 2}) {
@@ -321,12 +323,13 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
 // backward gave (grads/model.safetensors, read through the same name and rotary-row mapping as
 // the weights). Relative L2 error per tensor.
 TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersGradients) {
-  for (const std::string name : {"transformers_llama", "transformers_llama3", "transformers_mistral"}) {
+  for (const std::string name :
+       {"transformers_llama", "transformers_llama3", "transformers_mistral", "transformers_qwen2"}) {
     const std::string dir = "tests/hf_weights/" + name;
     const v1::JobSpec spec = Spec(Read(dir + "/config.json"), 1, 1, /*seq_len=*/16, /*seed=*/5);
     const model::ModelConfig config = worker::ModelConfigOf(spec.model());
     const data::LlamaShape shape{config.layers, config.hidden, config.heads, config.FfnHidden(), config.vocab,
-                                 config.KvHeads()};
+                                 config.KvHeads(), config.qkv_bias};
     auto weights = data::HfLlamaWeights::Open(dir, shape);
     ASSERT_TRUE(weights.ok()) << weights.status().ToString();
     auto want = data::HfLlamaWeights::Open(dir + "/grads", shape);
@@ -364,7 +367,7 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersGradients) {
       if (rel > worst) worst = rel, worst_name = std::string(p.name);
       ++tensors;
     }
-    EXPECT_EQ(tensors, 2 + 2 * 9 + 1);
+    EXPECT_EQ(tensors, 2 + 2 * (config.qkv_bias ? 12 : 9) + 1);
     std::printf("%s: %d gradients against transformers' autograd, worst relative L2 error %.2e (%s)\n", name.c_str(),
                 tensors, worst, worst_name.c_str());
   }

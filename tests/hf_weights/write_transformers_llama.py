@@ -6,7 +6,7 @@ token stream, python/pipecoord/synthetic_data.py, the C++ stream bit for bit), a
 transformers' autograd gives every weight for that step's loss (the mean of the micro-batches'
 mean token losses), in grads/model.safetensors under the weights' own names.
 
-    write_transformers_llama.py OUT_DIR [llama3|mistral] -> OUT_DIR/{config.json, model-*.safetensors,
+    write_transformers_llama.py OUT_DIR [llama3|mistral|qwen2] -> OUT_DIR/{config.json, model-*.safetensors,
                                                      model.safetensors.index.json, loss.txt,
                                                      grads/model.safetensors}
 llama3: Llama 3 as it ships: grouped-query attention (2 key/value heads for 4 query heads) and
@@ -15,6 +15,8 @@ original context 8 tokens, so it changes the angles of a 16-token sequence); the
 that the scaling changes transformers' loss, so the test that uses it can fail.
 mistral: MistralForCausalLM (model_type "mistral"): grouped-query attention, rotary base 1e6, a
 sliding window (4096) longer than the sequence.
+qwen2: Qwen2ForCausalLM: biases on q_proj, k_proj, v_proj (random, like the weights), GQA, rotary
+base 1e6.
 """
 import os
 import sys
@@ -37,6 +39,9 @@ def make(rope, kv_heads, family="llama"):
     if family == "mistral":  # its sliding window (4096) is longer than the sequence: it never cuts
         config = transformers.MistralConfig(sliding_window=4096, **shape)
         cls = transformers.MistralForCausalLM
+    elif family == "qwen2":  # biases on q, k, v; no sliding window (use_sliding_window false)
+        config = transformers.Qwen2Config(use_sliding_window=False, **shape)
+        cls = transformers.Qwen2ForCausalLM
     else:
         config = transformers.LlamaConfig(attention_bias=False, mlp_bias=False, **shape)
         cls = transformers.LlamaForCausalLM
@@ -71,9 +76,9 @@ def main():
     if sys.argv[2:] == ["llama3"]:
         rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 4.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
-    family = "mistral" if sys.argv[2:] == ["mistral"] else "llama"
-    if family == "mistral":
-        rope = {"rope_type": "default", "rope_theta": 1000000.0}  # Mistral 7B v0.2's base
+    family = sys.argv[2] if sys.argv[2:] in (["mistral"], ["qwen2"]) else "llama"
+    if family != "llama":
+        rope = {"rope_type": "default", "rope_theta": 1000000.0}  # Mistral 7B v0.2's and Qwen2's base
     kv_heads = 2 if rope is not default else 4
     model = make(rope, kv_heads, family)
     # 3 shards (the BUILD file names them): the first shard size that gives 3.

@@ -45,6 +45,7 @@ namespace {
 struct Options {
   std::string out;
   int layers = 2, hidden = 32, heads = 4, vocab = 64, seq = 16, batch = 2, ffn = 0, kv_heads = 0;
+  bool qkv_bias = false;
   int seed = 7, steps = 3;
   double lr = 0.01, weight_decay = 0.1;
   std::string schedule = "1f1b";
@@ -105,6 +106,7 @@ model::ModelConfig Config(const Options& o) {
   c.hidden = o.hidden;
   c.heads = o.heads;
   c.kv_heads = o.kv_heads;
+  c.qkv_bias = o.qkv_bias;
   c.vocab = o.vocab;
   c.seq_len = o.seq;
   c.ffn_hidden = o.ffn;
@@ -117,6 +119,7 @@ void ShapeMeta(const Options& o, Dump* dump) {
   dump->Meta("hidden", std::to_string(o.hidden));
   dump->Meta("heads", std::to_string(o.heads));
   dump->Meta("kv_heads", std::to_string(Config(o).KvHeads()));
+  dump->Meta("qkv_bias", o.qkv_bias ? "1" : "0");
   dump->Meta("vocab", std::to_string(o.vocab));
   dump->Meta("seq_len", std::to_string(o.seq));
   dump->Meta("ffn_hidden", std::to_string(Config(o).FfnHidden()));
@@ -245,6 +248,7 @@ Status Pipelined(const Options& o, Dump* dump) {
   ms->set_hidden(o.hidden);
   ms->set_heads(o.heads);
   ms->set_kv_heads(o.kv_heads);
+  ms->set_qkv_bias(o.qkv_bias);
   ms->set_vocab(o.vocab);
   ms->set_seq_len(o.seq);
   ms->set_ffn_hidden(o.ffn);
@@ -308,7 +312,7 @@ Status Pipelined(const Options& o, Dump* dump) {
   for (const auto& [key, per_tp] : slices) {
     const auto& [what, name] = key;
     const auto shape = shapes.at(name);
-    const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
+    const auto [rows, cols] = model::RowsCols(shape);
     std::vector<float> joined;
     switch (model::TpSplitOf(name)) {
       case model::TpSplit::kWhole:
@@ -372,6 +376,7 @@ int Main(int argc, char** argv) {
   flags.Int("hidden", &o.hidden, "model width (default 32)");
   flags.Int("heads", &o.heads, "attention heads (default 4)");
   flags.Int("kv-heads", &o.kv_heads, "key/value heads, grouped-query attention; 0: heads (default 0)");
+  flags.Bool("qkv-bias", &o.qkv_bias, "q, k, v projections with biases (Qwen2)");
   flags.Int("vocab", &o.vocab, "vocabulary (default 64)");
   flags.Int("seq", &o.seq, "tokens per sample (default 16)");
   flags.Int("ffn", &o.ffn, "SwiGLU width; 0: the default rule (default 0)");

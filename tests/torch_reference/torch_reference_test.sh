@@ -27,8 +27,15 @@ $dump microbatch --out "$work/mb_small.st"
 $dump microbatch --layers 3 --hidden 64 --heads 4 --vocab 96 --seq 32 --batch 2 --seed 3 --out "$work/mb_wide.st"
 # Grouped-query attention: 8 query heads over 2 key/value heads (PyTorch repeats them, repeat_kv).
 $dump microbatch --layers 2 --hidden 64 --heads 8 --kv-heads 2 --vocab 96 --seq 16 --batch 2 --seed 4 --out "$work/mb_gqa.st"
+# Qwen2's q, k, v biases: one micro-batch's logits, loss and gradients. (Not its AdamW steps here:
+# attention is nearly blind to a key bias, only RoPE's rotation lets it count, so k's bias has tiny
+# gradients and AdamW's normalized step turns their fp32 rounding into 1.7e-5 of the bias after two
+# steps; the pipelined job below steps biases 5 times within tolerance.)
+$dump microbatch --layers 2 --hidden 32 --heads 4 --kv-heads 2 --qkv-bias --vocab 64 --seq 16 --batch 2 --seed 5 \
+  --out "$work/mb_qkv_bias.st"
 compare --dtype float64 "$work/mb_small.st" "$work/mb_wide.st" "$work/mb_gqa.st"
-compare --dtype float32 --no-steps "$work/mb_small.st" "$work/mb_wide.st" "$work/mb_gqa.st"
+compare --dtype float64 --no-steps "$work/mb_qkv_bias.st"
+compare --dtype float32 --no-steps "$work/mb_small.st" "$work/mb_wide.st" "$work/mb_gqa.st" "$work/mb_qkv_bias.st"
 
 echo "== pipelined, every schedule family"
 # lr 1e-3: AdamW moves an ill-conditioned element (compare.py) by lr x (gradient difference) /
@@ -74,9 +81,9 @@ $dump pipelined --out "$work/opt_interleaved.st" "${opt[@]}" --schedule interlea
   --microbatches 4 --layers 7 --lr-schedule linear --decay-steps 3
 $dump pipelined --out "$work/opt_dualpipev.st" "${opt[@]}" --schedule dualpipev --pp 2 --vpp 2 --dp 3 --zero 1 \
   --microbatches 4 --layers 8 --lr-schedule cosine
-# Grouped-query attention under tp 2 with sequence parallelism: each rank its 2 query heads and the
-# key/value head they read.
-$dump pipelined --out "$work/opt_gqa.st" "${opt[@]}" --heads 4 --kv-heads 2 --schedule zbh1 --pp 2 --tp 2 --sp --dp 2 \
+# Grouped-query attention with q, k, v biases under tp 2 with sequence parallelism: each rank its 2
+# query heads, the key/value head they read and their biases' rows.
+$dump pipelined --out "$work/opt_gqa.st" "${opt[@]}" --heads 4 --kv-heads 2 --qkv-bias --schedule zbh1 --pp 2 --tp 2 --sp --dp 2 \
   --microbatches 4 --layers 4 --lr-schedule cosine
 compare --dtype float64 "$work/opt_zbh1.st" "$work/opt_interleaved.st" "$work/opt_dualpipev.st" "$work/opt_sp.st" \
   "$work/opt_zbv.st" "$work/opt_gqa.st"

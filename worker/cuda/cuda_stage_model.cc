@@ -107,6 +107,7 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
                                                                parallel::TensorParallel* tp,
                                                                bool sequence_parallel) {
   PIPECOORD_RETURN_IF_ERROR(config.Validate());
+  if (config.qkv_bias) return InvalidArgument("qkv_bias: the CUDA model's projections have no biases");
   if (config.KvHeads() != config.heads) {  // the CUDA attention kernels have no grouped-query path
     return InvalidArgument("kv_heads: the CUDA model runs kv_heads == heads (" + std::to_string(config.heads) +
                            ") only, got " + std::to_string(config.KvHeads()));
@@ -185,7 +186,7 @@ Status CudaStageModel::AddParameter(const std::string& name, std::vector<int64_t
   // and copied once.
   const int tp = tensor_parallel_size();
   const model::TpSplit split = model::TpSplitOf(name);
-  const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
+  const auto [rows, cols] = RowsCols(shape);
   std::vector<float> whole(static_cast<size_t>(rows * cols));
   if (std < 0) {
     std::fill(whole.begin(), whole.end(), 1.0f);  // norm gain

@@ -17,7 +17,7 @@ namespace pipecoord::worker {
 Status LoadInitialWeights(const v1::Assignment& a, ComputeBackend* backend) {
   const model::ModelConfig config = ModelConfigOf(a.spec().model());
   const data::LlamaShape shape{config.layers, config.hidden, config.heads, config.FfnHidden(), config.vocab,
-                               config.KvHeads()};
+                               config.KvHeads(), config.qkv_bias};
   auto weights = data::HfLlamaWeights::Open(a.spec().init(), shape);
   if (!weights.ok()) return Status(weights.status().code(), "spec.init: " + weights.status().message());
   // With tensor parallelism each rank holds its slice of a tensor: the whole tensor read, then
@@ -25,8 +25,7 @@ Status LoadInitialWeights(const v1::Assignment& a, ComputeBackend* backend) {
   const int tp = std::max(1, a.spec().tp());
   std::map<std::string, std::pair<int64_t, int64_t>, std::less<>> dims;  // our name -> rows, cols
   for (const data::HfTensorInfo& info : data::HfLlamaTensors(shape)) {
-    dims[info.our_name] = {info.shape.size() == 2 ? static_cast<int64_t>(info.shape[0]) : 1,
-                           static_cast<int64_t>(info.shape.back())};
+    dims[info.our_name] = model::RowsCols(info.shape);
   }
   constexpr std::string_view kValue = "/value";
   for (const StateTensor& t : backend->CheckpointState()) {

@@ -25,6 +25,7 @@ struct Case {
   std::string recompute = "";
   bool sp = false;
   int kv_heads = 0;  // grouped-query attention (0: heads)
+  bool qkv_bias = false;  // Qwen2's q, k, v biases
 };
 
 // The demo's tiny model (examples/job.json: h 64, 4 heads, V 128, s 32, b 4), shorter.
@@ -49,6 +50,7 @@ v1::JobSpec Spec(const Case& c) {
   m->set_hidden(64);
   m->set_heads(4);
   m->set_kv_heads(c.kv_heads);
+  m->set_qkv_bias(c.qkv_bias);
   m->set_vocab(128);
   m->set_seq_len(32);
   m->set_seed(7);
@@ -146,7 +148,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // Grouped-query attention: k, v and their projections have kv_heads heads.
                       Case{"1f1b", 2, 0, 1, 4, 8, {}, 1, 0, "", false, 1}, Case{"zbh1", 2, 0, 2, 4, 8, {}, 2, 1, "", true, 2},
                       Case{"zbv", 2, 2, 1, 4, 8, {}, 2, 0, "selective", false, 2},
-                      Case{"interleaved", 2, 2, 1, 5, 7, {}, 2, 2, "full", true, 2}),
+                      Case{"interleaved", 2, 2, 1, 5, 7, {}, 2, 2, "full", true, 2},
+                      // Qwen2's q, k, v biases (parameters and their gradients; sliced with tp).
+                      Case{"1f1b", 2, 0, 2, 4, 8, {}, 1, 1, "", false, 2, true},
+                      Case{"zbv", 2, 2, 1, 4, 8, {}, 2, 2, "selective", true, 2, true}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string name = c.schedule + "_pp" + std::to_string(c.pp) + "_vpp" + std::to_string(c.vpp) + "_dp" +
@@ -154,7 +159,7 @@ INSTANTIATE_TEST_SUITE_P(
                          std::to_string(c.layers) + (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "") +
                          (c.zero > 0 ? "_zero" + std::to_string(c.zero) : "") +
                          (c.recompute.empty() ? "" : "_" + c.recompute) + (c.sp ? "_sp" : "") +
-                         (c.kv_heads > 0 ? "_kv" + std::to_string(c.kv_heads) : "");
+                         (c.kv_heads > 0 ? "_kv" + std::to_string(c.kv_heads) : "") + (c.qkv_bias ? "_qkvbias" : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

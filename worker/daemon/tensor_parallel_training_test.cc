@@ -117,7 +117,7 @@ WeightErrors CompareWeights(const v1::JobSpec& spec, const LocalRunResult& run, 
       auto whole = ref.model().FindParameter(name);
       EXPECT_TRUE(whole.ok()) << name;
       if (!whole.ok()) continue;
-      const int64_t rows = whole->shape.size() == 2 ? whole->shape[0] : 1, cols = whole->shape.back();
+      const auto [rows, cols] = model::RowsCols(whole->shape);
       const std::vector<float> want = model::TensorParallelSlice(
           std::vector<float>(whole->value.begin(), whole->value.end()), rows, cols, model::TpSplitOf(name), layout.tp(),
           layout.TensorRank(g));

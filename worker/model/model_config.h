@@ -29,6 +29,7 @@ struct ModelConfig {
   // Key/value heads (grouped-query attention; last, so {layers, hidden, ...} reads as before);
   // 0: heads. Divides heads.
   int kv_heads = 0;
+  bool qkv_bias = false;  // the q, k, v projections add a bias (Qwen2)
 
   // ffn_hidden if set, else ceil(8h/3) rounded up to a multiple of 64 (as proto/job.proto says).
   int FfnHidden() const;

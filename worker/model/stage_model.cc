@@ -80,9 +80,11 @@ void StageModel::Build() {
   // The whole [rows, cols] tensor from (seed, name), then this rank's slice of it.
   auto add = [&](const std::string& name, std::vector<int64_t> shape, double std, bool decay) {
     const TpSplit split = TpSplitOf(name);
-    const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
+    const auto [rows, cols] = RowsCols(shape);
     kernels::HostBuffer<float> whole(static_cast<size_t>(rows * cols));
-    if (std < 0) {
+    if (std == -2) {
+      std::fill(whole.begin(), whole.end(), 0.0f);  // bias
+    } else if (std < 0) {
       std::fill(whole.begin(), whole.end(), 1.0f);  // norm gain
     } else {
       InitUniform(whole, config_.seed, name, std);
@@ -103,8 +105,9 @@ void StageModel::Build() {
     const std::string p = "layers." + std::to_string(l) + ".";
     BlockTensors<const float> w;
     BlockTensors<float> g;
-    std::array<Parameter*, 9>& held = block_params_.emplace_back();
-    int next = 0;  // BlockTensors' order: attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3
+    std::array<Parameter*, 12>& held = block_params_.emplace_back();
+    held.fill(nullptr);
+    int next = 0;  // BlockTensors' order: attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3, bq, bk, bv
     auto bind = [&](Parameter* param, const float** wp, float** gp) {
       held[next++] = param;
       *wp = param->value.data();
@@ -123,6 +126,12 @@ void StageModel::Build() {
              true),
          &w.w2, &g.w2);
     bind(add(p + "feed_forward.w3.weight", {f, h}, in_std, true), &w.w3, &g.w3);
+    if (config_.qkv_bias) {  // zero at start (Megatron's and transformers' init), never decayed
+      const double kZeros = -2;
+      bind(add(p + "attention.wq.bias", {h}, kZeros, false), &w.bq, &g.bq);
+      bind(add(p + "attention.wk.bias", {kv}, kZeros, false), &w.bk, &g.bk);
+      bind(add(p + "attention.wv.bias", {kv}, kZeros, false), &w.bv, &g.bv);
+    }
     blocks_.emplace_back(dims_, w, g, rope, tp_);
   }
   if (shard_.has_head) {
@@ -446,10 +455,10 @@ void StageModel::EnsureGradients() {
   if (!params_.RestoreGradients()) return;
   // The tensors' gradients moved: every block and the head take their new addresses.
   for (size_t i = 0; i < blocks_.size(); ++i) {
-    const std::array<Parameter*, 9>& p = block_params_[i];
-    blocks_[i].set_grads({p[0]->grad.data(), p[1]->grad.data(), p[2]->grad.data(), p[3]->grad.data(),
-                          p[4]->grad.data(), p[5]->grad.data(), p[6]->grad.data(), p[7]->grad.data(),
-                          p[8]->grad.data()});
+    const std::array<Parameter*, 12>& p = block_params_[i];
+    auto grad = [&](int k) { return p[k] != nullptr ? p[k]->grad.data() : nullptr; };
+    blocks_[i].set_grads({grad(0), grad(1), grad(2), grad(3), grad(4), grad(5), grad(6), grad(7), grad(8), grad(9),
+                          grad(10), grad(11)});
   }
   if (head_) head_->set_grads({head_params_[0]->grad.data(), head_params_[1]->grad.data()});
 }

@@ -214,7 +214,7 @@ class StageModel {
   std::vector<TransformerBlock<float>> blocks_;
   // Each block's nine tensors in BlockTensors' order, and the head's norm and output: where
   // EnsureGradients rebinds the gradients after ZeRO-2 allocated them again.
-  std::vector<std::array<Parameter*, 9>> block_params_;
+  std::vector<std::array<Parameter*, 12>> block_params_;  // BlockTensors' order; the biases may be null
   std::array<Parameter*, 2> head_params_{};
   std::optional<LmHead<float>> head_;
   std::map<int, MicroBatch> in_flight_;

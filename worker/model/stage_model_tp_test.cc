@@ -146,7 +146,7 @@ TEST(StageModelTensorParallelTest, TrainingEqualsTheSingleProcessReference) {
       for (const auto& [name, value] : runs[r].params) {
         auto whole = (*ref)->model().FindParameter(name);
         ASSERT_TRUE(whole.ok()) << name;
-        const int64_t rows = whole->shape.size() == 2 ? whole->shape[0] : 1, cols = whole->shape.back();
+        const auto [rows, cols] = RowsCols(whole->shape);
         const kernels::HostBuffer<float> slice =
             BufferSlice(std::vector<float>(whole->value.begin(), whole->value.end()), rows, cols,
                                 TpSplitOf(name), tp, r);
@@ -159,7 +159,7 @@ TEST(StageModelTensorParallelTest, TrainingEqualsTheSingleProcessReference) {
         const auto& [name, grad] = runs[r].first_grads[i];
         ASSERT_EQ(one.first_grads[i].first, name);
         auto whole = (*ref)->model().FindParameter(name);
-        const int64_t rows = whole->shape.size() == 2 ? whole->shape[0] : 1, cols = whole->shape.back();
+        const auto [rows, cols] = RowsCols(whole->shape);
         const Errors e =
             Compare(grad, BufferSlice(one.first_grads[i].second, rows, cols, TpSplitOf(name), tp, r));
         worst_grad = std::max(worst_grad, e.max);

@@ -25,6 +25,24 @@ void AddInPlace(kernels::HostBuffer<T>& acc, const kernels::HostBuffer<T>& x) {
   for (size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
 }
 
+// y[r, c] += b[c] over rows x cols (no bias: nothing).
+template <typename T>
+void AddBias(T* y, const T* b, int64_t rows, int64_t cols) {
+  if (b == nullptr) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) y[r * cols + c] += b[c];
+  }
+}
+
+// db[c] += sum over rows of dy[r, c] (no bias: nothing).
+template <typename T>
+void AddBiasGrad(const T* dy, T* db, int64_t rows, int64_t cols) {
+  if (db == nullptr) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) db[c] += dy[r * cols + c];
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -116,6 +134,9 @@ kernels::HostBuffer<T> TransformerBlock<T>::ForwardAll(kernels::HostBuffer<T> x,
   LinearForward(a, w_.wq, s->q.data(), {n, h, hq});
   LinearForward(a, w_.wk, s->k.data(), {n, h, hkv});
   LinearForward(a, w_.wv, s->v.data(), {n, h, hkv});
+  AddBias(s->q.data(), w_.bq, n, hq);
+  AddBias(s->k.data(), w_.bk, n, hkv);
+  AddBias(s->v.data(), w_.bv, n, hkv);
   RopeForward(s->q.data(), *rope_, d_.batch, d_.local_heads());
   RopeForward(s->k.data(), *rope_, d_.batch, d_.local_kv_heads());
   s->probs.resize(ad.probs_size());
@@ -223,6 +244,9 @@ void TransformerBlock<T>::BackwardWeight(BlockSaved<T>* s) const {
   LinearBackwardWeight(s->dq.data(), a, g_.wq, {n, h, hq});
   LinearBackwardWeight(s->dk.data(), a, g_.wk, {n, h, hkv});
   LinearBackwardWeight(s->dv.data(), a, g_.wv, {n, h, hkv});
+  AddBiasGrad(s->dq.data(), g_.bq, n, hq);
+  AddBiasGrad(s->dk.data(), g_.bk, n, hkv);
+  AddBiasGrad(s->dv.data(), g_.bv, n, hkv);
   RmsNormBackwardWeight(s->da.data(), s->x.data(), s->rstd1.data(), g_.attention_norm, nl, h);
   *s = BlockSaved<T>();
 }
@@ -273,6 +297,9 @@ kernels::HostBuffer<T> TransformerBlock<T>::BackwardFused(kernels::HostBuffer<T>
   LinearBackwardWeight(dk.data(), s->a.data(), g_.wk, {n, h, hkv});
   LinearBackwardInput(dv.data(), w_.wv, da.data(), {n, h, hkv}, true);
   LinearBackwardWeight(dv.data(), s->a.data(), g_.wv, {n, h, hkv});
+  AddBiasGrad(dq.data(), g_.bq, n, hq);
+  AddBiasGrad(dk.data(), g_.bk, n, hkv);
+  AddBiasGrad(dv.data(), g_.bv, n, hkv);
   ReduceFromTensorParallel(da);
   // attention_norm and the residual.
   kernels::HostBuffer<T> dx = dx1;

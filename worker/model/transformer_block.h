@@ -104,6 +104,8 @@ struct BlockDims {
 // The nine tensors of a block (weights with P = const T, gradients with P = T). Shapes:
 // attention_norm, ffn_norm [h]; wq, wo [h, h]; wk, wv [g d, h] (g key/value heads of d = h / heads
 // features; g d = h without grouped-query attention); w1 (gate), w3 (up) [ffn, h]; w2 [h, ffn].
+// Optional biases bq [h], bk, bv [g d] (added to the projections' outputs before RoPE; their
+// gradients, the column sums of dq, dk, dv, come in W).
 // With tp > 1 a rank's slices: wq [h/tp, h]; wk, wv [g d/tp, h]; wo [h, h/tp]; w1, w3 [ffn/tp, h];
 // w2 [h, ffn/tp] (TensorParallelSlice in weight_init.h cuts them from the whole tensors).
 template <typename P>
@@ -117,6 +119,10 @@ struct BlockTensors {
   P* w1 = nullptr;
   P* w2 = nullptr;
   P* w3 = nullptr;
+  // The q, k, v projections' biases (Qwen2), this rank's rows of each; null: none.
+  P* bq = nullptr;
+  P* bk = nullptr;
+  P* bv = nullptr;
 };
 
 // What one micro-batch keeps between F, B and W. Empty vectors are not held.

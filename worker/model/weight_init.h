@@ -26,6 +26,7 @@ void InitUniform(std::span<float> out, uint64_t model_seed, std::string_view nam
 // CLI's export joins slices with it too); the model's code names it as its own.
 using ::pipecoord::TensorParallelJoin;
 using ::pipecoord::TensorParallelSlice;
+using ::pipecoord::RowsCols;
 using ::pipecoord::TpSplit;
 using ::pipecoord::TpSplitOf;
 
