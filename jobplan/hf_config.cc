@@ -136,6 +136,7 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
   if (!root.is_object()) {
     return InvalidArgument(std::string("must be a JSON object (a config.json), got ") + memory::JsonTypeName(root.type));
   }
+  std::string model_type = "llama";  // absent: transformers' LlamaConfig
   if (const JsonValue* t = root.Find("model_type"); t != nullptr && t->type != JsonValue::Type::kNull) {
     // Mistral is Llama's architecture with a sliding attention window (checked below against the
     // job's sequence), which transformers loads with the same weight names.
@@ -145,6 +146,7 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
       return Bad("model_type",
                  "must be \"llama\", \"mistral\" or \"qwen2\" (the Llama architecture is the one the workers run)", *t);
     }
+    model_type = t->string;
   }
   HfLlamaConfig c;
   PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "num_hidden_layers", &c.layers, true));
@@ -174,8 +176,7 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
                            std::to_string(c.hidden / c.heads) + "), got " + std::to_string(head_dim));
   }
   PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "sliding_window", &c.sliding_window, false));
-  if (const JsonValue* t = root.Find("model_type"); t != nullptr && t->type == JsonValue::Type::kString &&
-                                                     t->string == "qwen2") {
+  if (model_type == "qwen2") {
     c.qkv_bias = true;
     // Qwen2's window applies only with use_sliding_window (false in every released config).
     const JsonValue* use = root.Find("use_sliding_window");
