@@ -20,6 +20,19 @@ const Auth& OrOpen(const Auth* auth) {
 // A server stream fed by the coordinator: on each wakeup of its subscription (and once at start)
 // it takes what is new (never blocking) and writes it in order, one message in flight at a time.
 // Lives until OnDone (gRPC's callback API: `delete this` there).
+//
+// gRPC forbids a StartWrite after Finish: once Finish is called the call may complete, run
+// OnDone and be freed while a write started later is still in flight (a use after free: the
+// coordinator died with "free(): invalid pointer" when a worker was killed as its commands were
+// being written). A wakeup decides under mu_ and writes after it (gRPC may run a reaction on the
+// calling thread), so a finish that arrives in between (OnCancel, a failed write) is held until
+// that StartWrite has been made, and made by whoever made it.
+std::function<void()>& BeforeStreamWrite() {
+  static std::function<void()> hook;
+  return hook;
+}
+std::atomic<bool> before_stream_write_set{false};
+
 template <typename Message>
 class FedStream : public grpc::ServerWriteReactor<Message> {
  public:
@@ -55,13 +68,11 @@ class FedStream : public grpc::ServerWriteReactor<Message> {
   // The stream ended; `unsent` (in order) never reached the client.
   virtual void Unsent(std::vector<Message> /*unsent*/) {}
 
-  // Decides under the stream's lock, acts (StartWrite, Finish) after it: gRPC may run a reaction
-  // on the calling thread.
   void Pump() {
     std::optional<grpc::Status> finish;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (finished_ || writing_) return;
+      if (finishing_ || writing_) return;
       if (unsent_.empty() && !end_) {
         std::vector<Message> fresh;
         if (Status st = Take(&fresh, &end_); !st.ok()) {
@@ -74,24 +85,47 @@ class FedStream : public grpc::ServerWriteReactor<Message> {
         if (!end_) return;
         finish = grpc::Status::OK;
       }
-      if (!finish) {
+      if (finish) {
+        finishing_ = true;
+      } else {
         current_ = std::move(unsent_.front());
         unsent_.pop_front();
         writing_ = true;
+        ++starting_writes_;
       }
     }
     if (finish) {
-      FinishOnce(*std::move(finish));
-    } else {
-      this->StartWrite(&current_);
+      this->Finish(*std::move(finish));
+      return;
     }
+    if (before_stream_write_set.load(std::memory_order_acquire)) BeforeStreamWrite()();
+    this->StartWrite(&current_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // A write's completion may already have started the next one (another Pump): the last of
+      // them to be made carries the held finish.
+      if (--starting_writes_ == 0) {
+        finish = std::move(held_finish_);
+        held_finish_.reset();
+      }
+    }
+    if (finish) this->Finish(*std::move(finish));  // one that came while StartWrite was being made
   }
 
   Coordinator* const c_;
 
  private:
   void FinishOnce(grpc::Status status) {
-    if (!finished_.exchange(true)) this->Finish(std::move(status));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finishing_) return;
+      finishing_ = true;
+      if (starting_writes_ > 0) {  // Pump finishes it right after its StartWrite
+        held_finish_ = std::move(status);
+        return;
+      }
+    }
+    this->Finish(std::move(status));
   }
 
   uint64_t token_ = 0;
@@ -99,7 +133,9 @@ class FedStream : public grpc::ServerWriteReactor<Message> {
   std::deque<Message> unsent_;
   Message current_;  // in flight
   bool writing_ = false, end_ = false;
-  std::atomic<bool> finished_{false};
+  bool finishing_ = false;       // Finish called or decided: no StartWrite after it
+  int starting_writes_ = 0;      // StartWrites decided under mu_, not yet made
+  std::optional<grpc::Status> held_finish_;  // a finish that came meanwhile
 };
 
 // A worker's command stream (WaitCommands). Commands the stream could not deliver go back to the
@@ -269,6 +305,12 @@ class TelemetryStream final : public grpc::ServerReadReactor<v1::TelemetryBatch>
 };
 
 }  // namespace
+
+void SetBeforeStreamWriteForTest(std::function<void()> hook) {
+  before_stream_write_set.store(false, std::memory_order_release);
+  BeforeStreamWrite() = std::move(hook);
+  before_stream_write_set.store(static_cast<bool>(BeforeStreamWrite()), std::memory_order_release);
+}
 
 grpc::Status ToGrpc(const Status& s) {
   switch (s.code()) {

@@ -9,6 +9,7 @@
 #ifndef PIPECOORD_COORDINATOR_SERVICE_H_
 #define PIPECOORD_COORDINATOR_SERVICE_H_
 
+#include <functional>
 #include <memory>
 
 #include <grpcpp/grpcpp.h>
@@ -22,6 +23,11 @@
 namespace pipecoord::coordinator {
 
 grpc::Status ToGrpc(const Status& status);
+
+// Tests only: `hook` runs on the thread about to write a server-stream message (a command, a job
+// update) after the write was decided and before it is made, where a cancellation may fall in
+// (service.cc, FedStream). Empty: none (the default). Not for use while streams are writing.
+void SetBeforeStreamWriteForTest(std::function<void()> hook);
 
 // `auth` (not owned, outlives the service): who may call what; null: every call is allowed.
 class JobServiceImpl final : public v1::JobService::WithCallbackMethod_WatchJob<v1::JobService::Service> {
