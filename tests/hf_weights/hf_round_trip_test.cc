@@ -5,6 +5,7 @@
 // write_transformers_llama.py) loaded with spec.init gives transformers' own loss at step 0.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 
 #include "cli/export_job.h"
 #include "data/hf_llama_weights.h"
+#include "data/safetensors_file.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "jobplan/spec_validation.h"
 #include "worker/daemon/assignment_model.h"
@@ -317,12 +319,13 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
   }
 }
 
-// One training step's gradients against transformers' autograd: the model loaded from the files
-// transformers wrote, step 0's micro-batches forward and backward (the step loss, the mean of the
+// One training step's logits and gradients against transformers': the model loaded from the files
+// transformers wrote, step 0's micro-batches forward (each one's logits, [b s, vocab], against
+// transformers' logits/model.safetensors) and backward (the step loss, the mean of the
 // micro-batches' mean token losses), every weight's gradient against the one transformers' own
 // backward gave (grads/model.safetensors, read through the same name and rotary-row mapping as
-// the weights). Relative L2 error per tensor.
-TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersGradients) {
+// the weights). Relative L2 error per micro-batch's logits and per tensor.
+TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLogitsAndGradients) {
   for (const std::string name :
        {"transformers_llama", "transformers_llama3", "transformers_mistral", "transformers_qwen2"}) {
     const std::string dir = "tests/hf_weights/" + name;
@@ -340,12 +343,29 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersGradients) {
       ASSERT_TRUE(weights->Read(p.name, p.value).ok()) << p.name;
     }
     const model::SyntheticData data = worker::SyntheticDataOf(spec);
-    double loss = 0;
+    auto their_logits = data::SafetensorsFile::Open(dir + "/logits/model.safetensors");
+    ASSERT_TRUE(their_logits.ok()) << their_logits.status().ToString();
+    double loss = 0, worst_logits = 0;
     for (int mb = 0; mb < spec.microbatches(); ++mb) {
       model::TokenBatch b = data.Batch(0, mb);
       auto out = (*whole)->Forward(mb, {kernels::ToHostBuffer(b.inputs), {}, kernels::ToHostBuffer(b.targets)});
       ASSERT_TRUE(out.ok()) << out.status().ToString();
       loss += *out->loss / spec.microbatches();
+      auto ours = (*whole)->Logits(mb);
+      ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+      auto theirs = their_logits->Tensor("mb" + std::to_string(mb));
+      ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+      ASSERT_EQ(theirs->info->elements(), static_cast<int64_t>(ours->size())) << name << " mb " << mb;
+      std::vector<float> expected(ours->size());
+      ASSERT_TRUE(theirs->CopyToFloat(expected).ok());
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < expected.size(); ++i) {
+        diff += (double((*ours)[i]) - expected[i]) * (double((*ours)[i]) - expected[i]);
+        norm += double(expected[i]) * expected[i];
+      }
+      const double rel = std::sqrt(diff / norm);
+      EXPECT_LT(rel, 1e-5) << name << " logits of micro-batch " << mb;
+      worst_logits = std::max(worst_logits, rel);
       auto dx = (*whole)->BackwardFull(mb, {});
       ASSERT_TRUE(dx.ok()) << dx.status().ToString();
     }
@@ -368,8 +388,9 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersGradients) {
       ++tensors;
     }
     EXPECT_EQ(tensors, 2 + 2 * (config.qkv_bias ? 12 : 9) + 1);
-    std::printf("%s: %d gradients against transformers' autograd, worst relative L2 error %.2e (%s)\n", name.c_str(),
-                tensors, worst, worst_name.c_str());
+    std::printf("%s: logits of %d micro-batches against transformers', worst relative L2 error %.2e; %d gradients "
+                "against transformers' autograd, worst %.2e (%s)\n",
+                name.c_str(), spec.microbatches(), worst_logits, tensors, worst, worst_name.c_str());
   }
 }
 

@@ -4,11 +4,13 @@ weights, save_pretrained in shards with its model.safetensors.index.json), and t
 loss of it on step 0's micro-batches of the job hf_round_trip_test runs (pipecoord's synthetic
 token stream, python/pipecoord/synthetic_data.py, the C++ stream bit for bit), and the gradients
 transformers' autograd gives every weight for that step's loss (the mean of the micro-batches'
-mean token losses), in grads/model.safetensors under the weights' own names.
+mean token losses), in grads/model.safetensors under the weights' own names, and its logits of
+those micro-batches (logits/model.safetensors: "mb0".."mb3", [samples, tokens, vocab] F32).
 
     write_transformers_llama.py OUT_DIR [llama3|mistral|qwen2] -> OUT_DIR/{config.json, model-*.safetensors,
                                                      model.safetensors.index.json, loss.txt,
-                                                     grads/model.safetensors}
+                                                     grads/model.safetensors,
+                                                     logits/model.safetensors}
 llama3: Llama 3 as it ships: grouped-query attention (2 key/value heads for 4 query heads) and
 Llama 3's rotary scaling (rope_type "llama3", factor 4, low/high frequency factors 1 and 4,
 original context 8 tokens, so it changes the angles of a 16-token sequence); the script checks
@@ -53,14 +55,17 @@ def make(rope, kv_heads, family="llama"):
     return model
 
 
-def loss(model, grads=False):
-    """Step 0's loss; with grads, its backward runs too (the weights' .grad hold d loss / d weight)."""
+def loss(model, grads=False, logits_out=None):
+    """Step 0's loss; with grads, its backward runs too (the weights' .grad hold d loss / d weight);
+    logits_out (a dict): each micro-batch's logits under "mbN"."""
     data = SyntheticData(SEED, model.config.vocab_size, SEQ, MBS)
     losses = []
     with torch.set_grad_enabled(grads):
         for mb in range(MICROBATCHES):
             tokens, targets = data.batch(0, mb)
             logits = model(input_ids=tokens.long()).logits
+            if logits_out is not None:
+                logits_out["mb%d" % mb] = logits.detach().to(torch.float32).contiguous()
             mb_loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(),
                                                         targets.long().reshape(-1))
             if grads:
@@ -91,7 +96,10 @@ def main():
                 os.remove(os.path.join(out, f))
     else:
         raise SystemExit("no shard size gives 3 shards")
-    got = loss(model, grads=True)
+    logits = {}
+    got = loss(model, grads=True, logits_out=logits)
+    os.makedirs(os.path.join(out, "logits"), exist_ok=True)
+    safetensors.torch.save_file(logits, os.path.join(out, "logits", "model.safetensors"))
     os.makedirs(os.path.join(out, "grads"), exist_ok=True)
     safetensors.torch.save_file({name: p.grad.contiguous() for name, p in model.named_parameters()},
                                 os.path.join(out, "grads", "model.safetensors"))

@@ -227,6 +227,16 @@ StageOutput StageModel::ForwardInto(StageInput input, MicroBatch* keep) {
   return out;
 }
 
+Result<std::span<const float>> StageModel::Logits(int mb) const {
+  if (!shard_.has_head) return FailedPrecondition("logits: only the head stage has them");
+  if (dims_.tp > 1) return FailedPrecondition("logits: under tp no rank holds a whole row of them");
+  auto it = in_flight_.find(mb);
+  if (it == in_flight_.end() || it->second.head.logits.empty()) {
+    return FailedPrecondition("logits: micro-batch " + std::to_string(mb) + " has no forward whose backward is still to run");
+  }
+  return std::span<const float>(it->second.head.logits.data(), it->second.head.logits.size());
+}
+
 Result<StageOutput> StageModel::ForwardOnly(StageInput input) {
   PIPECOORD_RETURN_IF_ERROR(CheckInput(0x7fffffff, input));  // an id no schedule uses
   StageOutput out = ForwardInto(std::move(input), nullptr);

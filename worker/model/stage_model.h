@@ -44,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -92,6 +93,12 @@ class StageModel {
   // starts (the call holds only its output when it returns; memory/'s pipecoord_cpu.h replays
   // its allocations for the budget).
   Result<StageOutput> ForwardOnly(StageInput input);
+  // The head stage's logits of micro-batch mb, [b * s, vocab] row-major, kept from its F until
+  // its B (the head's own buffer, not a copy; valid until the next call on mb). What a peer's
+  // logits are compared with (tests/hf_weights: transformers' own). FAILED_PRECONDITION unless
+  // this is the head stage at tp 1 (under tp no rank holds a whole row, and F turns the rank's
+  // slice into probabilities) and mb's F ran and its B has not.
+  Result<std::span<const float>> Logits(int mb) const;
   // The replay probe: F of micro-batch mb once more, on copies of the input its F read (what F
   // kept for the backward: the tokens, the first block's or the head's input, the targets), with
   // the weights as they are; a deterministic kernel gives Forward's output bit for bit.

@@ -122,6 +122,33 @@ TEST(StageModelTest, MisuseIsRefusedWithTheReason) {
             "grad_output: the head stage starts from its loss; pass none, got 1024 floats");
 }
 
+// Logits(mb): the head's [b s, vocab] logits between F and B, whose cross-entropy (the formula,
+// in double, here) is the loss F returned; refused off the head stage and outside F..B.
+TEST(StageModelTest, LogitsAreWhatTheLossWasComputedFrom) {
+  EXPECT_EQ(Make(StageShard{1, 1, 2, false, false})->Logits(0).status().message(), "logits: only the head stage has them");
+  auto whole = Make(WholeModel(kConfig));
+  kernels::HostBuffer<int32_t> ids(32), targets(32);
+  for (int i = 0; i < 32; ++i) ids[i] = (7 * i) % 64, targets[i] = (5 * i + 3) % 64;
+  EXPECT_EQ(whole->Logits(0).status().code(), Code::kFailedPrecondition);
+  auto out = whole->Forward(0, StageInput{ids, {}, targets});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto logits = whole->Logits(0);
+  ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+  ASSERT_EQ(logits->size(), 32u * 64u);
+  double loss = 0;
+  for (int t = 0; t < 32; ++t) {
+    const float* row = logits->data() + t * 64;
+    double m = row[0], sum = 0;
+    for (int v = 1; v < 64; ++v) m = std::max<double>(m, row[v]);
+    for (int v = 0; v < 64; ++v) sum += std::exp(row[v] - m);
+    loss += (std::log(sum) + m - row[targets[t]]) / 32;
+  }
+  EXPECT_NEAR(loss, *out->loss, 1e-6 * loss);
+  EXPECT_EQ(whole->Logits(1).status().message(), "logits: micro-batch 1 has no forward whose backward is still to run");
+  ASSERT_TRUE(whole->BackwardFull(0, {}).ok());
+  EXPECT_EQ(whole->Logits(0).status().code(), Code::kFailedPrecondition);
+}
+
 // Measured by the rank's counting allocator, against closed forms of the stage's tensors.
 TEST(StageModelTest, ActivationMemoryGrowsWithForwardShrinksWithBAndIsFreedByW) {
   kernels::CountingHostAllocator pool;
