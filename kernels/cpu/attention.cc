@@ -50,27 +50,29 @@ inline float RowMax(const float* x, int64_t n) {
 }
 
 // Rows i0 .. i0 + rows - 1 of an s x s matrix, p pointing at row i0: row i holds the scaled
-// scores s_i0 .. s_ii (later entries unset); leaves softmax over j <= i (the maximum subtracted
-// before exp), zeros after. The exp (vector_exp.h's double one), the sum and the division run in
+// scores s_i0 .. s_ii (later entries unset); leaves softmax over lo <= j <= i (lo = i - window + 1
+// with a sliding window, else 0; the maximum subtracted before exp), zeros elsewhere. The exp (vector_exp.h's double one), the sum and the division run in
 // double (deterministic: lane_sum.h): O(s^2) work beside the sgemms' O(s^2 d), and the
 // probabilities then carry the scores' fp32 error and one rounding only (attention_test's
 // bound). e: s scratch values. Clones: vector code for the CPU it runs on, picked once.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void CausalSoftmaxRows(
-    float* p, int64_t i0, int64_t rows, int64_t s, double* e) {
+    float* p, int64_t i0, int64_t rows, int64_t s, int64_t window, double* e) {
   for (int64_t i = i0; i < i0 + rows; ++i) {
     float* row = p + (i - i0) * s;
-    const int64_t m = i + 1;
-    const double mx = RowMax(row, m);
-    for (int64_t j = 0; j < m; ++j) e[j] = VectorExp(static_cast<double>(row[j]) - mx);
+    const int64_t lo = window > 0 && i >= window ? i - window + 1 : 0, m = i + 1 - lo;
+    float* seen = row + lo;
+    const double mx = RowMax(seen, m);
+    for (int64_t j = 0; j < m; ++j) e[j] = VectorExp(static_cast<double>(seen[j]) - mx);
     const double sum = LaneSum(m, [&](int64_t j) { return e[j]; });
-    for (int64_t j = 0; j < m; ++j) row[j] = static_cast<float>(e[j] / sum);
-    std::fill(row + m, row + s, 0.0f);
+    for (int64_t j = 0; j < m; ++j) seen[j] = static_cast<float>(e[j] / sum);
+    std::fill(row, seen, 0.0f);
+    std::fill(row + i + 1, row + s, 0.0f);
   }
 }
 
 // Rows i0 .. i0 + rows - 1, p and ds pointing at row i0: row i of ds holds dP_i0 .. dP_ii (later
 // entries unset); leaves dS_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'), the row sum and the product in
-// double, rounded once. P is zero above the diagonal, so is dS.
+// double, rounded once. P is zero above the diagonal and outside a sliding window, so is dS.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void SoftmaxBackwardRows(
     const float* p, float* ds, int64_t i0, int64_t rows, int64_t s) {
   for (int64_t i = i0; i < i0 + rows; ++i) {
@@ -106,7 +108,7 @@ void AttentionForward<float>(const float* q, const float* k, const float* v, flo
         // P [i0, i0 + rows) x [0, keys) = scale Q K^T: the keys these rows may see.
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int(rows), Int(keys), Int(hd), scale,
                     q + base + i0 * ld, Int(ld), k + kv, Int(lkv), 0.0f, pi, Int(s));
-        CausalSoftmaxRows(pi, i0, rows, s, e.data());
+        CausalSoftmaxRows(pi, i0, rows, s, d.window, e.data());
         // O rows = P V over those keys.
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int(rows), Int(hd), Int(keys), 1.0f,
                     pi, Int(s), v + kv, Int(lkv), 0.0f, o + base + i0 * ld, Int(ld));

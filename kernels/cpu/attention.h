@@ -23,15 +23,21 @@ struct AttentionDims {
   int64_t heads = 0;
   int64_t head_dim = 0;
   int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: heads. Must divide heads.
+  // Sliding-window attention (Mistral's, Qwen2's): query i sees keys j with i - window < j <= i;
+  // 0: every earlier key (plain causal attention).
+  int64_t window = 0;
 
   int64_t hidden() const { return heads * head_dim; }
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t kv_hidden() const { return kv() * head_dim; }
   int64_t group() const { return heads / kv(); }  // query heads per key/value head
   int64_t probs_size() const { return batch * heads * seq * seq; }
+  // The first key query i sees.
+  int64_t first_key(int64_t i) const { return window > 0 && i >= window ? i - window + 1 : 0; }
 };
 
-// F: probs[b, h, i, j] = softmax_j<=i(q_i . k_j / sqrt(d)) and o_i = sum_j probs[i, j] v_j.
+// F: probs[b, h, i, j] = softmax over first_key(i) <= j <= i of (q_i . k_j / sqrt(d)), 0 for the
+// other j, and o_i = sum_j probs[i, j] v_j.
 // Overwrites probs (kept for backward) and o.
 template <typename T>
 void AttentionForward(const T* q, const T* k, const T* v, T* probs, T* o, const AttentionDims& d);

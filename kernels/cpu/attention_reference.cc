@@ -30,19 +30,21 @@ void AttentionForwardReference(const T* q, const T* k, const T* v, T* probs, T* 
       T* p = probs + (b * d.heads + h) * s * s;
       for (int64_t i = 0; i < s; ++i) {
         const T* qi = q + base + i * stride;
+        const int64_t lo = d.first_key(i);
         double mx = -INFINITY;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           score[j] = scale * Dot(qi, k + kv + j * kv_stride, hd);
           mx = std::max(mx, score[j]);
         }
         double sum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           score[j] = std::exp(score[j] - mx);
           sum += score[j];
         }
         T* pi = p + i * s;
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < lo; ++j) pi[j] = 0;
+        for (int64_t j = lo; j <= i; ++j) {
           pi[j] = static_cast<T>(score[j] / sum);
           const double pij = pi[j];
           const T* vj = v + kv + j * kv_stride;
@@ -78,13 +80,14 @@ void AttentionBackwardReference(const T* dout, const T* q, const T* k, const T* 
         const T* doi = dout + base + i * stride;
         const T* qi = q + base + i * stride;
         // dP_ij = do_i . v_j; dS_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij').
+        const int64_t lo = d.first_key(i);
         double row = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           ds[j] = Dot(doi, v + kv + j * kv_stride, hd);
           row += pi[j] * ds[j];
         }
         std::fill(dqi.begin(), dqi.end(), 0.0);
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           const double pij = pi[j];
           const double g = pij * (ds[j] - row) * scale;
           const T* kj = k + kv + j * kv_stride;

@@ -351,5 +351,93 @@ TEST(AttentionTest, BackwardMatchesFiniteDifferences) {
   EXPECT_LT(ev, 1e-7);
 }
 
+// Sliding-window attention (Mistral's): query i sees keys i - w < j <= i. Its probabilities are
+// zero outside the window and sum to one inside; each query's output is plain causal attention's
+// last row over the w tokens that end at it (the reference on that slice, an independent
+// characterization); fp32 against the double reference forward and backward; a window of at
+// least the sequence is plain attention bit for bit.
+TEST(AttentionTest, SlidingWindowIsCausalAttentionOverTheLastWTokens) {
+  const int64_t w = 3;
+  AttentionDims d{2, 9, 4, 6, 2};
+  d.window = w;
+  const int64_t size = d.batch * d.seq * d.hidden(), kv_size = d.batch * d.seq * d.kv_hidden();
+  const std::vector<double> q = RandomVector(size, 41), k = RandomVector(kv_size, 42), v = RandomVector(kv_size, 43);
+  std::vector<double> probs(d.probs_size()), o(size);
+  AttentionForward(q.data(), k.data(), v.data(), probs.data(), o.data(), d);
+  for (int64_t row = 0; row < d.batch * d.heads * d.seq; ++row) {
+    const int64_t i = row % d.seq;
+    double sum = 0;
+    for (int64_t j = 0; j < d.seq; ++j) {
+      const double p = probs[row * d.seq + j];
+      if (j > i || j <= i - w) {
+        EXPECT_EQ(p, 0.0) << "row " << i << " key " << j;
+      }
+      sum += p;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-12);
+  }
+  // Query i of sample b against plain attention over tokens [i - w + 1, i] of that sample.
+  for (int64_t b = 0; b < d.batch; ++b) {
+    for (int64_t i = 0; i < d.seq; ++i) {
+      const int64_t lo = std::max<int64_t>(0, i - w + 1), n = i + 1 - lo;
+      AttentionDims slice{1, n, d.heads, d.head_dim, d.kv_heads};
+      std::vector<double> sq(n * d.hidden()), sk(n * d.kv_hidden()), sv(n * d.kv_hidden()), sp(slice.probs_size()),
+          so(n * d.hidden());
+      for (int64_t t = 0; t < n; ++t) {
+        std::copy_n(q.data() + (b * d.seq + lo + t) * d.hidden(), d.hidden(), sq.data() + t * d.hidden());
+        std::copy_n(k.data() + (b * d.seq + lo + t) * d.kv_hidden(), d.kv_hidden(), sk.data() + t * d.kv_hidden());
+        std::copy_n(v.data() + (b * d.seq + lo + t) * d.kv_hidden(), d.kv_hidden(), sv.data() + t * d.kv_hidden());
+      }
+      AttentionForward(sq.data(), sk.data(), sv.data(), sp.data(), so.data(), slice);
+      for (int64_t c = 0; c < d.hidden(); ++c) {
+        EXPECT_NEAR(o[(b * d.seq + i) * d.hidden() + c], so[(n - 1) * d.hidden() + c], 1e-12) << b << " " << i;
+      }
+    }
+  }
+  // fp32 (the sgemm path) against the reference in float, forward and backward.
+  std::vector<float> fq(q.begin(), q.end()), fk(k.begin(), k.end()), fv(v.begin(), v.end());
+  const std::vector<float> fr = Uniform(size, 44, 1.0f);
+  std::vector<float> fp(d.probs_size()), fo(size), rp(d.probs_size()), ro(size);
+  AttentionForward(fq.data(), fk.data(), fv.data(), fp.data(), fo.data(), d);
+  AttentionForwardReference(fq.data(), fk.data(), fv.data(), rp.data(), ro.data(), d);
+  for (int64_t x = 0; x < size; ++x) EXPECT_NEAR(fo[x], ro[x], 1e-5) << x;
+  std::vector<float> dq(size), dk(kv_size), dv(kv_size), rdq(size), rdk(kv_size), rdv(kv_size);
+  AttentionBackward(fr.data(), fq.data(), fk.data(), fv.data(), fp.data(), dq.data(), dk.data(), dv.data(), d);
+  AttentionBackwardReference(fr.data(), fq.data(), fk.data(), fv.data(), rp.data(), rdq.data(), rdk.data(), rdv.data(), d);
+  for (int64_t x = 0; x < size; ++x) EXPECT_NEAR(dq[x], rdq[x], 1e-5) << "dq " << x;
+  for (int64_t x = 0; x < kv_size; ++x) {
+    EXPECT_NEAR(dk[x], rdk[x], 1e-5) << "dk " << x;
+    EXPECT_NEAR(dv[x], rdv[x], 1e-5) << "dv " << x;
+  }
+  // A window of the whole sequence (or more) is no window.
+  AttentionDims wide = d, plain = d;
+  wide.window = d.seq;
+  plain.window = 0;
+  std::vector<float> wo(size), po(size), wp(d.probs_size()), pp(d.probs_size());
+  AttentionForward(fq.data(), fk.data(), fv.data(), wp.data(), wo.data(), wide);
+  AttentionForward(fq.data(), fk.data(), fv.data(), pp.data(), po.data(), plain);
+  EXPECT_EQ(wo, po);
+  EXPECT_NE(fo, po);  // and the window of 3 changed the output
+}
+
+TEST(AttentionTest, SlidingWindowBackwardMatchesFiniteDifferences) {
+  AttentionDims d{2, 6, 2, 4, 1};
+  d.window = 2;
+  const int64_t size = d.batch * d.seq * d.hidden(), kv_size = d.batch * d.seq * d.kv_hidden();
+  std::vector<double> q = RandomVector(size, 45), k = RandomVector(kv_size, 46), v = RandomVector(kv_size, 47);
+  const std::vector<double> r = RandomVector(size, 48);
+  std::vector<double> probs(d.probs_size()), o(size);
+  auto objective = [&] {
+    AttentionForward(q.data(), k.data(), v.data(), probs.data(), o.data(), d);
+    return Inner(o, r);
+  };
+  objective();
+  std::vector<double> dq(size), dk(kv_size), dv(kv_size);
+  AttentionBackward(r.data(), q.data(), k.data(), v.data(), probs.data(), dq.data(), dk.data(), dv.data(), d);
+  EXPECT_LT(RelativeError(dq, NumericGradient(objective, &q, 1e-6)), 1e-7);
+  EXPECT_LT(RelativeError(dk, NumericGradient(objective, &k, 1e-6)), 1e-7);
+  EXPECT_LT(RelativeError(dv, NumericGradient(objective, &v, 1e-6)), 1e-7);
+}
+
 }  // namespace
 }  // namespace pipecoord::kernels::cpu
