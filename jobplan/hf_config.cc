@@ -36,14 +36,14 @@ Status Bad(std::string_view key, const std::string& rule, const JsonValue& v) {
 }
 
 // A required (or, with `fallback`, optional) integer in [1, 1 << 30].
-Status ReadInt(const JsonValue& root, const char* key, int* out, bool required) {
+Status ReadInt(const JsonValue& root, const char* key, int* out, bool required, int least = 1) {
   const JsonValue* v = root.Find(key);
   if (v == nullptr || (!required && v->type == JsonValue::Type::kNull)) {
     if (required) return InvalidArgument(std::string(key) + ": required (a Llama config.json has it)");
     return Status::Ok();
   }
-  if (v->type != JsonValue::Type::kNumber || !v->is_integer || v->integer < 1 || v->integer > (1 << 30)) {
-    return Bad(key, "must be an integer in 1..1073741824", *v);
+  if (v->type != JsonValue::Type::kNumber || !v->is_integer || v->integer < least || v->integer > (1 << 30)) {
+    return Bad(key, "must be an integer in " + std::to_string(least) + "..1073741824", *v);
   }
   *out = static_cast<int>(v->integer);
   return Status::Ok();
@@ -176,22 +176,44 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
                            std::to_string(c.hidden / c.heads) + "), got " + std::to_string(head_dim));
   }
   PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "sliding_window", &c.sliding_window, false));
+  const JsonValue* types = root.Find("layer_types");
+  if (types != nullptr && types->type == JsonValue::Type::kNull) types = nullptr;
   if (model_type == "qwen2") {
     c.qkv_bias = true;
-    // Qwen2's window applies only with use_sliding_window (false in every released config).
+    // Qwen2's window applies only with use_sliding_window (false in every released config), and
+    // then to layers max_window_layers and up (transformers' Qwen2Config, unless layer_types says).
     const JsonValue* use = root.Find("use_sliding_window");
     if (use == nullptr || use->type == JsonValue::Type::kNull || (use->type == JsonValue::Type::kBool && !use->boolean)) {
       c.sliding_window = 0;
     } else if (use->type != JsonValue::Type::kBool) {
       return Bad("use_sliding_window", "must be true or false", *use);
+    } else if (types == nullptr && c.sliding_window > 0) {
+      int from = 28;  // Qwen2Config's default
+      PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "max_window_layers", &from, false, /*least=*/0));
+      if (from >= c.layers) {
+        c.sliding_window = 0;  // no layer reaches it
+      } else if (from > 0) {
+        return InvalidArgument("max_window_layers: the workers run one attention in every layer, so the sliding window "
+                               "must cover all layers (0) or none (>= num_hidden_layers, " + std::to_string(c.layers) +
+                               "), got " + std::to_string(from));
+      }
     }
   }
-  if (const JsonValue* types = root.Find("layer_types"); types != nullptr && types->type != JsonValue::Type::kNull) {
-    bool full = types->type == JsonValue::Type::kArray;
-    for (size_t i = 0; full && i < types->items.size(); ++i) {
-      full = types->items[i].type == JsonValue::Type::kString && types->items[i].string == "full_attention";
+  // layer_types (transformers 4.53 and later write it): every layer's attention, all the same.
+  if (types != nullptr) {
+    bool all_full = types->type == JsonValue::Type::kArray, all_sliding = all_full;
+    for (size_t i = 0; types->type == JsonValue::Type::kArray && i < types->items.size(); ++i) {
+      const bool str = types->items[i].type == JsonValue::Type::kString;
+      all_full = all_full && str && types->items[i].string == "full_attention";
+      all_sliding = all_sliding && str && types->items[i].string == "sliding_attention";
     }
-    if (!full) return Bad("layer_types", "must list \"full_attention\" only (the workers' attention has no window)", *types);
+    if (all_full) {
+      c.sliding_window = 0;
+    } else if (!all_sliding || c.sliding_window == 0) {
+      return Bad("layer_types",
+                 "must list \"full_attention\" for every layer, or \"sliding_attention\" for every layer with a "
+                 "sliding_window (the workers run one attention in every layer)", *types);
+    }
   }
   PIPECOORD_RETURN_IF_ERROR(ReadPositive(root, "rms_norm_eps", &c.rms_norm_eps));
   PIPECOORD_RETURN_IF_ERROR(ReadPositive(root, "rope_theta", &c.rope_theta));
@@ -256,11 +278,7 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   PIPECOORD_RETURN_IF_ERROR(Agree("vocab", m.vocab(), "vocab_size", c->vocab));
   PIPECOORD_RETURN_IF_ERROR(AgreeNum("rmsNormEps", m.rms_norm_eps(), "rms_norm_eps", c->rms_norm_eps));
   PIPECOORD_RETURN_IF_ERROR(AgreeNum("ropeTheta", m.rope_theta(), "rope_theta", c->rope_theta));
-  if (c->sliding_window > 0 && m.seq_len() > c->sliding_window) {
-    return InvalidArgument("spec.model.seqLen: must be at most spec.model.hfConfig's sliding_window (" +
-                           std::to_string(c->sliding_window) + "): the workers' attention sees every earlier token, "
-                           "got " + std::to_string(m.seq_len()));
-  }
+  PIPECOORD_RETURN_IF_ERROR(Agree("slidingWindow", m.sliding_window(), "sliding_window", c->sliding_window));
   if (m.seq_len() > c->max_positions) {
     return InvalidArgument("spec.model.seqLen: must be at most spec.model.hfConfig's max_position_embeddings (" +
                            std::to_string(c->max_positions) + "), got " + std::to_string(m.seq_len()));
@@ -273,6 +291,7 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   o->set_heads(c->heads);
   o->set_kv_heads(c->kv_heads);
   o->set_qkv_bias(c->qkv_bias);
+  o->set_sliding_window(c->sliding_window);
   o->set_vocab(c->vocab);
   o->set_rms_norm_eps(c->rms_norm_eps);
   o->set_rope_theta(c->rope_theta);
@@ -330,8 +349,10 @@ std::string HfConfigJson(const v1::ModelSpec& m) {
   JsonWriter w;
   w.BeginObject();
   // Biases on q, k, v only are Qwen2's (a Llama's attention_bias puts one on o_proj too).
-  w.Break("\n  ").Key("architectures").BeginArray().String(m.qkv_bias() ? "Qwen2ForCausalLM" : "LlamaForCausalLM").EndArray();
-  w.Break("\n  ").Key("model_type").String(m.qkv_bias() ? "qwen2" : "llama");
+  // A sliding window without biases is Mistral's (a LlamaConfig has none).
+  const bool mistral = !m.qkv_bias() && m.sliding_window() > 0;
+  w.Break("\n  ").Key("architectures").BeginArray().String(m.qkv_bias() ? "Qwen2ForCausalLM" : mistral ? "MistralForCausalLM" : "LlamaForCausalLM").EndArray();
+  w.Break("\n  ").Key("model_type").String(m.qkv_bias() ? "qwen2" : mistral ? "mistral" : "llama");
   w.Break("\n  ").Key("hidden_size").Int(m.hidden());
   w.Break("\n  ").Key("intermediate_size").Int(ffn);
   w.Break("\n  ").Key("num_hidden_layers").Int(m.layers());
@@ -355,7 +376,13 @@ std::string HfConfigJson(const v1::ModelSpec& m) {
   w.Break("\n  ").Key("hidden_act").String("silu");
   w.Break("\n  ").Key("tie_word_embeddings").Bool(false);
   if (m.qkv_bias()) {
-    w.Break("\n  ").Key("use_sliding_window").Bool(false);
+    w.Break("\n  ").Key("use_sliding_window").Bool(m.sliding_window() > 0);
+    if (m.sliding_window() > 0) {
+      w.Break("\n  ").Key("sliding_window").Int(m.sliding_window());
+      w.Break("\n  ").Key("max_window_layers").Int(0);  // every layer
+    }
+  } else if (mistral) {
+    w.Break("\n  ").Key("sliding_window").Int(m.sliding_window());
   } else {
     w.Break("\n  ").Key("attention_bias").Bool(false);
     w.Break("\n  ").Key("mlp_bias").Bool(false);

@@ -3,7 +3,7 @@
 // Read: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, vocab_size
 // (required), num_key_value_heads, head_dim, rms_norm_eps, rope_theta, max_position_embeddings,
 // tie_word_embeddings, hidden_act, rope_scaling, attention_bias, mlp_bias, attention_dropout,
-// sliding_window, model_type (optional, with transformers' LlamaConfig defaults when absent:
+// sliding_window, use_sliding_window, max_window_layers, layer_types, model_type (optional, with transformers' LlamaConfig defaults when absent:
 // rms_norm_eps 1e-6, rope_theta 10000, max_position_embeddings 2048, num_key_value_heads =
 // num_attention_heads). Every other key (bos_token_id, torch_dtype, ...) is ignored on import and
 // copied on export (written as a Llama config).
@@ -13,8 +13,8 @@
 // matrix here), an activation other than silu, a rope scaling other than Llama 3's ("llama3":
 // factor, low_freq_factor, high_freq_factor, original_max_position_embeddings), biases, dropout,
 // a head_dim other than hidden_size / num_attention_heads, model_type other than "llama",
-// "mistral" or "qwen2" (whose q, k, v biases the workers run), and (ApplyHfConfig) a job sequence
-// longer than a sliding_window in use.
+// "mistral" or "qwen2" (whose q, k, v biases the workers run), and a sliding window on some layers
+// but not others (Qwen2's max_window_layers between 1 and the layer count, mixed layer_types).
 #ifndef PIPECOORD_JOBPLAN_HF_CONFIG_H_
 #define PIPECOORD_JOBPLAN_HF_CONFIG_H_
 
@@ -35,8 +35,8 @@ struct HfLlamaConfig {
   int kv_heads = 0;       // num_key_value_heads (absent: heads); divides heads
   int vocab = 0;          // vocab_size
   int max_positions = 2048;  // max_position_embeddings
-  // Mistral's sliding_window (absent or null: 0, none): the job's seqLen must be at most it, so
-  // the window never cuts a sequence and the model is Llama's.
+  // The sliding window every layer's attention uses (Mistral's sliding_window; Qwen2's with
+  // use_sliding_window over all layers); 0: none (absent, null, or no layer uses it).
   int sliding_window = 0;
   bool qkv_bias = false;  // model_type "qwen2": q, k, v projections with biases
   double rms_norm_eps = 1e-6;

@@ -150,20 +150,63 @@ TEST(HfConfigTest, GroupedQueryAttentionIsReadCheckedAndExported) {
   EXPECT_EQ(ValidateJobSpec(plain).message(), "spec.model.kvHeads: must divide spec.model.heads (4), got 3");
 }
 
-// Mistral: Llama's architecture with a sliding attention window; a job whose sequences fit in the
-// window runs it as it is (the window never cuts), a longer one is refused naming both.
-TEST(HfConfigTest, MistralRunsWhenItsSlidingWindowCoversTheSequence) {
+// Mistral: Llama's architecture with a sliding attention window, which the CPU workers run
+// (spec.model.slidingWindow) and the CUDA ones refuse when it is shorter than the sequence;
+// exported as a Mistral config with its window.
+TEST(HfConfigTest, MistralBringsItsSlidingWindow) {
   auto c = ParseHfConfig(Config(R"(, "model_type": "mistral", "sliding_window": 4096)"));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->sliding_window, 4096);
-  v1::JobSpec s = HfSpec(Config(R"(, "model_type": "mistral", "sliding_window": 16)"));
-  EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s).ToString();
-  s = HfSpec(Config(R"(, "model_type": "mistral", "sliding_window": 8, "max_position_embeddings": 64)"));
+  v1::JobSpec s = HfSpec(Config(R"(, "model_type": "mistral", "sliding_window": 8, "max_position_embeddings": 64)"));
   s.mutable_model()->set_seq_len(16);
-  EXPECT_EQ(ValidateJobSpec(s).message(),
-            "spec.model.seqLen: must be at most spec.model.hfConfig's sliding_window (8): the workers' attention sees "
-            "every earlier token, got 16");
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s).ToString();
+  auto applied = ApplyHfConfig(s);
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_EQ(applied->model().sliding_window(), 8);
+  const std::string exported = HfConfigJson(applied->model());
+  EXPECT_NE(exported.find("\"model_type\": \"mistral\""), std::string::npos) << exported;
+  EXPECT_EQ(ParseHfConfig(exported)->sliding_window, 8) << exported;
+  v1::JobSpec cuda = s;
+  cuda.set_device("cuda");
+  EXPECT_EQ(ValidateJobSpec(cuda).message().rfind("spec.model.slidingWindow: the CUDA backend's attention sees every "
+                                                  "earlier token, so the window must be 0 or at least spec.model.seqLen "
+                                                  "(16), got 8", 0), 0u) << ValidateJobSpec(cuda).message();
+  v1::JobSpec disagree = s;
+  disagree.mutable_model()->set_sliding_window(4);
+  EXPECT_EQ(ValidateJobSpec(disagree).message(),
+            "spec.model.slidingWindow: 4 disagrees with spec.model.hfConfig's sliding_window (8); give one of them or "
+            "make them agree");
   EXPECT_TRUE(ParseHfConfig(Config(R"(, "model_type": "mistral", "sliding_window": null)")).ok());
+  EXPECT_EQ(ParseHfConfig(Config(R"(, "model_type": "mistral", "sliding_window": -1)")).status().message(),
+            "sliding_window: must be an integer in 1..1073741824, got -1");
+}
+
+// Qwen2's window: with use_sliding_window, on layers max_window_layers and up (layer_types, when
+// written, says it per layer); one window over every layer or none runs, a mix is refused.
+TEST(HfConfigTest, Qwen2SlidingWindowCoversEveryLayerOrNone) {
+  auto window = [](const std::string& extra) {
+    auto c = ParseHfConfig(Config(R"(, "model_type": "qwen2", "use_sliding_window": true, "sliding_window": 4)" + extra));
+    return c.ok() ? std::to_string(c->sliding_window) : c.status().message();
+  };
+  EXPECT_EQ(window(R"(, "max_window_layers": 0)"), "4");
+  EXPECT_EQ(window(""), "0") << "Qwen2Config's default max_window_layers (28) is past the 2 layers";
+  EXPECT_EQ(window(R"(, "max_window_layers": 2)"), "0");
+  EXPECT_EQ(window(R"(, "max_window_layers": 1)"),
+            "max_window_layers: the workers run one attention in every layer, so the sliding window must cover all "
+            "layers (0) or none (>= num_hidden_layers, 2), got 1");
+  EXPECT_EQ(window(R"(, "layer_types": ["sliding_attention", "sliding_attention"])"), "4");
+  EXPECT_EQ(window(R"(, "layer_types": ["full_attention", "full_attention"])"), "0");
+  EXPECT_EQ(window(R"(, "layer_types": ["full_attention", "sliding_attention"])").rfind("layer_types: must list", 0), 0u);
+  auto c = ParseHfConfig(Config(R"(, "model_type": "qwen2", "use_sliding_window": true, "sliding_window": 4,
+      "max_window_layers": 0)"));
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec s = HfSpec(Config(R"(, "model_type": "qwen2", "use_sliding_window": true, "sliding_window": 4,
+      "max_window_layers": 0)"));
+  auto applied = ApplyHfConfig(s);
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  const std::string exported = HfConfigJson(applied->model());
+  EXPECT_EQ(ParseHfConfig(exported)->sliding_window, 4) << exported;
+  EXPECT_TRUE(ParseHfConfig(exported)->qkv_bias);
 }
 
 // Qwen2: biases on q, k, v (spec.model.qkvBias), its window unused unless use_sliding_window;
@@ -206,7 +249,8 @@ TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
             "model_type: must be \"llama\", \"mistral\" or \"qwen2\" (the Llama architecture is the one the workers "
             "run), got \"gemma\"");
   EXPECT_EQ(error(R"(, "layer_types": ["full_attention", "sliding_attention"])"),
-            "layer_types: must list \"full_attention\" only (the workers' attention has no window), got array");
+            "layer_types: must list \"full_attention\" for every layer, or \"sliding_attention\" for every layer with a "
+            "sliding_window (the workers run one attention in every layer), got array");
   EXPECT_EQ(error(R"(, "rope_scaling": {"type": "linear", "factor": 2.0})"),
             "rope_scaling.rope_type: must be \"llama3\" (Llama 3's scaling, the only one the workers run) or "
             "\"default\", got \"linear\"");

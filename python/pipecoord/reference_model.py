@@ -57,6 +57,7 @@ class ModelShape:
     rope_scaling: tuple = None
     kv_heads: int = 0  # key/value heads (grouped-query attention); 0: heads
     qkv_bias: bool = False  # q, k, v projections with biases (Qwen2)
+    sliding_window: int = 0  # query i sees keys i - w < j <= i (Mistral); 0: every earlier key
 
     @property
     def kv(self):
@@ -92,7 +93,8 @@ class ModelShape:
                           seq_len=spec.seq_len, ffn_hidden=getattr(spec, "ffn_hidden", 0),
                           rms_norm_eps=getattr(spec, "rms_norm_eps", 0.0),
                           rope_theta=getattr(spec, "rope_theta", 0.0), rope_scaling=scaling,
-                          kv_heads=getattr(spec, "kv_heads", 0), qkv_bias=bool(getattr(spec, "qkv_bias", False)))
+                          kv_heads=getattr(spec, "kv_heads", 0), qkv_bias=bool(getattr(spec, "qkv_bias", False)),
+                          sliding_window=getattr(spec, "sliding_window", 0))
 
 
 class RMSNorm(torch.nn.Module):
@@ -141,6 +143,7 @@ class Attention(torch.nn.Module):
         super().__init__()
         h = shape.hidden
         self.heads = shape.heads
+        self.window = shape.sliding_window
         b = shape.qkv_bias  # biases start at zero, as the C++ model's
         self.wq = torch.nn.Linear(h, h, bias=b, dtype=dtype)
         kv = shape.kv * shape.head_dim  # grouped-query attention: fewer key/value heads
@@ -168,8 +171,10 @@ class Attention(torch.nn.Module):
         k, v = (t.repeat_interleave(n // g, dim=2) for t in (k, v))
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [b, n, s, d]
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
-        causal = torch.ones(s, s, dtype=torch.bool, device=a.device).triu(1)
-        probs = scores.masked_fill(causal, float("-inf")).softmax(-1)
+        hidden = torch.ones(s, s, dtype=torch.bool, device=a.device).triu(1)  # the keys after the query
+        if self.window > 0:  # and those the window left behind
+            hidden |= torch.ones(s, s, dtype=torch.bool, device=a.device).tril(-self.window)
+        probs = scores.masked_fill(hidden, float("-inf")).softmax(-1)
         o = (probs @ v).transpose(1, 2).reshape(b, s, n * d)
         return self.wo(o)
 

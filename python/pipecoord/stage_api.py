@@ -59,6 +59,7 @@ class ModelSpec:
     rope_scaling: tuple = None
     kv_heads: int = 0  # key/value heads (grouped-query attention); 0: heads
     qkv_bias: bool = False  # q, k, v projections with biases (Qwen2)
+    sliding_window: int = 0  # attention sees the last sliding_window tokens (Mistral); 0: all
 
     @staticmethod
     def from_proto(m):

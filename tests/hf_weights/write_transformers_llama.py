@@ -7,7 +7,7 @@ transformers' autograd gives every weight for that step's loss (the mean of the 
 mean token losses), in grads/model.safetensors under the weights' own names, and its logits of
 those micro-batches (logits/model.safetensors: "mb0".."mb3", [samples, tokens, vocab] F32).
 
-    write_transformers_llama.py OUT_DIR [llama3|mistral|qwen2] -> OUT_DIR/{config.json, model-*.safetensors,
+    write_transformers_llama.py OUT_DIR [llama3|mistral|mistral_window|qwen2] -> OUT_DIR/{config.json, model-*.safetensors,
                                                      model.safetensors.index.json, loss.txt,
                                                      grads/model.safetensors,
                                                      logits/model.safetensors}
@@ -17,6 +17,8 @@ original context 8 tokens, so it changes the angles of a 16-token sequence); the
 that the scaling changes transformers' loss, so the test that uses it can fail.
 mistral: MistralForCausalLM (model_type "mistral"): grouped-query attention, rotary base 1e6, a
 sliding window (4096) longer than the sequence.
+mistral_window: the same with a sliding window of 4 tokens, which cuts the 16-token sequences (the
+script checks that the window changes transformers' loss).
 qwen2: Qwen2ForCausalLM: biases on q_proj, k_proj, v_proj (random, like the weights), GQA, rotary
 base 1e6.
 """
@@ -34,12 +36,12 @@ from pipecoord.synthetic_data import SyntheticData  # noqa: E402
 SEED, MICROBATCHES, MBS, SEQ = 5, 4, 2, 16
 
 
-def make(rope, kv_heads, family="llama"):
+def make(rope, kv_heads, family="llama", window=4096):
     shape = dict(vocab_size=64, hidden_size=32, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=kv_heads, max_position_embeddings=SEQ, rms_norm_eps=1e-5, rope_parameters=rope,
                  tie_word_embeddings=False)
     if family == "mistral":  # its sliding window (4096) is longer than the sequence: it never cuts
-        config = transformers.MistralConfig(sliding_window=4096, **shape)
+        config = transformers.MistralConfig(sliding_window=window, **shape)
         cls = transformers.MistralForCausalLM
     elif family == "qwen2":  # biases on q, k, v; no sliding window (use_sliding_window false)
         config = transformers.Qwen2Config(use_sliding_window=False, **shape)
@@ -82,10 +84,13 @@ def main():
         rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 4.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
     family = sys.argv[2] if sys.argv[2:] in (["mistral"], ["qwen2"]) else "llama"
+    window = 4096  # longer than the sequence: it never cuts
+    if sys.argv[2:] == ["mistral_window"]:
+        family, window = "mistral", 4
     if family != "llama":
         rope = {"rope_type": "default", "rope_theta": 1000000.0}  # Mistral 7B v0.2's and Qwen2's base
     kv_heads = 2 if rope is not default else 4
-    model = make(rope, kv_heads, family)
+    model = make(rope, kv_heads, family, window)
     # 3 shards (the BUILD file names them): the first shard size that gives 3.
     for kb in range(80, 20, -1):
         model.save_pretrained(out, max_shard_size="%dKB" % kb, safe_serialization=True)
@@ -103,6 +108,9 @@ def main():
     os.makedirs(os.path.join(out, "grads"), exist_ok=True)
     safetensors.torch.save_file({name: p.grad.contiguous() for name, p in model.named_parameters()},
                                 os.path.join(out, "grads", "model.safetensors"))
+    if window < SEQ:
+        whole = loss(make(rope, kv_heads, family))  # the same weights, a window longer than the sequence
+        assert abs(got - whole) > 1e-4 * got, (got, whole)
     if rope.get("rope_type") == "llama3":
         unscaled = loss(make(default, kv_heads))  # the same weights (the same seed) without the scaling
         assert abs(got - unscaled) > 1e-4 * got, (got, unscaled)

@@ -138,7 +138,8 @@ def compare(dump, dtype, args, report):
     shape = ModelShape(layers=int(meta["layers"]), hidden=int(meta["hidden"]), heads=int(meta["heads"]),
                        vocab=int(meta["vocab"]), seq_len=int(meta["seq_len"]),
                        ffn_hidden=int(meta["ffn_hidden"]), rope_theta=args.rope_theta,
-                       kv_heads=int(meta.get("kv_heads", 0)), qkv_bias=meta.get("qkv_bias", "0") == "1")
+                       kv_heads=int(meta.get("kv_heads", 0)), qkv_bias=meta.get("qkv_bias", "0") == "1",
+                       sliding_window=int(meta.get("sliding_window", 0)))
     model = Stage(shape, dtype=dtype)
     load_weights(model, {k[len("init/"):]: v for k, v in t.items() if k.startswith("init/")})
     steps, m = int(meta["steps"]), int(meta["microbatches"])

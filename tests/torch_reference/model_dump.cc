@@ -46,6 +46,7 @@ struct Options {
   std::string out;
   int layers = 2, hidden = 32, heads = 4, vocab = 64, seq = 16, batch = 2, ffn = 0, kv_heads = 0;
   bool qkv_bias = false;
+  int sliding_window = 0;
   int seed = 7, steps = 3;
   double lr = 0.01, weight_decay = 0.1;
   std::string schedule = "1f1b";
@@ -107,6 +108,7 @@ model::ModelConfig Config(const Options& o) {
   c.heads = o.heads;
   c.kv_heads = o.kv_heads;
   c.qkv_bias = o.qkv_bias;
+  c.sliding_window = o.sliding_window;
   c.vocab = o.vocab;
   c.seq_len = o.seq;
   c.ffn_hidden = o.ffn;
@@ -120,6 +122,7 @@ void ShapeMeta(const Options& o, Dump* dump) {
   dump->Meta("heads", std::to_string(o.heads));
   dump->Meta("kv_heads", std::to_string(Config(o).KvHeads()));
   dump->Meta("qkv_bias", o.qkv_bias ? "1" : "0");
+  dump->Meta("sliding_window", std::to_string(o.sliding_window));
   dump->Meta("vocab", std::to_string(o.vocab));
   dump->Meta("seq_len", std::to_string(o.seq));
   dump->Meta("ffn_hidden", std::to_string(Config(o).FfnHidden()));
@@ -249,6 +252,7 @@ Status Pipelined(const Options& o, Dump* dump) {
   ms->set_heads(o.heads);
   ms->set_kv_heads(o.kv_heads);
   ms->set_qkv_bias(o.qkv_bias);
+  ms->set_sliding_window(o.sliding_window);
   ms->set_vocab(o.vocab);
   ms->set_seq_len(o.seq);
   ms->set_ffn_hidden(o.ffn);
@@ -377,6 +381,7 @@ int Main(int argc, char** argv) {
   flags.Int("heads", &o.heads, "attention heads (default 4)");
   flags.Int("kv-heads", &o.kv_heads, "key/value heads, grouped-query attention; 0: heads (default 0)");
   flags.Bool("qkv-bias", &o.qkv_bias, "q, k, v projections with biases (Qwen2)");
+  flags.Int("sliding-window", &o.sliding_window, "attention sees the last N tokens only (Mistral); 0: all (default 0)");
   flags.Int("vocab", &o.vocab, "vocabulary (default 64)");
   flags.Int("seq", &o.seq, "tokens per sample (default 16)");
   flags.Int("ffn", &o.ffn, "SwiGLU width; 0: the default rule (default 0)");

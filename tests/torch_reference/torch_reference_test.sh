@@ -33,7 +33,10 @@ $dump microbatch --layers 2 --hidden 64 --heads 8 --kv-heads 2 --vocab 96 --seq 
 # steps; the pipelined job below steps biases 5 times within tolerance.)
 $dump microbatch --layers 2 --hidden 32 --heads 4 --kv-heads 2 --qkv-bias --vocab 64 --seq 16 --batch 2 --seed 5 \
   --out "$work/mb_qkv_bias.st"
-compare --dtype float64 "$work/mb_small.st" "$work/mb_wide.st" "$work/mb_gqa.st"
+# Mistral's sliding window: 5 of the 16 tokens (the reference masks the keys it left behind).
+$dump microbatch --layers 2 --hidden 32 --heads 4 --kv-heads 2 --sliding-window 5 --vocab 64 --seq 16 --batch 2 --seed 6 \
+  --out "$work/mb_window.st"
+compare --dtype float64 "$work/mb_small.st" "$work/mb_wide.st" "$work/mb_gqa.st" "$work/mb_window.st"
 compare --dtype float64 --no-steps "$work/mb_qkv_bias.st"
 compare --dtype float32 --no-steps "$work/mb_small.st" "$work/mb_wide.st" "$work/mb_gqa.st" "$work/mb_qkv_bias.st"
 
@@ -81,9 +84,9 @@ $dump pipelined --out "$work/opt_interleaved.st" "${opt[@]}" --schedule interlea
   --microbatches 4 --layers 7 --lr-schedule linear --decay-steps 3
 $dump pipelined --out "$work/opt_dualpipev.st" "${opt[@]}" --schedule dualpipev --pp 2 --vpp 2 --dp 3 --zero 1 \
   --microbatches 4 --layers 8 --lr-schedule cosine
-# Grouped-query attention with q, k, v biases under tp 2 with sequence parallelism: each rank its 2
-# query heads, the key/value head they read and their biases' rows.
-$dump pipelined --out "$work/opt_gqa.st" "${opt[@]}" --heads 4 --kv-heads 2 --qkv-bias --schedule zbh1 --pp 2 --tp 2 --sp --dp 2 \
+# Grouped-query attention with q, k, v biases and a sliding window (3 tokens) under tp 2 with
+# sequence parallelism: each rank its 2 query heads, the key/value head they read and their biases' rows.
+$dump pipelined --out "$work/opt_gqa.st" "${opt[@]}" --heads 4 --kv-heads 2 --qkv-bias --sliding-window 3 --schedule zbh1 --pp 2 --tp 2 --sp --dp 2 \
   --microbatches 4 --layers 4 --lr-schedule cosine
 compare --dtype float64 "$work/opt_zbh1.st" "$work/opt_interleaved.st" "$work/opt_dualpipev.st" "$work/opt_sp.st" \
   "$work/opt_zbv.st" "$work/opt_gqa.st"

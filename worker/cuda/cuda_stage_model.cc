@@ -108,6 +108,10 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
                                                                bool sequence_parallel) {
   PIPECOORD_RETURN_IF_ERROR(config.Validate());
   if (config.qkv_bias) return InvalidArgument("qkv_bias: the CUDA model's projections have no biases");
+  if (config.sliding_window > 0 && config.sliding_window < config.seq_len) {  // its attention sees every earlier key
+    return InvalidArgument("sliding_window: the CUDA model's attention has no window shorter than the sequence (" +
+                           std::to_string(config.seq_len) + "), got " + std::to_string(config.sliding_window));
+  }
   if (config.KvHeads() != config.heads) {  // the CUDA attention kernels have no grouped-query path
     return InvalidArgument("kv_heads: the CUDA model runs kv_heads == heads (" + std::to_string(config.heads) +
                            ") only, got " + std::to_string(config.KvHeads()));

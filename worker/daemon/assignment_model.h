@@ -20,6 +20,7 @@ inline model::ModelConfig ModelConfigOf(const v1::ModelSpec& ms) {
   config.heads = ms.heads();
   config.kv_heads = ms.kv_heads();
   config.qkv_bias = ms.qkv_bias();
+  config.sliding_window = ms.sliding_window();
   config.vocab = ms.vocab();
   config.seq_len = ms.seq_len();
   config.seed = ms.seed();

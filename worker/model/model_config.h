@@ -30,6 +30,7 @@ struct ModelConfig {
   // 0: heads. Divides heads.
   int kv_heads = 0;
   bool qkv_bias = false;  // the q, k, v projections add a bias (Qwen2)
+  int sliding_window = 0;  // attention sees the last sliding_window tokens only (Mistral); 0: all
 
   // ffn_hidden if set, else ceil(8h/3) rounded up to a multiple of 64 (as proto/job.proto says).
   int FfnHidden() const;

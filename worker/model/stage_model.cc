@@ -66,6 +66,7 @@ StageModel::StageModel(const ModelConfig& config, const StageShard& shard,
   dims_.hidden = config.hidden;
   dims_.heads = config.heads;
   dims_.kv_heads = config.KvHeads();
+  dims_.window = config.sliding_window;
   dims_.ffn = config.FfnHidden();
   dims_.norm_eps = config.rms_norm_eps;
   dims_.tp = tp != nullptr ? tp->size() : 1;

@@ -85,6 +85,7 @@ struct BlockDims {
   // Key/value heads (grouped-query attention; last, so that {b, s, h, heads, ffn} still reads as
   // before); 0: heads. Divides heads; tp divides it.
   int64_t kv_heads = 0;
+  int64_t window = 0;  // sliding-window attention (kernels/cpu/attention.h); 0: none
 
   int64_t tokens() const { return batch * seq; }
   int64_t local_tokens() const { return sp ? tokens() / tp : tokens(); }
@@ -96,7 +97,7 @@ struct BlockDims {
   int64_t local_kv_width() const { return local_kv_heads() * head_dim(); }  // this rank's k and v features
   // The attention core's shape on this rank: its query heads and the key/value heads they read.
   kernels::cpu::AttentionDims attention() const {
-    return {batch, seq, local_heads(), head_dim(), local_kv_heads()};
+    return {batch, seq, local_heads(), head_dim(), local_kv_heads(), window};
   }
   int64_t local_ffn() const { return ffn / tp; }
 };
