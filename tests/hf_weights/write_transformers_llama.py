@@ -4,10 +4,11 @@ weights, save_pretrained in shards with its model.safetensors.index.json), and t
 loss of it on step 0's micro-batches of the job hf_round_trip_test runs (pipecoord's synthetic
 token stream, python/pipecoord/synthetic_data.py, the C++ stream bit for bit), and the gradients
 transformers' autograd gives every weight for that step's loss (the mean of the micro-batches'
-mean token losses), in grads/model.safetensors under the weights' own names, and its logits of
+mean token losses; computed in float64 from the same weights), in grads/model.safetensors under
+the weights' own names, and its logits of
 those micro-batches (logits/model.safetensors: "mb0".."mb3", [samples, tokens, vocab] F32).
 
-    write_transformers_llama.py OUT_DIR [llama3|mistral|mistral_window|qwen2] -> OUT_DIR/{config.json, model-*.safetensors,
+    write_transformers_llama.py OUT_DIR [llama3|mistral|mistral_window|qwen2|qwen2_window] -> OUT_DIR/{config.json, model-*.safetensors,
                                                      model.safetensors.index.json, loss.txt,
                                                      grads/model.safetensors,
                                                      logits/model.safetensors}
@@ -21,7 +22,10 @@ mistral_window: the same with a sliding window of 4 tokens, which cuts the 16-to
 script checks that the window changes transformers' loss).
 qwen2: Qwen2ForCausalLM: biases on q_proj, k_proj, v_proj (random, like the weights), GQA, rotary
 base 1e6.
+qwen2_window: the same with use_sliding_window, a window of 4 tokens and max_window_layers 0 (every
+layer's attention windowed; transformers writes it as layer_types).
 """
+import copy
 import os
 import sys
 
@@ -43,8 +47,11 @@ def make(rope, kv_heads, family="llama", window=4096):
     if family == "mistral":  # its sliding window (4096) is longer than the sequence: it never cuts
         config = transformers.MistralConfig(sliding_window=window, **shape)
         cls = transformers.MistralForCausalLM
-    elif family == "qwen2":  # biases on q, k, v; no sliding window (use_sliding_window false)
-        config = transformers.Qwen2Config(use_sliding_window=False, **shape)
+    elif family == "qwen2":  # biases on q, k, v; a sliding window only when one is asked for
+        if window < SEQ:
+            config = transformers.Qwen2Config(use_sliding_window=True, sliding_window=window, max_window_layers=0, **shape)
+        else:
+            config = transformers.Qwen2Config(use_sliding_window=False, **shape)
         cls = transformers.Qwen2ForCausalLM
     else:
         config = transformers.LlamaConfig(attention_bias=False, mlp_bias=False, **shape)
@@ -85,8 +92,8 @@ def main():
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
     family = sys.argv[2] if sys.argv[2:] in (["mistral"], ["qwen2"]) else "llama"
     window = 4096  # longer than the sequence: it never cuts
-    if sys.argv[2:] == ["mistral_window"]:
-        family, window = "mistral", 4
+    if sys.argv[2:] in (["mistral_window"], ["qwen2_window"]):
+        family, window = sys.argv[2].split("_")[0], 4
     if family != "llama":
         rope = {"rope_type": "default", "rope_theta": 1000000.0}  # Mistral 7B v0.2's and Qwen2's base
     kv_heads = 2 if rope is not default else 4
@@ -102,11 +109,16 @@ def main():
     else:
         raise SystemExit("no shard size gives 3 shards")
     logits = {}
-    got = loss(model, grads=True, logits_out=logits)
+    got = loss(model, logits_out=logits)
     os.makedirs(os.path.join(out, "logits"), exist_ok=True)
     safetensors.torch.save_file(logits, os.path.join(out, "logits", "model.safetensors"))
+    # The gradients from the same weights in float64, rounded once to float32: transformers' own
+    # float32 backward is 9.4e-6 off them on the windowed Qwen2's nearly cancelling k bias, so it
+    # would judge our float32 by its own rounding.
+    exact = copy.deepcopy(model).to(torch.float64)
+    loss(exact, grads=True)
     os.makedirs(os.path.join(out, "grads"), exist_ok=True)
-    safetensors.torch.save_file({name: p.grad.contiguous() for name, p in model.named_parameters()},
+    safetensors.torch.save_file({name: p.grad.to(torch.float32).contiguous() for name, p in exact.named_parameters()},
                                 os.path.join(out, "grads", "model.safetensors"))
     if window < SEQ:
         whole = loss(make(rope, kv_heads, family))  # the same weights, a window longer than the sequence
