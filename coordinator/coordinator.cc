@@ -253,7 +253,9 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
       free.memory_bytes = cap.smallest_memory_bytes;
       free.largest_host = cap.largest_host;
     }
-    auto a = jobplan::PlanAuto(raw, free);
+    jobplan::AutoPlanOptions auto_options;
+    auto_options.shapes = &schedule_shapes_;  // what earlier searches built (a dry run's, say)
+    auto a = jobplan::PlanAuto(raw, free, auto_options);
     if (!a.ok()) return a.status();
     planned = std::move(a).value();
   } else {

@@ -30,6 +30,7 @@
 #include "coordinator/stream_wakeups.h"
 #include "coordinator/worker_registry.h"
 #include "jobplan/calibration.h"
+#include "planner/schedule_cache.h"
 #include "coordinator/health/metrics_sink.h"
 #include "proto/job.pb.h"
 #include "proto/telemetry.pb.h"
@@ -341,6 +342,10 @@ class Coordinator {
   // Heartbeats land here first, never waiting for mu_ (lease_board.h); ApplyBeatsLocked renews
   // the registry's leases from them. The epoch a heartbeat answers, readable without mu_.
   LeaseBoard beats_;
+  // The schedule shapes schedule "auto" built, kept for the next submission (thread-safe, read
+  // outside mu_): a dry run's search makes the submission that follows it quick. A few KB a
+  // shape, never evicted; shapes depend on (schedule, pp, vpp, micro-batches) only.
+  planner::ScheduleCache schedule_shapes_;
   // Lease() in ms, written under mu_ (UpdateLeaseLocked) and read by Heartbeat without it.
   std::atomic<int64_t> lease_ms_;
   // The lease for `workers` registered workers (CoordinatorOptions::max_heartbeats_per_s), set

@@ -359,7 +359,8 @@ Result<AutoPlan> PlanAuto(const v1::JobSpec& raw, const FreeWorkers& workers, co
     }
     return looked <= depth && fits.size() > kNextBest;
   };
-  planner::ScheduleCache shapes;  // every pass below builds a schedule shape once
+  planner::ScheduleCache own;  // every pass below builds a schedule shape once
+  planner::ScheduleCache& shapes = options.shapes != nullptr ? *options.shapes : own;
   std::optional<Search> search;
   if (options.bound_across_world_sizes) {
     for (int depth : kBoundedDepths) {

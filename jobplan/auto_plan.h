@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "planner/schedule_cache.h"
 #include "proto/job.pb.h"
 
 namespace pipecoord::jobplan {
@@ -57,6 +58,11 @@ struct AutoPlanOptions {
   // the next depth runs, and past 32 every size is searched in full. So the choice is always the
   // unbounded search's. false: every world size searched in full (the tests' reference).
   bool bound_across_world_sizes = true;
+  // The schedule shapes built so far, kept for the next search (the coordinator's, across
+  // submissions: a dry run, then the job; planner/schedule_cache.h, thread-safe); null: this
+  // search's own. Shapes depend on (schedule, pp, vpp, micro-batches) only, so the choice is the
+  // same either way.
+  planner::ScheduleCache* shapes = nullptr;
 };
 
 // `spec` has passed ValidateJobSpec and asks for schedule "auto". FAILED_PRECONDITION when no

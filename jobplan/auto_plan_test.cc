@@ -194,6 +194,36 @@ TEST(AutoPlanTest, CudaJobsSplitTheModelWhenMemoryForcesIt) {
   ExpectPeakIsTheTightestBudget(r->report.chosen(), Replan(spec, r->report.chosen()));
 }
 
+// A cache of schedule shapes kept across searches (the coordinator's, across submissions): the
+// second search of the same job builds no shape (its misses stay) and chooses, and shows next,
+// exactly what a search with its own cache does; a different free count reuses what it can.
+TEST(AutoPlanTest, ShapesKeptAcrossSearchesChooseAsAFreshSearch) {
+  planner::ScheduleCache shapes;
+  AutoPlanOptions kept;
+  kept.shapes = &shapes;
+  const v1::JobSpec spec = AutoSpec(32);
+  auto fresh = PlanAuto(spec, {16, 0, "cpu"});
+  auto first = PlanAuto(spec, {16, 0, "cpu"}, kept);
+  ASSERT_TRUE(fresh.ok() && first.ok()) << fresh.status().ToString() << first.status().ToString();
+  const int64_t built = shapes.misses();
+  EXPECT_GT(built, 0);
+  auto second = PlanAuto(spec, {16, 0, "cpu"}, kept);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(shapes.misses(), built) << "the second search built shapes again";
+  EXPECT_GT(shapes.hits(), 0);
+  for (const auto* r : {&*first, &*second}) {
+    EXPECT_EQ(r->report.chosen().DebugString(), fresh->report.chosen().DebugString());
+    ASSERT_EQ(r->report.next_best_size(), fresh->report.next_best_size());
+    for (int i = 0; i < fresh->report.next_best_size(); ++i) {
+      EXPECT_EQ(r->report.next_best(i).DebugString(), fresh->report.next_best(i).DebugString()) << i;
+    }
+  }
+  auto fewer = PlanAuto(spec, {12, 0, "cpu"}, kept);
+  auto fewer_fresh = PlanAuto(spec, {12, 0, "cpu"});
+  ASSERT_TRUE(fewer.ok() && fewer_fresh.ok());
+  EXPECT_EQ(fewer->report.chosen().DebugString(), fewer_fresh->report.chosen().DebugString());
+}
+
 TEST(AutoPlanTest, TheBoundAcrossWorldSizesChoosesAsTheWholeSearch) {
   // World sizes searched largest first with the slower groups of smaller sizes pruned unbuilt
   // choose, and show next, exactly what every size searched in full does; on CPU workers (every

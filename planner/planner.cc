@@ -311,7 +311,9 @@ class Search {
         }
         run.push_back(g);
         keys.emplace_back(g->var->engine, g->pp, g->var->vpp, g->mbs);
-        if (SlowToBuild(g->var->engine) && !cache_.Contains(keys.back())) ++slow;
+        // Counted whether built already or not: a batch is the same on a warm cache (the coordinator's,
+        // kept across submissions) as on a cold one, so what is pruned, and the report, are too.
+        if (SlowToBuild(g->var->engine)) ++slow;
       }
       if (o_.cache_schedules && run.size() > 1) cache_.Prefetch(keys, static_cast<int>(batch));
       for (const Group* g : run) PIPECOORD_RETURN_IF_ERROR(EvaluateGroup(*g));

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "memory/estimate.h"
 #include "memory/presets.h"
@@ -400,6 +402,29 @@ TEST(ScheduleCacheTest, OneFOneBProfileAndBubble) {
   cache.Get("1f1b", 4, 1, 8);
   EXPECT_EQ(cache.misses(), 1);
   EXPECT_EQ(cache.hits(), 1);
+}
+
+// Shared by threads (a coordinator's searches): every Get of one shape returns the profile built
+// alone, one copy is kept, and Prefetch beside the Gets adds the rest once.
+TEST(ScheduleCacheTest, ThreadsShareOneCache) {
+  ScheduleCache cache;
+  const ScheduleProfile want = ProfileSchedule("zbh1", 4, 1, 12);
+  std::vector<std::thread> threads;
+  std::atomic<int> same{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      if (t == 3) {
+        cache.Prefetch({{"1f1b", 4, 1, 8}, {"zbh1", 4, 1, 12}, {"interleaved", 4, 2, 8}}, 2);
+        return;
+      }
+      const ScheduleProfile& got = cache.Get("zbh1", 4, 1, 12);
+      if (got.rank_profile == want.rank_profile && got.bubble_rate == want.bubble_rate) ++same;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(same.load(), 3);
+  EXPECT_EQ(cache.size(), 3u);
+  EXPECT_TRUE(cache.Contains({"interleaved", 4, 2, 8}));
 }
 
 }  // namespace

@@ -114,20 +114,49 @@ const ScheduleProfile& ScheduleCache::Get(const std::string& schedule, int pp, i
     return scratch_;
   }
   auto key = std::make_tuple(schedule, pp, vpp, m);
-  auto it = profiles_.find(key);
-  if (it != profiles_.end()) {
-    ++hits_;
-    return it->second;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = profiles_.find(key);
+    if (it != profiles_.end()) {
+      ++hits_;
+      return it->second;
+    }
+    ++misses_;
   }
-  ++misses_;
-  return profiles_.emplace(key, ProfileSchedule(schedule, pp, vpp, m)).first->second;
+  ScheduleProfile built = ProfileSchedule(schedule, pp, vpp, m);  // outside the lock: it may take a second
+  std::lock_guard<std::mutex> lock(mu_);
+  return profiles_.try_emplace(key, std::move(built)).first->second;
+}
+
+bool ScheduleCache::Contains(const Key& key) const {
+  if (!enabled_) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return profiles_.count(key) > 0;
+}
+
+int64_t ScheduleCache::hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+
+int64_t ScheduleCache::misses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return misses_;
+}
+
+size_t ScheduleCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return profiles_.size();
 }
 
 void ScheduleCache::Prefetch(const std::vector<Key>& keys, int threads) {
   if (!enabled_) return;
   std::vector<Key> todo;
-  for (const Key& k : keys) {
-    if (profiles_.find(k) == profiles_.end()) todo.push_back(k);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Key& k : keys) {
+      if (profiles_.find(k) == profiles_.end()) todo.push_back(k);
+    }
   }
   std::sort(todo.begin(), todo.end());
   todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
@@ -144,7 +173,8 @@ void ScheduleCache::Prefetch(const std::vector<Key>& keys, int threads) {
   for (int t = 1; t < n; ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
-  for (size_t i = 0; i < todo.size(); ++i) profiles_.emplace(todo[i], std::move(done[i]));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < todo.size(); ++i) profiles_.try_emplace(todo[i], std::move(done[i]));
   misses_ += static_cast<int64_t>(todo.size());
 }
 

@@ -2,13 +2,19 @@
 //
 // Many candidates share a (schedule, pp, vpp, microbatches): the compute order, its bubble rate
 // under unit costs (F = B = W = 1 per rank share) and each rank's live-activation profile do
-// not depend on the model, the micro-batch size, tensor parallelism or recompute. The cache is
-// owned by one search (no global state).
+// not depend on the model, the micro-batch size, tensor parallelism or recompute. A cache is
+// owned by its caller (no global state): one search, or a coordinator that keeps the shapes its
+// "auto" searches built for the next one (a dry run, then the submission).
+//
+// Thread-safe when enabled (searches may share one; a profile is built outside the lock, and two
+// threads missing the same shape both build it, one copy kept). Profiles are never evicted, so
+// a returned reference stays valid for the cache's life. Disabled: one thread at a time.
 #ifndef PIPECOORD_PLANNER_SCHEDULE_CACHE_H_
 #define PIPECOORD_PLANNER_SCHEDULE_CACHE_H_
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -71,16 +77,18 @@ class ScheduleCache {
   void Prefetch(const std::vector<Key>& keys, int threads);
 
   // Whether Get would find the shape without building it.
-  bool Contains(const Key& key) const { return enabled_ && profiles_.count(key) > 0; }
+  bool Contains(const Key& key) const;
 
-  int64_t hits() const { return hits_; }
-  int64_t misses() const { return misses_; }
+  int64_t hits() const;
+  int64_t misses() const;
+  size_t size() const;  // shapes held
 
  private:
   bool enabled_;
-  std::map<Key, ScheduleProfile> profiles_;
+  mutable std::mutex mu_;
+  std::map<Key, ScheduleProfile> profiles_;  // guarded by mu_; nodes never erased
   ScheduleProfile scratch_;
-  int64_t hits_ = 0, misses_ = 0;
+  int64_t hits_ = 0, misses_ = 0;  // guarded by mu_
 };
 
 }  // namespace pipecoord::planner
