@@ -5,7 +5,9 @@ shards of model.safetensors.index.json, read by the official safetensors package
 attention, the mean next-token cross-entropy of its logits against the given targets. Shares no
 code with pipecoord. transformers and safetensors are pinned in tools/requirements.txt.
 
-    hf_llama_torch_loss.py FOLDER BATCH.json   -> prints the mean loss over the micro-batches
+    hf_llama_torch_loss.py FOLDER BATCH.json [CLASS]  -> prints the mean loss over the micro-batches
+CLASS: the model class from_pretrained must give (default LlamaForCausalLM; MistralForCausalLM for
+an export with a sliding window).
 BATCH.json: {"microbatches": [{"inputs": [[...], ...], "targets": [[...], ...]}, ...]} (ids per sample)
 """
 import json
@@ -20,9 +22,10 @@ import transformers  # noqa: E402
 
 def main():
     folder, batch = sys.argv[1], json.load(open(sys.argv[2]))
+    want = sys.argv[3] if len(sys.argv) > 3 else "LlamaForCausalLM"
     torch.set_num_threads(1)
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
-    assert type(model).__name__ == "LlamaForCausalLM", type(model)
+    assert type(model).__name__ == want, (type(model), want)
     model.eval()
     losses = []
     with torch.no_grad():

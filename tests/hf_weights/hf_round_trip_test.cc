@@ -19,6 +19,7 @@
 #include "data/hf_llama_weights.h"
 #include "data/safetensors_file.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "jobplan/hf_config.h"
 #include "jobplan/spec_validation.h"
 #include "worker/daemon/assignment_model.h"
 #include "worker/daemon/local_run.h"
@@ -36,9 +37,13 @@ const char kConfig[] = R"({"model_type": "llama", "hidden_size": 16, "intermedia
   "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32,
   "rms_norm_eps": 1e-06, "rope_theta": 500000.0, "max_position_embeddings": 64, "bos_token_id": 1})";
 
-std::string Dir(const std::string& name) {
+std::string TmpPath(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  return std::string(tmp ? tmp : "/tmp") + "/" + name;
+}
+
+std::string Dir(const std::string& name) {
+  const std::string dir = TmpPath(name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -64,10 +69,17 @@ v1::JobSpec Spec(const std::string& hf_config, int pp, int steps, int seq_len = 
   return jobplan::WithDefaults(s);
 }
 
-TEST(HfRoundTripTest, TheExportLoadedIntoAFreshJobGivesTheTrainedModelsLoss) {
-  const std::string dir = Dir("hf_round_trip");
+// A Mistral with a sliding window of 3 of the 8 tokens: exported as a Mistral config with its window.
+const char kMistralWindowConfig[] = R"({"model_type": "mistral", "hidden_size": 16, "intermediate_size": 40,
+  "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "max_position_embeddings": 64, "sliding_window": 3})";
+
+// Train, export (pipectl export's code), load the export into fresh jobs and into transformers
+// (`hf_class`, from_pretrained): every one gives the trained model's loss.
+void ExportRoundTrip(const std::string& name, const char* hf_config, const char* hf_class) {
+  const std::string dir = Dir(name);
   // Train: pp 2, 3 steps, checkpointed after the last.
-  v1::JobSpec trained = Spec(kConfig, 2, 3);
+  v1::JobSpec trained = Spec(hf_config, 2, 3);
   trained.set_checkpoint_every(3);
   auto run = worker::RunLocally(trained, {}, {dir + "/ckpt", "job-a", 0}, true);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
@@ -141,11 +153,25 @@ TEST(HfRoundTripTest, TheExportLoadedIntoAFreshJobGivesTheTrainedModelsLoss) {
   const char* venv = std::getenv("PIPECOORD_VENV");
   const std::string python = std::string(venv != nullptr ? venv : "/var/cache/pipecoord/venv") + "/bin/python";
   const std::string cmd = python + " tests/hf_weights/hf_llama_torch_loss.py " + o.out_dir + " " + dir +
-                          "/batch.json > " + dir + "/torch_loss.txt";
+                          "/batch.json " + hf_class + " > " + dir + "/torch_loss.txt";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const double torch_loss = std::stod(Read(dir + "/torch_loss.txt"));
   EXPECT_LT(std::fabs(torch_loss - trained_loss) / trained_loss, 1e-5) << torch_loss << " vs " << trained_loss;
-  std::printf("trained model's loss on step 0's batch %.10f; PyTorch from the export %.10f\n", trained_loss, torch_loss);
+  std::printf("%s: trained model's loss on step 0's batch %.10f; transformers' %s from the export %.10f\n", name.c_str(),
+              trained_loss, hf_class, torch_loss);
+}
+
+TEST(HfRoundTripTest, TheExportLoadedIntoAFreshJobGivesTheTrainedModelsLoss) {
+  ExportRoundTrip("hf_round_trip", kConfig, "LlamaForCausalLM");
+}
+
+// The window travels: the export is a Mistral config with sliding_window 3, which transformers
+// applies (the job's 8-token sequences are cut by it) and fresh jobs read back.
+TEST(HfRoundTripTest, ASlidingWindowModelExportsAsMistral) {
+  ExportRoundTrip("hf_round_trip_window", kMistralWindowConfig, "MistralForCausalLM");
+  auto exported = jobplan::ParseHfConfig(Read(TmpPath("hf_round_trip_window/export/config.json")));
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_EQ(exported->sliding_window, 3);
 }
 
 // A tensor-parallel job with ZeRO-1 exports whole tensors: tp 2 x pp 2 x dp 2 trains and
