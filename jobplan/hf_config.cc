@@ -138,8 +138,8 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
   }
   std::string model_type = "llama";  // absent: transformers' LlamaConfig
   if (const JsonValue* t = root.Find("model_type"); t != nullptr && t->type != JsonValue::Type::kNull) {
-    // Mistral is Llama's architecture with a sliding attention window (checked below against the
-    // job's sequence), which transformers loads with the same weight names.
+    // Mistral is Llama's architecture with a sliding attention window (spec.model.slidingWindow),
+    // which transformers loads with the same weight names.
     // Qwen2 is Llama's architecture with biases on q, k and v (and an optional sliding window).
     if (t->type != JsonValue::Type::kString ||
         (t->string != "llama" && t->string != "mistral" && t->string != "qwen2")) {

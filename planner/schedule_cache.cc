@@ -128,12 +128,6 @@ const ScheduleProfile& ScheduleCache::Get(const std::string& schedule, int pp, i
   return profiles_.try_emplace(key, std::move(built)).first->second;
 }
 
-bool ScheduleCache::Contains(const Key& key) const {
-  if (!enabled_) return false;
-  std::lock_guard<std::mutex> lock(mu_);
-  return profiles_.count(key) > 0;
-}
-
 int64_t ScheduleCache::hits() const {
   std::lock_guard<std::mutex> lock(mu_);
   return hits_;

@@ -76,9 +76,6 @@ class ScheduleCache {
   // simulator are pure functions), so later Gets hit. No-op when disabled.
   void Prefetch(const std::vector<Key>& keys, int threads);
 
-  // Whether Get would find the shape without building it.
-  bool Contains(const Key& key) const;
-
   int64_t hits() const;
   int64_t misses() const;
   size_t size() const;  // shapes held

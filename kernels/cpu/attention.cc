@@ -50,16 +50,17 @@ inline float RowMax(const float* x, int64_t n) {
 }
 
 // Rows i0 .. i0 + rows - 1 of an s x s matrix, p pointing at row i0: row i holds the scaled
-// scores s_i0 .. s_ii (later entries unset); leaves softmax over lo <= j <= i (lo = i - window + 1
-// with a sliding window, else 0; the maximum subtracted before exp), zeros elsewhere. The exp (vector_exp.h's double one), the sum and the division run in
-// double (deterministic: lane_sum.h): O(s^2) work beside the sgemms' O(s^2 d), and the
-// probabilities then carry the scores' fp32 error and one rounding only (attention_test's
-// bound). e: s scratch values. Clones: vector code for the CPU it runs on, picked once.
+// scores s_i0 .. s_ii (later entries unset); leaves softmax over d.first_key(i) <= j <= i (the
+// maximum subtracted before exp), zeros elsewhere. The exp (vector_exp.h's double one), the sum
+// and the division run in double (deterministic: lane_sum.h): O(s^2) work beside the sgemms'
+// O(s^2 d), and the probabilities then carry the scores' fp32 error and one rounding only
+// (attention_test's bound). e: s scratch values. Clones: vector code for the CPU it runs on, picked once.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void CausalSoftmaxRows(
-    float* p, int64_t i0, int64_t rows, int64_t s, int64_t window, double* e) {
+    float* p, int64_t i0, int64_t rows, const AttentionDims& d, double* e) {
+  const int64_t s = d.seq;
   for (int64_t i = i0; i < i0 + rows; ++i) {
     float* row = p + (i - i0) * s;
-    const int64_t lo = window > 0 && i >= window ? i - window + 1 : 0, m = i + 1 - lo;
+    const int64_t lo = d.first_key(i), m = i + 1 - lo;
     float* seen = row + lo;
     const double mx = RowMax(seen, m);
     for (int64_t j = 0; j < m; ++j) e[j] = VectorExp(static_cast<double>(seen[j]) - mx);
@@ -108,7 +109,7 @@ void AttentionForward<float>(const float* q, const float* k, const float* v, flo
         // P [i0, i0 + rows) x [0, keys) = scale Q K^T: the keys these rows may see.
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int(rows), Int(keys), Int(hd), scale,
                     q + base + i0 * ld, Int(ld), k + kv, Int(lkv), 0.0f, pi, Int(s));
-        CausalSoftmaxRows(pi, i0, rows, s, d.window, e.data());
+        CausalSoftmaxRows(pi, i0, rows, d, e.data());
         // O rows = P V over those keys.
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int(rows), Int(hd), Int(keys), 1.0f,
                     pi, Int(s), v + kv, Int(lkv), 0.0f, o + base + i0 * ld, Int(ld));
