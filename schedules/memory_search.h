@@ -58,7 +58,9 @@ double DefaultMemLimit(const ScheduleSpec& spec, bool v_placement);
 // When the baseline fits and already reaches the least longest-rank span and the least makespan
 // any schedule of the shape can have (each rank's work; each rank's work after its first input
 // can arrive), nothing can be shorter and it is returned without searching (winner = baseline,
-// 1 candidate); `shortcut` false searches anyway (tests compare the two).
+// 1 candidate); `shortcut` false searches anyway (tests compare the two). With
+// spec.least_makespan_suffices the baseline is returned so when it reaches the least makespan,
+// its span unpriced (the planner's profiles).
 Result<SearchResult> SearchZbAuto(const ScheduleSpec& spec, bool shortcut = true);
 Result<SearchResult> SearchVAuto(const ScheduleSpec& spec, bool shortcut = true);
 
