@@ -231,6 +231,22 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
     return InvalidArgument("spec.model.qkvBias: the CUDA backend runs projections without biases; q, k, v biases "
                            "(Qwen2) run on the CPU backend");
   }
+  if (m.tied_embeddings()) {
+    if (s.device() == "cuda") {
+      return InvalidArgument("spec.model.tiedEmbeddings: the CUDA backend keeps the LM head its own matrix; tied "
+                             "embeddings run on the CPU backend");
+    }
+    if (s.worker().kind() == v1::kTorchWorker) {
+      return InvalidArgument("spec.model.tiedEmbeddings: torch workers train the module they are given (tie it "
+                             "there); the built-in model's tied embeddings run on the C++ workers");
+    }
+    if (s.zero() > 0 && s.pp() > 1) {
+      // The embedding's and the head copy's ZeRO shards fall at different places of their stages'
+      // flat buffers, so the sum of their gradients has no shard to land in.
+      return InvalidArgument("spec.zero: must be 0 with spec.model.tiedEmbeddings when pp > 1 (the embedding and "
+                             "the LM head on different stages), got " + std::to_string(s.zero()));
+    }
+  }
   if (m.kv_heads() != 0 && m.kv_heads() != m.heads() && s.device() == "cuda") {
     // kernels/cuda's attention has no grouped-query path yet (attention_limits_test).
     return InvalidArgument("spec.model.kvHeads: the CUDA backend runs plain multi-head attention only (kvHeads == "

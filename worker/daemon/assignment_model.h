@@ -21,6 +21,7 @@ inline model::ModelConfig ModelConfigOf(const v1::ModelSpec& ms) {
   config.kv_heads = ms.kv_heads();
   config.qkv_bias = ms.qkv_bias();
   config.sliding_window = ms.sliding_window();
+  config.tied_embeddings = ms.tied_embeddings();
   config.vocab = ms.vocab();
   config.seq_len = ms.seq_len();
   config.seed = ms.seed();

@@ -111,6 +111,13 @@ class ComputeBackend {
                          ": this backend does not give one stage's gradients (REDUCE_GRAD); its gradients are "
                          "all-reduced at OPT");
   }
+  // Tied embeddings (spec.model.tiedEmbeddings): the gradient of the token embedding (stage 0) or
+  // of the LM head's copy of it (the last stage, when it is another stage), which the executor
+  // sums over the embedding group after the data-parallel reduction. UNIMPLEMENTED by default (a
+  // backend that runs untied models only; spec validation refuses tied ones on it).
+  virtual Result<std::span<float>> TiedEmbeddingGradient(int stage) {
+    return Unimplemented("stage " + std::to_string(stage) + ": this backend keeps the LM head untied");
+  }
   // The parameter values of one stage held (host memory), in StageGradients()'s order: what ZeRO's
   // all-gather fills after OptimizerStep updated this replica's shard. UNIMPLEMENTED by default.
   virtual Result<std::vector<std::span<float>>> StageValues(int stage) {

@@ -175,6 +175,14 @@ class CpuBackend final : public ComputeBackend {
     return StageSpans(stage, &model::ParameterRef::grad);
   }
 
+  Result<std::span<float>> TiedEmbeddingGradient(int stage) override {
+    model::StageModel* m = Stage(stage);
+    if (m == nullptr) return NoStage(stage);
+    std::span<float> g = m->TiedEmbeddingGradient();
+    if (g.empty()) return FailedPrecondition("stage " + std::to_string(stage) + " holds no tied embedding gradient");
+    return g;
+  }
+
   Result<std::vector<std::span<float>>> StageValues(int stage) override {
     return StageSpans(stage, &model::ParameterRef::value);
   }

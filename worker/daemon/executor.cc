@@ -33,6 +33,8 @@ constexpr uint32_t kCommitChannel = 4u << 16;
 // The all-gather of every stage's values after a load wrote one shard only (ValuesNeedGather),
 // on channel kLoadGatherChannel + s, before the first step.
 constexpr uint32_t kLoadGatherChannel = 5u << 16;
+// Tied embeddings: the embedding's and the head copy's gradients summed over the embedding group.
+constexpr uint32_t kTiedEmbeddingChannel = 6u << 16;
 // Floats each rank puts in the commit: [holds a loss, the loss's 8 bytes as two floats, 0].
 constexpr size_t kCommitFloats = 4;
 // The commits whose losses a rank keeps for the coordinator: as far back as a lost rank's
@@ -70,6 +72,13 @@ Executor::Executor(const v1::Assignment& a, ComputeBackend* backend, Transport* 
   replica_group_.ranks = layout_.ReplicaGroup(global_);
   replica_group_.me = global_ - replica_group_.ranks[0];
   std::sort(stages_held_.begin(), stages_held_.end());
+  if (a.spec().model().tied_embeddings() && stages_ > 1) {
+    const int first = stage_to_rank_[0], last = stage_to_rank_[stages_ - 1];
+    if (rank_ == first || rank_ == last) {
+      tied_group_.ranks = {Global(first), Global(last)};  // one rank for both: summed here
+      tied_group_.me = rank_ == first ? 0 : 1;
+    }
+  }
   first_step_ = a.start_step();
   applied_step_ = reported_through_ = a.start_step() - 1;
   commit_.set_committed_step(a.start_step() - 1);
@@ -194,6 +203,7 @@ Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
     PIPECOORD_RETURN_IF_ERROR(parallel::AllReduceMean(*transport_, group, step, backend_->Gradients(),
                                                       {options_.recv_timeout, kFirstCollectiveChannel, bytes}));
   }
+  PIPECOORD_RETURN_IF_ERROR(SumTiedEmbeddingGradients(step, bytes));
   PIPECOORD_RETURN_IF_ERROR(backend_->FinalizeGradients());
   PIPECOORD_RETURN_IF_ERROR(GlobalNormAndClip(step));
   if (options_.commit) PIPECOORD_RETURN_IF_ERROR(Commit(step));
@@ -207,6 +217,29 @@ Status Executor::OptimizerStepWithDataParallel(int step, uint64_t* bytes) {
   if (!zero_) return Status::Ok();
   // Every replica updated its own chunk of each stage; the all-gather gives each all of them.
   return GatherParameters(step, kParameterGatherChannel, bytes);
+}
+
+Status Executor::SumTiedEmbeddingGradients(int step, uint64_t* bytes) {
+  if (tied_group_.ranks.empty()) return Status::Ok();
+  auto fail = [](const Status& st) {
+    return Status(st.code(), "the tied embedding's gradient sum (embedding group): " + st.message());
+  };
+  if (tied_group_.ranks[0] == tied_group_.ranks[1]) {
+    // Both stages on this rank (a V schedule's rank 0): embedding's + copy's, the same bits to both.
+    auto e = backend_->TiedEmbeddingGradient(0);
+    if (!e.ok()) return fail(e.status());
+    auto h = backend_->TiedEmbeddingGradient(stages_ - 1);
+    if (!h.ok()) return fail(h.status());
+    if (e->size() != h->size()) return fail(Internal("the embedding and its copy differ in size"));
+    for (size_t i = 0; i < e->size(); ++i) (*h)[i] = (*e)[i] = (*e)[i] + (*h)[i];
+    return Status::Ok();
+  }
+  // Two ranks: an all-reduce of two members leaves the same sum on both (a + b = b + a exactly).
+  auto g = backend_->TiedEmbeddingGradient(tied_group_.me == 0 ? 0 : stages_ - 1);
+  if (!g.ok()) return fail(g.status());
+  parallel::HostFloats buffer(*g);
+  Status st = parallel::AllReduceSum(*transport_, tied_group_, step, buffer, {options_.recv_timeout, kTiedEmbeddingChannel, bytes});
+  return st.ok() ? st : fail(st);
 }
 
 Status Executor::GatherParameters(int step, uint32_t channel, uint64_t* bytes) {

@@ -24,6 +24,11 @@
 // sharded bf16 masters after a checkpoint or spec.init) gets the same all-gather before the first
 // step (channel kLoadGatherChannel + stage).
 // The bytes this rank sends in all of these go into the action's dp_comm_bytes.
+// Tied embeddings (spec.model.tiedEmbeddings, the embedding and the LM head on different stages):
+// after the data-parallel reduction, the rank of stage 0 and the rank of the last stage of each
+// (replica, shard) all-reduce the embedding's and the head copy's gradients, two members on
+// channel kTiedEmbeddingChannel, so both hold the same sum and take the same optimizer step
+// (Megatron's embedding group); a rank holding both stages adds them itself.
 // Before the optimizer step OPT sums the squares of the gradients it will apply over its replica
 // (an all-reduce of one float, channel kGradNormChannel; under ZeRO, whose ranks each hold a shard,
 // then over its data-parallel group), clips them when
@@ -166,6 +171,9 @@ class Executor {
   // ZeRO's all-gather of every stage held (channel + stage, stages ascending), then
   // ComputeBackend::ParametersGathered.
   Status GatherParameters(int step, uint32_t channel, uint64_t* bytes);
+  // Tied embeddings, at OPT after the data-parallel reduction: the embedding's and the head copy's
+  // gradients summed (tied_group_), so both take the same step.
+  Status SumTiedEmbeddingGradients(int step, uint64_t* bytes);
   // Before the optimizer step: the global gradient norm over norm_group_, clipping, and the
   // step's learning rate (has_grad_norm_, grad_norm_, learning_rate_).
   Status GlobalNormAndClip(int step);
@@ -214,6 +222,9 @@ class Executor {
   // This rank's replica (its pp x tp ranks, in global order): the first ring of the gradient norm
   // and the step commit (data_group_, above, the second).
   parallel::Group replica_group_;
+  // Tied embeddings: this rank's place in its embedding group {the rank of stage 0, the rank of the
+  // last stage} of its (replica, shard); empty ranks when it holds neither or the model is untied.
+  parallel::Group tied_group_;
   // This step's OPT: the global gradient norm (has_grad_norm_) and the learning rate it used.
   bool has_grad_norm_ = false;
   double grad_norm_ = 0, learning_rate_ = 0;

@@ -38,7 +38,7 @@ v1::JobSpec Spec(const Case& c) {
   return s;
 }
 
-std::vector<double> Reference(const v1::JobSpec& spec) {
+std::vector<double> Reference(const v1::JobSpec& spec, std::vector<double>* grad_norms = nullptr) {
   model::ModelConfig config;
   config.layers = spec.model().layers();
   config.hidden = spec.model().hidden();
@@ -46,14 +46,17 @@ std::vector<double> Reference(const v1::JobSpec& spec) {
   config.vocab = spec.model().vocab();
   config.seq_len = spec.model().seq_len();
   config.seed = spec.model().seed();
+  config.tied_embeddings = spec.model().tied_embeddings();
   model::TrainOptions options;
   options.batch.micro_batch_size = spec.micro_batch_size();
   options.batch.microbatches = spec.microbatches() * std::max(1, spec.dp());
   options.adamw.lr = spec.learning_rate();
+  options.clip_grad_norm = spec.optimizer().clip_grad_norm();
   auto trainer = model::ReferenceTrainer::Create(config, options);
   EXPECT_TRUE(trainer.ok()) << trainer.status().ToString();
   auto losses = (*trainer)->Train(spec.steps());
   EXPECT_TRUE(losses.ok()) << losses.status().ToString();
+  if (grad_norms != nullptr) *grad_norms = (*trainer)->grad_norms();
   return *losses;
 }
 
@@ -110,6 +113,72 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return n;
     });
+
+// Tied input and output embeddings (Llama 3.2): the single-process run holds one tensor for both;
+// a pipeline holds the embedding on stage 0 and a copy on the last stage and sums their gradients
+// after the data-parallel reduction, across ranks (1f1b, interleaved) or on one rank (zbv: rank 0
+// holds both ends of the V). With clipping on, the loss curve and every step's gradient norm are
+// the single-process run's (the norm counts the tied matrix once), the copy ends equal to the
+// embedding bit for bit, and tying changes the run (the untied head starts elsewhere).
+class TiedEmbeddingsTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TiedEmbeddingsTest, LossCurveEqualsTheSingleProcessRunAndTheCopyStaysEqual) {
+  v1::JobSpec spec = Spec(GetParam());
+  spec.mutable_model()->set_tied_embeddings(true);
+  spec.mutable_optimizer()->set_clip_grad_norm(0.5);
+  std::vector<double> norms;
+  const std::vector<double> want = Reference(spec, &norms);
+  ASSERT_EQ(norms.size(), static_cast<size_t>(spec.steps()));
+  EXPECT_GT(norms.front(), 0.5) << "clipping must bind for the norm to matter";
+  auto run = RunLocally(spec, {}, {}, /*keep_final_state=*/true);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::vector<double> got = StepLosses(*run);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * std::abs(want[i])) << "step " << i;
+  EXPECT_LT(want.back(), want.front());
+  for (const auto& rank : run->reports) {
+    for (int step = 0; step < spec.steps(); ++step) {
+      const auto& summary = rank.at(step).summary;
+      ASSERT_TRUE(summary.has_grad_norm());
+      EXPECT_NEAR(summary.grad_norm(), norms[step], 1e-5 * norms[step]) << "step " << step;
+    }
+  }
+
+  v1::JobSpec untied = spec;
+  untied.mutable_model()->set_tied_embeddings(false);
+  EXPECT_GT(std::abs(Reference(untied).front() - want.front()), 1e-3) << "tying must change the model";
+
+  // Every (replica, shard)'s copy on the last stage equals the embedding on stage 0.
+  const int stages = GetParam().pp * std::max(1, GetParam().vpp);
+  const std::string emb = "stage0/tok_embeddings.weight/value",
+                    copy = "stage" + std::to_string(stages - 1) + "/output.weight/value";
+  int compared = 0;
+  for (const auto& a : run->final_state) {
+    if (!a.count(emb)) continue;
+    for (const auto& b : run->final_state) {
+      if (!b.count(copy)) continue;
+      if (a.at(emb).size() != b.at(copy).size()) continue;
+      EXPECT_EQ(a.at(emb), b.at(copy));
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, std::max(1, spec.dp()));
+  for (const auto& state : run->final_state) {
+    for (const auto& [name, values] : state) {
+      (void)values;
+      EXPECT_EQ(name.find("stage0/output.weight"), std::string::npos) << name;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, TiedEmbeddingsTest,
+                         ::testing::Values(Case{"1f1b", 2, 0, 2, 3, 4, {}},  // across ranks, after the all-reduce
+                                           Case{"interleaved", 2, 2, 1, 4, 4, {}},
+                                           Case{"zbv", 2, 2, 1, 4, 4, {}}),  // rank 0 holds both ends
+                         [](const auto& info) {
+                           const Case& c = info.param;
+                           return c.schedule + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp);
+                         });
 
 }  // namespace
 }  // namespace pipecoord::worker

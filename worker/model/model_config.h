@@ -31,6 +31,8 @@ struct ModelConfig {
   int kv_heads = 0;
   bool qkv_bias = false;  // the q, k, v projections add a bias (Qwen2)
   int sliding_window = 0;  // attention sees the last sliding_window tokens only (Mistral); 0: all
+  // The LM head's matrix is the token embedding's (stage_model.h says how stages share it).
+  bool tied_embeddings = false;
 
   // ffn_hidden if set, else ceil(8h/3) rounded up to a multiple of 64 (as proto/job.proto says).
   int FfnHidden() const;

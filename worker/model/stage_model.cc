@@ -79,7 +79,9 @@ void StageModel::Build() {
   const int tp = static_cast<int>(dims_.tp), rank = tp_ != nullptr ? tp_->rank() : 0;
   const double depth = std::sqrt(2.0 * config_.layers);
   // The whole [rows, cols] tensor from (seed, name), then this rank's slice of it.
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, double std, bool decay) {
+  // init_name: the tensor whose initial values it takes (a tied head's copy: the embedding's).
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, double std, bool decay,
+                 const std::string& init_name = "") {
     const TpSplit split = TpSplitOf(name);
     const auto [rows, cols] = RowsCols(shape);
     kernels::HostBuffer<float> whole(static_cast<size_t>(rows * cols));
@@ -88,7 +90,7 @@ void StageModel::Build() {
     } else if (std < 0) {
       std::fill(whole.begin(), whole.end(), 1.0f);  // norm gain
     } else {
-      InitUniform(whole, config_.seed, name, std);
+      InitUniform(whole, config_.seed, init_name.empty() ? name : init_name, std);
     }
     if (tp > 1 && split == TpSplit::kRows) shape[0] /= tp;
     if (tp > 1 && split == TpSplit::kColumns) shape[1] /= tp;
@@ -98,7 +100,8 @@ void StageModel::Build() {
     return p;
   };
   const double kOnes = -1;
-  if (shard_.has_embedding) embedding_ = add("tok_embeddings.weight", {V, h}, 1.0, true);
+  constexpr double kEmbeddingStd = 1.0;
+  if (shard_.has_embedding) embedding_ = add("tok_embeddings.weight", {V, h}, kEmbeddingStd, true);
   auto rope = std::make_shared<const kernels::cpu::RopeTable>(
       kernels::cpu::MakeRopeTable(dims_.seq, h / dims_.heads, config_.rope_theta, config_.rope_scaling));
   blocks_.reserve(static_cast<size_t>(shard_.num_layers));
@@ -137,8 +140,11 @@ void StageModel::Build() {
   }
   if (shard_.has_head) {
     Parameter* norm = add("norm.weight", {h}, kOnes, false);
-    Parameter* out =
-        add("output.weight", {V, h}, 1.0 / std::sqrt(static_cast<double>(h)), true);
+    // Tied: the embedding itself where this stage holds it (both paths add to its gradient), else
+    // a copy started from the embedding's values (the same rows under tp: both split by rows).
+    Parameter* out = !config_.tied_embeddings ? add("output.weight", {V, h}, 1.0 / std::sqrt(static_cast<double>(h)), true)
+                     : embedding_ != nullptr  ? embedding_
+                                              : add("output.weight", {V, h}, kEmbeddingStd, true, "tok_embeddings.weight");
     head_params_ = {norm, out};
     head_.emplace(HeadDims{dims_.tokens(), h, V, config_.rms_norm_eps, dims_.tp, dims_.sp},
                   HeadTensors<const float>{norm->value.data(), out->value.data()},
@@ -445,9 +451,16 @@ Status StageModel::FinalizeGradients() {
   return TensorParallelStatus();
 }
 
+std::span<float> StageModel::TiedEmbeddingGradient() {
+  if (!config_.tied_embeddings) return {};
+  if (embedding_ != nullptr) return embedding_->grad;
+  return head_params_[1] != nullptr ? std::span<float>(head_params_[1]->grad) : std::span<float>();
+}
+
 double StageModel::GradientSquareSum(bool count_replicated) const {
   double sum = 0;
   for (const auto& p : params_.all()) {
+    if (p.get() == head_params_[1] && TiedHeadCopy()) continue;  // the embedding's stage counts it
     if (tp_ != nullptr && tp_->size() > 1 && !count_replicated && TpSplitOf(p->name) == TpSplit::kWhole) continue;
     for (float g : params_.OptimizerGrad(*p)) sum += static_cast<double>(g) * g;
   }

@@ -35,6 +35,13 @@
 // and returns the same activations, input gradients and loss; a failed collective fails the call
 // with its error.
 //
+// Tied embeddings (config.tied_embeddings): the LM head's matrix is the token embedding's. A
+// stage with both holds one tensor, "tok_embeddings.weight", whose gradient both paths add to; a
+// head stage without the embedding holds "output.weight" as a copy started from the embedding's
+// values (the same seed and name), and the two stay equal because the caller sums the two
+// gradients (TiedEmbeddingGradient) after the data-parallel reduction, as Megatron's embedding
+// group does, so both take the same optimizer step; GradientSquareSum leaves the copy out.
+//
 // Not thread-safe: one caller at a time.
 #ifndef PIPECOORD_WORKER_MODEL_STAGE_MODEL_H_
 #define PIPECOORD_WORKER_MODEL_STAGE_MODEL_H_
@@ -147,6 +154,10 @@ class StageModel {
   // shard); tensors replicated over the tensor-parallel group (norm gains, tp > 1) only when
   // `count_replicated`. ScaleGradients multiplies the gradients by `factor` (clipping).
   double GradientSquareSum(bool count_replicated) const;
+  // Tied embeddings: the gradient of the embedding (its stage) or of the head's copy (a head stage
+  // without the embedding), to be summed over the embedding group; empty otherwise or released.
+  std::span<float> TiedEmbeddingGradient();
+  bool TiedHeadCopy() const { return config_.tied_embeddings && shard_.has_head && !shard_.has_embedding; }
   void ScaleGradients(float factor);
   // ZeRO-1: keep the AdamW moments of shard `index` of `shards` of the stage's parameters only
   // (ParameterStore::ShardMoments: the flat elements in parameter order, chunked as a
