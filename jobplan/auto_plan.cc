@@ -79,7 +79,9 @@ planner::SearchSpace Space(const v1::JobSpec& spec) {
   }
   // ZeRO-1 runs on the C++ workers (CPU and CUDA); a spec that sets zero keeps it.
   const bool cpu_workers = spec.device() != "cuda" && spec.worker().kind() != v1::kTorchWorker;
-  const bool zero_runs = spec.worker().kind() != v1::kTorchWorker;
+  // Tied embeddings: ZeRO only where one stage holds both ends (spec validation); auto, which may
+  // choose pp > 1, leaves it out.
+  const bool zero_runs = spec.worker().kind() != v1::kTorchWorker && !spec.model().tied_embeddings();
   s.zero_stages = spec.has_zero() ? std::vector<int>{spec.zero()} : zero_runs ? std::vector<int>{0, 1} : std::vector<int>{0};
   // Activation recompute runs on the C++ workers (on CUDA selective keeps what none keeps: flash
   // attention); a spec that sets it keeps it.
@@ -169,7 +171,7 @@ Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, u
   const v1::ModelSpec& m = spec.model();
   const memory::ModelSpec model =
       memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len(), m.kv_heads(),
-                                m.qkv_bias());
+                                m.qkv_bias(), m.tied_embeddings());
   planner::SearchSpace space = Space(spec);
   // Tensor parallelism runs on the C++ workers, CPU and CUDA (torch workers run it only for
   // modules that ask for it: auto leaves their tp alone).

@@ -230,6 +230,29 @@ TEST(SpecValidationTest, ZeroStages) {
   EXPECT_EQ(Error(s), "");  // each rank the moments it steps (python/pipecoord/torch_checkpoint.py)
 }
 
+// spec.model.tiedEmbeddings: the C++ CPU workers; ZeRO only where one stage holds both ends.
+TEST(SpecValidationTest, TiedEmbeddings) {
+  auto s = TinySpec();
+  s.set_dp(2);
+  s.mutable_model()->set_tied_embeddings(true);
+  EXPECT_EQ(Error(s), "");
+  s.set_zero(1);
+  EXPECT_EQ(Error(s), "spec.zero: must be 0 with spec.model.tiedEmbeddings when pp > 1 (the embedding and the LM head "
+                      "on different stages), got 1");
+  s.set_pp(1);
+  EXPECT_EQ(Error(s), "");  // one stage holds the one matrix: ZeRO shards it like any other
+  s.set_zero(0);
+  s.set_pp(2);
+  s.set_device("cuda");
+  EXPECT_EQ(Error(s), "spec.model.tiedEmbeddings: the CUDA backend keeps the LM head its own matrix; tied embeddings run "
+                      "on the CPU backend");
+  s.set_device("cpu");
+  s.mutable_worker()->set_kind("torch");
+  s.mutable_worker()->set_module("m:f");
+  EXPECT_EQ(Error(s), "spec.model.tiedEmbeddings: torch workers train the module they are given (tie it there); the "
+                      "built-in model's tied embeddings run on the C++ workers");
+}
+
 TEST(SpecValidationTest, FieldsAreTheirJsonNames) {
   auto s = TinySpec();
   s.set_micro_batch_size(0);

@@ -97,9 +97,10 @@ Result<MemoryReport> EstimateMemory(const ModelSpec& model, const TrainingSpec& 
     if (rm.first_stage) rm.params += pc.embedding + pc.positions;
     if (rm.last_stage) {
       rm.params += pc.final_norm;
-      // A tied LM head reuses the embedding where both sit on one rank; elsewhere the last
-      // stage keeps its own copy (Megatron does the same and all-reduces their gradients).
-      if (!model.tied_embeddings || last_rank != first_rank) rm.params += pc.lm_head;
+      // A tied LM head reuses the embedding where one stage holds both (pp 1); elsewhere the last
+      // stage keeps its own copy (Megatron does the same and all-reduces their gradients), also
+      // on a V schedule's rank 0, whose two stages are separate models (the CPU workers').
+      if (!model.tied_embeddings || num_stages > 1) rm.params += pc.lm_head;
     }
     rm.states = ParamStateBytes(rm.params, t);
     rm.activations_bytes = peaks[r].bytes;

@@ -219,7 +219,7 @@ void StageWeight(Timeline& t, const CpuSizes& z, int64_t layers, bool has_embedd
 
 
 ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
-                            int64_t seq_len, int64_t kv_heads, bool qkv_bias) {
+                            int64_t seq_len, int64_t kv_heads, bool qkv_bias, bool tied_embeddings) {
   ModelSpec m;
   m.name = "pipecoord-cpu";
   m.layers = layers;
@@ -230,7 +230,7 @@ ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t hea
   m.qkv_bias = qkv_bias;
   m.vocab = vocab;
   m.seq_len = seq_len;
-  m.tied_embeddings = false;
+  m.tied_embeddings = tied_embeddings;
   m.norm = Norm::kRmsNorm;
   m.mlp = Mlp::kSwiGlu;
   m.attention = Attention::kEager;
@@ -268,7 +268,9 @@ CpuStageMemory PipecoordCpuStage(const ModelSpec& model, const TrainingSpec& tra
     out.per_microbatch.kept_for_w += am.first.w_bytes;
   }
   if (has_head) {
-    out.parameters += c.final_norm + c.lm_head;
+    // Tied: a stage with the embedding uses it as the head; every other head stage keeps a copy
+    // (StageModel), even where both stages sit on one rank (a V schedule's rank 0).
+    out.parameters += c.final_norm + (model.tied_embeddings && has_embedding ? 0 : c.lm_head);
     out.per_microbatch.stored += am.last.stored_bytes;
     out.per_microbatch.kept_for_w += am.last.w_bytes;
   }

@@ -467,7 +467,7 @@ class Search {
     const memory::BlockActivations& blk = am.block;
     for (int r = 0; r < s.pp; ++r) {
       int64_t stage_stored = 0, stage_w = 0;
-      bool first = false, last = false;
+      bool first = false, last = false, one_stage_both = false;
       for (const StageOnRank& st : layout.ranks[r]) {
         const int64_t kCap = int64_t{1} << 50;  // per block: beyond any GPU, far from overflow
         int64_t stored = st.layers * std::min(blk.stored_bytes, kCap), w = st.layers * std::min(blk.w_bytes, kCap);
@@ -481,6 +481,7 @@ class Search {
           w += am.last.w_bytes;
           last = true;
         }
+        one_stage_both = one_stage_both || (st.first && st.last);
         stage_stored = std::max(stage_stored, stored);
         stage_w = std::max(stage_w, w);
       }
@@ -497,7 +498,7 @@ class Search {
       const bool head_here = last;
       if (last) {
         params += pc.final_norm;
-        if (!m_.tied_embeddings || !first) params += pc.lm_head;
+        if (!m_.tied_embeddings || !one_stage_both) params += pc.lm_head;  // a copy (memory/estimate.cc)
       }
       const memory::StateBytes states = memory::ParamStateBytes(params, t);
       int64_t transient = layers > 0 ? blk.recompute_bytes : 0;

@@ -26,6 +26,7 @@ struct Case {
   bool sp = false;
   int kv_heads = 0;  // grouped-query attention (0: heads)
   bool qkv_bias = false;  // Qwen2's q, k, v biases
+  bool tied = false;      // tied input and output embeddings
 };
 
 // The demo's tiny model (examples/job.json: h 64, 4 heads, V 128, s 32, b 4), shorter.
@@ -51,6 +52,7 @@ v1::JobSpec Spec(const Case& c) {
   m->set_heads(4);
   m->set_kv_heads(c.kv_heads);
   m->set_qkv_bias(c.qkv_bias);
+  m->set_tied_embeddings(c.tied);
   m->set_vocab(128);
   m->set_seq_len(32);
   m->set_seed(7);
@@ -151,7 +153,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"interleaved", 2, 2, 1, 5, 7, {}, 2, 2, "full", true, 2},
                       // Qwen2's q, k, v biases (parameters and their gradients; sliced with tp).
                       Case{"1f1b", 2, 0, 2, 4, 8, {}, 1, 1, "", false, 2, true},
-                      Case{"zbv", 2, 2, 1, 4, 8, {}, 2, 2, "selective", true, 2, true}),
+                      Case{"zbv", 2, 2, 1, 4, 8, {}, 2, 2, "selective", true, 2, true},
+                      // Tied embeddings: one matrix where one stage holds both ends, a copy on every
+                      // other head stage (also on a V schedule's rank 0).
+                      Case{"1f1b", 1, 0, 2, 4, 8, {}, 1, 1, "", false, 0, false, true},
+                      Case{"1f1b", 2, 0, 2, 4, 8, {}, 2, 0, "", true, 0, false, true},
+                      Case{"zbv", 2, 2, 1, 4, 8, {}, 1, 0, "selective", false, 2, false, true}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string name = c.schedule + "_pp" + std::to_string(c.pp) + "_vpp" + std::to_string(c.vpp) + "_dp" +
@@ -159,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(
                          std::to_string(c.layers) + (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "") +
                          (c.zero > 0 ? "_zero" + std::to_string(c.zero) : "") +
                          (c.recompute.empty() ? "" : "_" + c.recompute) + (c.sp ? "_sp" : "") +
-                         (c.kv_heads > 0 ? "_kv" + std::to_string(c.kv_heads) : "") + (c.qkv_bias ? "_qkvbias" : "");
+                         (c.kv_heads > 0 ? "_kv" + std::to_string(c.kv_heads) : "") + (c.qkv_bias ? "_qkvbias" : "") + (c.tied ? "_tied" : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

@@ -32,6 +32,7 @@ struct Case {
   int zero = 0;
   bool optimizer = false;  // spec.optimizer as users set it (SetOptimizer)
   bool sp = false;         // spec.sequenceParallel
+  bool tied = false;       // spec.model.tiedEmbeddings
 };
 
 // Betas, eps, weight decay, warmup then cosine decay, and a clipping threshold below the
@@ -72,6 +73,7 @@ v1::JobSpec Spec(const Case& c) {
   m->set_vocab(32);
   m->set_seq_len(8);
   m->set_seed(11);
+  m->set_tied_embeddings(c.tied);
   return s;
 }
 
@@ -84,6 +86,7 @@ std::unique_ptr<model::ReferenceTrainer> Reference(const v1::JobSpec& spec, std:
   config.vocab = spec.model().vocab();
   config.seq_len = spec.model().seq_len();
   config.seed = spec.model().seed();
+  config.tied_embeddings = spec.model().tied_embeddings();
   model::TrainOptions options;
   options.batch.micro_batch_size = spec.micro_batch_size();
   options.batch.microbatches = spec.microbatches() * std::max(1, spec.dp());
@@ -113,7 +116,9 @@ WeightErrors CompareWeights(const v1::JobSpec& spec, const LocalRunResult& run, 
     for (const auto& [key, value] : run.final_state[g]) {
       const std::string suffix = "/value";
       if (key.size() < suffix.size() || key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
-      const std::string name = key.substr(key.find('/') + 1, key.size() - suffix.size() - key.find('/') - 1);
+      std::string name = key.substr(key.find('/') + 1, key.size() - suffix.size() - key.find('/') - 1);
+      // A tied head's copy is the reference's one embedding.
+      if (spec.model().tied_embeddings() && name == "output.weight") name = "tok_embeddings.weight";
       auto whole = ref.model().FindParameter(name);
       EXPECT_TRUE(whole.ok()) << name;
       if (!whole.ok()) continue;
@@ -251,12 +256,14 @@ INSTANTIATE_TEST_SUITE_P(
                       // ZeRO-2: gradients kept for the shard only outside W .. OPT
                       Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 2, true}, Case{"interleaved", 2, 2, 2, 2, 4, 7, {}, 2, false, true},
                       Case{"zbh1", 1, 2, 0, 3, 2, 4, {}, 2, true}, Case{"zbv", 2, 2, 2, 2, 4, 8, {}, 2, true, true},
-                      Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}, 2}),
+                      Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}, 2},
+                      // Tied embeddings: vocabulary-parallel rows of the embedding and the head's copy
+                      Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 0, true, true, true}, Case{"zbv", 2, 2, 2, 2, 4, 8, {}, 0, true, false, true}),
     [](const auto& info) {
       const Case& c = info.param;
       return c.schedule + "_tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) +
              "_layers" + std::to_string(c.layers) + (c.zero ? "_zero" + std::to_string(c.zero) : "") +
-             (c.optimizer ? "_optimizer" : "") + (c.sp ? "_sp" : "");
+             (c.optimizer ? "_optimizer" : "") + (c.sp ? "_sp" : "") + (c.tied ? "_tied" : "");
     });
 
 // ZeRO-1 with tp 1: each stage's moment shards, put together over the dp replicas by the element
