@@ -20,13 +20,14 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
   const RankLayout layout = jobplan::LayoutOf(spec);
   const int tp = layout.tp();
   const v1::ModelSpec& m = spec.model();
-  const int ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
-  const data::LlamaShape shape{m.layers(), m.hidden(), m.heads(), ffn, m.vocab(), m.kv_heads(), m.qkv_bias()};
+  const data::LlamaShape shape = jobplan::LlamaShapeOf(m);
   // our name -> each tensor-parallel rank's slice (the whole tensor with tp 1); the files store
   // them flat, so the whole shapes come from the model's table
   std::map<std::string, std::vector<std::vector<float>>> slices;
   std::map<std::string, std::vector<uint64_t>> whole_shape;
   for (const data::HfTensorInfo& info : data::HfLlamaTensors(shape)) whole_shape[info.our_name] = info.shape;
+  // A tied model's head stage holds a copy of the embedding: read, checked equal, not written.
+  if (shape.tied_embeddings) whole_shape["output.weight"] = whole_shape.at("tok_embeddings.weight");
   // A slice's pieces: whole ("NAME/value", first element 0), or under ZeRO with sharded masters
   // (the CUDA backend in bf16) each replica's "NAME/value@B" (elements [B, B + n) of the slice).
   struct Piece {
@@ -149,6 +150,19 @@ Result<ExportSummary> ExportJob(const v1::JobSpec& spec, const ExportOptions& o)
     auto whole = TensorParallelJoin(per_rank, rows, cols, split);
     if (!whole.ok()) return InvalidArgument(name + ": " + whole.status().message());
     weights[name] = std::move(whole).value();
+  }
+  if (shape.tied_embeddings) {
+    if (auto copy = weights.find("output.weight"); copy != weights.end()) {
+      const std::vector<float>& embedding = weights.at("tok_embeddings.weight");
+      const auto diff = std::mismatch(copy->second.begin(), copy->second.end(), embedding.begin());
+      if (diff.first != copy->second.end()) {
+        return InvalidArgument("output.weight (the last stage's copy of the tied embedding, " +
+                        source.at({"output.weight", 0}).second + ") differs from tok_embeddings.weight at element " +
+                        std::to_string(diff.first - copy->second.begin()) +
+                        ": the two are summed and stepped together, so the step's files are not of one step");
+      }
+      weights.erase(copy);
+    }
   }
   std::vector<data::ModelTensor> tensors;
   ExportSummary summary;

@@ -23,7 +23,7 @@ Status ResolveWeightFields(const std::string& spec_file, v1::JobSpec* spec) {
   Status valid = jobplan::ValidateJobSpec(*spec);
   if (!valid.ok()) return valid;  // the coordinator would refuse it the same way
   const v1::ModelSpec m = jobplan::WithDefaults(*spec).model();
-  auto weights = data::HfLlamaWeights::Open(spec->init(), {m.layers(), m.hidden(), m.heads(), m.ffn_hidden(), m.vocab(), m.kv_heads(), m.qkv_bias()});
+  auto weights = data::HfLlamaWeights::Open(spec->init(), jobplan::LlamaShapeOf(m));
   if (!weights.ok()) return InvalidArgument("spec.init: " + weights.status().message());
   return Status::Ok();
 }

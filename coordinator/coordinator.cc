@@ -15,6 +15,7 @@
 #include "data/hf_llama_weights.h"
 #include "data/job_data.h"
 #include "jobplan/data_spec.h"
+#include "jobplan/hf_config.h"
 #include "jobplan/spec_validation.h"
 #include "memory/units.h"
 #include "proto/worker_kinds.h"
@@ -275,7 +276,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
     // Initial weights too: pipectl checks them where it can read them, a client of the API may
     // not have; every missing, extra or misshapen tensor is refused here by name.
     const v1::ModelSpec& m = spec.model();
-    auto weights = data::HfLlamaWeights::Open(spec.init(), {m.layers(), m.hidden(), m.heads(), m.ffn_hidden(), m.vocab(), m.kv_heads(), m.qkv_bias()});
+    auto weights = data::HfLlamaWeights::Open(spec.init(), jobplan::LlamaShapeOf(m));
     if (!weights.ok()) return InvalidArgument("spec.init: " + weights.status().message());
   }
   v1::SubmitJobResponse response;

@@ -106,7 +106,7 @@ std::vector<HfTensorInfo> HfLlamaTensors(const LlamaShape& s) {
     }
   }
   out.push_back({"model.norm.weight", "norm.weight", {h}, false});
-  out.push_back({"lm_head.weight", "output.weight", {v, h}, false});
+  if (!s.tied_embeddings) out.push_back({"lm_head.weight", "output.weight", {v, h}, false});
   return out;
 }
 

@@ -15,6 +15,10 @@
 //   norm.weight                        model.norm.weight                            [h]
 //   output.weight                      lm_head.weight                               [vocab, h]
 //
+// Tied embeddings (tie_word_embeddings): no lm_head.weight in the files, as transformers'
+// save_pretrained writes them; output.weight (a head stage's copy of the embedding) reads
+// model.embed_tokens.weight.
+//
 // (g key/value heads of d = h / heads features: g d = h without grouped-query attention.) With
 // qkv_bias, layers.N.attention.w{q,k,v}.bias = self_attn.{q,k,v}_proj.bias, [h], [g d], [g d]; q's
 // and k's rows permuted as their weights' are.
@@ -51,6 +55,7 @@ struct LlamaShape {
   int64_t vocab = 0;
   int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: heads
   bool qkv_bias = false;  // q_proj, k_proj, v_proj have biases (Qwen2): [h], [g d], [g d]
+  bool tied_embeddings = false;  // no lm_head.weight: the head is model.embed_tokens.weight
 
   int64_t kv_width() const { return (kv_heads > 0 ? kv_heads : heads) * (hidden / heads); }
 };
@@ -62,7 +67,7 @@ struct HfTensorInfo {
   bool rotary_rows = false;     // q_proj / k_proj: rows permuted between the layouts
 };
 
-// Every tensor of the model, in model order (embedding, layers, norm, head).
+// Every tensor of the model's files, in model order (embedding, layers, norm, head unless tied).
 std::vector<HfTensorInfo> HfLlamaTensors(const LlamaShape& shape);
 
 // Name maps; INVALID_ARGUMENT naming the tensor when it is not one of the table's.

@@ -47,7 +47,10 @@ Result<HfLlamaWeights> HfLlamaWeights::Open(const std::string& path, const Llama
     auto view = ckpt.Tensor(t.hf_name);
     if (!view.ok()) {
       return InvalidArgument(where + ": tensor " + JsonString(t.hf_name) + ": missing; the model (" +
-                             std::to_string(shape.layers) + " layers) needs it with shape " + ShapeText(t.shape));
+                             std::to_string(shape.layers) + " layers) needs it with shape " + ShapeText(t.shape) +
+                             (t.hf_name == "lm_head.weight" ? " (a checkpoint of a tied model? its config's "
+                                                              "tie_word_embeddings: true ties ours too)"
+                                                            : ""));
     }
     const SafetensorsTensor& info = *view->info;
     if (info.shape != t.shape) {
@@ -62,6 +65,10 @@ Result<HfLlamaWeights> HfLlamaWeights::Open(const std::string& path, const Llama
   }
   for (const std::string& name : ckpt.TensorNames()) {
     if (expected.count(name) || IsDerivedHfBuffer(name)) continue;
+    if (name == "lm_head.weight" && shape.tied_embeddings) {
+      return InvalidArgument(where + ": tensor \"lm_head.weight\": not a weight of this model, whose LM head is "
+                             "model.embed_tokens.weight (tied embeddings); a checkpoint of an untied model?");
+    }
     auto ours = OurNameOf(name);
     const bool bias = ours.ok() && ours->ends_with(".bias");
     return InvalidArgument(where + ": tensor " + JsonString(name) + ": not a weight of this model (" +
@@ -74,7 +81,9 @@ Result<HfLlamaWeights> HfLlamaWeights::Open(const std::string& path, const Llama
 }
 
 Status HfLlamaWeights::Read(std::string_view our_name, std::span<float> out) const {
-  auto hf = HfNameOf(our_name);
+  // A tied model's head (a head stage's copy) is the embedding.
+  auto hf = shape_.tied_embeddings && our_name == "output.weight" ? Result<std::string>(std::string("model.embed_tokens.weight"))
+                                                                  : HfNameOf(our_name);
   if (!hf.ok()) return hf.status();
   auto view = checkpoint_.Tensor(*hf);
   if (!view.ok()) return view.status();

@@ -33,8 +33,9 @@ class HfLlamaWeights {
   // \"model.layers.0.self_attn.q_proj.weight\": shape [32, 16], the model needs [32, 32]".
   static Result<HfLlamaWeights> Open(const std::string& path, const LlamaShape& shape);
 
-  // Fills `out` with pipecoord's tensor `our_name` (HfLlamaTensors' our_name), widened to float,
-  // q/k rows in our interleaved rotary order. `out` must hold the tensor's elements.
+  // Fills `out` with pipecoord's tensor `our_name` (HfLlamaTensors' our_name, or a tied model's
+  // output.weight: the embedding), widened to float, q/k rows in our interleaved rotary order.
+  // `out` must hold the tensor's elements.
   Status Read(std::string_view our_name, std::span<float> out) const;
 
   const std::string& path() const { return checkpoint_.path(); }

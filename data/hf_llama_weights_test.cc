@@ -160,5 +160,37 @@ TEST(HfLlamaWeightsTest, ExportWritesWhatImportReadsBackOneFileOrShards) {
             "tensor \"output.weight\": missing (every weight is exported)");
 }
 
+// Tied embeddings: the files hold no lm_head.weight (as save_pretrained writes a tied model), a
+// head stage's output.weight reads the embedding, and a file of the other kind is refused naming
+// the tensor.
+TEST(HfLlamaWeightsTest, TiedModelsHaveNoLmHeadAndTheirHeadReadsTheEmbedding) {
+  auto expected = SafetensorsFile::Open(kDir + "expected.safetensors");
+  ASSERT_TRUE(expected.ok());
+  LlamaShape tied = kShape;
+  tied.tied_embeddings = true;
+  std::vector<std::vector<float>> values;
+  for (const HfTensorInfo& t : HfLlamaTensors(tied)) values.push_back(Expected(*expected, t.our_name));
+  ASSERT_EQ(values.size() + 1, HfLlamaTensors(kShape).size());
+  std::vector<ModelTensor> model;
+  size_t k = 0;
+  for (const HfTensorInfo& t : HfLlamaTensors(tied)) {
+    EXPECT_NE(t.hf_name, "lm_head.weight");
+    model.push_back({t.our_name, values[k++]});
+  }
+  const std::string dir = testing::FreshDir("tied");
+  ASSERT_TRUE(WriteHfLlamaFolder(dir, "{}", tied, model, 0).ok());
+  auto back = HfLlamaWeights::Open(dir, tied);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  std::vector<float> head(values[0].size());
+  ASSERT_TRUE(back->Read("output.weight", head).ok());
+  EXPECT_EQ(head, values[0]);  // the embedding
+  EXPECT_EQ(HfLlamaWeights::Open(dir, kShape).status().message(),
+            dir + "/model.safetensors: tensor \"lm_head.weight\": missing; the model (2 layers) needs it with shape "
+                  "[10, 8] (a checkpoint of a tied model? its config's tie_word_embeddings: true ties ours too)");
+  EXPECT_EQ(HfLlamaWeights::Open(kDir + "single", tied).status().message(),
+            kDir + "single/model.safetensors: tensor \"lm_head.weight\": not a weight of this model, whose LM head is "
+                   "model.embed_tokens.weight (tied embeddings); a checkpoint of an untied model?");
+}
+
 }  // namespace
 }  // namespace pipecoord::data

@@ -246,8 +246,10 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
       return Bad("hidden_act", "must be \"silu\" (the MLP is SwiGLU)", *act);
     }
   }
-  PIPECOORD_RETURN_IF_ERROR(
-      MustBeFalse(root, "tie_word_embeddings", "the LM head is its own matrix (untied) in the workers' model"));
+  if (const JsonValue* tie = root.Find("tie_word_embeddings"); tie != nullptr && tie->type != JsonValue::Type::kNull) {
+    if (tie->type != JsonValue::Type::kBool) return Bad("tie_word_embeddings", "must be true or false", *tie);
+    c.tied_embeddings = tie->boolean;
+  }
   PIPECOORD_RETURN_IF_ERROR(MustBeFalse(root, "attention_bias", "the attention projections have no bias"));
   PIPECOORD_RETURN_IF_ERROR(MustBeFalse(root, "mlp_bias", "the MLP projections have no bias"));
   if (const JsonValue* s = root.Find("rope_scaling"); s != nullptr && s->type != JsonValue::Type::kNull) {
@@ -275,6 +277,10 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
     return InvalidArgument("spec.model.qkvBias: true disagrees with spec.model.hfConfig, whose q, k and v projections "
                            "have no bias (model_type \"qwen2\" has them)");
   }
+  if (m.tied_embeddings() && !c->tied_embeddings) {
+    return InvalidArgument("spec.model.tiedEmbeddings: true disagrees with spec.model.hfConfig, whose "
+                           "tie_word_embeddings is false (its lm_head is a matrix of its own)");
+  }
   PIPECOORD_RETURN_IF_ERROR(Agree("vocab", m.vocab(), "vocab_size", c->vocab));
   PIPECOORD_RETURN_IF_ERROR(AgreeNum("rmsNormEps", m.rms_norm_eps(), "rms_norm_eps", c->rms_norm_eps));
   PIPECOORD_RETURN_IF_ERROR(AgreeNum("ropeTheta", m.rope_theta(), "rope_theta", c->rope_theta));
@@ -291,6 +297,7 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   o->set_heads(c->heads);
   o->set_kv_heads(c->kv_heads);
   o->set_qkv_bias(c->qkv_bias);
+  o->set_tied_embeddings(c->tied_embeddings);
   o->set_sliding_window(c->sliding_window);
   o->set_vocab(c->vocab);
   o->set_rms_norm_eps(c->rms_norm_eps);
@@ -338,6 +345,14 @@ Status ValidateWeightFields(const v1::JobSpec& spec) {
   return Status::Ok();
 }
 
+data::LlamaShape LlamaShapeOf(const v1::ModelSpec& m) {
+  const int64_t third = (8 * static_cast<int64_t>(m.hidden()) + 2) / 3;  // ceil(8h / 3), as ModelConfig
+  const int64_t ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : (third + 63) / 64 * 64;
+  data::LlamaShape s{m.layers(), m.hidden(), m.heads(), ffn, m.vocab(), m.kv_heads(), m.qkv_bias()};
+  s.tied_embeddings = m.tied_embeddings();
+  return s;
+}
+
 std::string HfConfigJson(const v1::ModelSpec& m) {
   int max_positions = m.seq_len();
   JsonValue original;
@@ -374,7 +389,7 @@ std::string HfConfigJson(const v1::ModelSpec& m) {
     w.Break("\n  ").Key("rope_scaling").Null();
   }
   w.Break("\n  ").Key("hidden_act").String("silu");
-  w.Break("\n  ").Key("tie_word_embeddings").Bool(false);
+  w.Break("\n  ").Key("tie_word_embeddings").Bool(m.tied_embeddings());
   if (m.qkv_bias()) {
     w.Break("\n  ").Key("use_sliding_window").Bool(m.sliding_window() > 0);
     if (m.sliding_window() > 0) {

@@ -9,8 +9,7 @@
 // copied on export (written as a Llama config).
 //
 // What the model cannot compute is refused by name with the rule, never silently changed:
-// num_key_value_heads not dividing num_attention_heads, tied embeddings (the LM head is its own
-// matrix here), an activation other than silu, a rope scaling other than Llama 3's ("llama3":
+// num_key_value_heads not dividing num_attention_heads, an activation other than silu, a rope scaling other than Llama 3's ("llama3":
 // factor, low_freq_factor, high_freq_factor, original_max_position_embeddings), biases, dropout,
 // a head_dim other than hidden_size / num_attention_heads, model_type other than "llama",
 // "mistral" or "qwen2" (whose q, k, v biases the workers run), and a sliding window on some layers
@@ -22,6 +21,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "data/hf_llama_layout.h"
 #include "proto/job.pb.h"
 
 namespace pipecoord::jobplan {
@@ -39,6 +39,9 @@ struct HfLlamaConfig {
   // use_sliding_window over all layers); 0: none (absent, null, or no layer uses it).
   int sliding_window = 0;
   bool qkv_bias = false;  // model_type "qwen2": q, k, v projections with biases
+  // tie_word_embeddings (absent or null: false, the default of LlamaConfig, MistralConfig and
+  // Qwen2Config): the LM head is the embedding (Llama 3.2 1B and 3B, Qwen2 0.5B and 1.5B).
+  bool tied_embeddings = false;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   // Llama 3's rotary scaling (rope_type "llama3" in rope_scaling or rope_parameters); factor 0:
@@ -62,11 +65,16 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec);
 Status ValidateWeightFields(const v1::JobSpec& spec);
 
 // config.json for a model pipecoord trained (pipectl export): LlamaForCausalLM with the model's
-// shape, rms_norm_eps and rope_theta (0 in the spec: Llama's 1e-5 and 10000), untied, float32,
+// shape, rms_norm_eps and rope_theta (0 in the spec: Llama's 1e-5 and 10000), tie_word_embeddings
+// as the model's, float32,
 // max_position_embeddings the larger of seq_len and the original's. Keys of model.hfConfig that
 // pipecoord does not interpret (token ids, ...) are copied when they are strings, numbers,
 // booleans or null. Reading it back with ParseHfConfig gives the model's shape.
 std::string HfConfigJson(const v1::ModelSpec& model);
+
+// The Hugging Face weight files' shape of `model` (hfConfig applied; ffnHidden 0: its default
+// rule): what spec.init must hold and pipectl export writes.
+data::LlamaShape LlamaShapeOf(const v1::ModelSpec& model);
 
 }  // namespace pipecoord::jobplan
 

@@ -236,14 +236,29 @@ TEST(HfConfigTest, Qwen2BringsQkvBiases) {
             0u) << ValidateJobSpec(cuda).message();
 }
 
+// Llama 3.2 1B and 3B tie the LM head to the embedding: read, given to the spec, checked against
+// a spec that says otherwise, and exported (absent means untied, as LlamaConfig's default).
+TEST(HfConfigTest, TiedEmbeddingsAreReadCheckedAndExported) {
+  EXPECT_FALSE(ParseHfConfig(Config())->tied_embeddings);
+  auto spec = ApplyHfConfig(HfSpec(Config(R"(, "tie_word_embeddings": true)")));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_TRUE(spec->model().tied_embeddings());
+  EXPECT_TRUE(ParseHfConfig(HfConfigJson(spec->model()))->tied_embeddings);
+  EXPECT_NE(HfConfigJson(spec->model()).find(R"("tie_word_embeddings": true)"), std::string::npos);
+  EXPECT_FALSE(ParseHfConfig(HfConfigJson(WithDefaults(TinySpec()).model()))->tied_embeddings);
+  v1::JobSpec untied = HfSpec(Config());
+  untied.mutable_model()->set_tied_embeddings(true);
+  EXPECT_EQ(ApplyHfConfig(untied).status().message(),
+            "spec.model.tiedEmbeddings: true disagrees with spec.model.hfConfig, whose tie_word_embeddings is false (its "
+            "lm_head is a matrix of its own)");
+}
+
 TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
   auto error = [](const std::string& extra) { return ParseHfConfig(Config(extra)).status().message(); };
   // Config()'s own keys come first; a repeated key's last value wins (memory::JsonValue::Find).
   EXPECT_EQ(error(R"(, "num_key_value_heads": 3)"), "num_key_value_heads: must divide num_attention_heads (4), got 3");
   EXPECT_EQ(error(R"(, "num_key_value_heads": 0)"), "num_key_value_heads: must be an integer in 1..1073741824, got 0");
-  EXPECT_EQ(error(R"(, "tie_word_embeddings": true)"),
-            "tie_word_embeddings: must be false: the LM head is its own matrix (untied) in the workers' model, "
-            "got true");
+  EXPECT_EQ(error(R"(, "tie_word_embeddings": "yes")"), "tie_word_embeddings: must be true or false, got \"yes\"");
   EXPECT_EQ(error(R"(, "hidden_act": "gelu")"), "hidden_act: must be \"silu\" (the MLP is SwiGLU), got \"gelu\"");
   EXPECT_EQ(error(R"(, "model_type": "gemma")"),
             "model_type: must be \"llama\", \"mistral\" or \"qwen2\" (the Llama architecture is the one the workers "

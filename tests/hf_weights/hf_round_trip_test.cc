@@ -96,7 +96,7 @@ void ExportRoundTrip(const std::string& name, const char* hf_config, const char*
   o.max_shard_bytes = 20000;
   auto exported = cli::ExportJob(trained, o);
   ASSERT_TRUE(exported.ok()) << exported.status().ToString();
-  EXPECT_EQ(exported->tensors, 2 + 4 * 9 + 1);
+  EXPECT_EQ(exported->tensors, static_cast<int>(data::HfLlamaTensors(jobplan::LlamaShapeOf(trained.model())).size()));
   EXPECT_TRUE(std::filesystem::exists(o.out_dir + "/model.safetensors.index.json"));
 
   // The trained model's loss on step 0's batch: one stage holding every layer, its weights the
@@ -108,6 +108,7 @@ void ExportRoundTrip(const std::string& name, const char* hf_config, const char*
     for (const auto& [name, values] : rank) {
       if (name.size() < 6 || name.substr(name.size() - 6) != "/value") continue;
       const std::string param = name.substr(name.find('/') + 1, name.size() - 6 - name.find('/') - 1);
+      if (config.tied_embeddings && param == "output.weight") continue;  // the last stage's copy of the embedding
       auto p = (*whole)->FindParameter(param);
       ASSERT_TRUE(p.ok()) << param;
       std::copy(values.begin(), values.end(), p->value.begin());
@@ -159,6 +160,22 @@ void ExportRoundTrip(const std::string& name, const char* hf_config, const char*
   EXPECT_LT(std::fabs(torch_loss - trained_loss) / trained_loss, 1e-5) << torch_loss << " vs " << trained_loss;
   std::printf("%s: trained model's loss on step 0's batch %.10f; transformers' %s from the export %.10f\n", name.c_str(),
               trained_loss, hf_class, torch_loss);
+}
+
+// Llama 3.2's tied embeddings: trained at pp 2 (the last stage's copy summed with the embedding),
+// exported with tie_word_embeddings true and no lm_head.weight, read back by fresh jobs and by
+// transformers' LlamaForCausalLM.
+const char kTiedConfig[] = R"({"model_type": "llama", "hidden_size": 16, "intermediate_size": 40,
+  "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32,
+  "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "max_position_embeddings": 64, "tie_word_embeddings": true})";
+
+TEST(HfRoundTripTest, ATiedModelExportsWithoutALmHead) {
+  ExportRoundTrip("hf_round_trip_tied", kTiedConfig, "LlamaForCausalLM");
+  const std::string out = TmpPath("hf_round_trip_tied/export");
+  auto exported = jobplan::ParseHfConfig(Read(out + "/config.json"));
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_TRUE(exported->tied_embeddings);
+  EXPECT_EQ(Read(out + "/model.safetensors.index.json").find("lm_head"), std::string::npos);
 }
 
 TEST(HfRoundTripTest, TheExportLoadedIntoAFreshJobGivesTheTrainedModelsLoss) {
@@ -326,13 +343,15 @@ TEST(HfRoundTripTest, BadInitIsRefusedNamingTheTensor) {
 TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
   // transformers_llama3: Llama 3's grouped-query attention (2 key/value heads of 4) and rope
   // scaling (rope_parameters.rope_type "llama3", which the writer checked changes the loss);
+  // transformers_llama32: the same with tied embeddings (no lm_head.weight in the files; at pp 2
+  // the last stage's copy is read from the embedding and the two gradients summed);
   // transformers_mistral: a MistralForCausalLM (model_type "mistral", GQA, rotary base 1e6);
   // transformers_mistral_window: the same with a sliding window of 4 of the 16 tokens;
   // transformers_qwen2: a Qwen2ForCausalLM (biases on q, k, v); transformers_qwen2_window: with
   // use_sliding_window, a 4-token window on every layer (max_window_layers 0).
   for (const std::string name :
-       {"transformers_llama", "transformers_llama3", "transformers_mistral", "transformers_mistral_window",
-        "transformers_qwen2", "transformers_qwen2_window"}) {
+       {"transformers_llama", "transformers_llama3", "transformers_llama32", "transformers_mistral",
+        "transformers_mistral_window", "transformers_qwen2", "transformers_qwen2_window"}) {
   const std::string dir = "tests/hf_weights/" + name;
   const double want = std::stod(Read(dir + "/loss.txt"));
   for (int pp : {1, 2}) {
@@ -356,13 +375,12 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
 // the weights). Relative L2 error per micro-batch's logits and per tensor.
 TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLogitsAndGradients) {
   for (const std::string name :
-       {"transformers_llama", "transformers_llama3", "transformers_mistral", "transformers_mistral_window",
-        "transformers_qwen2", "transformers_qwen2_window"}) {
+       {"transformers_llama", "transformers_llama3", "transformers_llama32", "transformers_mistral",
+        "transformers_mistral_window", "transformers_qwen2", "transformers_qwen2_window"}) {
     const std::string dir = "tests/hf_weights/" + name;
     const v1::JobSpec spec = Spec(Read(dir + "/config.json"), 1, 1, /*seq_len=*/16, /*seed=*/5);
     const model::ModelConfig config = worker::ModelConfigOf(spec.model());
-    const data::LlamaShape shape{config.layers, config.hidden, config.heads, config.FfnHidden(), config.vocab,
-                                 config.KvHeads(), config.qkv_bias};
+    const data::LlamaShape shape = jobplan::LlamaShapeOf(spec.model());
     auto weights = data::HfLlamaWeights::Open(dir, shape);
     ASSERT_TRUE(weights.ok()) << weights.status().ToString();
     auto want = data::HfLlamaWeights::Open(dir + "/grads", shape);
@@ -417,7 +435,8 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLogitsAndGradients
       if (rel > worst) worst = rel, worst_name = std::string(p.name);
       ++tensors;
     }
-    EXPECT_EQ(tensors, 2 + 2 * (config.qkv_bias ? 12 : 9) + 1);
+    // Tied: one tensor for the embedding and the head, its gradient the sum over both uses.
+    EXPECT_EQ(tensors, (config.tied_embeddings ? 1 : 2) + 2 * (config.qkv_bias ? 12 : 9) + 1);
     std::printf("%s: logits of %d micro-batches against transformers', worst relative L2 error %.2e; %d gradients "
                 "against transformers' autograd, worst %.2e (%s)\n",
                 name.c_str(), spec.microbatches(), worst_logits, tensors, worst, worst_name.c_str());

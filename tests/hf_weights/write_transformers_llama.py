@@ -8,7 +8,7 @@ mean token losses; computed in float64 from the same weights), in grads/model.sa
 the weights' own names, and its logits of
 those micro-batches (logits/model.safetensors: "mb0".."mb3", [samples, tokens, vocab] F32).
 
-    write_transformers_llama.py OUT_DIR [llama3|mistral|mistral_window|qwen2|qwen2_window] -> OUT_DIR/{config.json, model-*.safetensors,
+    write_transformers_llama.py OUT_DIR [llama3|llama32|mistral|mistral_window|qwen2|qwen2_window] -> OUT_DIR/{config.json, model-*.safetensors,
                                                      model.safetensors.index.json, loss.txt,
                                                      grads/model.safetensors,
                                                      logits/model.safetensors}
@@ -16,6 +16,9 @@ llama3: Llama 3 as it ships: grouped-query attention (2 key/value heads for 4 qu
 Llama 3's rotary scaling (rope_type "llama3", factor 4, low/high frequency factors 1 and 4,
 original context 8 tokens, so it changes the angles of a 16-token sequence); the script checks
 that the scaling changes transformers' loss, so the test that uses it can fail.
+llama32: Llama 3.2 as it ships (1B, 3B): llama3's attention and scaling with tied input and output
+embeddings (tie_word_embeddings: save_pretrained writes no lm_head.weight; the embedding's gradient
+is the sum over both uses); the script checks that untying the same weights changes the loss.
 mistral: MistralForCausalLM (model_type "mistral"): grouped-query attention, rotary base 1e6, a
 sliding window (4096) longer than the sequence.
 mistral_window: the same with a sliding window of 4 tokens, which cuts the 16-token sequences (the
@@ -40,10 +43,10 @@ from pipecoord.synthetic_data import SyntheticData  # noqa: E402
 SEED, MICROBATCHES, MBS, SEQ = 5, 4, 2, 16
 
 
-def make(rope, kv_heads, family="llama", window=4096):
+def make(rope, kv_heads, family="llama", window=4096, tied=False):
     shape = dict(vocab_size=64, hidden_size=32, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=kv_heads, max_position_embeddings=SEQ, rms_norm_eps=1e-5, rope_parameters=rope,
-                 tie_word_embeddings=False)
+                 tie_word_embeddings=tied)
     if family == "mistral":  # its sliding window (4096) is longer than the sequence: it never cuts
         config = transformers.MistralConfig(sliding_window=window, **shape)
         cls = transformers.MistralForCausalLM
@@ -87,7 +90,8 @@ def main():
     out = sys.argv[1]
     default = {"rope_type": "default", "rope_theta": 500000.0}
     rope = default
-    if sys.argv[2:] == ["llama3"]:
+    tied = sys.argv[2:] == ["llama32"]
+    if sys.argv[2:] in (["llama3"], ["llama32"]):
         rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 4.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
     family = sys.argv[2] if sys.argv[2:] in (["mistral"], ["qwen2"]) else "llama"
@@ -97,7 +101,9 @@ def main():
     if family != "llama":
         rope = {"rope_type": "default", "rope_theta": 1000000.0}  # Mistral 7B v0.2's and Qwen2's base
     kv_heads = 2 if rope is not default else 4
-    model = make(rope, kv_heads, family, window)
+    model = make(rope, kv_heads, family, window, tied)
+    if tied:
+        assert model.lm_head.weight is model.model.embed_tokens.weight
     # 3 shards (the BUILD file names them): the first shard size that gives 3.
     for kb in range(80, 20, -1):
         model.save_pretrained(out, max_shard_size="%dKB" % kb, safe_serialization=True)
@@ -123,8 +129,11 @@ def main():
     if window < SEQ:
         whole = loss(make(rope, kv_heads, family))  # the same weights, a window longer than the sequence
         assert abs(got - whole) > 1e-4 * got, (got, whole)
+    if tied:  # the same weights with a head of its own, started from another draw: another loss
+        untied = make(rope, kv_heads)
+        assert abs(got - loss(untied)) > 1e-4 * got, (got, loss(untied))
     if rope.get("rope_type") == "llama3":
-        unscaled = loss(make(default, kv_heads))  # the same weights (the same seed) without the scaling
+        unscaled = loss(make(default, kv_heads, tied=tied))  # the same weights (the same seed) without the scaling
         assert abs(got - unscaled) > 1e-4 * got, (got, unscaled)
     with open(os.path.join(out, "loss.txt"), "w") as f:
         f.write("%.10f\n" % got)

@@ -8,6 +8,7 @@
 
 #include "data/hf_llama_layout.h"
 #include "data/hf_llama_weights.h"
+#include "jobplan/hf_config.h"
 #include "data/rank_checkpoint.h"
 #include "worker/model/weight_init.h"
 #include "worker/daemon/assignment_model.h"
@@ -15,9 +16,7 @@
 namespace pipecoord::worker {
 
 Status LoadInitialWeights(const v1::Assignment& a, ComputeBackend* backend) {
-  const model::ModelConfig config = ModelConfigOf(a.spec().model());
-  const data::LlamaShape shape{config.layers, config.hidden, config.heads, config.FfnHidden(), config.vocab,
-                               config.KvHeads(), config.qkv_bias};
+  const data::LlamaShape shape = jobplan::LlamaShapeOf(a.spec().model());
   auto weights = data::HfLlamaWeights::Open(a.spec().init(), shape);
   if (!weights.ok()) return Status(weights.status().code(), "spec.init: " + weights.status().message());
   // With tensor parallelism each rank holds its slice of a tensor: the whole tensor read, then
@@ -27,6 +26,8 @@ Status LoadInitialWeights(const v1::Assignment& a, ComputeBackend* backend) {
   for (const data::HfTensorInfo& info : data::HfLlamaTensors(shape)) {
     dims[info.our_name] = model::RowsCols(info.shape);
   }
+  // A tied model's head stage holds a copy of the embedding, read from it.
+  if (shape.tied_embeddings) dims["output.weight"] = dims.at("tok_embeddings.weight");
   constexpr std::string_view kValue = "/value";
   for (const StateTensor& t : backend->CheckpointState()) {
     // "stageK/NAME/value": the weight NAME of virtual stage K; the moments stay 0. Under ZeRO a

@@ -100,7 +100,9 @@ void StageModel::Build() {
     return p;
   };
   const double kOnes = -1;
-  constexpr double kEmbeddingStd = 1.0;
+  // Tied, the embedding is the head too: the head's scale, so the first logits are as an untied
+  // model's (GPT-2 and Megatron start both at 0.02 for the same reason).
+  const double kEmbeddingStd = config_.tied_embeddings ? 1.0 / std::sqrt(static_cast<double>(h)) : 1.0;
   if (shard_.has_embedding) embedding_ = add("tok_embeddings.weight", {V, h}, kEmbeddingStd, true);
   auto rope = std::make_shared<const kernels::cpu::RopeTable>(
       kernels::cpu::MakeRopeTable(dims_.seq, h / dims_.heads, config_.rope_theta, config_.rope_scaling));

@@ -17,7 +17,7 @@
 // accumulated over a step's m micro-batches are those of the step loss, the mean of the m
 // micro-batch losses. Nothing else is scaled.
 //
-// Initial weights (uniform with the given std): tok_embeddings 1; wq, wk, wv, w1, w3
+// Initial weights (uniform with the given std): tok_embeddings 1 (tied: 1/sqrt(h)); wq, wk, wv, w1, w3
 // 1/sqrt(h); wo 1/sqrt(h) and w2 1/sqrt(ffn), each divided by sqrt(2 layers); output
 // 1/sqrt(h); norm gains 1. AdamW decays matrices and the embedding, never norm gains.
 //
