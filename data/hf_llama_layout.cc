@@ -75,7 +75,8 @@ void Permute(std::span<const float> in, std::span<float> out, int64_t d, int64_t
 
 std::vector<HfTensorInfo> HfLlamaTensors(const LlamaShape& s) {
   const uint64_t h = static_cast<uint64_t>(s.hidden), f = static_cast<uint64_t>(s.ffn),
-                 v = static_cast<uint64_t>(s.vocab), kv = static_cast<uint64_t>(s.kv_width());
+                 v = static_cast<uint64_t>(s.vocab), kv = static_cast<uint64_t>(s.kv_width()),
+                 q = static_cast<uint64_t>(s.q_width());
   std::vector<HfTensorInfo> out;
   out.push_back({"model.embed_tokens.weight", "tok_embeddings.weight", {v, h}, false});
   for (int64_t l = 0; l < s.layers; ++l) {
@@ -86,7 +87,7 @@ std::vector<HfTensorInfo> HfLlamaTensors(const LlamaShape& s) {
       if (bias && !s.qkv_bias) continue;
       std::vector<uint64_t> shape;
       if (name == "attention.wq.bias") {
-        shape = {h};
+        shape = {q};
       } else if (bias) {
         shape = {kv};
       } else if (name.find("norm") != std::string_view::npos) {
@@ -97,8 +98,10 @@ std::vector<HfTensorInfo> HfLlamaTensors(const LlamaShape& s) {
         shape = {h, f};
       } else if (name == "attention.wk.weight" || name == "attention.wv.weight") {
         shape = {kv, h};
+      } else if (name == "attention.wq.weight") {
+        shape = {q, h};
       } else {
-        shape = {h, h};
+        shape = {h, q};  // wo
       }
       const bool rotary = name == "attention.wq.weight" || name == "attention.wk.weight" ||
                           name == "attention.wq.bias" || name == "attention.wk.bias";

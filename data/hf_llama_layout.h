@@ -4,10 +4,10 @@
 //   pipecoord                          Hugging Face                                 shape [out, in]
 //   tok_embeddings.weight              model.embed_tokens.weight                    [vocab, h]
 //   layers.N.attention_norm.weight     model.layers.N.input_layernorm.weight        [h]
-//   layers.N.attention.wq.weight       model.layers.N.self_attn.q_proj.weight       [h, h]  rows permuted
+//   layers.N.attention.wq.weight       model.layers.N.self_attn.q_proj.weight       [a d, h] rows permuted
 //   layers.N.attention.wk.weight       model.layers.N.self_attn.k_proj.weight       [g d, h] rows permuted
 //   layers.N.attention.wv.weight       model.layers.N.self_attn.v_proj.weight       [g d, h]
-//   layers.N.attention.wo.weight       model.layers.N.self_attn.o_proj.weight       [h, h]
+//   layers.N.attention.wo.weight       model.layers.N.self_attn.o_proj.weight       [h, a d]
 //   layers.N.ffn_norm.weight           model.layers.N.post_attention_layernorm.weight [h]
 //   layers.N.feed_forward.w1.weight    model.layers.N.mlp.gate_proj.weight          [ffn, h]
 //   layers.N.feed_forward.w3.weight    model.layers.N.mlp.up_proj.weight            [ffn, h]
@@ -19,8 +19,9 @@
 // save_pretrained writes them; output.weight (a head stage's copy of the embedding) reads
 // model.embed_tokens.weight.
 //
-// (g key/value heads of d = h / heads features: g d = h without grouped-query attention.) With
-// qkv_bias, layers.N.attention.w{q,k,v}.bias = self_attn.{q,k,v}_proj.bias, [h], [g d], [g d]; q's
+// (a heads and g key/value heads of d features, d = h / a unless the config gives head_dim: a d = h
+// and g d = h without either.) With
+// qkv_bias, layers.N.attention.w{q,k,v}.bias = self_attn.{q,k,v}_proj.bias, [a d], [g d], [g d]; q's
 // and k's rows permuted as their weights' are.
 //
 // Both store a Linear's weight as [out, in] (y = x W^T), so matrices map element for element,
@@ -56,8 +57,11 @@ struct LlamaShape {
   int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: heads
   bool qkv_bias = false;  // q_proj, k_proj, v_proj have biases (Qwen2): [h], [g d], [g d]
   bool tied_embeddings = false;  // no lm_head.weight: the head is model.embed_tokens.weight
+  int64_t head_dim = 0;  // features per head d (config.json's head_dim); 0: hidden / heads
 
-  int64_t kv_width() const { return (kv_heads > 0 ? kv_heads : heads) * (hidden / heads); }
+  int64_t d() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  int64_t q_width() const { return heads * d(); }  // q_proj's rows, o_proj's columns
+  int64_t kv_width() const { return (kv_heads > 0 ? kv_heads : heads) * d(); }
 };
 
 struct HfTensorInfo {

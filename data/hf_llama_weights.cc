@@ -99,7 +99,7 @@ Status HfLlamaWeights::Read(std::string_view our_name, std::span<float> out) con
   std::vector<float> hf_rows(out.size());
   Status st = view->CopyToFloat(hf_rows);
   if (!st.ok()) return InvalidArgument(path() + ": " + st.message());
-  HfRotaryToInterleaved(hf_rows, out, shape_.hidden / shape_.heads,
+  HfRotaryToInterleaved(hf_rows, out, shape_.d(),
                         info.shape.size() == 2 ? static_cast<int64_t>(info.shape[1]) : 1);
   return Status::Ok();
 }
@@ -134,7 +134,7 @@ Status WriteHfLlamaFolder(const std::string& dir, std::string_view config_json, 
     }
     if (i.rotary_rows) {
       permuted.emplace_back(n);
-      InterleavedRotaryToHf(values, permuted.back(), shape.hidden / shape.heads,
+      InterleavedRotaryToHf(values, permuted.back(), shape.d(),
                             i.shape.size() == 2 ? static_cast<int64_t>(i.shape[1]) : 1);
       values = permuted.back();
     }

@@ -171,7 +171,7 @@ Result<Search> RunPlanner(const v1::JobSpec& spec, const FreeWorkers& workers, u
   const v1::ModelSpec& m = spec.model();
   const memory::ModelSpec model =
       memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len(), m.kv_heads(),
-                                m.qkv_bias(), m.tied_embeddings());
+                                m.qkv_bias(), m.tied_embeddings(), m.head_dim());
   planner::SearchSpace space = Space(spec);
   // Tensor parallelism runs on the C++ workers, CPU and CUDA (torch workers run it only for
   // modules that ask for it: auto leaves their tp alone).

@@ -155,11 +155,19 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
   PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "num_attention_heads", &c.heads, true));
   PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "vocab_size", &c.vocab, true));
   PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "max_position_embeddings", &c.max_positions, false));
-  if (c.hidden % c.heads != 0) {
+  // head_dim given and not hidden / heads (Mistral NeMo: 5120 / 32 heads of 128): q and o are
+  // heads x head_dim wide. Absent, null or equal: the default, 0 in the spec.
+  int head_dim = 0;
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "head_dim", &head_dim, false));
+  if (head_dim % 2 != 0) {
+    return InvalidArgument("head_dim: must be even (rotary embeddings rotate pairs), got " + std::to_string(head_dim));
+  }
+  if (head_dim > 0 && (c.hidden % c.heads != 0 || head_dim != c.hidden / c.heads)) c.head_dim = head_dim;
+  if (c.head_dim == 0 && c.hidden % c.heads != 0) {
     return InvalidArgument("num_attention_heads: must divide hidden_size (" + std::to_string(c.hidden) + "), got " +
                            std::to_string(c.heads));
   }
-  if ((c.hidden / c.heads) % 2 != 0) {
+  if (c.head_dim == 0 && (c.hidden / c.heads) % 2 != 0) {
     return InvalidArgument("num_attention_heads: hidden_size / num_attention_heads must be even (rotary embeddings "
                            "rotate pairs), got " + std::to_string(c.hidden) + " / " + std::to_string(c.heads));
   }
@@ -168,12 +176,6 @@ Result<HfLlamaConfig> ParseHfConfig(std::string_view json) {
   if (c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
     return InvalidArgument("num_key_value_heads: must divide num_attention_heads (" + std::to_string(c.heads) +
                            "), got " + std::to_string(c.kv_heads));
-  }
-  int head_dim = c.hidden / c.heads;
-  PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "head_dim", &head_dim, false));
-  if (head_dim != c.hidden / c.heads) {
-    return InvalidArgument("head_dim: must be hidden_size / num_attention_heads (" +
-                           std::to_string(c.hidden / c.heads) + "), got " + std::to_string(head_dim));
   }
   PIPECOORD_RETURN_IF_ERROR(ReadInt(root, "sliding_window", &c.sliding_window, false));
   const JsonValue* types = root.Find("layer_types");
@@ -273,6 +275,11 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   PIPECOORD_RETURN_IF_ERROR(Agree("ffnHidden", m.ffn_hidden(), "intermediate_size", c->ffn_hidden));
   PIPECOORD_RETURN_IF_ERROR(Agree("heads", m.heads(), "num_attention_heads", c->heads));
   PIPECOORD_RETURN_IF_ERROR(Agree("kvHeads", m.kv_heads(), "num_key_value_heads", c->kv_heads));
+  if (m.head_dim() != 0 && m.head_dim() != (c->head_dim > 0 ? c->head_dim : c->hidden / c->heads)) {
+    return InvalidArgument("spec.model.headDim: must agree with spec.model.hfConfig's head_dim (" +
+                           std::to_string(c->head_dim > 0 ? c->head_dim : c->hidden / c->heads) + "), got " +
+                           std::to_string(m.head_dim()));
+  }
   if (m.qkv_bias() && !c->qkv_bias) {
     return InvalidArgument("spec.model.qkvBias: true disagrees with spec.model.hfConfig, whose q, k and v projections "
                            "have no bias (model_type \"qwen2\" has them)");
@@ -296,6 +303,7 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   o->set_ffn_hidden(c->ffn_hidden);
   o->set_heads(c->heads);
   o->set_kv_heads(c->kv_heads);
+  o->set_head_dim(c->head_dim);
   o->set_qkv_bias(c->qkv_bias);
   o->set_tied_embeddings(c->tied_embeddings);
   o->set_sliding_window(c->sliding_window);
@@ -350,6 +358,7 @@ data::LlamaShape LlamaShapeOf(const v1::ModelSpec& m) {
   const int64_t ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : (third + 63) / 64 * 64;
   data::LlamaShape s{m.layers(), m.hidden(), m.heads(), ffn, m.vocab(), m.kv_heads(), m.qkv_bias()};
   s.tied_embeddings = m.tied_embeddings();
+  s.head_dim = m.head_dim();
   return s;
 }
 
@@ -373,7 +382,7 @@ std::string HfConfigJson(const v1::ModelSpec& m) {
   w.Break("\n  ").Key("num_hidden_layers").Int(m.layers());
   w.Break("\n  ").Key("num_attention_heads").Int(m.heads());
   w.Break("\n  ").Key("num_key_value_heads").Int(m.kv_heads() > 0 ? m.kv_heads() : m.heads());
-  w.Break("\n  ").Key("head_dim").Int(m.heads() > 0 ? m.hidden() / m.heads() : 0);
+  w.Break("\n  ").Key("head_dim").Int(m.head_dim() > 0 ? m.head_dim() : m.heads() > 0 ? m.hidden() / m.heads() : 0);
   w.Break("\n  ").Key("vocab_size").Int(m.vocab());
   w.Break("\n  ").Key("max_position_embeddings").Int(max_positions);
   w.Break("\n  ").Key("rms_norm_eps").Number(m.rms_norm_eps() != 0 ? m.rms_norm_eps() : 1e-5);

@@ -11,7 +11,7 @@
 // What the model cannot compute is refused by name with the rule, never silently changed:
 // num_key_value_heads not dividing num_attention_heads, an activation other than silu, a rope scaling other than Llama 3's ("llama3":
 // factor, low_freq_factor, high_freq_factor, original_max_position_embeddings), biases, dropout,
-// a head_dim other than hidden_size / num_attention_heads, model_type other than "llama",
+// an odd head_dim, model_type other than "llama",
 // "mistral" or "qwen2" (whose q, k, v biases the workers run), and a sliding window on some layers
 // but not others (Qwen2's max_window_layers between 1 and the layer count, mixed layer_types).
 #ifndef PIPECOORD_JOBPLAN_HF_CONFIG_H_
@@ -33,6 +33,7 @@ struct HfLlamaConfig {
   int ffn_hidden = 0;     // intermediate_size
   int heads = 0;          // num_attention_heads
   int kv_heads = 0;       // num_key_value_heads (absent: heads); divides heads
+  int head_dim = 0;       // head_dim when not hidden_size / num_attention_heads; 0: that
   int vocab = 0;          // vocab_size
   int max_positions = 2048;  // max_position_embeddings
   // The sliding window every layer's attention uses (Mistral's sliding_window; Qwen2's with

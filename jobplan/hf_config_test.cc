@@ -253,6 +253,25 @@ TEST(HfConfigTest, TiedEmbeddingsAreReadCheckedAndExported) {
             "lm_head is a matrix of its own)");
 }
 
+// An explicit head_dim (Mistral NeMo's 128 for 5120 / 32 heads): q and o heads x head_dim wide. Equal
+// to hidden / heads it is the default (0 in the spec); another value travels to the spec and back.
+TEST(HfConfigTest, AnExplicitHeadDimIsReadCheckedAndExported) {
+  EXPECT_EQ(ParseHfConfig(Config(R"(, "head_dim": 8)"))->head_dim, 0);
+  auto spec = ApplyHfConfig(HfSpec(Config(R"(, "head_dim": 16)")));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->model().head_dim(), 16);
+  EXPECT_EQ(ParseHfConfig(HfConfigJson(spec->model()))->head_dim, 16);
+  EXPECT_EQ(jobplan::LlamaShapeOf(spec->model()).q_width(), 64);  // 4 heads of 16, hidden 32
+  v1::JobSpec other = HfSpec(Config(R"(, "head_dim": 16)"));
+  other.mutable_model()->set_head_dim(8);
+  EXPECT_EQ(ApplyHfConfig(other).status().message(),
+            "spec.model.headDim: must agree with spec.model.hfConfig's head_dim (16), got 8");
+  // 3 heads do not divide 32, but heads of 12 are fine.
+  auto odd_heads = ParseHfConfig(Config(R"(, "num_attention_heads": 3, "num_key_value_heads": 3, "head_dim": 12)"));
+  ASSERT_TRUE(odd_heads.ok()) << odd_heads.status().ToString();
+  EXPECT_EQ(odd_heads->head_dim, 12);
+}
+
 TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
   auto error = [](const std::string& extra) { return ParseHfConfig(Config(extra)).status().message(); };
   // Config()'s own keys come first; a repeated key's last value wins (memory::JsonValue::Find).
@@ -274,7 +293,7 @@ TEST(HfConfigTest, WhatTheModelCannotRunIsRefusedByKey) {
   EXPECT_EQ(error(R"(, "mlp_bias": true)"), "mlp_bias: must be false: the MLP projections have no bias, got true");
   EXPECT_EQ(error(R"(, "attention_dropout": 0.1)"),
             "attention_dropout: must be 0: the workers' model has no dropout, got 0.1");
-  EXPECT_EQ(error(R"(, "head_dim": 16)"), "head_dim: must be hidden_size / num_attention_heads (8), got 16");
+  EXPECT_EQ(error(R"(, "head_dim": 15)"), "head_dim: must be even (rotary embeddings rotate pairs), got 15");
   EXPECT_EQ(error(R"(, "rms_norm_eps": 0)"), "rms_norm_eps: must be a finite number > 0, got 0");
   EXPECT_EQ(error(R"(, "rope_theta": "big")"), "rope_theta: must be a finite number > 0, got \"big\"");
   EXPECT_EQ(error(R"(, "hidden_size": 32.5)"), "hidden_size: must be an integer in 1..1073741824, got 32.5");

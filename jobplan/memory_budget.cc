@@ -76,7 +76,7 @@ class Pricer {
                                                 spec.sequence_parallel());
     } else {
       model_ = memory::PipecoordCpuModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(), m.seq_len(),
-                                         m.kv_heads(), m.qkv_bias(), m.tied_embeddings());
+                                         m.kv_heads(), m.qkv_bias(), m.tied_embeddings(), m.head_dim());
       training_ = memory::PipecoordCpuTraining(spec.micro_batch_size(), std::max(1, spec.tp()), spec.zero(),
                                                std::max(1, spec.dp()), recompute, spec.sequence_parallel());
       activations_ = memory::ResolveActivations(model_, training_);

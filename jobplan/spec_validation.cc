@@ -212,11 +212,21 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
   PIPECOORD_RETURN_IF_ERROR(Range("model.layers", m.layers(), 1, 4096));
   PIPECOORD_RETURN_IF_ERROR(Range("model.hidden", m.hidden(), 1, 65536));
   PIPECOORD_RETURN_IF_ERROR(Range("model.heads", m.heads(), 1, 1024));
-  if (m.hidden() % m.heads() != 0) {
+  if (m.head_dim() == 0 && m.hidden() % m.heads() != 0) {
     return InvalidArgument("spec.model.heads: must divide spec.model.hidden (" +
                            std::to_string(m.hidden()) + "), got " + std::to_string(m.heads()));
   }
   PIPECOORD_RETURN_IF_ERROR(Range("model.kvHeads", m.kv_heads(), 0, m.heads()));
+  PIPECOORD_RETURN_IF_ERROR(Range("model.headDim", m.head_dim(), 0, 65536));
+  if (m.head_dim() % 2 != 0) {
+    return InvalidArgument("spec.model.headDim: must be even (RoPE rotates pairs of features), got " +
+                           std::to_string(m.head_dim()));
+  }
+  if (m.head_dim() != 0 && m.head_dim() * m.heads() != m.hidden() && s.device() == "cuda") {
+    return InvalidArgument("spec.model.headDim: the CUDA backend runs hidden / heads (" +
+                           std::to_string(m.hidden() / m.heads()) + ") only, got " + std::to_string(m.head_dim()) +
+                           "; an explicit head_dim runs on the CPU backend");
+  }
   if (m.kv_heads() != 0 && m.heads() % m.kv_heads() != 0) {
     return InvalidArgument("spec.model.kvHeads: must divide spec.model.heads (" + std::to_string(m.heads()) +
                            "), got " + std::to_string(m.kv_heads()));

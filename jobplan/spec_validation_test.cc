@@ -253,6 +253,21 @@ TEST(SpecValidationTest, TiedEmbeddings) {
                       "built-in model's tied embeddings run on the C++ workers");
 }
 
+// spec.model.headDim: even; heads need not divide hidden then; the CUDA backend refuses it.
+TEST(SpecValidationTest, HeadDim) {
+  auto s = TinySpec();
+  s.mutable_model()->set_head_dim(16);  // 4 heads of 16 for hidden 32
+  EXPECT_EQ(Error(s), "");
+  s.mutable_model()->set_head_dim(7);
+  EXPECT_EQ(Error(s), "spec.model.headDim: must be even (RoPE rotates pairs of features), got 7");
+  s.mutable_model()->set_head_dim(12);
+  s.mutable_model()->set_heads(3);  // 3 does not divide 32: fine with heads of 12
+  EXPECT_EQ(Error(s), "");
+  s.set_device("cuda");
+  EXPECT_EQ(Error(s), "spec.model.headDim: the CUDA backend runs hidden / heads (10) only, got 12; an explicit "
+                      "head_dim runs on the CPU backend");
+}
+
 TEST(SpecValidationTest, FieldsAreTheirJsonNames) {
   auto s = TinySpec();
   s.set_micro_batch_size(0);

@@ -93,7 +93,7 @@ Result<bool> ConditionsHold(std::string_view when, const ModelSpec& m) {
 
 Result<std::vector<ResolvedTensor>> ResolveTensors(const std::vector<RecipeTensor>& tensors,
                                                    const ModelSpec& m, const TrainingSpec& t) {
-  const ShapeVars vars{m.seq_len, t.micro_batch, m.hidden, m.ffn, m.heads, m.kv_heads, m.vocab};
+  const ShapeVars vars{m.seq_len, t.micro_batch, m.hidden, m.ffn, m.heads, m.kv_heads, m.vocab, m.HeadDim()};
   std::vector<ResolvedTensor> out;
   for (const RecipeTensor& rt : tensors) {
     auto holds = ConditionsHold(rt.when, m);
@@ -139,6 +139,11 @@ Result<ActivationModel> ResolveActivations(const ModelSpec& m, const TrainingSpe
   auto recipe = FindRecipe(t.recipe);
   if (!recipe.ok()) return recipe.status();
   const Recipe& r = **recipe;
+  // Its shapes name q and o "a*d" and k, v "g*d"; the other recipes' formulas say h for q and o.
+  if (m.QWidth() != m.hidden && std::string_view(r.name) != "pipecoord-cpu") {
+    return InvalidArgument("head-dim: recipe " + std::string(r.name) + " models q and o hidden wide (head_dim = hidden / "
+                           "heads); an explicit head_dim (" + std::to_string(m.head_dim) + ") is priced by pipecoord-cpu only");
+  }
   ActivationModel am;
   am.recipe = &r;
   BlockActivations& blk = am.block;

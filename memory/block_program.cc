@@ -197,6 +197,10 @@ int64_t BlockBoundaryBytes(const ModelSpec& m, const TrainingSpec& t) {
 Result<ProgramSet> TransformerBlockProgram(const ModelSpec& m, const TrainingSpec& t) {
   PIPECOORD_RETURN_IF_ERROR(ValidateModel(m));
   PIPECOORD_RETURN_IF_ERROR(ValidateTraining(m, t));
+  if (m.QWidth() != m.hidden) {
+    return InvalidArgument("head-dim: the block program models q and o hidden wide (head_dim = hidden / heads), got " +
+                           std::to_string(m.head_dim) + " x " + std::to_string(m.heads) + " heads");
+  }
   if (t.sp && m.seq_len % t.tp != 0) {
     return InvalidArgument("sequence parallelism needs tp to divide seq_len (" + std::to_string(m.seq_len) + " % " +
                            std::to_string(t.tp) + " != 0)");

@@ -21,6 +21,7 @@ struct ShapeVars {
   int64_t a = 0;  // attention heads
   int64_t g = 0;  // key/value heads (GQA groups; a when there is no GQA)
   int64_t v = 0;  // vocabulary size
+  int64_t d = 0;  // features per attention head (h / a unless the model gives its own)
 };
 
 // INVALID_ARGUMENT naming the formula and the problem ("\"g*h/q\": unknown variable 'q'").

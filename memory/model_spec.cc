@@ -29,6 +29,10 @@ Status ValidateModel(const ModelSpec& m) {
   PIPECOORD_RETURN_IF_ERROR(Positive("vocab", m.vocab));
   PIPECOORD_RETURN_IF_ERROR(Positive("seq-len", m.seq_len));
   if (m.learned_positions < 0) return InvalidArgument("learned-positions: must be >= 0");
+  if (m.head_dim < 0 || m.head_dim > (int64_t{1} << 16) || m.head_dim % 2 != 0) {
+    return InvalidArgument("head-dim: must be 0 (hidden / heads) or an even number <= 65536, got " +
+                           std::to_string(m.head_dim));
+  }
   // Bounds that keep every byte count well inside 64 bits.
   if (m.layers > 100000) return InvalidArgument("layers: must be <= 100000, got " + std::to_string(m.layers));
   const int64_t kMaxDim = int64_t{1} << 24;
@@ -40,7 +44,7 @@ Status ValidateModel(const ModelSpec& m) {
                             (4.0 * m.hidden * m.hidden + 3.0 * m.hidden * m.ffn) +
                         2.0 * m.vocab * m.hidden;
   if (params > 1e15) return InvalidArgument("model sizes: more than 10^15 parameters");
-  PIPECOORD_RETURN_IF_ERROR(Divides("heads", m.heads, "hidden", m.hidden));
+  if (m.head_dim == 0) PIPECOORD_RETURN_IF_ERROR(Divides("heads", m.heads, "hidden", m.hidden));
   PIPECOORD_RETURN_IF_ERROR(Divides("kv-heads", m.kv_heads, "heads", m.heads));
   return Status::Ok();
 }

@@ -31,6 +31,12 @@ struct ModelSpec {
   bool qkv_bias = false;     // only the q, k, v projections have biases (Qwen2); implied by linear_bias
   bool dropout = false;      // dropout after embedding, attention and MLP: masks are saved
   int64_t learned_positions = 0;  // rows of a learned position embedding; 0: rotary, no weights
+  // Features per attention head when not hidden / heads (Mistral NeMo): q and o are heads x d
+  // wide, k and v kv_heads x d. 0: hidden / heads. Only the pipecoord-cpu recipe models it.
+  int64_t head_dim = 0;
+
+  int64_t HeadDim() const { return head_dim > 0 ? head_dim : heads > 0 ? hidden / heads : 0; }
+  int64_t QWidth() const { return heads * HeadDim(); }  // q and o features
 };
 
 // Every size positive, heads divide hidden, kv_heads divide heads, ... Errors name the field

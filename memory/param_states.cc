@@ -9,17 +9,18 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 ParamCounts CountParams(const ModelSpec& m, int tp) {
   const int64_t h = m.hidden, f = m.ffn, t = tp;
-  const int64_t kv = 2 * m.kv_heads * (h / m.heads);  // k and v projection widths together
+  const int64_t kv = 2 * m.kv_heads * m.HeadDim();  // k and v projection widths together
+  const int64_t q = m.QWidth();                      // q and o: h unless the model gives head_dim
   const int64_t norm = m.norm == Norm::kRmsNorm ? h : 2 * h;
   const int64_t fc1 = m.mlp == Mlp::kSwiGlu ? 2 * f : f;  // gate and up, or fc1
   ParamCounts c;
   int64_t block = 2 * norm;
-  block += h * (h + kv) / t + h * h / t;  // QKV (column-parallel), output projection (row)
+  block += h * (q + kv) / t + h * q / t;  // QKV (column-parallel), output projection (row)
   block += fc1 * h / t + f * h / t;       // fc1 / gate+up (column), fc2 / down (row)
   if (m.linear_bias) {
-    block += (h + kv) / t + h + fc1 / t + h;
+    block += (q + kv) / t + h + fc1 / t + h;
   } else if (m.qkv_bias) {
-    block += (h + kv) / t;
+    block += (q + kv) / t;
   }
   c.per_block = block;
   c.embedding = CeilDiv(m.vocab, t) * h;

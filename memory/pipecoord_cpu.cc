@@ -36,8 +36,8 @@ struct CpuSizes {
   int64_t tokens_h = 0;  // n h: a full-sequence activation
   int64_t local_h = 0;   // nl h: a sequence shard with sp, else n h (the boundary)
   int64_t rows = 0;      // count, nl: a norm's per-token 1/rms
-  int64_t width = 0;     // n h / tp: q, o and their gradients
-  int64_t kv = 0;        // n g (h / a) / tp: k, v and their gradients (grouped-query attention)
+  int64_t width = 0;     // n a d / tp: q, o and their gradients (d = h / a unless head_dim)
+  int64_t kv = 0;        // n g d / tp: k, v and their gradients (grouped-query attention)
   int64_t ffn = 0;       // n f / tp: gate, up, z and their gradients
   int64_t probs = 0;     // b (a / tp) s s
   int64_t logits = 0;    // n v / tp
@@ -219,7 +219,7 @@ void StageWeight(Timeline& t, const CpuSizes& z, int64_t layers, bool has_embedd
 
 
 ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
-                            int64_t seq_len, int64_t kv_heads, bool qkv_bias, bool tied_embeddings) {
+                            int64_t seq_len, int64_t kv_heads, bool qkv_bias, bool tied_embeddings, int64_t head_dim) {
   ModelSpec m;
   m.name = "pipecoord-cpu";
   m.layers = layers;
@@ -231,6 +231,7 @@ ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t hea
   m.vocab = vocab;
   m.seq_len = seq_len;
   m.tied_embeddings = tied_embeddings;
+  m.head_dim = head_dim;
   m.norm = Norm::kRmsNorm;
   m.mlp = Mlp::kSwiGlu;
   m.attention = Attention::kEager;
@@ -289,8 +290,8 @@ Result<CpuOpPeaks> PipecoordCpuOpPeaks(const ModelSpec& model, const TrainingSpe
   z.rows = nl;
   z.loss_rows = n;
   bool ok = Mul({4, n}, &z.ids) && Mul({4, n, model.hidden}, &z.tokens_h) && Mul({4, nl, model.hidden}, &z.local_h) &&
-            Mul({4, n, model.hidden / z.tp}, &z.width) &&
-            Mul({4, n, model.kv_heads * (model.hidden / model.heads) / z.tp}, &z.kv) &&
+            Mul({4, n, model.QWidth() / z.tp}, &z.width) &&
+            Mul({4, n, model.kv_heads * model.HeadDim() / z.tp}, &z.kv) &&
             Mul({4, n, model.ffn / z.tp}, &z.ffn) &&
             Mul({4, training.micro_batch, model.heads / z.tp, model.seq_len, model.seq_len}, &z.probs) &&
             Mul({4, n, model.vocab / z.tp}, &z.logits);

@@ -17,7 +17,8 @@ namespace pipecoord::memory {
 // The CPU StageModel's block: RMSNorm, grouped-query attention with g = kv_heads key/value heads (0: g = a), SwiGLU, no biases, no dropout, the
 // head tied or not, attention that keeps its probabilities.
 ModelSpec PipecoordCpuModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
-                            int64_t seq_len, int64_t kv_heads = 0, bool qkv_bias = false, bool tied_embeddings = false);
+                            int64_t seq_len, int64_t kv_heads = 0, bool qkv_bias = false, bool tied_embeddings = false,
+                            int64_t head_dim = 0);
 
 // fp32 weights, fp32 gradients, AdamW's two fp32 moments (16 B per parameter), no recompute,
 // tensor parallelism `tp` (Megatron's split, no sequence parallelism), ZeRO stage `zero` over `dp`

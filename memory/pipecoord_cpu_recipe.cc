@@ -3,16 +3,17 @@
 //
 // The CPU StageModel trains in fp32 (every tensor here is fp32 whatever the dtype policy; ids
 // are int32) with a Llama-style block: RMSNorm, attention that keeps its s x s probabilities
-// (selective recompute drops them until B) with g key/value heads of a (grouped-query attention:
-// k, v and their gradients g h / a wide), RoPE, SwiGLU, no biases, no dropout (full recompute
+// (selective recompute drops them until B) with g key/value heads of a, each d = h / a features
+// unless the model gives its own head_dim (q, o and their gradients a d wide; k, v and theirs g d),
+// RoPE, SwiGLU, no biases, no dropout (full recompute
 // keeps only each block's input until B). F saves a
 // BlockSaved (worker/model/transformer_block.h); B frees q, k, v, the probabilities, gate and
 // up and keeps the rest for W (the `W` tensors) next to the output gradients of every
 // weight-carrying op (`w_grads`); W frees everything. Per micro-batch of T = s b tokens, in
-// floats: a block keeps T (6h + 2gh/a + 3f + a s + 2) after F and T (10h + 2gh/a + 3f + 2) after B; the
+// floats (d = h / a): a block keeps T (6h + 2gh/a + 3f + a s + 2) after F and T (10h + 2gh/a + 3f + 2) after B; the
 // embedding T int32 ids after F, and T ids + T h after B; the head T (2h + 1 + v) + T int32
 // after F and T (3h + 1 + v) after B. With tensor parallelism (no sequence parallelism) each
-// tensor's tp dimension below is this rank's share: q, o and their gradients h/t, k, v and theirs gh/(at), the
+// tensor's tp dimension below is this rank's share: q, o and their gradients ad/t, k, v and theirs gd/t, the
 // probabilities a/t heads, gate, up, z and their gradients f/t, the head's logits (kept as
 // probabilities, lm_head.h) and dlogits v/t; the block's and head's inputs and norms whole.
 // With sequence parallelism the kSeqSplit tensors are this rank's 1/tp of the tokens: the
@@ -39,15 +40,15 @@ const Recipe& PipecoordCpuRecipe() {
           {"attention.qkv_input", "attention", "norm output a, saved by wq, wk, wv",
            {"s", "b", "h"}, ElemType::kFp32, kSeqSplit, "", kWeightInput},
           {"attention.q", "attention", "query after RoPE, saved by QK^T",
-           {"s", "b", "h"}, ElemType::kFp32, 2, "", 0},
+           {"s", "b", "a*d"}, ElemType::kFp32, 2, "", 0},
           {"attention.k", "attention", "key after RoPE, saved by QK^T",
-           {"s", "b", "g*h/a"}, ElemType::kFp32, 2, "", 0},
+           {"s", "b", "g*d"}, ElemType::kFp32, 2, "", 0},
           {"attention.v", "attention", "value, saved by probs x V",
-           {"s", "b", "g*h/a"}, ElemType::kFp32, 2, "", 0},
+           {"s", "b", "g*d"}, ElemType::kFp32, 2, "", 0},
           {"attention.probs", "attention", "causal softmax probabilities, saved by softmax and probs x V",
            {"b", "a", "s", "s"}, ElemType::kFp32, 1, "", kSelective},
           {"attention.wo_input", "attention", "context o (heads merged), saved by wo",
-           {"s", "b", "h"}, ElemType::kFp32, 2, "", kWeightInput},
+           {"s", "b", "a*d"}, ElemType::kFp32, 2, "", kWeightInput},
           {"ffn_norm.input", "ffn_norm", "residual sum x1, saved by the FFN RMSNorm",
            {"s", "b", "h"}, ElemType::kFp32, kSeqSplit, "", kWeightInput},
           {"ffn_norm.rstd", "ffn_norm", "per-token 1/rms, saved by the FFN RMSNorm",
@@ -79,11 +80,11 @@ const Recipe& PipecoordCpuRecipe() {
           {"grad.wo_output", "w_grads", "dx1, gradient of wo's output",
            {"s", "b", "h"}, ElemType::kFp32, kSeqSplit, "", 0},
           {"grad.wq_output", "w_grads", "dq, gradient of wq's output",
-           {"s", "b", "h"}, ElemType::kFp32, 2, "", 0},
+           {"s", "b", "a*d"}, ElemType::kFp32, 2, "", 0},
           {"grad.wk_output", "w_grads", "dk, gradient of wk's output",
-           {"s", "b", "g*h/a"}, ElemType::kFp32, 2, "", 0},
+           {"s", "b", "g*d"}, ElemType::kFp32, 2, "", 0},
           {"grad.wv_output", "w_grads", "dv, gradient of wv's output",
-           {"s", "b", "g*h/a"}, ElemType::kFp32, 2, "", 0},
+           {"s", "b", "g*d"}, ElemType::kFp32, 2, "", 0},
           {"grad.attention_norm_output", "w_grads", "da, gradient of the attention RMSNorm's output",
            {"s", "b", "h"}, ElemType::kFp32, kSeqSplit, "", 0},
       },

@@ -345,13 +345,14 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
   // scaling (rope_parameters.rope_type "llama3", which the writer checked changes the loss);
   // transformers_llama32: the same with tied embeddings (no lm_head.weight in the files; at pp 2
   // the last stage's copy is read from the embedding and the two gradients summed);
+  // transformers_llama_head_dim: head_dim 16 for hidden 32 and 4 heads (q and o 64 wide);
   // transformers_mistral: a MistralForCausalLM (model_type "mistral", GQA, rotary base 1e6);
   // transformers_mistral_window: the same with a sliding window of 4 of the 16 tokens;
   // transformers_qwen2: a Qwen2ForCausalLM (biases on q, k, v); transformers_qwen2_window: with
   // use_sliding_window, a 4-token window on every layer (max_window_layers 0).
   for (const std::string name :
-       {"transformers_llama", "transformers_llama3", "transformers_llama32", "transformers_mistral",
-        "transformers_mistral_window", "transformers_qwen2", "transformers_qwen2_window"}) {
+       {"transformers_llama", "transformers_llama3", "transformers_llama32", "transformers_llama_head_dim",
+        "transformers_mistral", "transformers_mistral_window", "transformers_qwen2", "transformers_qwen2_window"}) {
   const std::string dir = "tests/hf_weights/" + name;
   const double want = std::stod(Read(dir + "/loss.txt"));
   for (int pp : {1, 2}) {
@@ -375,8 +376,8 @@ TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLoss) {
 // the weights). Relative L2 error per micro-batch's logits and per tensor.
 TEST(HfRoundTripTest, ALlamaTransformersWroteGivesTransformersLogitsAndGradients) {
   for (const std::string name :
-       {"transformers_llama", "transformers_llama3", "transformers_llama32", "transformers_mistral",
-        "transformers_mistral_window", "transformers_qwen2", "transformers_qwen2_window"}) {
+       {"transformers_llama", "transformers_llama3", "transformers_llama32", "transformers_llama_head_dim",
+        "transformers_mistral", "transformers_mistral_window", "transformers_qwen2", "transformers_qwen2_window"}) {
     const std::string dir = "tests/hf_weights/" + name;
     const v1::JobSpec spec = Spec(Read(dir + "/config.json"), 1, 1, /*seq_len=*/16, /*seed=*/5);
     const model::ModelConfig config = worker::ModelConfigOf(spec.model());

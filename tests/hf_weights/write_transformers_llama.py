@@ -8,7 +8,7 @@ mean token losses; computed in float64 from the same weights), in grads/model.sa
 the weights' own names, and its logits of
 those micro-batches (logits/model.safetensors: "mb0".."mb3", [samples, tokens, vocab] F32).
 
-    write_transformers_llama.py OUT_DIR [llama3|llama32|mistral|mistral_window|qwen2|qwen2_window] -> OUT_DIR/{config.json, model-*.safetensors,
+    write_transformers_llama.py OUT_DIR [llama3|llama32|llama_head_dim|mistral|mistral_window|qwen2|qwen2_window] -> OUT_DIR/{config.json, model-*.safetensors,
                                                      model.safetensors.index.json, loss.txt,
                                                      grads/model.safetensors,
                                                      logits/model.safetensors}
@@ -19,6 +19,8 @@ that the scaling changes transformers' loss, so the test that uses it can fail.
 llama32: Llama 3.2 as it ships (1B, 3B): llama3's attention and scaling with tied input and output
 embeddings (tie_word_embeddings: save_pretrained writes no lm_head.weight; the embedding's gradient
 is the sum over both uses); the script checks that untying the same weights changes the loss.
+llama_head_dim: a head_dim given explicitly and not hidden / heads (16 for hidden 32 and 4 heads, as
+Mistral NeMo's 128 for 5120 / 32): q_proj [64, 32], o_proj [32, 64], k_proj and v_proj [2 x 16, 32].
 mistral: MistralForCausalLM (model_type "mistral"): grouped-query attention, rotary base 1e6, a
 sliding window (4096) longer than the sequence.
 mistral_window: the same with a sliding window of 4 tokens, which cuts the 16-token sequences (the
@@ -43,8 +45,9 @@ from pipecoord.synthetic_data import SyntheticData  # noqa: E402
 SEED, MICROBATCHES, MBS, SEQ = 5, 4, 2, 16
 
 
-def make(rope, kv_heads, family="llama", window=4096, tied=False):
-    shape = dict(vocab_size=64, hidden_size=32, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+def make(rope, kv_heads, family="llama", window=4096, tied=False, head_dim=None):
+    extra = {} if head_dim is None else {"head_dim": head_dim}
+    shape = dict(**extra, vocab_size=64, hidden_size=32, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=kv_heads, max_position_embeddings=SEQ, rms_norm_eps=1e-5, rope_parameters=rope,
                  tie_word_embeddings=tied)
     if family == "mistral":  # its sliding window (4096) is longer than the sequence: it never cuts
@@ -91,6 +94,7 @@ def main():
     default = {"rope_type": "default", "rope_theta": 500000.0}
     rope = default
     tied = sys.argv[2:] == ["llama32"]
+    head_dim = 16 if sys.argv[2:] == ["llama_head_dim"] else None
     if sys.argv[2:] in (["llama3"], ["llama32"]):
         rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 4.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
@@ -100,8 +104,11 @@ def main():
         family, window = sys.argv[2].split("_")[0], 4
     if family != "llama":
         rope = {"rope_type": "default", "rope_theta": 1000000.0}  # Mistral 7B v0.2's and Qwen2's base
-    kv_heads = 2 if rope is not default else 4
-    model = make(rope, kv_heads, family, window, tied)
+    kv_heads = 2 if rope is not default or head_dim else 4
+    model = make(rope, kv_heads, family, window, tied, head_dim)
+    if head_dim:
+        attn = model.model.layers[0].self_attn
+        assert tuple(attn.q_proj.weight.shape) == (64, 32) and tuple(attn.o_proj.weight.shape) == (32, 64)
     if tied:
         assert model.lm_head.weight is model.model.embed_tokens.weight
     # 3 shards (the BUILD file names them): the first shard size that gives 3.

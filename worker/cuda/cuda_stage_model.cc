@@ -112,6 +112,11 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
     return InvalidArgument("sliding_window: the CUDA model's attention has no window shorter than the sequence (" +
                            std::to_string(config.seq_len) + "), got " + std::to_string(config.sliding_window));
   }
+  if (config.QWidth() != config.hidden) {  // its projections are h wide
+    return InvalidArgument("head_dim: the CUDA model runs hidden / heads (" + std::to_string(config.hidden / config.heads) +
+                           ") only, got " + std::to_string(config.head_dim));
+  }
+  if (config.tied_embeddings) return InvalidArgument("tied_embeddings: the CUDA model's LM head is its own matrix");
   if (config.KvHeads() != config.heads) {  // the CUDA attention kernels have no grouped-query path
     return InvalidArgument("kv_heads: the CUDA model runs kv_heads == heads (" + std::to_string(config.heads) +
                            ") only, got " + std::to_string(config.KvHeads()));

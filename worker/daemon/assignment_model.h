@@ -22,6 +22,7 @@ inline model::ModelConfig ModelConfigOf(const v1::ModelSpec& ms) {
   config.qkv_bias = ms.qkv_bias();
   config.sliding_window = ms.sliding_window();
   config.tied_embeddings = ms.tied_embeddings();
+  config.head_dim = ms.head_dim();
   config.vocab = ms.vocab();
   config.seq_len = ms.seq_len();
   config.seed = ms.seed();

@@ -27,6 +27,7 @@ struct Case {
   int kv_heads = 0;  // grouped-query attention (0: heads)
   bool qkv_bias = false;  // Qwen2's q, k, v biases
   bool tied = false;      // tied input and output embeddings
+  int head_dim = 0;       // features per head when not hidden / heads
 };
 
 // The demo's tiny model (examples/job.json: h 64, 4 heads, V 128, s 32, b 4), shorter.
@@ -53,6 +54,7 @@ v1::JobSpec Spec(const Case& c) {
   m->set_kv_heads(c.kv_heads);
   m->set_qkv_bias(c.qkv_bias);
   m->set_tied_embeddings(c.tied);
+  m->set_head_dim(c.head_dim);
   m->set_vocab(128);
   m->set_seq_len(32);
   m->set_seed(7);
@@ -158,7 +160,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // other head stage (also on a V schedule's rank 0).
                       Case{"1f1b", 1, 0, 2, 4, 8, {}, 1, 1, "", false, 0, false, true},
                       Case{"1f1b", 2, 0, 2, 4, 8, {}, 2, 0, "", true, 0, false, true},
-                      Case{"zbv", 2, 2, 1, 4, 8, {}, 1, 0, "selective", false, 2, false, true}),
+                      Case{"zbv", 2, 2, 1, 4, 8, {}, 1, 0, "selective", false, 2, false, true},
+                      // An explicit head_dim: q, o and their gradients 4 x 32 wide, k, v 2 x 32 (h 64).
+                      Case{"1f1b", 2, 0, 2, 4, 8, {}, 2, 1, "", true, 2, false, false, 32},
+                      Case{"zbh1", 2, 0, 1, 4, 8, {}, 1, 0, "selective", false, 0, true, false, 8}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string name = c.schedule + "_pp" + std::to_string(c.pp) + "_vpp" + std::to_string(c.vpp) + "_dp" +
@@ -166,7 +171,8 @@ INSTANTIATE_TEST_SUITE_P(
                          std::to_string(c.layers) + (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "") +
                          (c.zero > 0 ? "_zero" + std::to_string(c.zero) : "") +
                          (c.recompute.empty() ? "" : "_" + c.recompute) + (c.sp ? "_sp" : "") +
-                         (c.kv_heads > 0 ? "_kv" + std::to_string(c.kv_heads) : "") + (c.qkv_bias ? "_qkvbias" : "") + (c.tied ? "_tied" : "");
+                         (c.kv_heads > 0 ? "_kv" + std::to_string(c.kv_heads) : "") + (c.qkv_bias ? "_qkvbias" : "") + (c.tied ? "_tied" : "") +
+                         (c.head_dim > 0 ? "_headdim" + std::to_string(c.head_dim) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

@@ -33,6 +33,7 @@ struct Case {
   bool optimizer = false;  // spec.optimizer as users set it (SetOptimizer)
   bool sp = false;         // spec.sequenceParallel
   bool tied = false;       // spec.model.tiedEmbeddings
+  int head_dim = 0;        // spec.model.headDim
 };
 
 // Betas, eps, weight decay, warmup then cosine decay, and a clipping threshold below the
@@ -74,6 +75,7 @@ v1::JobSpec Spec(const Case& c) {
   m->set_seq_len(8);
   m->set_seed(11);
   m->set_tied_embeddings(c.tied);
+  m->set_head_dim(c.head_dim);
   return s;
 }
 
@@ -87,6 +89,7 @@ std::unique_ptr<model::ReferenceTrainer> Reference(const v1::JobSpec& spec, std:
   config.seq_len = spec.model().seq_len();
   config.seed = spec.model().seed();
   config.tied_embeddings = spec.model().tied_embeddings();
+  config.head_dim = spec.model().head_dim();
   model::TrainOptions options;
   options.batch.micro_batch_size = spec.micro_batch_size();
   options.batch.microbatches = spec.microbatches() * std::max(1, spec.dp());
@@ -258,12 +261,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"zbh1", 1, 2, 0, 3, 2, 4, {}, 2, true}, Case{"zbv", 2, 2, 2, 2, 4, 8, {}, 2, true, true},
                       Case{"dualpipev", 2, 2, 2, 2, 4, 8, {}, 2},
                       // Tied embeddings: vocabulary-parallel rows of the embedding and the head's copy
-                      Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 0, true, true, true}, Case{"zbv", 2, 2, 2, 2, 4, 8, {}, 0, true, false, true}),
+                      Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 0, true, true, true}, Case{"zbv", 2, 2, 2, 2, 4, 8, {}, 0, true, false, true},
+                      // An explicit head_dim (8 for h 16 and 4 heads: q and o 32 wide), sliced by heads
+                      Case{"1f1b", 2, 2, 0, 2, 4, 4, {}, 1, true, true, false, 8}),
     [](const auto& info) {
       const Case& c = info.param;
       return c.schedule + "_tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) +
              "_layers" + std::to_string(c.layers) + (c.zero ? "_zero" + std::to_string(c.zero) : "") +
-             (c.optimizer ? "_optimizer" : "") + (c.sp ? "_sp" : "") + (c.tied ? "_tied" : "");
+             (c.optimizer ? "_optimizer" : "") + (c.sp ? "_sp" : "") + (c.tied ? "_tied" : "") +
+             (c.head_dim > 0 ? "_headdim" + std::to_string(c.head_dim) : "");
     });
 
 // ZeRO-1 with tp 1: each stage's moment shards, put together over the dp replicas by the element

@@ -30,13 +30,17 @@ Status ModelConfig::Validate() const {
     return InvalidArgument("ffn_hidden: must be >= 0 (0 picks the default), got " +
                            std::to_string(ffn_hidden));
   }
-  if (hidden % heads != 0) {
+  if (head_dim < 0) return InvalidArgument("head_dim: must be >= 0 (0: hidden / heads), got " + std::to_string(head_dim));
+  if (head_dim == 0 && hidden % heads != 0) {
     return InvalidArgument("hidden: must be a multiple of heads (" + std::to_string(heads) +
                            "), got " + std::to_string(hidden));
   }
   if (kv_heads < 0 || (kv_heads > 0 && heads % kv_heads != 0)) {
     return InvalidArgument("kv_heads: must divide heads (" + std::to_string(heads) + ") or be 0 (heads), got " +
                            std::to_string(kv_heads));
+  }
+  if (head_dim > 0 && head_dim % 2 != 0) {
+    return InvalidArgument("head_dim: must be even for rotary embeddings, got " + std::to_string(head_dim));
   }
   if (HeadDim() % 2 != 0) {
     return InvalidArgument("heads: hidden / heads must be even for rotary embeddings, got " +

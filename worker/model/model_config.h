@@ -33,10 +33,12 @@ struct ModelConfig {
   int sliding_window = 0;  // attention sees the last sliding_window tokens only (Mistral); 0: all
   // The LM head's matrix is the token embedding's (stage_model.h says how stages share it).
   bool tied_embeddings = false;
+  int head_dim = 0;  // features per head d; 0: hidden / heads (q and o are heads x d wide)
 
   // ffn_hidden if set, else ceil(8h/3) rounded up to a multiple of 64 (as proto/job.proto says).
   int FfnHidden() const;
-  int HeadDim() const { return heads > 0 ? hidden / heads : 0; }
+  int HeadDim() const { return head_dim > 0 ? head_dim : heads > 0 ? hidden / heads : 0; }
+  int QWidth() const { return heads * HeadDim(); }  // rows of wq, columns of wo
   int KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
   int KvWidth() const { return KvHeads() * HeadDim(); }  // rows of wk and wv
   // Names the first field that breaks its rule: "hidden: must be a multiple of heads (3), got 32".

@@ -67,6 +67,7 @@ StageModel::StageModel(const ModelConfig& config, const StageShard& shard,
   dims_.heads = config.heads;
   dims_.kv_heads = config.KvHeads();
   dims_.window = config.sliding_window;
+  dims_.explicit_head_dim = config.head_dim;
   dims_.ffn = config.FfnHidden();
   dims_.norm_eps = config.rms_norm_eps;
   dims_.tp = tp != nullptr ? tp->size() : 1;
@@ -75,7 +76,7 @@ StageModel::StageModel(const ModelConfig& config, const StageShard& shard,
 Status StageModel::TensorParallelStatus() const { return tp_ != nullptr ? tp_->status() : Status::Ok(); }
 
 void StageModel::Build() {
-  const int64_t h = dims_.hidden, f = dims_.ffn, V = config_.vocab, kv = config_.KvWidth();
+  const int64_t h = dims_.hidden, f = dims_.ffn, V = config_.vocab, kv = config_.KvWidth(), q = config_.QWidth();
   const int tp = static_cast<int>(dims_.tp), rank = tp_ != nullptr ? tp_->rank() : 0;
   const double depth = std::sqrt(2.0 * config_.layers);
   // The whole [rows, cols] tensor from (seed, name), then this rank's slice of it.
@@ -105,7 +106,7 @@ void StageModel::Build() {
   const double kEmbeddingStd = config_.tied_embeddings ? 1.0 / std::sqrt(static_cast<double>(h)) : 1.0;
   if (shard_.has_embedding) embedding_ = add("tok_embeddings.weight", {V, h}, kEmbeddingStd, true);
   auto rope = std::make_shared<const kernels::cpu::RopeTable>(
-      kernels::cpu::MakeRopeTable(dims_.seq, h / dims_.heads, config_.rope_theta, config_.rope_scaling));
+      kernels::cpu::MakeRopeTable(dims_.seq, config_.HeadDim(), config_.rope_theta, config_.rope_scaling));
   blocks_.reserve(static_cast<size_t>(shard_.num_layers));
   for (int l = shard_.first_layer; l < shard_.first_layer + shard_.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
@@ -122,10 +123,10 @@ void StageModel::Build() {
     const double in_std = 1.0 / std::sqrt(static_cast<double>(h));
     bind(add(p + "attention_norm.weight", {h}, kOnes, false), &w.attention_norm,
          &g.attention_norm);
-    bind(add(p + "attention.wq.weight", {h, h}, in_std, true), &w.wq, &g.wq);
+    bind(add(p + "attention.wq.weight", {q, h}, in_std, true), &w.wq, &g.wq);
     bind(add(p + "attention.wk.weight", {kv, h}, in_std, true), &w.wk, &g.wk);
     bind(add(p + "attention.wv.weight", {kv, h}, in_std, true), &w.wv, &g.wv);
-    bind(add(p + "attention.wo.weight", {h, h}, in_std / depth, true), &w.wo, &g.wo);
+    bind(add(p + "attention.wo.weight", {h, q}, 1.0 / std::sqrt(static_cast<double>(q)) / depth, true), &w.wo, &g.wo);
     bind(add(p + "ffn_norm.weight", {h}, kOnes, false), &w.ffn_norm, &g.ffn_norm);
     bind(add(p + "feed_forward.w1.weight", {f, h}, in_std, true), &w.w1, &g.w1);
     bind(add(p + "feed_forward.w2.weight", {h, f}, 1.0 / std::sqrt(static_cast<double>(f)) / depth,
@@ -134,7 +135,7 @@ void StageModel::Build() {
     bind(add(p + "feed_forward.w3.weight", {f, h}, in_std, true), &w.w3, &g.w3);
     if (config_.qkv_bias) {  // zero at start (Megatron's and transformers' init), never decayed
       const double kZeros = -2;
-      bind(add(p + "attention.wq.bias", {h}, kZeros, false), &w.bq, &g.bq);
+      bind(add(p + "attention.wq.bias", {q}, kZeros, false), &w.bq, &g.bq);
       bind(add(p + "attention.wk.bias", {kv}, kZeros, false), &w.bk, &g.bk);
       bind(add(p + "attention.wv.bias", {kv}, kZeros, false), &w.bv, &g.bv);
     }

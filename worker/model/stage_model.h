@@ -18,7 +18,7 @@
 // micro-batch losses. Nothing else is scaled.
 //
 // Initial weights (uniform with the given std): tok_embeddings 1 (tied: 1/sqrt(h)); wq, wk, wv, w1, w3
-// 1/sqrt(h); wo 1/sqrt(h) and w2 1/sqrt(ffn), each divided by sqrt(2 layers); output
+// 1/sqrt(h); wo 1/sqrt(heads x head_dim) and w2 1/sqrt(ffn), each divided by sqrt(2 layers); output
 // 1/sqrt(h); norm gains 1. AdamW decays matrices and the embedding, never norm gains.
 //
 // Sequence parallelism (Create's sequence_parallel, tp > 1): activations passed between stages

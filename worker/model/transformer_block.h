@@ -74,7 +74,7 @@ struct BlockDims {
   int64_t batch = 0;   // samples per micro-batch
   int64_t seq = 0;     // tokens per sample
   int64_t hidden = 0;  // model width h
-  int64_t heads = 0;   // attention heads (head_dim = hidden / heads)
+  int64_t heads = 0;   // attention heads (head_dim(): hidden / heads unless explicit_head_dim)
   int64_t ffn = 0;     // SwiGLU inner width
   double norm_eps = 1e-5;  // both RMSNorms' epsilon (ModelConfig::rms_norm_eps)
   int64_t tp = 1;          // tensor-parallel degree; divides heads, kv heads and ffn
@@ -86,12 +86,13 @@ struct BlockDims {
   // before); 0: heads. Divides heads; tp divides it.
   int64_t kv_heads = 0;
   int64_t window = 0;  // sliding-window attention (kernels/cpu/attention.h); 0: none
+  int64_t explicit_head_dim = 0;  // features per head when not hidden / heads (Mistral NeMo); 0: hidden / heads
 
   int64_t tokens() const { return batch * seq; }
   int64_t local_tokens() const { return sp ? tokens() / tp : tokens(); }
   int64_t local_heads() const { return heads / tp; }
-  int64_t local_width() const { return hidden / tp; }  // this rank's q and o features
-  int64_t head_dim() const { return hidden / heads; }
+  int64_t local_width() const { return local_heads() * head_dim(); }  // this rank's q and o features
+  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t local_kv_heads() const { return kv() / tp; }
   int64_t local_kv_width() const { return local_kv_heads() * head_dim(); }  // this rank's k and v features
