@@ -116,6 +116,7 @@ void ExportRoundTrip(const std::string& name, const char* hf_config, const char*
   }
   const model::SyntheticData data = worker::SyntheticDataOf(trained);
   double sum = 0;
+  std::vector<std::vector<float>> our_logits;  // each micro-batch's, [b s, vocab]
   std::string batch_json = "{\"microbatches\": [";
   for (int mb = 0; mb < trained.microbatches(); ++mb) {
     model::TokenBatch b = data.Batch(0, mb);
@@ -134,6 +135,10 @@ void ExportRoundTrip(const std::string& name, const char* hf_config, const char*
     auto out = (*whole)->Forward(mb, {kernels::ToHostBuffer(b.inputs), {}, kernels::ToHostBuffer(b.targets)});
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     sum += *out->loss;
+    auto logits = (*whole)->Logits(mb);
+    ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+    our_logits.emplace_back(logits->begin(), logits->end());
+    ASSERT_TRUE((*whole)->BackwardFull(mb, {}).ok());  // retires mb (its logits were copied)
   }
   batch_json += "]}";
   const double trained_loss = sum / trained.microbatches();
@@ -154,12 +159,31 @@ void ExportRoundTrip(const std::string& name, const char* hf_config, const char*
   const char* venv = std::getenv("PIPECOORD_VENV");
   const std::string python = std::string(venv != nullptr ? venv : "/var/cache/pipecoord/venv") + "/bin/python";
   const std::string cmd = python + " tests/hf_weights/hf_llama_torch_loss.py " + o.out_dir + " " + dir +
-                          "/batch.json " + hf_class + " > " + dir + "/torch_loss.txt";
+                          "/batch.json " + hf_class + " " + dir + "/torch_logits.safetensors > " + dir + "/torch_loss.txt";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const double torch_loss = std::stod(Read(dir + "/torch_loss.txt"));
   EXPECT_LT(std::fabs(torch_loss - trained_loss) / trained_loss, 1e-5) << torch_loss << " vs " << trained_loss;
-  std::printf("%s: trained model's loss on step 0's batch %.10f; transformers' %s from the export %.10f\n", name.c_str(),
-              trained_loss, hf_class, torch_loss);
+  // And its logits: transformers' on the exported folder against the trained model's, each micro-batch.
+  auto their_logits = data::SafetensorsFile::Open(dir + "/torch_logits.safetensors");
+  ASSERT_TRUE(their_logits.ok()) << their_logits.status().ToString();
+  double worst_logits = 0;
+  for (size_t mb = 0; mb < our_logits.size(); ++mb) {
+    auto theirs = their_logits->Tensor("mb" + std::to_string(mb));
+    ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+    ASSERT_EQ(theirs->info->elements(), static_cast<int64_t>(our_logits[mb].size()));
+    std::vector<float> expected(our_logits[mb].size());
+    ASSERT_TRUE(theirs->CopyToFloat(expected).ok());
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      diff += (double(our_logits[mb][i]) - expected[i]) * (double(our_logits[mb][i]) - expected[i]);
+      norm += double(expected[i]) * expected[i];
+    }
+    worst_logits = std::max(worst_logits, std::sqrt(diff / norm));
+  }
+  EXPECT_LT(worst_logits, 1e-5) << name;
+  std::printf("%s: trained model's loss on step 0's batch %.10f; transformers' %s from the export %.10f; its logits "
+              "against the trained model's, worst relative L2 error %.2e\n", name.c_str(), trained_loss, hf_class, torch_loss,
+              worst_logits);
 }
 
 // Llama 3.2's tied embeddings: trained at pp 2 (the last stage's copy summed with the embedding),
@@ -176,6 +200,19 @@ TEST(HfRoundTripTest, ATiedModelExportsWithoutALmHead) {
   ASSERT_TRUE(exported.ok()) << exported.status().ToString();
   EXPECT_TRUE(exported->tied_embeddings);
   EXPECT_EQ(Read(out + "/model.safetensors.index.json").find("lm_head"), std::string::npos);
+}
+
+// An explicit head_dim (8 for hidden 16 and 4 heads: q and o 32 wide) travels through training at
+// pp 2, the export's shapes and config, fresh jobs and transformers.
+const char kHeadDimConfig[] = R"({"model_type": "llama", "hidden_size": 16, "intermediate_size": 40,
+  "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 32,
+  "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "max_position_embeddings": 64})";
+
+TEST(HfRoundTripTest, AnExplicitHeadDimExportsItsShapes) {
+  ExportRoundTrip("hf_round_trip_head_dim", kHeadDimConfig, "LlamaForCausalLM");
+  auto exported = jobplan::ParseHfConfig(Read(TmpPath("hf_round_trip_head_dim/export/config.json")));
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_EQ(exported->head_dim, 8);
 }
 
 TEST(HfRoundTripTest, TheExportLoadedIntoAFreshJobGivesTheTrainedModelsLoss) {
