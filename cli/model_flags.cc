@@ -24,6 +24,7 @@ void DeclareModelFlags(FlagSet& f, ModelFlags* m) {
   f.Int("ffn", &m->ffn, "override: MLP intermediate size f");
   f.Int("heads", &m->heads, "override: attention heads a");
   f.Int("kv-heads", &m->kv_heads, "override: key/value heads g (grouped-query attention)");
+  f.Int("head-dim", &m->head_dim, "override: features per attention head d when not hidden / heads (0: that)");
   f.Int("vocab", &m->vocab, "override: vocabulary size v");
   f.String("norm", &m->norm, "override: rmsnorm or layernorm");
   f.String("mlp", &m->mlp, "override: swiglu or gelu");
@@ -67,6 +68,7 @@ Result<memory::ModelSpec> ResolveModel(const FlagSet& f, const ModelFlags& m) {
     spec.heads = m.heads;
   }
   if (f.Given("kv-heads")) spec.kv_heads = m.kv_heads;
+  if (f.Given("head-dim")) spec.head_dim = m.head_dim;
   if (f.Given("vocab")) spec.vocab = m.vocab;
   if (f.Given("norm")) {
     auto n = memory::ParseNorm(m.norm);

@@ -13,7 +13,7 @@ namespace pipecoord::cli {
 
 struct ModelFlags {
   std::string model, model_config, norm, mlp, attention;
-  int layers = 0, hidden = 0, ffn = 0, heads = 0, kv_heads = 0, vocab = 0, seq_len = 0;
+  int layers = 0, hidden = 0, ffn = 0, heads = 0, kv_heads = 0, vocab = 0, seq_len = 0, head_dim = 0;
   bool tied_embeddings = false, linear_bias = false, dropout = false;
 };
 

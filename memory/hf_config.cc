@@ -83,6 +83,10 @@ Result<ModelSpec> ModelFromHfConfig(std::string_view text) {
   PIPECOORD_RETURN_IF_ERROR(ReadInt(c, {"num_attention_heads", "n_head"}, true, &m.heads));
   m.kv_heads = m.heads;
   PIPECOORD_RETURN_IF_ERROR(ReadInt(c, {"num_key_value_heads"}, false, &m.kv_heads));
+  // head_dim when it is not hidden / heads (Mistral NeMo: 128 for 5120 / 32): q and o a d wide.
+  int64_t head_dim = 0;
+  PIPECOORD_RETURN_IF_ERROR(ReadInt(c, {"head_dim"}, false, &head_dim));
+  if (head_dim > 0 && (m.hidden % m.heads != 0 || head_dim != m.hidden / m.heads)) m.head_dim = head_dim;
   m.ffn = 4 * m.hidden;  // GPT-2's default when n_inner is null
   PIPECOORD_RETURN_IF_ERROR(ReadInt(c, {"intermediate_size", "n_inner"}, !gpt2, &m.ffn));
   PIPECOORD_RETURN_IF_ERROR(ReadInt(c, {"vocab_size"}, true, &m.vocab));

@@ -36,6 +36,24 @@ TEST(HfConfigTest, LlamaMatchesThePreset) {
   EXPECT_EQ(TotalParams(*m), 8'030'261'248);
 }
 
+// Mistral NeMo 12B's config.json (its keys as published): head_dim 128 where hidden / heads is 160,
+// so q and o are 4096 wide. Parameters by the architecture's formula, L (2h + 2h a d + 2h g d +
+// 3h f) + 2 V h + h = 12,247,782,400 (the published "12.2B"; with d = 160 it would be 12.77B).
+TEST(HfConfigTest, MistralNemoHasItsOwnHeadDim) {
+  auto m = ModelFromHfConfig(R"({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
+    "hidden_size": 5120, "head_dim": 128, "intermediate_size": 14336, "max_position_embeddings": 1024000,
+    "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+    "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false, "vocab_size": 131072})");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->head_dim, 128);
+  EXPECT_EQ(m->QWidth(), 4096);
+  const int64_t h = 5120, a = 32, g = 8, d = 128, f = 14336, V = 131072;
+  EXPECT_EQ(TotalParams(*m), 40 * (2 * h + 2 * h * a * d + 2 * h * g * d + 3 * h * f) + 2 * V * h + h);
+  EXPECT_EQ(TotalParams(*m), 12'247'782'400);
+  // head_dim equal to hidden / heads is the default.
+  EXPECT_EQ(ModelFromHfConfig(std::string(kLlama3).replace(1, 0, "\"head_dim\": 128, "))->head_dim, 0);  // 4096 / 32
+}
+
 TEST(HfConfigTest, Gpt2) {
   auto m = ModelFromHfConfig(R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12,
       "n_positions": 1024, "vocab_size": 50257, "n_inner": null, "activation_function": "gelu_new",
