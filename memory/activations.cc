@@ -139,10 +139,12 @@ Result<ActivationModel> ResolveActivations(const ModelSpec& m, const TrainingSpe
   auto recipe = FindRecipe(t.recipe);
   if (!recipe.ok()) return recipe.status();
   const Recipe& r = **recipe;
-  // Its shapes name q and o "a*d" and k, v "g*d"; the other recipes' formulas say h for q and o.
-  if (m.QWidth() != m.hidden && std::string_view(r.name) != "pipecoord-cpu") {
-    return InvalidArgument("head-dim: recipe " + std::string(r.name) + " models q and o hidden wide (head_dim = hidden / "
-                           "heads); an explicit head_dim (" + std::to_string(m.head_dim) + ") is priced by pipecoord-cpu only");
+  // pipecoord-cpu, megatron and eager name q and o "a*d", k and v "g*d"; pipecoord-cuda (the CUDA
+  // model runs hidden / heads only) says h.
+  if (m.QWidth() != m.hidden && std::string_view(r.name) == "pipecoord-cuda") {
+    return InvalidArgument("head-dim: recipe pipecoord-cuda models q and o hidden wide (the CUDA model runs head_dim = "
+                           "hidden / heads); an explicit head_dim (" + std::to_string(m.head_dim) + ") is priced by "
+                           "pipecoord-cpu, megatron and eager");
   }
   ActivationModel am;
   am.recipe = &r;

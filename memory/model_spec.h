@@ -32,7 +32,8 @@ struct ModelSpec {
   bool dropout = false;      // dropout after embedding, attention and MLP: masks are saved
   int64_t learned_positions = 0;  // rows of a learned position embedding; 0: rotary, no weights
   // Features per attention head when not hidden / heads (Mistral NeMo): q and o are heads x d
-  // wide, k and v kv_heads x d. 0: hidden / heads. Only the pipecoord-cpu recipe models it.
+  // wide, k and v kv_heads x d. 0: hidden / heads. The pipecoord-cuda recipe and the block
+  // program refuse it (the CUDA model runs hidden / heads).
   int64_t head_dim = 0;
 
   int64_t HeadDim() const { return head_dim > 0 ? head_dim : heads > 0 ? hidden / heads : 0; }

@@ -3,7 +3,8 @@ own LlamaDecoderLayer (issue 25, section 5): the framework the recipe models cou
   1. One layer's forward: the bytes autograd saves (unique storages, through saved-tensor
      hooks), the weights and the model-wide RoPE cos/sin (computed once per model, not per
      layer) left out, against the recipe's block (`pipectl memory --recipe eager`): eager and
-     sdpa attention, multi-head and grouped-query, bf16.
+     sdpa attention, multi-head and grouped-query, and an explicit head_dim (32 for h 64 and 4
+     heads: q and o twice the model width), bf16.
   2. A 1F1B stage: rank 1 of pp 4 with 8 micro-batches holds as many forwards as the schedule
      says at its peak (pipectl's live_microbatches); the stage's two layers run that many
      forwards with every graph held: the unique bytes held against pipectl's activations for
@@ -45,9 +46,10 @@ def ours(pipectl, g, attention, extra=()):
 class Layers:
     """n LlamaDecoderLayers of transformers in bf16, with the model-wide RoPE and mask."""
 
-    def __init__(self, g, attention, n=1):
+    def __init__(self, g, attention, n=1, head_dim=None):
+        extra = {} if head_dim is None else {"head_dim": head_dim}
         cfg = LlamaConfig(hidden_size=H, intermediate_size=F, num_attention_heads=A, num_key_value_heads=g,
-                          num_hidden_layers=n, vocab_size=V, max_position_embeddings=S, attention_dropout=0.0)
+                          num_hidden_layers=n, vocab_size=V, max_position_embeddings=S, attention_dropout=0.0, **extra)
         cfg._attn_implementation = "eager" if attention == "eager" else "sdpa"
         torch.manual_seed(0)
         self.layers = [LlamaDecoderLayer(cfg, layer_idx=i).to(torch.bfloat16) for i in range(n)]
@@ -108,13 +110,14 @@ def main():
     import transformers
     print(f"PyTorch {torch.__version__}, transformers {transformers.__version__}; s {S}, b {B}, h {H}, a {A}, f {F}")
     for attention in ("eager", "flash"):
-        for g in (A, 2):
-            name = f"{'eager' if attention == 'eager' else 'sdpa'} attention, {g} kv heads of {A}"
-            measured = saved_bytes(Layers(g, attention), 1)
-            recipe = ours(args.pipectl, g, attention)["block"]
+        for g, d in ((A, None), (2, None), (2, 32)):
+            name = f"{'eager' if attention == 'eager' else 'sdpa'} attention, {g} kv heads of {A}" + (
+                f", head_dim {d}" if d else "")
+            measured = saved_bytes(Layers(g, attention, head_dim=d), 1)
+            recipe = ours(args.pipectl, g, attention, ["--head-dim", d] if d else [])["block"]
             check(measured == recipe["saved_bytes"],
                   f"{name}: a layer's forward saves {measured:,} B (PyTorch); the recipe {recipe['saved_bytes']:,} B")
-            measured_w = w_bytes(Layers(g, attention))
+            measured_w = w_bytes(Layers(g, attention, head_dim=d))
             check(measured_w == recipe["w_bytes"],
                   f"{name}: kept from B to W (linear inputs + output gradients) {measured_w:,} B; the recipe "
                   f"{recipe['w_bytes']:,} B")
