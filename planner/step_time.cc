@@ -10,11 +10,12 @@ using memory::Recompute;
 BlockFlops ForwardBlockFlops(const ModelSpec& m, int b, int tp) {
   const double tokens = static_cast<double>(m.seq_len) * b;
   const double h = static_cast<double>(m.hidden);
-  const double kv = 2.0 * m.kv_heads * (m.hidden / m.heads);
+  const double kv = 2.0 * m.kv_heads * m.HeadDim();
+  const double q = static_cast<double>(m.QWidth());  // h unless the model gives head_dim
   const double fc1 = m.mlp == memory::Mlp::kSwiGlu ? 2.0 * m.ffn : static_cast<double>(m.ffn);
   BlockFlops f;
-  f.linear = 2 * tokens * h * (h + kv) + 2 * tokens * h * h + 2 * tokens * h * fc1 + 2 * tokens * m.ffn * h;
-  f.core = 4 * tokens * static_cast<double>(m.seq_len) * h;
+  f.linear = 2 * tokens * h * (q + kv) + 2 * tokens * q * h + 2 * tokens * h * fc1 + 2 * tokens * m.ffn * h;
+  f.core = 4 * tokens * static_cast<double>(m.seq_len) * q;  // QK^T and PV over a heads of d
   f.linear /= tp;
   f.core /= tp;
   return f;
