@@ -84,7 +84,17 @@ class ModelShape:
 
     @staticmethod
     def from_spec(spec):
-        """From a proto ModelSpec (or anything with its field names)."""
+        """From a proto ModelSpec (or anything with its field names). What this model does not run is
+        refused by its field name, never run as something else: an explicit head_dim (the C++ CPU
+        model runs it) and tied embeddings (a module ties its own)."""
+        head_dim = getattr(spec, "head_dim", 0)
+        if head_dim and head_dim * spec.heads != spec.hidden:
+            raise ValueError(f"model.headDim: the PyTorch reference model runs hidden / heads "
+                             f"({spec.hidden // spec.heads}) features per head, got {head_dim}; "
+                             f"an explicit head_dim runs on the C++ CPU workers")
+        if getattr(spec, "tied_embeddings", False):
+            raise ValueError("model.tiedEmbeddings: the PyTorch reference model's head is its own matrix; "
+                             "tied embeddings run on the C++ CPU workers")
         scaling = getattr(spec, "rope_scaling", None)
         if scaling is not None and not isinstance(scaling, tuple):  # a proto RopeScaling
             scaling = (scaling.factor, scaling.low_freq_factor, scaling.high_freq_factor,

@@ -40,6 +40,22 @@ compare --dtype float64 "$work/mb_small.st" "$work/mb_wide.st" "$work/mb_gqa.st"
 compare --dtype float64 --no-steps "$work/mb_qkv_bias.st"
 compare --dtype float32 --no-steps "$work/mb_small.st" "$work/mb_wide.st" "$work/mb_gqa.st" "$work/mb_qkv_bias.st"
 
+echo "== what the reference model does not run is refused by its field"
+"$PYTHON" - <<'EOF'
+from types import SimpleNamespace as Spec
+from pipecoord.reference_model import ModelShape
+base = dict(layers=1, hidden=32, heads=4, vocab=64, seq_len=8)
+assert ModelShape.from_spec(Spec(**base, head_dim=8)).hidden == 32  # hidden / heads: the default
+for extra, field in ((dict(head_dim=16), "model.headDim"), (dict(tied_embeddings=True), "model.tiedEmbeddings")):
+    try:
+        ModelShape.from_spec(Spec(**base, **extra))
+    except ValueError as e:
+        assert str(e).startswith(field + ": "), e
+        print("refused:", e)
+    else:
+        raise SystemExit(f"FAIL: {extra} ran as something else")
+EOF
+
 echo "== pipelined, every schedule family"
 # lr 1e-3: AdamW moves an ill-conditioned element (compare.py) by lr x (gradient difference) /
 # sqrt(v), and the weights it moved change every later step's gradients a little; at lr 1e-2 that
