@@ -80,8 +80,8 @@ def load_theory(wheels):
 
 # A configuration: the model as pipectl's flags and the peers' names, and the training layout.
 class Config:
-    def __init__(self, name, L, h, a, g, f, v, s, norm, mlp, dropout, b, tp, pp, dp, m, attention):
-        self.__dict__.update(locals())
+    def __init__(self, name, L, h, a, g, f, v, s, norm, mlp, dropout, b, tp, pp, dp, m, attention, d=None):
+        self.__dict__.update(locals())  # d: features per head when not h / a (megatron's kv_channels)
         del self.__dict__["self"]
 
     def pipectl(self, pipectl):
@@ -94,7 +94,8 @@ class Config:
                 "--linear-bias=false", "--dropout=" + ("true" if self.dropout else "false"),
                 "--micro-batch", self.b, "--microbatches", self.m, "--tp", self.tp, "--sp", "--pp", self.pp,
                 "--dp", self.dp, "--zero", 1, "--recompute", "selective", "--dtype", "bf16",
-                "--recipe", "megatron", "--schedule", "1f1b", "--format", "json"]
+                "--recipe", "megatron", "--schedule", "1f1b", "--format", "json",
+                *(["--head-dim", self.d] if self.d else [])]
         out = subprocess.run([str(a) for a in args], capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit(f"FAIL: pipectl memory for {self.name}: {out.stderr}")
@@ -205,6 +206,7 @@ class MegatronCore:
         F = self.torch.nn.functional
         return TransformerConfig(
             num_layers=layers, hidden_size=cfg.h, num_attention_heads=cfg.a, num_query_groups=cfg.g,
+            kv_channels=cfg.d,  # None: h / a
             ffn_hidden_size=cfg.f, gated_linear_unit=cfg.mlp == "swiglu",
             activation_func=F.silu if cfg.mlp == "swiglu" else F.gelu,
             normalization="RMSNorm" if cfg.norm == "rmsnorm" else "LayerNorm", add_bias_linear=False,
@@ -299,6 +301,10 @@ def main():
     for cfg in small:
         weights(cfg, theory, F, args.pipectl)
         judge(cfg, args.pipectl, core)
+    # An explicit head_dim (megatron's kv_channels 32 for h 64 and 4 heads: q and o twice the width):
+    # the model's count only (the formulas above write h for q and o).
+    judge(Config("small head_dim 32 tp2 pp2", 4, 64, 4, 2, 176, 128, 32, "rmsnorm", "swiglu", False, 2, 2, 2, 1, 4,
+                 "flash", d=32), args.pipectl, core)
     if failures:
         sys.exit(f"FAIL: {len(failures)} comparison(s) off")
     print("megatron peer: ok")
