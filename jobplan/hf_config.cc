@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/json_writer.h"
+#include "jobplan/spec_validation.h"
 #include "memory/json.h"
 
 namespace pipecoord::jobplan {
@@ -354,9 +355,7 @@ Status ValidateWeightFields(const v1::JobSpec& spec) {
 }
 
 data::LlamaShape LlamaShapeOf(const v1::ModelSpec& m) {
-  const int64_t third = (8 * static_cast<int64_t>(m.hidden()) + 2) / 3;  // ceil(8h / 3), as ModelConfig
-  const int64_t ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : (third + 63) / 64 * 64;
-  data::LlamaShape s{m.layers(), m.hidden(), m.heads(), ffn, m.vocab(), m.kv_heads(), m.qkv_bias()};
+  data::LlamaShape s{m.layers(), m.hidden(), m.heads(), FfnHiddenOf(m), m.vocab(), m.kv_heads(), m.qkv_bias()};
   s.tied_embeddings = m.tied_embeddings();
   s.head_dim = m.head_dim();
   return s;
@@ -369,7 +368,7 @@ std::string HfConfigJson(const v1::ModelSpec& m) {
     if (auto c = ParseHfConfig(m.hf_config()); c.ok()) max_positions = std::max(max_positions, c->max_positions);
     if (auto parsed = memory::ParseJson(m.hf_config()); parsed.ok() && parsed->is_object()) original = *parsed;
   }
-  const int ffn = m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
+  const int ffn = FfnHiddenOf(m);
   JsonWriter w;
   w.BeginObject();
   // Biases on q, k, v only are Qwen2's (a Llama's attention_bias puts one on o_proj too).

@@ -90,11 +90,6 @@ Status ValidateWorkerSpec(const v1::JobSpec& s) {
   return Status::Ok();
 }
 
-// model.ffnHidden, or its default when 0: 8h/3 rounded up to a multiple of 64 (proto/job.proto).
-int FfnHiddenOf(const v1::ModelSpec& m) {
-  return m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
-}
-
 // spec.tp and spec.sequenceParallel: the shapes a Megatron-style split needs (heads, the SwiGLU
 // width and the vocabulary cut into tp equal slices; sequence parallelism cuts the sequence).
 Status ValidateTensorParallel(const v1::JobSpec& s) {
@@ -194,6 +189,10 @@ Status ValidateGlobalBatch(const v1::JobSpec& s) {
 }
 
 }  // namespace
+
+int FfnHiddenOf(const v1::ModelSpec& m) {
+  return m.ffn_hidden() != 0 ? m.ffn_hidden() : ((8 * m.hidden() / 3) + 63) / 64 * 64;
+}
 
 Status ValidateJobSpec(const v1::JobSpec& spec) {
   // spec.model.hfConfig gives the model's shape: the spec is checked as it expands.

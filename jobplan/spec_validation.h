@@ -24,6 +24,10 @@ inline bool IsBest(const v1::JobSpec& spec) { return spec.schedule() == schedule
 // required; what is fixed is still checked, and must be able to make up globalBatch.
 Status ValidateJobSpec(const v1::JobSpec& spec);
 
+// model.ffnHidden, or its default when 0: 8h/3 rounded up to a multiple of 64 (proto/job.proto;
+// the same as model::ModelConfig::FfnHidden for every integer h).
+int FfnHiddenOf(const v1::ModelSpec& model);
+
 // schedules::PartitionLayers' fields as a JobSpec names them.
 inline const schedules::PartitionFields kSpecPartitionFields{"spec.stageLayers", "spec.model.layers", "spec.pp"};
 
