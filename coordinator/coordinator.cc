@@ -97,7 +97,7 @@ Status Coordinator::Restore() {
     j.ResetAttempt(j.job.start_step());
     // The checkpoints table holds the restart point; telemetry rows refine it per rank.
     j.last_checkpoint.assign(j.world(), j.job.checkpointed_steps() - 1);
-    j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
+    j.monitor = std::make_shared<health::JobMonitor>(j.job, options_.metrics);
     // The WatchJob log: each measured step, then each event (their interleaving is not kept).
     for (const v1::StepRecord& rec : j.job.steps()) j.updates.push_back(j.StepUpdate(rec));
     for (const std::string& bytes : events[i]) {
@@ -302,7 +302,7 @@ Result<v1::SubmitJobResponse> Coordinator::SubmitJob(const v1::JobSpec& raw, boo
   record->job.set_created_unix_ms(NowNs() / 1'000'000);
   record->ResetAttempt(0);
   record->last_checkpoint.assign(record->world(), -1);
-  record->monitor = std::make_unique<health::JobMonitor>(record->job, options_.metrics);
+  record->monitor = std::make_shared<health::JobMonitor>(record->job, options_.metrics);
   response.set_job_id(id);
   // Stored before it is acknowledged: a client that got an id can always find the job.
   if (Status st = state_.PutNewJob(record->job, ids_); !st.ok()) {
@@ -431,7 +431,7 @@ void Coordinator::QueueAgainLocked(JobRecord& j, int from, const std::string& ev
   j.DropStepsFrom(from);
   j.ResetAttempt(from);
   j.adopting = false;
-  j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
+  j.monitor = std::make_shared<health::JobMonitor>(j.job, options_.metrics);
   j.job.set_state(v1::PENDING);
   state_.PutJob(j.job, ids_);
   RecordEventLocked(j, event);
@@ -850,7 +850,7 @@ void Coordinator::ChangePlanInPlaceLocked(JobRecord& j, int resume, const std::v
   j.last_checkpoint.assign(layout.world(), -1);
   j.job.set_checkpointed_steps(0);
   state_.PutCheckpointedSteps(j.job.id(), 0);
-  j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
+  j.monitor = std::make_shared<health::JobMonitor>(j.job, options_.metrics);
   j.monitor->Start(NowNs());
   std::vector<std::string> endpoints;
   const v1::Recovery r = NextGenerationLocked(j, resume, workers, &endpoints);
@@ -944,7 +944,7 @@ bool Coordinator::RestartSmallerLocked(JobRecord& j, int free) {
   j.ResetAttempt(from);
   j.last_checkpoint.assign(j.world(), from - 1);
   j.previous_workers.clear();  // another layout's ranks
-  j.monitor = std::make_unique<health::JobMonitor>(j.job, options_.metrics);
+  j.monitor = std::make_shared<health::JobMonitor>(j.job, options_.metrics);
   state_.PutJob(j.job, ids_);
   RecordEventLocked(j, std::to_string(free) + " worker(s) free for " + std::to_string(layout.world()) +
                            " ranks: restarting with one replica fewer, dp " + std::to_string(dp) + " -> " +
@@ -1442,85 +1442,119 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
 }
 
 Status Coordinator::IngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return IngestOneLocked(b, ack);
-}
-
-bool Coordinator::TryIngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack, Status* status) {
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
-  *status = IngestOneLocked(b, ack);
-  return true;
-}
-
-Status Coordinator::IngestOneLocked(const v1::TelemetryBatch& b, v1::TelemetryAck* ack) {
+  std::lock_guard<std::mutex> ingest(ingest_mu_);
   std::vector<TelemetryIn> round(1);
   round[0].batch = &b;
   round[0].ack = ack;
-  IngestTelemetryRoundLocked(&round);
+  RunIngestRound(&round, /*try_core=*/false);
   return round[0].status;
 }
 
-void Coordinator::IngestTelemetryRound(std::vector<TelemetryIn>* round) {
-  std::lock_guard<std::mutex> lock(mu_);
-  IngestTelemetryRoundLocked(round);
+bool Coordinator::TryIngestTelemetry(const v1::TelemetryBatch& b, v1::TelemetryAck* ack, Status* status) {
+  std::unique_lock<std::mutex> ingest(ingest_mu_, std::try_to_lock);
+  if (!ingest.owns_lock()) return false;
+  std::vector<TelemetryIn> round(1);
+  round[0].batch = &b;
+  round[0].ack = ack;
+  if (!RunIngestRound(&round, /*try_core=*/true)) return false;
+  *status = round[0].status;
+  return true;
 }
 
-void Coordinator::IngestTelemetryRoundLocked(std::vector<TelemetryIn>* round) {
-  StateWriter::Round events(&state_);  // the round's health events: one write
-  // 1. Each batch admitted as it stands (nothing changes yet); one per rank in a round.
+void Coordinator::IngestTelemetryRound(std::vector<TelemetryIn>* round) {
+  std::lock_guard<std::mutex> ingest(ingest_mu_);
+  RunIngestRound(round, /*try_core=*/false);
+}
+
+bool Coordinator::RunIngestRound(std::vector<TelemetryIn>* round, bool try_core) {
+  // A batch admitted in step 1, by what identifies its rank's attempt (the JobRecord may go while
+  // the core lock is let go), with the monitor it is checked with.
   struct Admitted {
     size_t at;
-    JobRecord* job;
+    std::string job_id;
+    uint64_t session;
     int g;
+    std::shared_ptr<health::JobMonitor> monitor;
+    std::vector<v1::HealthEvent> events;  // the checks' (step 3)
   };
   std::vector<Admitted> admitted;
-  std::set<std::pair<JobRecord*, int>> ranks;
-  std::vector<TelemetryRow> rows;
-  for (size_t i = 0; i < round->size(); ++i) {
-    TelemetryIn& in = (*round)[i];
-    in.deferred = false;
-    JobRecord* j = nullptr;
-    int g = -1;
-    bool stored_before = false;
-    in.status = AdmitTelemetryLocked(*in.batch, &j, &g, &stored_before, &ranks, &in.deferred);
-    if (!in.status.ok() || in.deferred) continue;
-    if (stored_before) {  // acknowledged (it is stored), not stored or counted again
-      in.ack->set_actions_accepted(in.ack->actions_accepted() + TimedActions(*in.batch));
-      in.ack->set_steps_accepted(in.ack->steps_accepted() + in.batch->steps_size());
-      continue;
+  int64_t now = 0;
+  // 1. Under the core lock, each batch admitted as it stands (nothing changes yet); one per rank
+  // in a round.
+  {
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    if (!try_core) {
+      lock.lock();
+    } else if (!lock.try_lock()) {
+      return false;
     }
-    ranks.insert({j, g});
-    admitted.push_back({i, j, g});
-    rows.push_back({&j->job.id(), in.batch});
+    now = NowNs();
+    std::set<std::pair<JobRecord*, int>> ranks;
+    for (size_t i = 0; i < round->size(); ++i) {
+      TelemetryIn& in = (*round)[i];
+      in.deferred = false;
+      JobRecord* j = nullptr;
+      int g = -1;
+      bool stored_before = false;
+      in.status = AdmitTelemetryLocked(*in.batch, &j, &g, &stored_before, &ranks, &in.deferred);
+      if (!in.status.ok() || in.deferred) continue;
+      if (stored_before) {  // acknowledged (it is stored), not stored or counted again
+        in.ack->set_actions_accepted(in.ack->actions_accepted() + TimedActions(*in.batch));
+        in.ack->set_steps_accepted(in.ack->steps_accepted() + in.batch->steps_size());
+        continue;
+      }
+      ranks.insert({j, g});
+      admitted.push_back({i, j->job.id(), j->session, g, j->monitor, {}});
+    }
   }
   // 2. Stored before they count (and before any ack): nothing acknowledged is lost to a crash.
-  // One write for the round (one SQLite transaction), as LevelDB's writers share one log write.
+  // One write for the round (one SQLite transaction), as LevelDB's writers share one log write,
+  // made outside the core lock (heartbeats, status calls and ticks go on meanwhile); ingest_mu_
+  // keeps other rounds out, so each rank's next batch waits for this one.
+  std::vector<TelemetryRow> rows;
+  rows.reserve(admitted.size());
+  for (const Admitted& a : admitted) rows.push_back({&a.job_id, (*round)[a.at].batch});
   size_t stored_rows = 0;
   const Status stored = state_.AppendTelemetryRows(rows, &stored_rows);
-  // 3. Counted in order. A batch counted earlier in the round may have ended the job or its
-  // attempt: each is admitted again first (its row, stored, is then one more of the job's rows in
-  // the file, as the rows of a replaced attempt are).
-  for (size_t k = 0; k < admitted.size(); ++k) {
-    const Admitted& a = admitted[k];
-    TelemetryIn& in = (*round)[a.at];
-    if (k >= stored_rows) {
-      in.status = stored;
-      continue;
-    }
-    JobRecord* j = nullptr;
-    int g = -1;
-    bool stored_before = false;
-    in.status = AdmitTelemetryLocked(*in.batch, &j, &g, &stored_before, nullptr, nullptr);
-    if (in.status.ok() && (stored_before || j != a.job || g != a.g)) {
-      in.status = FailedPrecondition("rank " + std::to_string(in.batch->rank()) + " of " + in.batch->job_id() +
-                                     " changed while its telemetry was stored: send it again");
-    }
-    if (!in.status.ok()) continue;
-    CountBatchLocked(*j, g, *in.batch, /*health=*/true);
-    in.ack->set_actions_accepted(in.ack->actions_accepted() + TimedActions(*in.batch));
-    in.ack->set_steps_accepted(in.ack->steps_accepted() + in.batch->steps_size());
+  // 3. The per-batch checks, also outside the core lock (the monitor has its own): before the
+  // batch counts, as they ran inside CountBatchLocked before the step it completes is measured.
+  for (size_t k = 0; k < admitted.size() && k < stored_rows; ++k) {
+    Admitted& a = admitted[k];
+    if (a.monitor != nullptr) a.events = a.monitor->OnBatch(a.g, *(*round)[a.at].batch, now);
   }
+  // 4. Counted in order, under the core lock. Anything may have changed since step 1 (a batch
+  // counted earlier in the round, a tick, a recovery): each is admitted again first (its row,
+  // stored, is then one more of the job's rows in the file, as the rows of a replaced attempt
+  // are). The round's events and step records are queued, and written after the lock is let go.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    StateWriter::Round writes(&state_, /*deferred=*/true);
+    for (size_t k = 0; k < admitted.size(); ++k) {
+      Admitted& a = admitted[k];
+      TelemetryIn& in = (*round)[a.at];
+      if (k >= stored_rows) {
+        in.status = stored;
+        continue;
+      }
+      JobRecord* j = nullptr;
+      int g = -1;
+      bool stored_before = false;
+      in.status = AdmitTelemetryLocked(*in.batch, &j, &g, &stored_before, nullptr, nullptr);
+      if (in.status.ok() && (stored_before || j->session != a.session || g != a.g)) {
+        in.status = FailedPrecondition("rank " + std::to_string(in.batch->rank()) + " of " + in.batch->job_id() +
+                                       " changed while its telemetry was stored: send it again");
+      }
+      if (!in.status.ok()) continue;
+      // Checked with this attempt's monitor: its events; a monitor replaced meanwhile checks here.
+      const bool checked = a.monitor != nullptr && a.monitor == j->monitor;
+      CountBatchLocked(*j, g, *in.batch, /*health=*/true, checked ? &a.events : nullptr);
+      in.ack->set_actions_accepted(in.ack->actions_accepted() + TimedActions(*in.batch));
+      in.ack->set_steps_accepted(in.ack->steps_accepted() + in.batch->steps_size());
+    }
+  }
+  // 5. The round's events and step records, in one write where the store can.
+  state_.Flush();
+  return true;
 }
 
 Status Coordinator::AdmitTelemetryLocked(const v1::TelemetryBatch& b, JobRecord** job, int* global_rank,
@@ -1571,7 +1605,8 @@ Status Coordinator::AcceptBatchLocked(JobRecord& j, int g, const v1::TelemetryBa
   return Status::Ok();
 }
 
-void Coordinator::CountBatchLocked(JobRecord& j, int g, const v1::TelemetryBatch& b, bool health) {
+void Coordinator::CountBatchLocked(JobRecord& j, int g, const v1::TelemetryBatch& b, bool health,
+                                   std::vector<v1::HealthEvent>* checked) {
   j.order.Accept(g, b);
   actions_ingested_ += TimedActions(b);
   // The trace keeps whole steps (a folded step's PROBEs alone would draw a step that is not there).
@@ -1581,7 +1616,8 @@ void Coordinator::CountBatchLocked(JobRecord& j, int g, const v1::TelemetryBatch
   std::vector<jobplan::StepActions> measured_actions;
   const std::vector<v1::StepRecord> measured = j.measuring.Add(g, b, &measured_actions);
   if (health) {
-    for (v1::HealthEvent& e : j.monitor->OnBatch(g, b, NowNs())) RecordHealthEventLocked(j, std::move(e));
+    std::vector<v1::HealthEvent> events = checked != nullptr ? std::move(*checked) : j.monitor->OnBatch(g, b, NowNs());
+    for (v1::HealthEvent& e : events) RecordHealthEventLocked(j, std::move(e));
   }
   size_t next = 0;  // measured[] follows the batch's summaries
   for (const v1::StepSummary& s : b.steps()) {

@@ -162,8 +162,10 @@ class Coordinator {
   Status IngestTelemetry(const v1::TelemetryBatch& batch, v1::TelemetryAck* ack);
   // Several streams' batches at once (service.cc's ingest thread takes every batch queued since
   // its last round): each answered as IngestTelemetry would (status, ack), the accepted ones
-  // stored in one write, under one hold of the lock. A rank's second batch in one round is not
-  // taken (deferred: the caller passes it again in the next round).
+  // stored in one write. The core lock is let go while the round's rows are stored and their
+  // per-batch checks run, and while its events and step records are written: other calls do
+  // not wait for the disk (or etcd). One round at a time. A rank's second batch in one round is
+  // not taken (deferred: the caller passes it again in the next round).
   struct TelemetryIn {
     const v1::TelemetryBatch* batch = nullptr;
     v1::TelemetryAck* ack = nullptr;
@@ -171,8 +173,8 @@ class Coordinator {
     bool deferred = false;
   };
   void IngestTelemetryRound(std::vector<TelemetryIn>* round);
-  // IngestTelemetry if the core lock is free now (*status its answer); false, doing nothing, if
-  // another thread holds it.
+  // IngestTelemetry if no round is running and the core lock is free now (*status its answer);
+  // false, doing nothing, otherwise. Once begun it waits for the core lock to count the batch.
   bool TryIngestTelemetry(const v1::TelemetryBatch& batch, v1::TelemetryAck* ack, Status* status);
   // Actions of every accepted telemetry batch since start (what the acks counted).
   int64_t ActionsIngested() const;
@@ -275,11 +277,14 @@ class Coordinator {
   // A rank's batch that passed the order check: stored, accepted, measured; `health`: through
   // the online checks too (not for step records a recovery completes for a lost rank).
   Status AcceptBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);
-  void IngestTelemetryRoundLocked(std::vector<TelemetryIn>* round);
-  // One batch as a round of its own (IngestTelemetry, TryIngestTelemetry).
-  Status IngestOneLocked(const v1::TelemetryBatch& batch, v1::TelemetryAck* ack);
-  // AcceptBatchLocked once the batch is stored.
-  void CountBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);
+  // One telemetry round (ingest_mu_ held): admitted under mu_, stored and checked outside it,
+  // counted under it, its events and step records written outside it. With `try_core`, false
+  // (nothing done) when mu_ is taken at the start.
+  bool RunIngestRound(std::vector<TelemetryIn>* round, bool try_core);
+  // AcceptBatchLocked once the batch is stored. `checked`: the events the batch's checks raised
+  // already (RunIngestRound ran them outside the lock), or null to run them here.
+  void CountBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health,
+                        std::vector<v1::HealthEvent>* checked = nullptr);
   // Whether a rank's batch may be stored: its job and global rank, or why not; *stored_before: a
   // step this rank already summarized (sent again after a cut stream: acknowledged, not stored);
   // *deferred: the rank is in `in_round` (may be null), its order not judged yet.
@@ -331,7 +336,11 @@ class Coordinator {
   int64_t NowNs() const;
 
   CoordinatorOptions options_;
-  StateWriter state_;  // every change, written through to options_.store
+  StateWriter state_;  // every change, written through to options_.store (its own lock)
+  // One telemetry round at a time (the ingest thread's, or a gRPC thread's inline one): a round
+  // lets go of mu_ while it stores and checks, and each rank's next batch must wait for it.
+  // Taken before mu_, never while holding it.
+  std::mutex ingest_mu_;
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   bool shutdown_ = false;

@@ -61,7 +61,9 @@ struct JobRecord {
 
   v1::Job job;
   std::vector<v1::JobUpdate> updates;  // the WatchJob log
-  std::unique_ptr<health::JobMonitor> monitor;  // the online checks
+  // The online checks; shared: an ingest round runs a batch's checks outside the core lock and
+  // keeps the monitor it checked with (a new attempt gets a new one meanwhile).
+  std::shared_ptr<health::JobMonitor> monitor;
 
   // The current attempt.
   uint64_t session = 0;

@@ -3,8 +3,13 @@
 // succeeds. The calls that return a Status are those whose change the caller refuses when it is
 // not stored (UNAVAILABLE "... not stored: <why>"); the others log a failure to stderr and go on,
 // the change staying in memory. It also keeps each job's telemetry rows in the file bounded: the
-// newest rows holding trace_actions_per_job actions, older ones dropped in chunks. No lock: the
-// Coordinator calls it under its own.
+// newest rows holding trace_actions_per_job actions, older ones dropped in chunks.
+//
+// Thread-safe: every call that reaches the store takes the writer's own lock, so the Coordinator
+// stores an ingest round's telemetry rows, and writes the events and step records that round
+// queued, outside its core lock while other changes come in under it. Writes reach the store in
+// the order they were made: a write first stores whatever rounds queued before it. Rounds
+// (BeginRound .. EndRound) belong to the core lock's holder.
 #ifndef PIPECOORD_COORDINATOR_STATE_WRITER_H_
 #define PIPECOORD_COORDINATOR_STATE_WRITER_H_
 
@@ -13,6 +18,8 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,12 +63,17 @@ class StateWriter {
   // thousands of ranks was one committed write each, under the core lock). An event is no
   // acknowledgement: a crash inside a round loses at most that round's events.
   void AppendEvent(const std::string& job_id, const v1::HealthEvent& event);
-  // Rounds nest; the outermost EndRound stores what they queued.
-  void BeginRound() { ++round_depth_; }
+  // Rounds nest; the outermost EndRound stores what they queued, unless it was begun `deferred`:
+  // then what they queued waits for Flush (or the next write), which the caller makes once it
+  // has let go of its core lock.
+  void BeginRound(bool deferred = false);
   void EndRound();
+  // Stores what rounds queued (in order; a failure is logged and the queue dropped, as a failed
+  // event write always was).
+  void Flush();
   class Round {
    public:
-    explicit Round(StateWriter* w) : w_(w) { w_->BeginRound(); }
+    explicit Round(StateWriter* w, bool deferred = false) : w_(w) { w_->BeginRound(deferred); }
     ~Round() { w_->EndRound(); }
     Round(const Round&) = delete;
     Round& operator=(const Round&) = delete;
@@ -70,16 +82,19 @@ class StateWriter {
     StateWriter* w_;
   };
   // Only the step record: steps_done is their count, derived again on restore, so the job's row
-  // (its plan can be megabytes) is not rewritten at every step.
+  // (its plan can be megabytes) is not rewritten at every step. Queued inside a round, as events.
   void AppendStep(const std::string& job_id, const v1::StepRecord& step);
   void PutCheckpointedSteps(const std::string& job_id, int n);
   // Stored before it counts (and before the ack): nothing acknowledged is lost to a crash.
   Status AppendTelemetry(const std::string& job_id, const v1::TelemetryBatch& batch);
   // Several, in one write where the store can (StateStore::AppendTelemetryRows): OK when every
   // row is stored; else the error. *stored: how many rows, from the first, are stored either way
-  // (SQLite: all or none; etcd: those before the failure).
+  // (SQLite: all or none; etcd: those before the failure). The rows of a job deleted meanwhile
+  // (the caller stores outside its lock) are left out and count as stored: the caller, admitting
+  // them again, finds the job gone.
   Status AppendTelemetryRows(const std::vector<TelemetryRow>& rows, size_t* stored);
-  // Removes the job and everything kept with it (the store's error, as is).
+  // Removes the job and everything kept with it, its queued events and steps too (the store's
+  // error, as is).
   Status DeleteJob(const std::string& job_id);
 
  private:
@@ -92,13 +107,26 @@ class StateWriter {
   };
   static constexpr int kRowsPerDrop = 256;  // one DELETE per 256 rows, not one per row
 
-  void Log(const Status& st) const;
+  // A write a round queued: an event or a step record of a job, serialized.
+  struct Queued {
+    std::string job_id;
+    bool step = false;
+    std::string bytes;
+  };
 
-  StateStore* store_;
-  size_t trace_actions_per_job_;
-  std::map<std::string, Window> windows_;  // by job id
+  void Log(const Status& st) const;
+  void NoteStoredTelemetryLocked(const std::string& job_id, int64_t seq, int actions);
+  void FlushLocked();
+
+  StateStore* const store_;
+  const size_t trace_actions_per_job_;
+  // The core lock's holder's (rounds are begun and ended under it).
   int round_depth_ = 0;
-  std::vector<std::pair<std::string, std::string>> pending_events_;  // (job id, bytes), in order
+  bool deferred_ = false;  // the outermost round was begun deferred
+  std::mutex mu_;          // the store's calls and everything below
+  std::map<std::string, Window> windows_;  // by job id
+  std::set<std::string> jobs_;             // stored and not deleted (Load, PutNewJob, PutJob)
+  std::vector<Queued> queued_;             // in order
 };
 
 }  // namespace pipecoord::coordinator

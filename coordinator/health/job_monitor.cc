@@ -50,10 +50,12 @@ JobMonitor::JobMonitor(const v1::Job& job, MetricsSink* sink)
 }
 
 void JobMonitor::Start(int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (settings_.enabled) hang_ = std::make_unique<HangCheck>(settings_, layout_, steps_, now_ns);
 }
 
 void JobMonitor::SetDeviceMemory(int g, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (memory_) memory_->SetDeviceMemory(g, bytes);
 }
 
@@ -105,12 +107,14 @@ void JobMonitor::Propose() {
 }
 
 bool JobMonitor::TakeRebalanceChanged() {
+  std::lock_guard<std::mutex> lock(mu_);
   const bool changed = rebalance_changed_;
   rebalance_changed_ = false;
   return changed;
 }
 
 bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions& actions) {
+  std::lock_guard<std::mutex> lock(mu_);
   // Only the first replica's actions: checked as the job of that one replica (replicas run alike).
   const bool one_replica = actions.size() < static_cast<size_t>(world_) &&
                            actions.size() == static_cast<size_t>(replica_layout_.world());
@@ -197,6 +201,7 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
 }
 
 std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch& b, int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::HealthEvent> events;
   const int rank = layout_.PipelineRank(g);
   const RankLabel action_label = ActionLabelOf(layout_, g);
@@ -259,6 +264,7 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
 }
 
 std::vector<v1::HealthEvent> JobMonitor::OnStepDone(const v1::StepRecord& rec) {
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::HealthEvent> events = std::move(bubble_events_);
   bubble_events_.clear();
   if (straggler_) {
@@ -273,10 +279,12 @@ std::vector<v1::HealthEvent> JobMonitor::OnStepDone(const v1::StepRecord& rec) {
 }
 
 void JobMonitor::OnProgress(int g, const v1::Progress& p, int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (hang_) hang_->OnProgress(g, p, now_ns);
 }
 
 std::vector<v1::HealthEvent> JobMonitor::OnTick(int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::HealthEvent> events;
   if (hang_) {
     if (auto e = hang_->OnTick(now_ns, PredictedStepSeconds())) events.push_back(*e);
@@ -285,6 +293,7 @@ std::vector<v1::HealthEvent> JobMonitor::OnTick(int64_t now_ns) {
 }
 
 HealthSnapshot JobMonitor::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
   HealthSnapshot s;
   s.enabled = settings_.enabled;
   s.seconds_per_cost = Scale();

@@ -1,13 +1,19 @@
 // JobMonitor: one job's online checks (bubble, straggler, hang, memory, probes) fed from its
-// telemetry, heartbeats and the coordinator's ticks. Pure logic with no lock of its own: the
-// Coordinator owns one per job and calls it under its lock. Every call returns the events it
-// raised; the coordinator stores and streams them.
+// telemetry, heartbeats and the coordinator's ticks. Every call returns the events it raised;
+// the coordinator stores and streams them.
+// Thread-safe: every call takes the monitor's own lock, so the coordinator runs a round's
+// per-batch checks (OnBatch, the bulk of the work at thousands of ranks) outside its core lock
+// while ticks, dashboards and step records call in under it. The calls of one rank's batches
+// must still come in the rank's order, OnBatch before the OnStepMeasured/OnStepDone of the step
+// it completes (the coordinator's one-round-at-a-time ingest keeps both). calibration() and
+// rebalance() are read by the thread that calls OnStepMeasured, their only writer.
 #ifndef PIPECOORD_COORDINATOR_HEALTH_JOB_MONITOR_H_
 #define PIPECOORD_COORDINATOR_HEALTH_JOB_MONITOR_H_
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,6 +93,7 @@ class JobMonitor {
     return stage >= 0 && stage < static_cast<int>(stage_work_.size()) ? stage_work_[stage] : 1.0;
   }
 
+  mutable std::mutex mu_;  // every public call's; the members below are guarded by it
   std::string job_id_;
   jobplan::HealthSettings settings_;
   RankLayout layout_;
