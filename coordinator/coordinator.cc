@@ -1060,10 +1060,14 @@ Result<std::string> Coordinator::Trace(const std::string& id) const {
 }
 
 Result<health::HealthSnapshot> Coordinator::JobHealth(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  JobRecord* j = FindJobLocked(id);
-  if (j == nullptr) return NotFound("job \"" + id + "\" not found");
-  return j->monitor->Snapshot();
+  std::shared_ptr<health::JobMonitor> monitor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobRecord* j = FindJobLocked(id);
+    if (j == nullptr) return NotFound("job \"" + id + "\" not found");
+    monitor = j->monitor;
+  }
+  return monitor->Snapshot();  // outside the core lock: it may wait for a round's checks
 }
 
 Result<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& r, bool id_from_credentials) {

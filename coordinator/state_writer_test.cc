@@ -155,5 +155,81 @@ TEST(StateWriterTest, EventsOfARoundAreStoredTogetherWhenItEnds) {
   std::remove(path.c_str());
 }
 
+
+// The coordinator's ingest round queues its events and step records in a deferred round and
+// writes them once it has let go of its lock (Flush); meanwhile any other write stores them first,
+// so the file keeps the order they were made in. Telemetry rows of a job deleted before they are
+// written (the round stores them outside the lock) are left out and count as stored. (Read back
+// from the SQLite file.)
+TEST(StateWriterTest, ADeferredRoundWaitsForFlushAndEveryWriteKeepsTheOrder) {
+  const std::string path = TempPath();
+  std::remove(path.c_str());
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  StateWriter w(store->get(), 100);
+  ASSERT_TRUE(w.PutNewJob(Job("job-1"), {}).ok());
+  ASSERT_TRUE(w.PutNewJob(Job("job-2"), {}).ok());
+  auto event = [](const std::string& message) {
+    v1::HealthEvent e;
+    e.set_message(message);
+    return e;
+  };
+  auto step = [](int n) {
+    v1::StepRecord r;
+    r.set_step(n);
+    return r;
+  };
+  // What the file holds of job-1: its event messages and step numbers.
+  auto stored = [&] {
+    std::vector<std::vector<std::string>> events;
+    auto state = w.Load(&events);
+    EXPECT_TRUE(state.ok());
+    std::vector<std::string> messages;
+    std::vector<int> steps;
+    for (size_t k = 0; k < state->jobs.size(); ++k) {
+      if (state->jobs[k].id() != "job-1") continue;
+      for (const std::string& bytes : events[k]) {
+        v1::HealthEvent e;
+        EXPECT_TRUE(e.ParseFromString(bytes));
+        messages.push_back(e.message());
+      }
+      for (const v1::StepRecord& r : state->jobs[k].steps()) steps.push_back(r.step());
+    }
+    return std::make_pair(messages, steps);
+  };
+  {
+    StateWriter::Round round(&w, /*deferred=*/true);
+    w.AppendEvent("job-1", event("a"));
+    w.AppendStep("job-1", step(0));
+  }
+  EXPECT_TRUE(stored().first.empty() && stored().second.empty()) << "a deferred round waits for Flush";
+  w.PutCheckpointedSteps("job-1", 1);  // another write: what was queued goes first
+  EXPECT_EQ(stored().first, std::vector<std::string>{"a"});
+  EXPECT_EQ(stored().second, std::vector<int>{0});
+  {
+    StateWriter::Round round(&w, /*deferred=*/true);
+    w.AppendStep("job-1", step(1));
+    w.AppendEvent("job-1", event("b"));
+  }
+  w.Flush();
+  EXPECT_EQ(stored().first, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(stored().second, (std::vector<int>{0, 1}));
+  // Rows of a job deleted before they are written.
+  ASSERT_TRUE(w.DeleteJob("job-2").ok());
+  const std::string one = "job-1", two = "job-2";
+  const v1::TelemetryBatch b0 = OneAction(0), b1 = OneAction(1), b2 = OneAction(2);
+  size_t taken = 0;
+  ASSERT_TRUE(w.AppendTelemetryRows({{&one, &b0}, {&two, &b1}, {&one, &b2}}, &taken).ok());
+  EXPECT_EQ(taken, 3u);
+  std::vector<std::vector<std::string>> events;
+  auto state = w.Load(&events);
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(state->jobs.size(), 1u);
+  ASSERT_EQ(state->telemetry.at(0).size(), 2u);
+  EXPECT_EQ(state->telemetry[0][0].batch.actions(0).step(), 0);
+  EXPECT_EQ(state->telemetry[0][1].batch.actions(0).step(), 2);
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace pipecoord::coordinator

@@ -47,11 +47,14 @@ JobMonitor::JobMonitor(const v1::Job& job, MetricsSink* sink)
     shapes.push_back({g.m, g.k, g.n});
   }
   probe_ = std::make_unique<ProbeCheck>(job.spec().model().seed(), std::move(shapes), layout_);
+  predicted_step_s_.store(PredictedStepSeconds(), std::memory_order_relaxed);
 }
 
 void JobMonitor::Start(int64_t now_ns) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> hang(hang_mu_);
   if (settings_.enabled) hang_ = std::make_unique<HangCheck>(settings_, layout_, steps_, now_ns);
+  predicted_step_s_.store(PredictedStepSeconds(), std::memory_order_relaxed);
 }
 
 void JobMonitor::SetDeviceMemory(int g, uint64_t bytes) {
@@ -197,6 +200,7 @@ bool JobMonitor::OnStepMeasured(v1::StepRecord* rec, const jobplan::StepActions&
       }
     }
   }
+  predicted_step_s_.store(PredictedStepSeconds(), std::memory_order_relaxed);
   return calibrated_now;
 }
 
@@ -258,8 +262,10 @@ std::vector<v1::HealthEvent> JobMonitor::OnBatch(int g, const v1::TelemetryBatch
     if (memory_) {
       if (auto e = memory_->OnStep(g, s.step(), s.memory_peak_bytes())) events.push_back(*e);
     }
+    std::lock_guard<std::mutex> hang(hang_mu_);
     if (hang_) hang_->OnStepReported(g, s.step(), now_ns);
   }
+  predicted_step_s_.store(PredictedStepSeconds(), std::memory_order_relaxed);
   return events;
 }
 
@@ -275,19 +281,20 @@ std::vector<v1::HealthEvent> JobMonitor::OnStepDone(const v1::StepRecord& rec) {
     }
     gauges_.FlushStraggler();
   }
+  predicted_step_s_.store(PredictedStepSeconds(), std::memory_order_relaxed);
   return events;
 }
 
 void JobMonitor::OnProgress(int g, const v1::Progress& p, int64_t now_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> hang(hang_mu_);
   if (hang_) hang_->OnProgress(g, p, now_ns);
 }
 
 std::vector<v1::HealthEvent> JobMonitor::OnTick(int64_t now_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> hang(hang_mu_);
   std::vector<v1::HealthEvent> events;
   if (hang_) {
-    if (auto e = hang_->OnTick(now_ns, PredictedStepSeconds())) events.push_back(*e);
+    if (auto e = hang_->OnTick(now_ns, predicted_step_s_.load(std::memory_order_relaxed))) events.push_back(*e);
   }
   return events;
 }
@@ -299,7 +306,10 @@ HealthSnapshot JobMonitor::Snapshot() const {
   s.seconds_per_cost = Scale();
   s.predicted_step_s = PredictedStepSeconds();
   s.calibrated = calibrated_.has_value();
-  s.hang_deadline_s = hang_ ? hang_->Deadline(s.predicted_step_s) : 0;
+  {
+    std::lock_guard<std::mutex> hang(hang_mu_);
+    s.hang_deadline_s = hang_ ? hang_->Deadline(s.predicted_step_s) : 0;
+  }
   s.predicted_makespan = plan_ ? plan_->makespan : 0;
   // The newest kTimelineSteps steps that have started.
   int kept = 0;

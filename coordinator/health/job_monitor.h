@@ -2,14 +2,17 @@
 // telemetry, heartbeats and the coordinator's ticks. Every call returns the events it raised;
 // the coordinator stores and streams them.
 // Thread-safe: every call takes the monitor's own lock, so the coordinator runs a round's
-// per-batch checks (OnBatch, the bulk of the work at thousands of ranks) outside its core lock
-// while ticks, dashboards and step records call in under it. The calls of one rank's batches
-// must still come in the rank's order, OnBatch before the OnStepMeasured/OnStepDone of the step
-// it completes (the coordinator's one-round-at-a-time ingest keeps both). calibration() and
-// rebalance() are read by the thread that calls OnStepMeasured, their only writer.
+// per-batch checks (OnBatch, the bulk of the work at thousands of ranks) outside its core lock.
+// The hang check has a lock of its own: OnTick and OnProgress, which the coordinator calls under
+// its core lock, never wait for a round's checks (OnTick judges with the step time predicted as
+// of the last batch or step checked). The calls of one rank's batches must come in the rank's
+// order, OnBatch before the OnStepMeasured/OnStepDone of the step it completes (the
+// coordinator's one-round-at-a-time ingest keeps both). calibration() and rebalance() are read
+// by the thread that calls OnStepMeasured, their only writer.
 #ifndef PIPECOORD_COORDINATOR_HEALTH_JOB_MONITOR_H_
 #define PIPECOORD_COORDINATOR_HEALTH_JOB_MONITOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -93,7 +96,9 @@ class JobMonitor {
     return stage >= 0 && stage < static_cast<int>(stage_work_.size()) ? stage_work_[stage] : 1.0;
   }
 
-  mutable std::mutex mu_;  // every public call's; the members below are guarded by it
+  mutable std::mutex mu_;       // every public call's but OnTick's and OnProgress's; guards the rest
+  mutable std::mutex hang_mu_;  // hang_'s (taken after mu_ where both are)
+  std::atomic<double> predicted_step_s_{0};  // PredictedStepSeconds() as of the last call that changed it
   std::string job_id_;
   jobplan::HealthSettings settings_;
   RankLayout layout_;
