@@ -119,6 +119,36 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
+// A user's status calls (JobService.ListJobs, what `pipectl status` and the dashboard's list
+// make) every 20 ms on a thread of their own while it runs: round trips in seconds. The call is
+// answered under the coordinator's core lock, so its latency shows how long that lock is held by
+// others (an ingest round stores its rows and runs its checks outside it).
+class StatusProbe {
+ public:
+  explicit StatusProbe(v1::JobService::Stub* stub) : stub_(stub), thread_([this] { Run(); }) {}
+  std::vector<double> Stop() {
+    stop_ = true;
+    thread_.join();
+    return lat_;
+  }
+
+ private:
+  void Run() {
+    while (!stop_) {
+      grpc::ClientContext ctx;
+      v1::ListJobsRequest req;
+      v1::ListJobsResponse resp;
+      const auto t = Clock::now();
+      if (stub_->ListJobs(&ctx, req, &resp).ok()) lat_.push_back(Since(t));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  v1::JobService::Stub* stub_;
+  std::atomic<bool> stop_{false};
+  std::vector<double> lat_;
+  std::thread thread_;  // last: started once the rest exists
+};
+
 // One worker's heartbeat stream (WorkerService.KeepAlive), as a daemon holds it: a read always
 // pending; Beat() writes the next request once the previous one's write and answer are both in
 // (the caller's `beating` flag), and `done` is called with the round trip when they are.
@@ -599,6 +629,16 @@ int main(int argc, char** argv) {
   use_stream = stream_beats;
   std::printf("heartbeats from here on: %s\n", stream_beats ? "each worker's KeepAlive stream" : "unary Heartbeat calls");
 
+  // The baseline of the status probe: 2 s before the job, the fleet heartbeating.
+  std::vector<double> idle_status;
+  {
+    StatusProbe probe(jobs_stub.get());
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    idle_status = probe.Stop();
+  }
+  std::printf("a status call (ListJobs) before the job, the fleet heartbeating: p50 %.1f ms, p99 %.1f ms (%zu calls)\n",
+              Percentile(idle_status, 0.5) * 1e3, Percentile(idle_status, 0.99) * 1e3, idle_status.size());
+
   // The job of 16,384 ranks.
   std::string job;
   jobplan::TelemetryDetail detail;  // what its workers send of each step
@@ -801,6 +841,7 @@ int main(int argc, char** argv) {
     const int first = next_step;
     const int measured0 = watcher.measured();
     records_sent = 0;
+    StatusProbe probe(jobs_stub.get());
     const auto start = Clock::now();
     while (Since(start) < flood_s) {
       if (next_step - (watcher.measured() + first - measured0) < 2) {
@@ -824,6 +865,11 @@ int main(int argc, char** argv) {
                 Percentile(lat, 0.5) * 1e3, Percentile(lat, 0.99) * 1e3);
     std::printf("knee (%s): at one step per %.2f s the coordinator falls behind a job of %d ranks\n", name,
                 took / std::max(1, got), workers);
+    const std::vector<double> status = probe.Stop();
+    std::printf("a status call (ListJobs) during the flood (%s): p50 %.1f ms, p99 %.1f ms (%zu calls); p99 against "
+                "before the job (baseline): ratio %.1f\n",
+                name, Percentile(status, 0.5) * 1e3, Percentile(status, 0.99) * 1e3, status.size(),
+                Percentile(status, 0.99) / std::max(1e-9, Percentile(idle_status, 0.99)));
     return got * workers / took;
   };
   if (flood_s > 0) {

@@ -332,10 +332,18 @@ std::vector<v1::Job> Coordinator::ListJobs() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::Job> out;
   for (const auto& j : jobs_) {
-    v1::Job copy = j->job;
+    // Copied without its plan (tens of MB at thousands of ranks, copied under the lock on every
+    // call before) and its steps: both moved aside for the copy and back, nothing else changes.
+    v1::Job& live = j->job;
+    v1::Plan plan;
+    google::protobuf::RepeatedPtrField<v1::StepRecord> steps;
+    plan.Swap(live.mutable_plan());
+    steps.Swap(live.mutable_steps());
+    v1::Job copy = live;
+    live.mutable_plan()->Swap(&plan);
+    live.mutable_steps()->Swap(&steps);
     copy.clear_plan();
-    copy.clear_steps();
-    if (j->job.steps_size() > 0) *copy.add_steps() = j->job.steps(j->job.steps_size() - 1);
+    if (live.steps_size() > 0) *copy.add_steps() = live.steps(live.steps_size() - 1);
     out.push_back(std::move(copy));
   }
   return out;

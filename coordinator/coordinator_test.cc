@@ -263,6 +263,29 @@ TEST(CoordinatorTest, TelemetryStepsComeInOrderEachOnceAndARefusedBatchChangesNo
   EXPECT_EQ(r.c.ActionsIngested(), 2);
 }
 
+// ListJobs gives each job as GetJob does but without its plan and with its last step only (it
+// moves the plan aside instead of copying it); the job itself is left whole.
+TEST(CoordinatorTest, ListJobsGivesAJobWithoutItsPlanAndLeavesItWhole) {
+  Running r;
+  v1::TelemetryAck ack;
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_TRUE(r.c.IngestTelemetry(r.Batch(r.w0, 0, step, 0), &ack).ok());
+    ASSERT_TRUE(r.c.IngestTelemetry(r.Batch(r.w1, 1, step, 4.5 - step), &ack).ok());
+  }
+  const v1::Job before = *r.c.GetJob(r.job);
+  ASSERT_EQ(before.steps_size(), 2);
+  ASSERT_GT(before.plan().ranks_size(), 0);
+  const std::vector<v1::Job> listed = r.c.ListJobs();
+  ASSERT_EQ(listed.size(), 1u);
+  v1::Job expected = before;
+  expected.clear_plan();
+  expected.clear_steps();
+  *expected.add_steps() = before.steps(1);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(listed[0], expected))
+      << listed[0].ShortDebugString().substr(0, 2000);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*r.c.GetJob(r.job), before));
+}
+
 // A round (the ingest thread's batches from many streams) answers each batch as one call would:
 // both ranks' step 0 measured from one round, a refused batch refused alone, and a rank's second
 // batch in the round left for the next (its order check needs the first counted).
