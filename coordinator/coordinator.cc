@@ -1421,7 +1421,9 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
     }
     options_.metrics->Optimizer(j.job.id(), rec.has_grad_norm() ? rec.grad_norm() : -1, rec.learning_rate());
   }
-  if (complete) {
+  if (complete && step_checks_ != nullptr) {
+    step_checks_->push_back({j.job.id(), j.monitor, rec, {}});  // RunIngestRound runs it outside the lock
+  } else if (complete) {
     for (v1::HealthEvent& e : j.monitor->OnStepDone(rec)) RecordHealthEventLocked(j, std::move(e));
   }
   if (j.recovery.active && j.recovery.resume_step >= 0 && rec.step() >= j.recovery.resume_step) {
@@ -1538,9 +1540,11 @@ bool Coordinator::RunIngestRound(std::vector<TelemetryIn>* round, bool try_core)
   // counted earlier in the round, a tick, a recovery): each is admitted again first (its row,
   // stored, is then one more of the job's rows in the file, as the rows of a replaced attempt
   // are). The round's events and step records are queued, and written after the lock is let go.
+  std::vector<StepCheck> step_checks;  // the steps this round measured, for their checks (step 5)
   {
     std::lock_guard<std::mutex> lock(mu_);
     StateWriter::Round writes(&state_, /*deferred=*/true);
+    step_checks_ = &step_checks;
     for (size_t k = 0; k < admitted.size(); ++k) {
       Admitted& a = admitted[k];
       TelemetryIn& in = (*round)[a.at];
@@ -1563,8 +1567,26 @@ bool Coordinator::RunIngestRound(std::vector<TelemetryIn>* round, bool try_core)
       in.ack->set_actions_accepted(in.ack->actions_accepted() + TimedActions(*in.batch));
       in.ack->set_steps_accepted(in.ack->steps_accepted() + in.batch->steps_size());
     }
+    step_checks_ = nullptr;
   }
-  // 5. The round's events and step records, in one write where the store can.
+  // 5. The step-level checks of the steps measured (the straggler check over every rank: the
+  // costliest check at thousands of ranks), outside the core lock, before the next round adds
+  // the next step's batches; their events recorded under it, if the attempt checked is current.
+  bool raised = false;
+  for (StepCheck& c : step_checks) {
+    c.events = c.monitor->OnStepDone(c.record);
+    raised = raised || !c.events.empty();
+  }
+  if (raised) {
+    std::lock_guard<std::mutex> lock(mu_);
+    StateWriter::Round writes(&state_, /*deferred=*/true);
+    for (StepCheck& c : step_checks) {
+      JobRecord* j = FindJobLocked(c.job_id);
+      if (j == nullptr || j->monitor != c.monitor) continue;  // a new attempt (or gone) meanwhile
+      for (v1::HealthEvent& e : c.events) RecordHealthEventLocked(*j, std::move(e));
+    }
+  }
+  // 6. The round's events and step records, in one write where the store can.
   state_.Flush();
   return true;
 }

@@ -278,7 +278,8 @@ class Coordinator {
   // the online checks too (not for step records a recovery completes for a lost rank).
   Status AcceptBatchLocked(JobRecord& job, int g, const v1::TelemetryBatch& batch, bool health);
   // One telemetry round (ingest_mu_ held): admitted under mu_, stored and checked outside it,
-  // counted under it, its events and step records written outside it. With `try_core`, false
+  // counted under it, the steps it measured checked outside it (their events recorded under it),
+  // its events and step records written outside it. With `try_core`, false
   // (nothing done) when mu_ is taken at the start.
   bool RunIngestRound(std::vector<TelemetryIn>* round, bool try_core);
   // AcceptBatchLocked once the batch is stored. `checked`: the events the batch's checks raised
@@ -342,6 +343,17 @@ class Coordinator {
   // Taken before mu_, never while holding it.
   std::mutex ingest_mu_;
   mutable std::mutex mu_;
+  // A step measured in an ingest round, for its step-level checks (JobMonitor::OnStepDone), which
+  // the round runs after letting go of mu_.
+  struct StepCheck {
+    std::string job_id;
+    std::shared_ptr<health::JobMonitor> monitor;
+    v1::StepRecord record;
+    std::vector<v1::HealthEvent> events;
+  };
+  // Set while an ingest round counts (under mu_): StepMeasuredLocked leaves the step's checks
+  // there instead of running them.
+  std::vector<StepCheck>* step_checks_ = nullptr;
   mutable std::condition_variable changed_;
   bool shutdown_ = false;
   IdCounters ids_;

@@ -5,6 +5,7 @@
 // coordinator meanwhile: the calls answer; the round, let go, counts its batch as before.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -88,7 +89,7 @@ class HeldStore final : public StateStore {
 // The Prometheus exporter, its action histograms (fed by a batch's checks) held at the gate.
 class HeldMetrics final : public health::MetricsSink {
  public:
-  explicit HeldMetrics(Gate* gate) : gate_(gate) {}
+  explicit HeldMetrics(Gate* gate) : gate_(gate) {}  // the per-batch checks held at `gate`
   http::PrometheusMetrics real;
   void Action(const std::string& job, const health::RankLabel& at, int stage, const std::string& op, double s) override {
     gate_->Pass();
@@ -102,8 +103,10 @@ class HeldMetrics final : public health::MetricsSink {
   }
   void Predicted(const std::string& job, double a, double b, double c, double d) override { real.Predicted(job, a, b, c, d); }
   void Straggler(const std::string& job, const health::RankLabel& at, const std::string& op, double a, double b) override {
+    if (straggler_gate != nullptr) straggler_gate->Pass();
     real.Straggler(job, at, op, a, b);
   }
+  Gate* straggler_gate = nullptr;  // the step-level (straggler) check's scores held here
   void Memory(const std::string& job, const health::RankLabel& at, uint64_t a, uint64_t b, uint64_t c) override {
     real.Memory(job, at, a, b, c);
   }
@@ -126,18 +129,18 @@ struct Running {
       workers.push_back(c.Register(r)->worker_id());
     }
   }
-  v1::TelemetryBatch Batch(int rank) const {
+  v1::TelemetryBatch Batch(int rank, int step = 0) const {
     v1::TelemetryBatch b;
     b.set_worker_id(workers[rank]);
     b.set_job_id(job);
     b.set_rank(rank);
     auto* t = b.add_actions();
     t->mutable_action()->set_op(v1::F);
-    t->set_step(0);
+    t->set_step(step);
     t->set_start_ns(1000);
     t->set_end_ns(2000 + rank * 500);
     auto* s = b.add_steps();
-    s->set_step(0);
+    s->set_step(step);
     s->set_loss(3.5);
     s->set_has_loss(rank == 1);
     s->set_memory_peak_bytes(100);
@@ -248,6 +251,55 @@ TEST(IngestOutsideLockTest, CallsAnswerWhileARoundsChecksRun) {
   const std::string page = metrics.real.Serialize();
   const std::string series = "pipecoord_action_duration_seconds_count{dp=\"0\",job_id=\"" + r.job + "\",op=\"F\",rank=\"0\",stage=\"0\"} 1";
   EXPECT_NE(page.find(series), std::string::npos) << page.substr(0, 4000);
+}
+
+
+// The step-level checks (the straggler check scoring every rank once a step is measured) run
+// outside the core lock too: held inside them, the coordinator answers and ticks.
+TEST(IngestOutsideLockTest, CallsAnswerWhileAStepsChecksRun) {
+  Gate unused, gate;
+  HeldMetrics metrics(&unused);
+  metrics.straggler_gate = &gate;
+  CoordinatorOptions o;
+  o.metrics = &metrics;
+  Running r(o);
+  std::vector<std::future<void>> waiting;
+  gate.Arm();
+  // Steps on a thread of their own until the check scores one (after its warm-up).
+  std::atomic<bool> stop{false};
+  Status failed;
+  std::thread steps([&] {
+    for (int step = 0; step < 40 && !stop; ++step) {
+      for (int rank = 0; rank < 2; ++rank) {
+        v1::TelemetryAck ack;
+        if (Status st = r.c.IngestTelemetry(r.Batch(rank, step), &ack); !st.ok()) {
+          failed = st;
+          return;
+        }
+      }
+    }
+  });
+  struct OpenAtEnd {
+    Gate& g;
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~OpenAtEnd() {
+      stop = true;
+      g.Open();
+      if (t.joinable()) t.join();
+    }
+  } open_at_end{gate, stop, steps};
+  ASSERT_TRUE(gate.WaitEntered()) << "no step was scored by the straggler check: " << failed.ToString();
+  EXPECT_TRUE(Prompt(waiting, [&] { return r.c.GetJob(r.job).ok(); })) << "GetJob waited for the step's checks";
+  EXPECT_TRUE(Prompt(waiting, [&] {
+    r.c.Tick();
+    return true;
+  })) << "the coordinator's tick waited for the step's checks";
+  stop = true;
+  gate.Open();
+  steps.join();
+  EXPECT_TRUE(failed.ok()) << failed.ToString();
+  EXPECT_GT(r.c.GetJob(r.job)->steps_size(), 0);
 }
 
 }  // namespace
