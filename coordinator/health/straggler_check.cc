@@ -12,14 +12,21 @@
 namespace pipecoord::coordinator::health {
 namespace {
 
-// The median of the other ranks' values of one kind (nullopt-like 0 when there are none).
-double PeersMedian(const std::map<int, double>& by_rank, int self) {
-  std::vector<double> v;
-  for (const auto& [g, x] : by_rank) {
-    if (g != self) v.push_back(x);
+// Per kind, each rank against the median of the other ranks' values (0 when there are none):
+// one sort per kind, not a copy and a selection per rank (quadratic in ranks).
+std::map<int, LeaveOneOutMedian> PeersMedians(const std::map<int, std::map<int, double>>& by_op,
+                                              double (*transform)(double)) {
+  std::map<int, LeaveOneOutMedian> out;
+  for (const auto& [op, by_rank] : by_op) {
+    std::vector<double> v;
+    v.reserve(by_rank.size());
+    for (const auto& [g, x] : by_rank) v.push_back(transform(x));
+    out.emplace(op, LeaveOneOutMedian(std::move(v)));
   }
-  return v.empty() ? 0 : Median(std::move(v));
+  return out;
 }
+double Same(double x) { return x; }
+double NotBelowZero(double x) { return std::max(0.0, x); }
 
 }  // namespace
 
@@ -97,6 +104,7 @@ void StragglerCheck::Cusum(int step, std::vector<v1::HealthEvent>* events) {
       c.baseline_paces.clear();
     }
   }
+  const std::map<int, LeaveOneOutMedian> peers_rel = PeersMedians(rel, NotBelowZero);
   for (int g = 0; g < world_; ++g) {
     Change& c = change_[g];
     if (flagged_[g] || step < c.baseline_from + kCusumBaselineSteps) continue;
@@ -106,12 +114,8 @@ void StragglerCheck::Cusum(int step, std::vector<v1::HealthEvent>* events) {
     for (const auto& [op, by_rank] : rel) {
       auto it = by_rank.find(g);
       if (it == by_rank.end()) continue;
-      std::vector<double> peers;
-      for (const auto& [h, r] : by_rank) {
-        if (h != g) peers.push_back(std::max(0.0, r));
-      }
-      if (peers.empty()) continue;
-      const double peer = Median(std::move(peers));
+      if (by_rank.size() < 2) continue;  // no other rank runs this kind
+      const double peer = peers_rel.at(op).Without(NotBelowZero(it->second));
       x = std::min(x, it->second - peer);
       const double base = c.base[op];
       const double now = pace[op][g];
@@ -191,10 +195,11 @@ std::vector<v1::HealthEvent> StragglerCheck::Evaluate(int step) {
     std::vector<double> peers_best, peers_drift;
   };
   std::vector<RankView> ranks(world_);
+  const std::map<int, LeaveOneOutMedian> peers_best = PeersMedians(best, Same), peers_drift = PeersMedians(drift, Same);
   for (StragglerScore& sc : scores_) {
     const int op = static_cast<int>(sc.op);
-    const double pb = PeersMedian(best[op], sc.global_rank);
-    const double pd = PeersMedian(drift[op], sc.global_rank);
+    const double pb = peers_best.at(op).Without(best[op][sc.global_rank]);
+    const double pd = peers_drift.at(op).Without(drift[op][sc.global_rank]);
     if (pb <= 0) continue;  // no other rank runs this kind
     const double d = sc.recent / sc.best;
     sc.relative = std::min(1.0, pb / sc.best);
