@@ -169,6 +169,16 @@ struct RoundThread {
   std::thread thread;
 };
 
+// Opens the gate and joins the round at the end of a test, whatever failed before.
+struct OpenAtEnd {
+  Gate& gate;
+  RoundThread& round;
+  ~OpenAtEnd() {
+    gate.Open();
+    round.Join();
+  }
+};
+
 // True when `call` answers within kPrompt (it did not wait for the held round). A call that
 // waits is left in `waiting` (joined once the test has opened the gate: declared before it).
 template <typename F>
@@ -189,14 +199,7 @@ TEST(IngestOutsideLockTest, CallsAnswerWhileARoundsTelemetryIsBeingStored) {
   std::vector<std::future<void>> waiting;
   gate.Arm();
   RoundThread held(r, 0);
-  struct OpenAtEnd {  // a failed expectation must not leave the round held
-    Gate& g;
-    RoundThread& t;
-    ~OpenAtEnd() {
-      g.Open();
-      t.Join();
-    }
-  } open_at_end{gate, held};
+  OpenAtEnd open_at_end{gate, held};  // a failed expectation must not leave the round held
   ASSERT_TRUE(gate.WaitEntered()) << "the round never reached the store";
   EXPECT_TRUE(Prompt(waiting, [&] { return r.c.GetJob(r.job).ok(); })) << "GetJob waited for the store write";
   EXPECT_TRUE(Prompt(waiting, [&] { return r.c.ListJobs().size(); })) << "ListJobs waited for the store write";
@@ -230,14 +233,7 @@ TEST(IngestOutsideLockTest, CallsAnswerWhileARoundsChecksRun) {
   std::vector<std::future<void>> waiting;
   gate.Arm();
   RoundThread held(r, 0);
-  struct OpenAtEnd {
-    Gate& g;
-    RoundThread& t;
-    ~OpenAtEnd() {
-      g.Open();
-      t.Join();
-    }
-  } open_at_end{gate, held};
+  OpenAtEnd open_at_end{gate, held};
   ASSERT_TRUE(gate.WaitEntered()) << "the round's checks never fed the exporter";
   EXPECT_TRUE(Prompt(waiting, [&] { return r.c.GetJob(r.job).ok(); })) << "GetJob waited for the checks";
   EXPECT_TRUE(Prompt(waiting, [&] { return r.c.ListJobs().size(); })) << "ListJobs waited for the checks";

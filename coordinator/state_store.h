@@ -40,8 +40,8 @@ struct StoredState {
 };
 
 // What every store keeps and gives back; the SQLite file below is the embedded default, etcd
-// (coordinator/ha/etcd_state_store.h) the high-availability one. Not thread-safe: the Coordinator
-// calls a store under its own lock. Every call returns once its change is durable (or with the
+// (coordinator/ha/etcd_state_store.h) the high-availability one. Not thread-safe: the Coordinator's
+// StateWriter calls a store under its own lock. Every call returns once its change is durable (or with the
 // reason it is not).
 class StateStore {
  public:

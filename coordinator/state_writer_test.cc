@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 
 namespace pipecoord::coordinator {
 namespace {
@@ -19,6 +20,52 @@ v1::Job Job(const std::string& id) {
   j.set_state(v1::RUNNING);
   return j;
 }
+
+v1::HealthEvent Event(const std::string& message) {
+  v1::HealthEvent e;
+  e.set_message(message);
+  return e;
+}
+
+// What the file holds of a job: its events' messages, and its step records' numbers.
+struct StoredJob {
+  std::vector<std::string> messages;
+  std::vector<int> steps;
+};
+StoredJob Stored(StateWriter& w, const std::string& job_id) {
+  std::vector<std::vector<std::string>> events;
+  auto state = w.Load(&events);
+  EXPECT_TRUE(state.ok());
+  StoredJob out;
+  for (size_t k = 0; state.ok() && k < state->jobs.size(); ++k) {
+    if (state->jobs[k].id() != job_id) continue;
+    for (const std::string& bytes : events[k]) {
+      v1::HealthEvent e;
+      EXPECT_TRUE(e.ParseFromString(bytes));
+      out.messages.push_back(e.message());
+    }
+    for (const v1::StepRecord& r : state->jobs[k].steps()) out.steps.push_back(r.step());
+  }
+  return out;
+}
+
+// A fresh SQLite file with a writer over it and two jobs stored, job-1 and job-2.
+struct TwoJobs {
+  TwoJobs() : path(TempPath()) {
+    std::remove(path.c_str());
+    auto opened = StateStore::Open(path);
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    if (!opened.ok()) return;
+    store = std::move(opened).value();
+    w = std::make_unique<StateWriter>(store.get(), 100);
+    ready = w->PutNewJob(Job("job-1"), {}).ok() && w->PutNewJob(Job("job-2"), {}).ok();
+  }
+  ~TwoJobs() { std::remove(path.c_str()); }
+  std::string path;
+  std::unique_ptr<StateStore> store;
+  std::unique_ptr<StateWriter> w;
+  bool ready = false;
+};
 
 v1::TelemetryBatch OneAction(int step) {
   v1::TelemetryBatch b;
@@ -106,33 +153,11 @@ TEST(StateWriterTest, TheTelemetryRowsInTheFileStayBoundedDroppedInChunks) {
 // order they came; a job deleted in the round takes its queued events with it; outside a round an
 // event is in the file at once. (Read back from the SQLite file.)
 TEST(StateWriterTest, EventsOfARoundAreStoredTogetherWhenItEnds) {
-  const std::string path = TempPath();
-  std::remove(path.c_str());
-  auto store = StateStore::Open(path);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  StateWriter w(store->get(), 100);
-  ASSERT_TRUE(w.PutNewJob(Job("job-1"), {}).ok());
-  ASSERT_TRUE(w.PutNewJob(Job("job-2"), {}).ok());
-  auto stored = [&](size_t job) {
-    std::vector<std::vector<std::string>> events;
-    auto state = w.Load(&events);
-    EXPECT_TRUE(state.ok());
-    std::vector<std::string> messages;
-    for (size_t k = 0; k < state->jobs.size(); ++k) {
-      if (state->jobs[k].id() != "job-" + std::to_string(job)) continue;
-      for (const std::string& bytes : events[k]) {
-        v1::HealthEvent e;
-        EXPECT_TRUE(e.ParseFromString(bytes));
-        messages.push_back(e.message());
-      }
-    }
-    return messages;
-  };
-  auto event = [](const std::string& message) {
-    v1::HealthEvent e;
-    e.set_message(message);
-    return e;
-  };
+  TwoJobs f;
+  ASSERT_TRUE(f.ready);
+  StateWriter& w = *f.w;
+  auto stored = [&](size_t job) { return Stored(w, "job-" + std::to_string(job)).messages; };
+  auto event = Event;
   w.AppendEvent("job-1", event("outside"));
   EXPECT_EQ(stored(1), std::vector<std::string>{"outside"});
   {
@@ -152,7 +177,6 @@ TEST(StateWriterTest, EventsOfARoundAreStoredTogetherWhenItEnds) {
   auto state = w.Load(&events);
   ASSERT_TRUE(state.ok());
   ASSERT_EQ(state->jobs.size(), 1u) << "job-2 deleted, none of its events stored after";
-  std::remove(path.c_str());
 }
 
 
@@ -162,40 +186,18 @@ TEST(StateWriterTest, EventsOfARoundAreStoredTogetherWhenItEnds) {
 // written (the round stores them outside the lock) are left out and count as stored. (Read back
 // from the SQLite file.)
 TEST(StateWriterTest, ADeferredRoundWaitsForFlushAndEveryWriteKeepsTheOrder) {
-  const std::string path = TempPath();
-  std::remove(path.c_str());
-  auto store = StateStore::Open(path);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  StateWriter w(store->get(), 100);
-  ASSERT_TRUE(w.PutNewJob(Job("job-1"), {}).ok());
-  ASSERT_TRUE(w.PutNewJob(Job("job-2"), {}).ok());
-  auto event = [](const std::string& message) {
-    v1::HealthEvent e;
-    e.set_message(message);
-    return e;
-  };
+  TwoJobs f;
+  ASSERT_TRUE(f.ready);
+  StateWriter& w = *f.w;
+  auto event = Event;
   auto step = [](int n) {
     v1::StepRecord r;
     r.set_step(n);
     return r;
   };
-  // What the file holds of job-1: its event messages and step numbers.
   auto stored = [&] {
-    std::vector<std::vector<std::string>> events;
-    auto state = w.Load(&events);
-    EXPECT_TRUE(state.ok());
-    std::vector<std::string> messages;
-    std::vector<int> steps;
-    for (size_t k = 0; k < state->jobs.size(); ++k) {
-      if (state->jobs[k].id() != "job-1") continue;
-      for (const std::string& bytes : events[k]) {
-        v1::HealthEvent e;
-        EXPECT_TRUE(e.ParseFromString(bytes));
-        messages.push_back(e.message());
-      }
-      for (const v1::StepRecord& r : state->jobs[k].steps()) steps.push_back(r.step());
-    }
-    return std::make_pair(messages, steps);
+    const StoredJob j = Stored(w, "job-1");
+    return std::make_pair(j.messages, j.steps);
   };
   {
     StateWriter::Round round(&w, /*deferred=*/true);
@@ -228,7 +230,6 @@ TEST(StateWriterTest, ADeferredRoundWaitsForFlushAndEveryWriteKeepsTheOrder) {
   ASSERT_EQ(state->telemetry.at(0).size(), 2u);
   EXPECT_EQ(state->telemetry[0][0].batch.actions(0).step(), 0);
   EXPECT_EQ(state->telemetry[0][1].batch.actions(0).step(), 2);
-  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // MetricsSink: where the coordinator's measurements go besides the job store (the Prometheus
 // exporter in coordinator/http implements it). Thread-safe implementations only: calls come
-// from the coordinator's lock, so they must be quick and must not call back into it.
+// from under the coordinator's lock and from its ingest thread outside it (a round's checks), so
+// they must be quick and must not call back into it.
 #ifndef PIPECOORD_COORDINATOR_HEALTH_METRICS_SINK_H_
 #define PIPECOORD_COORDINATOR_HEALTH_METRICS_SINK_H_
 
