@@ -424,6 +424,7 @@ void Coordinator::FinishJobLocked(JobRecord& j, v1::JobState state, const std::s
 // checkpointed, and queue the job again to resume there on whichever workers are free.
 void Coordinator::RestartJobLocked(JobRecord& j, const std::string& cause) {
   const int from = j.job.checkpointed_steps();
+  if (FinishCheckpointedLocked(j, from, cause)) return;
   j.job.set_restarts(j.job.restarts() + 1);
   QueueAgainLocked(j, from,
                    "restarting (" + std::to_string(j.job.restarts()) + " of " + std::to_string(j.job.spec().max_restarts()) +
@@ -431,7 +432,16 @@ void Coordinator::RestartJobLocked(JobRecord& j, const std::string& cause) {
                        (from > 0 ? " (its checkpoint)" : " (no checkpoint on every rank yet)") + ": " + cause);
 }
 
+bool Coordinator::FinishCheckpointedLocked(JobRecord& j, int from, const std::string& why) {
+  if (from < j.job.spec().steps()) return false;
+  ReleaseWorkersLocked(j, /*cancel=*/true);
+  RecordEventLocked(j, "every step is checkpointed on every rank, nothing is left to run: not started again after " + why);
+  FinishJobLocked(j, v1::SUCCEEDED, "", -1, /*restart=*/false);
+  return true;
+}
+
 void Coordinator::QueueAgainLocked(JobRecord& j, int from, const std::string& event) {
+  if (FinishCheckpointedLocked(j, from, event)) return;
   ReleaseWorkersLocked(j, true);
   j.job.set_start_step(from);
   j.previous_workers.assign(j.job.worker_ids().begin(), j.job.worker_ids().end());

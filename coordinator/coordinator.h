@@ -291,6 +291,11 @@ class Coordinator {
   // *deferred: the rank is in `in_round` (may be null), its order not judged yet.
   Status AdmitTelemetryLocked(const v1::TelemetryBatch& batch, JobRecord** job, int* global_rank, bool* stored_before,
                               const std::set<std::pair<JobRecord*, int>>* in_round, bool* deferred);
+  // When `from` is past the job's last step (every step checkpointed on every rank), a new attempt
+  // would have nothing to run: its ranks would start only to exit at once, racing their peers'
+  // connects (a requeue loop the soak found). Ends the job SUCCEEDED instead, saying `why` it
+  // would have started again, and returns true; false (nothing done) otherwise.
+  bool FinishCheckpointedLocked(JobRecord& job, int from, const std::string& why);
   // Marks the job's workers closing (free once they release it), telling them to stop it when
   // `cancel`.
   void ReleaseWorkersLocked(JobRecord& job, bool cancel);

@@ -540,6 +540,45 @@ TEST(CoordinatorTest, AFailureRestartsFromTheLastStepEveryRankCheckpointed) {
   EXPECT_EQ(job->failure_cause(), "rank 0 (" + w_rank0 + "): out of memory");
 }
 
+// A failure after every step is checkpointed on every rank (the soak's worker kills can land
+// there) restarts nothing: an attempt from past the last step would have nothing to run, its
+// ranks exiting at once while their peers connect to them. The job ends SUCCEEDED, no restart
+// counted, the old attempt's workers told to stop.
+TEST(CoordinatorTest, AFailureAfterEveryStepIsCheckpointedEndsTheJobSucceeded) {
+  v1::JobSpec spec = RestartableSpec();
+  spec.set_steps(2);
+  spec.set_checkpoint_every(1);
+  Running r({}, spec);
+  const uint64_t session = Commands(r.c, r.w0).at(0).assign().session();
+  Commands(r.c, r.w1);
+  v1::TelemetryAck ack;
+  for (int step = 0; step < 2; ++step) {
+    for (int rank : {0, 1}) {
+      auto b = r.Batch(rank == 0 ? r.w0 : r.w1, rank, step, 4.0 - step);
+      b.set_session(session);
+      b.mutable_steps(0)->add_checkpointed_steps(step);
+      ASSERT_TRUE(r.c.IngestTelemetry(b, &ack).ok()) << step;
+    }
+  }
+  ASSERT_EQ(r.c.GetJob(r.job)->checkpointed_steps(), 2);
+  auto lost = Failure(r, r.w1, 1, "lost its lease");
+  lost.set_session(session);
+  ASSERT_TRUE(r.c.ReportResult(lost).ok());
+  const v1::Job job = *r.c.GetJob(r.job);
+  EXPECT_EQ(job.state(), v1::SUCCEEDED);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.steps_done(), 2);
+  bool said = false;
+  for (const auto& e : job.events()) {
+    said |= e.message().rfind("every step is checkpointed on every rank, nothing is left to run: not started again after "
+                              "rank 1 (" + r.w1 + "): lost its lease", 0) == 0;
+  }
+  EXPECT_TRUE(said) << job.ShortDebugString().substr(0, 3000);
+  const auto cmds = Commands(r.c, r.w0);
+  ASSERT_FALSE(cmds.empty());
+  EXPECT_EQ(cmds[0].cancel_job_id(), r.job);
+}
+
 TEST(CoordinatorTest, ABlamedWorkerGetsNoWorkUntilItHeartbeats) {
   CoordinatorOptions o;
   o.suspect_grace = std::chrono::milliseconds(20);
