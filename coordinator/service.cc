@@ -274,9 +274,9 @@ class TelemetryStream final : public grpc::ServerReadReactor<v1::TelemetryBatch>
       Finish(ToGrpc(st));
       return;
     }
-    // Inline while nothing waits and the core is free (a small job: no thread handoff per batch,
-    // which cost its ranks' step times on 2 shared cores); else to the ingest thread, never
-    // blocking gRPC's thread on the core lock.
+    // Inline while nothing waits and no round runs and the core is free (a small job: no thread
+    // handoff per batch, which cost its ranks' step times on 2 shared cores); else to the ingest
+    // thread. Begun inline, the round may wait briefly for the core lock to count the batch.
     if (Status st; ingest_->idle() && ingest_->coordinator()->TryIngestTelemetry(batch_, ack_, &st)) {
       Ingested(st);
       return;
@@ -484,8 +484,9 @@ void TelemetryIngest::Run() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       ready_.wait(lock, [&] { return stop_ || !queue_.empty() || !deferred.empty(); });
-      // What waited a round goes first, then the batches queued since, up to kRound: one round
-      // holds the core lock, and 4,096 batches took seconds of it (Tick and every RPC waited).
+      // What waited a round goes first, then the batches queued since, up to kRound: a round
+      // holds the core lock while it counts, and 4,096 batches took seconds of it (Tick and every
+      // RPC waited).
       taken.swap(deferred);
       while (!queue_.empty() && taken.size() < kRound) {
         taken.push_back(queue_.front());
@@ -498,7 +499,7 @@ void TelemetryIngest::Run() {
       round[i].batch = taken[i]->batch();
       round[i].ack = taken[i]->ack();
     }
-    c_->IngestTelemetryRound(&round);  // one lock hold, one write
+    c_->IngestTelemetryRound(&round);  // one write for its rows
     for (size_t i = 0; i < taken.size(); ++i) {
       if (round[i].deferred) {
         deferred.push_back(taken[i]);

@@ -55,13 +55,11 @@ void StateWriter::FlushLocked() {
   };
   for (Queued& q : queued_) {
     if (!q.step) {
-      events.emplace_back(std::move(q.job_id), std::move(q.bytes));
+      events.emplace_back(std::move(q.job_id), std::move(q.event_bytes));
       continue;
     }
     write_events();
-    v1::StepRecord step;
-    step.ParseFromString(q.bytes);
-    Log(store_->AppendStep(q.job_id, step));
+    Log(store_->AppendStep(q.job_id, *q.step));
   }
   write_events();
   queued_.clear();
@@ -127,14 +125,14 @@ void StateWriter::EndRound() {
 void StateWriter::AppendEvent(const std::string& job_id, const v1::HealthEvent& event) {
   if (store_ == nullptr) return;
   std::lock_guard<std::mutex> lock(mu_);
-  queued_.push_back({job_id, false, event.SerializeAsString()});
+  queued_.push_back({job_id, event.SerializeAsString(), std::nullopt});
   if (round_depth_ == 0) FlushLocked();
 }
 
 void StateWriter::AppendStep(const std::string& job_id, const v1::StepRecord& step) {
   if (store_ == nullptr) return;
   std::lock_guard<std::mutex> lock(mu_);
-  queued_.push_back({job_id, true, step.SerializeAsString()});
+  queued_.push_back({job_id, "", step});
   if (round_depth_ == 0) FlushLocked();
 }
 

@@ -19,6 +19,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -107,11 +108,11 @@ class StateWriter {
   };
   static constexpr int kRowsPerDrop = 256;  // one DELETE per 256 rows, not one per row
 
-  // A write a round queued: an event or a step record of a job, serialized.
+  // A write a round queued: a job's event (serialized) or step record.
   struct Queued {
     std::string job_id;
-    bool step = false;
-    std::string bytes;
+    std::string event_bytes;
+    std::optional<v1::StepRecord> step;
   };
 
   void Log(const Status& st) const;

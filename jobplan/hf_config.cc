@@ -276,10 +276,9 @@ Result<v1::JobSpec> ApplyHfConfig(const v1::JobSpec& spec) {
   PIPECOORD_RETURN_IF_ERROR(Agree("ffnHidden", m.ffn_hidden(), "intermediate_size", c->ffn_hidden));
   PIPECOORD_RETURN_IF_ERROR(Agree("heads", m.heads(), "num_attention_heads", c->heads));
   PIPECOORD_RETURN_IF_ERROR(Agree("kvHeads", m.kv_heads(), "num_key_value_heads", c->kv_heads));
-  if (m.head_dim() != 0 && m.head_dim() != (c->head_dim > 0 ? c->head_dim : c->hidden / c->heads)) {
-    return InvalidArgument("spec.model.headDim: must agree with spec.model.hfConfig's head_dim (" +
-                           std::to_string(c->head_dim > 0 ? c->head_dim : c->hidden / c->heads) + "), got " +
-                           std::to_string(m.head_dim()));
+  if (const int d = c->head_dim > 0 ? c->head_dim : c->hidden / c->heads; m.head_dim() != 0 && m.head_dim() != d) {
+    return InvalidArgument("spec.model.headDim: must agree with spec.model.hfConfig's head_dim (" + std::to_string(d) +
+                           "), got " + std::to_string(m.head_dim()));
   }
   if (m.qkv_bias() && !c->qkv_bias) {
     return InvalidArgument("spec.model.qkvBias: true disagrees with spec.model.hfConfig, whose q, k and v projections "
