@@ -332,7 +332,7 @@ TEST(ScheduleCacheTest, NoScheduleBeatsTheLeastBubble) {
   for (const schedules::ScheduleInfo& info : schedules::AllSchedules()) {
     const std::string name = info.name;
     if (name == "csv") continue;
-    for (int pp : {1, 2, 3, 4, 8}) {
+    for (int pp : {1, 2, 3, 4, 8, 16}) {
       for (int vpp : {1, 2, 3}) {
         for (int m : {1, 2, 3, 4, 8, 16, 24}) {
           const ScheduleProfile p = ProfileSchedule(name, pp, vpp, m);
@@ -348,6 +348,21 @@ TEST(ScheduleCacheTest, NoScheduleBeatsTheLeastBubble) {
   // Tight where a schedule reaches it: one rank has no bubble; 1F1B's is 3 times the floor's wait.
   EXPECT_EQ(MinBubbleRate(1, 1, 8), 0.0);
   EXPECT_DOUBLE_EQ(MinBubbleRate(4, 1, 8), 3.0 / 27.0);
+  // Few micro-batches: stage 0's first B at 2 pp - 1 and then its 2 m of B and W, which a schedule
+  // with a separate W reaches (4 ranks, 1 micro-batch: 8 + 1 = 9 for work 3; 8 ranks, 4: 16 + 7 = 23
+  // for 12); at two chunks a rank, 16 + 3 / 2 for work 6.
+  EXPECT_DOUBLE_EQ(MinBubbleRate(4, 1, 1), 1 - 3.0 / 9.0);
+  EXPECT_DOUBLE_EQ(MinBubbleRate(8, 1, 4), 1 - 12.0 / 23.0);
+  EXPECT_DOUBLE_EQ(MinBubbleRate(8, 2, 2), 1 - 6.0 / 17.5);
+  for (auto [pp, m] : {std::pair{4, 1}, std::pair{8, 4}}) {
+    double least = 1;
+    for (const schedules::ScheduleInfo& info : schedules::AllSchedules()) {
+      if (std::string(info.name) == "csv") continue;
+      const ScheduleProfile p = ProfileSchedule(info.name, pp, 1, m);
+      if (p.status.ok()) least = std::min(least, p.bubble_rate);
+    }
+    EXPECT_DOUBLE_EQ(least, MinBubbleRate(pp, 1, m)) << "pp " << pp << " m " << m;
+  }
 }
 
 // Extrapolated profiles (many micro-batches) against the full build, for every family: the

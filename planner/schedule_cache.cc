@@ -77,8 +77,11 @@ ScheduleProfile Build(const std::string& name, int pp, int vpp, int m, double* m
 
 double MinBubbleRate(int pp, int vpp, int m) {
   if (pp <= 1 || vpp < 1 || m < 1) return 0;
-  const double wait = static_cast<double>(pp - 1) / vpp, work = 3.0 * m;
-  return wait / (wait + work);  // 1 - work / makespan, as Simulate's bubble_rate
+  const double work = 3.0 * m;
+  const double last_rank = static_cast<double>(pp - 1) / vpp + work;
+  const double stage0 = 2.0 * pp + (2.0 * m - 1) / vpp;
+  const double makespan = std::max(last_rank, stage0);
+  return 1 - work / makespan;  // as Simulate's bubble_rate
 }
 
 ScheduleProfile ProfileScheduleAt(const std::string& name, int pp, int vpp, int m) {

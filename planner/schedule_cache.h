@@ -44,11 +44,17 @@ struct ScheduleProfile {
 };
 
 // The least bubble rate any schedule of `pp` ranks with `vpp` chunks each can have under the
-// profiles' unit costs (a rank's F, B and W of one micro-batch take 1 each over its chunks): the
-// last rank can start nothing before micro-batch 0's forward has crossed the pp - 1 chunks ahead
-// of its first, (pp - 1) / vpp, and then has 3 m of work, so the makespan is at least
-// 3 m + (pp - 1) / vpp. Holds for every placement the registry has (flat, looped, V: the last
-// rank's first chunk is stage pp - 1). The planner's bound for the searching schedules.
+// profiles' unit costs (a rank's F, B and W of one micro-batch take 1 each over its chunks, so one
+// chunk's 1 / vpp), from two bounds on the makespan:
+// - the last rank can start nothing before micro-batch 0's forward has crossed the pp - 1 chunks
+//   ahead of its first, (pp - 1) / vpp, and then has 3 m of work: 3 m + (pp - 1) / vpp. Holds for
+//   every placement the registry has (flat, looped, V: the last rank's first chunk is stage pp - 1);
+// - stage 0's first backward can start only once a micro-batch's forward has crossed all pp vpp
+//   chunks (pp) and its backward the pp vpp - 1 chunks after stage 0 ((pp vpp - 1) / vpp); every
+//   micro-batch's stage-0 B and W (2 m / vpp) run after it, on the one rank holding stage 0:
+//   2 pp + (2 m - 1) / vpp, whatever the placement. It binds when micro-batches are few
+//   (m < pp flat, m < 3 pp / 4 with two chunks a rank: the pipeline never fills).
+// The planner's bound for the searching schedules.
 double MinBubbleRate(int pp, int vpp, int microbatches);
 
 // Builds the profile of one shape (no caching): GenerateComputeOrder, Simulate, one walk.

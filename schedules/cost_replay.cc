@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "schedules/zb_list_scheduler.h"
@@ -49,6 +50,29 @@ StepTime LeastStepTime(const Schedule& shape, const StageCosts& c) {
   for (int r = 0; r < shape.pp; ++r) {
     least.span = std::max(least.span, busy[r]);
     least.makespan = std::max(least.makespan, first_input[r] + busy[r]);
+  }
+  // The way back: stage s's first B can start no earlier than micro-batch 0's F's have crossed
+  // every stage and its B's the stages after s (`back`); each rank's B's and W's of the stages
+  // whose first B comes at or after back[s] all run after back[s]. Binds when micro-batches are
+  // few. (Not with OVERLAP_F_B slots, which can hide a B under an F.)
+  if (c.overlap > 0) return least;
+  const int n = shape.num_stages();
+  std::vector<double> back(n);
+  back[n - 1] = chain;  // chain: micro-batch 0's last F done
+  for (int s = n - 2; s >= 0; --s) {
+    back[s] = back[s + 1] + c.b[s + 1] + (shape.stage_to_rank[s + 1] != shape.stage_to_rank[s] ? c.comm : 0.0);
+  }
+  std::vector<std::vector<std::pair<double, double>>> per_rank(shape.pp);  // (back[s], B and W work)
+  for (int s = 0; s < n; ++s) {
+    per_rank[shape.stage_to_rank[s]].emplace_back(back[s], shape.microbatches * (c.b[s] + c.w[s]));
+  }
+  for (auto& stages : per_rank) {
+    std::sort(stages.begin(), stages.end(), std::greater<>());
+    double after = 0;
+    for (const auto& [start, work] : stages) {
+      after += work;
+      least.makespan = std::max(least.makespan, start + after);
+    }
   }
   return least;
 }

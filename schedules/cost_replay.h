@@ -35,8 +35,10 @@ bool Shorter(const StepTime& a, const StepTime& b);
 std::vector<double> RankPeaks(const Schedule& schedule, const CostModel& costs);
 
 // The least longest-rank span and makespan any schedule of `shape`'s placement (stage_to_rank,
-// microbatches) can have with stage costs `c`: the most work any rank has, and the most any rank
-// has after the earliest its first input can arrive (micro-batch 0's F's down the stages).
+// microbatches) can have with stage costs `c`: the most work any rank has; for the makespan, the
+// most any rank has after the earliest its first input can arrive (micro-batch 0's F's down the
+// stages), or after the earliest a stage's first output gradient can (its F's down every stage
+// and its B's back), the B's and W's of that stage and of the rank's later ones.
 StepTime LeastStepTime(const Schedule& shape, const StageCosts& c);
 
 // True when `t` is at the least (LeastStepTime) in both terms, to Shorter's rounding: no

@@ -23,8 +23,8 @@ using testing::MustSimulate;
 TEST(BestReplayTest, TheShortcutChangesNothingAndTheBoundHolds) {
   int taken = 0, orders = 0, improved = 0;
   for (const std::string name : {"zbv", "v-half", "v-min", "zbh1"}) {
-    for (int p : {2, 3, 4}) {
-      for (int m : {1, 2, 4, 8, 16}) {
+    for (int p : {2, 3, 4, 6}) {
+      for (int m : {1, 2, 3, 4, 8, 16}) {
         for (auto [fbw, comm] : {std::pair{Costs{1, 1, 1}, 0.0}, std::pair{Costs{1, 1.2, 0.8}, 0.2}}) {
           ScheduleSpec spec = AutoSpec(p, m, fbw, comm, 0.5, 0);
           if (name == "zbv" || name == "v-half" || name == "v-min") spec.vpp = 2;
@@ -63,6 +63,33 @@ TEST(BestReplayTest, TheShortcutChangesNothingAndTheBoundHolds) {
   EXPECT_GT(taken, 0) << "no order reached the least step time: the shortcut was never taken";
   EXPECT_GT(improved, 0) << "no replay beat its order: the comparison proves nothing";
   std::printf("shortcut taken on %d of %d orders; the replays beat %d of them\n", taken, orders, improved);
+}
+
+// Under unit costs (a rank's F, B and W of a micro-batch take 1 each), the least makespan by hand:
+// flat, the last rank waits p - 1 and then works 3 m; stage 0's first B comes at 2 p - 1 (p F's,
+// p - 1 B's) and its 2 m of B and W follow. On the V (two chunks a rank, 1/2 each): rank 0 holds
+// stage 0, whose first B comes at 2 p - 1/2, then m of its B's and W's; rank p - 1 holds stages
+// p - 1 and p, whose first B's come at 3 p / 2 and 3 p / 2 - 1/2, then 2 m; its first input comes at
+// (p - 1) / 2, then 3 m. With few micro-batches the way back binds, and a schedule reaches it
+// (zbh1 at p 8, m 4: 23).
+TEST(BestReplayTest, LeastMakespanUnderUnitCostsIsTheFormula) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {1, 2, 4, 8, 16}) {
+      for (bool vee : {false, true}) {
+        ScheduleSpec spec = AutoSpec(p, m, Costs{1, 1, 1}, 0.0, 0.5, 0);
+        spec.vpp = vee ? 2 : 1;
+        auto order = GenerateComputeOrder(vee ? "zbv" : "zb-auto", spec);
+        ASSERT_TRUE(order.ok()) << order.status().ToString();
+        const StepTime least = LeastStepTime(*order, ResolveCosts(spec.costs, *order));
+        const double want = vee ? std::max({3.0 * m + (p - 1) / 2.0, 2.0 * p - 0.5 + m, 1.5 * p - 0.5 + 2.0 * m})
+                                : std::max(3.0 * m + p - 1, 2.0 * p - 1 + 2.0 * m);
+        EXPECT_DOUBLE_EQ(least.makespan, want) << (vee ? "V" : "flat") << " p " << p << " m " << m;
+        EXPECT_DOUBLE_EQ(least.span, 3.0 * m);
+      }
+    }
+  }
+  ScheduleSpec spec = AutoSpec(8, 4, Costs{1, 1, 1}, 0.0, 0.5, 0);
+  EXPECT_DOUBLE_EQ(MeasureStepTime(MustSimulate(MustGenerate("zbh1", spec), spec.costs)).makespan, 23.0);
 }
 
 }  // namespace

@@ -20,8 +20,9 @@ struct ScheduleSpec {
   double mem_limit = 0;  // zb-auto, v-auto: peak activations per rank, in CostModel's units; 0: 1F1B's
   // zb-auto, v-auto: a caller that prices a schedule by its makespan alone (the planner's bubble
   // rate) takes the baseline (zbh1, zbv) unsearched when it fits the limit and already has the
-  // least makespan any schedule of the shape can have, whatever its longest rank span; the search
-  // itself still ranks by the longest rank span first (memory_search.h).
+  // least makespan any schedule of the shape can have (LeastStepTime), whatever its longest rank
+  // span, and the search stops at the first candidate that reaches it; the search itself still
+  // ranks by the longest rank span first (memory_search.h).
   bool least_makespan_suffices = false;
   std::string csv;       // the text of a PyTorch-format CSV, for the "csv" generator
   // Data parallel (dp > 1): BuildSchedule adds one REDUCE_GRAD per stage after its last W

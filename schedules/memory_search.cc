@@ -66,6 +66,7 @@ class Search {
     for (int s = 0; s < shape_.num_stages(); ++s) {
       if (shape_.stage_to_rank[s] == 0) pace_ += c_.f[s] + c_.b[s] + c_.w[s];
     }
+    if (spec.least_makespan_suffices) least_makespan_ = LeastStepTime(shape_, c_).makespan;
   }
 
   SearchResult Run() {
@@ -122,6 +123,8 @@ class Search {
     best_time_ = t;
     best_ = std::move(ranks);
     best_label_ = std::move(label);
+    // A caller pricing the makespan alone gains nothing from the rest of the search.
+    if (ReachesLeastStepTime(StepTime{0, t.makespan}, StepTime{0, least_makespan_})) work_left_ = 0;
     return true;
   }
 
@@ -469,6 +472,7 @@ class Search {
   double actions_ = 0;  // compute actions in one candidate
   double pace_ = 0;     // rank 0's time for one micro-batch (all its stages' F, B and W)
   double work_left_ = 0;
+  double least_makespan_ = -1;  // with spec.least_makespan_suffices: the bound that ends the search
   int list_runs_ = 0;
   int candidates_ = 0;
   std::vector<std::pair<RankLists, std::string>> guides_;

@@ -60,7 +60,8 @@ double DefaultMemLimit(const ScheduleSpec& spec, bool v_placement);
 // can arrive), nothing can be shorter and it is returned without searching (winner = baseline,
 // 1 candidate); `shortcut` false searches anyway (tests compare the two). With
 // spec.least_makespan_suffices the baseline is returned so when it reaches the least makespan,
-// its span unpriced (the planner's profiles).
+// its span unpriced, and the search ends at the first candidate that reaches it (the planner's
+// profiles: with few micro-batches v-auto finds that bound, the way back's, after a few).
 Result<SearchResult> SearchZbAuto(const ScheduleSpec& spec, bool shortcut = true);
 Result<SearchResult> SearchVAuto(const ScheduleSpec& spec, bool shortcut = true);
 

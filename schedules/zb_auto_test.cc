@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "schedules/test_util.h"
+#include "schedules/cost_replay.h"
 #include "schedules/memory_search.h"
 #include "schedules/zb_list_scheduler.h"
 
@@ -240,48 +241,64 @@ TEST(ZbAutoTest, TheShortcutReturnsWhatTheSearchFinds) {
   testing::ExpectTheShortcutChangesNothing([](const ScheduleSpec& spec, bool shortcut) { return SearchZbAuto(spec, shortcut); }, "zbh1");
 }
 
-// With least_makespan_suffices (the planner's profiles) the search may stop at zbh1 where the
-// makespan cannot be shorter: against the full search (shortcut off, flag off) the result still
-// fits the limit, is never longer in the makespan, and where the flag does not fire it is the
-// full search's very schedule. At unit costs zbh1 reaches the least makespan, so it fires there
-// where the span-first shortcut does not (rank 0 of zbh1 idles).
+// With least_makespan_suffices (the planner's profiles) a search may stop once it holds a schedule
+// at the least makespan (LeastStepTime), the baseline unsearched or mid-search: against the full
+// search (shortcut off, flag off) the result still fits the limit, is never longer in the
+// makespan, is at the least makespan wherever it stopped early, and elsewhere is the full
+// search's very schedule. At unit costs zbh1 reaches the least makespan, so it fires there where
+// the span-first shortcut does not (rank 0 of zbh1 idles); with few micro-batches v-auto finds the
+// way back's bound mid-search.
 TEST(ZbAutoTest, LeastMakespanSufficesKeepsTheLeastMakespan) {
-  int fired = 0, fired_only_by_flag = 0, shapes = 0;
-  for (int p : {2, 4, 6, 8}) {
-    for (int m : {4, 9, 24}) {
-      for (auto [fbw, comm] : {std::pair{Costs{1, 1, 1}, 0.0}, std::pair{Costs{1, 1.2, 0.8}, 0.2}}) {
-        for (double limit : {0.0, 2.5}) {
-          ScheduleSpec spec = AutoSpec(p, m, fbw, comm, 0.5, limit);
-          const std::string where = "p=" + std::to_string(p) + " m=" + std::to_string(m) + " comm=" +
-                                    std::to_string(comm) + " limit=" + std::to_string(limit);
-          auto full = SearchZbAuto(spec, /*shortcut=*/false);
-          auto span_first = SearchZbAuto(spec);
-          spec.least_makespan_suffices = true;
-          auto quick = SearchZbAuto(spec);
-          ASSERT_EQ(quick.ok(), full.ok()) << where;
-          if (!quick.ok()) continue;
-          ++shapes;
-          Schedule shape = MakeSchedule("zb-auto", p, 1, m, LoopedPlacement(p, 1));
-          shape.ranks = quick->schedule.ranks;
-          const Simulation sim = MustSimulate(shape, spec.costs);
-          EXPECT_LE(MaxPeak(sim), quick->mem_limit + 1e-9) << where;
-          EXPECT_DOUBLE_EQ(sim.makespan, quick->makespan) << where;
-          EXPECT_LE(quick->makespan, full->makespan + 1e-9 * full->makespan) << where;
-          const bool flag_fired = quick->candidates == 1 && quick->winner == "zbh1";
-          if (!flag_fired) {
-            EXPECT_EQ(quick->schedule.ranks, full->schedule.ranks) << where;
-          } else {
-            ++fired;
-            fired_only_by_flag += span_first->candidates > 1;
+  for (bool vee : {false, true}) {
+    int fired = 0, fired_only_by_flag = 0, fired_mid_search = 0, shapes = 0;
+    for (int p : {2, 4, 6, 8}) {
+      for (int m : {3, 4, 9, 24}) {
+        for (auto [fbw, comm] : {std::pair{Costs{1, 1, 1}, 0.0}, std::pair{Costs{1, 1.2, 0.8}, 0.2}}) {
+          for (double limit : {0.0, 2.5}) {
+            ScheduleSpec spec = AutoSpec(p, m, fbw, comm, 0.5, limit);
+            if (vee) spec.vpp = 2;
+            const std::string where = std::string(vee ? "v-auto" : "zb-auto") + " p=" + std::to_string(p) +
+                                      " m=" + std::to_string(m) + " comm=" + std::to_string(comm) +
+                                      " limit=" + std::to_string(limit);
+            auto search = [vee](const ScheduleSpec& s, bool shortcut) {
+              return vee ? SearchVAuto(s, shortcut) : SearchZbAuto(s, shortcut);
+            };
+            auto full = search(spec, /*shortcut=*/false);
+            auto span_first = search(spec, true);
+            spec.least_makespan_suffices = true;
+            auto quick = search(spec, true);
+            ASSERT_EQ(quick.ok(), full.ok()) << where;
+            if (!quick.ok()) continue;
+            ++shapes;
+            Schedule shape = vee ? MakeSchedule("v-auto", p, 2, m, VPlacement(p))
+                                 : MakeSchedule("zb-auto", p, 1, m, LoopedPlacement(p, 1));
+            shape.ranks = quick->schedule.ranks;
+            const Simulation sim = MustSimulate(shape, spec.costs);
+            EXPECT_LE(MaxPeak(sim), quick->mem_limit + 1e-9) << where;
+            EXPECT_DOUBLE_EQ(sim.makespan, quick->makespan) << where;
+            EXPECT_LE(quick->makespan, full->makespan + 1e-9 * full->makespan) << where;
+            const double least = LeastStepTime(shape, ResolveCosts(spec.costs, shape)).makespan;
+            const bool at_least = ReachesLeastStepTime(StepTime{0, quick->makespan}, StepTime{0, least});
+            if (quick->candidates < full->candidates) {
+              EXPECT_TRUE(at_least) << where << ": stopped early short of the least makespan";
+              ++fired;
+              fired_only_by_flag += span_first->candidates > 1;
+              fired_mid_search += quick->candidates > 1;
+            } else {
+              EXPECT_EQ(quick->schedule.ranks, full->schedule.ranks) << where;
+            }
           }
         }
       }
     }
+    EXPECT_GT(shapes, 30);
+    EXPECT_GT(fired_only_by_flag, 5) << "of " << shapes;
+    if (vee) {
+      EXPECT_GT(fired_mid_search, 0) << "of " << shapes;
+    }
+    std::printf("%s: least makespan sufficed on %d of %d shapes, %d where the span-first shortcut searched, %d mid-search\n",
+                vee ? "v-auto" : "zb-auto", fired, shapes, fired_only_by_flag, fired_mid_search);
   }
-  EXPECT_GT(shapes, 30);
-  EXPECT_GT(fired_only_by_flag, 5) << "of " << shapes;
-  std::printf("least makespan sufficed on %d of %d shapes, %d where the span-first shortcut searched\n", fired,
-              shapes, fired_only_by_flag);
 }
 
 }  // namespace
