@@ -102,7 +102,7 @@ class Evaluator {
       case 'g': *out = vars_.g; return true;
       case 'v': *out = vars_.v; return true;
       case 'd': *out = vars_.d; return true;
-      default: return Error(std::string("unknown variable '") + c + "' (known: s b h f a g v)");
+      default: return Error(std::string("unknown variable '") + c + "' (known: s b h f a g v d)");
     }
   }
 

@@ -19,7 +19,7 @@ TEST(FormulaTest, Evaluates) {
 
 TEST(FormulaTest, ErrorsAreNamed) {
   EXPECT_EQ(EvalFormula("h/q", kVars).status().message(),
-            "shape formula \"h/q\": unknown variable 'q' (known: s b h f a g v)");
+            "shape formula \"h/q\": unknown variable 'q' (known: s b h f a g v d)");
   EXPECT_EQ(EvalFormula("h/7", kVars).status().message(),
             "shape formula \"h/7\": division leaves a remainder (6144 / 7)");
   EXPECT_EQ(EvalFormula("s/(a-64)", kVars).status().message(), "shape formula \"s/(a-64)\": division by zero");
