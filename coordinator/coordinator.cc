@@ -181,7 +181,7 @@ void Coordinator::ResumeAttemptLocked(JobRecord& j, const std::vector<StoredBatc
   for (size_t k = 0; k < unmeasured.size(); ++k) {
     std::vector<jobplan::StepActions> actions;
     const std::vector<v1::StepRecord> measured = j.measuring.Add(unmeasured_rank[k], *unmeasured[k], &actions);
-    for (size_t m = 0; m < measured.size(); ++m) StepMeasuredLocked(j, measured[m], actions[m]);
+    for (size_t m = 0; m < measured.size(); ++m) StepMeasuredLocked(j, measured[m], std::move(actions[m]));
   }
 }
 
@@ -1394,12 +1394,43 @@ void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {
   }
 }
 
-void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const jobplan::StepActions& actions) {
+void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, jobplan::StepActions actions) {
   // A step a lost rank's timings are missing from (a recovery completed its record) is recorded
   // but not checked or calibrated on.
   const bool complete = std::none_of(actions.begin(), actions.end(), [](const auto& rank) { return rank.empty(); });
-  const bool calibrated = complete && j.monitor->OnStepMeasured(&rec, actions);
-  if (j.monitor->TakeRebalanceChanged() || calibrated) {
+  QueuedStep q;
+  q.id = ++j.queued_steps;
+  q.record = std::move(rec);
+  q.whole = complete;
+  if (complete && step_checks_ != nullptr) {  // RunIngestRound checks it outside the lock, then records it
+    q.out = true;
+    step_checks_->push_back({j.job.id(), q.id, j.monitor, q.record, std::move(actions), false, {}});
+  } else if (complete) {
+    q.actions = std::move(actions);
+  }
+  j.step_queue.push_back(std::move(q));
+  RecordQueuedStepsLocked(j);
+}
+
+void Coordinator::RecordQueuedStepsLocked(JobRecord& j) {
+  // Popped before it is recorded: recording may drop queued steps (a restart it leads to).
+  while (!j.step_queue.empty() && !j.step_queue.front().out) {
+    QueuedStep q = std::move(j.step_queue.front());
+    j.step_queue.pop_front();
+    RecordStepLocked(j, std::move(q));
+  }
+}
+
+void Coordinator::RecordStepLocked(JobRecord& j, QueuedStep&& q) {
+  v1::StepRecord& rec = q.record;
+  const bool checked_here = q.checked_by == nullptr;
+  const bool complete = q.whole;
+  bool calibrated = q.calibrated;
+  if (checked_here && complete) calibrated = j.monitor->OnStepMeasured(&rec, q.actions);
+  q.actions = {};
+  // A round's checks count for the job only if they ran with its current attempt's monitor.
+  const bool current = checked_here || q.checked_by == j.monitor;
+  if (current && (j.monitor->TakeRebalanceChanged() || calibrated)) {
     // The job keeps the calibration and a rebalance proposal with a gain, as they change.
     if (j.monitor->calibration()) *j.job.mutable_calibration() = *j.monitor->calibration();
     if (j.monitor->rebalance()) {
@@ -1409,7 +1440,7 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
     }
     state_.PutJob(j.job, ids_);
   }
-  if (calibrated) {
+  if (current && calibrated) {
     const v1::Calibration& c = j.job.calibration();
     char text[240];
     std::snprintf(text, sizeof text,
@@ -1431,10 +1462,10 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, const job
     }
     options_.metrics->Optimizer(j.job.id(), rec.has_grad_norm() ? rec.grad_norm() : -1, rec.learning_rate());
   }
-  if (complete && step_checks_ != nullptr) {
-    step_checks_->push_back({j.job.id(), j.monitor, rec, {}});  // RunIngestRound runs it outside the lock
-  } else if (complete) {
+  if (checked_here && complete) {
     for (v1::HealthEvent& e : j.monitor->OnStepDone(rec)) RecordHealthEventLocked(j, std::move(e));
+  } else if (!checked_here && current) {
+    for (v1::HealthEvent& e : q.events) RecordHealthEventLocked(j, std::move(e));
   }
   if (j.recovery.active && j.recovery.resume_step >= 0 && rec.step() >= j.recovery.resume_step) {
     // The first step after an in-place recovery is measured: the job is whole again.
@@ -1579,21 +1610,32 @@ bool Coordinator::RunIngestRound(std::vector<TelemetryIn>* round, bool try_core)
     }
     step_checks_ = nullptr;
   }
-  // 5. The step-level checks of the steps measured (the straggler check over every rank: the
-  // costliest check at thousands of ranks), outside the core lock, before the next round adds
-  // the next step's batches; their events recorded under it, if the attempt checked is current.
-  bool raised = false;
+  // 5. The checks of the steps measured, outside the core lock, before the next round adds the
+  // next step's batches: the calibration and each rank's idle split with the bubble check
+  // (OnStepMeasured), then the straggler check over every rank (OnStepDone): at thousands of
+  // ranks the costliest work of a step. Then, under the lock, each step is recorded in its job's
+  // order (stored, streamed, exported; a step a restart dropped meanwhile is not), its calibration
+  // and events applied if the attempt it was checked with is still the job's.
   for (StepCheck& c : step_checks) {
+    c.calibrated = c.monitor->OnStepMeasured(&c.record, c.actions);
+    c.actions = {};
     c.events = c.monitor->OnStepDone(c.record);
-    raised = raised || !c.events.empty();
   }
-  if (raised) {
+  if (!step_checks.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     StateWriter::Round writes(&state_, /*deferred=*/true);
     for (StepCheck& c : step_checks) {
       JobRecord* j = FindJobLocked(c.job_id);
-      if (j == nullptr || j->monitor != c.monitor) continue;  // a new attempt (or gone) meanwhile
-      for (v1::HealthEvent& e : c.events) RecordHealthEventLocked(*j, std::move(e));
+      if (j == nullptr) continue;  // deleted meanwhile
+      auto q = std::find_if(j->step_queue.begin(), j->step_queue.end(),
+                            [&](const QueuedStep& s) { return s.id == c.id; });
+      if (q == j->step_queue.end()) continue;  // dropped meanwhile (a restart from before it)
+      q->out = false;
+      q->record = std::move(c.record);
+      q->checked_by = c.monitor;
+      q->calibrated = c.calibrated;
+      q->events = std::move(c.events);
+      RecordQueuedStepsLocked(*j);
     }
   }
   // 6. The round's events and step records, in one write where the store can.
@@ -1667,7 +1709,7 @@ void Coordinator::CountBatchLocked(JobRecord& j, int g, const v1::TelemetryBatch
   for (const v1::StepSummary& s : b.steps()) {
     for (int c : s.checkpointed_steps()) NoteCheckpointLocked(j, g, c);
     if (next < measured.size() && measured[next].step() == s.step()) {
-      StepMeasuredLocked(j, measured[next], measured_actions[next]);
+      StepMeasuredLocked(j, measured[next], std::move(measured_actions[next]));
       ++next;
     }
   }

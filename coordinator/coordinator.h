@@ -45,6 +45,7 @@ using Clock = std::chrono::steady_clock;
 inline constexpr int kSameFailureWorkers = 2;
 
 struct JobRecord;
+struct QueuedStep;
 enum class AfterStop;  // job_record.h
 
 struct CoordinatorOptions {
@@ -310,9 +311,16 @@ class Coordinator {
   // Queues `command` to the worker of every rank of the job's attempt that still holds it, but
   // the ranks `skip` names.
   void TellEveryRankLocked(JobRecord& job, const v1::WorkerCommand& command, const std::function<bool(int g)>& skip = nullptr);
-  // Records a step every rank has reported: stored, streamed, exported and checked.
-  // `actions`: each global rank's actions of the step (the calibration and the idle split).
-  void StepMeasuredLocked(JobRecord& job, v1::StepRecord record, const jobplan::StepActions& actions);
+  // A step every rank has reported: checked (calibration, idle split, step checks) and recorded
+  // (stored, streamed, exported), in step order. `actions`: each global rank's actions of the
+  // step. In an ingest round (step_checks_ set) a whole step is queued (JobRecord::step_queue)
+  // for the round to check outside the core lock; a step behind a queued one waits for it.
+  void StepMeasuredLocked(JobRecord& job, v1::StepRecord record, jobplan::StepActions actions);
+  // Records the job's queued steps from the front up to the first one still out with a round.
+  void RecordQueuedStepsLocked(JobRecord& job);
+  // Records one step: its checks run here unless a round ran them (q.checked_by); a round's
+  // calibration and events apply only if the attempt it checked with is still the job's.
+  void RecordStepLocked(JobRecord& job, QueuedStep&& q);
   // Drops the oldest finished jobs until at most `keep` are stored; RESOURCE_EXHAUSTED when the
   // rest are all live.
   Status MakeRoomLocked(size_t keep);
@@ -348,16 +356,19 @@ class Coordinator {
   // Taken before mu_, never while holding it.
   std::mutex ingest_mu_;
   mutable std::mutex mu_;
-  // A step measured in an ingest round, for its step-level checks (JobMonitor::OnStepDone), which
-  // the round runs after letting go of mu_.
+  // A step measured in an ingest round, queued in its job (QueuedStep `id`), for the
+  // checks the round runs after letting go of mu_ (JobMonitor::OnStepMeasured, OnStepDone).
   struct StepCheck {
     std::string job_id;
+    uint64_t id = 0;
     std::shared_ptr<health::JobMonitor> monitor;
     v1::StepRecord record;
+    jobplan::StepActions actions;
+    bool calibrated = false;
     std::vector<v1::HealthEvent> events;
   };
-  // Set while an ingest round counts (under mu_): StepMeasuredLocked leaves the step's checks
-  // there instead of running them.
+  // Set while an ingest round counts (under mu_): StepMeasuredLocked leaves the whole steps
+  // there, for their checks, instead of running them.
   std::vector<StepCheck>* step_checks_ = nullptr;
   mutable std::condition_variable changed_;
   bool shutdown_ = false;

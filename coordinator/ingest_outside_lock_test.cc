@@ -1,8 +1,9 @@
 // An ingest round lets go of the core lock while it writes to the state store and while it runs
 // its batches' checks (issue "one coordinator for 16,384 ranks": a state write to etcd waiting for
 // a new raft leader held every call for seconds). Each test holds the round inside the real
-// SQLite store's write, or inside the real Prometheus exporter the checks feed, and calls the
-// coordinator meanwhile: the calls answer; the round, let go, counts its batch as before.
+// SQLite store's write, or inside the real Prometheus exporter the checks feed (a batch's, a
+// measured step's, the step-level ones), and calls the coordinator meanwhile: the calls answer;
+// the round, let go, counts its batch and records its step as before.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -101,7 +102,11 @@ class HeldMetrics final : public health::MetricsSink {
   void Idle(const std::string& job, const health::RankLabel& at, double a, double b, double c, double d) override {
     real.Idle(job, at, a, b, c, d);
   }
-  void Predicted(const std::string& job, double a, double b, double c, double d) override { real.Predicted(job, a, b, c, d); }
+  void Predicted(const std::string& job, double a, double b, double c, double d) override {
+    if (measure_gate != nullptr) measure_gate->Pass();
+    real.Predicted(job, a, b, c, d);
+  }
+  Gate* measure_gate = nullptr;  // a measured step's checks (the calibration, the idle split) held here
   void Straggler(const std::string& job, const health::RankLabel& at, const std::string& op, double a, double b) override {
     if (straggler_gate != nullptr) straggler_gate->Pass();
     real.Straggler(job, at, op, a, b);
@@ -119,8 +124,8 @@ class HeldMetrics final : public health::MetricsSink {
 
 // A tiny pp 2 job running on two registered workers.
 struct Running {
-  explicit Running(CoordinatorOptions o) : c(std::move(o)) {
-    job = c.SubmitJob(jobplan::TinySpec())->job_id();
+  explicit Running(CoordinatorOptions o, v1::JobSpec spec = jobplan::TinySpec()) : c(std::move(o)) {
+    job = c.SubmitJob(spec)->job_id();
     for (int port : {1, 2}) {
       v1::RegisterRequest r;
       r.set_device_kind("cpu");
@@ -296,6 +301,75 @@ TEST(IngestOutsideLockTest, CallsAnswerWhileAStepsChecksRun) {
   steps.join();
   EXPECT_TRUE(failed.ok()) << failed.ToString();
   EXPECT_GT(r.c.GetJob(r.job)->steps_size(), 0);
+}
+
+// A measured step's checks (JobMonitor::OnStepMeasured: the calibration, each rank's idle split
+// and the bubble check) run outside the core lock too; the step is recorded when they come back.
+TEST(IngestOutsideLockTest, CallsAnswerWhileAMeasuredStepIsChecked) {
+  Gate unused, gate;
+  HeldMetrics metrics(&unused);
+  metrics.measure_gate = &gate;
+  CoordinatorOptions o;
+  o.metrics = &metrics;
+  Running r(o);
+  std::vector<std::future<void>> waiting;
+  v1::TelemetryAck ack;
+  ASSERT_TRUE(r.c.IngestTelemetry(r.Batch(0), &ack).ok());
+  gate.Arm();
+  RoundThread held(r, 1);  // completes step 0
+  OpenAtEnd open_at_end{gate, held};
+  ASSERT_TRUE(gate.WaitEntered()) << "step 0 was never measured";
+  EXPECT_TRUE(Prompt(waiting, [&] { return r.c.GetJob(r.job).ok(); })) << "GetJob waited for the step's measurement";
+  EXPECT_TRUE(Prompt(waiting, [&] { return r.c.ListJobs().size(); })) << "ListJobs waited for the step's measurement";
+  EXPECT_TRUE(Prompt(waiting, [&] {
+    r.c.Tick();
+    return true;
+  })) << "the coordinator's tick waited for the step's measurement";
+  EXPECT_EQ(r.c.GetJob(r.job)->steps_size(), 0) << "recorded before its checks came back";
+  gate.Open();
+  ASSERT_TRUE(held.Join().ok()) << held.round[0].status.ToString();
+  const v1::Job job = *r.c.GetJob(r.job);
+  ASSERT_EQ(job.steps_size(), 1);
+  EXPECT_EQ(job.steps(0).loss(), 3.5);
+  EXPECT_EQ(job.steps_done(), 1);
+  EXPECT_GT(job.steps(0).predicted_bubble_rate(), 0) << "the measurement's predictions are not in the record";
+  EXPECT_DOUBLE_EQ(job.steps(0).predicted_bubble_rate(), job.plan().predicted_bubble_rate());
+}
+
+// A restart while a step's checks are out: the new attempt starts over from step 0 (no rank had a
+// checkpoint), so the step, measured by the attempt that failed, is not recorded when they come
+// back; and the new attempt's monitor is not fed the old one's calibration or events.
+TEST(IngestOutsideLockTest, AStepARestartDroppedWhileItWasCheckedIsNotRecorded) {
+  Gate unused, gate;
+  HeldMetrics metrics(&unused);
+  metrics.measure_gate = &gate;
+  CoordinatorOptions o;
+  o.metrics = &metrics;
+  v1::JobSpec spec = jobplan::TinySpec();
+  spec.set_max_restarts(2);
+  Running r(o, spec);
+  std::vector<std::future<void>> waiting;
+  v1::TelemetryAck ack;
+  ASSERT_TRUE(r.c.IngestTelemetry(r.Batch(0), &ack).ok());
+  gate.Arm();
+  RoundThread held(r, 1);
+  OpenAtEnd open_at_end{gate, held};
+  ASSERT_TRUE(gate.WaitEntered()) << "step 0 was never measured";
+  v1::ReportResultRequest bad;
+  bad.set_worker_id(r.workers[0]);
+  bad.set_job_id(r.job);
+  bad.set_rank(0);
+  bad.set_ok(false);
+  bad.set_message("CUDA error: an illegal memory access");
+  EXPECT_TRUE(Prompt(waiting, [&] { return r.c.ReportResult(bad).ok(); })) << "ReportResult waited for the step's measurement";
+  const v1::Job restarted = *r.c.GetJob(r.job);
+  EXPECT_EQ(restarted.restarts(), 1);
+  gate.Open();
+  ASSERT_TRUE(held.Join().ok()) << held.round[0].status.ToString();
+  const v1::Job job = *r.c.GetJob(r.job);
+  EXPECT_EQ(job.restarts(), 1);
+  EXPECT_EQ(job.steps_size(), 0) << "the failed attempt's step 0 was recorded into the next attempt";
+  EXPECT_EQ(job.steps_done(), 0);
 }
 
 }  // namespace

@@ -35,6 +35,9 @@ void JobRecord::DropStepsFrom(int from) {
   steps->erase(std::remove_if(steps->begin(), steps->end(), [&](const v1::StepRecord& r) { return r.step() >= from; }),
                steps->end());
   job.set_steps_done(steps->size());
+  step_queue.erase(std::remove_if(step_queue.begin(), step_queue.end(),
+                                  [&](const QueuedStep& q) { return q.record.step() >= from; }),
+                   step_queue.end());
 }
 
 bool JobRecord::NoteCheckpoint(int g, int step) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -36,13 +37,31 @@ enum class AfterStop { kResume, kCancel, kGrow };
 // replica's ranks).
 StepAggregator MeasuringFor(const v1::JobSpec& spec);
 
+// Steps measured and not recorded yet, in step order (Coordinator::StepMeasuredLocked): a step
+// an ingest round checks outside the core lock (its calibration, idle split and step checks)
+// holds its place (`out`) until the round brings it back; a step measured behind it waits here,
+// so the job's records keep their order.
+struct QueuedStep {
+  uint64_t id = 0;
+  bool out = false;  // with the round's checks
+  // Every rank's timings are there (not a step a recovery completed for a lost rank): checked.
+  bool whole = false;
+  v1::StepRecord record;
+  jobplan::StepActions actions;  // for checks still to run at recording
+  // Set when a round checked it: the monitor it was checked with, whether it calibrated the
+  // job, and the events the checks raised.
+  std::shared_ptr<health::JobMonitor> checked_by;
+  bool calibrated = false;
+  std::vector<v1::HealthEvent> events;
+};
+
 struct JobRecord {
   int world() const { return jobplan::LayoutOf(job.spec()).world(); }
   bool terminal() const;
   // Forgets an attempt's progress: the next one reports from `from_step` on.
   void ResetAttempt(int from_step);
-  // Drops the step records from `from` on (a stopped attempt's, when the next starts there) and
-  // recounts steps_done.
+  // Drops the step records from `from` on (a stopped attempt's, when the next starts there), the
+  // queued ones too, and recounts steps_done.
   void DropStepsFrom(int from);
   // Global rank `g` has a checkpoint of `step`. True when the steps covered on every rank
   // (Job.checkpointed_steps, the restart point) grew.
@@ -133,6 +152,11 @@ struct JobRecord {
 
   std::vector<v1::ActionTiming> actions;  // measured, for the trace (bounded)
   std::vector<int> action_rank;           // global rank of each entry in `actions`
+
+  // Steps measured and not recorded yet, in step order (QueuedStep); DropStepsFrom drops these
+  // too.
+  std::deque<QueuedStep> step_queue;
+  uint64_t queued_steps = 0;  // ids given
 };
 
 }  // namespace pipecoord::coordinator
