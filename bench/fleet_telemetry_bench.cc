@@ -348,8 +348,17 @@ class StepWatcher final : public grpc::ClientReadReactor<v1::JobUpdate> {
     }
     StartRead(&update_);
   }
-  void OnDone(const grpc::Status&) override {}
+  void OnDone(const grpc::Status& s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = "code " + std::to_string(s.error_code()) + ": " + s.error_message();
+  }
   void Cancel() { ctx_.TryCancel(); }
+  // Why the stream ended ("" while it runs): a stream that ends early counts no more steps, so a
+  // flood that measured fewer than it sent says whether the watcher or the coordinator stopped.
+  std::string Ended() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ended_;
+  }
   int measured() {
     std::lock_guard<std::mutex> lock(mu_);
     return static_cast<int>(measured_at_.size());
@@ -368,6 +377,7 @@ class StepWatcher final : public grpc::ClientReadReactor<v1::JobUpdate> {
   v1::JobUpdate update_;
   std::mutex mu_;
   std::map<int, Clock::time_point> measured_at_;
+  std::string ended_;
 };
 
 double ClientCpuSeconds() {
@@ -865,6 +875,9 @@ int main(int argc, char** argv) {
                 Percentile(lat, 0.5) * 1e3, Percentile(lat, 0.99) * 1e3);
     std::printf("knee (%s): at one step per %.2f s the coordinator falls behind a job of %d ranks\n", name,
                 took / std::max(1, got), workers);
+    if (got < sent && !watcher.Ended().empty()) {
+      std::printf("the WatchJob stream counting the measured steps ended early (%s)\n", watcher.Ended().c_str());
+    }
     const std::vector<double> status = probe.Stop();
     std::printf("a status call (ListJobs) during the flood (%s): p50 %.1f ms, p99 %.1f ms (%zu calls); p99 against "
                 "before the job (baseline): ratio %.1f\n",
@@ -944,6 +957,7 @@ int main(int argc, char** argv) {
   bool ok = live == workers && beat_failures == 0 && stream_failures == 0;
   for (const Phase& ph : phases) ok &= ph.measured == ph.steps;
   std::printf("%s\n", ok ? "ok" : "MISSED (see above)");
+  if (!ok && !watcher.Ended().empty()) std::printf("the WatchJob stream had ended: %s\n", watcher.Ended().c_str());
   watcher.Cancel();
   for (auto& w : writers) w->Finish();
   for (auto& r : readers) r->Cancel();
