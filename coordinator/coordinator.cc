@@ -1771,16 +1771,28 @@ void Coordinator::RendezvousAsync(const std::string& worker_id, const v1::Rendez
       ready.emplace_back(std::move(done), put.status());
     } else {
       changed_.notify_all();  // a blocking Rendezvous of the same key
-      rendezvous_waiters_.push_back({r.job_id(), r.key(), r.expected(), deadline, std::move(done)});
-      SettleRendezvousLocked(Clock::now(), &ready);
+      const std::pair<std::string, std::string> job_key{r.job_id(), r.key()};
+      rendezvous_waiters_[job_key].push_back({r.job_id(), r.key(), r.expected(), deadline, std::move(done)});
+      SettleRendezvousKeyLocked(job_key, Clock::now(), &ready);
     }
   }
   for (auto& [d, answer] : ready) d(std::move(answer));
 }
 
 void Coordinator::SettleRendezvousLocked(Clock::time_point now, ReadyRendezvous* ready) {
+  std::vector<std::pair<std::string, std::string>> keys;
+  keys.reserve(rendezvous_waiters_.size());
+  for (const auto& [job_key, waiters] : rendezvous_waiters_) keys.push_back(job_key);
+  for (const auto& job_key : keys) SettleRendezvousKeyLocked(job_key, now, ready);
+}
+
+void Coordinator::SettleRendezvousKeyLocked(const std::pair<std::string, std::string>& job_key, Clock::time_point now,
+                                           ReadyRendezvous* ready) {
+  auto it = rendezvous_waiters_.find(job_key);
+  if (it == rendezvous_waiters_.end()) return;
+  std::vector<RendezvousWaiter>& waiters = it->second;
+  JobRecord* j = FindJobLocked(job_key.first);
   auto settled = [&](RendezvousWaiter& w) {
-    JobRecord* j = FindJobLocked(w.job_id);
     if (j != nullptr && !shutdown_ && !j->terminal() && static_cast<int>(j->rendezvous[w.key].size()) >= w.expected) {
       ready->emplace_back(std::move(w.done), RendezvousAnswerLocked(*j, w.key));
       return true;
@@ -1791,8 +1803,8 @@ void Coordinator::SettleRendezvousLocked(Clock::time_point now, ReadyRendezvous*
     }
     return false;
   };
-  rendezvous_waiters_.erase(std::remove_if(rendezvous_waiters_.begin(), rendezvous_waiters_.end(), settled),
-                            rendezvous_waiters_.end());
+  waiters.erase(std::remove_if(waiters.begin(), waiters.end(), settled), waiters.end());
+  if (waiters.empty()) rendezvous_waiters_.erase(it);
 }
 
 Status Coordinator::Deregister(const std::string& worker_id) {

@@ -336,7 +336,11 @@ class Coordinator {
     RendezvousDone done;
   };
   using ReadyRendezvous = std::vector<std::pair<RendezvousDone, Result<v1::RendezvousResponse>>>;
+  // Answers the waiters whose key has its values, or whose deadline passed or job ended: those of
+  // one (job, key) after a put there; every key's at a tick or shutdown.
   void SettleRendezvousLocked(Clock::time_point now, ReadyRendezvous* ready);
+  void SettleRendezvousKeyLocked(const std::pair<std::string, std::string>& job_key, Clock::time_point now,
+                                 ReadyRendezvous* ready);
   void TickLocked(ReadyRendezvous* ready);  // Tick's work under the lock
   // The heartbeats recorded in beats_ since the last call: leases renewed from the time each
   // arrived, progress handed to the hang check.
@@ -389,7 +393,9 @@ class Coordinator {
   // on the registry (each renewal runs the lease then current) and in lease_ms_.
   void UpdateLeaseLocked(size_t workers);
   std::atomic<uint64_t> epoch_{1};
-  std::vector<RendezvousWaiter> rendezvous_waiters_;
+  // Waiting rendezvous calls by (job, key): a put looks only at its own key's waiters (one list
+  // for all made every put scan every waiter, quadratic when thousands of ranks rendezvous).
+  std::map<std::pair<std::string, std::string>, std::vector<RendezvousWaiter>> rendezvous_waiters_;
   // Wakes the reactors' streams, keyed "worker/ID" and "job/ID"; last, so it stops (its thread
   // joined) before anything its callbacks could reach goes.
   StreamWakeups wakeups_;

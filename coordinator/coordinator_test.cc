@@ -735,6 +735,51 @@ TEST(CoordinatorTest, RendezvousIsABarrier) {
   EXPECT_EQ(r.c.Rendezvous(outsider, req, Clock::now()).status().code(), Code::kPermissionDenied);
 }
 
+// The asynchronous rendezvous (the service's): waiters on many keys, each answered with its own
+// key's value when it is published and never by a put on another key; one whose key never comes is
+// answered UNAVAILABLE at the first tick past its deadline. At 16,384 keys, as many as the ranks
+// of a large job publishing their group ids: waiters are looked up by key (a put used to scan every
+// waiter of every key), so this takes milliseconds; the time is printed, not asserted.
+TEST(CoordinatorTest, AsyncRendezvousAnswersEachKeysWaitersWithItsValue) {
+  Running r;
+  constexpr int kKeys = 16384;
+  std::vector<std::string> got(kKeys);
+  std::vector<int> answers(kKeys, 0);
+  int publisher_answers = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  const auto t0 = std::chrono::steady_clock::now();
+  v1::RendezvousRequest req;
+  req.set_job_id(r.job);
+  req.set_expected(1);
+  for (int k = 0; k < kKeys; ++k) {  // rank 1 waits on every key first
+    req.set_key("group-" + std::to_string(k));
+    r.c.RendezvousAsync(r.w1, req, deadline, [&, k](Result<v1::RendezvousResponse> a) {
+      ++answers[k];
+      if (a.ok() && a->values_size() == 1) got[k] = a->values().begin()->second;
+    });
+  }
+  Result<v1::RendezvousResponse> never = Unavailable("not answered");
+  req.set_key("never");
+  r.c.RendezvousAsync(r.w1, req, Clock::now() + std::chrono::milliseconds(10),
+                      [&](Result<v1::RendezvousResponse> a) { never = std::move(a); });
+  for (int k = kKeys - 1; k >= 0; --k) {  // then rank 0 publishes them, last first
+    req.set_key("group-" + std::to_string(k));
+    req.set_value("id-" + std::to_string(k));
+    r.c.RendezvousAsync(r.w0, req, deadline, [&](Result<v1::RendezvousResponse> a) { publisher_answers += a.ok(); });
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (int k = 0; k < kKeys; ++k) {
+    ASSERT_EQ(answers[k], 1) << "key " << k;
+    ASSERT_EQ(got[k], "id-" + std::to_string(k)) << "key " << k;
+  }
+  EXPECT_EQ(publisher_answers, kKeys);
+  EXPECT_EQ(never.status().message(), "not answered");  // not before its deadline and a tick
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  r.c.Tick();
+  EXPECT_EQ(never.status().code(), Code::kUnavailable);
+  std::printf("%d keys: %d waiters and %d publishers answered in %.1f ms\n", kKeys, kKeys, kKeys, ms);
+}
+
 TEST(CoordinatorTest, RegisterRefusesBadEndpoints) {
   Coordinator c;
   v1::RegisterRequest r = Worker(1);
