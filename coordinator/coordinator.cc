@@ -1394,6 +1394,11 @@ void Coordinator::NoteCheckpointLocked(JobRecord& j, int g, int step) {
   }
 }
 
+struct Coordinator::StepCheck {
+  std::string job_id;
+  QueuedStep step;  // its id, record and actions; checked_by: the monitor that checks it
+};
+
 void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, jobplan::StepActions actions) {
   // A step a lost rank's timings are missing from (a recovery completed its record) is recorded
   // but not checked or calibrated on.
@@ -1404,7 +1409,12 @@ void Coordinator::StepMeasuredLocked(JobRecord& j, v1::StepRecord rec, jobplan::
   q.whole = complete;
   if (complete && step_checks_ != nullptr) {  // RunIngestRound checks it outside the lock, then records it
     q.out = true;
-    step_checks_->push_back({j.job.id(), q.id, j.monitor, q.record, std::move(actions), false, {}});
+    QueuedStep checked;
+    checked.id = q.id;
+    checked.record = q.record;
+    checked.actions = std::move(actions);
+    checked.checked_by = j.monitor;
+    step_checks_->push_back({j.job.id(), std::move(checked)});
   } else if (complete) {
     q.actions = std::move(actions);
   }
@@ -1424,9 +1434,8 @@ void Coordinator::RecordQueuedStepsLocked(JobRecord& j) {
 void Coordinator::RecordStepLocked(JobRecord& j, QueuedStep&& q) {
   v1::StepRecord& rec = q.record;
   const bool checked_here = q.checked_by == nullptr;
-  const bool complete = q.whole;
   bool calibrated = q.calibrated;
-  if (checked_here && complete) calibrated = j.monitor->OnStepMeasured(&rec, q.actions);
+  if (checked_here && q.whole) calibrated = j.monitor->OnStepMeasured(&rec, q.actions);
   q.actions = {};
   // A round's checks count for the job only if they ran with its current attempt's monitor.
   const bool current = checked_here || q.checked_by == j.monitor;
@@ -1462,7 +1471,7 @@ void Coordinator::RecordStepLocked(JobRecord& j, QueuedStep&& q) {
     }
     options_.metrics->Optimizer(j.job.id(), rec.has_grad_norm() ? rec.grad_norm() : -1, rec.learning_rate());
   }
-  if (checked_here && complete) {
+  if (checked_here && q.whole) {
     for (v1::HealthEvent& e : j.monitor->OnStepDone(rec)) RecordHealthEventLocked(j, std::move(e));
   } else if (!checked_here && current) {
     for (v1::HealthEvent& e : q.events) RecordHealthEventLocked(j, std::move(e));
@@ -1617,9 +1626,10 @@ bool Coordinator::RunIngestRound(std::vector<TelemetryIn>* round, bool try_core)
   // order (stored, streamed, exported; a step a restart dropped meanwhile is not), its calibration
   // and events applied if the attempt it was checked with is still the job's.
   for (StepCheck& c : step_checks) {
-    c.calibrated = c.monitor->OnStepMeasured(&c.record, c.actions);
-    c.actions = {};
-    c.events = c.monitor->OnStepDone(c.record);
+    QueuedStep& q = c.step;
+    q.calibrated = q.checked_by->OnStepMeasured(&q.record, q.actions);
+    q.actions = {};
+    q.events = q.checked_by->OnStepDone(q.record);
   }
   if (!step_checks.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1628,13 +1638,10 @@ bool Coordinator::RunIngestRound(std::vector<TelemetryIn>* round, bool try_core)
       JobRecord* j = FindJobLocked(c.job_id);
       if (j == nullptr) continue;  // deleted meanwhile
       auto q = std::find_if(j->step_queue.begin(), j->step_queue.end(),
-                            [&](const QueuedStep& s) { return s.id == c.id; });
+                            [&](const QueuedStep& s) { return s.id == c.step.id; });
       if (q == j->step_queue.end()) continue;  // dropped meanwhile (a restart from before it)
-      q->out = false;
-      q->record = std::move(c.record);
-      q->checked_by = c.monitor;
-      q->calibrated = c.calibrated;
-      q->events = std::move(c.events);
+      c.step.whole = q->whole;
+      *q = std::move(c.step);  // back in its place, checked (out: false)
       RecordQueuedStepsLocked(*j);
     }
   }
@@ -1771,40 +1778,37 @@ void Coordinator::RendezvousAsync(const std::string& worker_id, const v1::Rendez
       ready.emplace_back(std::move(done), put.status());
     } else {
       changed_.notify_all();  // a blocking Rendezvous of the same key
-      const std::pair<std::string, std::string> job_key{r.job_id(), r.key()};
-      rendezvous_waiters_[job_key].push_back({r.job_id(), r.key(), r.expected(), deadline, std::move(done)});
-      SettleRendezvousKeyLocked(job_key, Clock::now(), &ready);
+      auto key = rendezvous_waiters_.try_emplace({r.job_id(), r.key()}).first;
+      key->second.push_back({r.expected(), deadline, std::move(done)});
+      SettleRendezvousKeyLocked(key, Clock::now(), &ready);
     }
   }
   for (auto& [d, answer] : ready) d(std::move(answer));
 }
 
 void Coordinator::SettleRendezvousLocked(Clock::time_point now, ReadyRendezvous* ready) {
-  std::vector<std::pair<std::string, std::string>> keys;
-  keys.reserve(rendezvous_waiters_.size());
-  for (const auto& [job_key, waiters] : rendezvous_waiters_) keys.push_back(job_key);
-  for (const auto& job_key : keys) SettleRendezvousKeyLocked(job_key, now, ready);
+  for (auto it = rendezvous_waiters_.begin(); it != rendezvous_waiters_.end();) it = SettleRendezvousKeyLocked(it, now, ready);
 }
 
-void Coordinator::SettleRendezvousKeyLocked(const std::pair<std::string, std::string>& job_key, Clock::time_point now,
-                                           ReadyRendezvous* ready) {
-  auto it = rendezvous_waiters_.find(job_key);
-  if (it == rendezvous_waiters_.end()) return;
-  std::vector<RendezvousWaiter>& waiters = it->second;
-  JobRecord* j = FindJobLocked(job_key.first);
+Coordinator::RendezvousWaiters::iterator Coordinator::SettleRendezvousKeyLocked(RendezvousWaiters::iterator key,
+                                                                                 Clock::time_point now,
+                                                                                 ReadyRendezvous* ready) {
+  const auto& [job_id, name] = key->first;
+  std::vector<RendezvousWaiter>& waiters = key->second;
+  JobRecord* j = FindJobLocked(job_id);
   auto settled = [&](RendezvousWaiter& w) {
-    if (j != nullptr && !shutdown_ && !j->terminal() && static_cast<int>(j->rendezvous[w.key].size()) >= w.expected) {
-      ready->emplace_back(std::move(w.done), RendezvousAnswerLocked(*j, w.key));
+    if (j != nullptr && !shutdown_ && !j->terminal() && static_cast<int>(j->rendezvous[name].size()) >= w.expected) {
+      ready->emplace_back(std::move(w.done), RendezvousAnswerLocked(*j, name));
       return true;
     }
     if (j == nullptr || shutdown_ || j->terminal() || now >= w.deadline) {
-      ready->emplace_back(std::move(w.done), Unavailable("rendezvous \"" + w.key + "\": not every worker arrived in time"));
+      ready->emplace_back(std::move(w.done), Unavailable("rendezvous \"" + name + "\": not every worker arrived in time"));
       return true;
     }
     return false;
   };
   waiters.erase(std::remove_if(waiters.begin(), waiters.end(), settled), waiters.end());
-  if (waiters.empty()) rendezvous_waiters_.erase(it);
+  return waiters.empty() ? rendezvous_waiters_.erase(key) : std::next(key);
 }
 
 Status Coordinator::Deregister(const std::string& worker_id) {

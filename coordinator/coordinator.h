@@ -329,8 +329,7 @@ class Coordinator {
   void RecordHealthEventLocked(JobRecord& job, v1::HealthEvent event);
   // RendezvousAsync's waiters: completed (their `done` queued in *ready with the answer) when
   // their key is complete, their deadline passed (now) or their job ended or went away.
-  struct RendezvousWaiter {
-    std::string job_id, key;
+  struct RendezvousWaiter {  // of the (job, key) it is kept under
     int expected = 0;
     Clock::time_point deadline;
     RendezvousDone done;
@@ -338,9 +337,11 @@ class Coordinator {
   using ReadyRendezvous = std::vector<std::pair<RendezvousDone, Result<v1::RendezvousResponse>>>;
   // Answers the waiters whose key has its values, or whose deadline passed or job ended: those of
   // one (job, key) after a put there; every key's at a tick or shutdown.
+  using RendezvousWaiters = std::map<std::pair<std::string, std::string>, std::vector<RendezvousWaiter>>;
   void SettleRendezvousLocked(Clock::time_point now, ReadyRendezvous* ready);
-  void SettleRendezvousKeyLocked(const std::pair<std::string, std::string>& job_key, Clock::time_point now,
-                                 ReadyRendezvous* ready);
+  // One key's; returns the next key's entry (this one is erased once none waits).
+  RendezvousWaiters::iterator SettleRendezvousKeyLocked(RendezvousWaiters::iterator key, Clock::time_point now,
+                                                        ReadyRendezvous* ready);
   void TickLocked(ReadyRendezvous* ready);  // Tick's work under the lock
   // The heartbeats recorded in beats_ since the last call: leases renewed from the time each
   // arrived, progress handed to the hang check.
@@ -360,17 +361,10 @@ class Coordinator {
   // Taken before mu_, never while holding it.
   std::mutex ingest_mu_;
   mutable std::mutex mu_;
-  // A step measured in an ingest round, queued in its job (QueuedStep `id`), for the
-  // checks the round runs after letting go of mu_ (JobMonitor::OnStepMeasured, OnStepDone).
-  struct StepCheck {
-    std::string job_id;
-    uint64_t id = 0;
-    std::shared_ptr<health::JobMonitor> monitor;
-    v1::StepRecord record;
-    jobplan::StepActions actions;
-    bool calibrated = false;
-    std::vector<v1::HealthEvent> events;
-  };
+  // A step measured in an ingest round, for the checks the round runs after letting go of mu_
+  // (JobMonitor::OnStepMeasured, OnStepDone): its job and the QueuedStep that comes back to its
+  // place (same id) in the job's step_queue. Defined in coordinator.cc.
+  struct StepCheck;
   // Set while an ingest round counts (under mu_): StepMeasuredLocked leaves the whole steps
   // there, for their checks, instead of running them.
   std::vector<StepCheck>* step_checks_ = nullptr;
@@ -395,7 +389,7 @@ class Coordinator {
   std::atomic<uint64_t> epoch_{1};
   // Waiting rendezvous calls by (job, key): a put looks only at its own key's waiters (one list
   // for all made every put scan every waiter, quadratic when thousands of ranks rendezvous).
-  std::map<std::pair<std::string, std::string>, std::vector<RendezvousWaiter>> rendezvous_waiters_;
+  RendezvousWaiters rendezvous_waiters_;
   // Wakes the reactors' streams, keyed "worker/ID" and "job/ID"; last, so it stops (its thread
   // joined) before anything its callbacks could reach goes.
   StreamWakeups wakeups_;
