@@ -1793,9 +1793,9 @@ void Coordinator::SettleRendezvousLocked(Clock::time_point now, ReadyRendezvous*
 Coordinator::RendezvousWaiters::iterator Coordinator::SettleRendezvousKeyLocked(RendezvousWaiters::iterator key,
                                                                                  Clock::time_point now,
                                                                                  ReadyRendezvous* ready) {
-  const auto& [job_id, name] = key->first;
+  const std::string& name = key->first.second;  // (not a structured binding: lambdas capture it)
   std::vector<RendezvousWaiter>& waiters = key->second;
-  JobRecord* j = FindJobLocked(job_id);
+  JobRecord* j = FindJobLocked(key->first.first);
   auto settled = [&](RendezvousWaiter& w) {
     if (j != nullptr && !shutdown_ && !j->terminal() && static_cast<int>(j->rendezvous[name].size()) >= w.expected) {
       ready->emplace_back(std::move(w.done), RendezvousAnswerLocked(*j, name));
