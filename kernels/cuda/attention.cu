@@ -66,6 +66,7 @@ Status LaunchForward(const T* q, const T* k, const T* v, T* o, float* lse,
                   static_cast<unsigned>(d.batch));
   const int seq = static_cast<int>(d.seq);
   const int heads = static_cast<int>(d.heads);
+  const int kv_heads = static_cast<int>(d.kv());
   const int head_dim = static_cast<int>(d.head_dim);
   const float scale_log2 = ScaleOf(d) * kLog2e;
   if constexpr (kUsesTensorCores<T>) {
@@ -77,22 +78,24 @@ Status LaunchForward(const T* q, const T* k, const T* v, T* o, float* lse,
       const dim3 mma_grid(Tiles(d.seq, flash_mma::ForwardRows<kMTiles>()),
                           static_cast<unsigned>(d.heads), static_cast<unsigned>(d.batch));
       flash_mma::FlashForwardMmaKernel<kD, kMTiles>
-          <<<mma_grid, flash_mma::kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, head_dim,
-                                                              scale_log2);
+          <<<mma_grid, flash_mma::kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, kv_heads,
+                                                              head_dim, scale_log2);
       return LaunchStatus("FlashForwardMmaKernel");
     }
     constexpr int kBytes = ForwardTensorCoreLayout<kD>::kBytes;
     PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashForwardTensorCoreKernel<kD>, kBytes,
                                                 "FlashForwardTensorCoreKernel"));
     FlashForwardTensorCoreKernel<kD>
-        <<<grid, kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, head_dim, scale_log2);
+        <<<grid, kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, kv_heads, head_dim,
+                                             scale_log2);
     return LaunchStatus("FlashForwardTensorCoreKernel");
   } else {
     constexpr int kBytes = ForwardSmemFloats<kD>() * static_cast<int>(sizeof(float));
     PIPECOORD_RETURN_IF_ERROR(
         AllowSharedMemory(FlashForwardKernel<T, kD>, kBytes, "FlashForwardKernel"));
     FlashForwardKernel<T, kD>
-        <<<grid, kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, head_dim, scale_log2);
+        <<<grid, kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, kv_heads, head_dim,
+                                             scale_log2);
     return LaunchStatus("FlashForwardKernel");
   }
 }
@@ -103,9 +106,11 @@ Status LaunchBackward(const T* dout, const T* q, const T* k, const T* v, const f
                       cudaStream_t stream) {
   const int seq = static_cast<int>(d.seq);
   const int heads = static_cast<int>(d.heads);
+  const int kv_heads = static_cast<int>(d.kv());
   const int head_dim = static_cast<int>(d.head_dim);
   const float scale = ScaleOf(d);
-  const dim3 key_grid(Tiles(d.seq, kKeyTile), static_cast<unsigned>(d.heads),
+  // dk and dv: a block per key tile and key/value head (it sums the group's query heads).
+  const dim3 key_grid(Tiles(d.seq, kKeyTile), static_cast<unsigned>(d.kv()),
                       static_cast<unsigned>(d.batch));
   const dim3 query_grid(Tiles(d.seq, kBackwardRows), static_cast<unsigned>(d.heads),
                         static_cast<unsigned>(d.batch));
@@ -115,11 +120,11 @@ Status LaunchBackward(const T* dout, const T* q, const T* k, const T* v, const f
       PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(flash_mma::FlashBackwardKeyValueMmaKernel<kD>,
                                                   kKeyValueBytes,
                                                   "FlashBackwardKeyValueMmaKernel"));
-      const dim3 mma_key_grid(Tiles(d.seq, flash_mma::kKeys), static_cast<unsigned>(d.heads),
+      const dim3 mma_key_grid(Tiles(d.seq, flash_mma::kKeys), static_cast<unsigned>(d.kv()),
                               static_cast<unsigned>(d.batch));
       flash_mma::FlashBackwardKeyValueMmaKernel<kD>
           <<<mma_key_grid, flash_mma::kThreads, kKeyValueBytes, stream>>>(
-              dout, q, k, v, lse, delta, dk, dv, seq, heads, head_dim, scale, scale * kLog2e);
+              dout, q, k, v, lse, delta, dk, dv, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
       PIPECOORD_RETURN_IF_ERROR(LaunchStatus("FlashBackwardKeyValueMmaKernel"));
 
       constexpr int kQueryBytes = flash_mma::QuerySharedBytes<kD>();
@@ -129,7 +134,7 @@ Status LaunchBackward(const T* dout, const T* q, const T* k, const T* v, const f
                                 static_cast<unsigned>(d.batch));
       flash_mma::FlashBackwardQueryMmaKernel<kD>
           <<<mma_query_grid, flash_mma::kThreads, kQueryBytes, stream>>>(
-              dout, q, k, v, lse, delta, dq, seq, heads, head_dim, scale, scale * kLog2e);
+              dout, q, k, v, lse, delta, dq, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
       return LaunchStatus("FlashBackwardQueryMmaKernel");
     }
     constexpr int kKeyValueBytes = KeyValueTensorCoreLayout<kD>::kBytes;
@@ -137,28 +142,28 @@ Status LaunchBackward(const T* dout, const T* q, const T* k, const T* v, const f
                                                 kKeyValueBytes,
                                                 "FlashBackwardKeyValueTensorCoreKernel"));
     FlashBackwardKeyValueTensorCoreKernel<kD><<<key_grid, kThreads, kKeyValueBytes, stream>>>(
-        dout, q, k, v, lse, delta, dk, dv, seq, heads, head_dim, scale, scale * kLog2e);
+        dout, q, k, v, lse, delta, dk, dv, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
     PIPECOORD_RETURN_IF_ERROR(LaunchStatus("FlashBackwardKeyValueTensorCoreKernel"));
 
     constexpr int kQueryBytes = QueryTensorCoreLayout<kD>::kBytes;
     PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardQueryTensorCoreKernel<kD>, kQueryBytes,
                                                 "FlashBackwardQueryTensorCoreKernel"));
     FlashBackwardQueryTensorCoreKernel<kD><<<query_grid, kThreads, kQueryBytes, stream>>>(
-        dout, q, k, v, lse, delta, dq, seq, heads, head_dim, scale, scale * kLog2e);
+        dout, q, k, v, lse, delta, dq, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
     return LaunchStatus("FlashBackwardQueryTensorCoreKernel");
   } else {
     constexpr int kKeyValueBytes = KeyValueSmemFloats<kD>() * static_cast<int>(sizeof(float));
     PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardKeyValueKernel<T, kD>, kKeyValueBytes,
                                                 "FlashBackwardKeyValueKernel"));
     FlashBackwardKeyValueKernel<T, kD><<<key_grid, kThreads, kKeyValueBytes, stream>>>(
-        dout, q, k, v, lse, delta, dk, dv, seq, heads, head_dim, scale, scale * kLog2e);
+        dout, q, k, v, lse, delta, dk, dv, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
     PIPECOORD_RETURN_IF_ERROR(LaunchStatus("FlashBackwardKeyValueKernel"));
 
     constexpr int kQueryBytes = QuerySmemFloats<kD>() * static_cast<int>(sizeof(float));
     PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardQueryKernel<T, kD>, kQueryBytes,
                                                 "FlashBackwardQueryKernel"));
     FlashBackwardQueryKernel<T, kD><<<query_grid, kThreads, kQueryBytes, stream>>>(
-        dout, q, k, v, lse, delta, dq, seq, heads, head_dim, scale, scale * kLog2e);
+        dout, q, k, v, lse, delta, dq, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
     return LaunchStatus("FlashBackwardQueryKernel");
   }
 }
@@ -232,9 +237,13 @@ Status CheckFlashAttentionDims(const cpu::AttentionDims& d) {
   PIPECOORD_RETURN_IF_ERROR(CheckRange("seq", d.seq, kFlashMaxSeq));
   PIPECOORD_RETURN_IF_ERROR(CheckRange("heads", d.heads, kFlashMaxHeads));
   PIPECOORD_RETURN_IF_ERROR(CheckRange("head_dim", d.head_dim, kFlashMaxHeadDim));
-  if (d.kv() != d.heads) {
-    return Unimplemented("flash attention: kv_heads " + std::to_string(d.kv_heads) + " < heads " +
-                         std::to_string(d.heads) + " (grouped-query attention) is not implemented on CUDA yet");
+  if (d.kv_heads < 0 || d.kv() > d.heads || d.heads % d.kv() != 0) {
+    return InvalidArgument("flash attention: kv_heads must divide heads (" + std::to_string(d.heads) +
+                           ") or be 0 (heads), got " + std::to_string(d.kv_heads));
+  }
+  if (d.window > 0 && d.window < d.seq) {
+    return Unimplemented("flash attention: a sliding window (" + std::to_string(d.window) +
+                         ") shorter than seq (" + std::to_string(d.seq) + ") is not implemented on CUDA");
   }
   return Status::Ok();
 }

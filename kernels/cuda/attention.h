@@ -1,10 +1,13 @@
 // Causal multi-head self-attention on the GPU with the flash-attention algorithm: the twin of
 // kernels/cpu/attention.h (same layouts and scale) that never holds the seq x seq scores.
 //
-// Layouts (row-major): q, k, v, o, dout, dq, dk, dv [batch, seq, heads, head_dim] in T (float or
-// bf16); lse and delta [batch, heads, seq] in float. Scores are q_i . k_j / sqrt(head_dim) for
-// j <= i. All pointers are device pointers; no output may alias another buffer. Work is queued
-// on `stream`; an error names the failed launch or check.
+// Layouts (row-major): q, o, dout, dq [batch, seq, heads, head_dim] and k, v, dk, dv [batch, seq,
+// kv_heads, head_dim] in T (float or bf16); lse and delta [batch, heads, seq] in float. Grouped-
+// query attention as the CPU twin: query head h reads key/value head h / (heads / kv_heads), and
+// dk, dv sum the group's query heads (one block owns each sum, so it stays deterministic);
+// kv_heads == heads (or 0) is plain multi-head attention. Scores are q_i . k_j / sqrt(head_dim)
+// for j <= i. All pointers are device pointers; no output may alias another buffer. Work is
+// queued on `stream`; an error names the failed launch or check.
 //
 // Algorithm. Forward: each block holds 64 query rows and walks the key tiles (64 keys) up to
 // the diagonal, keeping a running max and running sum per row (online softmax) and rescaling
@@ -39,7 +42,8 @@ namespace pipecoord::kernels::cuda {
 
 // Limits (others are refused with INVALID_ARGUMENT before anything is queued): head_dim in
 // [1, 128] (tiles are sized for up to 128); batch and heads in [1, 65535] (grid dimensions);
-// seq in [1, 2^30].
+// seq in [1, 2^30]; kv_heads 0 or a divisor of heads. A sliding window shorter than seq is
+// UNIMPLEMENTED (the CPU twin has it; these kernels see every earlier key).
 inline constexpr int64_t kFlashMaxHeadDim = 128;
 inline constexpr int64_t kFlashMaxBatch = 65535;
 inline constexpr int64_t kFlashMaxHeads = 65535;

@@ -245,17 +245,19 @@ template <typename T, int kD>
 Run<T> Emulate(const std::vector<T>& q, const std::vector<T>& k, const std::vector<T>& v,
                const std::vector<T>& dout, const cpu::AttentionDims& d) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const size_t tokens = q.size(), stats = static_cast<size_t>(d.batch * d.heads * d.seq);
+  const size_t tokens = q.size(), kv_tokens = k.size();
+  const size_t stats = static_cast<size_t>(d.batch * d.heads * d.seq);
   Run<T> r{std::vector<T>(tokens, Store<T>(nan)), std::vector<T>(tokens, Store<T>(nan)),
-           std::vector<T>(tokens, Store<T>(nan)), std::vector<T>(tokens, Store<T>(nan)),
+           std::vector<T>(kv_tokens, Store<T>(nan)), std::vector<T>(kv_tokens, Store<T>(nan)),
            std::vector<float>(stats, nan),        std::vector<float>(stats, nan)};
   const int seq = static_cast<int>(d.seq), heads = static_cast<int>(d.heads);
+  const int kv_heads = static_cast<int>(d.kv());
   const int head_dim = static_cast<int>(d.head_dim);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
   const auto batch = static_cast<unsigned>(d.batch), h = static_cast<unsigned>(d.heads);
 
   const dim3 forward_grid{Tiles(d.seq, kForwardRows), h, batch};
-  const dim3 key_grid{Tiles(d.seq, kKeyTile), h, batch};
+  const dim3 key_grid{Tiles(d.seq, kKeyTile), static_cast<unsigned>(kv_heads), batch};
   const dim3 query_grid{Tiles(d.seq, kBackwardRows), h, batch};
   const int64_t rows = d.batch * d.seq * d.heads;
   const auto row_blocks = static_cast<unsigned>(std::min<int64_t>((rows * 32 + 255) / 256, 65536));
@@ -264,12 +266,12 @@ Run<T> Emulate(const std::vector<T>& q, const std::vector<T>& k, const std::vect
   if constexpr (kTensorCores) {
     emulation::Launch(forward_grid, kThreads, ForwardTensorCoreLayout<kD>::kBytes, [&] {
       FlashForwardTensorCoreKernel<kD>(q.data(), k.data(), v.data(), r.o.data(), r.lse.data(), seq,
-                                       heads, head_dim, scale * kLog2e);
+                                       heads, kv_heads, head_dim, scale * kLog2e);
     });
   } else {
     emulation::Launch(forward_grid, kThreads, ForwardSmemFloats<kD>() * sizeof(float), [&] {
       FlashForwardKernel<T, kD>(q.data(), k.data(), v.data(), r.o.data(), r.lse.data(), seq, heads,
-                                head_dim, scale * kLog2e);
+                                kv_heads, head_dim, scale * kLog2e);
     });
   }
   emulation::Launch(dim3{row_blocks, 1, 1}, kThreads, 0, [&] {
@@ -279,23 +281,23 @@ Run<T> Emulate(const std::vector<T>& q, const std::vector<T>& k, const std::vect
     emulation::Launch(key_grid, kThreads, KeyValueTensorCoreLayout<kD>::kBytes, [&] {
       FlashBackwardKeyValueTensorCoreKernel<kD>(
           dout.data(), q.data(), k.data(), v.data(), r.lse.data(), r.delta.data(), r.dk.data(),
-          r.dv.data(), seq, heads, head_dim, scale, scale * kLog2e);
+          r.dv.data(), seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
     });
     emulation::Launch(query_grid, kThreads, QueryTensorCoreLayout<kD>::kBytes, [&] {
       FlashBackwardQueryTensorCoreKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
                                              r.lse.data(), r.delta.data(), r.dq.data(), seq, heads,
-                                             head_dim, scale, scale * kLog2e);
+                                             kv_heads, head_dim, scale, scale * kLog2e);
     });
   } else {
     emulation::Launch(key_grid, kThreads, KeyValueSmemFloats<kD>() * sizeof(float), [&] {
       FlashBackwardKeyValueKernel<T, kD>(dout.data(), q.data(), k.data(), v.data(), r.lse.data(),
                                          r.delta.data(), r.dk.data(), r.dv.data(), seq, heads,
-                                         head_dim, scale, scale * kLog2e);
+                                         kv_heads, head_dim, scale, scale * kLog2e);
     });
     emulation::Launch(query_grid, kThreads, QuerySmemFloats<kD>() * sizeof(float), [&] {
       FlashBackwardQueryKernel<T, kD>(dout.data(), q.data(), k.data(), v.data(), r.lse.data(),
-                                      r.delta.data(), r.dq.data(), seq, heads, head_dim, scale,
-                                      scale * kLog2e);
+                                      r.delta.data(), r.dq.data(), seq, heads, kv_heads, head_dim,
+                                      scale, scale * kLog2e);
     });
   }
   return r;
@@ -321,23 +323,24 @@ struct Shape {
 
 std::string Name(const cpu::AttentionDims& d) {
   return "batch " + std::to_string(d.batch) + " seq " + std::to_string(d.seq) + " heads " +
-         std::to_string(d.heads) + " head_dim " + std::to_string(d.head_dim);
+         std::to_string(d.heads) + " kv_heads " + std::to_string(d.kv()) + " head_dim " +
+         std::to_string(d.head_dim);
 }
 
 template <typename T>
 void CheckAgainstCpu(const Shape& shape, double tolerance) {
   const cpu::AttentionDims& d = shape.d;
   SCOPED_TRACE(Name(d));
-  const int64_t n = d.batch * d.seq * d.hidden();
-  auto make = [&](uint64_t seed, double range) {
+  const int64_t n = d.batch * d.seq * d.hidden(), kv_n = d.batch * d.seq * d.kv_hidden();
+  auto make = [&](uint64_t seed, double range, int64_t n) {
     std::vector<float> f(static_cast<size_t>(n));
     cpu::Rng(seed).FillUniform(f.data(), n, -range, range);
     std::vector<T> stored(f.size());
     for (size_t i = 0; i < f.size(); ++i) stored[i] = Store<T>(f[i]);
     return stored;
   };
-  const auto q = make(1 + d.seq, shape.qk_range), k = make(2 + d.seq, shape.qk_range);
-  const auto v = make(3 + d.seq, 1.0), dout = make(4 + d.seq, 1.0);
+  const auto q = make(1 + d.seq, shape.qk_range, n), k = make(2 + d.seq, shape.qk_range, kv_n);
+  const auto v = make(3 + d.seq, 1.0, kv_n), dout = make(4 + d.seq, 1.0, n);
   const Run<T> got = EmulateAnyHeadDim(q, k, v, dout, d);
 
   auto doubles = [](const std::vector<T>& x) {
@@ -347,7 +350,7 @@ void CheckAgainstCpu(const Shape& shape, double tolerance) {
   const auto qd = doubles(q), kd = doubles(k), vd = doubles(v), dod = doubles(dout);
   std::vector<double> probs(static_cast<size_t>(d.probs_size())), o(qd.size());
   cpu::AttentionForward(qd.data(), kd.data(), vd.data(), probs.data(), o.data(), d);
-  std::vector<double> dq(qd.size()), dk(qd.size()), dv(qd.size());
+  std::vector<double> dq(qd.size()), dk(kd.size()), dv(vd.size());
   cpu::AttentionBackward(dod.data(), qd.data(), kd.data(), vd.data(), probs.data(), dq.data(),
                          dk.data(), dv.data(), d);
   // lse from the probabilities: p_i0 = exp(score_i0 - lse_i), so lse_i = score_i0 - log(p_i0).
@@ -357,7 +360,7 @@ void CheckAgainstCpu(const Shape& shape, double tolerance) {
     for (int64_t h = 0; h < d.heads; ++h) {
       for (int64_t i = 0; i < d.seq; ++i) {
         const int64_t qi = (b * d.seq + i) * d.hidden() + h * d.head_dim;
-        const int64_t k0 = b * d.seq * d.hidden() + h * d.head_dim;
+        const int64_t k0 = b * d.seq * d.kv_hidden() + (h / d.group()) * d.head_dim;
         double dot = 0;
         for (int64_t c = 0; c < d.head_dim; ++c) dot += qd[qi + c] * kd[k0 + c];
         const double p0 = probs[((b * d.heads + h) * d.seq + i) * d.seq];
@@ -380,12 +383,18 @@ void CheckAgainstCpu(const Shape& shape, double tolerance) {
 
 // Small shapes (the emulation runs 256 OS threads per block) that still cover: one token; seq
 // past one tile and not a multiple of 32 or 64; batch and heads > 1; each tile width (32, 64,
-// 128) with a head_dim below it; a peaky softmax whose running max grows across key tiles.
+// 128) with a head_dim below it; a peaky softmax whose running max grows across key tiles;
+// grouped-query attention (groups of 2 and 3 query heads over 2 key/value heads, batch 2, so a
+// head or sample index mixed up between the two layouts reads the wrong rows; one shared
+// key/value head over seq past a key tile).
 const Shape kShapes[] = {
     {{1, 1, 1, 8}, 2.0},
     {{2, 67, 2, 40}, 2.0},
     {{1, 70, 1, 128}, 2.0},
     {{1, 131, 1, 17}, 6.0},
+    {{.batch = 2, .seq = 37, .heads = 4, .head_dim = 24, .kv_heads = 2}, 2.0},
+    {{.batch = 1, .seq = 20, .heads = 6, .head_dim = 16, .kv_heads = 2}, 2.0},
+    {{.batch = 1, .seq = 70, .heads = 3, .head_dim = 8, .kv_heads = 1}, 3.0},
 };
 
 TEST(AttentionEmulatedTest, FloatKernelsMatchCpu) {

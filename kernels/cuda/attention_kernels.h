@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #ifdef __CUDACC__
+#include "kernels/cuda/attention_heads.h"
 #include "kernels/cuda/device_math.h"
 
 namespace pipecoord::kernels::cuda::device {
@@ -28,9 +29,14 @@ __device__ __forceinline__ float* SharedFloats() {
 }  // namespace pipecoord::kernels::cuda::device
 #elif !defined(PIPECOORD_ATTENTION_KERNELS_EMULATED)
 #error "attention_kernels.h is device code: nvcc, or the CPU emulation of attention_emulated_test"
+#else
+#include "kernels/cuda/attention_heads.h"
 #endif
 
 namespace pipecoord::kernels::cuda::flash {
+
+using flash_heads::HeadSlice;
+using flash_heads::SliceOf;
 
 constexpr int kThreads = 256;
 constexpr int kKeyTile = 64;       // keys per tile (forward and backward)
@@ -144,13 +150,14 @@ __device__ __forceinline__ void TileDots(const float* a, int a_row0, const float
 
 // ---- forward ----
 
-// Block (query tile, head, sample). Thread (ty, tx) owns query rows ty*4 .. ty*4+3 of the tile:
-// score columns tx + 16 j of each key tile, and output columns tx + 16 c.
+// Block (query tile, head, sample); k and v of the head's key/value head (attention_heads.h).
+// Thread (ty, tx) owns query rows ty*4 .. ty*4+3 of the tile: score columns tx + 16 j of each key
+// tile, and output columns tx + 16 c.
 template <typename T, int kD>
 __global__ void __launch_bounds__(kThreads)
     FlashForwardKernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                       T* __restrict__ o, float* __restrict__ lse, int seq, int heads, int head_dim,
-                       float scale_log2) {
+                       T* __restrict__ o, float* __restrict__ lse, int seq, int heads, int kv_heads,
+                       int head_dim, float scale_log2) {
   constexpr int kStride = RowStride<kD>();
   constexpr int kCols = kD / 16;
   constexpr int kRows = kForwardRows / 16;          // 4 rows per thread
@@ -163,13 +170,9 @@ __global__ void __launch_bounds__(kThreads)
   const int tx = threadIdx.x % 16;
   // The last query tiles read the most key tiles: start them first.
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kForwardRows;
-  const int h = blockIdx.y;
-  const int b = blockIdx.z;
-  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
-  const int64_t base =
-      static_cast<int64_t>(b) * seq * row_stride + static_cast<int64_t>(h) * head_dim;
+  const HeadSlice head = SliceOf(blockIdx.z, blockIdx.y, seq, heads, kv_heads, head_dim);
 
-  LoadRows<T, kD>(q_tile, q + base, row_stride, q0, kForwardRows, seq, head_dim);
+  LoadRows<T, kD>(q_tile, q + head.base, head.row_stride, q0, kForwardRows, seq, head_dim);
 
   // Per row: the running max of the scores seen so far (in log2 units: score * log2(e)) and the
   // running sum of exp2(score - max); acc is the unnormalised output at that max.
@@ -185,8 +188,8 @@ __global__ void __launch_bounds__(kThreads)
   const int last_row = min(q0 + kForwardRows, seq) - 1;
   for (int k0 = 0; k0 <= last_row; k0 += kKeyTile) {
     __syncthreads();  // the previous tile's readers of k_tile, v_tile and p_tile are done
-    LoadRows<T, kD>(k_tile, k + base, row_stride, k0, kKeyTile, seq, head_dim);
-    LoadRows<T, kD>(v_tile, v + base, row_stride, k0, kKeyTile, seq, head_dim);
+    LoadRows<T, kD>(k_tile, k + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
+    LoadRows<T, kD>(v_tile, v + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
     __syncthreads();
 
     float s[kRows][4];
@@ -236,19 +239,18 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  const int64_t stats = (static_cast<int64_t>(b) * heads + h) * seq;
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     const int row = q0 + ty * kRows + i;
     if (row >= seq) continue;
     const float inv_sum = 1.0f / row_sum[i];
-    T* out = o + base + static_cast<int64_t>(row) * row_stride;
+    T* out = o + head.base + static_cast<int64_t>(row) * head.row_stride;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int col = tx + 16 * c;
       if (col < head_dim) out[col] = device::FromFloat<T>(acc[i][c] * inv_sum);
     }
-    if (tx == 0) lse[stats + row] = (row_max[i] + log2f(row_sum[i])) * kLn2;
+    if (tx == 0) lse[head.stats + row] = (row_max[i] + log2f(row_sum[i])) * kLn2;
   }
 }
 
@@ -317,15 +319,17 @@ __device__ __forceinline__ void LoadRowStats(float* lse_tile, float* delta_tile,
   }
 }
 
-// Block (key tile, head, sample): dk and dv of 64 keys, summed over every query tile at or past
-// the key tile. Thread (ty, tx) owns keys ty*4 .. ty*4+3 and columns tx + 16 c of dk and dv.
+// Block (key tile, key/value head, sample): dk and dv of 64 keys, summed over every query tile at
+// or past the key tile of each query head of the group in head order (grouped-query attention:
+// one block owns the sum, so it is deterministic). Thread (ty, tx) owns keys ty*4 .. ty*4+3 and
+// columns tx + 16 c of dk and dv. Grid: (key tiles, kv_heads, batch).
 template <typename T, int kD>
 __global__ void __launch_bounds__(kThreads)
     FlashBackwardKeyValueKernel(const T* __restrict__ dout, const T* __restrict__ q,
                                 const T* __restrict__ k, const T* __restrict__ v,
                                 const float* __restrict__ lse, const float* __restrict__ delta,
                                 T* __restrict__ dk, T* __restrict__ dv, int seq, int heads,
-                                int head_dim, float scale, float scale_log2) {
+                                int kv_heads, int head_dim, float scale, float scale_log2) {
   constexpr int kStride = RowStride<kD>();
   constexpr int kCols = kD / 16;
   constexpr int kKeys = kKeyTile / 16;                // 4 keys per thread
@@ -341,15 +345,13 @@ __global__ void __launch_bounds__(kThreads)
   const int ty = threadIdx.x / 16;
   const int tx = threadIdx.x % 16;
   const int k0 = blockIdx.x * kKeyTile;  // the first key tiles see the most query tiles
-  const int h = blockIdx.y;
+  const int group = heads / kv_heads;
+  const int first_head = blockIdx.y * group;
   const int b = blockIdx.z;
-  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
-  const int64_t base =
-      static_cast<int64_t>(b) * seq * row_stride + static_cast<int64_t>(h) * head_dim;
-  const int64_t stats = (static_cast<int64_t>(b) * heads + h) * seq;
+  const HeadSlice kv_head = SliceOf(b, first_head, seq, heads, kv_heads, head_dim);
 
-  LoadRows<T, kD>(k_tile, k + base, row_stride, k0, kKeyTile, seq, head_dim);
-  LoadRows<T, kD>(v_tile, v + base, row_stride, k0, kKeyTile, seq, head_dim);
+  LoadRows<T, kD>(k_tile, k + kv_head.kv_base, kv_head.kv_row_stride, k0, kKeyTile, seq, head_dim);
+  LoadRows<T, kD>(v_tile, v + kv_head.kv_base, kv_head.kv_row_stride, k0, kKeyTile, seq, head_dim);
 
   float dk_acc[kKeys][kCols], dv_acc[kKeys][kCols];
 #pragma unroll
@@ -358,42 +360,45 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < kCols; ++c) dk_acc[i][c] = dv_acc[i][c] = 0.0f;
   }
 
-  // Rows before k0 see none of these keys (causal); k0 is a multiple of kBackwardRows.
-  for (int q0 = k0; q0 < seq; q0 += kBackwardRows) {
-    __syncthreads();  // the previous query tile's readers are done (and k/v tiles are loaded)
-    LoadRows<T, kD>(q_tile, q + base, row_stride, q0, kBackwardRows, seq, head_dim);
-    LoadRows<T, kD>(do_tile, dout + base, row_stride, q0, kBackwardRows, seq, head_dim);
-    LoadRowStats(lse_tile, delta_tile, lse + stats, delta + stats, q0, seq);
-    __syncthreads();
+  for (int h = first_head; h < first_head + group; ++h) {
+    const HeadSlice head = SliceOf(b, h, seq, heads, kv_heads, head_dim);
+    // Rows before k0 see none of these keys (causal); k0 is a multiple of kBackwardRows.
+    for (int q0 = k0; q0 < seq; q0 += kBackwardRows) {
+      __syncthreads();  // the previous query tile's readers are done (and k/v tiles are loaded)
+      LoadRows<T, kD>(q_tile, q + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
+      LoadRows<T, kD>(do_tile, dout + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
+      LoadRowStats(lse_tile, delta_tile, lse + head.stats, delta + head.stats, q0, seq);
+      __syncthreads();
 
-    float p[2][4], ds[2][4];
-    ProbabilitiesAndScoreGradients<kD>(q_tile, do_tile, k_tile, v_tile, lse_tile, delta_tile, q0,
-                                       k0, seq, scale_log2, p, ds);
+      float p[2][4], ds[2][4];
+      ProbabilitiesAndScoreGradients<kD>(q_tile, do_tile, k_tile, v_tile, lse_tile, delta_tile, q0,
+                                         k0, seq, scale_log2, p, ds);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+      for (int i = 0; i < 2; ++i) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        p_tile[(ty * 2 + i) * kScoreStride + tx + 16 * j] = p[i][j];
-        ds_tile[(ty * 2 + i) * kScoreStride + tx + 16 * j] = ds[i][j];
+        for (int j = 0; j < 4; ++j) {
+          p_tile[(ty * 2 + i) * kScoreStride + tx + 16 * j] = p[i][j];
+          ds_tile[(ty * 2 + i) * kScoreStride + tx + 16 * j] = ds[i][j];
+        }
       }
-    }
-    __syncthreads();  // the sums below read the columns other threads wrote
+      __syncthreads();  // the sums below read the columns other threads wrote
 
-    // dv[key] += sum_r p[r][key] dout[r];  dk[key] += sum_r ds[r][key] q[r] (scaled at the end).
+      // dv[key] += sum_r p[r][key] dout[r];  dk[key] += sum_r ds[r][key] q[r] (scaled at the end).
 #pragma unroll 2
-    for (int r = 0; r < kBackwardRows; ++r) {
-      const float4 p4 = *reinterpret_cast<const float4*>(p_tile + r * kScoreStride + ty * kKeys);
-      const float4 ds4 = *reinterpret_cast<const float4*>(ds_tile + r * kScoreStride + ty * kKeys);
-      const float pk[kKeys] = {p4.x, p4.y, p4.z, p4.w};
-      const float dsk[kKeys] = {ds4.x, ds4.y, ds4.z, ds4.w};
+      for (int r = 0; r < kBackwardRows; ++r) {
+        const float4 p4 = *reinterpret_cast<const float4*>(p_tile + r * kScoreStride + ty * kKeys);
+        const float4 ds4 = *reinterpret_cast<const float4*>(ds_tile + r * kScoreStride + ty * kKeys);
+        const float pk[kKeys] = {p4.x, p4.y, p4.z, p4.w};
+        const float dsk[kKeys] = {ds4.x, ds4.y, ds4.z, ds4.w};
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        const float dov = do_tile[r * kStride + tx + 16 * c];
-        const float qv = q_tile[r * kStride + tx + 16 * c];
+        for (int c = 0; c < kCols; ++c) {
+          const float dov = do_tile[r * kStride + tx + 16 * c];
+          const float qv = q_tile[r * kStride + tx + 16 * c];
 #pragma unroll
-        for (int i = 0; i < kKeys; ++i) {
-          dv_acc[i][c] = fmaf(pk[i], dov, dv_acc[i][c]);
-          dk_acc[i][c] = fmaf(dsk[i], qv, dk_acc[i][c]);
+          for (int i = 0; i < kKeys; ++i) {
+            dv_acc[i][c] = fmaf(pk[i], dov, dv_acc[i][c]);
+            dk_acc[i][c] = fmaf(dsk[i], qv, dk_acc[i][c]);
+          }
         }
       }
     }
@@ -403,7 +408,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kKeys; ++i) {
     const int key = k0 + ty * kKeys + i;
     if (key >= seq) continue;
-    const int64_t offset = base + static_cast<int64_t>(key) * row_stride;
+    const int64_t offset = kv_head.kv_base + static_cast<int64_t>(key) * kv_head.kv_row_stride;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int col = tx + 16 * c;
@@ -415,15 +420,16 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Block (query tile, head, sample): dq of 32 query rows, summed over the key tiles up to the
-// diagonal. Thread (ty, tx) owns rows ty*2, ty*2+1 and columns tx + 16 c of dq.
+// Block (query tile, head, sample): dq of 32 query rows, summed over the key tiles (of the head's
+// key/value head) up to the diagonal. Thread (ty, tx) owns rows ty*2, ty*2+1 and columns
+// tx + 16 c of dq.
 template <typename T, int kD>
 __global__ void __launch_bounds__(kThreads)
     FlashBackwardQueryKernel(const T* __restrict__ dout, const T* __restrict__ q,
                              const T* __restrict__ k, const T* __restrict__ v,
                              const float* __restrict__ lse, const float* __restrict__ delta,
-                             T* __restrict__ dq, int seq, int heads, int head_dim, float scale,
-                             float scale_log2) {
+                             T* __restrict__ dq, int seq, int heads, int kv_heads, int head_dim,
+                             float scale, float scale_log2) {
   constexpr int kStride = RowStride<kD>();
   constexpr int kCols = kD / 16;
   float* q_tile = device::SharedFloats();                    // [kBackwardRows][kStride]
@@ -437,16 +443,11 @@ __global__ void __launch_bounds__(kThreads)
   const int ty = threadIdx.x / 16;
   const int tx = threadIdx.x % 16;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kBackwardRows;  // the longest rows first
-  const int h = blockIdx.y;
-  const int b = blockIdx.z;
-  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
-  const int64_t base =
-      static_cast<int64_t>(b) * seq * row_stride + static_cast<int64_t>(h) * head_dim;
-  const int64_t stats = (static_cast<int64_t>(b) * heads + h) * seq;
+  const HeadSlice head = SliceOf(blockIdx.z, blockIdx.y, seq, heads, kv_heads, head_dim);
 
-  LoadRows<T, kD>(q_tile, q + base, row_stride, q0, kBackwardRows, seq, head_dim);
-  LoadRows<T, kD>(do_tile, dout + base, row_stride, q0, kBackwardRows, seq, head_dim);
-  LoadRowStats(lse_tile, delta_tile, lse + stats, delta + stats, q0, seq);
+  LoadRows<T, kD>(q_tile, q + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
+  LoadRows<T, kD>(do_tile, dout + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
+  LoadRowStats(lse_tile, delta_tile, lse + head.stats, delta + head.stats, q0, seq);
 
   float dq_acc[2][kCols];
 #pragma unroll
@@ -458,8 +459,8 @@ __global__ void __launch_bounds__(kThreads)
   const int last_row = min(q0 + kBackwardRows, seq) - 1;
   for (int k0 = 0; k0 <= last_row; k0 += kKeyTile) {
     __syncthreads();  // the previous key tile's readers are done (and q/dout tiles are loaded)
-    LoadRows<T, kD>(k_tile, k + base, row_stride, k0, kKeyTile, seq, head_dim);
-    LoadRows<T, kD>(v_tile, v + base, row_stride, k0, kKeyTile, seq, head_dim);
+    LoadRows<T, kD>(k_tile, k + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
+    LoadRows<T, kD>(v_tile, v + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
     __syncthreads();
 
     float p[2][4], ds[2][4];
@@ -489,7 +490,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < 2; ++i) {
     const int row = q0 + ty * 2 + i;
     if (row >= seq) continue;
-    T* out = dq + base + static_cast<int64_t>(row) * row_stride;
+    T* out = dq + head.base + static_cast<int64_t>(row) * head.row_stride;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int col = tx + 16 * c;

@@ -43,14 +43,26 @@ TEST(AttentionLimitsTest, RefusesEachDimensionOutsideItsRange) {
   }
   EXPECT_NE(CheckFlashAttentionDims(Dims(1, 16, 2, 129)).message().find("head_dim"),
             std::string::npos);
-  // Grouped-query attention (the CPU kernels run it) is refused by name, never run as multi-head.
+  // Grouped-query attention: kv_heads must divide heads (0 means heads); 2 of 4 runs.
   cpu::AttentionDims gqa = Dims(1, 16, 4, 64);
-  gqa.kv_heads = 2;
-  const Status st = CheckFlashAttentionDims(gqa);
+  for (int64_t kv : {1, 2, 4, 0}) {
+    gqa.kv_heads = kv;
+    EXPECT_TRUE(CheckFlashAttentionDims(gqa).ok()) << kv;
+  }
+  for (int64_t kv : {3, 8, -1}) {
+    gqa.kv_heads = kv;
+    const Status st = CheckFlashAttentionDims(gqa);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << kv << ": " << st.ToString();
+    EXPECT_NE(st.message().find("kv_heads must divide heads (4)"), std::string::npos) << st.ToString();
+  }
+  // A sliding window shorter than the sequence is refused by name, never run as full causal.
+  cpu::AttentionDims windowed = Dims(1, 16, 4, 64);
+  windowed.window = 8;
+  const Status st = CheckFlashAttentionDims(windowed);
   EXPECT_EQ(st.code(), Code::kUnimplemented) << st.ToString();
-  EXPECT_NE(st.message().find("kv_heads 2 < heads 4"), std::string::npos) << st.ToString();
-  gqa.kv_heads = 4;  // as many as heads: plain multi-head attention
-  EXPECT_TRUE(CheckFlashAttentionDims(gqa).ok());
+  EXPECT_NE(st.message().find("sliding window (8)"), std::string::npos) << st.ToString();
+  windowed.window = 16;  // as long as the sequence: plain causal attention
+  EXPECT_TRUE(CheckFlashAttentionDims(windowed).ok());
 }
 
 // The launchers refuse before touching any buffer (these addresses are never dereferenced).

@@ -76,6 +76,12 @@ TEST(MmaPrimitivesEmulatedTest, LdMatrixAndMmaGiveThePlainProduct) {
   }
 }
 
+// Grouped-query attention: 2 query heads per key/value head at batch 2 (a head or sample index
+// mixed up between the q and k/v layouts reads the wrong rows), and 3 query heads sharing one
+// key/value head over more than two key tiles.
+constexpr cpu::AttentionDims kGqaPairs{.batch = 2, .seq = 67, .heads = 4, .head_dim = 40, .kv_heads = 2};
+constexpr cpu::AttentionDims kGqaShared{.batch = 1, .seq = 130, .heads = 3, .head_dim = 64, .kv_heads = 1};
+
 struct Shape {
   cpu::AttentionDims d;
   double qk_range;  // q and k uniform in [-qk_range, qk_range): larger gives a peakier softmax
@@ -83,22 +89,23 @@ struct Shape {
 
 std::string Name(const cpu::AttentionDims& d) {
   return "batch " + std::to_string(d.batch) + " seq " + std::to_string(d.seq) + " heads " +
-         std::to_string(d.heads) + " head_dim " + std::to_string(d.head_dim);
+         std::to_string(d.heads) + " kv_heads " + std::to_string(d.kv()) + " head_dim " +
+         std::to_string(d.head_dim);
 }
 
 // q, k (uniform in +-qk_range), v and dout (in +-1), rounded to bf16: as floats for the CPU
-// twin and stored for the kernels.
+// twin and stored for the kernels. k and v have kv_heads heads (grouped-query attention).
 struct Inputs {
   std::vector<float> q, k, v, dout;
   std::vector<Bf16> qs, ks, vs, douts;
 };
 Inputs MakeInputs(const Shape& shape, uint64_t seed) {
   const cpu::AttentionDims& d = shape.d;
-  const int64_t n = d.batch * d.seq * d.hidden();
+  const int64_t n = d.batch * d.seq * d.hidden(), kv_n = d.batch * d.seq * d.kv_hidden();
   Inputs in;
   in.q = RoundedTo<Bf16>(Random(seed, n, -shape.qk_range, shape.qk_range));
-  in.k = RoundedTo<Bf16>(Random(seed + 1, n, -shape.qk_range, shape.qk_range));
-  in.v = RoundedTo<Bf16>(Random(seed + 2, n, -1, 1));
+  in.k = RoundedTo<Bf16>(Random(seed + 1, kv_n, -shape.qk_range, shape.qk_range));
+  in.v = RoundedTo<Bf16>(Random(seed + 2, kv_n, -1, 1));
   in.dout = RoundedTo<Bf16>(Random(seed + 3, n, -1, 1));
   in.qs = Stored<Bf16>(in.q);
   in.ks = Stored<Bf16>(in.k);
@@ -118,7 +125,8 @@ void RunForward(const std::vector<Bf16>& q, const std::vector<Bf16>& k, const st
   Launch(grid, dim3{flash_mma::kThreads, 1, 1}, [&] {
     flash_mma::FlashForwardMmaKernel<kD, kMTiles>(
         q.data(), k.data(), v.data(), o.data(), lse.data(), static_cast<int>(d.seq),
-        static_cast<int>(d.heads), static_cast<int>(d.head_dim), scale_log2);
+        static_cast<int>(d.heads), static_cast<int>(d.kv()), static_cast<int>(d.head_dim),
+        scale_log2);
   });
 }
 
@@ -126,7 +134,9 @@ TEST(AttentionMmaEmulatedTest, ForwardMatchesTheCpuTwin) {
   const Shape shapes[] = {{{1, 130, 1, 64}, 2.0},
                           {{2, 67, 2, 40}, 2.0},
                           {{1, 70, 1, 128}, 2.0},
-                          {{1, 200, 1, 64}, 6.0}};
+                          {{1, 200, 1, 64}, 6.0},
+                          {kGqaPairs, 2.0},
+                          {kGqaShared, 2.0}};
   for (const Shape& shape : shapes) {
     const cpu::AttentionDims& d = shape.d;
     SCOPED_TRACE(Name(d));
@@ -166,7 +176,7 @@ TEST(AttentionMmaEmulatedTest, ForwardMatchesTheCpuTwin) {
             double dot = 0;
             for (int64_t c = 0; c < d.head_dim; ++c) {
               dot += qd[((b * d.seq + i) * d.heads + h) * d.head_dim + c] *
-                     kd[((b * d.seq + j) * d.heads + h) * d.head_dim + c];
+                     kd[((b * d.seq + j) * d.kv() + h / d.group()) * d.head_dim + c];
             }
             scores.push_back(dot * scale);
           }
@@ -195,20 +205,22 @@ void RunBackward(const std::vector<Bf16>& dout, const std::vector<Bf16>& q,
   const float scale_log2 = scale * 1.4426950408889634f;
   const unsigned heads = static_cast<unsigned>(d.heads), batch = static_cast<unsigned>(d.batch);
   const int seq = static_cast<int>(d.seq), h = static_cast<int>(d.heads);
-  const int hd = static_cast<int>(d.head_dim);
+  const int kv = static_cast<int>(d.kv()), hd = static_cast<int>(d.head_dim);
+  // dk, dv: a block per key tile and key/value head, as attention.cu launches it.
   Launch(
-      dim3{static_cast<unsigned>((d.seq + flash_mma::kKeys - 1) / flash_mma::kKeys), heads, batch},
+      dim3{static_cast<unsigned>((d.seq + flash_mma::kKeys - 1) / flash_mma::kKeys),
+           static_cast<unsigned>(kv), batch},
       dim3{flash_mma::kThreads, 1, 1}, [&] {
         flash_mma::FlashBackwardKeyValueMmaKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
                                                       lse.data(), delta.data(), dk.data(),
-                                                      dv.data(), seq, h, hd, scale, scale_log2);
+                                                      dv.data(), seq, h, kv, hd, scale, scale_log2);
       });
   Launch(
       dim3{static_cast<unsigned>((d.seq + flash_mma::kRows - 1) / flash_mma::kRows), heads, batch},
       dim3{flash_mma::kThreads, 1, 1}, [&] {
         flash_mma::FlashBackwardQueryMmaKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
-                                                   lse.data(), delta.data(), dq.data(), seq, h, hd,
-                                                   scale, scale_log2);
+                                                   lse.data(), delta.data(), dq.data(), seq, h, kv,
+                                                   hd, scale, scale_log2);
       });
 }
 
@@ -216,11 +228,12 @@ void RunBackward(const std::vector<Bf16>& dout, const std::vector<Bf16>& q,
 // rowsum(dout * o) (o rounded to bf16, as attention.cu's row-dot kernel sums it).
 TEST(AttentionMmaEmulatedTest, BackwardMatchesTheCpuTwin) {
   const Shape shapes[] = {
-      {{1, 130, 1, 64}, 2.0}, {{2, 67, 2, 40}, 2.0}, {{1, 70, 1, 128}, 2.0}, {{1, 97, 1, 64}, 6.0}};
+      {{1, 130, 1, 64}, 2.0}, {{2, 67, 2, 40}, 2.0}, {{1, 70, 1, 128}, 2.0}, {{1, 97, 1, 64}, 6.0},
+      {kGqaPairs, 2.0},       {kGqaShared, 2.0}};
   for (const Shape& shape : shapes) {
     const cpu::AttentionDims& d = shape.d;
     SCOPED_TRACE(Name(d));
-    const int64_t n = d.batch * d.seq * d.hidden();
+    const int64_t n = d.batch * d.seq * d.hidden(), kv_n = d.batch * d.seq * d.kv_hidden();
     const Inputs in =
         MakeInputs(shape, 20 * static_cast<uint64_t>(d.seq) + static_cast<uint64_t>(d.head_dim));
     const auto &q = in.q, &k = in.k, &v = in.v, &dout = in.dout;
@@ -228,8 +241,8 @@ TEST(AttentionMmaEmulatedTest, BackwardMatchesTheCpuTwin) {
     std::vector<Bf16> o = Poisoned<Bf16>(static_cast<size_t>(n));
     std::vector<float> lse(static_cast<size_t>(d.batch * d.heads * d.seq), NAN);
     std::vector<Bf16> dq = Poisoned<Bf16>(static_cast<size_t>(n));
-    std::vector<Bf16> dk = Poisoned<Bf16>(static_cast<size_t>(n));
-    std::vector<Bf16> dv = Poisoned<Bf16>(static_cast<size_t>(n));
+    std::vector<Bf16> dk = Poisoned<Bf16>(static_cast<size_t>(kv_n));
+    std::vector<Bf16> dv = Poisoned<Bf16>(static_cast<size_t>(kv_n));
     const std::vector<float> of = [&] {
       if (d.head_dim <= 64) {
         RunForward<64>(qs, ks, vs, o, lse, d);
@@ -261,8 +274,8 @@ TEST(AttentionMmaEmulatedTest, BackwardMatchesTheCpuTwin) {
     std::vector<double> dod(dout.begin(), dout.end());
     std::vector<double> probs(static_cast<size_t>(d.probs_size())), o_cpu(static_cast<size_t>(n));
     cpu::AttentionForward(qd.data(), kd.data(), vd.data(), probs.data(), o_cpu.data(), d);
-    std::vector<double> dq_cpu(static_cast<size_t>(n)), dk_cpu(static_cast<size_t>(n)),
-        dv_cpu(static_cast<size_t>(n));
+    std::vector<double> dq_cpu(static_cast<size_t>(n)), dk_cpu(static_cast<size_t>(kv_n)),
+        dv_cpu(static_cast<size_t>(kv_n));
     cpu::AttentionBackward(dod.data(), qd.data(), kd.data(), vd.data(), probs.data(), dq_cpu.data(),
                            dk_cpu.data(), dv_cpu.data(), d);
     const NormwiseError eq = CompareNormwise(Floats(dq), dq_cpu);

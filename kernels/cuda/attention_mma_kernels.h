@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/attention_heads.h"
 #include "kernels/cuda/mma.h"
 
 namespace pipecoord::kernels::cuda::flash_mma {
@@ -85,18 +86,12 @@ __device__ __forceinline__ void LoadTileAsync(Bf16* tile, const Bf16* src, int64
   }
 }
 
-// Where a block's (batch, head) = (blockIdx.z, blockIdx.y) lives: rows row_stride elements apart
-// from `base` in the [batch, seq, heads, head_dim] tensors, and its seq statistics (lse, delta)
-// from `stats` in [batch, heads, seq].
-struct HeadSlice {
-  int64_t row_stride;
-  int64_t base;
-  int64_t stats;
-};
-__device__ __forceinline__ HeadSlice BlockHead(int seq, int heads, int head_dim) {
-  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
-  const int64_t b = blockIdx.z, h = blockIdx.y;
-  return {row_stride, b * seq * row_stride + h * head_dim, (b * heads + h) * seq};
+using flash_heads::HeadSlice;
+using flash_heads::SliceOf;
+
+// Where a block's (batch, query head) = (blockIdx.z, blockIdx.y) lives (attention_heads.h).
+__device__ __forceinline__ HeadSlice BlockHead(int seq, int heads, int kv_heads, int head_dim) {
+  return SliceOf(blockIdx.z, blockIdx.y, seq, heads, kv_heads, head_dim);
 }
 
 // Writes a warp's 16 x kD accumulator times `scale` as bf16 rows row0 .. row0 + 15 of dst
@@ -127,7 +122,8 @@ __device__ __forceinline__ void StoreRows(const float acc[kD / 8][4], float scal
   }
 }
 
-// Layouts as attention.h: q, k, v, o [batch, seq, heads, head_dim]; lse [batch, heads, seq].
+// Layouts as attention.h: q, o [batch, seq, heads, head_dim]; k, v [batch, seq, kv_heads,
+// head_dim]; lse [batch, heads, seq].
 // Grid: (query tiles of ForwardRows<kMTiles>(), heads, batch); kThreads threads;
 // ForwardSharedBytes<kD, kMTiles>() bytes. Warp w owns rows m * 16 kWarps + 16 w .. + 15 of the
 // block for m < kMTiles (interleaved, so every warp has the same share of the diagonal's masked
@@ -137,7 +133,7 @@ template <int kD, int kMTiles>
 __global__ void __launch_bounds__(kThreads)
     FlashForwardMmaKernel(const Bf16* __restrict__ q, const Bf16* __restrict__ k,
                           const Bf16* __restrict__ v, Bf16* __restrict__ o, float* __restrict__ lse,
-                          int seq, int heads, int head_dim, float scale_log2) {
+                          int seq, int heads, int kv_heads, int head_dim, float scale_log2) {
   constexpr int kS = Stride<kD>();
   constexpr int kDimSteps = kD / 16;     // k-steps of S = q k^T
   constexpr int kKeySteps = kKeys / 16;  // k-steps of O += P v
@@ -152,13 +148,13 @@ __global__ void __launch_bounds__(kThreads)
   const int g = lane / 4;
   const int t = lane % 4;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kBlockRows;  // the longest rows first
-  const HeadSlice head = BlockHead(seq, heads, head_dim);
+  const HeadSlice head = BlockHead(seq, heads, kv_heads, head_dim);
   const int last_row = min(q0 + kBlockRows, seq) - 1;
   const int tiles = last_row / kKeys + 1;
 
   LoadTileAsync<kD>(q_tile, q + head.base, head.row_stride, q0, kBlockRows, seq, head_dim);
-  LoadTileAsync<kD>(k_tiles, k + head.base, head.row_stride, 0, kKeys, seq, head_dim);
-  LoadTileAsync<kD>(v_tiles, v + head.base, head.row_stride, 0, kKeys, seq, head_dim);
+  LoadTileAsync<kD>(k_tiles, k + head.kv_base, head.kv_row_stride, 0, kKeys, seq, head_dim);
+  LoadTileAsync<kD>(v_tiles, v + head.kv_base, head.kv_row_stride, 0, kKeys, seq, head_dim);
   mma::CpAsyncCommit();
 
   // m-tile m: the block's rows tile_row(m) .. + 15; this lane's rows are + g and + g + 8.
@@ -178,9 +174,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {
       const int next = (j + 1) % 2;
-      LoadTileAsync<kD>(k_tiles + next * kKeys * kS, k + head.base, head.row_stride,
+      LoadTileAsync<kD>(k_tiles + next * kKeys * kS, k + head.kv_base, head.kv_row_stride,
                         (j + 1) * kKeys, kKeys, seq, head_dim);
-      LoadTileAsync<kD>(v_tiles + next * kKeys * kS, v + head.base, head.row_stride,
+      LoadTileAsync<kD>(v_tiles + next * kKeys * kS, v + head.kv_base, head.kv_row_stride,
                         (j + 1) * kKeys, kKeys, seq, head_dim);
     }
     mma::CpAsyncCommit();
@@ -430,14 +426,16 @@ __device__ __forceinline__ void AddProductWithTile(float acc[kD / 8][4], const f
   }
 }
 
-// Grid: (key tiles of kKeys, heads, batch); kThreads threads; KeyValueSharedBytes<kD>() bytes.
+// Grid: (key tiles of kKeys, kv_heads, batch); kThreads threads; KeyValueSharedBytes<kD>() bytes.
+// The walk goes over the query tiles of each query head of the key/value head's group in turn
+// (head order, one pipeline across them), so dk and dv sum the group in one block, deterministically.
 template <int kD>
 __global__ void __launch_bounds__(kThreads)
     FlashBackwardKeyValueMmaKernel(const Bf16* __restrict__ dout, const Bf16* __restrict__ q,
                                    const Bf16* __restrict__ k, const Bf16* __restrict__ v,
                                    const float* __restrict__ lse, const float* __restrict__ delta,
                                    Bf16* __restrict__ dk, Bf16* __restrict__ dv, int seq, int heads,
-                                   int head_dim, float scale, float scale_log2) {
+                                   int kv_heads, int head_dim, float scale, float scale_log2) {
   constexpr int kS = Stride<kD>();
   constexpr float kLog2e = 1.4426950408889634f;
   Bf16* k_tile = SharedTiles();
@@ -452,14 +450,19 @@ __global__ void __launch_bounds__(kThreads)
   const int g = lane / 4;
   const int t = lane % 4;
   const int k0 = (gridDim.x - 1 - blockIdx.x) * kKeys;  // the shortest walks last
-  const HeadSlice head = BlockHead(seq, heads, head_dim);
+  const int group = heads / kv_heads;
+  const int first_head = blockIdx.y * group;
+  const HeadSlice kv_head = SliceOf(blockIdx.z, first_head, seq, heads, kv_heads, head_dim);
   const int first_tile = k0 / kWalk;  // the first query rows that see key k0
-  const int tiles = (seq - 1) / kWalk + 1 - first_tile;
+  const int head_tiles = (seq - 1) / kWalk + 1 - first_tile;
+  const int tiles = group * head_tiles;  // the walk: head_tiles query tiles of each query head
 
-  // Queues query tile `i` (of this walk) into buffer i % 2: q, dout, lse (+inf past seq, so
-  // P = 0 there) and delta.
+  // Queues step `i` of the walk (query tile i % head_tiles of the group's head i / head_tiles)
+  // into buffer i % 2: q, dout, lse (+inf past seq, so P = 0 there) and delta.
   auto load_query_tile = [&](int i) {
-    const int r0 = (first_tile + i) * kWalk;
+    const HeadSlice head =
+        SliceOf(blockIdx.z, first_head + i / head_tiles, seq, heads, kv_heads, head_dim);
+    const int r0 = (first_tile + i % head_tiles) * kWalk;
     const int buffer = i % 2;
     LoadTileAsync<kD>(q_tiles + buffer * kWalk * kS, q + head.base, head.row_stride, r0, kWalk, seq,
                       head_dim);
@@ -475,8 +478,8 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
 
-  LoadTileAsync<kD>(k_tile, k + head.base, head.row_stride, k0, kKeys, seq, head_dim);
-  LoadTileAsync<kD>(v_tile, v + head.base, head.row_stride, k0, kKeys, seq, head_dim);
+  LoadTileAsync<kD>(k_tile, k + kv_head.kv_base, kv_head.kv_row_stride, k0, kKeys, seq, head_dim);
+  LoadTileAsync<kD>(v_tile, v + kv_head.kv_base, kv_head.kv_row_stride, k0, kKeys, seq, head_dim);
   load_query_tile(0);
   mma::CpAsyncCommit();
 
@@ -500,7 +503,7 @@ __global__ void __launch_bounds__(kThreads)
     const Bf16* do_tile = do_tiles + buffer * kWalk * kS;
     const float* lse_log2 = stats + buffer * 2 * kWalk;
     const float* row_delta = lse_log2 + kWalk;
-    const int r0 = (first_tile + i) * kWalk;
+    const int r0 = (first_tile + i % head_tiles) * kWalk;
 
     // S^T = k q^T and dP^T = v dout^T: 16 keys x 32 rows (4 tiles of 8 rows).
     float st[kWalk / 8][4], dpt[kWalk / 8][4];
@@ -545,10 +548,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // Each warp read only its own rows of the k and v tiles: they stage its dk and dv.
-  StoreRows<kD>(dk_acc, scale, k_tile + my_keys * kS, dk + head.base, head.row_stride, k0 + my_keys,
-                seq, head_dim, lane);
-  StoreRows<kD>(dv_acc, 1.0f, v_tile + my_keys * kS, dv + head.base, head.row_stride, k0 + my_keys,
-                seq, head_dim, lane);
+  StoreRows<kD>(dk_acc, scale, k_tile + my_keys * kS, dk + kv_head.kv_base, kv_head.kv_row_stride,
+                k0 + my_keys, seq, head_dim, lane);
+  StoreRows<kD>(dv_acc, 1.0f, v_tile + my_keys * kS, dv + kv_head.kv_base, kv_head.kv_row_stride,
+                k0 + my_keys, seq, head_dim, lane);
 }
 
 // Grid: (query tiles of kRows, heads, batch); kThreads threads; QuerySharedBytes<kD>() bytes.
@@ -557,8 +560,8 @@ __global__ void __launch_bounds__(kThreads)
     FlashBackwardQueryMmaKernel(const Bf16* __restrict__ dout, const Bf16* __restrict__ q,
                                 const Bf16* __restrict__ k, const Bf16* __restrict__ v,
                                 const float* __restrict__ lse, const float* __restrict__ delta,
-                                Bf16* __restrict__ dq, int seq, int heads, int head_dim,
-                                float scale, float scale_log2) {
+                                Bf16* __restrict__ dq, int seq, int heads, int kv_heads,
+                                int head_dim, float scale, float scale_log2) {
   constexpr int kS = Stride<kD>();
   constexpr int kDimSteps = kD / 16;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -572,14 +575,14 @@ __global__ void __launch_bounds__(kThreads)
   const int g = lane / 4;
   const int t = lane % 4;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRows;  // the longest rows first
-  const HeadSlice head = BlockHead(seq, heads, head_dim);
+  const HeadSlice head = BlockHead(seq, heads, kv_heads, head_dim);
   const int last_row = min(q0 + kRows, seq) - 1;
   const int tiles = last_row / kWalk + 1;
 
   LoadTileAsync<kD>(q_tile, q + head.base, head.row_stride, q0, kRows, seq, head_dim);
   LoadTileAsync<kD>(do_tile, dout + head.base, head.row_stride, q0, kRows, seq, head_dim);
-  LoadTileAsync<kD>(k_tiles, k + head.base, head.row_stride, 0, kWalk, seq, head_dim);
-  LoadTileAsync<kD>(v_tiles, v + head.base, head.row_stride, 0, kWalk, seq, head_dim);
+  LoadTileAsync<kD>(k_tiles, k + head.kv_base, head.kv_row_stride, 0, kWalk, seq, head_dim);
+  LoadTileAsync<kD>(v_tiles, v + head.kv_base, head.kv_row_stride, 0, kWalk, seq, head_dim);
   mma::CpAsyncCommit();
 
   const int my_rows = warp * 16;
@@ -598,9 +601,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {
       const int next = (j + 1) % 2;
-      LoadTileAsync<kD>(k_tiles + next * kWalk * kS, k + head.base, head.row_stride,
+      LoadTileAsync<kD>(k_tiles + next * kWalk * kS, k + head.kv_base, head.kv_row_stride,
                         (j + 1) * kWalk, kWalk, seq, head_dim);
-      LoadTileAsync<kD>(v_tiles + next * kWalk * kS, v + head.base, head.row_stride,
+      LoadTileAsync<kD>(v_tiles + next * kWalk * kS, v + head.kv_base, head.kv_row_stride,
                         (j + 1) * kWalk, kWalk, seq, head_dim);
     }
     mma::CpAsyncCommit();

@@ -152,8 +152,8 @@ template <int kD>
 __global__ void __launch_bounds__(kThreads)
     FlashForwardTensorCoreKernel(const Bf16* __restrict__ q, const Bf16* __restrict__ k,
                                  const Bf16* __restrict__ v, Bf16* __restrict__ o,
-                                 float* __restrict__ lse, int seq, int heads, int head_dim,
-                                 float scale_log2) {
+                                 float* __restrict__ lse, int seq, int heads, int kv_heads,
+                                 int head_dim, float scale_log2) {
   using Layout = ForwardTensorCoreLayout<kD>;
   constexpr int kLd = Bf16Stride<kD>();
   constexpr int kOutLd = RowStride<kD>();
@@ -175,13 +175,9 @@ __global__ void __launch_bounds__(kThreads)
   const int warp_score_col = (warp / 4) * 32;
   const int warp_out_col = (warp / 4) * (kD / 2);
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kForwardRows;  // the longest rows first
-  const int h = blockIdx.y;
-  const int b = blockIdx.z;
-  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
-  const int64_t base =
-      static_cast<int64_t>(b) * seq * row_stride + static_cast<int64_t>(h) * head_dim;
+  const HeadSlice head = SliceOf(blockIdx.z, blockIdx.y, seq, heads, kv_heads, head_dim);
 
-  LoadBf16Rows<kD>(q_tile, q + base, row_stride, q0, kForwardRows, seq, head_dim);
+  LoadBf16Rows<kD>(q_tile, q + head.base, head.row_stride, q0, kForwardRows, seq, head_dim);
 
   float row_max[kRows], row_sum[kRows], acc[kRows][kCols];
 #pragma unroll
@@ -195,8 +191,8 @@ __global__ void __launch_bounds__(kThreads)
   const int last_row = min(q0 + kForwardRows, seq) - 1;
   for (int k0 = 0; k0 <= last_row; k0 += kKeyTile) {
     __syncthreads();  // the previous tile's readers of every region are done
-    LoadBf16Rows<kD>(k_tile, k + base, row_stride, k0, kKeyTile, seq, head_dim);
-    LoadBf16Rows<kD>(v_tile, v + base, row_stride, k0, kKeyTile, seq, head_dim);
+    LoadBf16Rows<kD>(k_tile, k + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
+    LoadBf16Rows<kD>(v_tile, v + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
     __syncthreads();
 
 #pragma unroll
@@ -266,19 +262,18 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  const int64_t stats = (static_cast<int64_t>(b) * heads + h) * seq;
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     const int row = q0 + ty * kRows + i;
     if (row >= seq) continue;
     const float inv_sum = 1.0f / row_sum[i];
-    Bf16* out = o + base + static_cast<int64_t>(row) * row_stride;
+    Bf16* out = o + head.base + static_cast<int64_t>(row) * head.row_stride;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int col = tx + 16 * c;
       if (col < head_dim) out[col] = device::FromFloat<Bf16>(acc[i][c] * inv_sum);
     }
-    if (tx == 0) lse[stats + row] = (row_max[i] + log2f(row_sum[i])) * kLn2;
+    if (tx == 0) lse[head.stats + row] = (row_max[i] + log2f(row_sum[i])) * kLn2;
   }
 }
 
@@ -344,16 +339,17 @@ __device__ void StoreRows(Bf16* dst, const float* tile, int64_t row_stride, int 
   }
 }
 
-// FlashBackwardKeyValueKernel's algorithm for bf16. Warp w accumulates keys (w % 4) * 16 .. +15
-// of dk and dv at columns (w / 4) * kD / 2 .., in fragments kept across query tiles.
+// FlashBackwardKeyValueKernel's algorithm for bf16 (grid (key tiles, kv_heads, batch), the
+// group's query heads summed in head order). Warp w accumulates keys (w % 4) * 16 .. +15 of dk and
+// dv at columns (w / 4) * kD / 2 .., in fragments kept across query tiles and heads.
 template <int kD>
 __global__ void __launch_bounds__(kThreads)
     FlashBackwardKeyValueTensorCoreKernel(const Bf16* __restrict__ dout, const Bf16* __restrict__ q,
                                           const Bf16* __restrict__ k, const Bf16* __restrict__ v,
                                           const float* __restrict__ lse,
                                           const float* __restrict__ delta, Bf16* __restrict__ dk,
-                                          Bf16* __restrict__ dv, int seq, int heads, int head_dim,
-                                          float scale, float scale_log2) {
+                                          Bf16* __restrict__ dv, int seq, int heads, int kv_heads,
+                                          int head_dim, float scale, float scale_log2) {
   using Layout = KeyValueTensorCoreLayout<kD>;
   constexpr int kLd = Bf16Stride<kD>();
   constexpr int kOutLd = RowStride<kD>();
@@ -375,15 +371,13 @@ __global__ void __launch_bounds__(kThreads)
   const int warp_key = (warp % 4) * 16;
   const int warp_col = (warp / 4) * (kD / 2);
   const int k0 = blockIdx.x * kKeyTile;  // the first key tiles see the most query tiles
-  const int h = blockIdx.y;
+  const int group = heads / kv_heads;
+  const int first_head = blockIdx.y * group;
   const int b = blockIdx.z;
-  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
-  const int64_t base =
-      static_cast<int64_t>(b) * seq * row_stride + static_cast<int64_t>(h) * head_dim;
-  const int64_t stats = (static_cast<int64_t>(b) * heads + h) * seq;
+  const HeadSlice kv_head = SliceOf(b, first_head, seq, heads, kv_heads, head_dim);
 
-  LoadBf16Rows<kD>(k_tile, k + base, row_stride, k0, kKeyTile, seq, head_dim);
-  LoadBf16Rows<kD>(v_tile, v + base, row_stride, k0, kKeyTile, seq, head_dim);
+  LoadBf16Rows<kD>(k_tile, k + kv_head.kv_base, kv_head.kv_row_stride, k0, kKeyTile, seq, head_dim);
+  LoadBf16Rows<kD>(v_tile, v + kv_head.kv_base, kv_head.kv_row_stride, k0, kKeyTile, seq, head_dim);
 
   FragmentF32 dk_acc[kFragments], dv_acc[kFragments];
 #pragma unroll
@@ -392,29 +386,32 @@ __global__ void __launch_bounds__(kThreads)
     wmma::fill_fragment(dv_acc[f], 0.0f);
   }
 
-  for (int q0 = k0; q0 < seq; q0 += kBackwardRows) {
-    __syncthreads();  // the previous query tile's readers are done (and k/v tiles are loaded)
-    LoadBf16Rows<kD>(q_tile, q + base, row_stride, q0, kBackwardRows, seq, head_dim);
-    LoadBf16Rows<kD>(do_tile, dout + base, row_stride, q0, kBackwardRows, seq, head_dim);
-    LoadRowStats(lse_tile, delta_tile, lse + stats, delta + stats, q0, seq);
-    __syncthreads();
-    TensorCoreScoreGradients<kD>(q_tile, do_tile, k_tile, v_tile, lse_tile, delta_tile, s_tile,
-                                 dp_tile, p_tile, ds_tile, q0, k0, seq, scale_log2);
+  for (int h = first_head; h < first_head + group; ++h) {
+    const HeadSlice head = SliceOf(b, h, seq, heads, kv_heads, head_dim);
+    for (int q0 = k0; q0 < seq; q0 += kBackwardRows) {
+      __syncthreads();  // the previous query tile's readers are done (and k/v tiles are loaded)
+      LoadBf16Rows<kD>(q_tile, q + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
+      LoadBf16Rows<kD>(do_tile, dout + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
+      LoadRowStats(lse_tile, delta_tile, lse + head.stats, delta + head.stats, q0, seq);
+      __syncthreads();
+      TensorCoreScoreGradients<kD>(q_tile, do_tile, k_tile, v_tile, lse_tile, delta_tile, s_tile,
+                                   dp_tile, p_tile, ds_tile, q0, k0, seq, scale_log2);
 
-    // dv[key] += sum_r p[r][key] dout[r]; dk[key] += sum_r ds[r][key] q[r]: P^T and dS^T are
-    // the column-major reading of the row-major P and dS tiles.
+      // dv[key] += sum_r p[r][key] dout[r]; dk[key] += sum_r ds[r][key] q[r]: P^T and dS^T are
+      // the column-major reading of the row-major P and dS tiles.
 #pragma unroll
-    for (int kk = 0; kk < kBackwardRows; kk += 16) {
-      ColMajorA fp, fds;
-      wmma::load_matrix_sync(fp, p_tile + kk * kBf16ScoreStride + warp_key, kBf16ScoreStride);
-      wmma::load_matrix_sync(fds, ds_tile + kk * kBf16ScoreStride + warp_key, kBf16ScoreStride);
+      for (int kk = 0; kk < kBackwardRows; kk += 16) {
+        ColMajorA fp, fds;
+        wmma::load_matrix_sync(fp, p_tile + kk * kBf16ScoreStride + warp_key, kBf16ScoreStride);
+        wmma::load_matrix_sync(fds, ds_tile + kk * kBf16ScoreStride + warp_key, kBf16ScoreStride);
 #pragma unroll
-      for (int f = 0; f < kFragments; ++f) {
-        RowMajorB fdo, fq;
-        wmma::load_matrix_sync(fdo, do_tile + kk * kLd + warp_col + 16 * f, kLd);
-        wmma::load_matrix_sync(fq, q_tile + kk * kLd + warp_col + 16 * f, kLd);
-        wmma::mma_sync(dv_acc[f], fp, fdo, dv_acc[f]);
-        wmma::mma_sync(dk_acc[f], fds, fq, dk_acc[f]);
+        for (int f = 0; f < kFragments; ++f) {
+          RowMajorB fdo, fq;
+          wmma::load_matrix_sync(fdo, do_tile + kk * kLd + warp_col + 16 * f, kLd);
+          wmma::load_matrix_sync(fq, q_tile + kk * kLd + warp_col + 16 * f, kLd);
+          wmma::mma_sync(dv_acc[f], fp, fdo, dv_acc[f]);
+          wmma::mma_sync(dk_acc[f], fds, fq, dk_acc[f]);
+        }
       }
     }
   }
@@ -425,7 +422,8 @@ __global__ void __launch_bounds__(kThreads)
                             wmma::mem_row_major);
   }
   __syncthreads();
-  StoreRows<kD>(dk + base, out_tile, row_stride, k0, kKeyTile, seq, head_dim, scale);
+  StoreRows<kD>(dk + kv_head.kv_base, out_tile, kv_head.kv_row_stride, k0, kKeyTile, seq, head_dim,
+                scale);
   __syncthreads();
 #pragma unroll
   for (int f = 0; f < kFragments; ++f) {
@@ -433,7 +431,8 @@ __global__ void __launch_bounds__(kThreads)
                             wmma::mem_row_major);
   }
   __syncthreads();
-  StoreRows<kD>(dv + base, out_tile, row_stride, k0, kKeyTile, seq, head_dim, 1.0f);
+  StoreRows<kD>(dv + kv_head.kv_base, out_tile, kv_head.kv_row_stride, k0, kKeyTile, seq, head_dim,
+                1.0f);
 }
 
 // FlashBackwardQueryKernel's algorithm for bf16. The 32 x kD dq tile is 2 * kD / 16 fragments:
@@ -445,8 +444,8 @@ __global__ void __launch_bounds__(kThreads)
                                        const Bf16* __restrict__ k, const Bf16* __restrict__ v,
                                        const float* __restrict__ lse,
                                        const float* __restrict__ delta, Bf16* __restrict__ dq,
-                                       int seq, int heads, int head_dim, float scale,
-                                       float scale_log2) {
+                                       int seq, int heads, int kv_heads, int head_dim,
+                                       float scale, float scale_log2) {
   using Layout = QueryTensorCoreLayout<kD>;
   constexpr int kLd = Bf16Stride<kD>();
   constexpr int kOutLd = RowStride<kD>();
@@ -469,16 +468,11 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32;
   const bool holds_dq = warp * kPerWarp < kBlocks;  // the same for every lane of the warp
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kBackwardRows;  // the longest rows first
-  const int h = blockIdx.y;
-  const int b = blockIdx.z;
-  const int64_t row_stride = static_cast<int64_t>(heads) * head_dim;
-  const int64_t base =
-      static_cast<int64_t>(b) * seq * row_stride + static_cast<int64_t>(h) * head_dim;
-  const int64_t stats = (static_cast<int64_t>(b) * heads + h) * seq;
+  const HeadSlice head = SliceOf(blockIdx.z, blockIdx.y, seq, heads, kv_heads, head_dim);
 
-  LoadBf16Rows<kD>(q_tile, q + base, row_stride, q0, kBackwardRows, seq, head_dim);
-  LoadBf16Rows<kD>(do_tile, dout + base, row_stride, q0, kBackwardRows, seq, head_dim);
-  LoadRowStats(lse_tile, delta_tile, lse + stats, delta + stats, q0, seq);
+  LoadBf16Rows<kD>(q_tile, q + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
+  LoadBf16Rows<kD>(do_tile, dout + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
+  LoadRowStats(lse_tile, delta_tile, lse + head.stats, delta + head.stats, q0, seq);
 
   FragmentF32 dq_acc[kPerWarp];
 #pragma unroll
@@ -487,8 +481,8 @@ __global__ void __launch_bounds__(kThreads)
   const int last_row = min(q0 + kBackwardRows, seq) - 1;
   for (int k0 = 0; k0 <= last_row; k0 += kKeyTile) {
     __syncthreads();  // the previous key tile's readers are done (and q/dout tiles are loaded)
-    LoadBf16Rows<kD>(k_tile, k + base, row_stride, k0, kKeyTile, seq, head_dim);
-    LoadBf16Rows<kD>(v_tile, v + base, row_stride, k0, kKeyTile, seq, head_dim);
+    LoadBf16Rows<kD>(k_tile, k + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
+    LoadBf16Rows<kD>(v_tile, v + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
     __syncthreads();
     TensorCoreScoreGradients<kD>(q_tile, do_tile, k_tile, v_tile, lse_tile, delta_tile, s_tile,
                                  dp_tile, nullptr, ds_tile, q0, k0, seq, scale_log2);
@@ -520,7 +514,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  StoreRows<kD>(dq + base, out_tile, row_stride, q0, kBackwardRows, seq, head_dim, scale);
+  StoreRows<kD>(dq + head.base, out_tile, head.row_stride, q0, kBackwardRows, seq, head_dim, scale);
 }
 
 }  // namespace pipecoord::kernels::cuda::flash

@@ -6,7 +6,9 @@
 // keys, 32 or 64 query rows), head_dim 8, 17, 32, 40, 64, 128 (each padded tile width), one
 // token, and a peaky softmax whose running max grows from tile to tile. float runs the fp32
 // kernels, bf16 the tensor-core kernels (attention.h): head_dim 17 the WMMA forward, the other
-// shapes the register-level mma.sync forward. Skips without a GPU.
+// shapes the register-level mma.sync forward. Grouped-query attention: 2 and 4 query heads per
+// key/value head (k, v, dk, dv [batch, seq, kv_heads, head_dim]; dk and dv summed over the group),
+// on each kernel family (head_dim 17 takes WMMA). Skips without a GPU.
 #include "kernels/cuda/attention.h"
 
 #include <gtest/gtest.h>
@@ -34,11 +36,15 @@ struct Shape {
 const Shape kShapes[] = {
     {{1, 1, 1, 8}, 2.0},   {{2, 67, 3, 40}, 2.0},  {{1, 130, 2, 128}, 2.0},
     {{2, 96, 2, 64}, 2.0}, {{1, 200, 1, 17}, 2.0}, {{1, 150, 2, 32}, 6.0},
+    {{.batch = 2, .seq = 130, .heads = 8, .head_dim = 64, .kv_heads = 2}, 2.0},
+    {{.batch = 1, .seq = 97, .heads = 4, .head_dim = 128, .kv_heads = 2}, 2.0},
+    {{.batch = 2, .seq = 70, .heads = 4, .head_dim = 17, .kv_heads = 1}, 2.0},
 };
 
 std::string Name(const cpu::AttentionDims& d) {
   return "batch " + std::to_string(d.batch) + " seq " + std::to_string(d.seq) + " heads " +
-         std::to_string(d.heads) + " head_dim " + std::to_string(d.head_dim);
+         std::to_string(d.heads) + " kv_heads " + std::to_string(d.kv()) + " head_dim " +
+         std::to_string(d.head_dim);
 }
 
 std::vector<double> ToDoubles(const std::vector<float>& v) { return {v.begin(), v.end()}; }
@@ -52,12 +58,14 @@ std::vector<double> ReferenceLse(const std::vector<float>& q, const std::vector<
   for (int64_t b = 0; b < d.batch; ++b) {
     for (int64_t h = 0; h < d.heads; ++h) {
       const int64_t base = b * d.seq * d.hidden() + h * d.head_dim;
+      const int64_t kv_base = b * d.seq * d.kv_hidden() + (h / d.group()) * d.head_dim;
       for (int64_t i = 0; i < d.seq; ++i) {
         double mx = -INFINITY;
         for (int64_t j = 0; j <= i; ++j) {
           double dot = 0;
           for (int64_t c = 0; c < d.head_dim; ++c) {
-            dot += static_cast<double>(q[base + i * d.hidden() + c]) * k[base + j * d.hidden() + c];
+            dot += static_cast<double>(q[base + i * d.hidden() + c]) *
+                   k[kv_base + j * d.kv_hidden() + c];
           }
           score[j] = scale * dot;
           mx = std::max(mx, score[j]);
@@ -97,15 +105,16 @@ class AttentionTest : public GpuTest {
   struct Buffers {
     explicit Buffers(const cpu::AttentionDims& d)
         : tokens(static_cast<size_t>(d.batch * d.seq * d.hidden())),
+          kv_tokens(static_cast<size_t>(d.batch * d.seq * d.kv_hidden())),
           stats(static_cast<size_t>(d.batch * d.heads * d.seq)),
           q(tokens),
-          k(tokens),
-          v(tokens),
+          k(kv_tokens),
+          v(kv_tokens),
           o(tokens),
           dout(tokens),
           dq(tokens),
-          dk(tokens),
-          dv(tokens),
+          dk(kv_tokens),
+          dv(kv_tokens),
           lse(stats),
           delta(stats) {}
     Status status() const {
@@ -116,7 +125,7 @@ class AttentionTest : public GpuTest {
       }
       return Status::Ok();
     }
-    size_t tokens, stats;
+    size_t tokens, kv_tokens, stats;
     DeviceBuffer<T> q, k, v, o, dout, dq, dk, dv;
     DeviceBuffer<float> lse, delta;
   };
@@ -127,9 +136,10 @@ class AttentionTest : public GpuTest {
 
   static Inputs MakeInputs(const Shape& shape, uint64_t seed) {
     const int64_t n = shape.d.batch * shape.d.seq * shape.d.hidden();
+    const int64_t kv_n = shape.d.batch * shape.d.seq * shape.d.kv_hidden();
     return Inputs{RoundedTo<T>(RandomFloats(seed, n, -shape.qk_range, shape.qk_range)),
-                  RoundedTo<T>(RandomFloats(seed + 1, n, -shape.qk_range, shape.qk_range)),
-                  RoundedTo<T>(RandomFloats(seed + 2, n, -1.0, 1.0)),
+                  RoundedTo<T>(RandomFloats(seed + 1, kv_n, -shape.qk_range, shape.qk_range)),
+                  RoundedTo<T>(RandomFloats(seed + 2, kv_n, -1.0, 1.0)),
                   RoundedTo<T>(RandomFloats(seed + 3, n, -1.0, 1.0))};
   }
 
@@ -176,7 +186,7 @@ TYPED_TEST(AttentionTest, ForwardAndBackwardMatchCpu) {
     const auto dout = ToDoubles(in.dout);
     std::vector<double> probs(static_cast<size_t>(d.probs_size())), o_cpu(buf.tokens);
     cpu::AttentionForward(q.data(), k.data(), v.data(), probs.data(), o_cpu.data(), d);
-    std::vector<double> dq_cpu(buf.tokens), dk_cpu(buf.tokens), dv_cpu(buf.tokens);
+    std::vector<double> dq_cpu(buf.tokens), dk_cpu(buf.kv_tokens), dv_cpu(buf.kv_tokens);
     cpu::AttentionBackward(dout.data(), q.data(), k.data(), v.data(), probs.data(), dq_cpu.data(),
                            dk_cpu.data(), dv_cpu.data(), d);
 
@@ -196,9 +206,10 @@ TYPED_TEST(AttentionTest, ForwardAndBackwardMatchCpu) {
   }
 }
 
-// No atomics: two runs on the same inputs give the same bits in every output.
+// No atomics: two runs on the same inputs give the same bits in every output (with grouped-query
+// attention, whose dk and dv sum 4 query heads).
 TYPED_TEST(AttentionTest, RunsAreBitwiseIdentical) {
-  const Shape shape{{2, 131, 2, 64}, 2.0};
+  const Shape shape{{.batch = 2, .seq = 131, .heads = 8, .head_dim = 64, .kv_heads = 2}, 2.0};
   const auto in = this->MakeInputs(shape, 7);
   typename TestFixture::Buffers first(shape.d), second(shape.d);
   PIPECOORD_ASSERT_OK(this->Run(in, shape.d, first));
