@@ -253,7 +253,8 @@ TEST(SpecValidationTest, TiedEmbeddings) {
                       "built-in model's tied embeddings run on the C++ workers");
 }
 
-// spec.model.headDim: even; heads need not divide hidden then; the CUDA backend refuses it.
+// spec.model.headDim: even; heads need not divide hidden then; the CUDA backend runs it up to
+// flash attention's 128 features per head (given or hidden / heads).
 TEST(SpecValidationTest, HeadDim) {
   auto s = TinySpec();
   s.mutable_model()->set_head_dim(16);  // 4 heads of 16 for hidden 32
@@ -264,8 +265,27 @@ TEST(SpecValidationTest, HeadDim) {
   s.mutable_model()->set_heads(3);  // 3 does not divide 32: fine with heads of 12
   EXPECT_EQ(Error(s), "");
   s.set_device("cuda");
-  EXPECT_EQ(Error(s), "spec.model.headDim: the CUDA backend runs hidden / heads (10) only, got 12; an explicit "
-                      "head_dim runs on the CPU backend");
+  EXPECT_EQ(Error(s), "");
+  s.mutable_model()->set_head_dim(130);
+  EXPECT_EQ(Error(s), "spec.model.headDim: the CUDA backend's flash attention runs up to 128 features per head, got "
+                      "130; more heads, or the CPU backend, run it");
+  s.mutable_model()->set_head_dim(128);
+  EXPECT_EQ(Error(s), "");
+  s.mutable_model()->set_head_dim(0);
+  s.mutable_model()->set_hidden(258);
+  s.mutable_model()->set_heads(1);
+  EXPECT_EQ(Error(s), "spec.model.headDim: the CUDA backend's flash attention runs up to 128 features per head, got "
+                      "258 (hidden / heads); more heads, or the CPU backend, run it");
+}
+
+// Grouped-query attention runs on every backend (kvHeads dividing heads).
+TEST(SpecValidationTest, KvHeadsRunOnCuda) {
+  auto s = TinySpec();
+  s.mutable_model()->set_kv_heads(2);
+  s.set_device("cuda");
+  EXPECT_EQ(Error(s), "");
+  s.mutable_model()->set_kv_heads(3);
+  EXPECT_EQ(Error(s), "spec.model.kvHeads: must divide spec.model.heads (4), got 3");
 }
 
 TEST(SpecValidationTest, FieldsAreTheirJsonNames) {

@@ -139,13 +139,6 @@ Result<ActivationModel> ResolveActivations(const ModelSpec& m, const TrainingSpe
   auto recipe = FindRecipe(t.recipe);
   if (!recipe.ok()) return recipe.status();
   const Recipe& r = **recipe;
-  // pipecoord-cpu, megatron and eager name q and o "a*d", k and v "g*d"; pipecoord-cuda (the CUDA
-  // model runs hidden / heads only) says h.
-  if (m.QWidth() != m.hidden && std::string_view(r.name) == "pipecoord-cuda") {
-    return InvalidArgument("head-dim: recipe pipecoord-cuda models q and o hidden wide (the CUDA model runs head_dim = "
-                           "hidden / heads); an explicit head_dim (" + std::to_string(m.head_dim) + ") is priced by "
-                           "pipecoord-cpu, megatron and eager");
-  }
   ActivationModel am;
   am.recipe = &r;
   BlockActivations& blk = am.block;

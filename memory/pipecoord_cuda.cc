@@ -23,11 +23,11 @@ const std::vector<RecipeTensor>& BackendTensors() {
       {"mlp.grad_z", "b_transient", "dz, gradient of the SwiGLU product, freed once dgate and dup exist",
        {"s", "b", "f"}, ElemType::kAct, 2, "", 0},
       {"attention.grad_output", "b_transient", "dout, gradient of flash attention's output",
-       {"s", "b", "h"}, ElemType::kAct, 2, "", 0},
+       {"s", "b", "a*d"}, ElemType::kAct, 2, "", 0},
       {"attention.delta", "b_transient", "rowsum(dout * o) per query row (fp32), flash attention's backward",
        {"b", "a", "s"}, ElemType::kFp32, 1, "", 0},
       {"rope.table", "constant", "RoPE's cos (or sin) table: s x head_dim / 2 doubles, s x head_dim x 4 bytes",
-       {"s", "h/a", "4"}, ElemType::kU8, kWholeOnEveryRank, "", 0},  // attention runs on every token
+       {"s", "d", "4"}, ElemType::kU8, kWholeOnEveryRank, "", 0},  // attention runs on every token
       {"loss.sum", "constant", "the head's device-side sum of the step's losses (one double)",
        {"8", "1"}, ElemType::kU8, 1, "", 0},
   };
@@ -315,7 +315,7 @@ void WeightTimeline(Timeline& t, const GroupSums& g, int64_t layers, bool has_em
 }  // namespace
 
 ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
-                             int64_t seq_len, int64_t kv_heads) {
+                             int64_t seq_len, int64_t kv_heads, int64_t head_dim) {
   ModelSpec m;
   m.name = "pipecoord-cuda";
   m.layers = layers;
@@ -323,6 +323,7 @@ ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t he
   m.ffn = ffn;
   m.heads = heads;
   m.kv_heads = kv_heads > 0 ? kv_heads : heads;
+  m.head_dim = head_dim;
   m.vocab = vocab;
   m.seq_len = seq_len;
   m.tied_embeddings = false;
@@ -358,11 +359,13 @@ int64_t CudaPoolBytes(int64_t bytes) {
 
 std::vector<int64_t> PipecoordCudaWeightTensors(const ModelSpec& m, int64_t layers, bool has_embedding,
                                                 bool has_head, int tp) {
-  const int64_t h = m.hidden, t = std::max(1, tp), f = m.ffn / t, v = m.vocab / t, hq = h / t;
+  // q and o are heads x head_dim wide, k and v kv_heads x head_dim (this rank's 1/t of each).
+  const int64_t h = m.hidden, t = std::max(1, tp), f = m.ffn / t, v = m.vocab / t, q = m.QWidth() / t,
+                kv = m.kv_heads * m.HeadDim() / t;
   std::vector<int64_t> out;
   if (has_embedding) out.push_back(v * h);
   for (int64_t l = 0; l < layers; ++l) {
-    for (int64_t n : {h, hq * h, hq * h, hq * h, h * hq, h, f * h, h * f, f * h}) out.push_back(n);
+    for (int64_t n : {h, q * h, kv * h, kv * h, h * q, h, f * h, h * f, f * h}) out.push_back(n);
   }
   if (has_head) {
     out.push_back(h);

@@ -2,8 +2,8 @@
 // keeps per micro-batch on the device, tensor by tensor, named by the op that saves it, in the
 // dtype the kernels keep it in.
 //
-// The model is the CPU StageModel's (RMSNorm, RoPE, SwiGLU, no biases, dropout or GQA; full
-// recompute keeps only each block's input) in one of two precisions (JobSpec.precision): "fp32", every activation fp32; or
+// The model is the CPU StageModel's (RMSNorm, RoPE, SwiGLU, grouped-query attention: q and o
+// a x d wide, k and v g x d; no biases or dropout; full recompute keeps only each block's input) in one of two precisions (JobSpec.precision): "fp32", every activation fp32; or
 // "bf16", activations and their gradients bf16. Either way the RMSNorms' per-token 1/rms and
 // flash attention's per-row log-sum-exps are fp32 (the kernels write float), and token ids are
 // int32: below, `kAct` is the precision's activation type, the rest is fixed. Attention is flash
@@ -14,7 +14,8 @@
 // lse, gate and up and keeps the rest for W (`W` flag) next to the output gradients of every
 // weight-carrying op (`w_grads`); W frees everything. Per micro-batch of T = s b tokens, with e
 // the activation bytes (4 fp32, 2 bf16), in bytes:
-//   block      after F  T (e (8h + 3f) + 4a + 8)      after B  T (e (12h + 3f) + 8)
+//   block      after F  T (e (4h + 2ad + 2gd + 3f) + 4a + 8)
+//              after B  T (e (8h + 2ad + 2gd + 3f) + 8)   (ad = gd = h without GQA or head_dim)
 //   embedding  after F  4T (ids)                       after B  4T + e T h
 //   head       after F  T (e (2h + v) + 4) + 4T        after B  T (e (3h + v) + 4)
 // (the head's B turns the logits into their gradient in place, and frees the targets). While
@@ -44,17 +45,17 @@ const Recipe& PipecoordCudaRecipe() {
           {"attention.qkv_input", "attention", "norm output a, saved by wq, wk, wv",
            {"s", "b", "h"}, ElemType::kAct, kSeqSplit, "", kWeightInput},
           {"attention.q", "attention", "query after RoPE, saved by flash attention",
-           {"s", "b", "h"}, ElemType::kAct, 2, "", 0},
-          {"attention.k", "attention", "key after RoPE, saved by flash attention",
-           {"s", "b", "h"}, ElemType::kAct, 2, "", 0},
-          {"attention.v", "attention", "value, saved by flash attention",
-           {"s", "b", "h"}, ElemType::kAct, 2, "", 0},
+           {"s", "b", "a*d"}, ElemType::kAct, 2, "", 0},
+          {"attention.k", "attention", "key after RoPE (g key/value heads), saved by flash attention",
+           {"s", "b", "g*d"}, ElemType::kAct, 2, "", 0},
+          {"attention.v", "attention", "value (g key/value heads), saved by flash attention",
+           {"s", "b", "g*d"}, ElemType::kAct, 2, "", 0},
           {"attention.lse", "attention",
            "per-row log-sum-exp (fp32), saved by flash attention in place of the s x s probabilities",
            {"b", "a", "s"}, ElemType::kFp32, 1, "", 0},
           {"attention.wo_input", "attention", "flash attention's output o (heads merged), saved by wo and by "
            "flash attention's backward",
-           {"s", "b", "h"}, ElemType::kAct, 2, "", kWeightInput},
+           {"s", "b", "a*d"}, ElemType::kAct, 2, "", kWeightInput},
           {"ffn_norm.input", "ffn_norm", "residual sum x1, saved by the FFN RMSNorm",
            {"s", "b", "h"}, ElemType::kAct, kSeqSplit, "", kWeightInput},
           {"ffn_norm.rstd", "ffn_norm", "per-token 1/rms (fp32), saved by the FFN RMSNorm",
@@ -86,11 +87,11 @@ const Recipe& PipecoordCudaRecipe() {
           {"grad.wo_output", "w_grads", "dx1, gradient of wo's output",
            {"s", "b", "h"}, ElemType::kAct, kSeqSplit, "", 0},
           {"grad.wq_output", "w_grads", "dq, gradient of wq's output",
-           {"s", "b", "h"}, ElemType::kAct, 2, "", 0},
+           {"s", "b", "a*d"}, ElemType::kAct, 2, "", 0},
           {"grad.wk_output", "w_grads", "dk, gradient of wk's output",
-           {"s", "b", "h"}, ElemType::kAct, 2, "", 0},
+           {"s", "b", "g*d"}, ElemType::kAct, 2, "", 0},
           {"grad.wv_output", "w_grads", "dv, gradient of wv's output",
-           {"s", "b", "h"}, ElemType::kAct, 2, "", 0},
+           {"s", "b", "g*d"}, ElemType::kAct, 2, "", 0},
           {"grad.attention_norm_output", "w_grads", "da, gradient of the attention RMSNorm's output",
            {"s", "b", "h"}, ElemType::kAct, kSeqSplit, "", 0},
       },

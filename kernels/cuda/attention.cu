@@ -168,12 +168,6 @@ Status LaunchBackward(const T* dout, const T* q, const T* k, const T* v, const f
   }
 }
 
-Status CheckRange(const char* name, int64_t value, int64_t limit) {
-  if (value >= 1 && value <= limit) return Status::Ok();
-  return InvalidArgument(std::string("flash attention: ") + name + " must be in [1, " +
-                         std::to_string(limit) + "], got " + std::to_string(value));
-}
-
 template <typename T>
 Status Forward(const T* q, const T* k, const T* v, T* o, float* lse, const cpu::AttentionDims& d,
                cudaStream_t stream) {
@@ -231,22 +225,6 @@ Status Backward(const T* dout, const T* q, const T* k, const T* v, const T* o, c
 }
 
 }  // namespace
-
-Status CheckFlashAttentionDims(const cpu::AttentionDims& d) {
-  PIPECOORD_RETURN_IF_ERROR(CheckRange("batch", d.batch, kFlashMaxBatch));
-  PIPECOORD_RETURN_IF_ERROR(CheckRange("seq", d.seq, kFlashMaxSeq));
-  PIPECOORD_RETURN_IF_ERROR(CheckRange("heads", d.heads, kFlashMaxHeads));
-  PIPECOORD_RETURN_IF_ERROR(CheckRange("head_dim", d.head_dim, kFlashMaxHeadDim));
-  if (d.kv_heads < 0 || d.kv() > d.heads || d.heads % d.kv() != 0) {
-    return InvalidArgument("flash attention: kv_heads must divide heads (" + std::to_string(d.heads) +
-                           ") or be 0 (heads), got " + std::to_string(d.kv_heads));
-  }
-  if (d.window > 0 && d.window < d.seq) {
-    return Unimplemented("flash attention: a sliding window (" + std::to_string(d.window) +
-                         ") shorter than seq (" + std::to_string(d.seq) + ") is not implemented on CUDA");
-  }
-  return Status::Ok();
-}
 
 Status FlashAttentionForward(const float* q, const float* k, const float* v, float* o, float* lse,
                              const cpu::AttentionDims& d, cudaStream_t stream) {

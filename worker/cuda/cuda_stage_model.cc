@@ -112,15 +112,7 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
     return InvalidArgument("sliding_window: the CUDA model's attention has no window shorter than the sequence (" +
                            std::to_string(config.seq_len) + "), got " + std::to_string(config.sliding_window));
   }
-  if (config.QWidth() != config.hidden) {  // its projections are h wide
-    return InvalidArgument("head_dim: the CUDA model runs hidden / heads (" + std::to_string(config.hidden / config.heads) +
-                           ") only, got " + std::to_string(config.head_dim));
-  }
   if (config.tied_embeddings) return InvalidArgument("tied_embeddings: the CUDA model's LM head is its own matrix");
-  if (config.KvHeads() != config.heads) {  // the CUDA attention kernels have no grouped-query path
-    return InvalidArgument("kv_heads: the CUDA model runs kv_heads == heads (" + std::to_string(config.heads) +
-                           ") only, got " + std::to_string(config.KvHeads()));
-  }
   PIPECOORD_RETURN_IF_ERROR(model::ValidateShard(config, shard));
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
   if (device == nullptr) return InvalidArgument("CudaStageModel: device is null");
@@ -131,7 +123,7 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
                            "), tp is " + std::to_string(t));
   }
   const kernels::cpu::AttentionDims ad{batch.micro_batch_size, config.seq_len, config.heads / t,
-                                       config.HeadDim()};
+                                       config.HeadDim(), config.KvHeads() / t};
   if (shard.num_layers > 0) PIPECOORD_RETURN_IF_ERROR(kc::CheckFlashAttentionDims(ad));
   std::unique_ptr<CudaStageModel> m(
       new CudaStageModel(config, shard, batch, precision, device, t > 1 ? tp : nullptr, sequence_parallel));
@@ -150,8 +142,10 @@ CudaStageModel::CudaStageModel(const model::ModelConfig& config, const model::St
   tokens_ = static_cast<int64_t>(batch.micro_batch_size) * config.seq_len;
   hidden_ = config.hidden;
   ffn_ = config.FfnHidden() / t;
-  width_ = config.hidden / t;
+  width_ = config.QWidth() / t;
+  kv_width_ = config.KvWidth() / t;
   heads_ = config.heads / t;
+  kv_heads_ = config.KvHeads() / t;
   vocab_ = config.vocab / t;
   local_tokens_ = sp_ ? tokens_ / t : tokens_;
 }
@@ -225,7 +219,8 @@ Status CudaStageModel::AddParameter(const std::string& name, std::vector<int64_t
 }
 
 Status CudaStageModel::Build() {
-  const int64_t h = hidden_, f = config_.FfnHidden(), V = config_.vocab;  // whole shapes: AddParameter slices
+  // Whole shapes (AddParameter slices): q and o are heads x head_dim wide, k and v kv_heads x head_dim.
+  const int64_t h = hidden_, f = config_.FfnHidden(), V = config_.vocab, q = config_.QWidth(), kv = config_.KvWidth();
   const double depth = std::sqrt(2.0 * config_.layers);
   const double in_std = 1.0 / std::sqrt(static_cast<double>(h));
   const double kOnes = -1;
@@ -242,10 +237,11 @@ Status CudaStageModel::Build() {
     const std::string p = "layers." + std::to_string(l) + ".";
     Layer L{};
     PIPECOORD_RETURN_IF_ERROR(add(p + "attention_norm.weight", {h}, kOnes, false, &L.attention_norm));
-    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wq.weight", {h, h}, in_std, true, &L.wq));
-    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wk.weight", {h, h}, in_std, true, &L.wk));
-    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wv.weight", {h, h}, in_std, true, &L.wv));
-    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wo.weight", {h, h}, in_std / depth, true, &L.wo));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wq.weight", {q, h}, in_std, true, &L.wq));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wk.weight", {kv, h}, in_std, true, &L.wk));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wv.weight", {kv, h}, in_std, true, &L.wv));
+    PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wo.weight", {h, q}, 1.0 / std::sqrt(static_cast<double>(q)) / depth,
+                                  true, &L.wo));
     PIPECOORD_RETURN_IF_ERROR(add(p + "ffn_norm.weight", {h}, kOnes, false, &L.ffn_norm));
     PIPECOORD_RETURN_IF_ERROR(add(p + "feed_forward.w1.weight", {f, h}, in_std, true, &L.w1));
     PIPECOORD_RETURN_IF_ERROR(add(p + "feed_forward.w2.weight", {h, f},
@@ -673,8 +669,8 @@ template <typename T>
 Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Tensor* y) {
   cudaStream_t stream = device_->stream();
   kc::GemmContext& gemm = device_->gemm();
-  const int64_t n = tokens_, nl = local_tokens_, h = hidden_, f = ffn_, hq = width_;
-  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim()};
+  const int64_t n = tokens_, nl = local_tokens_, h = hidden_, f = ffn_, hq = width_, hkv = kv_width_;
+  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim(), kv_heads_};
   const kc::DeviceRopeTable rope{Ptr<double>(rope_cos_), Ptr<double>(rope_sin_), config_.seq_len,
                                  config_.HeadDim()};
   auto w = [&](int index) { return Ptr<T>(params_[index].compute); };
@@ -689,18 +685,18 @@ Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Ten
                                                stream));
   // Column-parallel q, k, v: this rank's heads, over every token.
   PIPECOORD_CUDA_STAGE_ASSIGN(s.q, Activation(hq));
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.k, Activation(hq));
-  PIPECOORD_CUDA_STAGE_ASSIGN(s.v, Activation(hq));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.k, Activation(hkv));
+  PIPECOORD_CUDA_STAGE_ASSIGN(s.v, Activation(hkv));
   {
     Tensor a_all;
     PIPECOORD_CUDA_STAGE_ASSIGN(a_all, AllTokens<T>(s.a));
     const T* a = Ptr<T>(a_all);
     PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wq), Ptr<T>(s.q), {n, h, hq}));
-    PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wk), Ptr<T>(s.k), {n, h, hq}));
-    PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wv), Ptr<T>(s.v), {n, h, hq}));
+    PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wk), Ptr<T>(s.k), {n, h, hkv}));
+    PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wv), Ptr<T>(s.v), {n, h, hkv}));
   }
   PIPECOORD_RETURN_IF_ERROR(kc::RopeForward(Ptr<T>(s.q), Ptr<T>(s.q), rope, ad.batch, ad.heads, stream));
-  PIPECOORD_RETURN_IF_ERROR(kc::RopeForward(Ptr<T>(s.k), Ptr<T>(s.k), rope, ad.batch, ad.heads, stream));
+  PIPECOORD_RETURN_IF_ERROR(kc::RopeForward(Ptr<T>(s.k), Ptr<T>(s.k), rope, ad.batch, ad.kv(), stream));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.o, Activation(hq));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.lse, Floats(ad.batch * ad.heads * ad.seq));
   PIPECOORD_RETURN_IF_ERROR(kc::FlashAttentionForward(Ptr<T>(s.q), Ptr<T>(s.k), Ptr<T>(s.v),
@@ -808,8 +804,8 @@ template <typename T>
 Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor dy, Tensor* dx) {
   cudaStream_t stream = device_->stream();
   kc::GemmContext& gemm = device_->gemm();
-  const int64_t n = tokens_, nl = local_tokens_, h = hidden_, f = ffn_, hq = width_;
-  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim()};
+  const int64_t n = tokens_, nl = local_tokens_, h = hidden_, f = ffn_, hq = width_, hkv = kv_width_;
+  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim(), kv_heads_};
   const kc::DeviceRopeTable rope{Ptr<double>(rope_cos_), Ptr<double>(rope_sin_), config_.seq_len,
                                  config_.HeadDim()};
   auto w = [&](int index) { return Ptr<T>(params_[index].compute); };
@@ -846,8 +842,8 @@ Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor 
     PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(dx1_all), w(L.wo), Ptr<T>(dout), {n, hq, h}, false));
     dx1_all = Tensor();
     PIPECOORD_CUDA_STAGE_ASSIGN(s.dq, Activation(hq));
-    PIPECOORD_CUDA_STAGE_ASSIGN(s.dk, Activation(hq));
-    PIPECOORD_CUDA_STAGE_ASSIGN(s.dv, Activation(hq));
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dk, Activation(hkv));
+    PIPECOORD_CUDA_STAGE_ASSIGN(s.dv, Activation(hkv));
     PIPECOORD_CUDA_STAGE_ASSIGN(delta, Floats(ad.batch * ad.heads * ad.seq));
     PIPECOORD_RETURN_IF_ERROR(kc::FlashAttentionBackward(
         Ptr<T>(dout), Ptr<T>(s.q), Ptr<T>(s.k), Ptr<T>(s.v), Ptr<T>(s.o), Ptr<float>(s.lse),
@@ -858,11 +854,11 @@ Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor 
   s.v = Tensor();
   s.lse = Tensor();
   PIPECOORD_RETURN_IF_ERROR(kc::RopeBackward(Ptr<T>(s.dq), Ptr<T>(s.dq), rope, ad.batch, ad.heads, stream));
-  PIPECOORD_RETURN_IF_ERROR(kc::RopeBackward(Ptr<T>(s.dk), Ptr<T>(s.dk), rope, ad.batch, ad.heads, stream));
+  PIPECOORD_RETURN_IF_ERROR(kc::RopeBackward(Ptr<T>(s.dk), Ptr<T>(s.dk), rope, ad.batch, ad.kv(), stream));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.da, Activation(h));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dq), w(L.wq), Ptr<T>(s.da), {n, h, hq}, false));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dk), w(L.wk), Ptr<T>(s.da), {n, h, hq}, true));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dv), w(L.wv), Ptr<T>(s.da), {n, h, hq}, true));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dk), w(L.wk), Ptr<T>(s.da), {n, h, hkv}, true));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardInput(Ptr<T>(s.dv), w(L.wv), Ptr<T>(s.da), {n, h, hkv}, true));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.da, SumOverGroup<T>(std::move(s.da)));  // column-parallel wq, wk, wv: f's backward
   Tensor out;
   PIPECOORD_CUDA_STAGE_ASSIGN(out, device_->Copy(s.dx1));  // residual path
@@ -924,7 +920,7 @@ template <typename T>
 Status CudaStageModel::BlockBackwardWeight(const Layer& L, BlockState& s) {
   cudaStream_t stream = device_->stream();
   kc::GemmContext& gemm = device_->gemm();
-  const int64_t n = tokens_, nl = local_tokens_, h = hidden_, f = ffn_, hq = width_;
+  const int64_t n = tokens_, nl = local_tokens_, h = hidden_, f = ffn_, hq = width_, hkv = kv_width_;
   auto g = [&](int index) { return Ptr<float>(params_[index].grad); };
   // Without sequence parallelism no communication: this rank's slices from its own activations
   // and gradients. With it the shards kept are gathered again (dy, c, dx1, a, in this order).
@@ -946,8 +942,8 @@ Status CudaStageModel::BlockBackwardWeight(const Layer& L, BlockState& s) {
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(x, Ptr<T>(s.o), g(L.wo), {n, hq, h}));
   PIPECOORD_CUDA_STAGE_ASSIGN(x, all(s.a));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dq), x, g(L.wq), {n, h, hq}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dk), x, g(L.wk), {n, h, hq}));
-  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dv), x, g(L.wv), {n, h, hq}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dk), x, g(L.wk), {n, h, hkv}));
+  PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dv), x, g(L.wv), {n, h, hkv}));
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardWeight(Ptr<T>(s.da), Ptr<T>(s.x), Ptr<float>(s.rstd1),
                                                       g(L.attention_norm), nl, h, stream));
   gathered = Tensor();

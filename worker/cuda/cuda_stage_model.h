@@ -2,6 +2,12 @@
 // as the CPU reference (worker/model/stage_model.h) with the same split of the backward pass
 // into B (input gradient) and W (weight gradients, accumulated) for zero-bubble schedules.
 //
+// The Llama family's attention shapes as the CPU model runs them: grouped-query attention (wk, wv
+// [kv_heads x head_dim, h]; query head i reads key/value head i / (heads / kv_heads)) and heads of
+// an explicit head_dim (wq [heads x head_dim, h], wo [h, heads x head_dim]). Refused by name at
+// Create: q/k/v biases, tied embeddings, a sliding window shorter than the sequence, head_dim over
+// flash attention's 128.
+//
 // Same as the CPU StageModel: the blocks [first_layer, first_layer + num_layers), the token
 // embedding on the stage with has_embedding, the final RMSNorm + LM head + cross-entropy on the
 // stage with has_head; the initial weights of weight_init.h (computed on the host with the same
@@ -97,7 +103,7 @@ class CudaStageModel {
  public:
   // Builds the stage on `device` (which must outlive it) and uploads its initial weights (this
   // rank's slices under `tp`, which must outlive it too). Errors name the config field or shard
-  // rule broken (tp must divide heads, ffn_hidden and vocab), or the CUDA call that failed.
+  // rule broken (tp must divide heads, kv_heads, ffn_hidden and vocab), or the CUDA call that failed.
   static Result<std::unique_ptr<CudaStageModel>> Create(const model::ModelConfig& config,
                                                         const model::StageShard& shard,
                                                         const model::BatchShape& batch,
@@ -275,8 +281,9 @@ class CudaStageModel {
   int tp_rank_ = 0;
   bool sp_ = false;          // sequence parallelism
   int64_t local_tokens_ = 0;  // b * s, or b * s / tp with sequence parallelism
-  // b * s, h; this rank's SwiGLU width (ffn / tp), attention width (h / tp), heads, vocabulary rows
-  int64_t tokens_ = 0, hidden_ = 0, ffn_ = 0, width_ = 0, heads_ = 0, vocab_ = 0;
+  // b * s, h; this rank's SwiGLU width (ffn / tp), q and o width (heads x head_dim / tp), k and v
+  // width (kv_heads x head_dim / tp), query heads, key/value heads, vocabulary rows
+  int64_t tokens_ = 0, hidden_ = 0, ffn_ = 0, width_ = 0, kv_width_ = 0, heads_ = 0, kv_heads_ = 0, vocab_ = 0;
 
   std::vector<DeviceParameter> params_;
   std::vector<Layer> layers_;  // parameter indices of each block

@@ -35,10 +35,10 @@ class CudaStageModelTest : public CudaModelTest {
     return model::SyntheticData(5, c.vocab, c.seq_len, kTestMicroBatchSize).Batch(0, mb);
   }
 
-  // One micro-batch, F then BW, on a stage holding every layer in `precision`, against the CPU
-  // model: the loss and every parameter's gradient.
-  void CompareOneMicroBatch(Precision precision, double tolerance) {
-    const model::ModelConfig config = TestConfig();
+  // One micro-batch, F then BW, on a stage holding every layer of `config` in `precision`, against
+  // the CPU model: the loss and every parameter's gradient.
+  void CompareOneMicroBatch(Precision precision, double tolerance,
+                            const model::ModelConfig& config = TestConfig()) {
     const model::StageShard whole = model::WholeModel(config);
     const model::BatchShape batch = Batch(2);  // dloss = 1/2: the scaling is part of the check
     auto cpu = model::StageModel::Create(config, whole, batch);
@@ -96,6 +96,26 @@ TEST_F(CudaStageModelTest, Fp32LossAndGradientsMatchTheCpuModel) {
 
 TEST_F(CudaStageModelTest, Bf16LossAndGradientsMatchTheCpuModel) {
   CompareOneMicroBatch(Precision::kBf16, 2e-2);
+}
+
+// Llama 3's and Mistral's attention shapes: grouped-query attention (2 key/value heads for 4
+// query heads: wk and wv [kv_heads x head_dim, h], k and v that wide, dk and dv summed over each
+// group) and head_dim given explicitly (24, so q and o are 96 wide for h = 64, as Gemma's and
+// Qwen3's are not h either). The same comparison: a wrong width, a head read from the wrong
+// key/value head or a group not summed fails it.
+model::ModelConfig GroupedQueryConfig() {
+  model::ModelConfig c = TestConfig();
+  c.kv_heads = 2;
+  c.head_dim = 24;
+  return c;
+}
+
+TEST_F(CudaStageModelTest, Fp32GroupedQueryAndHeadDimMatchTheCpuModel) {
+  CompareOneMicroBatch(Precision::kFp32, kFp32Tolerance, GroupedQueryConfig());
+}
+
+TEST_F(CudaStageModelTest, Bf16GroupedQueryAndHeadDimMatchTheCpuModel) {
+  CompareOneMicroBatch(Precision::kBf16, 2e-2, GroupedQueryConfig());
 }
 
 // The tensors that cross a stage boundary, fp32: stage 0's output activations and stage 1's

@@ -81,7 +81,7 @@ cpu::RopeTable Table(const DeviceRopeTable& t) {
 
 // The per-row log-sum-exps the GPU forward saves (the model only carries them to B).
 void WriteLse(const float* q, const float* k, float* lse, const cpu::AttentionDims& d) {
-  const int64_t s = d.seq, hd = d.head_dim, stride = d.hidden();
+  const int64_t s = d.seq, hd = d.head_dim, stride = d.hidden(), kv_stride = d.kv_hidden();
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   for (int64_t b = 0; b < d.batch; ++b) {
     for (int64_t h = 0; h < d.heads; ++h) {
@@ -91,7 +91,8 @@ void WriteLse(const float* q, const float* k, float* lse, const cpu::AttentionDi
         for (int64_t j = 0; j <= i; ++j) {
           double dot = 0;
           for (int64_t c = 0; c < hd; ++c) {
-            dot += static_cast<double>(q[(b * s + i) * stride + h * hd + c]) * k[(b * s + j) * stride + h * hd + c];
+            dot += static_cast<double>(q[(b * s + i) * stride + h * hd + c]) *
+                   k[(b * s + j) * kv_stride + (h / d.group()) * hd + c];
           }
           score[j] = scale * dot;
           mx = std::max(mx, score[j]);
@@ -108,14 +109,11 @@ void WriteLse(const float* q, const float* k, float* lse, const cpu::AttentionDi
 
 // ---- attention: the CPU twin (probs recomputed in B from q and k) ----
 
-Status CheckFlashAttentionDims(const cpu::AttentionDims& d) {
-  if (d.head_dim < 1 || d.head_dim > kFlashMaxHeadDim) return InvalidArgument("head_dim out of range");
-  if (d.kv() != d.heads) return Unimplemented("flash attention: grouped-query attention is not implemented on CUDA yet");
-  return Status::Ok();
-}
+// CheckFlashAttentionDims is the real one (//kernels/cuda:attention_limits).
 
 Status FlashAttentionForward(const float* q, const float* k, const float* v, float* o, float* lse,
                              const cpu::AttentionDims& d, cudaStream_t) {
+  PIPECOORD_RETURN_IF_ERROR(CheckFlashAttentionDims(d));
   std::vector<float> probs(static_cast<size_t>(d.probs_size()));
   cpu::AttentionForward(q, k, v, probs.data(), o, d);
   WriteLse(q, k, lse, d);
@@ -124,8 +122,8 @@ Status FlashAttentionForward(const float* q, const float* k, const float* v, flo
 
 Status FlashAttentionForward(const Bf* q, const Bf* k, const Bf* v, Bf* o, float* lse,
                              const cpu::AttentionDims& d, cudaStream_t stream) {
-  const int64_t n = d.batch * d.seq * d.hidden();
-  std::vector<float> qf = In(q, n), kf = In(k, n), vf = In(v, n), of(static_cast<size_t>(n));
+  const int64_t n = d.batch * d.seq * d.hidden(), kv_n = d.batch * d.seq * d.kv_hidden();
+  std::vector<float> qf = In(q, n), kf = In(k, kv_n), vf = In(v, kv_n), of(static_cast<size_t>(n));
   PIPECOORD_RETURN_IF_ERROR(FlashAttentionForward(qf.data(), kf.data(), vf.data(), of.data(), lse, d, stream));
   Out(of, o);
   return Status::Ok();
@@ -134,6 +132,7 @@ Status FlashAttentionForward(const Bf* q, const Bf* k, const Bf* v, Bf* o, float
 Status FlashAttentionBackward(const float* dout, const float* q, const float* k, const float* v,
                               const float*, const float*, float*, float* dq, float* dk, float* dv,
                               const cpu::AttentionDims& d, cudaStream_t) {
+  PIPECOORD_RETURN_IF_ERROR(CheckFlashAttentionDims(d));
   const int64_t n = d.batch * d.seq * d.hidden();
   std::vector<float> probs(static_cast<size_t>(d.probs_size())), o(static_cast<size_t>(n));
   cpu::AttentionForward(q, k, v, probs.data(), o.data(), d);
@@ -144,9 +143,9 @@ Status FlashAttentionBackward(const float* dout, const float* q, const float* k,
 Status FlashAttentionBackward(const Bf* dout, const Bf* q, const Bf* k, const Bf* v, const Bf* o,
                               const float* lse, float* delta, Bf* dq, Bf* dk, Bf* dv,
                               const cpu::AttentionDims& d, cudaStream_t stream) {
-  const int64_t n = d.batch * d.seq * d.hidden();
-  std::vector<float> df = In(dout, n), qf = In(q, n), kf = In(k, n), vf = In(v, n), of = In(o, n);
-  std::vector<float> dqf(static_cast<size_t>(n)), dkf(static_cast<size_t>(n)), dvf(static_cast<size_t>(n));
+  const int64_t n = d.batch * d.seq * d.hidden(), kv_n = d.batch * d.seq * d.kv_hidden();
+  std::vector<float> df = In(dout, n), qf = In(q, n), kf = In(k, kv_n), vf = In(v, kv_n), of = In(o, n);
+  std::vector<float> dqf(static_cast<size_t>(n)), dkf(static_cast<size_t>(kv_n)), dvf(static_cast<size_t>(kv_n));
   PIPECOORD_RETURN_IF_ERROR(FlashAttentionBackward(df.data(), qf.data(), kf.data(), vf.data(), of.data(),
                                                    lse, delta, dqf.data(), dkf.data(), dvf.data(), d, stream));
   Out(dqf, dq);

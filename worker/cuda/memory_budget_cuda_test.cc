@@ -55,6 +55,8 @@ struct Case {
   bool sp = false;  // spec.sequenceParallel (tp > 1)
   int seq = 40;     // model.seqLen (short: the parameters' OPT outweighs the activations)
   int micro_batch_size = 2;
+  int kv_heads = 0;  // model.kvHeads (grouped-query attention; 0: heads)
+  int head_dim = 0;  // model.headDim (0: hidden / heads)
 };
 
 // worker/cuda's test model (h 64, 4 heads of 16, V 96, s 40, b 2), deeper. With f = 3h a block's
@@ -86,6 +88,8 @@ v1::JobSpec Spec(const Case& c) {
   m->set_heads(4);
   m->set_vocab(96);
   m->set_seq_len(c.seq);
+  m->set_kv_heads(c.kv_heads);
+  m->set_head_dim(c.head_dim);
   m->set_seed(11);
   return s;
 }
@@ -293,7 +297,14 @@ INSTANTIATE_TEST_SUITE_P(
                  {"1f1b", 1, 0, 1, 4, {}, "", 0, 2, 0, "none", 0, 1, false, 8, 1},
                  {"1f1b", 1, 0, 1, 4, {}, "", 0, 2, 1, "none", 0, 1, false, 8, 1},
                  {"1f1b", 1, 0, 1, 4, {}, "", 0, 3, 2, "none", 0, 1, false, 8, 1},
-                 {"1f1b", 2, 0, 2, 4, {}, "", 0, 2, 1, "none", 0, 2, true, 8, 1}}) {
+                 {"1f1b", 2, 0, 2, 4, {}, "", 0, 2, 1, "none", 0, 2, true, 8, 1},
+                 // Grouped-query attention (2 key/value heads of 4: k, v, dk, dv and wk, wv half
+                 // as wide) with head_dim 24 (q, o, dq, dout and wq, wo 96 wide for h 64); at f = h
+                 // too (B's attention part at the peak), with tensor and sequence parallelism.
+                 {"1f1b", 4, 0, 8, 8, {}, "", 0, 1, 0, "none", 0, 1, false, 40, 2, 2, 24},
+                 {"zbv", 2, 2, 4, 8, {}, "", 64, 1, 0, "none", 0, 1, false, 40, 2, 2, 24},
+                 {"zbh1", 2, 0, 4, 4, {}, "", 64, 1, 0, "full", 0, 1, false, 40, 2, 2, 24},
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 1, 0, "none", 0, 2, true, 40, 2, 2, 24}}) {
           c.precision = precision;
           cases.push_back(c);
         }
@@ -309,7 +320,9 @@ INSTANTIATE_TEST_SUITE_P(
                          (c.recompute != "none" ? "_" + c.recompute : "") +
                          (c.tp > 1 ? "_tp" + std::to_string(c.tp) + (c.sp ? "_sp" : "") : "") +
                          (c.probe_size > 0 ? "_probe" + std::to_string(c.probe_size) : "") +
-                         (c.seq != 40 ? "_seq" + std::to_string(c.seq) + "_b" + std::to_string(c.micro_batch_size) : "");
+                         (c.seq != 40 ? "_seq" + std::to_string(c.seq) + "_b" + std::to_string(c.micro_batch_size) : "") +
+                         (c.kv_heads > 0 ? "_kv" + std::to_string(c.kv_heads) : "") +
+                         (c.head_dim > 0 ? "_hd" + std::to_string(c.head_dim) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
