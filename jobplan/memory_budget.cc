@@ -68,7 +68,7 @@ class Pricer {
     const memory::Recompute recompute = parsed.ok() ? *parsed : memory::Recompute::kNone;
     if (cuda_) {
       model_ = memory::PipecoordCudaModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(),
-                                          m.seq_len(), m.kv_heads(), m.head_dim());
+                                          m.seq_len(), m.kv_heads(), m.head_dim(), m.qkv_bias());
       const bool bf16 = spec.precision() == "bf16";  // WithDefaults made "" fp32
       training_ = memory::PipecoordCudaTraining(spec.micro_batch_size(),
                                                 bf16 ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32,

@@ -242,10 +242,6 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
                            "must be 0 or at least spec.model.seqLen (" + std::to_string(m.seq_len()) + "), got " +
                            std::to_string(m.sliding_window()) + "; sliding-window attention runs on the CPU backend");
   }
-  if (m.qkv_bias() && s.device() == "cuda") {
-    return InvalidArgument("spec.model.qkvBias: the CUDA backend runs projections without biases; q, k, v biases "
-                           "(Qwen2) run on the CPU backend");
-  }
   if (m.tied_embeddings()) {
     if (s.device() == "cuda") {
       return InvalidArgument("spec.model.tiedEmbeddings: the CUDA backend keeps the LM head its own matrix; tied "

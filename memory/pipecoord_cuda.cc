@@ -315,7 +315,7 @@ void WeightTimeline(Timeline& t, const GroupSums& g, int64_t layers, bool has_em
 }  // namespace
 
 ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
-                             int64_t seq_len, int64_t kv_heads, int64_t head_dim) {
+                             int64_t seq_len, int64_t kv_heads, int64_t head_dim, bool qkv_bias) {
   ModelSpec m;
   m.name = "pipecoord-cuda";
   m.layers = layers;
@@ -324,6 +324,7 @@ ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t he
   m.heads = heads;
   m.kv_heads = kv_heads > 0 ? kv_heads : heads;
   m.head_dim = head_dim;
+  m.qkv_bias = qkv_bias;
   m.vocab = vocab;
   m.seq_len = seq_len;
   m.tied_embeddings = false;
@@ -366,6 +367,9 @@ std::vector<int64_t> PipecoordCudaWeightTensors(const ModelSpec& m, int64_t laye
   if (has_embedding) out.push_back(v * h);
   for (int64_t l = 0; l < layers; ++l) {
     for (int64_t n : {h, q * h, kv * h, kv * h, h * q, h, f * h, h * f, f * h}) out.push_back(n);
+    if (m.qkv_bias) {
+      for (int64_t n : {q, kv, kv}) out.push_back(n);
+    }
   }
   if (has_head) {
     out.push_back(h);

@@ -33,9 +33,10 @@
 namespace pipecoord::memory {
 
 // The CPU StageModel's block (RMSNorm, g = kv_heads key/value heads (0: a), heads of head_dim
-// features (0: hidden / heads), SwiGLU, no biases, no dropout, untied head) with flash attention.
+// features (0: hidden / heads), SwiGLU, q/k/v biases when qkv_bias, no dropout, untied head) with
+// flash attention.
 ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
-                             int64_t seq_len, int64_t kv_heads = 0, int64_t head_dim = 0);
+                             int64_t seq_len, int64_t kv_heads = 0, int64_t head_dim = 0, bool qkv_bias = false);
 
 // `precision` is DtypePolicy::kFp32 or kBf16 (JobSpec.precision "fp32" / "bf16"): activations
 // in that type; fp32 masters, gradients and AdamW moments (16 B per parameter, 18 B with the

@@ -3,7 +3,8 @@
 // dtype the kernels keep it in.
 //
 // The model is the CPU StageModel's (RMSNorm, RoPE, SwiGLU, grouped-query attention: q and o
-// a x d wide, k and v g x d; no biases or dropout; full recompute keeps only each block's input) in one of two precisions (JobSpec.precision): "fp32", every activation fp32; or
+// a x d wide, k and v g x d; q/k/v biases where the model has them (parameters only: they add
+// in place); no dropout; full recompute keeps only each block's input) in one of two precisions (JobSpec.precision): "fp32", every activation fp32; or
 // "bf16", activations and their gradients bf16. Either way the RMSNorms' per-token 1/rms and
 // flash attention's per-row log-sum-exps are fp32 (the kernels write float), and token ids are
 // int32: below, `kAct` is the precision's activation type, the rest is fixed. Attention is flash

@@ -32,6 +32,9 @@ namespace {
 
 std::string Mb(int mb) { return "micro-batch " + std::to_string(mb); }
 
+// AddParameter's std for a tensor that starts at zero (a bias); -1 (any negative) starts at one.
+constexpr double kZerosInit = -2;
+
 // Typed views of a tensor's device storage.
 template <typename T>
 T* Ptr(Tensor& t) {
@@ -97,6 +100,7 @@ struct CudaStageModel::MicroBatch {
 // Indices into params_ of one block's nine tensors.
 struct CudaStageModel::Layer {
   int attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
+  int bq = -1, bk = -1, bv = -1;  // the q, k, v biases (qkv_bias), -1 without
 };
 
 Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::ModelConfig& config,
@@ -107,7 +111,6 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
                                                                parallel::TensorParallel* tp,
                                                                bool sequence_parallel) {
   PIPECOORD_RETURN_IF_ERROR(config.Validate());
-  if (config.qkv_bias) return InvalidArgument("qkv_bias: the CUDA model's projections have no biases");
   if (config.sliding_window > 0 && config.sliding_window < config.seq_len) {  // its attention sees every earlier key
     return InvalidArgument("sliding_window: the CUDA model's attention has no window shorter than the sequence (" +
                            std::to_string(config.seq_len) + "), got " + std::to_string(config.sliding_window));
@@ -191,7 +194,9 @@ Status CudaStageModel::AddParameter(const std::string& name, std::vector<int64_t
   const model::TpSplit split = model::TpSplitOf(name);
   const auto [rows, cols] = RowsCols(shape);
   std::vector<float> whole(static_cast<size_t>(rows * cols));
-  if (std < 0) {
+  if (std == kZerosInit) {
+    std::fill(whole.begin(), whole.end(), 0.0f);  // bias
+  } else if (std < 0) {
     std::fill(whole.begin(), whole.end(), 1.0f);  // norm gain
   } else {
     model::InitUniform(whole, config_.seed, name, std);
@@ -247,6 +252,11 @@ Status CudaStageModel::Build() {
     PIPECOORD_RETURN_IF_ERROR(add(p + "feed_forward.w2.weight", {h, f},
                                   1.0 / std::sqrt(static_cast<double>(f)) / depth, true, &L.w2));
     PIPECOORD_RETURN_IF_ERROR(add(p + "feed_forward.w3.weight", {f, h}, in_std, true, &L.w3));
+    if (config_.qkv_bias) {  // zero at start, never decayed (the CPU model's)
+      PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wq.bias", {q}, kZerosInit, false, &L.bq));
+      PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wk.bias", {kv}, kZerosInit, false, &L.bk));
+      PIPECOORD_RETURN_IF_ERROR(add(p + "attention.wv.bias", {kv}, kZerosInit, false, &L.bv));
+    }
     layers_.push_back(L);
   }
   if (shard_.has_head) {
@@ -695,6 +705,11 @@ Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Ten
     PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wk), Ptr<T>(s.k), {n, h, hkv}));
     PIPECOORD_RETURN_IF_ERROR(gemm.Forward(a, w(L.wv), Ptr<T>(s.v), {n, h, hkv}));
   }
+  if (L.bq >= 0) {  // Qwen2's biases, before RoPE
+    PIPECOORD_RETURN_IF_ERROR(AddBias(Ptr<T>(s.q), w(L.bq), n, hq, stream));
+    PIPECOORD_RETURN_IF_ERROR(AddBias(Ptr<T>(s.k), w(L.bk), n, hkv, stream));
+    PIPECOORD_RETURN_IF_ERROR(AddBias(Ptr<T>(s.v), w(L.bv), n, hkv, stream));
+  }
   PIPECOORD_RETURN_IF_ERROR(kc::RopeForward(Ptr<T>(s.q), Ptr<T>(s.q), rope, ad.batch, ad.heads, stream));
   PIPECOORD_RETURN_IF_ERROR(kc::RopeForward(Ptr<T>(s.k), Ptr<T>(s.k), rope, ad.batch, ad.kv(), stream));
   PIPECOORD_CUDA_STAGE_ASSIGN(s.o, Activation(hq));
@@ -944,6 +959,11 @@ Status CudaStageModel::BlockBackwardWeight(const Layer& L, BlockState& s) {
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dq), x, g(L.wq), {n, h, hq}));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dk), x, g(L.wk), {n, h, hkv}));
   PIPECOORD_RETURN_IF_ERROR(gemm.BackwardWeight(Ptr<T>(s.dv), x, g(L.wv), {n, h, hkv}));
+  if (L.bq >= 0) {  // dq, dk, dv are the gradients of the biased projections (RoPE undone in B)
+    PIPECOORD_RETURN_IF_ERROR(AddBiasGrad(Ptr<T>(s.dq), g(L.bq), n, hq, stream));
+    PIPECOORD_RETURN_IF_ERROR(AddBiasGrad(Ptr<T>(s.dk), g(L.bk), n, hkv, stream));
+    PIPECOORD_RETURN_IF_ERROR(AddBiasGrad(Ptr<T>(s.dv), g(L.bv), n, hkv, stream));
+  }
   PIPECOORD_RETURN_IF_ERROR(kc::RmsNormBackwardWeight(Ptr<T>(s.da), Ptr<T>(s.x), Ptr<float>(s.rstd1),
                                                       g(L.attention_norm), nl, h, stream));
   gathered = Tensor();

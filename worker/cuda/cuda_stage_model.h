@@ -3,10 +3,11 @@
 // into B (input gradient) and W (weight gradients, accumulated) for zero-bubble schedules.
 //
 // The Llama family's attention shapes as the CPU model runs them: grouped-query attention (wk, wv
-// [kv_heads x head_dim, h]; query head i reads key/value head i / (heads / kv_heads)) and heads of
-// an explicit head_dim (wq [heads x head_dim, h], wo [h, heads x head_dim]). Refused by name at
-// Create: q/k/v biases, tied embeddings, a sliding window shorter than the sequence, head_dim over
-// flash attention's 128.
+// [kv_heads x head_dim, h]; query head i reads key/value head i / (heads / kv_heads)), heads of
+// an explicit head_dim (wq [heads x head_dim, h], wo [h, heads x head_dim]) and Qwen2's q, k, v
+// biases (added before RoPE; their gradients summed over the tokens in W). Refused by name at
+// Create: tied embeddings, a sliding window shorter than the sequence, head_dim over flash
+// attention's 128.
 //
 // Same as the CPU StageModel: the blocks [first_layer, first_layer + num_layers), the token
 // embedding on the stage with has_embedding, the final RMSNorm + LM head + cross-entropy on the

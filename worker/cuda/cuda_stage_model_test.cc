@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,9 +37,11 @@ class CudaStageModelTest : public CudaModelTest {
   }
 
   // One micro-batch, F then BW, on a stage holding every layer of `config` in `precision`, against
-  // the CPU model: the loss and every parameter's gradient.
+  // the CPU model: the loss and every parameter's gradient. With `after_a_step` (fp32) both then
+  // take an AdamW step and run the next micro-batch, compared the same way: weights that moved
+  // (biases no longer zero) feed the second forward.
   void CompareOneMicroBatch(Precision precision, double tolerance,
-                            const model::ModelConfig& config = TestConfig()) {
+                            const model::ModelConfig& config = TestConfig(), bool after_a_step = false) {
     const model::StageShard whole = model::WholeModel(config);
     const model::BatchShape batch = Batch(2);  // dloss = 1/2: the scaling is part of the check
     auto cpu = model::StageModel::Create(config, whole, batch);
@@ -48,44 +51,59 @@ class CudaStageModelTest : public CudaModelTest {
     if (precision == Precision::kBf16) {
       for (const model::ParameterRef& p : (*cpu)->Parameters()) RoundToBf16(p.value);
     }
-    const model::TokenBatch data = Data(0);
+    for (int mb = 0; mb < (after_a_step ? 2 : 1); ++mb) {
+      SCOPED_TRACE("micro-batch " + std::to_string(mb));
+      if (mb > 0) {
+        kernels::cpu::AdamWOptions step;
+        step.lr = 1e-2;
+        ASSERT_TRUE((*cpu)->OptimizerStep(step).ok());
+        const Status st = (*gpu)->OptimizerStep(step);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        (*cpu)->ZeroGrad();
+        ASSERT_TRUE((*gpu)->ZeroGrad().ok());
+      }
+      const model::TokenBatch data = Data(mb);
+      model::StageInput cin;
+      cin.tokens = kernels::ToHostBuffer(data.inputs);
+      cin.targets = kernels::ToHostBuffer(data.targets);
+      auto cout = (*cpu)->Forward(mb, std::move(cin));
+      ASSERT_TRUE(cout.ok()) << cout.status().ToString();
+      ASSERT_TRUE(cout->loss.has_value());
+      ASSERT_TRUE((*cpu)->BackwardFull(mb, {}).ok());
 
-    model::StageInput cin;
-    cin.tokens = kernels::ToHostBuffer(data.inputs);
-    cin.targets = kernels::ToHostBuffer(data.targets);
-    auto cout = (*cpu)->Forward(0, std::move(cin));
-    ASSERT_TRUE(cout.ok()) << cout.status().ToString();
-    ASSERT_TRUE(cout->loss.has_value());
-    ASSERT_TRUE((*cpu)->BackwardFull(0, {}).ok());
+      CudaStageInput gin;
+      gin.tokens = data.inputs;
+      gin.targets = data.targets;
+      auto gout = (*gpu)->Forward(mb, std::move(gin));
+      ASSERT_TRUE(gout.ok()) << gout.status().ToString();
+      EXPECT_TRUE(gout->empty());
+      auto dx = (*gpu)->BackwardFull(mb, kernels::Tensor());
+      ASSERT_TRUE(dx.ok()) << dx.status().ToString();
+      EXPECT_TRUE(dx->empty());
+      EXPECT_EQ((*gpu)->MicroBatchesInFlight(), 0);
+      auto loss = (*gpu)->TakeLossSum();
+      ASSERT_TRUE(loss.ok()) << loss.status().ToString();
+      EXPECT_LE(RelativeError(*loss, *cout->loss), tolerance)
+          << "loss gpu " << *loss << ", cpu " << *cout->loss;
 
-    CudaStageInput gin;
-    gin.tokens = data.inputs;
-    gin.targets = data.targets;
-    auto gout = (*gpu)->Forward(0, std::move(gin));
-    ASSERT_TRUE(gout.ok()) << gout.status().ToString();
-    EXPECT_TRUE(gout->empty());
-    auto dx = (*gpu)->BackwardFull(0, kernels::Tensor());
-    ASSERT_TRUE(dx.ok()) << dx.status().ToString();
-    EXPECT_TRUE(dx->empty());
-    EXPECT_EQ((*gpu)->MicroBatchesInFlight(), 0);
-    auto loss = (*gpu)->TakeLossSum();
-    ASSERT_TRUE(loss.ok()) << loss.status().ToString();
-    EXPECT_LE(RelativeError(*loss, *cout->loss), tolerance)
-        << "loss gpu " << *loss << ", cpu " << *cout->loss;
-
-    const std::vector<model::ParameterRef> cpu_params = (*cpu)->Parameters();
-    std::vector<DeviceParameter>& gpu_params = (*gpu)->parameters();
-    ASSERT_EQ(gpu_params.size(), cpu_params.size());
-    for (size_t i = 0; i < cpu_params.size(); ++i) {
-      SCOPED_TRACE(gpu_params[i].name);
-      EXPECT_EQ(gpu_params[i].name, cpu_params[i].name);
-      EXPECT_EQ(gpu_params[i].shape, std::vector<int64_t>(cpu_params[i].shape.begin(), cpu_params[i].shape.end()));
-      auto grad = device_->DownloadFloats(gpu_params[i].grad);
-      ASSERT_TRUE(grad.ok()) << grad.status().ToString();
-      const std::vector<float> want(cpu_params[i].grad.begin(), cpu_params[i].grad.end());
-      const kernels::cuda::NormwiseError e = CompareNormwise(*grad, want);
-      EXPECT_GT(e.cpu_max, 0.0) << "the CPU gradient is all zero: the check would be empty";
-      EXPECT_LE(e.error, tolerance) << e.Describe();
+      const std::vector<model::ParameterRef> cpu_params = (*cpu)->Parameters();
+      std::vector<DeviceParameter>& gpu_params = (*gpu)->parameters();
+      ASSERT_EQ(gpu_params.size(), cpu_params.size());
+      for (size_t i = 0; i < cpu_params.size(); ++i) {
+        SCOPED_TRACE(gpu_params[i].name);
+        EXPECT_EQ(gpu_params[i].name, cpu_params[i].name);
+        EXPECT_EQ(gpu_params[i].shape, std::vector<int64_t>(cpu_params[i].shape.begin(), cpu_params[i].shape.end()));
+        auto grad = device_->DownloadFloats(gpu_params[i].grad);
+        ASSERT_TRUE(grad.ok()) << grad.status().ToString();
+        const std::vector<float> want(cpu_params[i].grad.begin(), cpu_params[i].grad.end());
+        const kernels::cuda::NormwiseError e = CompareNormwise(*grad, want);
+        EXPECT_GT(e.cpu_max, 0.0) << "the CPU gradient is all zero: the check would be empty";
+        EXPECT_LE(e.error, tolerance) << e.Describe();
+        if (mb > 0 && cpu_params[i].name.find(".bias") != std::string::npos) {  // the step moved it
+          EXPECT_TRUE(std::any_of(cpu_params[i].value.begin(), cpu_params[i].value.end(),
+                                  [](float v) { return v != 0.0f; }));
+        }
+      }
     }
   }
 };
@@ -116,6 +134,25 @@ TEST_F(CudaStageModelTest, Fp32GroupedQueryAndHeadDimMatchTheCpuModel) {
 
 TEST_F(CudaStageModelTest, Bf16GroupedQueryAndHeadDimMatchTheCpuModel) {
   CompareOneMicroBatch(Precision::kBf16, 2e-2, GroupedQueryConfig());
+}
+
+// Qwen2's q, k, v biases (with its grouped-query attention): three more parameters per block,
+// added before RoPE, their gradients the token sums of dq, dk, dv. The biases start at zero, so
+// the first micro-batch's loss does not see them (their gradients must still match, non-zero);
+// in fp32 a step later they are not, and the second micro-batch's loss and gradients must match.
+model::ModelConfig Qwen2Config() {
+  model::ModelConfig c = TestConfig();
+  c.kv_heads = 2;
+  c.qkv_bias = true;
+  return c;
+}
+
+TEST_F(CudaStageModelTest, Fp32QkvBiasesMatchTheCpuModel) {
+  CompareOneMicroBatch(Precision::kFp32, kFp32Tolerance, Qwen2Config(), /*after_a_step=*/true);
+}
+
+TEST_F(CudaStageModelTest, Bf16QkvBiasesMatchTheCpuModel) {
+  CompareOneMicroBatch(Precision::kBf16, 2e-2, Qwen2Config());
 }
 
 // The tensors that cross a stage boundary, fp32: stage 0's output activations and stage 1's

@@ -31,6 +31,32 @@ Status Add(T* acc, const T* x, int64_t n, cudaStream_t stream) {
   return LaunchStatus("AddInPlaceKernel");
 }
 
+template <typename T>
+Status Bias(T* y, const T* b, int64_t rows, int64_t cols, cudaStream_t stream) {
+  constexpr const char* kFn = "AddBias";
+  PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "rows", rows, kMaxElements));
+  PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "cols", cols, kMaxElements));
+  if (rows == 0 || cols == 0) return Status::Ok();
+  PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "rows * cols", rows * cols, kMaxElements));  // no overflow: both < 2^50
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "y", y));
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "b", b));
+  AddBiasKernel<T><<<GridBlocks(rows * cols, kThreads), kThreads, 0, stream>>>(y, b, rows, cols);
+  return LaunchStatus("AddBiasKernel");
+}
+
+template <typename T>
+Status BiasGrad(const T* dy, float* db, int64_t rows, int64_t cols, cudaStream_t stream) {
+  constexpr const char* kFn = "AddBiasGrad";
+  PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "rows", rows, kMaxElements));
+  PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "cols", cols, kMaxElements));
+  if (rows == 0 || cols == 0) return Status::Ok();
+  PIPECOORD_RETURN_IF_ERROR(CheckSize(kFn, "rows * cols", rows * cols, kMaxElements));
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "dy", dy));
+  PIPECOORD_RETURN_IF_ERROR(CheckPointer(kFn, "db", db));
+  AddBiasGradKernel<T><<<GridBlocks(cols, kThreads), kThreads, 0, stream>>>(dy, db, rows, cols);
+  return LaunchStatus("AddBiasGradKernel");
+}
+
 template <typename V>
 Status Accumulate(double* acc, const V* value, cudaStream_t stream) {
   PIPECOORD_RETURN_IF_ERROR(CheckPointer("AccumulateScalar", "acc", acc));
@@ -47,6 +73,22 @@ Status AddInPlace(float* acc, const float* x, int64_t n, cudaStream_t stream) {
 
 Status AddInPlace(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
   return Add(acc, x, n, stream);
+}
+
+Status AddBias(float* y, const float* b, int64_t rows, int64_t cols, cudaStream_t stream) {
+  return Bias(y, b, rows, cols, stream);
+}
+
+Status AddBias(__nv_bfloat16* y, const __nv_bfloat16* b, int64_t rows, int64_t cols, cudaStream_t stream) {
+  return Bias(y, b, rows, cols, stream);
+}
+
+Status AddBiasGrad(const float* dy, float* db, int64_t rows, int64_t cols, cudaStream_t stream) {
+  return BiasGrad(dy, db, rows, cols, stream);
+}
+
+Status AddBiasGrad(const __nv_bfloat16* dy, float* db, int64_t rows, int64_t cols, cudaStream_t stream) {
+  return BiasGrad(dy, db, rows, cols, stream);
 }
 
 Status ScaleInPlace(float* x, float factor, int64_t n, cudaStream_t stream) {

@@ -22,6 +22,16 @@ namespace pipecoord::worker::cuda {
 Status AddInPlace(float* acc, const float* x, int64_t n, cudaStream_t stream);
 Status AddInPlace(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStream_t stream);
 
+// y[r, c] += b[c] over rows x cols (the q, k, v biases of Qwen2), in float, rounded once to the
+// storage type, as the CPU model's AddBias. y and b must not overlap.
+Status AddBias(float* y, const float* b, int64_t rows, int64_t cols, cudaStream_t stream);
+Status AddBias(__nv_bfloat16* y, const __nv_bfloat16* b, int64_t rows, int64_t cols, cudaStream_t stream);
+
+// db[c] += the sum over rows of dy[r, c], added into the fp32 gradient in row order (the CPU
+// model's AddBiasGrad, bit for bit on f32; deterministic). A thread per column walks the rows.
+Status AddBiasGrad(const float* dy, float* db, int64_t rows, int64_t cols, cudaStream_t stream);
+Status AddBiasGrad(const __nv_bfloat16* dy, float* db, int64_t rows, int64_t cols, cudaStream_t stream);
+
 // x[i] = x[i] * factor, one f32 multiplication (the all-reduce's sum to mean, as the host
 // all-reduce's x * (1/dp)).
 Status ScaleInPlace(float* x, float factor, int64_t n, cudaStream_t stream);

@@ -55,6 +55,47 @@ TEST(ElementwiseEmulatedTest, AddInPlaceAddsInFloatAndRoundsOnceToTheStorageType
   }
 }
 
+// The bias of a [rows, cols] projection output: column c of every row gets b[c] (a bias read at
+// the wrong column or row stride fails); its gradient sums each column in row order, added to
+// what the gradient held, exactly the host loop's float additions.
+TEST(ElementwiseEmulatedTest, AddBiasBroadcastsOverRowsAndItsGradientSumsColumnsInRowOrder) {
+  constexpr int64_t kRows = 37, kCols = 45;  // rows * cols past one grid's threads (2 x 256)
+  const std::vector<float> y0 = Random(5, kRows * kCols, -3, 3), b = Random(6, kCols, -1, 1);
+  std::vector<float> y = y0;
+  em::Launch(kGrid, kBlock, [&] { AddBiasKernel<float>(y.data(), b.data(), kRows, kCols); });
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t c = 0; c < kCols; ++c) {
+      ASSERT_EQ(Bits(y[r * kCols + c]), Bits(y0[r * kCols + c] + b[c])) << r << ", " << c;
+    }
+  }
+  const std::vector<__nv_bfloat16> yb0 = em::Stored<__nv_bfloat16>(y0), bb = em::Stored<__nv_bfloat16>(b);
+  std::vector<__nv_bfloat16> yb = yb0;
+  em::Launch(kGrid, kBlock, [&] { AddBiasKernel<__nv_bfloat16>(yb.data(), bb.data(), kRows, kCols); });
+  const std::vector<float> yf0 = em::Floats(yb0), bf = em::Floats(bb), got = em::Floats(yb);
+  for (int64_t i = 0; i < kRows * kCols; ++i) {
+    const float want = kernels::cuda::Bf16BitsToFloat(kernels::cuda::FloatToBf16Bits(yf0[i] + bf[i % kCols]));
+    ASSERT_EQ(Bits(got[i]), Bits(want)) << i;
+  }
+
+  // The gradient: one warp (fewer threads than columns), so the column loop goes round.
+  const std::vector<float> dy = Random(7, kRows * kCols, -2, 2), db0 = Random(8, kCols, -1, 1);
+  std::vector<float> db = db0;
+  em::Launch(dim3{1, 1, 1}, dim3{32, 1, 1}, [&] { AddBiasGradKernel<float>(dy.data(), db.data(), kRows, kCols); });
+  std::vector<float> want = db0;
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t c = 0; c < kCols; ++c) want[c] += dy[r * kCols + c];
+  }
+  for (int64_t c = 0; c < kCols; ++c) ASSERT_EQ(Bits(db[c]), Bits(want[c])) << c;
+  const std::vector<__nv_bfloat16> dyb = em::Stored<__nv_bfloat16>(dy);
+  const std::vector<float> dyf = em::Floats(dyb);
+  std::vector<float> dbb = db0, wantb = db0;
+  em::Launch(kGrid, kBlock, [&] { AddBiasGradKernel<__nv_bfloat16>(dyb.data(), dbb.data(), kRows, kCols); });
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t c = 0; c < kCols; ++c) wantb[c] += dyf[r * kCols + c];
+  }
+  for (int64_t c = 0; c < kCols; ++c) ASSERT_EQ(Bits(dbb[c]), Bits(wantb[c])) << c;
+}
+
 TEST(ElementwiseEmulatedTest, ScaleInPlaceMultipliesOnceInFloat) {
   const std::vector<float> a = Random(4, kN, -300, 300);
   std::vector<float> x = a;

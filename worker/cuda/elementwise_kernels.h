@@ -68,6 +68,28 @@ __global__ void AddPartialSumsKernel(const double* __restrict__ partials, int co
   *acc += s;
 }
 
+// y[r, c] += b[c] (a projection's bias, broadcast over the token rows), in float, rounded once
+// to the storage type.
+template <typename T>
+__global__ void AddBiasKernel(T* __restrict__ y, const T* __restrict__ b, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    y[i] = FromFloat<T>(ToFloat(y[i]) + ToFloat(b[i % cols]));
+  }
+}
+
+// db[c] += dy[0, c] + dy[1, c] + ... in row order, one float addition each, the gradient of a
+// bias (the CPU model's AddBiasGrad, bit for bit): a thread per column, adjacent threads reading
+// adjacent columns of a row. The same bits every run (no atomics).
+template <typename T>
+__global__ void AddBiasGradKernel(const T* __restrict__ dy, float* __restrict__ db, int64_t rows, int64_t cols) {
+  for (int64_t c = GlobalThread(); c < cols; c += GridThreads()) {
+    float acc = db[c];
+    for (int64_t r = 0; r < rows; ++r) acc += ToFloat(dy[r * cols + c]);
+    db[c] = acc;
+  }
+}
+
 template <typename V>
 __global__ void AccumulateScalarKernel(double* acc, const V* value) {
   if (GlobalThread() == 0) *acc += static_cast<double>(*value);

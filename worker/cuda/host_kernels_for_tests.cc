@@ -461,6 +461,30 @@ Status AddInPlace(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStr
   kernels::cuda::Out(a, acc);
   return Status::Ok();
 }
+// The CPU model's AddBias and AddBiasGrad loops (rows outer, one float addition each).
+Status AddBias(float* y, const float* b, int64_t rows, int64_t cols, cudaStream_t) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) y[r * cols + c] += b[c];
+  }
+  return Status::Ok();
+}
+Status AddBias(__nv_bfloat16* y, const __nv_bfloat16* b, int64_t rows, int64_t cols, cudaStream_t stream) {
+  std::vector<float> yf = kernels::cuda::In(y, rows * cols);
+  const std::vector<float> bf = kernels::cuda::In(b, cols);
+  PIPECOORD_RETURN_IF_ERROR(AddBias(yf.data(), bf.data(), rows, cols, stream));
+  kernels::cuda::Out(yf, y);
+  return Status::Ok();
+}
+Status AddBiasGrad(const float* dy, float* db, int64_t rows, int64_t cols, cudaStream_t) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) db[c] += dy[r * cols + c];
+  }
+  return Status::Ok();
+}
+Status AddBiasGrad(const __nv_bfloat16* dy, float* db, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const std::vector<float> d = kernels::cuda::In(dy, rows * cols);
+  return AddBiasGrad(d.data(), db, rows, cols, stream);
+}
 Status ScaleInPlace(float* x, float factor, int64_t n, cudaStream_t) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] * factor;
   return Status::Ok();

@@ -57,6 +57,7 @@ struct Case {
   int micro_batch_size = 2;
   int kv_heads = 0;  // model.kvHeads (grouped-query attention; 0: heads)
   int head_dim = 0;  // model.headDim (0: hidden / heads)
+  bool qkv_bias = false;  // model.qkvBias (Qwen2)
 };
 
 // worker/cuda's test model (h 64, 4 heads of 16, V 96, s 40, b 2), deeper. With f = 3h a block's
@@ -90,6 +91,7 @@ v1::JobSpec Spec(const Case& c) {
   m->set_seq_len(c.seq);
   m->set_kv_heads(c.kv_heads);
   m->set_head_dim(c.head_dim);
+  m->set_qkv_bias(c.qkv_bias);
   m->set_seed(11);
   return s;
 }
@@ -304,7 +306,11 @@ INSTANTIATE_TEST_SUITE_P(
                  {"1f1b", 4, 0, 8, 8, {}, "", 0, 1, 0, "none", 0, 1, false, 40, 2, 2, 24},
                  {"zbv", 2, 2, 4, 8, {}, "", 64, 1, 0, "none", 0, 1, false, 40, 2, 2, 24},
                  {"zbh1", 2, 0, 4, 4, {}, "", 64, 1, 0, "full", 0, 1, false, 40, 2, 2, 24},
-                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 1, 0, "none", 0, 2, true, 40, 2, 2, 24}}) {
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 1, 0, "none", 0, 2, true, 40, 2, 2, 24},
+                 // Qwen2's q, k, v biases: three more parameters per block (split under tp), and
+                 // with ZeRO-1 in the flat shards.
+                 {"zbh1", 2, 0, 4, 4, {}, "", 0, 1, 0, "none", 0, 2, false, 40, 2, 2, 0, true},
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1, "none", 0, 1, false, 40, 2, 2, 0, true}}) {
           c.precision = precision;
           cases.push_back(c);
         }
@@ -322,7 +328,7 @@ INSTANTIATE_TEST_SUITE_P(
                          (c.probe_size > 0 ? "_probe" + std::to_string(c.probe_size) : "") +
                          (c.seq != 40 ? "_seq" + std::to_string(c.seq) + "_b" + std::to_string(c.micro_batch_size) : "") +
                          (c.kv_heads > 0 ? "_kv" + std::to_string(c.kv_heads) : "") +
-                         (c.head_dim > 0 ? "_hd" + std::to_string(c.head_dim) : "");
+                         (c.head_dim > 0 ? "_hd" + std::to_string(c.head_dim) : "") + (c.qkv_bias ? "_qkvbias" : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
