@@ -48,6 +48,9 @@ struct StagePrice {
   // it holds norm gains (blocks or the head).
   int64_t parameter_count = 0;
   bool norm_gains = false;
+  // Tied embeddings on more than one stage: the elements of the stage's embedding or head copy
+  // (this rank's vocabulary rows), whose gradient OPT sums over the embedding group; 0 otherwise.
+  int64_t tied_count = 0;
 };
 
 StagePrice Unresolvable() {
@@ -68,7 +71,7 @@ class Pricer {
     const memory::Recompute recompute = parsed.ok() ? *parsed : memory::Recompute::kNone;
     if (cuda_) {
       model_ = memory::PipecoordCudaModel(m.layers(), m.hidden(), m.ffn_hidden(), m.heads(), m.vocab(),
-                                          m.seq_len(), m.kv_heads(), m.head_dim(), m.qkv_bias());
+                                          m.seq_len(), m.kv_heads(), m.head_dim(), m.qkv_bias(), m.tied_embeddings());
       const bool bf16 = spec.precision() == "bf16";  // WithDefaults made "" fp32
       training_ = memory::PipecoordCudaTraining(spec.micro_batch_size(),
                                                 bf16 ? memory::DtypePolicy::kBf16 : memory::DtypePolicy::kFp32,
@@ -141,6 +144,9 @@ class Pricer {
     p.weight_peak = st->weight_peak;
     p.parameter_count = st->parameters;
     p.norm_gains = shard.num_layers() > 0 || shard.has_head();
+    if (model_.tied_embeddings && shard.has_embedding() != shard.has_head()) {  // the model spans stages
+      p.tied_count = model_.vocab / std::max(1, training_.tp) * model_.hidden;
+    }
     if (st->whole_gradient_bytes > 0) {  // ZeRO-2 (CudaStageModel::EnsureGradients, ReleaseGradients)
       p.shard_gradient_bytes = st->shard_gradient_bytes;
       p.step_gradient_bytes = st->whole_gradient_bytes - st->shard_gradient_bytes;
@@ -187,7 +193,9 @@ int64_t ReplayHashBytes(const v1::JobSpec& spec, const v1::RankJobs& jobs) {
 // CudaBackend), above `base` (the level when it starts, ZeRO-2's whole gradients included), its
 // allocations one after the other: the data-parallel ring's largest chunk (read out to send, freed
 // when Send returns, then the one received) of each stage's reduce-scatter under ZeRO, or of the
-// one all-reduce of every gradient; then stage by stage (ascending) the norm gains' sum over the
+// one all-reduce of every gradient; tied embeddings' sum of the embedding's and the head copy's
+// gradients (two held: the copy read out and added in, then the sum read out and written back,
+// one at a time; one held: the two-member ring's chunk); then stage by stage (ascending) the norm gains' sum over the
 // tensor-parallel group with sequence parallelism (its chunk) and ZeRO-2's release of a stage whose
 // whole gradients are live (the shard's made, the whole ones freed); the norm's scratch (one
 // double per stage and elementwise.h's 128); under ZeRO the all-gather of each stage's masters
@@ -206,6 +214,16 @@ int64_t CudaOptimizerPeak(const v1::JobSpec& spec, const std::vector<HeldStage>&
     largest = std::max(largest, chunk(h.price->parameter_count, dp));
   }
   if (dp > 1) peak = std::max(peak, level + (zero ? largest : chunk(all, dp)));
+  int tied_held = 0;
+  int64_t tied = 0;
+  for (const HeldStage& h : stages) {
+    if (h.price->tied_count > 0) {
+      ++tied_held;
+      tied = h.price->tied_count;
+    }
+  }
+  if (tied_held == 2) peak = std::max(peak, level + memory::CudaPoolBytes(4 * tied));
+  if (tied_held == 1) peak = std::max(peak, level + chunk(tied, 2));
   for (const HeldStage& h : stages) {
     if (spec.sequence_parallel() && tp > 1 && h.price->norm_gains) {
       peak = std::max(peak, level + chunk(spec.model().hidden(), tp));

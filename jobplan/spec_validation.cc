@@ -243,10 +243,6 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
                            std::to_string(m.sliding_window()) + "; sliding-window attention runs on the CPU backend");
   }
   if (m.tied_embeddings()) {
-    if (s.device() == "cuda") {
-      return InvalidArgument("spec.model.tiedEmbeddings: the CUDA backend keeps the LM head its own matrix; tied "
-                             "embeddings run on the CPU backend");
-    }
     if (s.worker().kind() == v1::kTorchWorker) {
       return InvalidArgument("spec.model.tiedEmbeddings: torch workers train the module they are given (tie it "
                              "there); the built-in model's tied embeddings run on the C++ workers");

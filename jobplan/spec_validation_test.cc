@@ -230,7 +230,7 @@ TEST(SpecValidationTest, ZeroStages) {
   EXPECT_EQ(Error(s), "");  // each rank the moments it steps (python/pipecoord/torch_checkpoint.py)
 }
 
-// spec.model.tiedEmbeddings: the C++ CPU workers; ZeRO only where one stage holds both ends.
+// spec.model.tiedEmbeddings: the C++ workers (CPU and CUDA); ZeRO only where one stage holds both ends.
 TEST(SpecValidationTest, TiedEmbeddings) {
   auto s = TinySpec();
   s.set_dp(2);
@@ -244,8 +244,11 @@ TEST(SpecValidationTest, TiedEmbeddings) {
   s.set_zero(0);
   s.set_pp(2);
   s.set_device("cuda");
-  EXPECT_EQ(Error(s), "spec.model.tiedEmbeddings: the CUDA backend keeps the LM head its own matrix; tied embeddings run "
-                      "on the CPU backend");
+  EXPECT_EQ(Error(s), "");
+  s.set_zero(1);
+  EXPECT_EQ(Error(s), "spec.zero: must be 0 with spec.model.tiedEmbeddings when pp > 1 (the embedding and the LM head "
+                      "on different stages), got 1");
+  s.set_zero(0);
   s.set_device("cpu");
   s.mutable_worker()->set_kind("torch");
   s.mutable_worker()->set_module("m:f");

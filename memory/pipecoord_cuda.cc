@@ -315,7 +315,8 @@ void WeightTimeline(Timeline& t, const GroupSums& g, int64_t layers, bool has_em
 }  // namespace
 
 ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
-                             int64_t seq_len, int64_t kv_heads, int64_t head_dim, bool qkv_bias) {
+                             int64_t seq_len, int64_t kv_heads, int64_t head_dim, bool qkv_bias,
+                             bool tied_embeddings) {
   ModelSpec m;
   m.name = "pipecoord-cuda";
   m.layers = layers;
@@ -327,7 +328,7 @@ ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t he
   m.qkv_bias = qkv_bias;
   m.vocab = vocab;
   m.seq_len = seq_len;
-  m.tied_embeddings = false;
+  m.tied_embeddings = tied_embeddings;
   m.norm = Norm::kRmsNorm;
   m.mlp = Mlp::kSwiGlu;
   m.attention = Attention::kFlash;
@@ -373,7 +374,7 @@ std::vector<int64_t> PipecoordCudaWeightTensors(const ModelSpec& m, int64_t laye
   }
   if (has_head) {
     out.push_back(h);
-    out.push_back(v * h);
+    if (!m.tied_embeddings || !has_embedding) out.push_back(v * h);  // tied: the embedding's tensor itself
   }
   return out;
 }

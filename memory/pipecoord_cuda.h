@@ -33,10 +33,12 @@
 namespace pipecoord::memory {
 
 // The CPU StageModel's block (RMSNorm, g = kv_heads key/value heads (0: a), heads of head_dim
-// features (0: hidden / heads), SwiGLU, q/k/v biases when qkv_bias, no dropout, untied head) with
-// flash attention.
+// features (0: hidden / heads), SwiGLU, q/k/v biases when qkv_bias, no dropout, the LM head tied
+// to the embedding when tied_embeddings (one tensor on a stage holding both, a copy on a head
+// stage without it)) with flash attention.
 ModelSpec PipecoordCudaModel(int layers, int64_t hidden, int64_t ffn, int64_t heads, int64_t vocab,
-                             int64_t seq_len, int64_t kv_heads = 0, int64_t head_dim = 0, bool qkv_bias = false);
+                             int64_t seq_len, int64_t kv_heads = 0, int64_t head_dim = 0, bool qkv_bias = false,
+                             bool tied_embeddings = false);
 
 // `precision` is DtypePolicy::kFp32 or kBf16 (JobSpec.precision "fp32" / "bf16"): activations
 // in that type; fp32 masters, gradients and AdamW moments (16 B per parameter, 18 B with the

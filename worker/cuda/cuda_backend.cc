@@ -511,6 +511,27 @@ parallel::FloatBuffer* CudaBackend::DeviceStageValues(int s) {
                      sharded ? &DeviceParameter::compute : &DeviceParameter::master, "DeviceStageValues", &deferred_);
 }
 
+parallel::FloatBuffer* CudaBackend::DeviceTiedEmbeddingGradient(int s) {
+  auto cached = tied_gradients_.find(s);
+  if (cached != tied_gradients_.end()) return cached->second.get();
+  auto it = stages_.find(s);
+  kernels::Tensor grad = it != stages_.end() ? it->second->TiedEmbeddingGradient() : kernels::Tensor();
+  if (grad.empty()) {
+    if (deferred_.ok()) {
+      deferred_ = FailedPrecondition("DeviceTiedEmbeddingGradient: stage " + std::to_string(s) +
+                                     " holds no tied embedding gradient on this rank");
+    }
+    return nullptr;
+  }
+  auto buffer = DeviceTensorFloats::Create(device_.get(), {grad});  // a handle: the same storage
+  if (!buffer.ok()) {
+    if (deferred_.ok()) deferred_ = Internal("DeviceTiedEmbeddingGradient: " + buffer.status().message());
+    return nullptr;
+  }
+  views_current_ = false;  // the sum writes the device state
+  return (tied_gradients_[s] = std::move(buffer).value()).get();
+}
+
 Status CudaBackend::ParametersGathered() {
   PIPECOORD_RETURN_IF_ERROR(Deferred());
   for (auto& [k, m] : stages_) {

@@ -103,6 +103,9 @@ class CudaBackend final : public ComputeBackend {
   parallel::FloatBuffer* DeviceGradients() override;
   parallel::FloatBuffer* DeviceStageGradients(int stage) override;
   parallel::FloatBuffer* DeviceStageValues(int stage) override;
+  // Tied embeddings: the stage's embedding gradient or its head copy's (CudaStageModel's
+  // TiedEmbeddingGradient), null with the error deferred when the stage holds neither.
+  parallel::FloatBuffer* DeviceTiedEmbeddingGradient(int stage) override;
   Status ParametersGathered() override;  // the bf16 copies from the gathered masters (fp32 masters)
   bool ValuesNeedGather() const override { return values_need_gather_; }
   // Sequence parallelism: the norm gains' gradients summed over the tensor-parallel group.
@@ -182,6 +185,7 @@ class CudaBackend final : public ComputeBackend {
   std::unique_ptr<DeviceTensorFloats> gradients_;  // DeviceGradients(), built on first use
   // DeviceStageGradients / DeviceStageValues (ZeRO), by stage, built on first use.
   std::map<int, std::unique_ptr<DeviceTensorFloats>> stage_gradients_, stage_values_;
+  std::map<int, std::unique_ptr<DeviceTensorFloats>> tied_gradients_;  // DeviceTiedEmbeddingGradient, by stage
   bool has_loss_ = false;
   double val_loss_sum_ = 0;  // the head's validation losses since TakeValidationLoss
   int val_batches_ = 0;

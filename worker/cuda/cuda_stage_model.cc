@@ -115,7 +115,6 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
     return InvalidArgument("sliding_window: the CUDA model's attention has no window shorter than the sequence (" +
                            std::to_string(config.seq_len) + "), got " + std::to_string(config.sliding_window));
   }
-  if (config.tied_embeddings) return InvalidArgument("tied_embeddings: the CUDA model's LM head is its own matrix");
   PIPECOORD_RETURN_IF_ERROR(model::ValidateShard(config, shard));
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
   if (device == nullptr) return InvalidArgument("CudaStageModel: device is null");
@@ -184,7 +183,7 @@ Result<Tensor> CudaStageModel::Floats(int64_t count) {
 }
 
 Status CudaStageModel::AddParameter(const std::string& name, std::vector<int64_t> shape,
-                                    double std, bool weight_decay) {
+                                    double std, bool weight_decay, const std::string& init_name) {
   DeviceParameter p;
   p.name = name;
   p.weight_decay = weight_decay;
@@ -199,7 +198,7 @@ Status CudaStageModel::AddParameter(const std::string& name, std::vector<int64_t
   } else if (std < 0) {
     std::fill(whole.begin(), whole.end(), 1.0f);  // norm gain
   } else {
-    model::InitUniform(whole, config_.seed, name, std);
+    model::InitUniform(whole, config_.seed, init_name.empty() ? name : init_name, std);
   }
   if (tp > 1 && split == model::TpSplit::kRows) shape[0] /= tp;
   if (tp > 1 && split == model::TpSplit::kColumns) shape[1] /= tp;
@@ -230,13 +229,15 @@ Status CudaStageModel::Build() {
   const double in_std = 1.0 / std::sqrt(static_cast<double>(h));
   const double kOnes = -1;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, double std, bool decay,
-                 int* index) {
+                 int* index, const std::string& init_name = "") {
     *index = static_cast<int>(params_.size());
-    return AddParameter(name, std::move(shape), std, decay);
+    return AddParameter(name, std::move(shape), std, decay, init_name);
   };
-  // The CPU model's order, names and standard deviations (stage_model.cc's Build).
+  // The CPU model's order, names and standard deviations (stage_model.cc's Build). Tied, the
+  // embedding is the head too: the head's scale, so the first logits are as an untied model's.
+  const double embedding_std = config_.tied_embeddings ? in_std : 1.0;
   if (shard_.has_embedding) {
-    PIPECOORD_RETURN_IF_ERROR(add("tok_embeddings.weight", {V, h}, 1.0, true, &embedding_));
+    PIPECOORD_RETURN_IF_ERROR(add("tok_embeddings.weight", {V, h}, embedding_std, true, &embedding_));
   }
   for (int l = shard_.first_layer; l < shard_.first_layer + shard_.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
@@ -261,7 +262,13 @@ Status CudaStageModel::Build() {
   }
   if (shard_.has_head) {
     PIPECOORD_RETURN_IF_ERROR(add("norm.weight", {h}, kOnes, false, &norm_));
-    PIPECOORD_RETURN_IF_ERROR(add("output.weight", {V, h}, in_std, true, &output_));
+    if (!config_.tied_embeddings) {
+      PIPECOORD_RETURN_IF_ERROR(add("output.weight", {V, h}, in_std, true, &output_));
+    } else if (embedding_ >= 0) {
+      output_ = embedding_;  // one tensor: F, B and W of both paths read and add to it
+    } else {
+      PIPECOORD_RETURN_IF_ERROR(add("output.weight", {V, h}, embedding_std, true, &output_, "tok_embeddings.weight"));
+    }
     PIPECOORD_CUDA_STAGE_ASSIGN(loss_sum_, device_->Zeros(Doubles(1)));
   }
   if (!layers_.empty()) {
@@ -370,7 +377,9 @@ float* CudaStageModel::OptimizerGrad(DeviceParameter& p) {
 
 Status CudaStageModel::AccumulateGradientSquares(double* acc, double* partials, bool count_replicated) {
   PIPECOORD_RETURN_IF_ERROR(device_->MakeCurrent());
-  for (DeviceParameter& p : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    DeviceParameter& p = params_[i];
+    if (TiedHeadCopy() && static_cast<int>(i) == output_) continue;  // the embedding's stage counts it
     if (tp_ != nullptr && !count_replicated && model::TpSplitOf(p.name) == model::TpSplit::kWhole) continue;
     PIPECOORD_RETURN_IF_ERROR(AccumulateSumOfSquares(OptimizerGrad(p), p.adam_m.numel(), acc,
                                                      partials, device_->stream()));
@@ -385,6 +394,12 @@ Status CudaStageModel::ScaleGradients(float factor) {
     PIPECOORD_RETURN_IF_ERROR(ScaleInPlace(Ptr<float>(p.grad), factor, p.numel(), device_->stream()));
   }
   return Status::Ok();
+}
+
+Tensor CudaStageModel::TiedEmbeddingGradient() {
+  if (!config_.tied_embeddings) return Tensor();
+  if (embedding_ >= 0) return params_[embedding_].grad;
+  return output_ >= 0 ? params_[output_].grad : Tensor();
 }
 
 const DeviceParameter* CudaStageModel::FindParameter(std::string_view name) const {

@@ -5,9 +5,12 @@
 // The Llama family's attention shapes as the CPU model runs them: grouped-query attention (wk, wv
 // [kv_heads x head_dim, h]; query head i reads key/value head i / (heads / kv_heads)), heads of
 // an explicit head_dim (wq [heads x head_dim, h], wo [h, heads x head_dim]) and Qwen2's q, k, v
-// biases (added before RoPE; their gradients summed over the tokens in W). Refused by name at
-// Create: tied embeddings, a sliding window shorter than the sequence, head_dim over flash
-// attention's 128.
+// biases (added before RoPE; their gradients summed over the tokens in W), and tied input and
+// output embeddings (Llama 3.2: a stage holding both uses the embedding's tensor for the LM head,
+// both paths adding to its gradient; a head stage without the embedding keeps "output.weight", a
+// copy started equal, whose gradient the executor sums with the embedding's at OPT through
+// TiedEmbeddingGradient, and which the gradient norm leaves to the embedding's stage). Refused by
+// name at Create: a sliding window shorter than the sequence, head_dim over flash attention's 128.
 //
 // Same as the CPU StageModel: the blocks [first_layer, first_layer + num_layers), the token
 // embedding on the stage with has_embedding, the final RMSNorm + LM head + cross-entropy on the
@@ -185,6 +188,10 @@ class CudaStageModel {
   Status AccumulateGradientSquares(double* acc, double* partials, bool count_replicated = true);
   // Every gradient *= factor (clipping), one f32 multiplication each.
   Status ScaleGradients(float factor);
+  // Tied embeddings: the gradient of the token embedding (the stage holding it) or of the head's
+  // copy (a head stage without it), f32 on the device, a handle sharing the parameter's storage;
+  // empty when the model is untied or the stage holds neither.
+  kernels::Tensor TiedEmbeddingGradient();
   // Sequence parallelism: each norm gain's gradient (this rank's tokens) summed over the group, in
   // model order; nothing otherwise. Before the step's gradient norm and optimizer step.
   Status FinalizeGradients();
@@ -224,8 +231,11 @@ class CudaStageModel {
                  const model::BatchShape& batch, Precision precision, CudaDevice* device,
                  parallel::TensorParallel* tp, bool sequence_parallel);
   Status Build();
+  // `init_name`: the tensor whose initial values it takes (a tied head's copy: the embedding's).
   Status AddParameter(const std::string& name, std::vector<int64_t> shape, double std,
-                      bool weight_decay);
+                      bool weight_decay, const std::string& init_name = "");
+  // A head stage without the embedding, of a tied model: its "output.weight" is the copy.
+  bool TiedHeadCopy() const { return config_.tied_embeddings && shard_.has_head && !shard_.has_embedding; }
   Status CheckInput(int mb, const CudaStageInput& input) const;
   Status CheckGradient(const kernels::Tensor& grad_output) const;
   Result<MicroBatch*> Find(int mb, Phase phase, const char* what);

@@ -155,6 +155,24 @@ TEST_F(CudaStageModelTest, Bf16QkvBiasesMatchTheCpuModel) {
   CompareOneMicroBatch(Precision::kBf16, 2e-2, Qwen2Config());
 }
 
+// Llama 3.2's tied embeddings on a stage holding both ends: one tensor (no "output.weight": the
+// parameter lists must match the CPU model's), started at the head's scale, its gradient the sum
+// of the LM head's and the lookup's; after a step the second micro-batch reads the moved matrix
+// through both paths.
+model::ModelConfig TiedConfig() {
+  model::ModelConfig c = TestConfig();
+  c.tied_embeddings = true;
+  return c;
+}
+
+TEST_F(CudaStageModelTest, Fp32TiedEmbeddingsMatchTheCpuModel) {
+  CompareOneMicroBatch(Precision::kFp32, kFp32Tolerance, TiedConfig(), /*after_a_step=*/true);
+}
+
+TEST_F(CudaStageModelTest, Bf16TiedEmbeddingsMatchTheCpuModel) {
+  CompareOneMicroBatch(Precision::kBf16, 2e-2, TiedConfig());
+}
+
 // The tensors that cross a stage boundary, fp32: stage 0's output activations and stage 1's
 // input gradient against the CPU stages', then stage 0's gradients from the GPU's own dx.
 TEST_F(CudaStageModelTest, BoundaryTensorsMatchTheCpuStages) {

@@ -58,6 +58,8 @@ struct Case {
   int kv_heads = 0;  // model.kvHeads (grouped-query attention; 0: heads)
   int head_dim = 0;  // model.headDim (0: hidden / heads)
   bool qkv_bias = false;  // model.qkvBias (Qwen2)
+  bool tied = false;      // model.tiedEmbeddings (Llama 3.2)
+  int vocab = 96;         // model.vocab
 };
 
 // worker/cuda's test model (h 64, 4 heads of 16, V 96, s 40, b 2), deeper. With f = 3h a block's
@@ -87,11 +89,12 @@ v1::JobSpec Spec(const Case& c) {
   m->set_hidden(64);
   m->set_ffn_hidden(c.ffn);
   m->set_heads(4);
-  m->set_vocab(96);
+  m->set_vocab(c.vocab);
   m->set_seq_len(c.seq);
   m->set_kv_heads(c.kv_heads);
   m->set_head_dim(c.head_dim);
   m->set_qkv_bias(c.qkv_bias);
+  m->set_tied_embeddings(c.tied);
   m->set_seed(11);
   return s;
 }
@@ -310,7 +313,21 @@ INSTANTIATE_TEST_SUITE_P(
                  // Qwen2's q, k, v biases: three more parameters per block (split under tp), and
                  // with ZeRO-1 in the flat shards.
                  {"zbh1", 2, 0, 4, 4, {}, "", 0, 1, 0, "none", 0, 2, false, 40, 2, 2, 0, true},
-                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1, "none", 0, 1, false, 40, 2, 2, 0, true}}) {
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 2, 1, "none", 0, 1, false, 40, 2, 2, 0, true},
+                 // Tied embeddings: one tensor where a stage holds both ends (pp 1, ZeRO-1 too);
+                 // the head's copy elsewhere, its gradient summed with the embedding's at OPT (an
+                 // all-reduce of two ranks; on zbv's rank 0 an in-place sum through two copies);
+                 // OPT at the peak (one short micro-batch) so the sum's transients are what count.
+                 {"1f1b", 1, 0, 2, 2, {}, "", 0, 2, 1, "none", 0, 1, false, 40, 2, 0, 0, false, true},
+                 {"1f1b", 2, 0, 4, 4, {}, "", 0, 1, 0, "none", 0, 1, false, 40, 2, 0, 0, false, true},
+                 {"zbv", 2, 2, 4, 8, {}, "", 0, 1, 0, "none", 0, 1, false, 40, 2, 0, 0, false, true},
+                 {"1f1b", 2, 0, 1, 4, {}, "", 0, 1, 0, "none", 0, 1, false, 8, 1, 0, 0, false, true},
+                 {"zbv", 2, 2, 1, 4, {}, "", 0, 1, 0, "none", 0, 1, false, 8, 1, 0, 0, false, true},
+                 {"1f1b", 2, 0, 1, 4, {}, "", 0, 2, 0, "none", 0, 2, false, 8, 1, 0, 0, false, true},
+                 // A vocabulary of 1536: the sum's transients (the copy read out, the sum read
+                 // back; the ring's chunk between two ranks) above the step's activations.
+                 {"zbv", 2, 2, 1, 4, {}, "", 0, 1, 0, "none", 0, 1, false, 8, 1, 0, 0, false, true, 1536},
+                 {"1f1b", 2, 0, 1, 4, {}, "", 0, 1, 0, "none", 0, 1, false, 8, 1, 0, 0, false, true, 1536}}) {
           c.precision = precision;
           cases.push_back(c);
         }
@@ -328,7 +345,7 @@ INSTANTIATE_TEST_SUITE_P(
                          (c.probe_size > 0 ? "_probe" + std::to_string(c.probe_size) : "") +
                          (c.seq != 40 ? "_seq" + std::to_string(c.seq) + "_b" + std::to_string(c.micro_batch_size) : "") +
                          (c.kv_heads > 0 ? "_kv" + std::to_string(c.kv_heads) : "") +
-                         (c.head_dim > 0 ? "_hd" + std::to_string(c.head_dim) : "") + (c.qkv_bias ? "_qkvbias" : "");
+                         (c.head_dim > 0 ? "_hd" + std::to_string(c.head_dim) : "") + (c.qkv_bias ? "_qkvbias" : "") + (c.tied ? "_tied" : "") + (c.vocab != 96 ? "_v" + std::to_string(c.vocab) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

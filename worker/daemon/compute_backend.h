@@ -129,6 +129,9 @@ class ComputeBackend {
   // Null (the default): the backend gives host spans. Owned by the backend, valid while it lives.
   virtual parallel::FloatBuffer* DeviceStageGradients(int /*stage*/) { return nullptr; }
   virtual parallel::FloatBuffer* DeviceStageValues(int /*stage*/) { return nullptr; }
+  // The device-resident twin of TiedEmbeddingGradient (the CUDA backend's), which the executor
+  // prefers; null (the default): the host span.
+  virtual parallel::FloatBuffer* DeviceTiedEmbeddingGradient(int /*stage*/) { return nullptr; }
   // After ZeRO's all-gather of every stage's values: what the backend derives from them (the CUDA
   // backend's bf16 compute copies). OK by default (nothing to do).
   virtual Status ParametersGathered() { return Status::Ok(); }

@@ -224,8 +224,34 @@ Status Executor::SumTiedEmbeddingGradients(int step, uint64_t* bytes) {
   auto fail = [](const Status& st) {
     return Status(st.code(), "the tied embedding's gradient sum (embedding group): " + st.message());
   };
+  // Stage s's gradient as a buffer: the device's where the backend keeps it there, else the host
+  // span (`host` holds its wrapper).
+  auto buffer_of = [&](int s, std::unique_ptr<parallel::HostFloats>* host) -> Result<parallel::FloatBuffer*> {
+    if (parallel::FloatBuffer* device = backend_->DeviceTiedEmbeddingGradient(s); device != nullptr) return device;
+    auto g = backend_->TiedEmbeddingGradient(s);
+    if (!g.ok()) return g.status();
+    *host = std::make_unique<parallel::HostFloats>(*g);
+    return host->get();
+  };
+  std::unique_ptr<parallel::HostFloats> host_e;
   if (tied_group_.ranks[0] == tied_group_.ranks[1]) {
-    // Both stages on this rank (a V schedule's rank 0): embedding's + copy's, the same bits to both.
+    // Both stages on this rank (a V schedule's rank 0): embedding's + copy's (one f32 addition),
+    // the same bits to both.
+    parallel::FloatBuffer* de = backend_->DeviceTiedEmbeddingGradient(0);
+    parallel::FloatBuffer* dh = de != nullptr ? backend_->DeviceTiedEmbeddingGradient(stages_ - 1) : nullptr;
+    if (de != nullptr && dh != nullptr) {  // on the device: the copy read out and added in, the sum written back
+      if (de->size() != dh->size()) return fail(Internal("the embedding and its copy differ in size"));
+      {
+        auto copy = dh->Read(0, dh->size());
+        if (!copy.ok()) return fail(copy.status());
+        Status st = de->Add(0, *copy);
+        if (!st.ok()) return fail(st);
+      }
+      auto sum = de->Read(0, de->size());
+      if (!sum.ok()) return fail(sum.status());
+      Status st = dh->Write(0, *sum);
+      return st.ok() ? st : fail(st);
+    }
     auto e = backend_->TiedEmbeddingGradient(0);
     if (!e.ok()) return fail(e.status());
     auto h = backend_->TiedEmbeddingGradient(stages_ - 1);
@@ -235,10 +261,9 @@ Status Executor::SumTiedEmbeddingGradients(int step, uint64_t* bytes) {
     return Status::Ok();
   }
   // Two ranks: an all-reduce of two members leaves the same sum on both (a + b = b + a exactly).
-  auto g = backend_->TiedEmbeddingGradient(tied_group_.me == 0 ? 0 : stages_ - 1);
+  auto g = buffer_of(tied_group_.me == 0 ? 0 : stages_ - 1, &host_e);
   if (!g.ok()) return fail(g.status());
-  parallel::HostFloats buffer(*g);
-  Status st = parallel::AllReduceSum(*transport_, tied_group_, step, buffer, {options_.recv_timeout, kTiedEmbeddingChannel, bytes});
+  Status st = parallel::AllReduceSum(*transport_, tied_group_, step, **g, {options_.recv_timeout, kTiedEmbeddingChannel, bytes});
   return st.ok() ? st : fail(st);
 }
 

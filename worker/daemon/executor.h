@@ -28,7 +28,8 @@
 // after the data-parallel reduction, the rank of stage 0 and the rank of the last stage of each
 // (replica, shard) all-reduce the embedding's and the head copy's gradients, two members on
 // channel kTiedEmbeddingChannel, so both hold the same sum and take the same optimizer step
-// (Megatron's embedding group); a rank holding both stages adds them itself.
+// (Megatron's embedding group); a rank holding both stages adds them itself. On the backend's
+// device buffers where it keeps them there (DeviceTiedEmbeddingGradient: the CUDA backend's).
 // Before the optimizer step OPT sums the squares of the gradients it will apply over its replica
 // (an all-reduce of one float, channel kGradNormChannel; under ZeRO, whose ranks each hold a shard,
 // then over its data-parallel group), clips them when
