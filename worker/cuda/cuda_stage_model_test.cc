@@ -173,6 +173,21 @@ TEST_F(CudaStageModelTest, Bf16TiedEmbeddingsMatchTheCpuModel) {
   CompareOneMicroBatch(Precision::kBf16, 2e-2, TiedConfig());
 }
 
+// Llama 3.2 as it ships, in small: grouped-query attention, tied embeddings, RoPE base 500000
+// with Llama 3's frequency scaling (factor 32 over an original context of 8, so the 40 positions
+// here span its low, middle and high frequency bands).
+TEST_F(CudaStageModelTest, Fp32Llama32MatchesTheCpuModel) {
+  model::ModelConfig c = TestConfig();
+  c.kv_heads = 2;
+  c.tied_embeddings = true;
+  c.rope_theta = 500000;
+  c.rope_scaling.factor = 32;
+  c.rope_scaling.low_freq_factor = 1;
+  c.rope_scaling.high_freq_factor = 4;
+  c.rope_scaling.original_max_positions = 8;
+  CompareOneMicroBatch(Precision::kFp32, kFp32Tolerance, c, /*after_a_step=*/true);
+}
+
 // The tensors that cross a stage boundary, fp32: stage 0's output activations and stage 1's
 // input gradient against the CPU stages', then stage 0's gradients from the GPU's own dx.
 TEST_F(CudaStageModelTest, BoundaryTensorsMatchTheCpuStages) {
