@@ -237,11 +237,6 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
                            "), got " + std::to_string(m.kv_heads()));
   }
   PIPECOORD_RETURN_IF_ERROR(Range("model.slidingWindow", m.sliding_window(), 0, 1 << 24));
-  if (m.sliding_window() > 0 && m.sliding_window() < m.seq_len() && s.device() == "cuda") {
-    return InvalidArgument("spec.model.slidingWindow: the CUDA backend's attention sees every earlier token, so the window "
-                           "must be 0 or at least spec.model.seqLen (" + std::to_string(m.seq_len()) + "), got " +
-                           std::to_string(m.sliding_window()) + "; sliding-window attention runs on the CPU backend");
-  }
   if (m.tied_embeddings()) {
     if (s.worker().kind() == v1::kTorchWorker) {
       return InvalidArgument("spec.model.tiedEmbeddings: torch workers train the module they are given (tie it "

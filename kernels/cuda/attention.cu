@@ -39,6 +39,11 @@ Status AllowSharedMemory(Kernel* kernel, int bytes, const char* name) {
       std::string("cudaFuncSetAttribute(MaxDynamicSharedMemorySize) for ") + name);
 }
 
+// The kernels' sliding window: 0 (plain causal) unless it is shorter than the sequence.
+int WindowOf(const cpu::AttentionDims& d) {
+  return d.window > 0 && d.window < d.seq ? static_cast<int>(d.window) : 0;
+}
+
 float ScaleOf(const cpu::AttentionDims& d) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
 }
@@ -67,6 +72,7 @@ Status LaunchForward(const T* q, const T* k, const T* v, T* o, float* lse,
   const int seq = static_cast<int>(d.seq);
   const int heads = static_cast<int>(d.heads);
   const int kv_heads = static_cast<int>(d.kv());
+  const int window = WindowOf(d);
   const int head_dim = static_cast<int>(d.head_dim);
   const float scale_log2 = ScaleOf(d) * kLog2e;
   if constexpr (kUsesTensorCores<T>) {
@@ -79,14 +85,14 @@ Status LaunchForward(const T* q, const T* k, const T* v, T* o, float* lse,
                           static_cast<unsigned>(d.heads), static_cast<unsigned>(d.batch));
       flash_mma::FlashForwardMmaKernel<kD, kMTiles>
           <<<mma_grid, flash_mma::kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, kv_heads,
-                                                              head_dim, scale_log2);
+                                                              head_dim, window, scale_log2);
       return LaunchStatus("FlashForwardMmaKernel");
     }
     constexpr int kBytes = ForwardTensorCoreLayout<kD>::kBytes;
     PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashForwardTensorCoreKernel<kD>, kBytes,
                                                 "FlashForwardTensorCoreKernel"));
     FlashForwardTensorCoreKernel<kD>
-        <<<grid, kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, kv_heads, head_dim,
+        <<<grid, kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, kv_heads, head_dim, window,
                                              scale_log2);
     return LaunchStatus("FlashForwardTensorCoreKernel");
   } else {
@@ -94,7 +100,7 @@ Status LaunchForward(const T* q, const T* k, const T* v, T* o, float* lse,
     PIPECOORD_RETURN_IF_ERROR(
         AllowSharedMemory(FlashForwardKernel<T, kD>, kBytes, "FlashForwardKernel"));
     FlashForwardKernel<T, kD>
-        <<<grid, kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, kv_heads, head_dim,
+        <<<grid, kThreads, kBytes, stream>>>(q, k, v, o, lse, seq, heads, kv_heads, head_dim, window,
                                              scale_log2);
     return LaunchStatus("FlashForwardKernel");
   }
@@ -107,6 +113,7 @@ Status LaunchBackward(const T* dout, const T* q, const T* k, const T* v, const f
   const int seq = static_cast<int>(d.seq);
   const int heads = static_cast<int>(d.heads);
   const int kv_heads = static_cast<int>(d.kv());
+  const int window = WindowOf(d);
   const int head_dim = static_cast<int>(d.head_dim);
   const float scale = ScaleOf(d);
   // dk and dv: a block per key tile and key/value head (it sums the group's query heads).
@@ -124,7 +131,7 @@ Status LaunchBackward(const T* dout, const T* q, const T* k, const T* v, const f
                               static_cast<unsigned>(d.batch));
       flash_mma::FlashBackwardKeyValueMmaKernel<kD>
           <<<mma_key_grid, flash_mma::kThreads, kKeyValueBytes, stream>>>(
-              dout, q, k, v, lse, delta, dk, dv, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
+              dout, q, k, v, lse, delta, dk, dv, seq, heads, kv_heads, head_dim, window, scale, scale * kLog2e);
       PIPECOORD_RETURN_IF_ERROR(LaunchStatus("FlashBackwardKeyValueMmaKernel"));
 
       constexpr int kQueryBytes = flash_mma::QuerySharedBytes<kD>();
@@ -134,7 +141,7 @@ Status LaunchBackward(const T* dout, const T* q, const T* k, const T* v, const f
                                 static_cast<unsigned>(d.batch));
       flash_mma::FlashBackwardQueryMmaKernel<kD>
           <<<mma_query_grid, flash_mma::kThreads, kQueryBytes, stream>>>(
-              dout, q, k, v, lse, delta, dq, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
+              dout, q, k, v, lse, delta, dq, seq, heads, kv_heads, head_dim, window, scale, scale * kLog2e);
       return LaunchStatus("FlashBackwardQueryMmaKernel");
     }
     constexpr int kKeyValueBytes = KeyValueTensorCoreLayout<kD>::kBytes;
@@ -142,28 +149,28 @@ Status LaunchBackward(const T* dout, const T* q, const T* k, const T* v, const f
                                                 kKeyValueBytes,
                                                 "FlashBackwardKeyValueTensorCoreKernel"));
     FlashBackwardKeyValueTensorCoreKernel<kD><<<key_grid, kThreads, kKeyValueBytes, stream>>>(
-        dout, q, k, v, lse, delta, dk, dv, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
+        dout, q, k, v, lse, delta, dk, dv, seq, heads, kv_heads, head_dim, window, scale, scale * kLog2e);
     PIPECOORD_RETURN_IF_ERROR(LaunchStatus("FlashBackwardKeyValueTensorCoreKernel"));
 
     constexpr int kQueryBytes = QueryTensorCoreLayout<kD>::kBytes;
     PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardQueryTensorCoreKernel<kD>, kQueryBytes,
                                                 "FlashBackwardQueryTensorCoreKernel"));
     FlashBackwardQueryTensorCoreKernel<kD><<<query_grid, kThreads, kQueryBytes, stream>>>(
-        dout, q, k, v, lse, delta, dq, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
+        dout, q, k, v, lse, delta, dq, seq, heads, kv_heads, head_dim, window, scale, scale * kLog2e);
     return LaunchStatus("FlashBackwardQueryTensorCoreKernel");
   } else {
     constexpr int kKeyValueBytes = KeyValueSmemFloats<kD>() * static_cast<int>(sizeof(float));
     PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardKeyValueKernel<T, kD>, kKeyValueBytes,
                                                 "FlashBackwardKeyValueKernel"));
     FlashBackwardKeyValueKernel<T, kD><<<key_grid, kThreads, kKeyValueBytes, stream>>>(
-        dout, q, k, v, lse, delta, dk, dv, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
+        dout, q, k, v, lse, delta, dk, dv, seq, heads, kv_heads, head_dim, window, scale, scale * kLog2e);
     PIPECOORD_RETURN_IF_ERROR(LaunchStatus("FlashBackwardKeyValueKernel"));
 
     constexpr int kQueryBytes = QuerySmemFloats<kD>() * static_cast<int>(sizeof(float));
     PIPECOORD_RETURN_IF_ERROR(AllowSharedMemory(FlashBackwardQueryKernel<T, kD>, kQueryBytes,
                                                 "FlashBackwardQueryKernel"));
     FlashBackwardQueryKernel<T, kD><<<query_grid, kThreads, kQueryBytes, stream>>>(
-        dout, q, k, v, lse, delta, dq, seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
+        dout, q, k, v, lse, delta, dq, seq, heads, kv_heads, head_dim, window, scale, scale * kLog2e);
     return LaunchStatus("FlashBackwardQueryKernel");
   }
 }

@@ -6,8 +6,9 @@
 // query attention as the CPU twin: query head h reads key/value head h / (heads / kv_heads), and
 // dk, dv sum the group's query heads (one block owns each sum, so it stays deterministic);
 // kv_heads == heads (or 0) is plain multi-head attention. Scores are q_i . k_j / sqrt(head_dim)
-// for j <= i. All pointers are device pointers; no output may alias another buffer. Work is
-// queued on `stream`; an error names the failed launch or check.
+// for j <= i, and with a sliding window w (AttentionDims::window, Mistral's) i - w < j: tiles wholly
+// before a block's window are skipped, the rest masked. All pointers are device pointers; no output
+// may alias another buffer. Work is queued on `stream`; an error names the failed launch or check.
 //
 // Algorithm. Forward: each block holds 64 query rows and walks the key tiles (64 keys) up to
 // the diagonal, keeping a running max and running sum per row (online softmax) and rescaling
@@ -42,8 +43,7 @@ namespace pipecoord::kernels::cuda {
 
 // Limits (others are refused with INVALID_ARGUMENT before anything is queued): head_dim in
 // [1, 128] (tiles are sized for up to 128); batch and heads in [1, 65535] (grid dimensions);
-// seq in [1, 2^30]; kv_heads 0 or a divisor of heads. A sliding window shorter than seq is
-// UNIMPLEMENTED (the CPU twin has it; these kernels see every earlier key).
+// seq in [1, 2^30]; kv_heads 0 or a divisor of heads; window >= 0 (0 or >= seq: plain causal).
 inline constexpr int64_t kFlashMaxHeadDim = 128;
 inline constexpr int64_t kFlashMaxBatch = 65535;
 inline constexpr int64_t kFlashMaxHeads = 65535;

@@ -253,6 +253,7 @@ Run<T> Emulate(const std::vector<T>& q, const std::vector<T>& k, const std::vect
   const int seq = static_cast<int>(d.seq), heads = static_cast<int>(d.heads);
   const int kv_heads = static_cast<int>(d.kv());
   const int head_dim = static_cast<int>(d.head_dim);
+  const int window = d.window > 0 && d.window < d.seq ? static_cast<int>(d.window) : 0;  // as attention.cu
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
   const auto batch = static_cast<unsigned>(d.batch), h = static_cast<unsigned>(d.heads);
 
@@ -266,12 +267,12 @@ Run<T> Emulate(const std::vector<T>& q, const std::vector<T>& k, const std::vect
   if constexpr (kTensorCores) {
     emulation::Launch(forward_grid, kThreads, ForwardTensorCoreLayout<kD>::kBytes, [&] {
       FlashForwardTensorCoreKernel<kD>(q.data(), k.data(), v.data(), r.o.data(), r.lse.data(), seq,
-                                       heads, kv_heads, head_dim, scale * kLog2e);
+                                       heads, kv_heads, head_dim, window, scale * kLog2e);
     });
   } else {
     emulation::Launch(forward_grid, kThreads, ForwardSmemFloats<kD>() * sizeof(float), [&] {
       FlashForwardKernel<T, kD>(q.data(), k.data(), v.data(), r.o.data(), r.lse.data(), seq, heads,
-                                kv_heads, head_dim, scale * kLog2e);
+                                kv_heads, head_dim, window, scale * kLog2e);
     });
   }
   emulation::Launch(dim3{row_blocks, 1, 1}, kThreads, 0, [&] {
@@ -281,23 +282,23 @@ Run<T> Emulate(const std::vector<T>& q, const std::vector<T>& k, const std::vect
     emulation::Launch(key_grid, kThreads, KeyValueTensorCoreLayout<kD>::kBytes, [&] {
       FlashBackwardKeyValueTensorCoreKernel<kD>(
           dout.data(), q.data(), k.data(), v.data(), r.lse.data(), r.delta.data(), r.dk.data(),
-          r.dv.data(), seq, heads, kv_heads, head_dim, scale, scale * kLog2e);
+          r.dv.data(), seq, heads, kv_heads, head_dim, window, scale, scale * kLog2e);
     });
     emulation::Launch(query_grid, kThreads, QueryTensorCoreLayout<kD>::kBytes, [&] {
       FlashBackwardQueryTensorCoreKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
                                              r.lse.data(), r.delta.data(), r.dq.data(), seq, heads,
-                                             kv_heads, head_dim, scale, scale * kLog2e);
+                                             kv_heads, head_dim, window, scale, scale * kLog2e);
     });
   } else {
     emulation::Launch(key_grid, kThreads, KeyValueSmemFloats<kD>() * sizeof(float), [&] {
       FlashBackwardKeyValueKernel<T, kD>(dout.data(), q.data(), k.data(), v.data(), r.lse.data(),
                                          r.delta.data(), r.dk.data(), r.dv.data(), seq, heads,
-                                         kv_heads, head_dim, scale, scale * kLog2e);
+                                         kv_heads, head_dim, window, scale, scale * kLog2e);
     });
     emulation::Launch(query_grid, kThreads, QuerySmemFloats<kD>() * sizeof(float), [&] {
       FlashBackwardQueryKernel<T, kD>(dout.data(), q.data(), k.data(), v.data(), r.lse.data(),
                                       r.delta.data(), r.dq.data(), seq, heads, kv_heads, head_dim,
-                                      scale, scale * kLog2e);
+                                      window, scale, scale * kLog2e);
     });
   }
   return r;
@@ -324,7 +325,7 @@ struct Shape {
 std::string Name(const cpu::AttentionDims& d) {
   return "batch " + std::to_string(d.batch) + " seq " + std::to_string(d.seq) + " heads " +
          std::to_string(d.heads) + " kv_heads " + std::to_string(d.kv()) + " head_dim " +
-         std::to_string(d.head_dim);
+         std::to_string(d.head_dim) + " window " + std::to_string(d.window);
 }
 
 template <typename T>
@@ -353,17 +354,18 @@ void CheckAgainstCpu(const Shape& shape, double tolerance) {
   std::vector<double> dq(qd.size()), dk(kd.size()), dv(vd.size());
   cpu::AttentionBackward(dod.data(), qd.data(), kd.data(), vd.data(), probs.data(), dq.data(),
                          dk.data(), dv.data(), d);
-  // lse from the probabilities: p_i0 = exp(score_i0 - lse_i), so lse_i = score_i0 - log(p_i0).
+  // lse from the probabilities of the first key row i sees, j0: p_ij0 = exp(score_ij0 - lse_i).
   std::vector<double> lse(got.lse.size());
   const double scale = 1.0 / std::sqrt(static_cast<double>(d.head_dim));
   for (int64_t b = 0; b < d.batch; ++b) {
     for (int64_t h = 0; h < d.heads; ++h) {
       for (int64_t i = 0; i < d.seq; ++i) {
         const int64_t qi = (b * d.seq + i) * d.hidden() + h * d.head_dim;
-        const int64_t k0 = b * d.seq * d.kv_hidden() + (h / d.group()) * d.head_dim;
+        const int64_t j0 = d.first_key(i);
+        const int64_t k0 = (b * d.seq + j0) * d.kv_hidden() + (h / d.group()) * d.head_dim;
         double dot = 0;
         for (int64_t c = 0; c < d.head_dim; ++c) dot += qd[qi + c] * kd[k0 + c];
-        const double p0 = probs[((b * d.heads + h) * d.seq + i) * d.seq];
+        const double p0 = probs[((b * d.heads + h) * d.seq + i) * d.seq + j0];
         lse[(b * d.heads + h) * d.seq + i] = scale * dot - std::log(p0);
       }
     }
@@ -395,6 +397,11 @@ const Shape kShapes[] = {
     {{.batch = 2, .seq = 37, .heads = 4, .head_dim = 24, .kv_heads = 2}, 2.0},
     {{.batch = 1, .seq = 20, .heads = 6, .head_dim = 16, .kv_heads = 2}, 2.0},
     {{.batch = 1, .seq = 70, .heads = 3, .head_dim = 8, .kv_heads = 1}, 3.0},
+    // Sliding windows (Mistral's): shorter than a tile (tiles wholly before some rows' windows are
+    // skipped or masked), longer than one, over GQA; a window as long as seq is plain causal.
+    {{.batch = 1, .seq = 150, .heads = 2, .head_dim = 16, .kv_heads = 1, .window = 20}, 2.0},
+    {{.batch = 2, .seq = 131, .heads = 2, .head_dim = 40, .window = 70}, 3.0},
+    {{.batch = 1, .seq = 33, .heads = 1, .head_dim = 8, .window = 33}, 2.0},
 };
 
 TEST(AttentionEmulatedTest, FloatKernelsMatchCpu) {

@@ -35,8 +35,11 @@ __device__ __forceinline__ float* SharedFloats() {
 
 namespace pipecoord::kernels::cuda::flash {
 
+using flash_heads::FirstKey;
 using flash_heads::HeadSlice;
+using flash_heads::RowsEnd;
 using flash_heads::SliceOf;
+using flash_heads::Visible;
 
 constexpr int kThreads = 256;
 constexpr int kKeyTile = 64;       // keys per tile (forward and backward)
@@ -157,7 +160,7 @@ template <typename T, int kD>
 __global__ void __launch_bounds__(kThreads)
     FlashForwardKernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                        T* __restrict__ o, float* __restrict__ lse, int seq, int heads, int kv_heads,
-                       int head_dim, float scale_log2) {
+                       int head_dim, int window, float scale_log2) {
   constexpr int kStride = RowStride<kD>();
   constexpr int kCols = kD / 16;
   constexpr int kRows = kForwardRows / 16;          // 4 rows per thread
@@ -186,7 +189,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const int last_row = min(q0 + kForwardRows, seq) - 1;
-  for (int k0 = 0; k0 <= last_row; k0 += kKeyTile) {
+  // From the first key tile the block's first row sees (every earlier key is out of its window).
+  for (int k0 = FirstKey(q0, window) / kKeyTile * kKeyTile; k0 <= last_row; k0 += kKeyTile) {
     __syncthreads();  // the previous tile's readers of k_tile, v_tile and p_tile are done
     LoadRows<T, kD>(k_tile, k + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
     LoadRows<T, kD>(v_tile, v + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
@@ -201,13 +205,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int col = k0 + tx + 16 * j;
-        s[i][j] = (col <= row && col < seq) ? s[i][j] * scale_log2 : -INFINITY;
+        s[i][j] = (Visible(row, col, window) && col < seq) ? s[i][j] * scale_log2 : -INFINITY;
         tile_max = fmaxf(tile_max, s[i][j]);
       }
       tile_max = HalfWarpMax(tile_max);
       const float new_max = fmaxf(row_max[i], tile_max);
-      // Column k0 <= q0 <= row is always unmasked, so new_max is finite; the guard keeps a fully
-      // masked row at zeros instead of NaN should that ever change.
+      // A row can see none of a tile's keys (before its window): new_max stays -inf and the guard
+      // keeps it at zeros instead of NaN; its diagonal tile always has a key it sees.
       const float shift = new_max == -INFINITY ? 0.0f : new_max;
       const float rescale = exp2f(row_max[i] - shift);  // 0 on the first tile
       float tile_sum = 0.0f;
@@ -288,8 +292,8 @@ __global__ void __launch_bounds__(kThreads)
 template <int kD>
 __device__ __forceinline__ void ProbabilitiesAndScoreGradients(
     const float* q_tile, const float* do_tile, const float* k_tile, const float* v_tile,
-    const float* lse_tile, const float* delta_tile, int q0, int k0, int seq, float scale_log2,
-    float (&p)[2][4], float (&ds)[2][4]) {
+    const float* lse_tile, const float* delta_tile, int q0, int k0, int seq, int window,
+    float scale_log2, float (&p)[2][4], float (&ds)[2][4]) {
   const int ty = threadIdx.x / 16;
   const int tx = threadIdx.x % 16;
   float dp[2][4];
@@ -302,7 +306,7 @@ __device__ __forceinline__ void ProbabilitiesAndScoreGradients(
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int col = k0 + tx + 16 * j;
-      const bool visible = row < seq && col < seq && col <= row;
+      const bool visible = row < seq && col < seq && Visible(row, col, window);
       p[i][j] = visible ? exp2f(p[i][j] * scale_log2 - lse_tile[r]) : 0.0f;
       ds[i][j] = p[i][j] * (dp[i][j] - delta_tile[r]);
     }
@@ -329,7 +333,7 @@ __global__ void __launch_bounds__(kThreads)
                                 const T* __restrict__ k, const T* __restrict__ v,
                                 const float* __restrict__ lse, const float* __restrict__ delta,
                                 T* __restrict__ dk, T* __restrict__ dv, int seq, int heads,
-                                int kv_heads, int head_dim, float scale, float scale_log2) {
+                                int kv_heads, int head_dim, int window, float scale, float scale_log2) {
   constexpr int kStride = RowStride<kD>();
   constexpr int kCols = kD / 16;
   constexpr int kKeys = kKeyTile / 16;                // 4 keys per thread
@@ -362,8 +366,10 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int h = first_head; h < first_head + group; ++h) {
     const HeadSlice head = SliceOf(b, h, seq, heads, kv_heads, head_dim);
-    // Rows before k0 see none of these keys (causal); k0 is a multiple of kBackwardRows.
-    for (int q0 = k0; q0 < seq; q0 += kBackwardRows) {
+    // Rows before k0 see none of these keys (causal), nor rows past the last key's window; k0 is
+    // a multiple of kBackwardRows.
+    const int rows_end = RowsEnd(k0 + kKeyTile - 1, window, seq);
+    for (int q0 = k0; q0 < rows_end; q0 += kBackwardRows) {
       __syncthreads();  // the previous query tile's readers are done (and k/v tiles are loaded)
       LoadRows<T, kD>(q_tile, q + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
       LoadRows<T, kD>(do_tile, dout + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
@@ -372,7 +378,7 @@ __global__ void __launch_bounds__(kThreads)
 
       float p[2][4], ds[2][4];
       ProbabilitiesAndScoreGradients<kD>(q_tile, do_tile, k_tile, v_tile, lse_tile, delta_tile, q0,
-                                         k0, seq, scale_log2, p, ds);
+                                         k0, seq, window, scale_log2, p, ds);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
 #pragma unroll
@@ -429,7 +435,7 @@ __global__ void __launch_bounds__(kThreads)
                              const T* __restrict__ k, const T* __restrict__ v,
                              const float* __restrict__ lse, const float* __restrict__ delta,
                              T* __restrict__ dq, int seq, int heads, int kv_heads, int head_dim,
-                             float scale, float scale_log2) {
+                             int window, float scale, float scale_log2) {
   constexpr int kStride = RowStride<kD>();
   constexpr int kCols = kD / 16;
   float* q_tile = device::SharedFloats();                    // [kBackwardRows][kStride]
@@ -457,7 +463,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const int last_row = min(q0 + kBackwardRows, seq) - 1;
-  for (int k0 = 0; k0 <= last_row; k0 += kKeyTile) {
+  for (int k0 = FirstKey(q0, window) / kKeyTile * kKeyTile; k0 <= last_row; k0 += kKeyTile) {
     __syncthreads();  // the previous key tile's readers are done (and q/dout tiles are loaded)
     LoadRows<T, kD>(k_tile, k + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
     LoadRows<T, kD>(v_tile, v + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
@@ -465,7 +471,7 @@ __global__ void __launch_bounds__(kThreads)
 
     float p[2][4], ds[2][4];
     ProbabilitiesAndScoreGradients<kD>(q_tile, do_tile, k_tile, v_tile, lse_tile, delta_tile, q0,
-                                       k0, seq, scale_log2, p, ds);
+                                       k0, seq, window, scale_log2, p, ds);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
 #pragma unroll

@@ -25,9 +25,8 @@ Status CheckFlashAttentionDims(const cpu::AttentionDims& d) {
     return InvalidArgument("flash attention: kv_heads must divide heads (" + std::to_string(d.heads) +
                            ") or be 0 (heads), got " + std::to_string(d.kv_heads));
   }
-  if (d.window > 0 && d.window < d.seq) {
-    return Unimplemented("flash attention: a sliding window (" + std::to_string(d.window) +
-                         ") shorter than seq (" + std::to_string(d.seq) + ") is not implemented on CUDA");
+  if (d.window < 0) {
+    return InvalidArgument("flash attention: window must be >= 0 (0: none), got " + std::to_string(d.window));
   }
   return Status::Ok();
 }

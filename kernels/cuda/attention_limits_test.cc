@@ -55,14 +55,16 @@ TEST(AttentionLimitsTest, RefusesEachDimensionOutsideItsRange) {
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << kv << ": " << st.ToString();
     EXPECT_NE(st.message().find("kv_heads must divide heads (4)"), std::string::npos) << st.ToString();
   }
-  // A sliding window shorter than the sequence is refused by name, never run as full causal.
+  // Sliding windows: any length >= 1 (as long as seq or longer: plain causal), 0 none; < 0 refused.
   cpu::AttentionDims windowed = Dims(1, 16, 4, 64);
-  windowed.window = 8;
+  for (int64_t w : {0, 1, 8, 16, 100}) {
+    windowed.window = w;
+    EXPECT_TRUE(CheckFlashAttentionDims(windowed).ok()) << w;
+  }
+  windowed.window = -3;
   const Status st = CheckFlashAttentionDims(windowed);
-  EXPECT_EQ(st.code(), Code::kUnimplemented) << st.ToString();
-  EXPECT_NE(st.message().find("sliding window (8)"), std::string::npos) << st.ToString();
-  windowed.window = 16;  // as long as the sequence: plain causal attention
-  EXPECT_TRUE(CheckFlashAttentionDims(windowed).ok());
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("window must be >= 0"), std::string::npos) << st.ToString();
 }
 
 // The launchers refuse before touching any buffer (these addresses are never dereferenced).

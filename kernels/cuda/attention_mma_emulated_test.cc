@@ -81,6 +81,16 @@ TEST(MmaPrimitivesEmulatedTest, LdMatrixAndMmaGiveThePlainProduct) {
 // key/value head over more than two key tiles.
 constexpr cpu::AttentionDims kGqaPairs{.batch = 2, .seq = 67, .heads = 4, .head_dim = 40, .kv_heads = 2};
 constexpr cpu::AttentionDims kGqaShared{.batch = 1, .seq = 130, .heads = 3, .head_dim = 64, .kv_heads = 1};
+// Sliding windows (Mistral's): one shorter than the backward's 32-key walk and the forward's
+// 64-key tiles, over GQA (so whole early tiles are skipped for some blocks and partly masked for
+// others), and one longer than a tile.
+constexpr cpu::AttentionDims kWindowShort{.batch = 1, .seq = 200, .heads = 2, .head_dim = 40, .kv_heads = 1,
+                                          .window = 24};
+constexpr cpu::AttentionDims kWindowLong{.batch = 2, .seq = 150, .heads = 1, .head_dim = 64, .window = 90};
+
+int WindowOf(const cpu::AttentionDims& d) {  // as attention.cu passes it
+  return d.window > 0 && d.window < d.seq ? static_cast<int>(d.window) : 0;
+}
 
 struct Shape {
   cpu::AttentionDims d;
@@ -90,7 +100,7 @@ struct Shape {
 std::string Name(const cpu::AttentionDims& d) {
   return "batch " + std::to_string(d.batch) + " seq " + std::to_string(d.seq) + " heads " +
          std::to_string(d.heads) + " kv_heads " + std::to_string(d.kv()) + " head_dim " +
-         std::to_string(d.head_dim);
+         std::to_string(d.head_dim) + " window " + std::to_string(d.window);
 }
 
 // q, k (uniform in +-qk_range), v and dout (in +-1), rounded to bf16: as floats for the CPU
@@ -125,7 +135,7 @@ void RunForward(const std::vector<Bf16>& q, const std::vector<Bf16>& k, const st
   Launch(grid, dim3{flash_mma::kThreads, 1, 1}, [&] {
     flash_mma::FlashForwardMmaKernel<kD, kMTiles>(
         q.data(), k.data(), v.data(), o.data(), lse.data(), static_cast<int>(d.seq),
-        static_cast<int>(d.heads), static_cast<int>(d.kv()), static_cast<int>(d.head_dim),
+        static_cast<int>(d.heads), static_cast<int>(d.kv()), static_cast<int>(d.head_dim), WindowOf(d),
         scale_log2);
   });
 }
@@ -136,7 +146,9 @@ TEST(AttentionMmaEmulatedTest, ForwardMatchesTheCpuTwin) {
                           {{1, 70, 1, 128}, 2.0},
                           {{1, 200, 1, 64}, 6.0},
                           {kGqaPairs, 2.0},
-                          {kGqaShared, 2.0}};
+                          {kGqaShared, 2.0},
+                          {kWindowShort, 3.0},
+                          {kWindowLong, 2.0}};
   for (const Shape& shape : shapes) {
     const cpu::AttentionDims& d = shape.d;
     SCOPED_TRACE(Name(d));
@@ -172,7 +184,7 @@ TEST(AttentionMmaEmulatedTest, ForwardMatchesTheCpuTwin) {
       for (int64_t h = 0; h < d.heads; ++h) {
         for (int64_t i = 0; i < d.seq; ++i) {
           std::vector<double> scores;
-          for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t j = d.first_key(i); j <= i; ++j) {
             double dot = 0;
             for (int64_t c = 0; c < d.head_dim; ++c) {
               dot += qd[((b * d.seq + i) * d.heads + h) * d.head_dim + c] *
@@ -213,14 +225,15 @@ void RunBackward(const std::vector<Bf16>& dout, const std::vector<Bf16>& q,
       dim3{flash_mma::kThreads, 1, 1}, [&] {
         flash_mma::FlashBackwardKeyValueMmaKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
                                                       lse.data(), delta.data(), dk.data(),
-                                                      dv.data(), seq, h, kv, hd, scale, scale_log2);
+                                                      dv.data(), seq, h, kv, hd, WindowOf(d), scale,
+                                                      scale_log2);
       });
   Launch(
       dim3{static_cast<unsigned>((d.seq + flash_mma::kRows - 1) / flash_mma::kRows), heads, batch},
       dim3{flash_mma::kThreads, 1, 1}, [&] {
         flash_mma::FlashBackwardQueryMmaKernel<kD>(dout.data(), q.data(), k.data(), v.data(),
                                                    lse.data(), delta.data(), dq.data(), seq, h, kv,
-                                                   hd, scale, scale_log2);
+                                                   hd, WindowOf(d), scale, scale_log2);
       });
 }
 
@@ -229,7 +242,7 @@ void RunBackward(const std::vector<Bf16>& dout, const std::vector<Bf16>& q,
 TEST(AttentionMmaEmulatedTest, BackwardMatchesTheCpuTwin) {
   const Shape shapes[] = {
       {{1, 130, 1, 64}, 2.0}, {{2, 67, 2, 40}, 2.0}, {{1, 70, 1, 128}, 2.0}, {{1, 97, 1, 64}, 6.0},
-      {kGqaPairs, 2.0},       {kGqaShared, 2.0}};
+      {kGqaPairs, 2.0},       {kGqaShared, 2.0},      {kWindowShort, 3.0},    {kWindowLong, 2.0}};
   for (const Shape& shape : shapes) {
     const cpu::AttentionDims& d = shape.d;
     SCOPED_TRACE(Name(d));

@@ -86,7 +86,9 @@ __device__ __forceinline__ void LoadTileAsync(Bf16* tile, const Bf16* src, int64
   }
 }
 
+using flash_heads::FirstKey;
 using flash_heads::HeadSlice;
+using flash_heads::RowsEnd;
 using flash_heads::SliceOf;
 
 // Where a block's (batch, query head) = (blockIdx.z, blockIdx.y) lives (attention_heads.h).
@@ -133,7 +135,7 @@ template <int kD, int kMTiles>
 __global__ void __launch_bounds__(kThreads)
     FlashForwardMmaKernel(const Bf16* __restrict__ q, const Bf16* __restrict__ k,
                           const Bf16* __restrict__ v, Bf16* __restrict__ o, float* __restrict__ lse,
-                          int seq, int heads, int kv_heads, int head_dim, float scale_log2) {
+                          int seq, int heads, int kv_heads, int head_dim, int window, float scale_log2) {
   constexpr int kS = Stride<kD>();
   constexpr int kDimSteps = kD / 16;     // k-steps of S = q k^T
   constexpr int kKeySteps = kKeys / 16;  // k-steps of O += P v
@@ -151,10 +153,13 @@ __global__ void __launch_bounds__(kThreads)
   const HeadSlice head = BlockHead(seq, heads, kv_heads, head_dim);
   const int last_row = min(q0 + kBlockRows, seq) - 1;
   const int tiles = last_row / kKeys + 1;
+  const int first = FirstKey(q0, window) / kKeys;  // the first key tile the block's rows see
 
   LoadTileAsync<kD>(q_tile, q + head.base, head.row_stride, q0, kBlockRows, seq, head_dim);
-  LoadTileAsync<kD>(k_tiles, k + head.kv_base, head.kv_row_stride, 0, kKeys, seq, head_dim);
-  LoadTileAsync<kD>(v_tiles, v + head.kv_base, head.kv_row_stride, 0, kKeys, seq, head_dim);
+  LoadTileAsync<kD>(k_tiles + (first % 2) * kKeys * kS, k + head.kv_base, head.kv_row_stride, first * kKeys, kKeys,
+                    seq, head_dim);
+  LoadTileAsync<kD>(v_tiles + (first % 2) * kKeys * kS, v + head.kv_base, head.kv_row_stride, first * kKeys, kKeys,
+                    seq, head_dim);
   mma::CpAsyncCommit();
 
   // m-tile m: the block's rows tile_row(m) .. + 15; this lane's rows are + g and + g + 8.
@@ -171,7 +176,7 @@ __global__ void __launch_bounds__(kThreads)
       out[m][n][0] = out[m][n][1] = out[m][n][2] = out[m][n][3] = 0.0f;
   }
 
-  for (int j = 0; j < tiles; ++j) {
+  for (int j = first; j < tiles; ++j) {
     if (j + 1 < tiles) {
       const int next = (j + 1) % 2;
       LoadTileAsync<kD>(k_tiles + next * kKeys * kS, k + head.kv_base, head.kv_row_stride,
@@ -183,7 +188,7 @@ __global__ void __launch_bounds__(kThreads)
     mma::CpAsyncWait<1>();  // every group but the one just queued: tile j (and q) are in place
     __syncthreads();
     if constexpr (kQInRegisters) {
-      if (j == 0) {
+      if (j == first) {
 #pragma unroll
         for (int ks = 0; ks < kDimSteps; ++ks) {
           mma::LdMatrixX4(q_frag[ks], q_tile +
@@ -247,6 +252,17 @@ __global__ void __launch_bounds__(kThreads)
               const int key = k0 + n * 8 + 2 * t + e;
               if (key > row_lo) s[m][n][e] = -INFINITY;
               if (key > row_hi) s[m][n][2 + e] = -INFINITY;
+            }
+          }
+        }
+        if (window > 0 && k0 <= row_hi - window) {  // keys before a row's window are masked
+#pragma unroll
+          for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = k0 + n * 8 + 2 * t + e;
+              if (row_lo - key >= window) s[m][n][e] = -INFINITY;
+              if (row_hi - key >= window) s[m][n][2 + e] = -INFINITY;
             }
           }
         }
@@ -435,7 +451,7 @@ __global__ void __launch_bounds__(kThreads)
                                    const Bf16* __restrict__ k, const Bf16* __restrict__ v,
                                    const float* __restrict__ lse, const float* __restrict__ delta,
                                    Bf16* __restrict__ dk, Bf16* __restrict__ dv, int seq, int heads,
-                                   int kv_heads, int head_dim, float scale, float scale_log2) {
+                                   int kv_heads, int head_dim, int window, float scale, float scale_log2) {
   constexpr int kS = Stride<kD>();
   constexpr float kLog2e = 1.4426950408889634f;
   Bf16* k_tile = SharedTiles();
@@ -454,7 +470,8 @@ __global__ void __launch_bounds__(kThreads)
   const int first_head = blockIdx.y * group;
   const HeadSlice kv_head = SliceOf(blockIdx.z, first_head, seq, heads, kv_heads, head_dim);
   const int first_tile = k0 / kWalk;  // the first query rows that see key k0
-  const int head_tiles = (seq - 1) / kWalk + 1 - first_tile;
+  // The rows that see one of the keys: k0 .. up to the last key's window (or seq).
+  const int head_tiles = (RowsEnd(k0 + kKeys - 1, window, seq) - 1) / kWalk + 1 - first_tile;
   const int tiles = group * head_tiles;  // the walk: head_tiles query tiles of each query head
 
   // Queues step `i` of the walk (query tile i % head_tiles of the group's head i / head_tiles)
@@ -538,6 +555,7 @@ __global__ void __launch_bounds__(kThreads)
         const int key = e < 2 ? key_lo : key_hi;
         float p = mma::Exp2(st[n][e] * scale_log2 - lse_log2[col]);
         if (diagonal && r0 + col < key) p = 0.0f;
+        if (window > 0 && r0 + col - key >= window) p = 0.0f;  // the key is before the row's window
         st[n][e] = p;
         dpt[n][e] = p * (dpt[n][e] - row_delta[col]);
       }
@@ -561,7 +579,7 @@ __global__ void __launch_bounds__(kThreads)
                                 const Bf16* __restrict__ k, const Bf16* __restrict__ v,
                                 const float* __restrict__ lse, const float* __restrict__ delta,
                                 Bf16* __restrict__ dq, int seq, int heads, int kv_heads,
-                                int head_dim, float scale, float scale_log2) {
+                                int head_dim, int window, float scale, float scale_log2) {
   constexpr int kS = Stride<kD>();
   constexpr int kDimSteps = kD / 16;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -578,11 +596,14 @@ __global__ void __launch_bounds__(kThreads)
   const HeadSlice head = BlockHead(seq, heads, kv_heads, head_dim);
   const int last_row = min(q0 + kRows, seq) - 1;
   const int tiles = last_row / kWalk + 1;
+  const int first = FirstKey(q0, window) / kWalk;  // the first key tile the block's rows see
 
   LoadTileAsync<kD>(q_tile, q + head.base, head.row_stride, q0, kRows, seq, head_dim);
   LoadTileAsync<kD>(do_tile, dout + head.base, head.row_stride, q0, kRows, seq, head_dim);
-  LoadTileAsync<kD>(k_tiles, k + head.kv_base, head.kv_row_stride, 0, kWalk, seq, head_dim);
-  LoadTileAsync<kD>(v_tiles, v + head.kv_base, head.kv_row_stride, 0, kWalk, seq, head_dim);
+  LoadTileAsync<kD>(k_tiles + (first % 2) * kWalk * kS, k + head.kv_base, head.kv_row_stride, first * kWalk, kWalk,
+                    seq, head_dim);
+  LoadTileAsync<kD>(v_tiles + (first % 2) * kWalk * kS, v + head.kv_base, head.kv_row_stride, first * kWalk, kWalk,
+                    seq, head_dim);
   mma::CpAsyncCommit();
 
   const int my_rows = warp * 16;
@@ -598,7 +619,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int n = 0; n < kD / 8; ++n) dq_acc[n][0] = dq_acc[n][1] = dq_acc[n][2] = dq_acc[n][3] = 0.0f;
 
-  for (int j = 0; j < tiles; ++j) {
+  for (int j = first; j < tiles; ++j) {
     if (j + 1 < tiles) {
       const int next = (j + 1) % 2;
       LoadTileAsync<kD>(k_tiles + next * kWalk * kS, k + head.kv_base, head.kv_row_stride,
@@ -609,7 +630,7 @@ __global__ void __launch_bounds__(kThreads)
     mma::CpAsyncCommit();
     mma::CpAsyncWait<1>();
     __syncthreads();
-    if (j == 0) {
+    if (j == first) {
 #pragma unroll
       for (int ks = 0; ks < kDimSteps; ++ks) {
         LoadRowFragment<kD>(q_frag[ks], q_tile, my_rows, ks, lane);
@@ -649,6 +670,7 @@ __global__ void __launch_bounds__(kThreads)
         const bool hi = e >= 2;
         float p = mma::Exp2(s[n][e] * scale_log2 - (hi ? lse_hi : lse_lo));
         if (diagonal && key > (hi ? row_hi : row_lo)) p = 0.0f;
+        if (window > 0 && (hi ? row_hi : row_lo) - key >= window) p = 0.0f;  // before the row's window
         dp[n][e] = p * (dp[n][e] - (hi ? delta_hi : delta_lo));
       }
     }

@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kThreads)
     FlashForwardTensorCoreKernel(const Bf16* __restrict__ q, const Bf16* __restrict__ k,
                                  const Bf16* __restrict__ v, Bf16* __restrict__ o,
                                  float* __restrict__ lse, int seq, int heads, int kv_heads,
-                                 int head_dim, float scale_log2) {
+                                 int head_dim, int window, float scale_log2) {
   using Layout = ForwardTensorCoreLayout<kD>;
   constexpr int kLd = Bf16Stride<kD>();
   constexpr int kOutLd = RowStride<kD>();
@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const int last_row = min(q0 + kForwardRows, seq) - 1;
-  for (int k0 = 0; k0 <= last_row; k0 += kKeyTile) {
+  for (int k0 = FirstKey(q0, window) / kKeyTile * kKeyTile; k0 <= last_row; k0 += kKeyTile) {
     __syncthreads();  // the previous tile's readers of every region are done
     LoadBf16Rows<kD>(k_tile, k + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
     LoadBf16Rows<kD>(v_tile, v + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
@@ -215,8 +215,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int col = k0 + tx + 16 * j;
-        s[j] = (col <= row && col < seq) ? s_tile[r * kScoreStride + tx + 16 * j] * scale_log2
-                                         : -INFINITY;
+        s[j] = (Visible(row, col, window) && col < seq) ? s_tile[r * kScoreStride + tx + 16 * j] * scale_log2
+                                                         : -INFINITY;
         tile_max = fmaxf(tile_max, s[j]);
       }
       tile_max = HalfWarpMax(tile_max);
@@ -287,7 +287,7 @@ template <int kD>
 __device__ __forceinline__ void TensorCoreScoreGradients(
     const Bf16* q_tile, const Bf16* do_tile, const Bf16* k_tile, const Bf16* v_tile,
     const float* lse_tile, const float* delta_tile, float* s_tile, float* dp_tile, Bf16* p_tile,
-    Bf16* ds_tile, int q0, int k0, int seq, float scale_log2) {
+    Bf16* ds_tile, int q0, int k0, int seq, int window, float scale_log2) {
   const int warp = threadIdx.x / 32;
   const int warp_row = (warp / 4) * 16;
   const int warp_key = (warp % 4) * 16;
@@ -312,7 +312,7 @@ __device__ __forceinline__ void TensorCoreScoreGradients(
     for (int j = 0; j < 4; ++j) {
       const int c = tx + 16 * j;
       const int col = k0 + c;
-      const bool visible = row < seq && col < seq && col <= row;
+      const bool visible = row < seq && col < seq && Visible(row, col, window);
       const float p =
           visible ? exp2f(s_tile[r * kScoreStride + c] * scale_log2 - lse_tile[r]) : 0.0f;
       const float ds = p * (dp_tile[r * kScoreStride + c] - delta_tile[r]);
@@ -349,7 +349,7 @@ __global__ void __launch_bounds__(kThreads)
                                           const float* __restrict__ lse,
                                           const float* __restrict__ delta, Bf16* __restrict__ dk,
                                           Bf16* __restrict__ dv, int seq, int heads, int kv_heads,
-                                          int head_dim, float scale, float scale_log2) {
+                                          int head_dim, int window, float scale, float scale_log2) {
   using Layout = KeyValueTensorCoreLayout<kD>;
   constexpr int kLd = Bf16Stride<kD>();
   constexpr int kOutLd = RowStride<kD>();
@@ -388,14 +388,15 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int h = first_head; h < first_head + group; ++h) {
     const HeadSlice head = SliceOf(b, h, seq, heads, kv_heads, head_dim);
-    for (int q0 = k0; q0 < seq; q0 += kBackwardRows) {
+    const int rows_end = RowsEnd(k0 + kKeyTile - 1, window, seq);  // past it no row sees these keys
+    for (int q0 = k0; q0 < rows_end; q0 += kBackwardRows) {
       __syncthreads();  // the previous query tile's readers are done (and k/v tiles are loaded)
       LoadBf16Rows<kD>(q_tile, q + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
       LoadBf16Rows<kD>(do_tile, dout + head.base, head.row_stride, q0, kBackwardRows, seq, head_dim);
       LoadRowStats(lse_tile, delta_tile, lse + head.stats, delta + head.stats, q0, seq);
       __syncthreads();
       TensorCoreScoreGradients<kD>(q_tile, do_tile, k_tile, v_tile, lse_tile, delta_tile, s_tile,
-                                   dp_tile, p_tile, ds_tile, q0, k0, seq, scale_log2);
+                                   dp_tile, p_tile, ds_tile, q0, k0, seq, window, scale_log2);
 
       // dv[key] += sum_r p[r][key] dout[r]; dk[key] += sum_r ds[r][key] q[r]: P^T and dS^T are
       // the column-major reading of the row-major P and dS tiles.
@@ -445,7 +446,7 @@ __global__ void __launch_bounds__(kThreads)
                                        const float* __restrict__ lse,
                                        const float* __restrict__ delta, Bf16* __restrict__ dq,
                                        int seq, int heads, int kv_heads, int head_dim,
-                                       float scale, float scale_log2) {
+                                       int window, float scale, float scale_log2) {
   using Layout = QueryTensorCoreLayout<kD>;
   constexpr int kLd = Bf16Stride<kD>();
   constexpr int kOutLd = RowStride<kD>();
@@ -479,13 +480,13 @@ __global__ void __launch_bounds__(kThreads)
   for (int f = 0; f < kPerWarp; ++f) wmma::fill_fragment(dq_acc[f], 0.0f);
 
   const int last_row = min(q0 + kBackwardRows, seq) - 1;
-  for (int k0 = 0; k0 <= last_row; k0 += kKeyTile) {
+  for (int k0 = FirstKey(q0, window) / kKeyTile * kKeyTile; k0 <= last_row; k0 += kKeyTile) {
     __syncthreads();  // the previous key tile's readers are done (and q/dout tiles are loaded)
     LoadBf16Rows<kD>(k_tile, k + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
     LoadBf16Rows<kD>(v_tile, v + head.kv_base, head.kv_row_stride, k0, kKeyTile, seq, head_dim);
     __syncthreads();
     TensorCoreScoreGradients<kD>(q_tile, do_tile, k_tile, v_tile, lse_tile, delta_tile, s_tile,
-                                 dp_tile, nullptr, ds_tile, q0, k0, seq, scale_log2);
+                                 dp_tile, nullptr, ds_tile, q0, k0, seq, window, scale_log2);
     if (holds_dq) {
 #pragma unroll
       for (int f = 0; f < kPerWarp; ++f) {

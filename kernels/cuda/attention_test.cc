@@ -8,7 +8,8 @@
 // kernels, bf16 the tensor-core kernels (attention.h): head_dim 17 the WMMA forward, the other
 // shapes the register-level mma.sync forward. Grouped-query attention: 2 and 4 query heads per
 // key/value head (k, v, dk, dv [batch, seq, kv_heads, head_dim]; dk and dv summed over the group),
-// on each kernel family (head_dim 17 takes WMMA). Skips without a GPU.
+// on each kernel family (head_dim 17 takes WMMA); sliding windows (Mistral's: query i sees keys
+// i - w < j <= i) shorter and longer than a tile, on each family. Skips without a GPU.
 #include "kernels/cuda/attention.h"
 
 #include <gtest/gtest.h>
@@ -39,12 +40,15 @@ const Shape kShapes[] = {
     {{.batch = 2, .seq = 130, .heads = 8, .head_dim = 64, .kv_heads = 2}, 2.0},
     {{.batch = 1, .seq = 97, .heads = 4, .head_dim = 128, .kv_heads = 2}, 2.0},
     {{.batch = 2, .seq = 70, .heads = 4, .head_dim = 17, .kv_heads = 1}, 2.0},
+    {{.batch = 1, .seq = 300, .heads = 4, .head_dim = 64, .kv_heads = 2, .window = 40}, 2.0},
+    {{.batch = 2, .seq = 200, .heads = 2, .head_dim = 128, .window = 100}, 2.0},
+    {{.batch = 1, .seq = 150, .heads = 2, .head_dim = 17, .window = 30}, 2.0},
 };
 
 std::string Name(const cpu::AttentionDims& d) {
   return "batch " + std::to_string(d.batch) + " seq " + std::to_string(d.seq) + " heads " +
          std::to_string(d.heads) + " kv_heads " + std::to_string(d.kv()) + " head_dim " +
-         std::to_string(d.head_dim);
+         std::to_string(d.head_dim) + " window " + std::to_string(d.window);
 }
 
 std::vector<double> ToDoubles(const std::vector<float>& v) { return {v.begin(), v.end()}; }
@@ -61,7 +65,7 @@ std::vector<double> ReferenceLse(const std::vector<float>& q, const std::vector<
       const int64_t kv_base = b * d.seq * d.kv_hidden() + (h / d.group()) * d.head_dim;
       for (int64_t i = 0; i < d.seq; ++i) {
         double mx = -INFINITY;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = d.first_key(i); j <= i; ++j) {
           double dot = 0;
           for (int64_t c = 0; c < d.head_dim; ++c) {
             dot += static_cast<double>(q[base + i * d.hidden() + c]) *
@@ -71,7 +75,7 @@ std::vector<double> ReferenceLse(const std::vector<float>& q, const std::vector<
           mx = std::max(mx, score[j]);
         }
         double sum = 0;
-        for (int64_t j = 0; j <= i; ++j) sum += std::exp(score[j] - mx);
+        for (int64_t j = d.first_key(i); j <= i; ++j) sum += std::exp(score[j] - mx);
         lse[(b * d.heads + h) * d.seq + i] = mx + std::log(sum);
       }
     }

@@ -111,10 +111,6 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
                                                                parallel::TensorParallel* tp,
                                                                bool sequence_parallel) {
   PIPECOORD_RETURN_IF_ERROR(config.Validate());
-  if (config.sliding_window > 0 && config.sliding_window < config.seq_len) {  // its attention sees every earlier key
-    return InvalidArgument("sliding_window: the CUDA model's attention has no window shorter than the sequence (" +
-                           std::to_string(config.seq_len) + "), got " + std::to_string(config.sliding_window));
-  }
   PIPECOORD_RETURN_IF_ERROR(model::ValidateShard(config, shard));
   PIPECOORD_RETURN_IF_ERROR(batch.Validate());
   if (device == nullptr) return InvalidArgument("CudaStageModel: device is null");
@@ -125,7 +121,7 @@ Result<std::unique_ptr<CudaStageModel>> CudaStageModel::Create(const model::Mode
                            "), tp is " + std::to_string(t));
   }
   const kernels::cpu::AttentionDims ad{batch.micro_batch_size, config.seq_len, config.heads / t,
-                                       config.HeadDim(), config.KvHeads() / t};
+                                       config.HeadDim(), config.KvHeads() / t, config.sliding_window};
   if (shard.num_layers > 0) PIPECOORD_RETURN_IF_ERROR(kc::CheckFlashAttentionDims(ad));
   std::unique_ptr<CudaStageModel> m(
       new CudaStageModel(config, shard, batch, precision, device, t > 1 ? tp : nullptr, sequence_parallel));
@@ -695,7 +691,8 @@ Status CudaStageModel::BlockForward(const Layer& L, BlockState& s, Tensor x, Ten
   cudaStream_t stream = device_->stream();
   kc::GemmContext& gemm = device_->gemm();
   const int64_t n = tokens_, nl = local_tokens_, h = hidden_, f = ffn_, hq = width_, hkv = kv_width_;
-  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim(), kv_heads_};
+  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim(), kv_heads_,
+                                       config_.sliding_window};
   const kc::DeviceRopeTable rope{Ptr<double>(rope_cos_), Ptr<double>(rope_sin_), config_.seq_len,
                                  config_.HeadDim()};
   auto w = [&](int index) { return Ptr<T>(params_[index].compute); };
@@ -835,7 +832,8 @@ Status CudaStageModel::BlockBackwardInput(const Layer& L, BlockState& s, Tensor 
   cudaStream_t stream = device_->stream();
   kc::GemmContext& gemm = device_->gemm();
   const int64_t n = tokens_, nl = local_tokens_, h = hidden_, f = ffn_, hq = width_, hkv = kv_width_;
-  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim(), kv_heads_};
+  const kernels::cpu::AttentionDims ad{batch_.micro_batch_size, config_.seq_len, heads_, config_.HeadDim(), kv_heads_,
+                                       config_.sliding_window};
   const kc::DeviceRopeTable rope{Ptr<double>(rope_cos_), Ptr<double>(rope_sin_), config_.seq_len,
                                  config_.HeadDim()};
   auto w = [&](int index) { return Ptr<T>(params_[index].compute); };

@@ -9,8 +9,9 @@
 // output embeddings (Llama 3.2: a stage holding both uses the embedding's tensor for the LM head,
 // both paths adding to its gradient; a head stage without the embedding keeps "output.weight", a
 // copy started equal, whose gradient the executor sums with the embedding's at OPT through
-// TiedEmbeddingGradient, and which the gradient norm leaves to the embedding's stage). Refused by
-// name at Create: a sliding window shorter than the sequence, head_dim over flash attention's 128.
+// TiedEmbeddingGradient, and which the gradient norm leaves to the embedding's stage), and
+// Mistral's sliding window (flash attention skips the key tiles before it). Refused by name at
+// Create: head_dim over flash attention's 128.
 //
 // Same as the CPU StageModel: the blocks [first_layer, first_layer + num_layers), the token
 // embedding on the stage with has_embedding, the final RMSNorm + LM head + cross-entropy on the

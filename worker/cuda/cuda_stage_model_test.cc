@@ -173,6 +173,22 @@ TEST_F(CudaStageModelTest, Bf16TiedEmbeddingsMatchTheCpuModel) {
   CompareOneMicroBatch(Precision::kBf16, 2e-2, TiedConfig());
 }
 
+// Mistral's sliding window (12 of the 40 positions: whole key tiles fall before some rows'
+// windows) with its grouped-query attention.
+TEST_F(CudaStageModelTest, Fp32MistralSlidingWindowMatchesTheCpuModel) {
+  model::ModelConfig c = TestConfig();
+  c.kv_heads = 2;
+  c.sliding_window = 12;
+  CompareOneMicroBatch(Precision::kFp32, kFp32Tolerance, c, /*after_a_step=*/true);
+}
+
+TEST_F(CudaStageModelTest, Bf16MistralSlidingWindowMatchesTheCpuModel) {
+  model::ModelConfig c = TestConfig();
+  c.kv_heads = 2;
+  c.sliding_window = 12;
+  CompareOneMicroBatch(Precision::kBf16, 2e-2, c);
+}
+
 // Llama 3.2 as it ships, in small: grouped-query attention, tied embeddings, RoPE base 500000
 // with Llama 3's frequency scaling (factor 32 over an original context of 8, so the 40 positions
 // here span its low, middle and high frequency bands).
