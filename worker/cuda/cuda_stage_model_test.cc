@@ -175,18 +175,19 @@ TEST_F(CudaStageModelTest, Bf16TiedEmbeddingsMatchTheCpuModel) {
 
 // Mistral's sliding window (12 of the 40 positions: whole key tiles fall before some rows'
 // windows) with its grouped-query attention.
-TEST_F(CudaStageModelTest, Fp32MistralSlidingWindowMatchesTheCpuModel) {
+model::ModelConfig MistralConfig() {
   model::ModelConfig c = TestConfig();
   c.kv_heads = 2;
   c.sliding_window = 12;
-  CompareOneMicroBatch(Precision::kFp32, kFp32Tolerance, c, /*after_a_step=*/true);
+  return c;
+}
+
+TEST_F(CudaStageModelTest, Fp32MistralSlidingWindowMatchesTheCpuModel) {
+  CompareOneMicroBatch(Precision::kFp32, kFp32Tolerance, MistralConfig(), /*after_a_step=*/true);
 }
 
 TEST_F(CudaStageModelTest, Bf16MistralSlidingWindowMatchesTheCpuModel) {
-  model::ModelConfig c = TestConfig();
-  c.kv_heads = 2;
-  c.sliding_window = 12;
-  CompareOneMicroBatch(Precision::kBf16, 2e-2, c);
+  CompareOneMicroBatch(Precision::kBf16, 2e-2, MistralConfig());
 }
 
 // Llama 3.2 as it ships, in small: grouped-query attention, tied embeddings, RoPE base 500000
