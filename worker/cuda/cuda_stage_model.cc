@@ -97,7 +97,7 @@ struct CudaStageModel::MicroBatch {
   HeadState head;
 };
 
-// Indices into params_ of one block's nine tensors.
+// Indices into params_ of one block's nine tensors (twelve with the q, k, v biases).
 struct CudaStageModel::Layer {
   int attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
   int bq = -1, bk = -1, bv = -1;  // the q, k, v biases (qkv_bias), -1 without
