@@ -60,6 +60,7 @@ struct Case {
   bool qkv_bias = false;  // model.qkvBias (Qwen2)
   bool tied = false;      // model.tiedEmbeddings (Llama 3.2)
   int vocab = 96;         // model.vocab
+  int window = 0;         // model.slidingWindow (Mistral)
 };
 
 // worker/cuda's test model (h 64, 4 heads of 16, V 96, s 40, b 2), deeper. With f = 3h a block's
@@ -95,6 +96,7 @@ v1::JobSpec Spec(const Case& c) {
   m->set_head_dim(c.head_dim);
   m->set_qkv_bias(c.qkv_bias);
   m->set_tied_embeddings(c.tied);
+  m->set_sliding_window(c.window);
   m->set_seed(11);
   return s;
 }
@@ -327,7 +329,10 @@ INSTANTIATE_TEST_SUITE_P(
                  // A vocabulary of 1536: the sum's transients (the copy read out, the sum read
                  // back; the ring's chunk between two ranks) above the step's activations.
                  {"zbv", 2, 2, 1, 4, {}, "", 0, 1, 0, "none", 0, 1, false, 8, 1, 0, 0, false, true, 1536},
-                 {"1f1b", 2, 0, 1, 4, {}, "", 0, 1, 0, "none", 0, 1, false, 8, 1, 0, 0, false, true, 1536}}) {
+                 {"1f1b", 2, 0, 1, 4, {}, "", 0, 1, 0, "none", 0, 1, false, 8, 1, 0, 0, false, true, 1536},
+                 // Mistral's sliding window with its GQA: flash attention allocates what it does
+                 // without a window (at f = h too, B's attention part at the peak).
+                 {"zbh1", 2, 0, 4, 4, {}, "", 64, 1, 0, "none", 0, 1, false, 40, 2, 2, 0, false, false, 96, 12}}) {
           c.precision = precision;
           cases.push_back(c);
         }
@@ -345,7 +350,8 @@ INSTANTIATE_TEST_SUITE_P(
                          (c.probe_size > 0 ? "_probe" + std::to_string(c.probe_size) : "") +
                          (c.seq != 40 ? "_seq" + std::to_string(c.seq) + "_b" + std::to_string(c.micro_batch_size) : "") +
                          (c.kv_heads > 0 ? "_kv" + std::to_string(c.kv_heads) : "") +
-                         (c.head_dim > 0 ? "_hd" + std::to_string(c.head_dim) : "") + (c.qkv_bias ? "_qkvbias" : "") + (c.tied ? "_tied" : "") + (c.vocab != 96 ? "_v" + std::to_string(c.vocab) : "");
+                         (c.head_dim > 0 ? "_hd" + std::to_string(c.head_dim) : "") + (c.qkv_bias ? "_qkvbias" : "") + (c.tied ? "_tied" : "") + (c.vocab != 96 ? "_v" + std::to_string(c.vocab) : "") +
+                         (c.window > 0 ? "_window" + std::to_string(c.window) : "");
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
