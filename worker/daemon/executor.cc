@@ -224,16 +224,6 @@ Status Executor::SumTiedEmbeddingGradients(int step, uint64_t* bytes) {
   auto fail = [](const Status& st) {
     return Status(st.code(), "the tied embedding's gradient sum (embedding group): " + st.message());
   };
-  // Stage s's gradient as a buffer: the device's where the backend keeps it there, else the host
-  // span (`host` holds its wrapper).
-  auto buffer_of = [&](int s, std::unique_ptr<parallel::HostFloats>* host) -> Result<parallel::FloatBuffer*> {
-    if (parallel::FloatBuffer* device = backend_->DeviceTiedEmbeddingGradient(s); device != nullptr) return device;
-    auto g = backend_->TiedEmbeddingGradient(s);
-    if (!g.ok()) return g.status();
-    *host = std::make_unique<parallel::HostFloats>(*g);
-    return host->get();
-  };
-  std::unique_ptr<parallel::HostFloats> host_e;
   if (tied_group_.ranks[0] == tied_group_.ranks[1]) {
     // Both stages on this rank (a V schedule's rank 0): embedding's + copy's (one f32 addition),
     // the same bits to both.
@@ -260,10 +250,18 @@ Status Executor::SumTiedEmbeddingGradients(int step, uint64_t* bytes) {
     for (size_t i = 0; i < e->size(); ++i) (*h)[i] = (*e)[i] = (*e)[i] + (*h)[i];
     return Status::Ok();
   }
-  // Two ranks: an all-reduce of two members leaves the same sum on both (a + b = b + a exactly).
-  auto g = buffer_of(tied_group_.me == 0 ? 0 : stages_ - 1, &host_e);
-  if (!g.ok()) return fail(g.status());
-  Status st = parallel::AllReduceSum(*transport_, tied_group_, step, **g, {options_.recv_timeout, kTiedEmbeddingChannel, bytes});
+  // Two ranks: an all-reduce of two members leaves the same sum on both (a + b = b + a exactly), on
+  // the device's buffer where the backend keeps the gradient there, else on the host span.
+  const int mine = tied_group_.me == 0 ? 0 : stages_ - 1;
+  parallel::FloatBuffer* buffer = backend_->DeviceTiedEmbeddingGradient(mine);
+  std::unique_ptr<parallel::HostFloats> host;
+  if (buffer == nullptr) {
+    auto g = backend_->TiedEmbeddingGradient(mine);
+    if (!g.ok()) return fail(g.status());
+    host = std::make_unique<parallel::HostFloats>(*g);
+    buffer = host.get();
+  }
+  Status st = parallel::AllReduceSum(*transport_, tied_group_, step, *buffer, {options_.recv_timeout, kTiedEmbeddingChannel, bytes});
   return st.ok() ? st : fail(st);
 }
 
