@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -471,21 +472,25 @@ parallel::FloatBuffer* CudaBackend::DeviceGradients() {
 
 namespace {
 
-// The stage's tensors (each parameter's `field`) as one device buffer, or null with the error
-// kept in `deferred` (every tensor is f32 on the device: an error means a broken invariant).
+// The tensors `of` gives for the stage as one device buffer, built once and cached, or null with
+// the error kept in `deferred` (the stage not held, none given, or one not f32 on the device: a
+// broken invariant).
 DeviceTensorFloats* StageBuffer(CudaDevice* device, std::map<int, std::unique_ptr<CudaStageModel>>& stages,
                                 std::map<int, std::unique_ptr<DeviceTensorFloats>>& cache, int stage,
-                                kernels::Tensor DeviceParameter::*field, const char* what, Status* deferred) {
+                                const std::function<std::vector<kernels::Tensor>(CudaStageModel&)>& of,
+                                const char* what, Status* deferred) {
   auto cached = cache.find(stage);
   if (cached != cache.end()) return cached->second.get();
   auto it = stages.find(stage);
-  if (it == stages.end()) {
-    if (deferred->ok()) *deferred = FailedPrecondition(std::string(what) + ": stage " + std::to_string(stage) +
-                                                       " is not held by this rank");
+  std::vector<kernels::Tensor> tensors;
+  if (it != stages.end()) tensors = of(*it->second);
+  if (tensors.empty()) {
+    if (deferred->ok()) {
+      *deferred = FailedPrecondition(std::string(what) + ": stage " + std::to_string(stage) +
+                                     (it == stages.end() ? " is not held by this rank" : " holds none"));
+    }
     return nullptr;
   }
-  std::vector<kernels::Tensor> tensors;
-  for (DeviceParameter& p : it->second->parameters()) tensors.push_back(p.*field);
   auto buffer = DeviceTensorFloats::Create(device, std::move(tensors));
   if (!buffer.ok()) {
     if (deferred->ok()) *deferred = Internal(std::string(what) + ": " + buffer.status().message());
@@ -494,12 +499,21 @@ DeviceTensorFloats* StageBuffer(CudaDevice* device, std::map<int, std::unique_pt
   return (cache[stage] = std::move(buffer).value()).get();
 }
 
+// Each parameter's `field` (handles: the same storage), in the stage's order.
+std::function<std::vector<kernels::Tensor>(CudaStageModel&)> EachParameters(kernels::Tensor DeviceParameter::*field) {
+  return [field](CudaStageModel& m) {
+    std::vector<kernels::Tensor> tensors;
+    for (DeviceParameter& p : m.parameters()) tensors.push_back(p.*field);
+    return tensors;
+  };
+}
+
 }  // namespace
 
 parallel::FloatBuffer* CudaBackend::DeviceStageGradients(int s) {
   views_current_ = false;
-  return StageBuffer(device_.get(), stages_, stage_gradients_, s, &DeviceParameter::grad, "DeviceStageGradients",
-                     &deferred_);
+  return StageBuffer(device_.get(), stages_, stage_gradients_, s, EachParameters(&DeviceParameter::grad),
+                     "DeviceStageGradients", &deferred_);
 }
 
 parallel::FloatBuffer* CudaBackend::DeviceStageValues(int s) {
@@ -508,28 +522,19 @@ parallel::FloatBuffer* CudaBackend::DeviceStageValues(int s) {
   const auto it = stages_.find(s);
   const bool sharded = it != stages_.end() && it->second->masters_sharded();
   return StageBuffer(device_.get(), stages_, stage_values_, s,
-                     sharded ? &DeviceParameter::compute : &DeviceParameter::master, "DeviceStageValues", &deferred_);
+                     EachParameters(sharded ? &DeviceParameter::compute : &DeviceParameter::master), "DeviceStageValues",
+                     &deferred_);
 }
 
 parallel::FloatBuffer* CudaBackend::DeviceTiedEmbeddingGradient(int s) {
-  auto cached = tied_gradients_.find(s);
-  if (cached != tied_gradients_.end()) return cached->second.get();
-  auto it = stages_.find(s);
-  kernels::Tensor grad = it != stages_.end() ? it->second->TiedEmbeddingGradient() : kernels::Tensor();
-  if (grad.empty()) {
-    if (deferred_.ok()) {
-      deferred_ = FailedPrecondition("DeviceTiedEmbeddingGradient: stage " + std::to_string(s) +
-                                     " holds no tied embedding gradient on this rank");
-    }
-    return nullptr;
-  }
-  auto buffer = DeviceTensorFloats::Create(device_.get(), {grad});  // a handle: the same storage
-  if (!buffer.ok()) {
-    if (deferred_.ok()) deferred_ = Internal("DeviceTiedEmbeddingGradient: " + buffer.status().message());
-    return nullptr;
-  }
   views_current_ = false;  // the sum writes the device state
-  return (tied_gradients_[s] = std::move(buffer).value()).get();
+  return StageBuffer(
+      device_.get(), stages_, tied_gradients_, s,
+      [](CudaStageModel& m) {
+        kernels::Tensor grad = m.TiedEmbeddingGradient();
+        return grad.empty() ? std::vector<kernels::Tensor>() : std::vector<kernels::Tensor>{grad};
+      },
+      "DeviceTiedEmbeddingGradient", &deferred_);
 }
 
 Status CudaBackend::ParametersGathered() {
